@@ -1,0 +1,75 @@
+"""The ``vistkit`` command (typer). Thin: every verb lives in `vistkit.commands.<verb>` and calls the library.
+
+Exit codes: 0 success, 1 invalid input or a failed check, 2 usage error. A `VistkitError` becomes one sentence on
+stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+app = typer.Typer(
+    name="vistkit",
+    help="Evaluate visual stories and the metrics themselves: validate, score, compare, distance, meta.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Each module registers its command(s) on `app` when imported. A missing module (work in progress) is skipped.
+COMMAND_MODULES = ("score", "metrics", "validate", "distance", "compare", "meta", "models")
+
+
+def _load_commands() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(f"vistkit.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"vistkit.commands.{name}":
+                raise
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+) -> None:
+    if version:
+        from vistkit import __version__
+
+        typer.echo(f"vistkit {__version__}")
+        raise typer.Exit()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
+    from vistkit.errors import VistkitError
+
+    _load_commands()
+    try:
+        app(args=argv, standalone_mode=False)
+    except VistkitError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        return 1
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        return 1
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

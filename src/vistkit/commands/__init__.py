@@ -1,0 +1,1 @@
+"""One module per ``vistkit`` verb; each registers itself on `vistkit.cli.app`."""

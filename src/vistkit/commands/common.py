@@ -1,0 +1,31 @@
+"""Options and helpers shared by commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from vistkit.report.tables import OutputFormat
+
+FormatOption = typer.Option(OutputFormat.TEXT, "--format", "-f", help="Output format: text, json, csv or latex.")
+
+
+def parse_metric_names(value: str | list[str]) -> list[str]:
+    """``"a,b" ["c"]`` -> ``["a", "b", "c"]`` (order kept, duplicates dropped)."""
+    items = value if isinstance(value, list) else [value]
+    out: list[str] = []
+    for item in items:
+        for name in item.split(","):
+            name = name.strip()
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+def echo(text: str) -> None:
+    typer.echo(text.rstrip("\n"))
+
+
+def existing(path: Path | None) -> Path | None:
+    return path

@@ -1,0 +1,46 @@
+"""``vistkit metrics``: list metrics, or show one metric's card."""
+
+from __future__ import annotations
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo
+from vistkit.metrics.base import get_metric_class, list_metrics, unavailable_metrics
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+
+def _bounds(cls: type) -> str:
+    lo = "-inf" if cls.lower_bound is None else f"{cls.lower_bound:g}"
+    hi = "inf" if cls.upper_bound is None else f"{cls.upper_bound:g}"
+    return f"[{lo}, {hi}]"
+
+
+def _needs(cls: type) -> str:
+    needs = [n for n, flag in (
+        ("references", cls.needs_references),
+        ("images", cls.needs_images),
+        ("human story", cls.needs_human_story),
+    ) if flag]
+    return ", ".join(needs) or "-"
+
+
+@app.command()
+def metrics(
+    info: str | None = typer.Option(None, "--info", help="Show the card of this metric."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """List the metrics (with what they need and their range), or show one card with --info NAME."""
+    if info is not None:
+        cls = get_metric_class(info)
+        if fmt is OutputFormat.JSON:
+            echo(dumps_json({"name": cls.name, **cls.card.__dict__}))
+        else:
+            echo(cls.card.render(cls.name))
+        return
+    rows = [
+        [name, cls.card.summary, _needs(cls), _bounds(cls), "higher" if cls.higher_is_better else "lower"]
+        for name, cls in list_metrics().items()
+    ]
+    rows += [[name, f"UNAVAILABLE: {reason}", "", "", ""] for name, reason in unavailable_metrics().items()]
+    echo(render_table(["metric", "what it measures", "needs", "range", "better"], rows, fmt, title="metrics"))

@@ -1,0 +1,190 @@
+"""``vistkit score``: score a hypothesis file with one or more metrics."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.data.story import Keying, StorySet
+from vistkit.errors import InputError
+from vistkit.metrics.base import Metric, Score, get_metric_class
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+
+def parse_metric_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    """``["meteor-vist.drop_non_ascii=true", "bertscore.idf=yes"]`` -> per-metric option dicts."""
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        if "=" not in pair or "." not in pair.split("=", 1)[0]:
+            raise InputError(f"--option {pair!r}: write METRIC.OPTION=VALUE, e.g. bertscore.idf=true")
+        left, value = pair.split("=", 1)
+        metric, option = left.split(".", 1)
+        out.setdefault(metric, {})[option.replace("-", "_")] = _parse_value(value)
+    return out
+
+
+def _parse_value(value: str) -> Any:
+    low = value.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def build_metrics(names: list[str], shared: dict[str, Any], per_metric: dict[str, dict[str, Any]]) -> list[Metric]:
+    """Instantiate each metric with the shared options it accepts plus its own ``--option`` values."""
+    metrics: list[Metric] = []
+    for name in names:
+        cls = get_metric_class(name)
+        params = inspect.signature(cls.__init__).parameters
+        opts = {k: v for k, v in shared.items() if k in params and v is not None}
+        own = per_metric.get(name, {})
+        unknown = [k for k in own if k not in params]
+        if unknown:
+            allowed = [p for p in params if p not in ("self", "options")]
+            raise InputError(f"{name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})")
+        opts.update(own)
+        metrics.append(cls(**opts))
+    return metrics
+
+
+def score_all(
+    metrics: list[Metric],
+    hypotheses: StorySet,
+    references: StorySet | None,
+    *,
+    key: Keying | None,
+    template: list[str] | None,
+    reference_absent: bool = False,
+) -> list[Score]:
+    """Run every metric with a progress display on stderr."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    results: list[Score] = []
+    console = Console(stderr=True)
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as progress:
+        for metric in metrics:
+            task = progress.add_task(f"scoring {metric.name}", total=None)
+            refs = references if metric.needs_references else None
+            results.append(
+                metric.score(
+                    hypotheses,
+                    refs,
+                    key=key,
+                    template=template,
+                    require_all=template is not None,
+                    reference_absent=reference_absent,
+                )
+            )
+            progress.remove_task(task)
+    return results
+
+
+def write_per_item(path: Path, results: list[Score]) -> None:
+    """CSV ``id,<metric>,...``: one row per item, empty cell where a metric left the item undefined."""
+    ids: list[str] = []
+    seen: set[str] = set()
+    columns: list[dict[str, float]] = []
+    for r in results:
+        col = {}
+        for i, v in zip(r.item_ids, r.item_scores, strict=True):
+            col[i] = float(v)
+            if i not in seen:
+                seen.add(i)
+                ids.append(i)
+        columns.append(col)
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", *(r.metric for r in results)])
+        for i in ids:
+            row: list[str] = [i]
+            for col in columns:
+                v = col.get(i)
+                row.append("" if v is None or math.isnan(v) else repr(v))
+            w.writerow(row)
+
+
+def render_scores(results: list[Score], fmt: OutputFormat, *, extra: dict[str, Any] | None = None) -> str:
+    if fmt is OutputFormat.JSON:
+        payload: dict[str, Any] = {
+            "scores": {r.metric: r.corpus for r in results},
+            "signatures": {r.metric: r.signature for r in results},
+            "n": {r.metric: r.n for r in results},
+            "key": {r.metric: (r.keying.value if r.keying else None) for r in results},
+            "excluded": {r.metric: r.excluded for r in results if r.excluded},
+            "details": {r.metric: r.extra for r in results if r.extra},
+        }
+        if extra:
+            payload.update(extra)
+        return dumps_json(payload)
+    columns = ["metric", "score", "n", "key"]
+    rows: list[list[Any]] = [
+        [r.metric, r.corpus, r.n, r.keying.value if r.keying else ""] for r in results
+    ]
+    caption = "\n".join(f"{r.metric}: {r.signature}" for r in results)
+    if fmt is OutputFormat.TEXT:
+        notes = [
+            f"{r.metric}: {len(r.excluded)} item(s) excluded (see --per-item / --format json)"
+            for r in results
+            if r.excluded
+        ]
+        caption = "\n".join([caption, *notes])
+    return render_table(columns, rows, fmt, title="vistkit score", caption=caption)
+
+
+@app.command()
+def score(
+    hypotheses: Path = typer.Argument(..., help="Stories to score (any VIST format; see `vistkit formats`)."),
+    metrics: list[str] = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated."),
+    references: Path | None = typer.Option(None, "--references", "-r", help="Reference (human) stories."),
+    template: Path | None = typer.Option(
+        None, "--template", help="Challenge template: score only its sequences, require a story for each."
+    ),
+    key: Keying | None = typer.Option(
+        None, "--key", "-k", help="Match stories by story, sequence or album (default: sequence if known)."
+    ),
+    fmt: OutputFormat = FormatOption,
+    per_item: Path | None = typer.Option(None, "--per-item", help="Write per-item scores to this CSV."),
+    hyp_format: str | None = typer.Option(None, "--hyp-format", help="Force the hypothesis file format."),
+    ref_format: str | None = typer.Option(None, "--ref-format", help="Force the reference file format."),
+    hyp_field: str = typer.Option(
+        "text", "--hyp-field", help="Storylet field holding the story (e.g. predicted_story for PR-VIST)."
+    ),
+    drop_non_ascii: bool = typer.Option(
+        False, "--drop-non-ascii", help="meteor-vist: delete non-ASCII characters first (the challenge README)."
+    ),
+    option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    reference_absent: bool = typer.Option(
+        False, "--reference-absent", help="Remove the scored story from its own references (Vrank Eq. 3)."
+    ),
+) -> None:
+    """Score HYPOTHESES with the given metrics and print one table (or JSON/CSV/LaTeX)."""
+    from vistkit.data.readers import read_stories, read_template
+
+    names = parse_metric_names(metrics)
+    if not names:
+        raise InputError("give at least one metric: --metrics meteor-vist,rovist-nr")
+    built = build_metrics(names, {"drop_non_ascii": drop_non_ascii or None}, parse_metric_options(option))
+    hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
+    refs = read_stories(references, format=ref_format) if references is not None else None
+    seqs = read_template(template) if template is not None else None
+    results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+    if per_item is not None:
+        write_per_item(per_item, results)
+    echo(render_scores(results, fmt))

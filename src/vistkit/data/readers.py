@@ -1,0 +1,405 @@
+"""Readers for every VIST story format, and writers for JSONL, CSV and challenge JSON.
+
+Formats (``format=`` name, auto-detected from the content when not given):
+
+- ``sis``: VIST SIS json: ``{"annotations": [[storylet], ...]}`` or a flat list of storylets under
+  ``annotations``. A story = its storylets sorted by ``worker_arranged_photo_order``; text = the storylets' ``text``
+  joined by one space (as the 2018 challenge's ``getNormalizedStoryText``); sentences = the storylets.
+- ``storylets``: a bare JSON list of storylet records (e.g. PR-VIST's ``PR_VIST.json.zip``), read like ``sis``.
+  ``field="predicted_story"`` reads PR-VIST's generated story instead of the human one.
+- ``challenge``: the VIST-challenge submission (``output_stories`` with album_id, photo_sequence,
+  story_text_normalized).
+- ``story-dict``: ``{story_id: text}`` (dHM, GROOViST).
+- ``tapm``: ``{"album_p1_p2_p3_p4_p5": text}``; ``tapm-nested``: ``{album: {"p1_p2_p3_p4_p5": text}}``.
+- ``arel``: ``{album_id: [text, ...]}`` (one or several stories per album; AREL predictions and references).
+- ``jsonl``: one JSON object per line with ``text`` (or ``story``) and any of ``story_id``, ``photo_ids`` (list or
+  ``-``-joined), ``album_id``, ``sentences``, ``system``.
+- ``csv``: a header row with the same column names (``photo_ids`` ``-``-joined; ``sentences`` ``|||``-joined).
+
+``.zip`` and ``.gz`` files are opened transparently. JSONL and CSV stream line by line.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from vistkit.data.story import Story, StorySet, sequence_key
+from vistkit.errors import InputError
+
+FORMATS = ("sis", "storylets", "challenge", "story-dict", "tapm", "tapm-nested", "arel", "jsonl", "csv")
+
+_TAPM_KEY = re.compile(r"^[^_\s]+(?:_[^_\s]+){1,}$")
+
+
+# --------------------------------------------------------------------------------------------------- opening
+def open_text(path: str | Path) -> io.TextIOBase:
+    """Open a text file, looking inside ``.zip`` (first non-``__MACOSX`` member) and ``.gz``."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    if p.is_dir():
+        raise InputError(f"{p} is a folder; give a story file")
+    try:
+        if p.suffix == ".zip":
+            zf = zipfile.ZipFile(p)
+            members = [
+                n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")
+            ]
+            if not members:
+                raise InputError(f"{p}: the zip archive holds no file")
+            return io.TextIOWrapper(zf.open(members[0]), encoding="utf-8")
+        if p.suffix == ".gz":
+            return io.TextIOWrapper(gzip.open(p), encoding="utf-8")
+        return open(p, encoding="utf-8")  # noqa: SIM115
+    except zipfile.BadZipFile as exc:
+        raise InputError(f"{p}: not a valid zip archive ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _inner_suffix(path: Path) -> str:
+    name = path.name
+    for outer in (".zip", ".gz"):
+        if name.endswith(outer):
+            name = name[: -len(outer)]
+    return Path(name).suffix.lower()
+
+
+def load_json(path: str | Path) -> Any:
+    """Parse a JSON file; a syntax error names the line and column."""
+    p = Path(path)
+    with open_text(p) as fh:
+        try:
+            text = fh.read()
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply") from None
+
+
+# --------------------------------------------------------------------------------------------------- detection
+def detect_format(data: Any) -> str:
+    """The format name of parsed JSON content (see module doc)."""
+    if isinstance(data, dict):
+        if "output_stories" in data:
+            return "challenge"
+        if "annotations" in data:
+            return "sis"
+        if not data:
+            raise InputError("the JSON object is empty: no stories")
+        values = list(data.values())
+        if all(isinstance(v, str) for v in values):
+            keys = list(data)
+            if all(_TAPM_KEY.match(k) and len(k.split("_")) >= 3 for k in keys):
+                return "tapm"
+            return "story-dict"
+        if all(isinstance(v, list) for v in values):
+            return "arel"
+        if all(isinstance(v, dict) for v in values):
+            return "tapm-nested"
+        raise InputError("the JSON object mixes value types; cannot tell its format (pass --format)")
+    if isinstance(data, list):
+        if data and all(isinstance(r, dict) for r in data[:50]):
+            if all("worker_arranged_photo_order" in r for r in data[:50]):
+                return "storylets"
+            return "records"
+        raise InputError("a JSON list must hold storylet or story records (objects)")
+    raise InputError(f"expected a JSON object or list, found {type(data).__name__}")
+
+
+# --------------------------------------------------------------------------------------------------- readers
+def read_stories(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    system: str | None = None,
+    field: str = "text",
+) -> StorySet:
+    """Read stories from ``path`` in any supported format (auto-detected unless ``format`` is given)."""
+    p = Path(path)
+    fmt = format
+    suffix = _inner_suffix(p)
+    if fmt is None and suffix == ".jsonl":
+        fmt = "jsonl"
+    if fmt is None and suffix in (".csv", ".tsv"):
+        fmt = "csv"
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "jsonl":
+        stories = list(iter_jsonl(p, system=system))
+    elif fmt == "csv":
+        stories = list(iter_csv(p, system=system))
+    else:
+        data = load_json(p)
+        fmt = fmt or detect_format(data)
+        stories = list(_from_json(data, fmt, p, system=system, field=field))
+    if not stories:
+        raise InputError(f"{p}: holds no stories")
+    return StorySet(stories, source=str(p))
+
+
+def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) -> Iterator[Story]:
+    if fmt == "challenge":
+        yield from _challenge(data, p, system)
+    elif fmt == "sis":
+        if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
+            raise InputError(f"{p}: SIS json needs a list under 'annotations'")
+        records = [r[0] if isinstance(r, list) and len(r) == 1 else r for r in data["annotations"]]
+        yield from _storylets(records, p, system, field)
+    elif fmt == "storylets":
+        if not isinstance(data, list):
+            raise InputError(f"{p}: a storylet file is a JSON list of records")
+        yield from _storylets(data, p, system, field)
+    elif fmt == "records":
+        for i, rec in enumerate(data):
+            yield _record(rec, f"{p} record {i + 1}", system)
+    elif fmt == "story-dict":
+        _need_dict(data, p)
+        for sid, text in data.items():
+            if not isinstance(text, str):
+                raise InputError(f"{p}: story {sid!r}: text must be a string, found {type(text).__name__}")
+            yield Story(story_id=str(sid), text=text, system=system)
+    elif fmt == "tapm":
+        _need_dict(data, p)
+        for key, text in data.items():
+            album, *photos = str(key).split("_")
+            if not isinstance(text, str):
+                raise InputError(f"{p}: key {key!r}: text must be a string")
+            yield Story(story_id=str(key), text=text, photo_ids=tuple(photos), album_id=album, system=system)
+    elif fmt == "tapm-nested":
+        _need_dict(data, p)
+        for album, seqs in data.items():
+            if not isinstance(seqs, dict):
+                raise InputError(f"{p}: album {album!r}: expected an object of sequences")
+            for seq, text in seqs.items():
+                if not isinstance(text, str):
+                    raise InputError(f"{p}: album {album!r} sequence {seq!r}: text must be a string")
+                photos = tuple(str(seq).split("_"))
+                yield Story(
+                    story_id=f"{album}_{seq}", text=text, photo_ids=photos, album_id=str(album), system=system
+                )
+    elif fmt == "arel":
+        _need_dict(data, p)
+        for album, texts in data.items():
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise InputError(f"{p}: album {album!r}: expected a list of story strings")
+            for i, text in enumerate(texts):
+                sid = str(album) if len(texts) == 1 else f"{album}#{i}"
+                yield Story(story_id=sid, text=text, album_id=str(album), system=system)
+    else:
+        raise InputError(f"{p}: format {fmt!r} is not a JSON format")
+
+
+def _need_dict(data: Any, p: Path) -> None:
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: expected a JSON object")
+
+
+def _challenge(data: Any, p: Path, system: str | None) -> Iterator[Story]:
+    if not isinstance(data, dict) or not isinstance(data.get("output_stories"), list):
+        raise InputError(f"{p}: a challenge submission needs a list under 'output_stories'")
+    team = data.get("team_name") if isinstance(data.get("team_name"), str) else None
+    for i, rec in enumerate(data["output_stories"]):
+        where = f"{p}: output_stories[{i}]"
+        if not isinstance(rec, dict):
+            raise InputError(f"{where}: expected an object")
+        photos = rec.get("photo_sequence")
+        text = rec.get("story_text_normalized")
+        album = rec.get("album_id")
+        if not isinstance(photos, list) or not photos or not all(isinstance(x, str | int) for x in photos):
+            raise InputError(f"{where}: 'photo_sequence' must be a non-empty list of photo ids")
+        if not isinstance(text, str):
+            raise InputError(f"{where}: 'story_text_normalized' must be a string")
+        if album is not None and not isinstance(album, str | int):
+            raise InputError(f"{where}: 'album_id' must be a string")
+        ids = tuple(str(x) for x in photos)
+        yield Story(
+            story_id=sequence_key(ids),
+            text=text,
+            photo_ids=ids,
+            album_id=None if album is None else str(album),
+            system=system or team,
+        )
+
+
+def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) -> Iterator[Story]:
+    by_story: dict[str, list[dict[str, Any]]] = {}
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise InputError(f"{p}: storylet {i + 1} is not an object")
+        for name in ("story_id", "photo_flickr_id", "worker_arranged_photo_order", field):
+            if name not in rec:
+                raise InputError(f"{p}: storylet {i + 1} has no field {name!r}")
+        by_story.setdefault(str(rec["story_id"]), []).append(rec)
+    for sid, recs in by_story.items():
+        try:
+            recs.sort(key=lambda r: int(r["worker_arranged_photo_order"]))
+        except (TypeError, ValueError):
+            raise InputError(f"{p}: story {sid}: worker_arranged_photo_order must be integers") from None
+        photos = tuple(str(r["photo_flickr_id"]) for r in recs)
+        album = recs[0].get("album_id")
+        if field == "text":
+            sentences = tuple(str(r["text"]) for r in recs)
+            text = " ".join(sentences).strip()
+        else:  # a story-level field repeated on every storylet (PR-VIST's predicted_story)
+            sentences = None
+            text = str(recs[0][field])
+        yield Story(
+            story_id=sid,
+            text=text,
+            sentences=sentences,
+            photo_ids=photos,
+            album_id=None if album is None else str(album),
+            system=system or ("human" if field == "text" else None),
+        )
+
+
+_TEXT_FIELDS = ("text", "story", "story_text_normalized")
+
+
+def _record(rec: Any, where: str, system: str | None) -> Story:
+    if not isinstance(rec, dict):
+        raise InputError(f"{where}: expected an object")
+    text = next((rec[f] for f in _TEXT_FIELDS if f in rec), None)
+    if not isinstance(text, str):
+        raise InputError(f"{where}: needs a string field 'text' (or 'story')")
+    photos_raw = rec.get("photo_ids", rec.get("photo_sequence", ()))
+    if isinstance(photos_raw, str):
+        photos = tuple(x for x in photos_raw.split("-") if x)
+    elif isinstance(photos_raw, list):
+        photos = tuple(str(x) for x in photos_raw)
+    else:
+        raise InputError(f"{where}: 'photo_ids' must be a list or a '-'-joined string")
+    sents_raw = rec.get("sentences")
+    if sents_raw is None or sents_raw == "":
+        sentences = None
+    elif isinstance(sents_raw, list) and all(isinstance(x, str) for x in sents_raw):
+        sentences = tuple(sents_raw)
+    elif isinstance(sents_raw, str):
+        sentences = tuple(x.strip() for x in sents_raw.split("|||"))
+    else:
+        raise InputError(f"{where}: 'sentences' must be a list of strings")
+    sid = rec.get("story_id")
+    if sid is None or sid == "":
+        sid = sequence_key(photos) if photos else None
+    if sid is None:
+        raise InputError(f"{where}: needs 'story_id' or 'photo_ids'")
+    album = rec.get("album_id")
+    return Story(
+        story_id=str(sid),
+        text=text,
+        sentences=sentences,
+        photo_ids=photos,
+        album_id=None if album in (None, "") else str(album),
+        system=system or (str(rec["system"]) if rec.get("system") else None),
+    )
+
+
+def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
+    """Stream stories from a JSONL file (one object per line; blank lines skipped)."""
+    p = Path(path)
+    with open_text(p) as fh:
+        for n, line in enumerate(_lines(fh, p), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+            yield _record(rec, f"{p} line {n}", system)
+
+
+def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
+    """Stream stories from a CSV (or TSV) file with named columns."""
+    p = Path(path)
+    delimiter = "\t" if _inner_suffix(p) == ".tsv" else ","
+    with open_text(p) as fh:
+        reader = csv.DictReader(_lines(fh, p), delimiter=delimiter)
+        if reader.fieldnames is None:
+            raise InputError(f"{p}: empty CSV (no header row)")
+        if not any(f in reader.fieldnames for f in _TEXT_FIELDS):
+            raise InputError(f"{p}: CSV needs a 'text' column; found {', '.join(reader.fieldnames)}")
+        try:
+            for n, row in enumerate(reader, start=2):
+                yield _record({k: v for k, v in row.items() if k is not None}, f"{p} line {n}", system)
+        except csv.Error as exc:
+            raise InputError(f"{p}: malformed CSV ({exc})") from None
+
+
+def _lines(fh: io.TextIOBase, p: Path) -> Iterator[str]:
+    try:
+        yield from fh
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
+def read_template(path: str | Path) -> list[str]:
+    """The sequence keys of a challenge template (or any challenge-format file)."""
+    return [s.sequence for s in read_stories(path, format="challenge")]
+
+
+# --------------------------------------------------------------------------------------------------- writers
+def _record_of(story: Story) -> dict[str, Any]:
+    rec: dict[str, Any] = {"story_id": story.story_id, "text": story.text}
+    if story.photo_ids:
+        rec["photo_ids"] = list(story.photo_ids)
+    if story.album_id is not None:
+        rec["album_id"] = story.album_id
+    if story.sentences is not None:
+        rec["sentences"] = list(story.sentences)
+    if story.system is not None:
+        rec["system"] = story.system
+    return rec
+
+
+def write_jsonl(stories: Iterable[Story], path: str | Path) -> None:
+    """One JSON object per story (readable back with `read_stories`)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for s in stories:
+            fh.write(json.dumps(_record_of(s), ensure_ascii=False) + "\n")
+
+
+def write_csv(stories: Iterable[Story], path: str | Path) -> None:
+    """CSV with columns story_id, album_id, photo_ids (``-``-joined), system, sentences (``|||``), text."""
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["story_id", "album_id", "photo_ids", "system", "sentences", "text"])
+        for s in stories:
+            w.writerow(
+                [
+                    s.story_id,
+                    s.album_id or "",
+                    "-".join(s.photo_ids),
+                    s.system or "",
+                    " ||| ".join(s.sentences) if s.sentences is not None else "",
+                    s.text,
+                ]
+            )
+
+
+def write_challenge(
+    stories: Iterable[Story], path: str | Path, *, team_name: str = "vistkit", description: str = ""
+) -> None:
+    """A VIST-challenge submission file (needs photo sequences and album ids)."""
+    out = []
+    for s in stories:
+        if not s.photo_ids:
+            raise InputError(f"story {s.story_id!r} has no photo sequence; the challenge format needs one")
+        out.append(
+            {"album_id": s.album_id or "", "photo_sequence": list(s.photo_ids), "story_text_normalized": s.text}
+        )
+    data = {"team_name": team_name, "evaluation_info": {"additional_description": description}, "output_stories": out}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False)

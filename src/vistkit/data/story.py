@@ -1,0 +1,144 @@
+"""The data model: a `Story`, explicit keying, and an ordered `StorySet`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from vistkit.errors import InputError
+
+
+class Keying(StrEnum):
+    """How stories are matched to each other (hypothesis to references, human to model).
+
+    - ``story``: by ``story_id``;
+    - ``sequence``: by the ordered photo ids joined by ``-`` (the 2018 challenge's key, without its trailing ``-``);
+    - ``album``: by ``album_id`` (AREL / vist_eval style: all stories of an album are references).
+    """
+
+    STORY = "story"
+    SEQUENCE = "sequence"
+    ALBUM = "album"
+
+
+def sequence_key(photo_ids: Iterable[str]) -> str:
+    """The sequence key of an ordered photo list: ids joined by ``-``."""
+    return "-".join(str(p) for p in photo_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Story:
+    """One story.
+
+    ``sentences`` is set when the source knows the sentence boundaries (the five VIST storylets); otherwise
+    ``None`` and metrics split ``text`` themselves. ``photo_ids`` are in story order.
+    """
+
+    story_id: str
+    text: str
+    sentences: tuple[str, ...] | None = None
+    photo_ids: tuple[str, ...] = ()
+    album_id: str | None = None
+    system: str | None = None
+    meta: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def sequence(self) -> str:
+        """The sequence key (photo ids joined by ``-``); empty when the photos are unknown."""
+        return sequence_key(self.photo_ids)
+
+    def key(self, keying: Keying | str) -> str:
+        """The key of this story under ``keying``; raises `InputError` when the source lacks that field."""
+        keying = Keying(keying)
+        if keying is Keying.STORY:
+            return self.story_id
+        if keying is Keying.SEQUENCE:
+            if not self.photo_ids:
+                raise InputError(
+                    f"story {self.story_id!r} has no photo ids, so it cannot be keyed by sequence; "
+                    "use --key story, or read a format that carries photo sequences"
+                )
+            return self.sequence
+        if self.album_id is None:
+            raise InputError(
+                f"story {self.story_id!r} has no album id, so it cannot be keyed by album; use --key story"
+            )
+        return self.album_id
+
+    def with_text(self, text: str, sentences: tuple[str, ...] | None = None) -> Story:
+        """A copy with other text (and sentences)."""
+        return replace(self, text=text, sentences=sentences)
+
+
+class StorySet:
+    """An ordered collection of stories with keyed access.
+
+    Keeps input order (so outputs are stable) and knows where it came from (``source``) for error messages.
+    """
+
+    __slots__ = ("_stories", "source")
+
+    def __init__(self, stories: Iterable[Story] = (), *, source: str | None = None) -> None:
+        self._stories: list[Story] = list(stories)
+        self.source = source
+
+    def __iter__(self) -> Iterator[Story]:
+        return iter(self._stories)
+
+    def __len__(self) -> int:
+        return len(self._stories)
+
+    def __getitem__(self, index: int) -> Story:
+        return self._stories[index]
+
+    def __repr__(self) -> str:
+        return f"StorySet({len(self)} stories{', from ' + self.source if self.source else ''})"
+
+    @property
+    def stories(self) -> list[Story]:
+        return list(self._stories)
+
+    def has_photos(self) -> bool:
+        """True when every story knows its photo sequence."""
+        return bool(self._stories) and all(s.photo_ids for s in self._stories)
+
+    def default_keying(self) -> Keying:
+        """``sequence`` when every story carries its photos, else ``story``. Always reported in signatures."""
+        return Keying.SEQUENCE if self.has_photos() else Keying.STORY
+
+    def by_key(self, keying: Keying | str) -> dict[str, Story]:
+        """One story per key; raises `InputError` naming the first duplicated key."""
+        out: dict[str, Story] = {}
+        for story in self._stories:
+            k = story.key(keying)
+            if k in out:
+                where = f" in {self.source}" if self.source else ""
+                raise InputError(
+                    f"more than one story has {Keying(keying).value} key {k!r}{where}; "
+                    "a hypothesis file must hold one story per key (choose another --key?)"
+                )
+            out[k] = story
+        return out
+
+    def group(self, keying: Keying | str) -> dict[str, list[Story]]:
+        """All stories per key, in input order (e.g. the references of each sequence)."""
+        out: dict[str, list[Story]] = {}
+        for story in self._stories:
+            out.setdefault(story.key(keying), []).append(story)
+        return out
+
+    def filter(self, keep: Iterable[str], keying: Keying | str) -> StorySet:
+        """Only the stories whose key is in ``keep``."""
+        wanted = set(keep)
+        return StorySet((s for s in self._stories if s.key(keying) in wanted), source=self.source)
+
+    def map_text(self, fn: "callable[[str], str]") -> StorySet:  # type: ignore[valid-type]
+        """A copy with ``fn`` applied to every text and sentence."""
+        return StorySet(
+            (
+                s.with_text(fn(s.text), tuple(fn(x) for x in s.sentences) if s.sentences is not None else None)
+                for s in self._stories
+            ),
+            source=self.source,
+        )

@@ -1,0 +1,26 @@
+"""Errors a user can cause. Each carries one clear sentence: what is wrong and how to fix it.
+
+The CLI turns these into a message and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class VistkitError(Exception):
+    """Base class for every error vistkit reports to a user."""
+
+
+class InputError(VistkitError, ValueError):
+    """A bad input file, record or field (says which)."""
+
+
+class MissingDependencyError(VistkitError, RuntimeError):
+    """Something vistkit needs is not installed or not found (Java, a model, an extra)."""
+
+
+class UnavailableMetricError(VistkitError, LookupError):
+    """A metric that is known but cannot run here (e.g. SPICE needs Stanford CoreNLP)."""
+
+
+class UnknownMetricError(VistkitError, LookupError):
+    """A metric name that vistkit does not know."""

