@@ -1,0 +1,63 @@
+"""``vistkit demo``: the main job on data the package ships (no ../shared, no download)."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import echo
+from vistkit.errors import VistkitError
+
+# Offline metrics, in display order; a metric that cannot run here is reported, not fatal.
+DEMO_METRICS = (
+    "meteor-vist",
+    "bleu-4",
+    "rouge-l",
+    "cider-d",
+    "sacrebleu",
+    "bertscore",
+    "rovist-nr",
+    "coherence",
+)
+
+
+@app.command()
+def demo() -> None:
+    """Score 50 LLaVA stories against their human VIST references with every offline metric."""
+    from vistkit.commands.score import render_scores
+    from vistkit.data.readers import read_stories
+    from vistkit.metrics.base import Score, get_metric, list_metrics
+    from vistkit.report.tables import OutputFormat
+
+    root = resources.files("vistkit.resources") / "demo"
+    with resources.as_file(root) as folder:
+        human = read_stories(folder / "human_stories.json", system="human")
+        llava = read_stories(folder / "llava_stories.json", system="llava")
+    echo(
+        f"vistkit demo: {len(llava)} LLaVA-NeXT stories vs their human VIST stories (dHM sample, CC BY 4.0), "
+        "keyed by story id.\n"
+    )
+    available = list_metrics()
+    results: list[Score] = []
+    skipped: list[str] = []
+    for name in DEMO_METRICS:
+        if name not in available:
+            skipped.append(f"{name}: not in this build")
+            continue
+        try:
+            metric = get_metric(name)
+            refs = human if metric.needs_references else None
+            results.append(metric.score(llava, refs, key="story"))
+            if not metric.needs_references:  # reference-free: show the human stories too
+                human_score = metric.score(human, None, key="story")
+                human_score.metric = f"{name} (human)"
+                results.append(human_score)
+        except VistkitError as exc:
+            skipped.append(f"{name}: {exc}")
+    if results:
+        echo(render_scores(results, OutputFormat.TEXT))
+    for line in skipped:
+        typer.secho(f"skipped {line}", fg=typer.colors.YELLOW, err=True)
+    echo("\nNext: `vistkit metrics` lists every metric; `vistkit metrics --info NAME` shows its card.")
