@@ -220,9 +220,10 @@ def align(
                 continue
         items.append(Item(k, hyp, tuple(rs)))
     if not items:
+        reasons = sorted(set(excluded.values()))
         raise InputError(
-            f"no hypothesis shares a {keying.value} key with the references; check --key and the files "
-            "(e.g. story ids vs photo sequences)"
+            f"no hypothesis shares a {keying.value} key with the references ({'; '.join(reasons) or 'no hypotheses'}); "
+            "check --key and the files (e.g. story ids vs photo sequences)"
         )
     counts = {len(i.references) for i in items}
     n_refs = str(counts.pop()) if len(counts) == 1 else f"{min(len(i.references) for i in items)}-" + str(
