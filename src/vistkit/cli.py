@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Each module registers its command(s) on `app` when imported. A missing module (work in progress) is skipped.
-COMMAND_MODULES = ("score", "metrics", "validate", "distance", "compare", "meta", "models", "demo")
+COMMAND_MODULES = ("score", "metrics", "validate", "distance", "compare", "meta", "models", "demo", "formats")
 
 
 def _load_commands() -> None:
