@@ -85,11 +85,16 @@ def text_table(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, caption=caption, caption_justify="left")
+    from rich.markup import escape
+
+    table = Table(title=title, caption=escape(caption) if caption else None, caption_justify="left")
     for i, c in enumerate(columns):
-        table.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
+        numeric = bool(rows) and all(
+            isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in rows if r[i] is not None
+        )
+        table.add_column(escape(str(c)), justify="right" if numeric else "left", overflow="fold")
     for r in rows:
-        table.add_row(*(fmt_number(v, digits) for v in r))
+        table.add_row(*(escape(fmt_number(v, digits)) for v in r))
     console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
     console.print(table)
     return console.file.getvalue()  # type: ignore[attr-defined]
