@@ -32,15 +32,21 @@ def _load_commands() -> None:
                 raise
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from vistkit import __version__
 
         typer.echo(f"vistkit {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+) -> None:
+    """Evaluate visual stories and the metrics themselves."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     _load_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        # without standalone mode click returns (not raises) the code of a `typer.Exit`
+        rv = app(args=argv, standalone_mode=False)
     except VistkitError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         return 1
@@ -61,14 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
+    except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: duck-type)
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
         raise
-    return 0
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""``vistkit validate``: check a VIST-challenge submission with the 2018 challenge's checks and vistkit's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+
+@app.command()
+def validate(
+    submission: Path = typer.Argument(..., help="The submission JSON (the challenge format)."),
+    template: Path | None = typer.Option(
+        None, "--template", help="Challenge template (vist-challenge-template.json): the required sequences."
+    ),
+    references: Path | None = typer.Option(
+        None, "--references", "-r", help="Human stories with photo sequences (e.g. the VIST test SIS)."
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Check SUBMISSION as the NAACL 2018 challenge did (same order and messages), then vistkit's own checks.
+
+    Exit code 0 when valid (warnings allowed), 1 when any check fails.
+    """
+    from vistkit.data.validate import validate_submission
+
+    report = validate_submission(submission, template=template, references=references)
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(report.as_dict()))
+    elif fmt is OutputFormat.TEXT:
+        echo("\n".join(report.lines()))
+    else:
+        rows = [[f.level.value, f.origin.value, f.check, f.message] for f in report.findings]
+        title = f"validate {report.path}"
+        echo(render_table(["level", "origin", "check", "message"], rows, fmt, title=title))
+    if not report.ok:
+        raise typer.Exit(1)
