@@ -1,0 +1,105 @@
+"""``vistkit distance``: the dHM human-model distance from per-story G, C, R scores.
+
+Score sources (each side): a dHM score prefix (``DIR/gt_test`` -> ``gt_test_G.json``, ``gt_test_C.csv``,
+``gt_test_R.csv``), or a per-item CSV from ``vistkit score --per-item`` with one column per metric. New
+sources (e.g. scoring stories end to end) only need to produce the same per-story tables: see `load_tables`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo
+from vistkit.errors import InputError
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+
+def g_is_bounded(column: str) -> bool:
+    """Whether the G column names a registered metric bounded in [-1, 1] (then dHM's tanh is skipped)."""
+    from vistkit.errors import VistkitError
+    from vistkit.metrics.base import get_metric_class
+
+    try:
+        cls = get_metric_class(column)
+    except VistkitError:
+        return False
+    lo, hi = cls.lower_bound, cls.upper_bound
+    return lo is not None and hi is not None and lo >= -1 and hi <= 1
+
+
+def load_tables(
+    human: Path | None,
+    model: Path | None,
+    *,
+    columns: dict[str, str | None],
+    tanh_g: bool | None,
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], bool]:
+    """Human and model score tables and whether to apply tanh to G (None = dHM's rule, see `distance`)."""
+    from vistkit.distance import DIMENSIONS, read_scores, resolve_columns
+
+    if human is None or model is None:
+        raise InputError("give both --human and --model (a dHM score prefix or a per-item CSV each)")
+    tables = [read_scores(p, columns=columns) for p in (human, model)]
+    if tanh_g is None:
+        # raw GROOViST in dHM's _G.json files; a per-item column keeps tanh unless its metric is bounded
+        tanh_g = True
+        for p in (human, model):
+            if p.is_file() and p.suffix.lower() == ".csv":
+                header = p.read_text(encoding="utf-8", errors="replace").splitlines()[0].split(",")
+                g_col = resolve_columns(header[1:], columns, where=str(p))[DIMENSIONS[0]]
+                if g_is_bounded(g_col):
+                    tanh_g = False
+    return tables[0], tables[1], tanh_g
+
+
+def render_distance(result: Any, fmt: OutputFormat, *, title: str, caption: str) -> str:
+    if fmt is OutputFormat.JSON:
+        return dumps_json(result.as_dict())
+    row = [result.dG, result.dC, result.dR, result.dHM, result.n]
+    return render_table(["dG", "dC", "dR", "dHM", "n"], [row], fmt, title=title, caption=caption)
+
+
+@app.command()
+def distance(
+    human: Path | None = typer.Option(
+        None, "--human", help="Human scores: a dHM prefix (DIR/gt_test) or a per-item CSV (vistkit score)."
+    ),
+    model: Path | None = typer.Option(None, "--model", help="Model scores: same forms as --human."),
+    g_metric: str | None = typer.Option(None, "--g-metric", help="Column for G (default groovist)."),
+    c_metric: str | None = typer.Option(None, "--c-metric", help="Column for C (default rovist-c)."),
+    r_metric: str | None = typer.Option(None, "--r-metric", help="Column for R (default rovist-nr)."),
+    tanh_g: bool | None = typer.Option(
+        None,
+        "--tanh-g/--no-tanh-g",
+        help="Apply tanh to G as dHM does to raw GROOViST (default: yes, unless the G metric is in [-1, 1]).",
+    ),
+    per_item: Path | None = typer.Option(None, "--per-item", help="Write story_id,dG,dC,dR,dHM to this CSV."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """dHM: how far model stories are from human ones in grounding (G), coherence (C) and repetition (R).
+
+    Per story |human - model| for each of G (tanh), C, R, averaged over the stories scored in all six tables;
+    dHM is the mean of dG, dC and dR (Surikuchi et al., 2024; the official dHM.py). Lower is closer to humans.
+    """
+    from vistkit.distance import dhm_distance, per_story_rows
+
+    columns = {"G": g_metric, "C": c_metric, "R": r_metric}
+    h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
+    result = dhm_distance(h, m, tanh_g=use_tanh)
+    if per_item is not None:
+        import csv
+
+        with open(per_item, "w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["story_id", "dG", "dC", "dR", "dHM"])
+            w.writerows([[r[0], *map(repr, r[1:])] for r in per_story_rows(result)])
+    caption = (
+        f"G: {'tanh of the raw score' if use_tanh else 'as given'}; {result.n} stories scored in all six "
+        f"tables ({result.dropped['human']} human-side and {result.dropped['model']} model-side ids left out)"
+    )
+    title = f"dHM: {human.name if human else ''} vs {model.name if model else ''}"
+    echo(render_distance(result, fmt, title=title, caption=caption))

@@ -1,0 +1,316 @@
+"""The dHM human-model distance (Surikuchi et al., "Not (yet) the whole story", EMNLP 2024 Findings).
+
+dHM compares model stories with the human stories of the same image sequences along three reference-free
+dimensions: visual grounding G (GROOViST), coherence C (RoViST-C) and non-redundancy R (RoViST-NR). For every
+story id s scored in all six tables (human and model x G, C, R), with tanh applied to the raw GROOViST score:
+
+    d_X(s) = |X_human(s) - X_model(s)|            for X in {G, C, R}
+    dHM(s) = (d_G(s) + d_C(s) + d_R(s)) / 3
+
+and the reported values are the means over those stories: dG, dC, dR and dHM (= the mean of dG, dC, dR). Lower
+is closer to humans; each lies in [0, 2] for G (tanh range) and [0, 1] for C and R.
+
+This follows the official ``dHM.py`` (akskuchi/dHM-visual-storytelling) exactly: it reads GROOViST ``G`` as
+``tanh(G)`` (GROOViST's own code writes the unbounded score and prints ``tanh`` as its [-1, 1] form), drops
+``NaN`` and empty scores, keeps only the story ids present in all six tables, and averages per story. The
+official script rounds to 4 decimals; we keep full precision and round only for display.
+
+The core, `dhm_distance`, takes per-story score tables, so any source plugs in: the official score files
+(`read_dhm_scores`), per-item CSVs written by ``vistkit score --per-item`` (`read_per_item_scores`), or scores
+computed from stories.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vistkit.errors import InputError
+
+DIMENSIONS = ("G", "C", "R")
+
+ScoreTable = Mapping[str, Mapping[str, float]]
+"""Scores per dimension then per story id (``{"G": {sid: g}, "C": {...}, "R": {...}}``), or per story id
+then per dimension (``{sid: {"G": g, "C": c, "R": r}}``), or a pandas DataFrame (index = story ids, columns
+G, C, R)."""
+
+
+@dataclass(frozen=True)
+class DistanceResult:
+    """dHM and its three components (means over ``n`` common stories) plus the per-story distances."""
+
+    dG: float
+    dC: float
+    dR: float
+    dHM: float
+    n: int
+    story_ids: list[str] = field(default_factory=list, repr=False)
+    per_story: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    tanh_g: bool = True
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"dG", "dC", "dR", "dHM", "n"}`` at full precision."""
+        return {"dG": self.dG, "dC": self.dC, "dR": self.dR, "dHM": self.dHM, "n": self.n}
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return True
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _as_float(value: Any, where: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {value!r} is not a number") from None
+    if math.isinf(out):
+        raise InputError(f"{where}: the score is infinite")
+    return out
+
+
+def normalize_table(table: Any, *, side: str = "scores") -> dict[str, dict[str, float]]:
+    """``{dimension: {story_id: score}}`` with missing (``None``/``NaN``/empty) scores left out."""
+    if hasattr(table, "to_dict") and hasattr(table, "columns"):  # a pandas DataFrame
+        cols = [str(c) for c in table.columns]
+        missing = [d for d in DIMENSIONS if d not in cols]
+        if missing:
+            raise InputError(
+                f"{side}: the table needs columns G, C and R; it has {', '.join(cols) or 'none'}"
+            )
+        table = {
+            d: dict(zip((str(i) for i in table.index), table[d].tolist(), strict=True)) for d in DIMENSIONS
+        }
+    if not isinstance(table, Mapping):
+        raise InputError(f"{side}: expected a mapping of scores, found {type(table).__name__}")
+    keys = set(map(str, table))
+    if keys and keys <= set(DIMENSIONS) | {"g", "c", "r"}:
+        by_dim = {str(k).upper(): v for k, v in table.items()}
+    else:  # story-major: {sid: {"G": .., "C": .., "R": ..}}
+        by_dim = {d: {} for d in DIMENSIONS}
+        for sid, row in table.items():
+            if not isinstance(row, Mapping):
+                raise InputError(
+                    f"{side}: story {sid!r}: expected G, C and R scores, found {type(row).__name__}"
+                )
+            for k, v in row.items():
+                if str(k).upper() in DIMENSIONS:
+                    by_dim[str(k).upper()][str(sid)] = v
+    out: dict[str, dict[str, float]] = {}
+    for d in DIMENSIONS:
+        col = by_dim.get(d)
+        if col is None:
+            raise InputError(f"{side}: no {d} scores (dHM needs G, C and R)")
+        if not isinstance(col, Mapping):
+            raise InputError(f"{side}: the {d} scores must map story ids to numbers")
+        out[d] = {
+            str(sid): _as_float(v, f"{side} {d} story {sid!r}")
+            for sid, v in col.items()
+            if not _is_missing(v)
+        }
+    return out
+
+
+def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResult:
+    """dHM between ``human`` and ``model`` per-story score tables (see `ScoreTable`).
+
+    ``tanh_g``: apply tanh to G, as dHM does to raw GROOViST scores; pass False when G is already in [-1, 1].
+    Only story ids with all six scores count; `DistanceResult.dropped` says how many each side lost.
+    """
+    h = normalize_table(human, side="human")
+    m = normalize_table(model, side="model")
+    tables = [h[d] for d in DIMENSIONS] + [m[d] for d in DIMENSIONS]
+    everything: set[str] = set().union(*tables)
+    common = set(tables[0]).intersection(*tables[1:])
+    if not common:
+        raise InputError(
+            "no story id has all six scores (human and model G, C, R); check that both sides use the same "
+            "story ids"
+        )
+    order = sorted(common, key=_natural_key)
+    per_story: dict[str, np.ndarray] = {}
+    for d in DIMENSIONS:
+        hv = np.array([h[d][s] for s in order], dtype=float)
+        mv = np.array([m[d][s] for s in order], dtype=float)
+        if d == "G" and tanh_g:
+            hv, mv = np.tanh(hv), np.tanh(mv)
+        per_story[d] = np.abs(hv - mv)
+    per_story["HM"] = (per_story["G"] + per_story["C"] + per_story["R"]) / 3
+    dropped = {
+        "human": len(set().union(*tables[:3]) - common),
+        "model": len(set().union(*tables[3:]) - common),
+        "any": len(everything - common),
+    }
+    return DistanceResult(
+        dG=float(per_story["G"].mean()),
+        dC=float(per_story["C"].mean()),
+        dR=float(per_story["R"].mean()),
+        dHM=float(per_story["HM"].mean()),
+        n=len(order),
+        story_ids=order,
+        per_story=per_story,
+        tanh_g=tanh_g,
+        dropped=dropped,
+    )
+
+
+def _natural_key(sid: str) -> tuple[int, int | str]:
+    return (0, int(sid)) if sid.isdigit() else (1, sid)
+
+
+# --------------------------------------------------------------------------------------------------- readers
+def _read_score_csv(path: Path) -> dict[str, float]:
+    """dHM's ``<prefix>_C.csv`` / ``_R.csv``: a header row, then ``story_id,score`` (ids stripped, NaN
+    dropped)."""
+    from vistkit.data.readers import open_text
+
+    out: dict[str, float] = {}
+    with open_text(path) as fh:
+        try:
+            rows = list(csv.reader(fh))
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        except csv.Error as exc:
+            raise InputError(f"{path}: malformed CSV ({exc})") from None
+    if not rows:
+        raise InputError(f"{path}: empty file (expected a header row, then story_id,score rows)")
+    for n, row in enumerate(rows[1:], start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) < 2:
+            raise InputError(f"{path} line {n}: expected story_id,score")
+        if _is_missing(row[1]):
+            continue
+        out[row[0].strip()] = _as_float(row[1].strip(), f"{path} line {n}")
+    return out
+
+
+def _read_score_json(path: Path) -> dict[str, float]:
+    """dHM's ``<prefix>_G.json``: ``{story_id: score}`` (empty and NaN scores dropped)."""
+    from vistkit.data.readers import load_json
+
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object {{story_id: score}}")
+    return {str(k): _as_float(v, f"{path}: story {k!r}") for k, v in data.items() if not _is_missing(v)}
+
+
+def dhm_score_paths(prefix: str | Path) -> dict[str, Path]:
+    """The three files of a dHM score prefix: ``<prefix>_G.json``, ``<prefix>_C.csv``, ``<prefix>_R.csv``."""
+    p = Path(prefix)
+    return {
+        "G": p.with_name(p.name + "_G.json"),
+        "C": p.with_name(p.name + "_C.csv"),
+        "R": p.with_name(p.name + "_R.csv"),
+    }
+
+
+def read_dhm_scores(prefix: str | Path) -> dict[str, dict[str, float]]:
+    """Scores from dHM's files: ``<prefix>_G.json`` (raw GROOViST), ``<prefix>_C.csv``, ``<prefix>_R.csv``."""
+    paths = dhm_score_paths(prefix)
+    absent = [str(p) for p in paths.values() if not p.is_file()]
+    if absent:
+        raise InputError(
+            f"{prefix}: missing {', '.join(absent)}; a dHM score prefix needs <prefix>_G.json, "
+            "<prefix>_C.csv and <prefix>_R.csv (or give a per-item CSV from `vistkit score --per-item`)"
+        )
+    return {
+        "G": _read_score_json(paths["G"]),
+        "C": _read_score_csv(paths["C"]),
+        "R": _read_score_csv(paths["R"]),
+    }
+
+
+DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "G": ("groovist", "G", "G_score"),
+    "C": ("rovist-c", "coherence", "C", "C_score"),
+    "R": ("rovist-nr", "non-redundancy", "R", "R_score"),
+}
+
+
+def read_per_item_scores(
+    path: str | Path, *, columns: Mapping[str, str | None] | None = None
+) -> dict[str, dict[str, float]]:
+    """Scores from a per-item CSV (``id,<metric>,...``, as ``vistkit score --per-item`` writes).
+
+    ``columns`` maps G, C and R to column names; a dimension left out (or ``None``) takes the first column
+    found among `DEFAULT_COLUMNS`. Empty cells are missing scores.
+    """
+    from vistkit.data.readers import open_text
+
+    p = Path(path)
+    with open_text(p) as fh:
+        try:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        except csv.Error as exc:
+            raise InputError(f"{p}: malformed CSV ({exc})") from None
+    if not header:
+        raise InputError(f"{p}: empty CSV (expected a header row id,<metric>,...)")
+    id_col = header[0]
+    chosen = resolve_columns(header[1:], columns or {}, where=str(p))
+    out: dict[str, dict[str, float]] = {d: {} for d in DIMENSIONS}
+    for n, row in enumerate(rows, start=2):
+        sid = (row.get(id_col) or "").strip()
+        if not sid:
+            raise InputError(f"{p} line {n}: empty {id_col!r}")
+        for d, col in chosen.items():
+            value = row.get(col)
+            if not _is_missing(value):
+                out[d][sid] = _as_float(value, f"{p} line {n} column {col!r}")
+    return out
+
+
+def resolve_columns(header: Iterable[str], wanted: Mapping[str, str | None], *, where: str) -> dict[str, str]:
+    """Which column holds G, C and R: the given names, else the first default found."""
+    cols = list(header)
+    out: dict[str, str] = {}
+    for d in DIMENSIONS:
+        name = wanted.get(d)
+        if name is not None:
+            if name not in cols:
+                raise InputError(f"{where}: no column {name!r} for {d}; the columns are {', '.join(cols)}")
+            out[d] = name
+            continue
+        found = next((c for c in DEFAULT_COLUMNS[d] if c in cols), None)
+        if found is None:
+            raise InputError(
+                f"{where}: no {d} column (looked for {', '.join(DEFAULT_COLUMNS[d])}); the columns are "
+                f"{', '.join(cols) or 'none'}: name it with --{d.lower()}-metric"
+            )
+        out[d] = found
+    return out
+
+
+def read_scores(
+    path: str | Path, *, columns: Mapping[str, str | None] | None = None
+) -> dict[str, dict[str, float]]:
+    """A per-item CSV (a ``.csv`` file), or a dHM score prefix (``DIR/gt_test`` names ``DIR/gt_test_G.json``,
+    ``_C.csv`` and ``_R.csv``)."""
+    p = Path(path)
+    if p.is_file() and p.suffix.lower() in (".csv", ".gz", ".zip"):
+        return read_per_item_scores(p, columns=columns)
+    if p.is_dir():
+        raise InputError(f"{p} is a folder; give a score prefix such as {p / 'gt_test'} or a per-item CSV")
+    return read_dhm_scores(p)
+
+
+def per_story_rows(result: DistanceResult) -> list[list[Any]]:
+    """Rows ``story_id, dG, dC, dR, dHM`` (full precision)."""
+    return [
+        [sid, *(float(result.per_story[d][i]) for d in ("G", "C", "R", "HM"))]
+        for i, sid in enumerate(result.story_ids)
+    ]
