@@ -1,0 +1,485 @@
+"""``vistkit meta``: how well does a metric agree with people? (meta-evaluation on human-judgement data)
+
+Sub-commands: ``pairs`` (pair accuracy per agreement subset and pair kind), ``gap`` (accuracy by ranking-gap
+bucket), ``beats-ref`` (machine-beats-reference ratio), ``compare`` (significance between two metrics' pair
+accuracies), ``correlate`` (story/system-level correlations with Likert scores + Williams test), ``errors``
+(point-biserial r with binary error labels), and the builders ``build-pairs`` (human-vs-machine proxy pairs) and
+``rankings-to-pairs`` (raw rankings -> VHED pairs). Every assessment prints ``--format text|json|csv|latex``;
+``--report DIR`` also writes tables, figures and a self-contained HTML page.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import InputError
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+meta_app = typer.Typer(
+    help="Meta-evaluation: how well does a metric agree with human judgements?", no_args_is_help=True
+)
+app.add_typer(meta_app, name="meta")
+
+# ------------------------------------------------------------------------------------------ shared options
+MetricsOpt = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated (`vistkit metrics`).")
+RefsOpt = typer.Option(None, "--references", "-r", help="Human reference stories (for reference-based metrics).")
+RefFormatOpt = typer.Option(None, "--ref-format", help="Force the reference file format.")
+KeyOpt = typer.Option(None, "--key", "-k", help="Match pairs to references by sequence (img_seq) or story.")
+RefAbsentOpt = typer.Option(
+    True,
+    "--reference-absent/--no-reference-absent",
+    help="Reference Absent Algorithm (Vrank Eq. 3): remove a pair's human story from the references.",
+)
+OptionOpt = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable.")
+ReportOpt = typer.Option(None, "--report", help="Also write tables, figures (PNG+PDF) and index.html here.")
+LabelSignOpt = typer.Option(
+    "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
+)
+SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
+ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
+
+
+def _command_line() -> str:
+    return "vistkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vistkit meta"
+
+
+def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
+    from vistkit.commands.score import build_metrics, parse_metric_options
+
+    parsed = parse_metric_names(names)
+    if not parsed:
+        raise InputError("give at least one metric: --metrics NAME[,NAME]")
+    return build_metrics(parsed, {}, parse_metric_options(option))
+
+
+def _references(path: Path | None, fmt: str | None) -> StorySet | None:
+    if path is None:
+        return None
+    from vistkit.data.readers import read_stories
+
+    return read_stories(path, format=fmt, system="human")
+
+
+def _score_all_pairs(
+    metrics: list[Any], pairs: list[Any], refs: StorySet | None, key: Keying | None, reference_absent: bool
+) -> list[Any]:
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from vistkit.meta.scoring import score_pairs
+
+    out = []
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    ) as progress:
+        for metric in metrics:
+            task = progress.add_task(f"scoring {len(pairs)} pairs with {metric.name}", total=None)
+            out.append(score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent))
+            progress.remove_task(task)
+    return out
+
+
+def _load_pairs(path: Path, label_sign: str) -> list[Any]:
+    from vistkit.meta.human import read_pairs
+
+    return read_pairs(path, label_sign=label_sign)
+
+
+def _emit(payload: dict[str, Any], columns: list[str], rows: list[list[Any]], fmt: OutputFormat, title: str,
+          caption: str) -> None:
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(payload))
+    else:
+        echo(render_table(columns, rows, fmt, title=title, caption=caption))
+
+
+def _sig_caption(signatures: dict[str, str]) -> str:
+    return "\n".join(f"{m}: {s}" for m, s in signatures.items())
+
+
+# ------------------------------------------------------------------------------------------ pairs
+def pairs_assessment(
+    pairs: list[Any], scores: list[Any], *, edges: tuple[float, ...], normalised: bool, n_resamples: int, seed: int
+) -> dict[str, Any]:
+    """Everything the pair sub-commands print and the report shows, as one JSON-ready dict."""
+    from vistkit.meta.pairs import (
+        SUBSETS,
+        accuracy_by_gap,
+        accuracy_by_kind,
+        beats_reference,
+        pair_accuracy,
+        pair_correct,
+    )
+    from vistkit.meta.significance import mcnemar, paired_bootstrap_accuracy
+
+    acc = {s.metric: pair_accuracy(s, pairs) for s in scores}
+    correct = {s.metric: pair_correct(s, pairs) for s in scores}
+    comparisons = []
+    for a, b in itertools.combinations([s.metric for s in scores], 2):
+        comparisons.append(
+            {
+                "a": a,
+                "b": b,
+                "mcnemar": mcnemar(correct[a], correct[b]),
+                "bootstrap": paired_bootstrap_accuracy(correct[a], correct[b], n_resamples=n_resamples, seed=seed),
+            }
+        )
+    return {
+        "pairs": len(pairs),
+        "zero_gap_pairs": sum(1 for p in pairs if p.gap == 0),
+        "accuracy": {m: {k: v[k]["accuracy"] for k in SUBSETS} for m, v in acc.items()},
+        "n": {m: {k: v[k]["n"] for k in SUBSETS} for m, v in acc.items()},
+        "by_kind": {s.metric: accuracy_by_kind(s, pairs) for s in scores},
+        "by_gap": {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) for s in scores},
+        "gap_edges": list(edges),
+        "gap_normalised": normalised,
+        "beats_reference": {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs)
+                                                                         for s in scores}},
+        "comparisons": comparisons,
+        "signatures": {s.metric: s.signature for s in scores},
+        "excluded": {s.metric: len(s.excluded) for s in scores},
+    }
+
+
+def _prepare(
+    pairs_csv: Path, metrics: str | list[str], references: Path | None, ref_format: str | None, key: Keying | None,
+    reference_absent: bool, option: list[str], label_sign: str,
+) -> tuple[list[Any], list[Any]]:
+    pairs = _load_pairs(pairs_csv, label_sign)
+    built = _metrics(metrics, option)
+    refs = _references(references, ref_format)
+    return pairs, _score_all_pairs(built, pairs, refs, key, reference_absent)
+
+
+@meta_app.command("pairs")
+def pairs_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (sent1, sent2, label, ...)."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOpt,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = OptionOpt,
+    label_sign: str = LabelSignOpt,
+    gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Ranking-gap bucket edges."),
+    raw_gap: bool = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N."),
+    n_resamples: int = ResamplesOpt,
+    seed: int = SeedOpt,
+    fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
+) -> None:
+    """Story-pair ranking accuracy (Vrank Eq. 1-2) per agreement subset and per pair kind."""
+    from vistkit.meta.pairs import parse_edges
+
+    edges = parse_edges(gap_edges)
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed)
+    cols = ["metric", "all", "omega_3", "omega_4", "omega_5", "omega_4_5", "ref-machine", "machine-machine", "n"]
+    rows = [
+        [m, *result["accuracy"][m].values(), result["by_kind"][m]["reference-machine"]["accuracy"],
+         result["by_kind"][m]["machine-machine"]["accuracy"], result["n"][m]["all"]]
+        for m in result["accuracy"]
+    ]
+    _emit(result, cols, rows, fmt, "pair accuracy (Vrank Eq. 1-2; ties are wrong)", _sig_caption(result["signatures"]))
+    if report is not None:
+        from vistkit.report.html import pairs_report
+
+        pairs_report(report, pairs, scores, result, command=_command_line())
+
+
+@meta_app.command("gap")
+def gap_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOpt,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = OptionOpt,
+    label_sign: str = LabelSignOpt,
+    gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Bucket edges, comma-separated."),
+    raw_gap: bool = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N."),
+    fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
+) -> None:
+    """Pair accuracy by ranking-gap bucket (Vrank Fig. 3)."""
+    from vistkit.meta.pairs import accuracy_by_gap, parse_edges
+
+    edges = parse_edges(gap_edges)
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
+    payload = {"by_gap": by_gap, "gap_edges": list(edges), "gap_normalised": not raw_gap,
+               "signatures": {s.metric: s.signature for s in scores}}
+    cols = ["metric", "bucket", "accuracy", "n"]
+    rows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in by_gap.items() for b in bs]
+    _emit(payload, cols, rows, fmt, "accuracy by ranking gap (Vrank Fig. 3)", _sig_caption(payload["signatures"]))
+    if report is not None:
+        from vistkit.report.html import pairs_report
+
+        result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345)
+        pairs_report(report, pairs, scores, result, command=_command_line())
+
+
+@meta_app.command("beats-ref")
+def beats_ref_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (with reference-machine pairs)."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOpt,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = OptionOpt,
+    label_sign: str = LabelSignOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Machine-beats-reference ratio per system, by people and by each metric (Vrank Fig. 4)."""
+    from vistkit.meta.pairs import beats_reference
+
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    data = {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs) for s in scores}}
+    payload = {"beats_reference": data, "signatures": {s.metric: s.signature for s in scores}}
+    cols = ["judge", "system", "ratio", "ties", "n"]
+    rows = [[j, sysname, v["ratio"], v["tie_ratio"], v["n"]] for j, d in data.items() for sysname, v in d.items()]
+    _emit(payload, cols, rows, fmt, "machine-beats-reference ratio (Vrank Fig. 4)", _sig_caption(payload["signatures"]))
+
+
+@meta_app.command("compare")
+def compare_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOpt,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = OptionOpt,
+    label_sign: str = LabelSignOpt,
+    subset: str = typer.Option("all", "--subset", help="all, omega_3, omega_4, omega_5 or omega_4_5."),
+    n_resamples: int = ResamplesOpt,
+    seed: int = SeedOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Is metric A's pair accuracy significantly different from metric B's? (McNemar + paired bootstrap)"""
+    from vistkit.meta.pairs import SUBSETS, pair_correct, subset_masks
+    from vistkit.meta.significance import mcnemar, paired_bootstrap_accuracy
+
+    if subset not in SUBSETS:
+        raise InputError(f"--subset must be one of {', '.join(SUBSETS)}")
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    if len(scores) < 2:
+        raise InputError("compare needs at least two metrics: --metrics A,B")
+    mask = subset_masks(pairs)[subset]
+    correct = {s.metric: np.where(mask, pair_correct(s, pairs), math.nan) for s in scores}
+    comps = []
+    for a, b in itertools.combinations(correct, 2):
+        comps.append({"a": a, "b": b, "mcnemar": mcnemar(correct[a], correct[b]),
+                      "bootstrap": paired_bootstrap_accuracy(correct[a], correct[b], n_resamples=n_resamples,
+                                                             seed=seed)})
+    payload = {"subset": subset, "comparisons": comps, "signatures": {s.metric: s.signature for s in scores}}
+    cols = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap", "n"]
+    rows = [[c["a"], c["b"], c["mcnemar"]["accuracy_a"], c["mcnemar"]["accuracy_b"], c["mcnemar"]["a_only"],
+             c["mcnemar"]["b_only"], c["mcnemar"]["p_exact"], c["bootstrap"]["delta"], c["bootstrap"]["p"],
+             c["mcnemar"]["n"]] for c in comps]
+    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(payload["signatures"]))
+
+
+# ------------------------------------------------------------------------------------------ judged stories
+def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
+    out: dict[str, tuple[Path, str]] = {}
+    for v in values:
+        if "=" not in v:
+            raise InputError(f"--stories {v!r}: write SYSTEM=FILE or SYSTEM=FILE:FIELD (e.g. pr-vist=x.zip:predicted_story)")
+        name, path = v.split("=", 1)
+        field = "text"
+        if ":" in path and not Path(path).exists():
+            path, field = path.rsplit(":", 1)
+        out[name.strip()] = (Path(path), field)
+    return out
+
+
+def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> list[Story]:
+    """One `Story` per judged (system, item): text from the table's ``text`` column or from ``--stories`` files
+    (``SYSTEM=FILE``, matched by ``--key``; default story id)."""
+    from vistkit.data.readers import read_stories
+    from vistkit.meta.human import is_reference_system, parse_img_seq
+
+    keying = key or Keying.STORY
+    files = _parse_story_files(story_files)
+    loaded: dict[str, dict[str, Story]] = {}
+    for name, (path, field) in files.items():
+        loaded[name] = read_stories(path, field=field, system=name).by_key(keying)
+    out = []
+    for system, item, text in zip(table.systems, table.items, table.texts, strict=True):
+        sysname = "human" if is_reference_system(system) else system
+        if system in loaded:
+            story = loaded[system].get(item)
+            if story is None:
+                raise InputError(f"--stories {system}: no story with {keying.value} key {item!r}")
+            out.append(Story(story.story_id, story.text, story.sentences, story.photo_ids, story.album_id, sysname))
+        elif text:
+            photos = parse_img_seq(item) if keying is Keying.SEQUENCE else ()
+            out.append(Story(story_id=item, text=text, photo_ids=photos, system=sysname))
+        else:
+            raise InputError(
+                f"no text for system {system!r} item {item!r}: add a 'text' column or pass --stories {system}=FILE"
+            )
+    return out
+
+
+def _score_judged(metrics: list[Any], stories: list[Story], refs: StorySet | None, key: Keying | None,
+                  reference_absent: bool) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    from vistkit.meta.scoring import score_stories
+
+    values: dict[str, np.ndarray] = {}
+    sigs: dict[str, str] = {}
+    for m in metrics:
+        values[m.name], sigs[m.name] = score_stories(m, stories, references=refs, key=key,
+                                                     reference_absent=reference_absent)
+    return values, sigs
+
+
+@meta_app.command("correlate")
+def correlate_cmd(
+    likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
+    metrics: list[str] = MetricsOpt,
+    stories: list[str] = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."),
+    aspects: str | None = typer.Option(None, "--aspects", help="Aspect columns (default: all numeric columns)."),
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOpt,
+    key: Keying | None = typer.Option(None, "--key", "-k", help="How items match stories/references (story)."),
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = OptionOpt,
+    level: str = typer.Option("both", "--level", help="story, system or both."),
+    n_resamples: int = ResamplesOpt,
+    seed: int = SeedOpt,
+    fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
+) -> None:
+    """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level, bootstrap
+    CIs), and the Williams test between every two metrics."""
+    from vistkit.meta.human import read_likert
+
+    if level not in ("story", "system", "both"):
+        raise InputError("--level must be story, system or both")
+    table = read_likert(likert_csv, aspects=parse_metric_names(aspects) if aspects else None)
+    built = _metrics(metrics, option)
+    judged = judged_stories(table, stories, key)
+    values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
+    result = correlation_assessment(table, values, level=level, n_resamples=n_resamples, seed=seed)
+    result["signatures"] = sigs
+    cols = ["level", "metric", "aspect", "method", "r", "ci low", "ci high", "p", "n"]
+    rows = [[r["level"], r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
+            for r in result["correlations"]]
+    _emit(result, cols, rows, fmt, "correlation with human scores (Kendall = tau-b)", _sig_caption(sigs))
+    if report is not None:
+        from vistkit.report.html import correlation_report
+
+        correlation_report(report, table, judged, values, result, command=_command_line())
+
+
+def correlation_assessment(table: Any, values: dict[str, np.ndarray], *, level: str, n_resamples: int,
+                           seed: int) -> dict[str, Any]:
+    from vistkit.meta.correlation import compare_correlations, correlation_ci, system_correlation_ci
+
+    rows: list[dict[str, Any]] = []
+    williams: list[dict[str, Any]] = []
+    for aspect in table.aspects:
+        human = table.column(aspect)
+        for metric, scores in values.items():
+            for method in ("pearson", "spearman", "kendall"):
+                if level in ("story", "both"):
+                    r = correlation_ci(scores, human, method=method, n_resamples=n_resamples, seed=seed)
+                    rows.append({"level": "story", "metric": metric, "aspect": aspect, **r})
+                if level in ("system", "both"):
+                    r = system_correlation_ci(table.systems, scores, human, method=method,
+                                              n_resamples=n_resamples, seed=seed)
+                    rows.append({"level": "system", "metric": metric, "aspect": aspect, **r})
+        for a, b in itertools.combinations(values, 2):
+            williams.append({"aspect": aspect, "a": a, "b": b,
+                             **compare_correlations(human, values[a], values[b], method="pearson")})
+    return {"correlations": rows, "williams": williams, "kendall_variant": "b", "n_stories": len(table),
+            "aspects": table.aspects}
+
+
+@meta_app.command("errors")
+def errors_cmd(
+    labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
+    metrics: list[str] = MetricsOpt,
+    stories: list[str] = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."),
+    errors: str | None = typer.Option(None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."),
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOpt,
+    key: Keying | None = typer.Option(None, "--key", "-k", help="How items match stories/references (story)."),
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = OptionOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Point-biserial correlation of metric scores with binary error labels (Vrank Table 5)."""
+    from vistkit.meta.correlation import point_biserial
+    from vistkit.meta.human import read_error_labels
+
+    table = read_error_labels(labels_csv, errors=parse_metric_names(errors) if errors else None)
+    built = _metrics(metrics, option)
+    judged = judged_stories(table, stories, key)
+    values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
+    result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in values.items()}
+    payload = {"point_biserial": result, "signatures": sigs, "n_stories": len(table)}
+    cols = ["metric", "error", "r", "p", "n", "with error"]
+    rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
+    _emit(payload, cols, rows, fmt, "point-biserial r with error labels (Vrank Table 5)", _sig_caption(sigs))
+
+
+# ------------------------------------------------------------------------------------------ builders
+@meta_app.command("build-pairs")
+def build_pairs_cmd(
+    references: Path = typer.Option(..., "--references", "-r", help="Human stories (e.g. PR_VIST.json.zip)."),
+    machine: list[str] = typer.Option(..., "--machine", help="SYSTEM=FILE[:FIELD] machine stories, repeatable."),
+    key: list[str] = typer.Option([], "--key", "-k", help="SYSTEM=story|sequence per machine file (default story)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
+    ref_format: str | None = RefFormatOpt,
+    limit: int | None = typer.Option(None, "--limit", help="Keep only the first N pairs per system."),
+) -> None:
+    """Human-vs-machine pairs in the VHED layout with the PROXY label "the human story is better"."""
+    from vistkit.data.readers import read_stories
+    from vistkit.meta.human import build_reference_pairs, write_pairs
+
+    refs = read_stories(references, format=ref_format, system="human")
+    keys = dict(_split_eq(k, "--key") for k in key)
+    pairs = []
+    for name, (path, field) in _parse_story_files(machine).items():
+        m = read_stories(path, field=field, system=name)
+        got = build_reference_pairs(refs, [m], key=keys.get(name, "story"))
+        pairs += got[:limit] if limit else got
+    write_pairs(pairs, output)
+    echo(f"wrote {len(pairs)} pairs to {output} (label is a proxy: the human story is assumed better)")
+
+
+def _split_eq(v: str, opt: str) -> tuple[str, str]:
+    if "=" not in v:
+        raise InputError(f"{opt} {v!r}: write SYSTEM=VALUE")
+    a, b = v.split("=", 1)
+    return a.strip(), b.strip()
+
+
+@meta_app.command("rankings-to-pairs")
+def rankings_to_pairs_cmd(
+    rankings_csv: Path = typer.Argument(..., help="Raw rankings: task, worker, story, rank (+ text, system, ...)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
+) -> None:
+    """Turn raw rankings into VHED-style pairs (C(N,2) per task, agreement folded to 3/4/5, zero gaps dropped)."""
+    from vistkit.meta.human import pairs_from_rankings, read_rankings, write_pairs
+
+    pairs = pairs_from_rankings(read_rankings(rankings_csv))
+    write_pairs(pairs, output)
+    echo(f"wrote {len(pairs)} pairs to {output}")

@@ -1,0 +1,492 @@
+"""Readers (and builders) for human-judgement data: story pairs, raw rankings, Likert tables, error labels.
+
+Sign convention (one place, used everywhere in `vistkit.meta`): a `StoryPair` stores ``gap`` in rank units as
+``avg_rank_2 - avg_rank_1``. Lower rank is better, so ``gap > 0`` means people prefer story 1, ``gap < 0`` story 2
+and ``gap == 0`` is a tie (such pairs are dropped, as in VHED). ``preference`` is the sign of ``gap``.
+
+VHED's CSV (AcademiaSinicaNLPLab/VHED, ``dataset/VHED.csv``) names story 1 ``base`` and story 2 ``comp``; its
+``label`` is the unnormalised difference of the two average ranks and ``rank_norm`` that gap divided by ``order``
+(the number of stories ranked in the task; the VHED README calls ``order`` "number of rankers", the issue and the
+Vrank paper's construction use N stories, which is what ``rank_norm = label / order`` needs). Which way ``label``
+is subtracted is checked against the rows' own ``avg_rank_base``/``avg_rank_comp`` (``label_sign="auto"``) or
+given explicitly; vistkit writes ``label = avg_rank_base - avg_rank_comp`` (negative: story 1 better).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vistkit.data.readers import open_text
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import InputError
+
+#: System names that mean "a human-written reference story".
+REFERENCE_SYSTEMS = frozenset({"human", "gt", "reference", "ref", "groundtruth", "ground_truth", "ground-truth"})
+
+#: VHED column layout (the order vistkit writes).
+VHED_COLUMNS = (
+    "sent1",
+    "sent2",
+    "label",
+    "story_id",
+    "img_seq",
+    "model_base",
+    "model_comp",
+    "agreement",
+    "avg_rank_base",
+    "avg_rank_comp",
+    "order",
+    "rank_norm",
+)
+
+#: The six VIST human-evaluation aspects (Huang et al. 2016 / Hsu et al. 2020) and the Vrank error types.
+VIST_ASPECTS = ("focused", "coherent", "share", "human", "grounded", "detailed")
+VRANK_ERRORS = ("Gram", "Rep", "Desc", "Abs", "Event", "Obj")
+
+
+def is_reference_system(system: str | None) -> bool:
+    """Whether ``system`` names a human reference story ("human", "gt", "reference", ...)."""
+    return system is not None and system.strip().lower() in REFERENCE_SYSTEMS
+
+
+# --------------------------------------------------------------------------------------------------- pairs
+@dataclass(frozen=True)
+class StoryPair:
+    """Two stories of the same photo sequence and the human judgement of which is better.
+
+    ``gap = avg_rank_2 - avg_rank_1`` (rank units, unnormalised); > 0: story 1 is better. ``agreement`` is the
+    number of rankers ordering the pair like the average (3, 4 or 5 of 5), ``None`` when unknown.
+    """
+
+    pair_id: str
+    story_id: str
+    img_seq: tuple[str, ...]
+    text_1: str
+    text_2: str
+    system_1: str
+    system_2: str
+    gap: float
+    agreement: int | None = None
+    n_stories: int | None = None
+    avg_rank_1: float | None = None
+    avg_rank_2: float | None = None
+    meta: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def preference(self) -> int:
+        """+1: people prefer story 1; -1: story 2; 0: tie."""
+        return int(np.sign(self.gap))
+
+    @property
+    def rank_norm(self) -> float:
+        """``|gap| / N`` (VHED's normalised ranking gap, as a magnitude); the raw ``|gap|`` when N is unknown."""
+        return abs(self.gap) / self.n_stories if self.n_stories else abs(self.gap)
+
+    @property
+    def has_reference(self) -> bool:
+        """Whether one of the two stories is a human reference (a reference-machine pair)."""
+        return is_reference_system(self.system_1) or is_reference_system(self.system_2)
+
+    @property
+    def kind(self) -> str:
+        """``reference-machine``, ``machine-machine`` or ``reference-reference``."""
+        n = is_reference_system(self.system_1) + is_reference_system(self.system_2)
+        return ("machine-machine", "reference-machine", "reference-reference")[n]
+
+    def swapped(self) -> StoryPair:
+        """The same judgement with the two stories exchanged (the gap changes sign)."""
+        return replace(
+            self,
+            text_1=self.text_2,
+            text_2=self.text_1,
+            system_1=self.system_2,
+            system_2=self.system_1,
+            gap=-self.gap,
+            avg_rank_1=self.avg_rank_2,
+            avg_rank_2=self.avg_rank_1,
+        )
+
+    def story(self, side: int) -> Story:
+        """Story 1 or 2 as a `Story` (story id and photo sequence of the pair, system of that side)."""
+        text, system = (self.text_1, self.system_1) if side == 1 else (self.text_2, self.system_2)
+        return Story(story_id=self.story_id, text=text, photo_ids=self.img_seq, system=system)
+
+
+_ID = re.compile(r"[A-Za-z0-9]+")
+
+
+def parse_img_seq(value: str) -> tuple[str, ...]:
+    """Photo ids from any common spelling: ``1-2-3``, ``1_2_3``, ``['1', '2']``, ``1 2 3``, ``1,2,3``."""
+    return tuple(_ID.findall(value or ""))
+
+
+def _float(value: str | None, where: str, name: str) -> float | None:
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise InputError(f"{where}: column {name!r} must be a number, got {value!r}") from None
+
+
+def _read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
+    p = Path(path)
+    with open_text(p) as fh:
+        delimiter = "\t" if p.name.endswith((".tsv", ".tsv.gz")) else ","
+        reader = csv.DictReader(fh, delimiter=delimiter)
+        if reader.fieldnames is None:
+            raise InputError(f"{p}: empty CSV (no header row)")
+        try:
+            rows = [{(k or "").strip(): (v if v is not None else "") for k, v in r.items()} for r in reader]
+        except csv.Error as exc:
+            raise InputError(f"{p}: malformed CSV ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    names = [n.strip() for n in reader.fieldnames]
+    if names and names[0] in ("", "Unnamed: 0"):
+        names = names[1:]  # a pandas index column
+    return names, rows
+
+
+def detect_label_sign(rows: Sequence[dict[str, str]], *, where: str = "pairs") -> str:
+    """``"base-minus-comp"`` or ``"comp-minus-base"``: the way ``label`` is subtracted, read off the rows.
+
+    Needs ``avg_rank_base``/``avg_rank_comp``; every row with a non-zero label must agree (a mixed file is an
+    error). The average ranks may be normalised (divided by N) while the label is not: only signs are compared.
+    """
+    votes = {"base-minus-comp": 0, "comp-minus-base": 0}
+    for n, row in enumerate(rows, start=2):
+        label = _float(row.get("label"), f"{where} line {n}", "label")
+        a = _float(row.get("avg_rank_base"), f"{where} line {n}", "avg_rank_base")
+        b = _float(row.get("avg_rank_comp"), f"{where} line {n}", "avg_rank_comp")
+        if label is None or a is None or b is None or label == 0 or a == b:
+            continue
+        votes["base-minus-comp" if np.sign(label) == np.sign(a - b) else "comp-minus-base"] += 1
+    if votes["base-minus-comp"] and votes["comp-minus-base"]:
+        raise InputError(
+            f"{where}: the sign of 'label' disagrees with avg_rank_base - avg_rank_comp in "
+            f"{min(votes.values())} of {sum(votes.values())} rows; fix the file or pass --label-sign"
+        )
+    if not any(votes.values()):
+        raise InputError(
+            f"{where}: cannot tell which way 'label' is subtracted (no avg_rank_base/avg_rank_comp); "
+            "pass --label-sign base-minus-comp or comp-minus-base"
+        )
+    return max(votes, key=lambda k: votes[k])
+
+
+def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]:
+    """Read a VHED-layout pairs CSV into `StoryPair` objects (zero-gap pairs are kept; assessments skip them).
+
+    ``label_sign``: ``auto`` (check against the average ranks; see `detect_label_sign`), ``base-minus-comp``
+    (``label = avg_rank_base - avg_rank_comp``; negative: story 1 better) or ``comp-minus-base``.
+    """
+    p = Path(path)
+    names, rows = _read_csv_rows(p)
+    missing = [c for c in ("sent1", "sent2") if c not in names]
+    if missing or ("label" not in names and not {"avg_rank_base", "avg_rank_comp"} <= set(names)):
+        raise InputError(
+            f"{p}: a pairs CSV needs columns sent1, sent2 and label (or avg_rank_base/avg_rank_comp); "
+            f"found {', '.join(names)}"
+        )
+    if label_sign not in ("auto", "base-minus-comp", "comp-minus-base"):
+        raise InputError(f"--label-sign must be auto, base-minus-comp or comp-minus-base, not {label_sign!r}")
+    if "label" in names and label_sign == "auto":
+        label_sign = detect_label_sign(rows, where=str(p))
+    pairs: list[StoryPair] = []
+    for n, row in enumerate(rows, start=2):
+        where = f"{p} line {n}"
+        a = _float(row.get("avg_rank_base"), where, "avg_rank_base")
+        b = _float(row.get("avg_rank_comp"), where, "avg_rank_comp")
+        order = _float(row.get("order"), where, "order")
+        label = _float(row.get("label"), where, "label")
+        if label is None:
+            if a is None or b is None:
+                raise InputError(f"{where}: no label and no average ranks")
+            gap = b - a
+            if order and max(a, b) <= 1.0:  # normalised average ranks
+                gap *= order
+        else:
+            gap = -label if label_sign == "base-minus-comp" else label
+        agreement = _float(row.get("agreement"), where, "agreement")
+        pairs.append(
+            StoryPair(
+                pair_id=str(row.get("pair_id") or n - 2),
+                story_id=str(row.get("story_id") or ""),
+                img_seq=parse_img_seq(row.get("img_seq", "")),
+                text_1=row["sent1"],
+                text_2=row["sent2"],
+                system_1=(row.get("model_base") or "story1").strip(),
+                system_2=(row.get("model_comp") or "story2").strip(),
+                gap=float(gap),
+                agreement=None if agreement is None else int(agreement),
+                n_stories=None if order is None else int(order),
+                avg_rank_1=a,
+                avg_rank_2=b,
+            )
+        )
+    if not pairs:
+        raise InputError(f"{p}: holds no pairs")
+    return pairs
+
+
+def write_pairs(pairs: Iterable[StoryPair], path: str | Path) -> None:
+    """Write pairs in the VHED column layout with ``label = avg_rank_base - avg_rank_comp`` (see module doc).
+
+    ``avg_rank_*`` are written normalised (mean rank / N) when N is known, as VHED's pair construction does.
+    """
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(VHED_COLUMNS)
+        for pr in pairs:
+            n = pr.n_stories
+            w.writerow(
+                [
+                    pr.text_1,
+                    pr.text_2,
+                    repr(-pr.gap),
+                    pr.story_id,
+                    "-".join(pr.img_seq),
+                    pr.system_1,
+                    pr.system_2,
+                    "" if pr.agreement is None else pr.agreement,
+                    "" if pr.avg_rank_1 is None else repr(pr.avg_rank_1),
+                    "" if pr.avg_rank_2 is None else repr(pr.avg_rank_2),
+                    "" if n is None else n,
+                    repr(-pr.gap / n) if n else "",
+                ]
+            )
+
+
+# --------------------------------------------------------------------------------------------------- rankings
+@dataclass(frozen=True)
+class RankedStory:
+    """One story of a ranking task (text and system when the rankings file carries them)."""
+
+    key: str
+    text: str = ""
+    system: str = ""
+    story_id: str = ""
+    img_seq: tuple[str, ...] = ()
+
+
+def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Raw rankings CSV (``task, worker, story, rank`` + optional ``text, system, story_id, img_seq``).
+
+    Returns ``{task: {"stories": {key: RankedStory}, "ranks": {worker: {key: rank}}}}`` in file order.
+    """
+    p = Path(path)
+    names, rows = _read_csv_rows(p)
+    need = [c for c in ("task", "worker", "story", "rank") if c not in names]
+    if need:
+        raise InputError(f"{p}: a rankings CSV needs columns task, worker, story, rank; missing {', '.join(need)}")
+    tasks: dict[str, dict[str, Any]] = {}
+    for n, row in enumerate(rows, start=2):
+        where = f"{p} line {n}"
+        task = tasks.setdefault(row["task"], {"stories": {}, "ranks": {}})
+        key = row["story"]
+        if key not in task["stories"]:
+            task["stories"][key] = RankedStory(
+                key=key,
+                text=row.get("text", ""),
+                system=row.get("system", ""),
+                story_id=row.get("story_id", ""),
+                img_seq=parse_img_seq(row.get("img_seq", "")),
+            )
+        rank = _float(row["rank"], where, "rank")
+        if rank is None:
+            raise InputError(f"{where}: empty rank")
+        ranks = task["ranks"].setdefault(row["worker"], {})
+        if key in ranks:
+            raise InputError(f"{where}: worker {row['worker']!r} ranks story {key!r} twice in task {row['task']!r}")
+        ranks[key] = rank
+    return tasks
+
+
+def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
+    """VHED-style pairs from raw rankings, built as VHED was (Hsu et al. 2022, Sec. 3):
+
+    C(N, 2) pairs per task (stories in first-seen order, story 1 = the earlier); each story's average rank over
+    the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``); ``agreement``
+    = the number of workers who order the pair like the average, folded to ``max(a, k - a)`` (so 2 of 5 is
+    reported as 3 of 5 "the other way" and the values are 3, 4, 5 for k = 5); pairs with zero gap are dropped.
+    Average ranks are stored normalised (divided by N).
+    """
+    pairs: list[StoryPair] = []
+    for task_id, task in tasks.items():
+        stories: dict[str, RankedStory] = task["stories"]
+        ranks: dict[str, dict[str, float]] = task["ranks"]
+        keys = list(stories)
+        n = len(keys)
+        for worker, r in ranks.items():
+            lacking = [k for k in keys if k not in r]
+            if lacking:
+                raise InputError(f"task {task_id!r}: worker {worker!r} did not rank story {lacking[0]!r}")
+        k = len(ranks)
+        means = {key: float(np.mean([r[key] for r in ranks.values()])) for key in keys}
+        for i, j in itertools.combinations(range(n), 2):
+            a, b = keys[i], keys[j]
+            gap = means[b] - means[a]
+            if gap == 0:
+                continue
+            agree = sum(1 for r in ranks.values() if np.sign(r[b] - r[a]) == np.sign(gap))
+            sa, sb = stories[a], stories[b]
+            pairs.append(
+                StoryPair(
+                    pair_id=f"{task_id}:{a}:{b}",
+                    story_id=sa.story_id or sb.story_id or str(task_id),
+                    img_seq=sa.img_seq or sb.img_seq,
+                    text_1=sa.text,
+                    text_2=sb.text,
+                    system_1=sa.system or a,
+                    system_2=sb.system or b,
+                    gap=gap,
+                    agreement=max(agree, k - agree),
+                    n_stories=n,
+                    avg_rank_1=means[a] / n,
+                    avg_rank_2=means[b] / n,
+                    meta={"task": str(task_id)},
+                )
+            )
+    return pairs
+
+
+# --------------------------------------------------------------------------------------------------- proxy pairs
+def build_reference_pairs(
+    references: StorySet,
+    machines: Sequence[StorySet],
+    *,
+    key: Keying | str = Keying.STORY,
+    reference_system: str = "human",
+) -> list[StoryPair]:
+    """Human-vs-machine pairs with the PROXY label "the human reference is better" (gap = +1, N = 2).
+
+    For every machine story, one pair per reference story sharing its ``key`` (story 1 = the reference,
+    story 2 = the machine story). The label is an assumption, not a judgement: use these pairs as a smoke test and
+    to measure how often a metric prefers the human story, never as human-evaluation data.
+    """
+    keying = Keying(key)
+    refs = references.group(keying)
+    pairs: list[StoryPair] = []
+    for machine in machines:
+        for hyp in machine:
+            try:
+                k = hyp.key(keying)
+            except InputError:
+                raise InputError(
+                    f"{machine.source or 'machine stories'} cannot be keyed by {keying.value}; "
+                    "pass --key story or --key sequence to match the references"
+                ) from None
+            for ref in refs.get(k, []):
+                pairs.append(
+                    StoryPair(
+                        pair_id=f"{ref.story_id}:{hyp.system}",
+                        story_id=ref.story_id,
+                        img_seq=ref.photo_ids or hyp.photo_ids,
+                        text_1=ref.text,
+                        text_2=hyp.text,
+                        system_1=reference_system,
+                        system_2=hyp.system or "machine",
+                        gap=1.0,
+                        agreement=None,
+                        n_stories=2,
+                        avg_rank_1=0.5,
+                        avg_rank_2=1.0,
+                        meta={"label": "proxy: human is better"},
+                    )
+                )
+    if not pairs:
+        raise InputError(f"no machine story shares a {keying.value} key with the references; check --key")
+    return pairs
+
+
+# --------------------------------------------------------------------------------------------------- scores
+@dataclass
+class HumanScores:
+    """Per-story human judgements: one row per (system, item), one column per aspect (means over workers).
+
+    ``texts[i]`` is the story text when the table carries it (column ``text``), else ``""``.
+    """
+
+    systems: list[str]
+    items: list[str]
+    aspects: list[str]
+    values: np.ndarray
+    texts: list[str]
+    n_workers: np.ndarray
+    binary: bool = False
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def column(self, aspect: str) -> np.ndarray:
+        try:
+            return self.values[:, self.aspects.index(aspect)]
+        except ValueError:
+            raise InputError(f"no aspect {aspect!r}; the table has {', '.join(self.aspects)}") from None
+
+
+_NON_ASPECT = {"system", "item", "worker", "text", "story_id", "img_seq", "task", "model", "story"}
+
+
+def _read_judgements(path: str | Path, *, aspects: Sequence[str] | None, binary: bool) -> HumanScores:
+    p = Path(path)
+    names, rows = _read_csv_rows(p)
+    sys_col = "system" if "system" in names else ("model" if "model" in names else None)
+    item_col = "item" if "item" in names else ("story_id" if "story_id" in names else None)
+    if sys_col is None or item_col is None:
+        raise InputError(f"{p}: needs columns system and item (one row per story and worker); found {names}")
+    cols = list(aspects) if aspects else [c for c in names if c not in _NON_ASPECT]
+    bad = [c for c in cols if c not in names]
+    if bad or not cols:
+        raise InputError(f"{p}: no aspect column {bad[0] if bad else ''!r}; columns are {', '.join(names)}")
+    groups: dict[tuple[str, str], list[list[float]]] = {}
+    texts: dict[tuple[str, str], str] = {}
+    for n, row in enumerate(rows, start=2):
+        k = (row[sys_col].strip(), row[item_col].strip())
+        vals = []
+        for c in cols:
+            v = _float(row.get(c), f"{p} line {n}", c)
+            if binary and v not in (None, 0.0, 1.0):
+                raise InputError(f"{p} line {n}: error label {c!r} must be 0 or 1, got {row.get(c)!r}")
+            vals.append(math.nan if v is None else v)
+        groups.setdefault(k, []).append(vals)
+        if row.get("text"):
+            texts.setdefault(k, row["text"])
+    if not groups:
+        raise InputError(f"{p}: holds no judgements")
+    keys = list(groups)
+    values = np.array([np.nanmean(np.array(groups[k], dtype=float), axis=0) for k in keys], dtype=float)
+    if binary:
+        # several annotators: majority vote (ties count as an error being present)
+        values = np.where(np.isnan(values), np.nan, (values >= 0.5).astype(float))
+    return HumanScores(
+        systems=[k[0] for k in keys],
+        items=[k[1] for k in keys],
+        aspects=cols,
+        values=values,
+        texts=[texts.get(k, "") for k in keys],
+        n_workers=np.array([len(groups[k]) for k in keys]),
+        binary=binary,
+    )
+
+
+def read_likert(path: str | Path, *, aspects: Sequence[str] | None = None) -> HumanScores:
+    """Likert table: ``system, item, worker`` + one numeric column per aspect (e.g. `VIST_ASPECTS`);
+    averaged over workers per (system, item). An optional ``text`` column holds the story."""
+    return _read_judgements(path, aspects=aspects, binary=False)
+
+
+def read_error_labels(path: str | Path, *, errors: Sequence[str] | None = None) -> HumanScores:
+    """Binary error labels per story (``system, item`` + 0/1 columns such as `VRANK_ERRORS`); several annotators
+    of one story are merged by majority vote."""
+    return _read_judgements(path, aspects=errors, binary=True)

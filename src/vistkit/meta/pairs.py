@@ -1,0 +1,149 @@
+"""Story-pair assessments (Hsu et al. 2022, "Learning to Rank Visual Stories from Human Ranking Data", Vrank).
+
+- `pair_correct` / `pair_accuracy`: Eq. 1-2, a pair is correct only when the metric orders it strictly like people
+  (a metric tie is wrong, which is why BLEU-4, often 0 for both stories, scores so low); per agreement subset
+  Omega_3, Omega_4, Omega_5, Omega_{4,5}; and per pair kind (reference-machine vs machine-machine).
+- `accuracy_by_gap`: accuracy per ranking-gap bucket (Fig. 3).
+- `beats_reference`: the share of a system's stories ranked above the human reference (Fig. 4).
+
+Pairs whose human gap is zero, or where the metric left a story undefined (NaN), count in no denominator; the
+``n`` of every result says how many pairs did count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vistkit.errors import InputError
+from vistkit.meta.human import StoryPair, is_reference_system
+from vistkit.meta.scoring import PairScores
+
+SUBSETS = ("all", "omega_3", "omega_4", "omega_5", "omega_4_5")
+KINDS = ("reference-machine", "machine-machine")
+DEFAULT_GAP_EDGES = (0.0, 0.2, 0.4, 0.6, 1.0)
+
+
+def human_preference(pairs: Sequence[StoryPair]) -> np.ndarray:
+    """+1 / -1 / 0 per pair (story 1 better / story 2 better / tie)."""
+    return np.array([p.preference for p in pairs], dtype=float)
+
+
+def pair_correct(scores: PairScores, pairs: Sequence[StoryPair]) -> np.ndarray:
+    """Vrank Eq. 1: 1.0 when sign(metric(s1) - metric(s2)) equals the human preference, else 0.0 (metric ties
+    are wrong); NaN for pairs that do not count (zero human gap, or a story the metric left undefined)."""
+    if len(scores.score_1) != len(pairs):
+        raise ValueError("scores and pairs differ in length")
+    m1, m2 = scores.oriented()
+    diff = m1 - m2
+    pref = human_preference(pairs)
+    out = (np.sign(diff) == pref).astype(float)
+    out[(pref == 0) | np.isnan(diff)] = math.nan
+    return out
+
+
+def subset_masks(pairs: Sequence[StoryPair]) -> dict[str, np.ndarray]:
+    """Boolean masks of the agreement subsets (Omega_a: pairs on which a of the rankers agree)."""
+    agree = np.array([p.agreement if p.agreement is not None else -1 for p in pairs])
+    return {
+        "all": np.ones(len(pairs), dtype=bool),
+        "omega_3": agree == 3,
+        "omega_4": agree == 4,
+        "omega_5": agree == 5,
+        "omega_4_5": (agree == 4) | (agree == 5),
+    }
+
+
+def _acc(correct: np.ndarray, mask: np.ndarray) -> dict[str, Any]:
+    sel = correct[mask]
+    sel = sel[~np.isnan(sel)]
+    return {
+        "accuracy": float(sel.mean()) if sel.size else math.nan,
+        "n": int(sel.size),
+        "correct": int(sel.sum()),
+    }
+
+
+def pair_accuracy(scores: PairScores, pairs: Sequence[StoryPair]) -> dict[str, dict[str, Any]]:
+    """Vrank Eq. 2: accuracy per agreement subset: ``{subset: {"accuracy", "n", "correct"}}``."""
+    correct = pair_correct(scores, pairs)
+    return {name: _acc(correct, mask) for name, mask in subset_masks(pairs).items()}
+
+
+def accuracy_by_kind(scores: PairScores, pairs: Sequence[StoryPair]) -> dict[str, dict[str, Any]]:
+    """Accuracy on reference-machine pairs and on machine-machine pairs (Vrank Table 3)."""
+    correct = pair_correct(scores, pairs)
+    kinds = np.array([p.kind for p in pairs])
+    return {k: _acc(correct, kinds == k) for k in KINDS}
+
+
+def gap_values(pairs: Sequence[StoryPair], *, normalised: bool = True) -> np.ndarray:
+    """|gap| per pair: divided by N (VHED's ``rank_norm``) when ``normalised`` and N is known, else raw."""
+    if normalised:
+        return np.array([p.rank_norm for p in pairs], dtype=float)
+    return np.array([abs(p.gap) for p in pairs], dtype=float)
+
+
+def parse_edges(text: str | Sequence[float]) -> tuple[float, ...]:
+    """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing numbers."""
+    try:
+        edges = tuple(float(x) for x in (text.split(",") if isinstance(text, str) else text))
+    except ValueError:
+        raise InputError(f"--gap-edges must be comma-separated numbers, got {text!r}") from None
+    if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+        raise InputError(f"--gap-edges must be at least two increasing numbers, got {text!r}")
+    return edges
+
+
+def accuracy_by_gap(
+    scores: PairScores,
+    pairs: Sequence[StoryPair],
+    *,
+    edges: Sequence[float] = DEFAULT_GAP_EDGES,
+    normalised: bool = True,
+) -> list[dict[str, Any]]:
+    """Accuracy per ranking-gap bucket (Vrank Fig. 3). Buckets are ``(lo, hi]`` except the first, ``[lo, hi]``;
+    gaps outside all buckets are reported in no bucket."""
+    correct = pair_correct(scores, pairs)
+    gaps = gap_values(pairs, normalised=normalised)
+    out = []
+    for i, (lo, hi) in enumerate(zip(edges, edges[1:], strict=False)):
+        mask = (gaps <= hi) & ((gaps >= lo) if i == 0 else (gaps > lo))
+        out.append({"low": float(lo), "high": float(hi), **_acc(correct, mask)})
+    return out
+
+
+def beats_reference(
+    scores: PairScores | None, pairs: Sequence[StoryPair]
+) -> dict[str, dict[str, Any]]:
+    """Machine-beats-reference ratio per system (Vrank Fig. 4).
+
+    Over the reference-machine pairs of each system: the share in which the machine story is ranked strictly
+    above the reference, by the metric (``scores``) or, with ``scores=None``, by people. ``ties`` is the share
+    of equal scores (not counted as beating). Pairs with an undefined score are left out.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if scores is not None:
+        m1, m2 = scores.oriented()
+    for i, p in enumerate(pairs):
+        r1, r2 = is_reference_system(p.system_1), is_reference_system(p.system_2)
+        if r1 == r2:
+            continue
+        system = p.system_2 if r1 else p.system_1
+        if scores is None:
+            d = p.gap if r2 else -p.gap  # > 0: machine preferred
+        else:
+            d = (m1[i] - m2[i]) if r2 else (m2[i] - m1[i])
+            if math.isnan(d):
+                continue
+        acc = out.setdefault(system, {"wins": 0, "ties": 0, "n": 0})
+        acc["n"] += 1
+        acc["wins"] += int(d > 0)
+        acc["ties"] += int(d == 0)
+    for acc in out.values():
+        acc["ratio"] = acc["wins"] / acc["n"]
+        acc["tie_ratio"] = acc["ties"] / acc["n"]
+    return dict(sorted(out.items()))

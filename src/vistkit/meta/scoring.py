@@ -1,0 +1,190 @@
+"""Score the two stories of every pair (or every judged story) with a registered metric, via `Metric.score`.
+
+`Metric.score` aligns one hypothesis per key, but a pairs file holds several stories per photo sequence (and the
+Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference set) units
+are split into rounds with at most one unit per key and each round is one `Metric.score` call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import InputError
+from vistkit.meta.human import StoryPair, is_reference_system
+from vistkit.metrics.base import Metric, is_same_story
+
+
+@dataclass
+class PairScores:
+    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left that story undefined)."""
+
+    metric: str
+    signature: str
+    higher_is_better: bool
+    score_1: np.ndarray
+    score_2: np.ndarray
+    excluded: dict[str, str]
+
+    def oriented(self) -> tuple[np.ndarray, np.ndarray]:
+        """Scores turned so that higher is better."""
+        sign = 1.0 if self.higher_is_better else -1.0
+        return sign * self.score_1, sign * self.score_2
+
+    def swapped(self) -> PairScores:
+        return PairScores(
+            self.metric, self.signature, self.higher_is_better, self.score_2, self.score_1, self.excluded
+        )
+
+
+@dataclass(frozen=True)
+class _Unit:
+    text: str
+    system: str
+    key: str
+    story_id: str
+    img_seq: tuple[str, ...]
+    drop_ref: str | None  # text of the reference removed from this unit's references (Reference Absent)
+
+
+def _pair_key(pair: StoryPair, keying: Keying) -> str:
+    if keying is Keying.SEQUENCE:
+        if not pair.img_seq:
+            raise InputError(f"pair {pair.pair_id}: no img_seq, so it cannot be keyed by sequence; use --key story")
+        return "-".join(pair.img_seq)
+    if keying is Keying.STORY:
+        if not pair.story_id:
+            raise InputError(f"pair {pair.pair_id}: no story_id, so it cannot be keyed by story; use --key sequence")
+        return pair.story_id
+    raise InputError("pairs can be keyed by story or sequence, not album")
+
+
+def score_pairs(
+    metric: Metric,
+    pairs: Sequence[StoryPair],
+    *,
+    references: StorySet | None = None,
+    key: Keying | str | None = None,
+    reference_absent: bool = True,
+) -> PairScores:
+    """Score story 1 and story 2 of every pair with ``metric``.
+
+    Reference-based metrics need ``references`` keyed like the pairs (``key``: ``sequence`` = img_seq,
+    ``story`` = story_id; default sequence when every pair has img_seq). With ``reference_absent`` (Vrank Eq. 3,
+    the Reference Absent Algorithm) a pair that contains a human reference is scored with that reference removed
+    from the reference set of BOTH its stories, so neither story is compared with the human story of the pair.
+    """
+    if metric.needs_references and references is None:
+        raise InputError(f"{metric.name} is reference-based: pass --references FILE (the human stories)")
+    if key is None:
+        keying = Keying.SEQUENCE if all(p.img_seq for p in pairs) else Keying.STORY
+    else:
+        keying = Keying(key)
+    ref_groups: dict[str, list[Story]] = references.group(keying) if references is not None else {}
+
+    units: dict[_Unit, int] = {}
+    unit_of: list[tuple[int, int]] = []
+    for idx, pr in enumerate(pairs):
+        k = _pair_key(pr, keying) if metric.needs_references else f"{idx}"
+        drop = None
+        if metric.needs_references and reference_absent and pr.has_reference:
+            drop = pr.text_1 if is_reference_system(pr.system_1) else pr.text_2
+        ids = []
+        for text, system in ((pr.text_1, pr.system_1), (pr.text_2, pr.system_2)):
+            u = _Unit(text, system, k, pr.story_id, pr.img_seq, drop)
+            if not metric.needs_references:  # reference-free: one unit per distinct text
+                u = _Unit(text, "", "", "", (), None)
+            ids.append(units.setdefault(u, len(units)))
+        unit_of.append((ids[0], ids[1]))
+
+    values = np.full(len(units), math.nan)
+    reasons: dict[int, str] = {}
+    signature = ""
+    # rounds: at most one unit per key
+    rounds: list[list[tuple[_Unit, int]]] = []
+    depth: dict[str, int] = {}
+    for u, i in units.items():
+        r = depth.get(u.key, 0)
+        depth[u.key] = r + 1
+        if r == len(rounds):
+            rounds.append([])
+        rounds[r].append((u, i))
+    for rnd in rounds:
+        hyps: list[Story] = []
+        refs: list[Story] = []
+        index: dict[str, int] = {}
+        for n, (u, i) in enumerate(rnd):
+            sid = f"u{n}"
+            if metric.needs_references:
+                photo = tuple(u.key.split("-")) if keying is Keying.SEQUENCE else ()
+                sid = u.key if keying is Keying.STORY else u.story_id or sid
+                hyps.append(Story(story_id=sid, text=u.text, photo_ids=photo, system=u.system or None))
+                for ref in ref_groups.get(u.key, []):
+                    if u.drop_ref is not None and " ".join(ref.text.split()) == " ".join(u.drop_ref.split()):
+                        continue
+                    refs.append(ref)
+                index[u.key] = i
+            else:
+                hyps.append(Story(story_id=sid, text=u.text))
+                index[sid] = i
+        try:
+            result = metric.score(
+                StorySet(hyps),
+                StorySet(refs) if metric.needs_references else None,
+                key=keying if metric.needs_references else Keying.STORY,
+                reference_absent=reference_absent and metric.needs_references,
+            )
+        except InputError as exc:
+            if "no hypothesis shares" not in str(exc):
+                raise
+            for _, i in rnd:
+                reasons[i] = "no reference story shares its key"
+            continue
+        signature = signature or result.signature
+        for item_id, v in zip(result.item_ids, result.item_scores, strict=True):
+            values[index[item_id]] = float(v)
+        for item_id, why in result.excluded.items():
+            if item_id in index:
+                reasons[index[item_id]] = why
+    if not signature:
+        raise InputError(f"{metric.name}: no pair could be scored (check --references and --key)")
+    if metric.needs_references and reference_absent and "refabsent" not in signature:
+        signature = signature.replace("|key:", "|refabsent:yes|key:", 1)
+    s1 = np.array([values[a] for a, _ in unit_of])
+    s2 = np.array([values[b] for _, b in unit_of])
+    excluded = {
+        pr.pair_id: reasons.get(a) or reasons.get(b) or "the metric left a story undefined"
+        for pr, (a, b), x, y in zip(pairs, unit_of, s1, s2, strict=True)
+        if math.isnan(x) or math.isnan(y)
+    }
+    return PairScores(metric.name, signature, metric.higher_is_better, s1, s2, excluded)
+
+
+def score_stories(
+    metric: Metric,
+    stories: Sequence[Story],
+    *,
+    references: StorySet | None = None,
+    key: Keying | str | None = None,
+    reference_absent: bool = True,
+) -> tuple[np.ndarray, str]:
+    """Per-story scores (NaN where undefined) of any stories, several per key allowed; returns (scores, signature).
+
+    With ``reference_absent`` a human story is scored with itself removed from its references (Vrank Eq. 3).
+    """
+    pairs = [
+        StoryPair(
+            pair_id=str(i), story_id=s.story_id, img_seq=s.photo_ids, text_1=s.text, text_2=s.text,
+            system_1=s.system or "", system_2=s.system or "", gap=0.0,
+        )
+        for i, s in enumerate(stories)
+    ]
+    ps = score_pairs(metric, pairs, references=references, key=key, reference_absent=reference_absent)
+    return ps.score_1, ps.signature
+
+
+__all__ = ["PairScores", "is_same_story", "score_pairs", "score_stories"]

@@ -1,0 +1,83 @@
+"""Is metric A's pair accuracy significantly higher than metric B's? (same pairs, paired tests)
+
+- `mcnemar`: exact McNemar test (two-sided binomial test on the discordant pairs) and the chi-square version with
+  continuity correction (Edwards 1948);
+- `paired_bootstrap_accuracy`: resample pairs with replacement; the p-value is two-sided with the bootstrap
+  distribution shifted to the null (Efron & Tibshirani 1993, Sec. 16.4); also a percentile CI of the difference.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+
+def _valid(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    keep = ~(np.isnan(a) | np.isnan(b))
+    return a[keep].astype(bool), b[keep].astype(bool)
+
+
+def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> dict[str, Any]:
+    """McNemar on paired 0/1 correctness (NaN rows dropped): ``b`` = A right and B wrong, ``c`` = the reverse.
+
+    ``p_exact`` = min(1, 2 * P[Binomial(b + c, 1/2) <= min(b, c)]); ``p_chi2`` uses (|b - c| - 1)^2 / (b + c).
+    """
+    a, b_ = _valid(correct_a, correct_b)
+    b = int(np.sum(a & ~b_))
+    c = int(np.sum(~a & b_))
+    n = b + c
+    if n == 0:
+        p_exact = p_chi2 = 1.0
+        stat = 0.0
+    else:
+        p_exact = float(min(1.0, 2.0 * stats.binom.cdf(min(b, c), n, 0.5)))
+        stat = (abs(b - c) - 1.0) ** 2 / n if abs(b - c) > 0 else 0.0
+        p_chi2 = float(stats.chi2.sf(stat, 1))
+    return {
+        "a_only": b,
+        "b_only": c,
+        "n": int(a.size),
+        "accuracy_a": float(a.mean()) if a.size else math.nan,
+        "accuracy_b": float(b_.mean()) if b_.size else math.nan,
+        "statistic": float(stat),
+        "p_exact": p_exact,
+        "p_chi2": p_chi2,
+    }
+
+
+def paired_bootstrap_accuracy(
+    correct_a: np.ndarray,
+    correct_b: np.ndarray,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 12345,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Paired bootstrap over pairs of the accuracy difference A - B (NaN rows dropped)."""
+    a, b = _valid(correct_a, correct_b)
+    d = a.astype(float) - b.astype(float)
+    n = d.size
+    if n == 0:
+        return {"delta": math.nan, "p": math.nan, "ci": [math.nan, math.nan], "n": 0, "n_resamples": n_resamples}
+    rng = np.random.default_rng(seed)
+    observed = float(d.mean())
+    boots = np.empty(n_resamples)
+    for i in range(n_resamples):
+        boots[i] = d[rng.integers(0, n, n)].mean()
+    extreme = np.sum(np.abs(boots - observed) >= abs(observed) - 1e-12)
+    p = float((extreme + 1) / (n_resamples + 1))
+    alpha = (1.0 - confidence) / 2
+    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
+    return {
+        "delta": observed,
+        "p": p,
+        "ci": [float(lo), float(hi)],
+        "n": int(n),
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }

@@ -1,0 +1,218 @@
+"""Self-contained HTML reports (figures embedded as base64 PNG) plus the tables as CSV/JSON/LaTeX files.
+
+Each page lists the exact command that produced it and every metric signature, so a reader can reproduce it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import platform
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.9em}th,td{padding:.25em .7em;border-bottom:1px solid #e4e4e4}
+th{text-align:left;background:#f6f6f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
+pre,code{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto;white-space:pre-wrap}
+figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
+.note{background:#fff8e1;border-left:4px solid #f0c000;padding:.5em .8em}
+"""
+
+
+def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = []
+    for r in rows:
+        cells = []
+        for v in r:
+            num = isinstance(v, int | float) and not isinstance(v, bool)
+            cells.append(f"<td{' class=num' if num else ''}>{html.escape(fmt_number(v, digits))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def embed_png(path: Path, caption: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    pdf = Path(path).with_suffix(".pdf").name
+    return (
+        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(caption)} (vector version: <code>{html.escape(pdf)}</code>)</figcaption></figure>"
+    )
+
+
+def write_html(
+    path: Path,
+    *,
+    title: str,
+    sections: Sequence[tuple[str, str]],
+    commands: Sequence[str],
+    signatures: dict[str, str],
+    notes: Sequence[str] = (),
+) -> Path:
+    """Write one self-contained page: title, notes, sections (heading, inner HTML), commands, signatures."""
+    from vistkit import __version__
+
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>vistkit {html.escape(__version__)} · Python {html.escape(platform.python_version())} · "
+        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}</p>",
+    ]
+    parts += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
+    for heading, inner in sections:
+        parts.append(f"<h2>{html.escape(heading)}</h2>{inner}")
+    parts.append("<h2>Reproduce</h2><p>Command(s):</p>")
+    parts += [f"<pre>{html.escape(c)}</pre>" for c in commands]
+    parts.append("<p>Metric signatures:</p>")
+    parts.append(html_table(["metric", "signature"], [[m, s] for m, s in signatures.items()]))
+    parts.append("</body></html>")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def write_table_files(folder: Path, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+                      caption: str) -> None:
+    """``name.csv`` and ``name.tex`` (booktabs) next to the page."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.csv").write_text(render_table(columns, rows, OutputFormat.CSV), encoding="utf-8")
+    (folder / f"{name}.tex").write_text(
+        render_table(columns, rows, OutputFormat.LATEX, caption=caption), encoding="utf-8"
+    )
+
+
+# --------------------------------------------------------------------------------------------------- pages
+def _scores_by_system(pairs: Sequence[Any], scores: Sequence[Any]) -> dict[str, dict[str, np.ndarray]]:
+    from vistkit.meta.human import is_reference_system
+
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for s in scores:
+        seen: dict[tuple[str, str], float] = {}
+        for p, a, b in zip(pairs, s.score_1, s.score_2, strict=True):
+            for text, system, v in ((p.text_1, p.system_1, a), (p.text_2, p.system_2, b)):
+                name = "human" if is_reference_system(system) else system
+                seen.setdefault((name, text), float(v))
+        systems: dict[str, list[float]] = {}
+        for (name, _), v in seen.items():
+            systems.setdefault(name, []).append(v)
+        out[s.metric] = {k: np.array(v) for k, v in systems.items()}
+    return out
+
+
+def pairs_report(folder: Path, pairs: Sequence[Any], scores: Sequence[Any], result: dict[str, Any], *,
+                 command: str) -> Path:
+    """Pair-accuracy report: tables (CSV/LaTeX/JSON), gap and beats-reference figures, score distributions."""
+    from vistkit.meta.pairs import SUBSETS
+    from vistkit.report import plots
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(dumps_json(result), encoding="utf-8")
+    sections: list[tuple[str, str]] = []
+
+    cols = ["metric", *SUBSETS, "ref-machine", "machine-machine", "n"]
+    rows = [[m, *[result["accuracy"][m][k] for k in SUBSETS], result["by_kind"][m]["reference-machine"]["accuracy"],
+             result["by_kind"][m]["machine-machine"]["accuracy"], result["n"][m]["all"]] for m in result["accuracy"]]
+    write_table_files(folder, "accuracy", cols, rows, caption="Story-pair ranking accuracy (ties count as wrong).")
+    sections.append(("Pair accuracy (Vrank Eq. 1-2)",
+                     "<p>A pair is correct only if the metric orders it strictly like people; metric ties are "
+                     "wrong. Omega_a: pairs on which a of 5 rankers agree.</p>" + html_table(cols, rows)))
+
+    gap_png = plots.plot_accuracy_by_gap(result["by_gap"], folder / "accuracy_by_gap",
+                                         normalised=result["gap_normalised"])
+    gcols = ["metric", "bucket", "accuracy", "n"]
+    grows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in result["by_gap"].items()
+             for b in bs]
+    write_table_files(folder, "accuracy_by_gap", gcols, grows, caption="Pair accuracy by ranking gap.")
+    sections.append(("Accuracy by ranking gap (Vrank Fig. 3)",
+                     embed_png(gap_png, "Pair accuracy per human ranking-gap bucket") + html_table(gcols, grows)))
+
+    beats = result["beats_reference"]
+    if any(beats.values()):
+        bpng = plots.plot_beats_reference(beats, folder / "beats_reference")
+        bcols = ["judge", "system", "ratio", "ties", "n"]
+        brows = [[j, s, v["ratio"], v["tie_ratio"], v["n"]] for j, d in beats.items() for s, v in d.items()]
+        write_table_files(folder, "beats_reference", bcols, brows, caption="Machine-beats-reference ratio.")
+        sections.append(("Machine-beats-reference ratio (Vrank Fig. 4)",
+                         embed_png(bpng, "Share of each system's stories ranked above the human reference")
+                         + html_table(bcols, brows)))
+
+    dist_png = plots.plot_score_distributions(_scores_by_system(pairs, scores), folder / "score_distributions")
+    sections.append(("Score distributions per system (as dHM Fig. 12)",
+                     embed_png(dist_png, "Per-story metric scores, human stories first")))
+
+    if result["comparisons"]:
+        ccols = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap"]
+        crows = [[c["a"], c["b"], c["mcnemar"]["accuracy_a"], c["mcnemar"]["accuracy_b"], c["mcnemar"]["a_only"],
+                  c["mcnemar"]["b_only"], c["mcnemar"]["p_exact"], c["bootstrap"]["delta"], c["bootstrap"]["p"]]
+                 for c in result["comparisons"]]
+        write_table_files(folder, "significance", ccols, crows, caption="Pair accuracy: metric A vs metric B.")
+        sections.append(("Metric A vs metric B (exact McNemar, paired bootstrap)", html_table(ccols, crows)))
+
+    notes = []
+    if any(p.meta.get("label", "").startswith("proxy") for p in pairs[:50]):
+        notes.append("These pairs carry a PROXY label (the human story is assumed better); they are not human "
+                     "judgements, so accuracy here means 'how often the metric prefers the human story'.")
+    return write_html(folder / "index.html", title="vistkit meta: story-pair accuracy", sections=sections,
+                      commands=[command], signatures=result["signatures"], notes=notes)
+
+
+def correlation_report(folder: Path, table: Any, stories: Sequence[Any], values: dict[str, np.ndarray],
+                       result: dict[str, Any], *, command: str) -> Path:
+    """Correlation report: heatmaps (metrics x aspects) per level, tables, score distributions per system."""
+    from vistkit.report import plots
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(dumps_json(result), encoding="utf-8")
+    metrics = list(values)
+    aspects = list(table.aspects)
+    sections: list[tuple[str, str]] = []
+    for level in ("story", "system"):
+        rows = [r for r in result["correlations"] if r["level"] == level]
+        if not rows:
+            continue
+        for method in ("pearson", "spearman", "kendall"):
+            mat = np.full((len(metrics), len(aspects)), np.nan)
+            for r in rows:
+                if r["method"] == method:
+                    mat[metrics.index(r["metric"]), aspects.index(r["aspect"])] = r["r"]
+            label = {"pearson": "Pearson r", "spearman": "Spearman rho", "kendall": "Kendall tau-b"}[method]
+            png = plots.plot_correlation_heatmap(mat, metrics, aspects, folder / f"heatmap_{level}_{method}",
+                                                 title=f"{label}, {level} level")
+            sections.append((f"{label} with human scores, {level} level",
+                             embed_png(png, f"{label} of metric vs human aspect ({level} level)")))
+        cols = ["metric", "aspect", "method", "r", "ci low", "ci high", "p", "n"]
+        trows = [[r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
+                 for r in rows]
+        write_table_files(folder, f"correlations_{level}", cols, trows,
+                          caption=f"Correlation with human scores ({level} level, 95% bootstrap CI).")
+        sections.append((f"Table: {level} level (95% bootstrap CIs)", html_table(cols, trows)))
+    if result["williams"]:
+        wcols = ["aspect", "A", "B", "r A", "r B", "r AB", "t", "p (A > B)", "n"]
+        wrows = [[w["aspect"], w["a"], w["b"], w["r_a"], w["r_b"], w["r_ab"], w["t"], w["p_one_sided"], w["n"]]
+                 for w in result["williams"]]
+        write_table_files(folder, "williams", wcols, wrows, caption="Williams test, story-level Pearson.")
+        sections.append(("Williams test (story level, Pearson)", html_table(wcols, wrows)))
+    by_system: dict[str, dict[str, np.ndarray]] = {}
+    for m, v in values.items():
+        groups: dict[str, list[float]] = {}
+        for s, x in zip(stories, v, strict=True):
+            groups.setdefault(s.system or "?", []).append(float(x))
+        by_system[m] = {k: np.array(x) for k, x in groups.items()}
+    png = plots.plot_score_distributions(by_system, folder / "score_distributions")
+    sections.append(("Score distributions per system (as dHM Fig. 12)",
+                     embed_png(png, "Per-story metric scores, human stories first")))
+    return write_html(folder / "index.html", title="vistkit meta: correlation with human scores", sections=sections,
+                      commands=[command], signatures=result.get("signatures", {}))

@@ -1,0 +1,147 @@
+"""Matplotlib figures for meta-evaluation reports (Agg backend; every figure saved as PNG and PDF).
+
+- `plot_accuracy_by_gap`: pair accuracy per ranking-gap bucket, one line per metric (Vrank Fig. 3);
+- `plot_beats_reference`: machine-beats-reference ratio per system, people vs metrics (Vrank Fig. 4);
+- `plot_correlation_heatmap`: metrics x human aspects;
+- `plot_score_distributions`: per-story score distributions per system, human first (dHM Fig. 12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HUMAN_COLOR = "#4d4d4d"
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#999999")
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.titlesize": 11,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "pdf.fonttype": 42,
+            "svg.fonttype": "none",
+            "figure.dpi": 100,
+        }
+    )
+    return plt
+
+
+def save_figure(fig: Any, stem: Path) -> Path:
+    """Save ``stem.png`` (150 dpi) and ``stem.pdf``; close the figure; return the PNG path."""
+    plt = _pyplot()
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    png = stem.with_suffix(".png")
+    fig.savefig(png, dpi=150, bbox_inches="tight", metadata={"Software": "vistkit"})
+    fig.savefig(stem.with_suffix(".pdf"), bbox_inches="tight")
+    plt.close(fig)
+    return png
+
+
+def plot_accuracy_by_gap(by_gap: dict[str, list[dict[str, Any]]], stem: Path, *, normalised: bool = True) -> Path:
+    """Lines of accuracy per gap bucket (x: buckets with their pair counts), dashed 0.5 = coin flip."""
+    plt = _pyplot()
+    metrics = list(by_gap)
+    buckets = by_gap[metrics[0]] if metrics else []
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(buckets) + 2.5), 3.4))
+    x = np.arange(len(buckets))
+    for i, m in enumerate(metrics):
+        acc = [np.nan if b["accuracy"] is None else b["accuracy"] for b in by_gap[m]]
+        ax.plot(x, acc, marker="o", color=PALETTE[i % len(PALETTE)], label=m, linewidth=1.8)
+    ax.axhline(0.5, color="#999999", linestyle="--", linewidth=1, zorder=0)
+    labels = []
+    for j, b in enumerate(buckets):
+        n = max(by_gap[m][j]["n"] for m in metrics)
+        labels.append(f"{b['low']:g}–{b['high']:g}\n(n={n})")
+    ax.set_xticks(x, labels)
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("pair accuracy")
+    ax.set_xlabel("ranking gap / N" if normalised else "ranking gap (rank units)")
+    ax.set_title("Pair accuracy by human ranking gap")
+    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, stem)
+
+
+def plot_beats_reference(data: dict[str, dict[str, dict[str, Any]]], stem: Path) -> Path:
+    """Grouped bars: per system, the share of its stories ranked above the reference by each judge."""
+    plt = _pyplot()
+    judges = list(data)
+    systems = sorted({s for d in data.values() for s in d})
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(systems) * max(1, len(judges)) / 2 + 2.5), 3.4))
+    width = 0.8 / max(1, len(judges))
+    x = np.arange(len(systems))
+    for i, j in enumerate(judges):
+        vals = [data[j].get(s, {}).get("ratio", np.nan) for s in systems]
+        color = HUMAN_COLOR if j == "human" else PALETTE[(i - ("human" in judges)) % len(PALETTE)]
+        label = "people" if j == "human" else j
+        ax.bar(x + (i - (len(judges) - 1) / 2) * width, vals, width, label=label, color=color)
+    ax.set_xticks(x, systems)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share ranked above the reference")
+    ax.set_title("Machine-beats-reference ratio")
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, stem)
+
+
+def plot_correlation_heatmap(
+    matrix: np.ndarray, metrics: Sequence[str], aspects: Sequence[str], stem: Path, *, title: str
+) -> Path:
+    """Heatmap of correlations (rows: metrics, columns: aspects), diverging colours fixed to [-1, 1]."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(1.0 * len(aspects) + 2.8, 0.55 * len(metrics) + 1.6))
+    im = ax.imshow(matrix, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(aspects)), aspects, rotation=30, ha="right")
+    ax.set_yticks(range(len(metrics)), metrics)
+    for i in range(len(metrics)):
+        for j in range(len(aspects)):
+            v = matrix[i, j]
+            text = "n/a" if np.isnan(v) else f"{v:.2f}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                    color="white" if (not np.isnan(v) and abs(v) > 0.6) else "black")
+    ax.spines[:].set_visible(False)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    ax.set_title(title)
+    return save_figure(fig, stem)
+
+
+def plot_score_distributions(scores: dict[str, dict[str, np.ndarray]], stem: Path) -> Path:
+    """One panel per metric: box plots of per-story scores per system, the human stories first and grey."""
+    plt = _pyplot()
+    metrics = list(scores)
+    ncols = min(3, max(1, len(metrics)))
+    nrows = (len(metrics) + ncols - 1) // ncols
+    systems_all = [len(scores[m]) for m in metrics] or [1]
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(ncols * max(3.2, 0.75 * max(systems_all) + 1.2), 3.0 * nrows), squeeze=False
+    )
+    for ax, m in zip(axes.flat, metrics, strict=False):
+        by_system = scores[m]
+        names = sorted(by_system, key=lambda s: (s != "human", s))
+        data = [by_system[s][~np.isnan(by_system[s])] for s in names]
+        bp = ax.boxplot(data, patch_artist=True, widths=0.6, showfliers=False)
+        ax.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
+        for k, (patch, name) in enumerate(zip(bp["boxes"], names, strict=True)):
+            patch.set_facecolor(HUMAN_COLOR if name == "human" else PALETTE[k % len(PALETTE)])
+            patch.set_alpha(0.75)
+        for med in bp["medians"]:
+            med.set_color("black")
+        ax.set_title(m)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    fig.suptitle("Per-story scores by system", y=1.0)
+    fig.tight_layout()
+    return save_figure(fig, stem)

@@ -1,0 +1,135 @@
+"""Readers and builders of human-judgement data (vistkit.meta.human): VHED pairs, raw rankings, Likert, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vistkit.data.story import Story, StorySet
+from vistkit.errors import InputError
+from vistkit.meta.human import (
+    build_reference_pairs,
+    detect_label_sign,
+    pairs_from_rankings,
+    parse_img_seq,
+    read_error_labels,
+    read_likert,
+    read_pairs,
+    read_rankings,
+    write_pairs,
+)
+
+FIX = Path(__file__).parent / "fixtures" / "meta"
+
+
+def test_vhed_reader_detects_label_sign_from_average_ranks() -> None:
+    pairs = read_pairs(FIX / "vhed_small.csv")
+    assert len(pairs) == 8
+    # row 1: avg ranks 1.4 (base) vs 3.0 (comp), label -1.6 -> label = base - comp; story 1 better
+    assert pairs[0].gap == pytest.approx(1.6) and pairs[0].preference == 1
+    assert pairs[3].preference == -1  # 4.0 vs 1.2: comp better
+    assert pairs[6].preference == 0  # zero gap kept by the reader, skipped by assessments
+    assert pairs[0].rank_norm == pytest.approx(0.32)
+    assert pairs[0].img_seq == ("1", "2", "3", "4", "5")
+    assert pairs[0].kind == "reference-machine" and pairs[1].kind == "machine-machine"
+    assert [p.agreement for p in pairs] == [5, 4, 3, 5, 4, 3, 3, 5]
+
+
+def test_label_sign_explicit_and_inconsistent(tmp_path: Path) -> None:
+    rows = (FIX / "vhed_small.csv").read_text().splitlines()
+    assert detect_label_sign([{"label": "-1", "avg_rank_base": "1", "avg_rank_comp": "2"}]) == "base-minus-comp"
+    assert detect_label_sign([{"label": "1", "avg_rank_base": "1", "avg_rank_comp": "2"}]) == "comp-minus-base"
+    flipped = read_pairs(FIX / "vhed_small.csv", label_sign="comp-minus-base")
+    assert flipped[0].preference == -1
+    # a file mixing both conventions is refused
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([rows[0], rows[1], rows[2].replace(",-1.2,", ",1.2,")]) + "\n")
+    with pytest.raises(InputError, match="disagrees"):
+        read_pairs(bad)
+    # without average ranks the sign must be given
+    noranks = tmp_path / "noranks.csv"
+    noranks.write_text("sent1,sent2,label\na,b,1\n")
+    with pytest.raises(InputError, match="--label-sign"):
+        read_pairs(noranks)
+    assert read_pairs(noranks, label_sign="base-minus-comp")[0].preference == -1
+
+
+def test_write_then_read_round_trip(tmp_path: Path) -> None:
+    pairs = read_pairs(FIX / "vhed_small.csv")
+    out = tmp_path / "pairs.csv"
+    write_pairs(pairs, out)
+    back = read_pairs(out)
+    assert [p.preference for p in back] == [p.preference for p in pairs]
+    assert [p.gap for p in back] == pytest.approx([p.gap for p in pairs])
+    assert [p.text_2 for p in back] == [p.text_2 for p in pairs]
+
+
+def test_parse_img_seq_spellings() -> None:
+    for v in ("1-2-3", "1_2_3", "['1', '2', '3']", "1 2 3", "1,2,3"):
+        assert parse_img_seq(v) == ("1", "2", "3")
+
+
+def test_rankings_to_pairs_hand_computed() -> None:
+    pairs = pairs_from_rankings(read_rankings(FIX / "rankings_small.csv"))
+    by_id = {p.pair_id: p for p in pairs}
+    # T2 (D, E) has mean ranks 1.5 and 1.5: zero gap, dropped
+    assert sorted(by_id) == ["T1:A:B", "T1:A:C", "T1:B:C", "T3:P:Q", "T3:P:R", "T3:Q:R"]
+    ab = by_id["T1:A:B"]  # means A 1.6, B 1.8
+    assert ab.gap == pytest.approx(0.2) and ab.agreement == 3 and ab.n_stories == 3
+    assert ab.rank_norm == pytest.approx(0.2 / 3)
+    assert ab.avg_rank_1 == pytest.approx(1.6 / 3) and ab.avg_rank_2 == pytest.approx(1.8 / 3)
+    assert (ab.system_1, ab.system_2, ab.text_1) == ("gt", "m1", "story a")
+    assert by_id["T1:A:C"].agreement == 4 and by_id["T1:A:C"].gap == pytest.approx(1.0)
+    assert by_id["T1:B:C"].agreement == 4 and by_id["T1:B:C"].gap == pytest.approx(0.8)
+    # T3: Q is better on average (1.6 vs 1.8) but only 2 of 5 workers rank Q above P -> folded to 3
+    pq = by_id["T3:P:Q"]
+    assert pq.preference == -1 and pq.agreement == 3
+    assert by_id["T3:P:R"].agreement == 3 and by_id["T3:Q:R"].agreement == 5
+    assert all(p.agreement in (3, 4, 5) for p in pairs)
+
+
+def test_rankings_missing_rank_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "r.csv"
+    f.write_text("task,worker,story,rank\nT,w1,A,1\nT,w1,B,2\nT,w2,A,1\n")
+    with pytest.raises(InputError, match="did not rank"):
+        pairs_from_rankings(read_rankings(f))
+
+
+def test_likert_means_over_workers() -> None:
+    t = read_likert(FIX / "likert_small.csv")
+    assert t.aspects == ["focused", "coherent"]
+    assert t.systems == ["human", "human", "m1", "m1", "m2", "m2"]
+    assert t.column("focused").tolist() == [5, 4, 2.5, 3, 1.5, 2]
+    assert t.column("coherent").tolist() == [4.5, 5, 3, 2, 2.5, 1]
+    assert t.texts[0] == "w w w w w w" and t.n_workers.tolist() == [2] * 6
+
+
+def test_error_labels_majority_vote() -> None:
+    t = read_error_labels(FIX / "errors_small.csv")
+    assert t.aspects == ["Gram", "Rep"]
+    assert t.column("Gram").tolist() == [0, 0, 1, 0, 1, 1]  # m2/i2: 2 of 3 annotators -> 1
+    assert t.column("Rep").tolist() == [0, 0, 0, 1, 1, 0]  # m2/i2: 1 of 3 -> 0
+
+
+def test_error_labels_must_be_binary(tmp_path: Path) -> None:
+    f = tmp_path / "e.csv"
+    f.write_text("system,item,Gram\nm,i,2\n")
+    with pytest.raises(InputError, match="0 or 1"):
+        read_error_labels(f)
+
+
+def test_build_reference_pairs_proxy_label() -> None:
+    refs = StorySet([Story("1", "human one", photo_ids=("a", "b")), Story("2", "human two", photo_ids=("c", "d"))])
+    machine = StorySet([Story("1", "machine one", system="m"), Story("9", "orphan", system="m")])
+    pairs = build_reference_pairs(refs, [machine], key="story")
+    assert len(pairs) == 1
+    p = pairs[0]
+    assert (p.text_1, p.text_2, p.system_1, p.system_2) == ("human one", "machine one", "human", "m")
+    assert p.preference == 1 and p.img_seq == ("a", "b") and p.agreement is None
+    seq_machine = StorySet([Story("x", "machine by seq", photo_ids=("c", "d"), system="t")])
+    assert build_reference_pairs(refs, [seq_machine], key="sequence")[0].text_1 == "human two"
+    with pytest.raises(InputError):
+        build_reference_pairs(refs, [StorySet([Story("7", "x", system="m")])], key="story")
+    assert np.isfinite(p.gap)
