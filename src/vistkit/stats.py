@@ -202,7 +202,7 @@ def paired_bootstrap(
 
 
 def _swapped(a: Score, b: Score, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Corpus scores of the pseudo-systems: A* takes ``a`` where ``mask`` is true, ``b`` elsewhere; B* the rest."""
+    """Corpus scores of the pseudo-systems: A* takes ``a`` where ``mask`` is true, else ``b``; B* the rest."""
     trials = mask.shape[0]
     out_a = np.empty(trials, dtype=float)
     out_b = np.empty(trials, dtype=float)

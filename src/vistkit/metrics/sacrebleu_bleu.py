@@ -22,6 +22,11 @@ _TOKENIZERS = ("none", "13a", "intl", "char", "zh", "ja-mecab", "ko-mecab", "spm
 _SMOOTH = ("none", "floor", "add-k", "exp")
 
 
+def _clip(value: float) -> float:
+    """sacreBLEU's exp(log) can give 100.00000000000004 for a perfect match; keep the 0-100 range."""
+    return min(float(value), 100.0)
+
+
 @register
 class SacreBleu(Metric):
     """Corpus BLEU (Papineni et al. 2002) exactly as sacreBLEU 2.x computes it; 0-100 scale like sacreBLEU.
@@ -119,11 +124,9 @@ class SacreBleu(Metric):
         # sacreBLEU learns nrefs only when it reads the references; score_items fills it in
         return {"sb": f"[{self.sacrebleu_signature()}]"}
 
-    # -- statistics
-    # -------------------------------------------------------------------------------------------
+    # -- statistics ------------------------------------------------------------------------------------------
     def statistics(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
-        """sacreBLEU's per-item statistics (items x (2 + 2 * max order)); ``references[i]`` are item i's refs.
-        """
+        """sacreBLEU's per-item statistics (items x (2 + 2 * max order)); ``references[i]``: item i's refs."""
         if len(hypotheses) != len(references):
             raise InputError("sacrebleu: there must be one list of references per hypothesis")
         if not hypotheses:
@@ -143,13 +146,12 @@ class SacreBleu(Metric):
         sums = [
             int(x) for x in np.asarray(stats).sum(axis=0)
         ]  # a fresh list: add-k smoothing edits it in place
-        return float(self._corpus._compute_score_from_stats(sums).score)
+        return _clip(self._corpus._compute_score_from_stats(sums).score)
 
     def sentence_from_stats(self, row: np.ndarray) -> float:
-        return float(self._sentence._compute_score_from_stats([int(x) for x in row]).score)
+        return _clip(self._sentence._compute_score_from_stats([int(x) for x in row]).score)
 
-    # -- scoring
-    # ----------------------------------------------------------------------------------------------
+    # -- scoring ---------------------------------------------------------------------------------------------
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         hyps = [it.hypothesis.text for it in items]
         refs = [[r.text for r in it.references] for it in items]
