@@ -1,0 +1,694 @@
+"""The coco caption-evaluation family, exactly as pycocoevalcap 1.2 computes it: BLEU-1..4, ROUGE-L, CIDEr-D.
+
+The published VIST numbers (AREL, TAPM, most of the field) come from pycocoevalcap's ``COCOEvalCap.evaluate``:
+its PTB tokeniser (Stanford CoreNLP 3.4.1 ``PTBTokenizer -preserveLines -lowerCase``, then punctuation tokens
+removed), then ``Bleu(4)``, ``Meteor()``, ``Rouge()`` and ``Cider()``. This module reproduces those numbers
+(corpus and per item, to 1e-9) with its own vectorised code:
+
+- tokenisation: one jar call for all texts of a run (`ptb_tokenize_cached`; pycocoevalcap calls the jar once
+  for the references and once for the hypotheses of every system), cached per text so that the second metric
+  of a run, and the second system scored against the same references, reuse it;
+- n-gram statistics of every text at once with numpy (`_NgramTable`), shared by BLEU and CIDEr-D;
+- ROUGE-L with a bit-parallel LCS (Hyyrö 2004) instead of the dynamic-programming table.
+
+``meteor-coco`` (METEOR 1.5 ``-l en -norm``, pycocoevalcap's corpus aggregation) lives in its own module.
+SPICE and BLEURT are registered as unavailable (see `SPICE_REASON`, `BLEURT_REASON`).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import MissingDependencyError
+from vistkit.metrics.base import (
+    Item,
+    Metric,
+    MetricCard,
+    Score,
+    get_metric,
+    register,
+    register_unavailable,
+)
+
+SPICE_REASON = (
+    "spice is unavailable in vistkit: it needs Stanford CoreNLP 3.6.0 and its ~1 GB of models, which cannot "
+    "be installed here; use cider-d or meteor-coco, or run pycocoevalcap's Spice where CoreNLP is installed"
+)
+BLEURT_REASON = (
+    "bleurt is unavailable in vistkit: it needs TensorFlow and a BLEURT checkpoint, which cannot be "
+    "installed here; use a reference-based metric such as meteor-coco or bertscore instead"
+)
+register_unavailable("spice", SPICE_REASON)
+register_unavailable("bleurt", BLEURT_REASON)
+
+COCO_VERSION = "pycocoevalcap-1.2"
+TOKENISER = "ptb-coco"
+MAX_N = 4
+BLEU_SMALL = 1e-9  # pycocoevalcap's bleu_scorer: added to denominators
+BLEU_TINY = 1e-15  # ... and to numerators, "so that if guess is 0 still return 0"
+ROUGE_BETA = 1.2
+CIDER_SIGMA = 6.0
+COCO_METRICS = ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor-coco", "rouge-l", "cider-d")
+
+_CITATION_COCO = (
+    "Chen et al., Microsoft COCO Captions: Data Collection and Evaluation Server, arXiv:1504.00325 (2015); "
+    "code: github.com/salaniz/pycocoevalcap (version 1.2)."
+)
+
+
+# ----------------------------------------------------------------------------------------------- tokenisation
+_TOKEN_CACHE: dict[str, str] = {}
+_TOKEN_CACHE_LIMIT = 400_000
+
+
+def ptb_tokenize_cached(texts: Sequence[str]) -> list[str]:
+    """pycocoevalcap's PTB tokenisation of each text (lower-cased, punctuation removed), cached per text.
+
+    All texts not seen before go to the jar in ONE call. Caching per text gives pycocoevalcap's exact output
+    because ``-preserveLines`` tokenises each line on its own (the jar's only cross-line state, the direction
+    of a double quote, only picks between two tokens that are both removed as punctuation).
+    """
+    missing = list(dict.fromkeys(t for t in texts if t not in _TOKEN_CACHE))
+    if missing:
+        tokenized = _ptb_backend(missing)
+        if len(tokenized) != len(missing):
+            raise RuntimeError(f"the PTB tokeniser returned {len(tokenized)} lines for {len(missing)} texts")
+        if len(_TOKEN_CACHE) + len(missing) > _TOKEN_CACHE_LIMIT:
+            _TOKEN_CACHE.clear()
+        _TOKEN_CACHE.update(zip(missing, tokenized, strict=True))
+    return [_TOKEN_CACHE[t] for t in texts]
+
+
+def _ptb_backend(texts: list[str]) -> list[str]:
+    """`vistkit.text.ptb.ptb_tokenize` when present, else pycocoevalcap's ``PTBTokenizer`` (one jar call)."""
+    try:
+        from vistkit.text.ptb import ptb_tokenize
+    except ImportError:
+        return _pycocoevalcap_ptb(texts)
+    return list(ptb_tokenize(list(texts)))
+
+
+def _pycocoevalcap_ptb(texts: list[str]) -> list[str]:
+    if shutil.which("java") is None:
+        raise MissingDependencyError(
+            "the coco metrics need Java (java on PATH) for the PTB tokeniser; install a JRE (8 or newer)"
+        )
+    try:
+        from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+    except ImportError:
+        raise MissingDependencyError(
+            "the coco metrics need pycocoevalcap's tokeniser jar; pip install pycocoevalcap==1.2"
+        ) from None
+    out = PTBTokenizer().tokenize({i: [{"caption": t}] for i, t in enumerate(texts)})
+    return [out[i][0] for i in range(len(texts))]
+
+
+# --------------------------------------------------------------------------------------------------- inputs
+class CocoInputs:
+    """Tokenised hypotheses and references of one evaluated set, with its statistics computed once, lazily."""
+
+    def __init__(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
+        if len(hypotheses) != len(references):
+            raise ValueError("one list of references per hypothesis")
+        self.hypotheses = list(hypotheses)
+        self.references = [list(r) for r in references]
+        self._cache: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.hypotheses)
+
+    def table(self) -> _NgramTable:
+        if "table" not in self._cache:
+            self._cache["table"] = _NgramTable(self.hypotheses, self.references)
+        return self._cache["table"]
+
+    def bleu_stats(self) -> np.ndarray:
+        if "bleu" not in self._cache:
+            self._cache["bleu"] = bleu_stats(self.table())
+        return self._cache["bleu"]
+
+    def rouge_l(self) -> np.ndarray:
+        if "rouge" not in self._cache:
+            self._cache["rouge"] = rouge_l_item_scores(self.hypotheses, self.references)
+        return self._cache["rouge"]
+
+    def cider_d(self) -> np.ndarray:
+        if "cider" not in self._cache:
+            self._cache["cider"] = cider_d_item_scores(self.table())
+        return self._cache["cider"]
+
+
+_INPUTS_CACHE: OrderedDict[tuple[tuple[str, ...], tuple[tuple[str, ...], ...]], CocoInputs] = OrderedDict()
+_INPUTS_CACHE_SIZE = 8
+
+
+def coco_inputs(items: Sequence[Item]) -> CocoInputs:
+    """The tokenised set for ``items``.
+
+    The same texts give the same (cached) object, so the metrics of one run share the tokenisation and the
+    n-gram statistics.
+    """
+    texts = [it.hypothesis.text for it in items]
+    for it in items:
+        texts.extend(r.text for r in it.references)
+    tokens = iter(ptb_tokenize_cached(texts))
+    hyps = tuple(next(tokens) for _ in items)
+    refs = tuple(tuple(next(tokens) for _ in it.references) for it in items)
+    key = (hyps, refs)
+    found = _INPUTS_CACHE.get(key)
+    if found is not None:
+        _INPUTS_CACHE.move_to_end(key)
+        return found
+    inputs = CocoInputs(hyps, refs)
+    _INPUTS_CACHE[key] = inputs
+    while len(_INPUTS_CACHE) > _INPUTS_CACHE_SIZE:
+        _INPUTS_CACHE.popitem(last=False)
+    return inputs
+
+
+# --------------------------------------------------------------------------------------------------- n-grams
+# Sort-based uniques: numpy 2's hash-based np.unique is pathologically slow on these structured int64 keys.
+def _unique_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s = np.sort(a)
+    start = np.ones(s.size, dtype=bool)
+    start[1:] = s[1:] != s[:-1]
+    idx = np.flatnonzero(start)
+    return s[idx], np.diff(np.append(idx, s.size))
+
+
+def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    start = np.ones(s.size, dtype=bool)
+    start[1:] = s[1:] != s[:-1]
+    inverse = np.empty(a.size, dtype=np.int64)
+    inverse[order] = np.cumsum(start) - 1
+    return s[start], inverse
+
+
+class _NgramTable:
+    """The 1..4-gram counts of every hypothesis and reference of one evaluated set, as sorted sparse entries
+    ``(text, gram, count)`` (pycocoevalcap's ``precook``: whitespace ``split()``).
+
+    Texts ``0..N-1`` are the hypotheses (text i belongs to item i); the references follow, item by item. Gram
+    ids are global over orders; ``order[g]`` is the n-gram order minus one.
+    """
+
+    def __init__(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
+        n_items = len(hypotheses)
+        words = [h.split() for h in hypotheses] + [r.split() for refs in references for r in refs]
+        self.n_items = n_items
+        self.n_refs = np.array([len(r) for r in references], dtype=np.int64)
+        self.item_of_text = np.concatenate(
+            [np.arange(n_items, dtype=np.int64), np.repeat(np.arange(n_items, dtype=np.int64), self.n_refs)]
+        )
+        self.lengths = np.array([len(w) for w in words], dtype=np.int64)
+        vocab: dict[str, int] = {}
+        tok = np.array([vocab.setdefault(w, len(vocab)) for ws in words for w in ws], dtype=np.int64)
+        n_texts = len(words)
+        text_of = np.repeat(np.arange(n_texts, dtype=np.int64), self.lengths)
+        starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
+        remaining = self.lengths[text_of] - (np.arange(tok.size, dtype=np.int64) - starts[text_of])
+        v = max(len(vocab), 1)
+
+        gram_texts: list[np.ndarray] = []
+        gram_ids: list[np.ndarray] = []
+        orders: list[np.ndarray] = []
+        offset = 0
+        ids = tok
+        for k in range(1, MAX_N + 1):
+            where = np.nonzero(remaining >= k)[0]
+            if k == 1:
+                local, n_k = tok, v
+            else:
+                code = ids[where] * v + tok[where + k - 1]
+                uniq, local = _unique_inverse(code)
+                n_k = uniq.size
+                ids = np.full(tok.size, -1, dtype=np.int64)
+                ids[where] = local
+            gram_texts.append(text_of[where])
+            gram_ids.append(local + offset)
+            orders.append(np.full(n_k, k - 1, dtype=np.int64))
+            offset += n_k
+        self.n_grams = max(offset, 1)
+        self.order = np.concatenate(orders) if orders else np.zeros(0, dtype=np.int64)
+        keys = np.concatenate(gram_texts) * self.n_grams + np.concatenate(gram_ids)
+        uniq_keys, counts = _unique_counts(keys)
+        self.text = uniq_keys // self.n_grams
+        self.gram = uniq_keys % self.n_grams
+        self.count = counts.astype(np.int64)
+        self.is_hyp = self.text < n_items
+        self.n_texts = n_texts
+
+
+# --------------------------------------------------------------------------------------------------- BLEU
+# Statistics columns: testlen, reflen (closest), guess_1..4, correct_1..4.
+_BLEU_COLUMNS = 2 + 2 * MAX_N
+
+
+def bleu_stats(table: _NgramTable) -> np.ndarray:
+    """Per-item BLEU sufficient statistics (pycocoevalcap's ``cook_test`` with ``eff="closest"``).
+
+    ``correct_k`` clips each hypothesis k-gram count by its largest count in any one reference (Papineni et
+    al., 2002, Eq. 1); ``reflen`` is the reference length closest to the hypothesis length, the shorter on a
+    tie.
+    """
+    n = table.n_items
+    g = table.n_grams
+    hyp = table.is_hyp
+    h_item, h_gram, h_count = table.text[hyp], table.gram[hyp], table.count[hyp]
+    r_item = table.item_of_text[table.text[~hyp]]
+    r_key = r_item * g + table.gram[~hyp]
+    r_count = table.count[~hyp]
+    # the largest count of each (item, gram) over the item's references: sort by key then count, keep the last
+    order = np.lexsort((r_count, r_key))
+    r_key, r_count = r_key[order], r_count[order]
+    last = np.ones(r_key.size, dtype=bool)
+    last[:-1] = r_key[1:] != r_key[:-1]
+    max_key, max_count = r_key[last], r_count[last]
+    h_key = h_item * g + h_gram
+    pos = np.searchsorted(max_key, h_key)
+    pos_ok = np.minimum(pos, max(max_key.size - 1, 0))
+    found = (pos < max_key.size) & (max_key[pos_ok] == h_key) if max_key.size else np.zeros(h_key.size, bool)
+    clipped = np.where(found, np.minimum(h_count, max_count[pos_ok] if max_key.size else 0), 0)
+    correct = np.bincount(
+        h_item * MAX_N + table.order[h_gram], weights=clipped, minlength=n * MAX_N
+    ).reshape(n, MAX_N)
+
+    stats = np.zeros((n, _BLEU_COLUMNS), dtype=np.int64)
+    testlen = table.lengths[:n]
+    stats[:, 0] = testlen
+    ref_lengths = np.split(table.lengths[n:], np.cumsum(table.n_refs)[:-1]) if n else []
+    for i, lens in enumerate(ref_lengths):
+        t = int(testlen[i])
+        stats[i, 1] = min((abs(int(rl) - t), int(rl)) for rl in lens)[1]
+    for k in range(MAX_N):
+        stats[:, 2 + k] = np.maximum(0, testlen - k)
+    stats[:, 2 + MAX_N :] = np.rint(correct).astype(np.int64)
+    return stats
+
+
+def bleu_from_counts(
+    testlen: int, reflen: int, guess: Sequence[int], correct: Sequence[int], n: int
+) -> float:
+    """BLEU-n from (summed) statistics, with pycocoevalcap's arithmetic (Papineni et al., 2002, Eq. 2).
+
+    The geometric mean is built as a running product ``prod_k (correct_k + tiny) / (guess_k + small)`` raised
+    to ``1/n``, and the brevity penalty ``exp(1 - r/c)`` is applied when ``(c + tiny) / (r + small) < 1``.
+    """
+    bleu = 1.0
+    for k in range(n):
+        bleu *= (float(correct[k]) + BLEU_TINY) / (float(guess[k]) + BLEU_SMALL)
+    value = bleu ** (1.0 / n)
+    ratio = (testlen + BLEU_TINY) / (reflen + BLEU_SMALL)
+    if ratio < 1:
+        value *= math.exp(1 - 1 / ratio)
+    return value
+
+
+def bleu_corpus_from_stats(stats: np.ndarray, *, n: int) -> float:
+    """Corpus BLEU-n of any selection of item rows: the statistics are summed, then combined (bootstrap)."""
+    totals = [int(x) for x in np.asarray(stats, dtype=np.int64).sum(axis=0)]
+    return bleu_from_counts(totals[0], totals[1], totals[2 : 2 + MAX_N], totals[2 + MAX_N :], n)
+
+
+def bleu_item_scores(stats: np.ndarray, *, n: int) -> np.ndarray:
+    """pycocoevalcap's per-item BLEU-n (each item's own statistics, its own brevity penalty)."""
+    rows = np.asarray(stats, dtype=np.int64).tolist()
+    return np.array(
+        [bleu_from_counts(r[0], r[1], r[2 : 2 + MAX_N], r[2 + MAX_N :], n) for r in rows], dtype=float
+    )
+
+
+# --------------------------------------------------------------------------------------------------- ROUGE-L
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token lists (bit-parallel, Hyyrö 2004)."""
+    return _lcs_with_masks(_match_masks(a), len(a), b)
+
+
+def _match_masks(a: Sequence[str]) -> dict[str, int]:
+    masks: dict[str, int] = {}
+    for i, tok in enumerate(a):
+        masks[tok] = masks.get(tok, 0) | (1 << i)
+    return masks
+
+
+def _lcs_with_masks(masks: dict[str, int], m: int, b: Sequence[str]) -> int:
+    full = (1 << m) - 1
+    v = full
+    for tok in b:
+        match = masks.get(tok)
+        if match is not None:
+            u = v & match
+            v = ((v + u) | (v - u)) & full
+    return m - v.bit_count()
+
+
+def rouge_l_item_scores(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
+    """pycocoevalcap's ROUGE-L of each item (Lin 2004, Eqs. 2-4, with beta = 1.2).
+
+    Precision and recall are maximised over the references separately, then combined:
+    ``F = (1 + beta^2) P R / (R + beta^2 P)``. Tokens are ``split(" ")`` as in pycocoevalcap (so an empty text
+    is one empty token).
+    """
+    beta2 = ROUGE_BETA**2
+    out = np.empty(len(hypotheses), dtype=float)
+    for i, (hyp, refs) in enumerate(zip(hypotheses, references, strict=True)):
+        cand = hyp.split(" ")
+        masks = _match_masks(cand)
+        prec_max = rec_max = 0.0
+        for ref in refs:
+            tokens = ref.split(" ")
+            lcs = _lcs_with_masks(masks, len(cand), tokens)
+            prec_max = max(prec_max, lcs / float(len(cand)))
+            rec_max = max(rec_max, lcs / float(len(tokens)))
+        if prec_max != 0 and rec_max != 0:
+            out[i] = ((1 + beta2) * prec_max * rec_max) / float(rec_max + beta2 * prec_max)
+        else:
+            out[i] = 0.0
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- CIDEr-D
+def cider_d_item_scores(table: _NgramTable, *, sigma: float = CIDER_SIGMA) -> np.ndarray:
+    """pycocoevalcap's CIDEr-D of each item (Vedantam et al., 2015, Eqs. 1-4 with the CIDEr-D changes).
+
+    - tf-idf weights ``g_k = tf * (log N - log max(1, df))`` where N is the number of evaluated items and df
+      the number of items whose references contain the n-gram (Eq. 1: idf from the evaluated references);
+    - per order n, the clipped cosine ``sum min(g_hyp, g_ref) * g_ref / (|g_hyp| |g_ref|)`` times the Gaussian
+      length penalty ``exp(-delta^2 / (2 sigma^2))`` (sigma = 6), averaged over the references (Eq. 3);
+    - the mean over n = 1..4, times 10 (Eq. 4 and the CIDEr-D scaling).
+
+    Official code vs paper: the "length" in the penalty is the number of BIGRAMS of each text (pycocoevalcap
+    counts term frequencies of index-1 n-grams), i.e. words - 1 for non-empty texts; we follow the code.
+    """
+    n = table.n_items
+    if n == 0:
+        return np.zeros(0, dtype=float)
+    g = table.n_grams
+    ref_entries = ~table.is_hyp
+    # document frequency: items whose references hold the gram (each item counted once)
+    item_gram, _ = _unique_counts(table.item_of_text[table.text[ref_entries]] * g + table.gram[ref_entries])
+    df = np.bincount(item_gram % g, minlength=g).astype(float)
+    ref_len = np.log(float(n))
+    weight = table.count.astype(float) * (ref_len - np.log(np.maximum(1.0, df[table.gram])))
+    order = table.order[table.gram]
+    norm = np.sqrt(
+        np.bincount(table.text * MAX_N + order, weights=weight**2, minlength=table.n_texts * MAX_N)
+    ).reshape(table.n_texts, MAX_N)
+    length = np.maximum(table.lengths - 1, 0)  # bigram count (see the docstring)
+
+    # clipped dot products: every reference entry against its item's hypothesis weight of the same gram
+    hyp_key = table.text[table.is_hyp] * g + table.gram[table.is_hyp]  # sorted (entries sorted by text, gram)
+    hyp_weight = weight[table.is_hyp]
+    r_text = table.text[ref_entries]
+    r_item = table.item_of_text[r_text]
+    r_weight = weight[ref_entries]
+    key = r_item * g + table.gram[ref_entries]
+    pos = np.minimum(np.searchsorted(hyp_key, key), max(hyp_key.size - 1, 0))
+    found = (hyp_key[pos] == key) if hyp_key.size else np.zeros(key.size, dtype=bool)
+    contrib = np.where(found, np.minimum(hyp_weight[pos] if hyp_key.size else 0.0, r_weight) * r_weight, 0.0)
+    n_ref_texts = table.n_texts - n
+    val = np.bincount(
+        (r_text - n) * MAX_N + order[ref_entries], weights=contrib, minlength=n_ref_texts * MAX_N
+    ).reshape(n_ref_texts, MAX_N)
+
+    ref_item = table.item_of_text[n:]
+    denom = norm[ref_item] * norm[n:]
+    nonzero = (norm[ref_item] != 0) & (norm[n:] != 0)
+    val = np.where(nonzero, val / np.where(nonzero, denom, 1.0), val)
+    delta = (length[ref_item] - length[n:]).astype(float)
+    val = val * (np.e ** (-(delta**2) / (2 * sigma**2)))[:, None]
+    summed = np.zeros((n, MAX_N), dtype=float)
+    np.add.at(summed, ref_item, val)  # in reference order, as pycocoevalcap's running sum
+    scores = np.mean(summed, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scores = scores / table.n_refs
+    return scores * 10.0
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+_BLEU_CARD = (
+    "Corpus BLEU-{n} as pycocoevalcap 1.2 computes it (the coco/VIST papers' 'BLEU-{n}').",
+    "Modified n-gram precisions p_1..p_{n} (hypothesis n-gram counts clipped by their largest count in any "
+    "one reference), summed over the corpus, combined as a geometric mean times the brevity penalty exp(1 - "
+    "r/c) when c < r (Papineni et al. 2002, Eqs. 1-2). r is the sum over items of the reference length "
+    "closest to the hypothesis length (the shorter on a tie). Text is PTB-tokenised and lower-cased by "
+    "Stanford CoreNLP 3.4.1 with punctuation removed, as pycocoevalcap does. Per-item scores are each item's "
+    "own BLEU-{n} (pycocoevalcap's per-image list); the corpus score is NOT their mean. pycocoevalcap adds "
+    "1e-15 to numerators and 1e-9 to denominators, so a zero precision gives a tiny positive value instead "
+    "of 0.",
+)
+
+
+def _bleu_card(n: int) -> MetricCard:
+    summary, definition = _BLEU_CARD
+    return MetricCard(
+        summary=summary.format(n=n),
+        definition=definition.format(n=n),
+        range="[0, 1]; higher is better.",
+        signature_fields=(
+            "nrefs, key, tok:ptb-coco (CoreNLP 3.4.1 PTBTokenizer, lower-cased, punctuation removed), "
+            "reflen:closest, smooth:coco (1e-15/1e-9), impl:pycocoevalcap-1.2"
+        ),
+        reproduces=(
+            "pycocoevalcap 1.2 Bleu(4) after PTBTokenizer, equal to 1e-9 (corpus and per item) on the TAPM, "
+            "AREL and XE VIST test outputs (tests/test_coco.py). Bootstrap resamples the per-item statistics "
+            "(testlen, closest reflen, guesses and clipped matches per order) and recombines them."
+        ),
+        differences=(
+            "The paper's brevity penalty uses the effective reference length; pycocoevalcap (and vistkit) "
+            "use the 'closest' rule summed over items, and the 1e-15/1e-9 guards described above."
+        ),
+        citation="Papineni et al., BLEU: a Method for Automatic Evaluation of Machine Translation, ACL 2002. "
+        + _CITATION_COCO,
+    )
+
+
+class _CocoMetric(Metric):
+    """Shared plumbing: tokenise through the per-text cache, compute on the shared `CocoInputs`."""
+
+    needs_references: ClassVar[bool] = True
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"tok": TOKENISER, **self._extra_fields(), "impl": COCO_VERSION}
+
+    def _extra_fields(self) -> dict[str, object]:
+        return {}
+
+
+class _Bleu(_CocoMetric):
+    n: ClassVar[int]
+
+    def _extra_fields(self) -> dict[str, object]:
+        return {"reflen": "closest", "smooth": "coco"}
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        stats = coco_inputs(items).bleu_stats()
+        totals = stats.sum(axis=0)
+        return Score(
+            metric=self.name,
+            corpus=bleu_corpus_from_stats(stats, n=self.n),
+            item_ids=[it.item_id for it in items],
+            item_scores=bleu_item_scores(stats, n=self.n),
+            signature=signature,
+            stats=stats,
+            corpus_from_stats=partial(bleu_corpus_from_stats, n=self.n),
+            extra={"testlen": int(totals[0]), "reflen": int(totals[1])},
+        )
+
+
+@register
+class Bleu1(_Bleu):
+    name = "bleu-1"
+    n = 1
+    card = _bleu_card(1)
+
+
+@register
+class Bleu2(_Bleu):
+    name = "bleu-2"
+    n = 2
+    card = _bleu_card(2)
+
+
+@register
+class Bleu3(_Bleu):
+    name = "bleu-3"
+    n = 3
+    card = _bleu_card(3)
+
+
+@register
+class Bleu4(_Bleu):
+    name = "bleu-4"
+    n = 4
+    card = _bleu_card(4)
+
+
+@register
+class RougeL(_CocoMetric):
+    name = "rouge-l"
+    card = MetricCard(
+        summary="ROUGE-L (LCS F-measure, beta 1.2) as pycocoevalcap 1.2 computes it.",
+        definition=(
+            "For each item, the longest common subsequence (LCS) of the hypothesis with each reference gives "
+            "P = LCS/|hyp| and R = LCS/|ref|; P and R are each maximised over the references, then F = (1 + "
+            "beta^2) P R / (R + beta^2 P) with beta = 1.2 (Lin 2004, Eqs. 2-4). The corpus score is the mean "
+            "of the item scores. Text is PTB-tokenised and lower-cased with punctuation removed (CoreNLP "
+            "3.4.1, as pycocoevalcap), tokens split on single spaces."
+        ),
+        range="[0, 1]; higher is better.",
+        signature_fields="nrefs, key, tok:ptb-coco, beta:1.2, impl:pycocoevalcap-1.2",
+        reproduces=(
+            "pycocoevalcap 1.2 Rouge() after PTBTokenizer, equal to 1e-9 (corpus and per item) on the TAPM, "
+            "AREL and XE VIST test outputs (tests/test_coco.py)."
+        ),
+        differences=(
+            "Lin (2004) defines ROUGE-L over multiple references as the best F per reference (or a "
+            "jackknife); pycocoevalcap maximises precision and recall separately (possibly from different "
+            "references) and uses beta = 1.2 rather than the paper's large beta. We follow the code."
+        ),
+        citation="Lin, ROUGE: A Package for Automatic Evaluation of Summaries, ACL workshop 2004. "
+        + _CITATION_COCO,
+    )
+
+    def _extra_fields(self) -> dict[str, object]:
+        return {"beta": ROUGE_BETA}
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        values = coco_inputs(items).rouge_l()
+        return Score(
+            metric=self.name,
+            corpus=float(np.mean(values)) if values.size else math.nan,
+            item_ids=[it.item_id for it in items],
+            item_scores=values,
+            signature=signature,
+        )
+
+
+@register
+class CiderD(_CocoMetric):
+    name = "cider-d"
+    upper_bound = None  # in practice <= 10 per item
+    card = MetricCard(
+        summary="CIDEr-D (consensus tf-idf n-gram similarity) as pycocoevalcap 1.2 computes it ('CIDEr').",
+        definition=(
+            "n-grams (n = 1..4) of the PTB-tokenised texts are weighted by tf-idf, the idf taken from the "
+            "references of the evaluated set: log(N) - log(max(1, df)), N = number of items, df = items "
+            "whose references contain the n-gram. Per order, the cosine of the hypothesis and each reference "
+            "vector with the hypothesis weights clipped at the reference weights, times the Gaussian length "
+            "penalty exp(-delta^2 / 72) (sigma = 6), averaged over references; the mean over n, times 10 "
+            "(Vedantam et al. 2015, Eqs. 1-4, CIDEr-D). The corpus score is the mean of the item scores."
+        ),
+        range="[0, 10] per item in practice (unbounded by declaration); higher is better.",
+        signature_fields="nrefs, key, tok:ptb-coco, sigma:6, df:refs, impl:pycocoevalcap-1.2",
+        reproduces=(
+            "pycocoevalcap 1.2 Cider() after PTBTokenizer, equal to 1e-9 (corpus and per item) on the TAPM, "
+            "AREL and XE VIST test outputs (tests/test_coco.py). Because df depends on the whole evaluated "
+            "set, an item's score depends on the other items: bootstrap and paired tests resample the "
+            "per-item scores computed with df (and N) fixed from the full set, not recomputing df per "
+            "resample."
+        ),
+        differences=(
+            "pycocoevalcap's Gaussian penalty measures length as the number of bigrams (words - 1), not "
+            "words; it drops the paper's stemming; idf comes from the evaluated references (not a fixed "
+            "corpus such as coco-train). We follow the code. The coco papers report this number as 'CIDEr'."
+        ),
+        citation="Vedantam et al., CIDEr: Consensus-based Image Description Evaluation, CVPR 2015. "
+        + _CITATION_COCO,
+    )
+
+    def _extra_fields(self) -> dict[str, object]:
+        return {"sigma": f"{CIDER_SIGMA:g}", "df": "refs"}
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        values = coco_inputs(items).cider_d()
+        return Score(
+            metric=self.name,
+            corpus=float(np.mean(values)) if values.size else math.nan,
+            item_ids=[it.item_id for it in items],
+            item_scores=values,
+            signature=signature,
+        )
+
+
+# -------------------------------------------------------------------------------------------- functional face
+def _as_set(stories: StorySet | Sequence[Story]) -> StorySet:
+    return stories if isinstance(stories, StorySet) else StorySet(stories)
+
+
+def bleu_score(
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story],
+    *,
+    n: int = 4,
+    key: Keying | str | None = None,
+) -> Score:
+    """pycocoevalcap BLEU-n (n = 1..4) of ``hypotheses`` against ``references``."""
+    if n not in (1, 2, 3, 4):
+        raise ValueError("n must be 1, 2, 3 or 4")
+    return get_metric(f"bleu-{n}").score(_as_set(hypotheses), _as_set(references), key=key)
+
+
+def rouge_l_score(
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story],
+    *,
+    key: Keying | str | None = None,
+) -> Score:
+    """pycocoevalcap ROUGE-L of ``hypotheses`` against ``references``."""
+    return get_metric("rouge-l").score(_as_set(hypotheses), _as_set(references), key=key)
+
+
+def cider_d_score(
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story],
+    *,
+    key: Keying | str | None = None,
+) -> Score:
+    """pycocoevalcap CIDEr-D of ``hypotheses`` against ``references``."""
+    return get_metric("cider-d").score(_as_set(hypotheses), _as_set(references), key=key)
+
+
+def coco_family(
+    systems: Mapping[str, StorySet],
+    references: StorySet,
+    *,
+    key: Keying | str | None = None,
+    metrics: Sequence[str] = COCO_METRICS,
+    template: Sequence[str] | None = None,
+) -> dict[str, dict[str, Score]]:
+    """Score several systems with the coco family at once: ``{system: {metric: Score}}``.
+
+    Every hypothesis and reference text goes to the PTB tokeniser in one jar call; each metric then reuses it.
+    ``meteor-coco`` is included when that metric is registered (its module is separate).
+    """
+    from vistkit.metrics.base import align, list_metrics
+
+    available = list_metrics()
+    names = [m for m in metrics if m in available]
+    texts: list[str] = [s.text for s in references]
+    for stories in systems.values():
+        texts.extend(s.text for s in stories)
+    ptb_tokenize_cached(texts)
+    built = {name: get_metric(name) for name in names}
+    out: dict[str, dict[str, Score]] = {}
+    for system, hyps in systems.items():
+        alignment = align(hyps, references, keying=key, template=template)
+        out[system] = {}
+        for name, metric in built.items():
+            signature = metric.signature(keying=alignment.keying, n_refs=alignment.n_refs)
+            result = metric.score_items(alignment.items, signature=signature)
+            result.excluded = {**alignment.excluded, **result.excluded}
+            result.keying = alignment.keying
+            out[system][name] = result
+    return out
