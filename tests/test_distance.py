@@ -1,0 +1,187 @@
+"""dHM human-model distance: the official numbers on the shipped dHM scores (VIST, VWP), hand-computed values,
+input forms, properties, readers and the `vistkit distance` command."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import shared_file
+from vistkit.cli import main
+from vistkit.distance import (
+    dhm_distance,
+    normalize_table,
+    read_dhm_scores,
+    read_per_item_scores,
+    read_scores,
+)
+from vistkit.errors import InputError
+
+SCORES = ("dhm-visual-storytelling", "data", "scores")
+
+# The dHM paper's numbers, as printed by the official dHM.py (rounded to 4 decimals there).
+GOLDEN = {
+    "vist": {"dG": 0.2079, "dC": 0.1456, "dR": 0.1193, "dHM": 0.1576, "n": 4897},
+    "vwp": {"dG": 0.2295, "dC": 0.2145, "dR": 0.0948, "dHM": 0.1796, "n": 586},
+}
+
+
+def _prefixes(dataset: str) -> tuple[Path, Path]:
+    shared_file(*SCORES, dataset, "gt_test_G.json")
+    folder = shared_file(*SCORES, dataset)
+    return folder / "gt_test", folder / "llava_vc_p3"
+
+
+@pytest.mark.parametrize("dataset", ["vist", "vwp"])
+def test_golden_values_of_the_official_dhm(dataset: str) -> None:
+    human, model = _prefixes(dataset)
+    result = dhm_distance(read_dhm_scores(human), read_dhm_scores(model))
+    got = result.as_dict()
+    for k in ("dG", "dC", "dR", "dHM"):
+        assert round(got[k], 4) == GOLDEN[dataset][k], k
+    assert got["n"] == GOLDEN[dataset]["n"]
+
+
+@pytest.mark.parametrize("dataset", ["vist", "vwp"])
+def test_cli_golden_json(dataset: str, capsys: pytest.CaptureFixture[str]) -> None:
+    human, model = _prefixes(dataset)
+    assert main(["distance", "--human", str(human), "--model", str(model), "--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) == {"dG", "dC", "dR", "dHM", "n"}
+    assert {k: round(v, 4) if k != "n" else v for k, v in payload.items()} == GOLDEN[dataset]
+
+
+def test_per_item_csv_from_the_official_scores_gives_the_same_numbers(tmp_path: Path) -> None:
+    """Rewrite the six official files as two `vistkit score --per-item` CSVs (id,<metric>,...)."""
+    human, model = _prefixes("vist")
+    for prefix, out in ((human, tmp_path / "h.csv"), (model, tmp_path / "m.csv")):
+        t = read_dhm_scores(prefix)
+        ids = sorted(set(t["G"]) | set(t["C"]) | set(t["R"]))
+        with open(out, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["id", "my-c", "groovist", "rovist-nr"])
+            for i in ids:
+                w.writerow([i, *(repr(t[d][i]) if i in t[d] else "" for d in ("C", "G", "R"))])
+    args = ["distance", "--human", str(tmp_path / "h.csv"), "--model", str(tmp_path / "m.csv")]
+    assert main([*args, "--c-metric", "my-c", "--tanh-g", "-f", "json"]) == 0
+    # the default C columns (rovist-c, coherence, C, C_score) are absent: a clear error, exit 1
+    assert main(args) == 1
+    scores = read_per_item_scores(tmp_path / "h.csv", columns={"C": "my-c"})
+    result = dhm_distance(scores, read_scores(tmp_path / "m.csv", columns={"C": "my-c"}))
+    assert round(result.dHM, 4) == GOLDEN["vist"]["dHM"] and result.n == GOLDEN["vist"]["n"]
+
+
+def test_hand_computed_example() -> None:
+    human = {"G": {"a": 0.0, "b": 0.0}, "C": {"a": 0.5, "b": 1.0}, "R": {"a": 0.9, "b": 0.5}}
+    model = {"G": {"a": math.atanh(0.5), "b": 0.0}, "C": {"a": 0.75, "b": 1.0}, "R": {"a": 0.6, "b": 0.5}}
+    r = dhm_distance(human, model)
+    # story a: dG = |0 - tanh(atanh .5)| = .5, dC = .25, dR = .3, dHM = .35; story b: all 0
+    assert r.dG == pytest.approx(0.25)
+    assert r.dC == pytest.approx(0.125)
+    assert r.dR == pytest.approx(0.15)
+    assert r.dHM == pytest.approx(0.175)
+    assert r.n == 2
+    assert r.per_story["HM"][r.story_ids.index("a")] == pytest.approx(0.35)
+    # without tanh, G is compared as given
+    assert dhm_distance(human, model, tanh_g=False).dG == pytest.approx(math.atanh(0.5) / 2)
+
+
+def test_only_stories_in_all_six_tables_count_and_nan_is_missing() -> None:
+    nan = float("nan")
+    human = {"G": {"a": 1.0, "b": 1.0, "c": 1.0}, "C": {"a": 0.5, "b": nan, "c": 0.5}, "R": {"a": 0.5}}
+    model = {"G": {"a": 1.0, "b": 1.0}, "C": {"a": 0.25, "b": 0.5, "c": 0.5}, "R": {"a": 0.5, "c": 0.5}}
+    r = dhm_distance(human, model)
+    assert r.story_ids == ["a"] and r.n == 1
+    assert r.dC == pytest.approx(0.25) and r.dG == 0 and r.dR == 0
+    assert r.dropped["any"] == 2
+
+
+def test_input_forms_agree() -> None:
+    by_dim = {"G": {"1": 0.3, "2": -0.2}, "C": {"1": 0.9, "2": 0.4}, "R": {"1": 0.8, "2": 0.7}}
+    by_story = {"1": {"G": 0.3, "C": 0.9, "R": 0.8}, "2": {"G": -0.2, "C": 0.4, "R": 0.7}}
+    frame = pd.DataFrame(by_story).T
+    other = {"G": {"1": 0.1, "2": 0.0}, "C": {"1": 0.5, "2": 0.5}, "R": {"1": 0.5, "2": 0.1}}
+    expected = dhm_distance(by_dim, other).as_dict()
+    assert dhm_distance(by_story, other).as_dict() == expected
+    assert dhm_distance(frame, other).as_dict() == expected
+    assert normalize_table(frame) == normalize_table(by_dim)
+
+
+table = st.dictionaries(
+    st.sampled_from([str(i) for i in range(12)]),
+    st.tuples(*(st.floats(-3, 3, allow_nan=False) for _ in range(3))),
+    min_size=1,
+)
+
+
+def _split(t: dict[str, tuple[float, ...]]) -> dict[str, dict[str, float]]:
+    return {d: {k: v[i] for k, v in t.items()} for i, d in enumerate("GCR")}
+
+
+@settings(max_examples=100, deadline=None)
+@given(table, table)
+def test_properties(h: dict[str, tuple[float, ...]], m: dict[str, tuple[float, ...]]) -> None:
+    common = set(h) & set(m)
+    if not common:
+        with pytest.raises(InputError, match="no story id"):
+            dhm_distance(_split(h), _split(m))
+        return
+    r = dhm_distance(_split(h), _split(m))
+    assert r.n == len(common)
+    assert r.dHM == pytest.approx((r.dG + r.dC + r.dR) / 3)  # mean of per-story dHM = mean of the three
+    assert dhm_distance(_split(m), _split(h)).as_dict() == pytest.approx(r.as_dict())  # symmetric
+    assert 0 <= r.dG <= 2 and r.dC >= 0 and r.dR >= 0
+    assert dhm_distance(_split(h), _split(h)).dHM == 0
+
+
+def test_bad_tables_are_input_errors() -> None:
+    good = {"G": {"a": 1.0}, "C": {"a": 1.0}, "R": {"a": 1.0}}
+    with pytest.raises(InputError, match="no R scores"):
+        dhm_distance({"G": {"a": 1.0}, "C": {"a": 1.0}}, good)
+    with pytest.raises(InputError, match="not a number"):
+        dhm_distance({**good, "C": {"a": "high"}}, good)
+    with pytest.raises(InputError, match="columns G, C and R"):
+        dhm_distance(pd.DataFrame({"G": [1.0]}), good)
+    with pytest.raises(InputError, match="no story id has all six"):
+        dhm_distance(good, {"G": {"b": 1.0}, "C": {"b": 1.0}, "R": {"b": 1.0}})
+
+
+def test_readers_follow_the_official_files(tmp_path: Path) -> None:
+    # ids in the CSVs are stripped (read_scores_C_R); NaN and empty scores are left out
+    (tmp_path / "x_C.csv").write_text("story_id,C_score\n 1 ,0.5\n2,nan\n3,\n")
+    (tmp_path / "x_R.csv").write_text("story_id,R_score\n1,0.25\n2,0.5\n")
+    (tmp_path / "x_G.json").write_text('{"1": 0.5, "2": NaN, "3": ""}')
+    t = read_dhm_scores(tmp_path / "x")
+    assert t == {"G": {"1": 0.5}, "C": {"1": 0.5}, "R": {"1": 0.25, "2": 0.5}}
+    (tmp_path / "y_C.csv").write_text("story_id,C_score\n1,abc\n")
+    (tmp_path / "y_R.csv").write_text("story_id,R_score\n")
+    (tmp_path / "y_G.json").write_text("{}")
+    with pytest.raises(InputError, match=r"y_C\.csv line 2"):
+        read_dhm_scores(tmp_path / "y")
+    with pytest.raises(InputError, match=r"missing .*z_G\.json"):
+        read_dhm_scores(tmp_path / "z")
+    with pytest.raises(InputError, match="is a folder"):
+        read_scores(tmp_path)
+
+
+def test_cli_errors_and_per_item_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["distance", "--human", str(tmp_path / "nope")]) == 1
+    assert "--model" in capsys.readouterr().err
+    assert main(["distance", "--human", str(tmp_path / "a"), "--model", str(tmp_path / "b")]) == 1
+    assert main(["distance", "--bogus"]) == 2
+    human, model = _prefixes("vwp")
+    out = tmp_path / "items.csv"
+    assert main(["distance", "--human", str(human), "--model", str(model), "--per-item", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "0.1796" in text and "586" in text
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["story_id", "dG", "dC", "dR", "dHM"] and len(rows) == 587
+    mean_dhm = sum(float(r[4]) for r in rows[1:]) / 586
+    assert round(mean_dhm, 4) == GOLDEN["vwp"]["dHM"]
