@@ -96,8 +96,8 @@ def score_pairs(
         ids = []
         for text, system in ((pr.text_1, pr.system_1), (pr.text_2, pr.system_2)):
             u = _Unit(text, system, k, pr.story_id, pr.img_seq, drop)
-            if not metric.needs_references:  # reference-free: one unit per distinct text
-                u = _Unit(text, "", "", "", (), None)
+            if not metric.needs_references:  # reference-free: one unit per distinct text (and photos)
+                u = _Unit(text, "", "", "", pr.img_seq if metric.needs_images else (), None)
             ids.append(units.setdefault(u, len(units)))
         unit_of.append((ids[0], ids[1]))
 
@@ -129,7 +129,7 @@ def score_pairs(
                     refs.append(ref)
                 index[u.key] = i
             else:
-                hyps.append(Story(story_id=sid, text=u.text))
+                hyps.append(Story(story_id=sid, text=u.text, photo_ids=u.img_seq))
                 index[sid] = i
         try:
             result = metric.score(

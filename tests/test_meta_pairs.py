@@ -1,0 +1,179 @@
+"""Story-pair assessments (Vrank): accuracy with ties wrong, agreement subsets, pair kinds, gap buckets,
+machine-beats-reference, the Reference Absent Algorithm, swap invariance, and accuracy significance tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from vistkit.data.readers import read_stories
+from vistkit.meta.human import StoryPair, read_pairs
+from vistkit.meta.pairs import (
+    accuracy_by_gap,
+    accuracy_by_kind,
+    beats_reference,
+    pair_accuracy,
+    pair_correct,
+)
+from vistkit.meta.scoring import PairScores, score_pairs
+from vistkit.meta.significance import mcnemar, paired_bootstrap_accuracy
+
+FIX = Path(__file__).parent / "fixtures" / "meta"
+
+
+def _dummies():  # type: ignore[no-untyped-def]
+    name = "vistkit_meta_test_dummies"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIX / "dummy_metrics.py")
+        mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return sys.modules[name]
+
+
+D = _dummies()
+
+
+@pytest.fixture(scope="module")
+def vhed() -> list[StoryPair]:
+    return read_pairs(FIX / "vhed_small.csv")
+
+
+@pytest.fixture(scope="module")
+def length_scores(vhed: list[StoryPair]) -> PairScores:
+    return score_pairs(D.MetaLength(), vhed)
+
+
+def test_length_metric_scores_are_word_counts(length_scores: PairScores) -> None:
+    assert length_scores.score_1.tolist() == [5, 2, 3, 6, 4, 3, 1, 4]
+    assert length_scores.score_2.tolist() == [3, 4, 3, 1, 2, 7, 2, 5]
+
+
+def test_pair_accuracy_hand_computed(vhed: list[StoryPair], length_scores: PairScores) -> None:
+    # correct: pairs 1, 5, 6, 8; wrong: 2 (prefers the worse), 3 (tie -> wrong), 4; pair 7 has zero gap
+    correct = pair_correct(length_scores, vhed)
+    assert np.isnan(correct[6])
+    assert correct[[0, 1, 2, 3, 4, 5, 7]].tolist() == [1, 0, 0, 0, 1, 1, 1]
+    acc = pair_accuracy(length_scores, vhed)
+    assert acc["all"] == {"accuracy": pytest.approx(4 / 7), "n": 7, "correct": 4}
+    assert acc["omega_3"]["accuracy"] == pytest.approx(1 / 2) and acc["omega_3"]["n"] == 2
+    assert acc["omega_4"]["accuracy"] == pytest.approx(1 / 2)
+    assert acc["omega_5"]["accuracy"] == pytest.approx(2 / 3)
+    assert acc["omega_4_5"]["accuracy"] == pytest.approx(3 / 5)
+    kinds = accuracy_by_kind(length_scores, vhed)
+    assert kinds["reference-machine"]["accuracy"] == pytest.approx(2 / 3)
+    assert kinds["machine-machine"]["accuracy"] == pytest.approx(2 / 4)
+
+
+def test_lower_is_better_metric_is_turned_around(vhed: list[StoryPair]) -> None:
+    short = score_pairs(D.MetaShortness(), vhed)
+    acc = pair_accuracy(short, vhed)["all"]
+    # the opposite order on every non-tied pair: correct 2, 4 -> 2 of 7 (pair 3 stays a wrong tie)
+    assert acc["accuracy"] == pytest.approx(2 / 7)
+
+
+def test_accuracy_by_gap_buckets(vhed: list[StoryPair], length_scores: PairScores) -> None:
+    buckets = accuracy_by_gap(length_scores, vhed, edges=(0, 0.25, 0.5, 1))
+    assert [b["n"] for b in buckets] == [3, 3, 1]
+    assert [b["accuracy"] for b in buckets] == pytest.approx([2 / 3, 2 / 3, 0.0])
+    raw = accuracy_by_gap(length_scores, vhed, edges=(0, 1.5, 3), normalised=False)
+    # raw gaps 1.6 1.2 1.6 2.8 1.0 1.4 1.0 -> [0,1.5]: pairs 2 5 6 8 ; (1.5,3]: 1 3 4
+    assert [b["n"] for b in raw] == [4, 3]
+    assert [b["accuracy"] for b in raw] == pytest.approx([3 / 4, 1 / 3])
+
+
+def test_beats_reference(vhed: list[StoryPair], length_scores: PairScores) -> None:
+    people = beats_reference(None, vhed)
+    assert people["m1"] == {"wins": 0, "ties": 0, "n": 2, "ratio": 0.0, "tie_ratio": 0.0}
+    assert people["m2"]["ratio"] == 1.0 and people["m2"]["n"] == 1
+    metric = beats_reference(length_scores, vhed)
+    assert metric["m1"]["ratio"] == 0.0 and metric["m2"]["ratio"] == 0.0
+
+
+def test_reference_absent_algorithm_hand_computed() -> None:
+    pairs = read_pairs(FIX / "ref_pairs_small.csv")
+    refs = read_stories(FIX / "references_small.jsonl")
+    on = score_pairs(D.MetaOverlap(), pairs, references=refs, key="sequence", reference_absent=True)
+    # pair 1: the human story "a b c" is removed from BOTH stories' references -> both 0 -> tie
+    assert on.score_1.tolist() == pytest.approx([0.0, 2 / 3, 2 / 3])
+    assert on.score_2.tolist() == pytest.approx([0.0, 3 / 4, 1.0])
+    assert "refabsent:yes" in on.signature
+    assert pair_accuracy(on, pairs)["all"]["accuracy"] == pytest.approx(1 / 3)
+    off = score_pairs(D.MetaOverlap(), pairs, references=refs, key="sequence", reference_absent=False)
+    assert off.score_1.tolist() == pytest.approx([1.0, 2 / 3, 2 / 3])  # the human story scored against itself
+    assert off.score_2[0] == pytest.approx(2 / 3)
+    assert pair_accuracy(off, pairs)["all"]["accuracy"] == pytest.approx(2 / 3)
+
+
+def test_reference_based_metric_without_references_is_an_error() -> None:
+    from vistkit.errors import InputError
+
+    with pytest.raises(InputError, match="--references"):
+        score_pairs(D.MetaOverlap(), read_pairs(FIX / "ref_pairs_small.csv"))
+
+
+def test_swap_invariance_on_fixture(vhed: list[StoryPair], length_scores: PairScores) -> None:
+    swapped = [p.swapped() for p in vhed]
+    again = score_pairs(D.MetaLength(), swapped)
+    assert pair_accuracy(again, swapped) == pair_accuracy(length_scores, vhed)
+    assert pair_accuracy(length_scores.swapped(), swapped) == pair_accuracy(length_scores, vhed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-3, 3), st.integers(0, 4), st.integers(0, 4), st.sampled_from([3, 4, 5]), st.booleans()
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_swap_invariance_property(rows: list[tuple[int, int, int, int, bool]]) -> None:
+    pairs = [
+        StoryPair(str(i), "s", (), "a", "b", "gt" if ref else "m1", "m2", float(g), agreement=a, n_stories=5)
+        for i, (g, _, _, a, ref) in enumerate(rows)
+    ]
+    scores = PairScores("x", "x", True, np.array([r[1] for r in rows], float), np.array([r[2] for r in rows], float),
+                        {})
+    swapped = [p.swapped() for p in pairs]
+    assert pair_accuracy(scores.swapped(), swapped) == pair_accuracy(scores, pairs)
+    assert accuracy_by_kind(scores.swapped(), swapped) == accuracy_by_kind(scores, pairs)
+    assert accuracy_by_gap(scores.swapped(), swapped) == accuracy_by_gap(scores, pairs)
+    assert beats_reference(scores.swapped(), swapped) == beats_reference(scores, pairs)
+
+
+def test_mcnemar_hand_computed() -> None:
+    a = np.array([1, 1, 1, 1, 1, 0, 0, 1, 0, 1], float)
+    b = np.array([0, 0, 0, 0, 1, 1, 0, 1, 0, 1], float)
+    res = mcnemar(a, b)
+    # discordant: A-only 4, B-only 1 -> exact p = 2 * P[Bin(5, .5) <= 1] = 2 * 6/32 = 0.375
+    assert (res["a_only"], res["b_only"]) == (4, 1)
+    assert res["p_exact"] == pytest.approx(0.375)
+    # chi-square with continuity correction: (|4-1|-1)^2 / 5 = 0.8
+    assert res["statistic"] == pytest.approx(0.8)
+    assert res["p_chi2"] == pytest.approx(stats.chi2.sf(0.8, 1))
+    assert res["p_exact"] == pytest.approx(stats.binomtest(1, 5, 0.5).pvalue)
+    # NaN rows (pairs that do not count) are dropped
+    a2 = np.append(a, math.nan)
+    b2 = np.append(b, 1.0)
+    assert mcnemar(a2, b2)["n"] == 10
+
+
+def test_paired_bootstrap_accuracy() -> None:
+    rng = np.random.default_rng(0)
+    a = (rng.random(400) < 0.8).astype(float)
+    b = (rng.random(400) < 0.5).astype(float)
+    res = paired_bootstrap_accuracy(a, b, n_resamples=500, seed=1)
+    assert res["delta"] == pytest.approx(a.mean() - b.mean())
+    assert res["p"] < 0.01 and res["ci"][0] < res["delta"] < res["ci"][1]
+    same = paired_bootstrap_accuracy(a, a, n_resamples=200, seed=1)
+    assert same["delta"] == 0.0 and same["p"] == 1.0
