@@ -27,6 +27,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,12 +37,17 @@ from vistkit.errors import InputError
 
 FORMATS = ("sis", "storylets", "challenge", "story-dict", "tapm", "tapm-nested", "arel", "jsonl", "csv")
 
-_TAPM_KEY = re.compile(r"^[^_\s]+(?:_[^_\s]+){1,}$")
+# album_photo1_..._photoN with numeric Flickr ids (so VWP keys like "tt0104348_0007_6;2" stay story ids)
+_TAPM_KEY = re.compile(r"^\d+(?:_\d+){2,}$")
+_READ_ERRORS = (OSError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 # --------------------------------------------------------------------------------------------------- opening
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a text file, looking inside ``.zip`` (first non-``__MACOSX`` member) and ``.gz``."""
+def open_text(path: str | Path, *, newline: str | None = None) -> io.TextIOBase:
+    """Open a text file, looking inside ``.zip`` (first non-``__MACOSX`` member) and ``.gz``.
+
+    ``newline`` as for `open` (CSV needs ``""`` so line breaks inside quoted fields are kept).
+    """
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file")
@@ -55,10 +61,10 @@ def open_text(path: str | Path) -> io.TextIOBase:
             ]
             if not members:
                 raise InputError(f"{p}: the zip archive holds no file")
-            return io.TextIOWrapper(zf.open(members[0]), encoding="utf-8")
+            return io.TextIOWrapper(zf.open(members[0]), encoding="utf-8", newline=newline)
         if p.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(p), encoding="utf-8")
-        return open(p, encoding="utf-8")  # noqa: SIM115
+            return io.TextIOWrapper(gzip.open(p), encoding="utf-8", newline=newline)
+        return open(p, encoding="utf-8", newline=newline)  # noqa: SIM115
     except zipfile.BadZipFile as exc:
         raise InputError(f"{p}: not a valid zip archive ({exc})") from None
     except OSError as exc:
@@ -81,6 +87,8 @@ def load_json(path: str | Path) -> Any:
             text = fh.read()
         except UnicodeDecodeError as exc:
             raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
+            raise InputError(f"{p}: cannot be read ({exc})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -143,7 +151,11 @@ def read_stories(
         stories = list(iter_csv(p, system=system))
     else:
         data = load_json(p)
-        fmt = fmt or detect_format(data)
+        if fmt is None:
+            try:
+                fmt = detect_format(data)
+            except InputError as exc:
+                raise InputError(f"{p}: {exc}") from None
         stories = list(_from_json(data, fmt, p, system=system, field=field))
     if not stories:
         raise InputError(f"{p}: holds no stories")
@@ -278,7 +290,7 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     photos_raw = rec.get("photo_ids", rec.get("photo_sequence", ()))
     if isinstance(photos_raw, str):
         photos = tuple(x for x in photos_raw.split("-") if x)
-    elif isinstance(photos_raw, list):
+    elif isinstance(photos_raw, list | tuple):  # () = no photo ids given
         photos = tuple(str(x) for x in photos_raw)
     else:
         raise InputError(f"{where}: 'photo_ids' must be a list or a '-'-joined string")
@@ -325,7 +337,7 @@ def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
     """Stream stories from a CSV (or TSV) file with named columns."""
     p = Path(path)
     delimiter = "\t" if _inner_suffix(p) == ".tsv" else ","
-    with open_text(p) as fh:
+    with open_text(p, newline="") as fh:
         reader = csv.DictReader(_lines(fh, p), delimiter=delimiter)
         if reader.fieldnames is None:
             raise InputError(f"{p}: empty CSV (no header row)")
@@ -343,6 +355,8 @@ def _lines(fh: io.TextIOBase, p: Path) -> Iterator[str]:
         yield from fh
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except _READ_ERRORS as exc:
+        raise InputError(f"{p}: cannot be read ({exc})") from None
 
 
 def read_template(path: str | Path) -> list[str]:
