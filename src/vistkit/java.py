@@ -162,8 +162,9 @@ def cache_dir() -> Path:
 
 # --------------------------------------------------------------------------------------------------- helper
 # The helper speaks a binary protocol on stdin/stdout (big-endian, strings = int32 byte length + UTF-8):
-#   'C' task lang norm(int)                   -> int32 config id, int32 load ms, 4 doubles (alpha beta gamma
-#                                                delta), int32 k + k doubles (module weights)
+#   'C' task lang norm(str)                   -> int32 config id, int32 load ms, int32 loaded (0: tables
+#                                                shared), 4 doubles (alpha beta gamma delta), int32 k + k
+#                                                doubles (module weights)
 #   'P' cfg n (test ref)*n                    -> n doubles: getMeteorStats(test, ref).score per pair
 #   'M' cfg n (line)*n                        -> per line: int32 k + k doubles (the MeteorStats text as
 #                                                numbers), double score; then the pooled score. Each line is
@@ -179,6 +180,7 @@ import java.util.concurrent.*;
 import edu.cmu.meteor.scorer.MeteorConfiguration;
 import edu.cmu.meteor.scorer.MeteorScorer;
 import edu.cmu.meteor.scorer.MeteorStats;
+import edu.cmu.meteor.util.Constants;
 
 /** vistkit's METEOR helper: one JVM, one scorer per configuration, batched and multithreaded. */
 public class VistkitMeteor {
@@ -186,6 +188,33 @@ public class VistkitMeteor {
     static final List<MeteorConfiguration> configs = new ArrayList<>();
     static int threads = 1;
     static ExecutorService pool;
+
+    static final Map<String, MeteorScorer> shared = new HashMap<>();
+
+    /**
+     * A scorer for another task/normalisation of an already loaded language and module list, without loading the
+     * paraphrase table again: the copy constructor shares the aligner's tables (its weights are fixed at 1/0.5 by
+     * MeteorScorer.loadConfiguration whatever the task), then we set the fields loadConfiguration would set.
+     */
+    static MeteorScorer reconfigure(MeteorScorer s, MeteorConfiguration c) throws Exception {
+        java.lang.reflect.Method norm = MeteorScorer.class.getDeclaredMethod("setNormalize", int.class);
+        norm.setAccessible(true);
+        norm.invoke(s, c.getNormalization());
+        ArrayList<Double> p = c.getParameters();
+        String[] names = {"alpha", "beta", "gamma", "delta"};
+        for (int i = 0; i < 4; i++) {
+            java.lang.reflect.Field f = MeteorScorer.class.getDeclaredField(names[i]);
+            f.setAccessible(true);
+            f.setDouble(s, p.get(i));
+        }
+        java.lang.reflect.Field mw = MeteorScorer.class.getDeclaredField("moduleWeights");
+        mw.setAccessible(true);
+        mw.set(s, c.getModuleWeights());
+        java.lang.reflect.Field cb = MeteorScorer.class.getDeclaredField("charBased");
+        cb.setAccessible(true);
+        cb.setBoolean(s, c.getCharBased());
+        return s;
+    }
 
     static String readStr(DataInputStream in) throws IOException {
         int n = in.readInt();
@@ -236,18 +265,35 @@ public class VistkitMeteor {
             try { op = in.readByte(); } catch (EOFException e) { break; }
             if (op == 'Q') break;
             if (op == 'C') {
-                String task = readStr(in), lang = readStr(in);
-                int norm = in.readInt();
+                String task = readStr(in), lang = readStr(in), normName = readStr(in);
+                // Meteor's -norm = NORMALIZE_KEEP_PUNCT, -lower = NORMALIZE_LC_ONLY (read from the jar's Constants)
+                int norm = normName.equals("norm") ? Constants.NORMALIZE_KEEP_PUNCT
+                    : normName.equals("lower") ? Constants.NORMALIZE_LC_ONLY
+                    : normName.equals("nopunct") ? Constants.NORMALIZE_NO_PUNCT : Constants.NO_NORMALIZE;
                 long t0 = System.nanoTime();
+                // the order MeteorConfiguration asks for (and Meteor's -l/-t options use): language, then task
                 MeteorConfiguration config = new MeteorConfiguration();
-                if (!task.isEmpty()) config.setTask(task);
                 config.setLanguage(lang);
+                if (!task.isEmpty()) config.setTask(task);
                 config.setNormalization(norm);
-                MeteorScorer scorer = new MeteorScorer(config);
+                String key = config.getLanguage() + "|" + config.getModules() + "|" + config.getBeamSize()
+                    + "|" + config.getParaDirURL() + "|" + config.getSynDirURL() + "|" + config.getWordFileURL();
+                MeteorScorer base = shared.get(key);
+                MeteorScorer scorer;
+                int loaded;
+                if (base == null) {
+                    scorer = new MeteorScorer(config);
+                    shared.put(key, scorer);
+                    loaded = 1;
+                } else {
+                    scorer = reconfigure(new MeteorScorer(base), config);
+                    loaded = 0;
+                }
                 configs.add(config);
                 scorers.add(scorer);
                 out.writeInt(scorers.size() - 1);
                 out.writeInt((int) ((System.nanoTime() - t0) / 1000000L));
+                out.writeInt(loaded);
                 ArrayList<Double> p = config.getParameters();
                 for (int i = 0; i < 4; i++) out.writeDouble(p.get(i));
                 ArrayList<Double> mw = config.getModuleWeights();
@@ -338,9 +384,8 @@ class MeteorConfig:
     norm: bool = False  # -norm: tokenise/normalise punctuation and lower-case (NORMALIZE_KEEP_PUNCT)
 
     @property
-    def norm_code(self) -> int:
-        # edu.cmu.meteor.util.Constants: NO_NORMALIZE = 0, NORMALIZE_KEEP_PUNCT = 1
-        return 1 if self.norm else 0
+    def norm_name(self) -> str:
+        return "norm" if self.norm else "none"
 
 
 @dataclass(frozen=True)
@@ -352,6 +397,7 @@ class ConfigInfo:
     gamma: float
     delta: float
     module_weights: tuple[float, ...]
+    loaded_tables: bool = True  # False: shared the tables of an earlier configuration (no load)
 
 
 @dataclass
@@ -438,13 +484,13 @@ class MeteorServer:
             self._stdio[cfg] = StdioMeteor(cfg, java=self.java)
             info = ConfigInfo(-1, time.perf_counter() - t0, math_nan, math_nan, math_nan, math_nan, ())
         else:
-            norm = struct.pack(">i", cfg.norm_code)
-            self._send(b"C" + self._str(cfg.task) + self._str(cfg.language) + norm)
+            self._send(b"C" + self._str(cfg.task) + self._str(cfg.language) + self._str(cfg.norm_name))
             cid = self._int()
             ms = self._int()
+            loaded = self._int()
             a, b, g, d = self._doubles(4)
             k = self._int()
-            info = ConfigInfo(cid, ms / 1000.0, a, b, g, d, tuple(self._doubles(k)))
+            info = ConfigInfo(cid, ms / 1000.0, a, b, g, d, tuple(self._doubles(k)), bool(loaded))
         self._configs[cfg] = info
         return info
 

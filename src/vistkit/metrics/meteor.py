@@ -1,0 +1,419 @@
+"""METEOR 1.5 (Denkowski & Lavie 2014) as the VIST literature computed it, in three named variants.
+
+All three run Meteor's own Java code (``meteor-1.5.jar`` as shipped by pycocoevalcap 1.2) in one warm JVM
+shared by the whole process (`vistkit.java.meteor_server`), so they give the jar's numbers exactly:
+
+- ``meteor-vist``: the NAACL 2018 VIST challenge evaluator (``EvalVISTSharedTask.java``): task ``hter``,
+  English, no normalisation (case-sensitive, whitespace tokens), ``getMeteorStats(test, ref).score`` for every
+  reference of a photo sequence, the max per sequence, the mean over sequences.
+- ``meteor-album``: lichengunc/vist_eval as used by AREL (``-stdio -t hter``, no ``-norm``): one hypothesis
+  per album against all stories of the album, Meteor's best-reference statistics per album, corpus score from
+  the statistics pooled over albums (one ``EVAL`` line).
+- ``meteor-coco``: pycocoevalcap 1.2's ``Meteor`` (``-stdio -l en -norm``, default task) on PTB-tokenised
+  text (its ``PTBTokenizer``), per-item ``SCORE`` lines, corpus score = the pooled ``EVAL``.
+
+Meteor's score for one set of statistics (``MeteorScorer.computeMetrics``; Denkowski & Lavie 2014, Sec. 2.3):
+P and R are weighted match ratios (content/function words weighted by delta, modules by their weights),
+Fmean = P R / (alpha P + (1 - alpha) R), Pen = gamma (ch / m)^beta, score = Fmean (1 - Pen).
+`meteor_from_stats` re-implements it in Python only to score resampled rows (bootstrap); reported scores come
+from the jar's code.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, get_metric, mean_score, register
+
+METEOR_VERSION = "meteor-1.5"
+N_STAGES = 4  # Meteor's stats text always carries 4 module stages (exact, stem, synonym, paraphrase)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
+
+_CITATION = (
+    "Denkowski & Lavie, Meteor Universal: Language Specific Translation Evaluation for Any Target Language, "
+    "WMT 2014; code: Meteor 1.5 (www.cs.cmu.edu/~alavie/METEOR), the jar shipped by pycocoevalcap 1.2."
+)
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+def _config(task: str, norm: bool) -> Any:
+    from vistkit.java import MeteorConfig
+
+    return MeteorConfig(task=task, language="en", norm=norm)
+
+
+def stdio_line(hypothesis: str, references: Sequence[str]) -> str:
+    """The ``SCORE ||| ref1 ||| ... ||| hyp`` line pycocoevalcap/vist_eval's ``Meteor._stat`` writes.
+
+    Like them we remove ``|||`` from the hypothesis and replace the first double spaces; a ``|||`` inside a
+    reference splits it, as it does in their wrapper. Line breaks become spaces (their wrapper would break the
+    protocol; Meteor tokenises on whitespace, so this changes nothing else).
+    """
+    hyp = _LINE_BREAKS.sub(" ", hypothesis).replace("|||", "").replace("  ", " ")
+    refs = [_LINE_BREAKS.sub(" ", r) for r in references]
+    return " ||| ".join(("SCORE", " ||| ".join(refs), hyp))
+
+
+def meteor_from_stats(
+    stats: np.ndarray, *, alpha: float, beta: float, gamma: float, delta: float, weights: Sequence[float]
+) -> float:
+    """Meteor's score of one row of sufficient statistics (``MeteorScorer.computeMetrics``, same op order).
+
+    Row layout = Meteor's stats text: test/ref length, test/ref function words, then per stage (test content,
+    ref content, test function, ref function) matches, then chunks, test/ref word matches.
+    """
+    s = [float(x) for x in stats]
+    t_len, r_len, t_fun, r_fun = s[0], s[1], s[2], s[3]
+    stages = [s[4 + 4 * i : 8 + 4 * i] for i in range(N_STAGES)]
+    chunks, t_words, r_words = s[4 + 4 * N_STAGES], s[5 + 4 * N_STAGES], s[6 + 4 * N_STAGES]
+    t_total = 0.0
+    r_total = 0.0
+    for tc, rc, tf, rf in stages:
+        t_total += tc
+        t_total += tf
+        r_total += rc
+        r_total += rf
+    t_wlen = (delta * (t_len - t_fun)) + ((1.0 - delta) * t_fun)
+    r_wlen = (delta * (r_len - r_fun)) + ((1.0 - delta) * r_fun)
+    t_match = 0.0
+    r_match = 0.0
+    for i, w in enumerate(weights):
+        t_match += stages[i][0] * w * delta
+    for i, w in enumerate(weights):
+        r_match += stages[i][1] * w * delta
+    for i, w in enumerate(weights):
+        t_match += stages[i][2] * w * (1.0 - delta)
+    for i, w in enumerate(weights):
+        r_match += stages[i][3] * w * (1.0 - delta)
+    with np.errstate(all="ignore"):
+        p = np.float64(t_match) / np.float64(t_wlen)
+        r = np.float64(r_match) / np.float64(r_wlen)
+        fmean = 1.0 / (((1.0 - alpha) / p) + (alpha / r))
+        if t_total == t_len and r_total == r_len and chunks == 1:
+            frag = np.float64(0.0)
+        else:
+            frag = np.float64(chunks) / ((np.float64(t_words + r_words)) / 2)
+        pen = gamma * np.power(frag, beta)
+        score = float(fmean * (1.0 - pen))
+    if math.isnan(score):
+        return 0.0
+    return max(score, 0.0)
+
+
+# --------------------------------------------------------------------------------------------------- vist
+@register
+class MeteorVist(Metric):
+    """METEOR of the NAACL 2018 VIST challenge: max over a sequence's references, mean over sequences."""
+
+    name = "meteor-vist"
+    needs_references: ClassVar[bool] = True
+    card = MetricCard(
+        summary=(
+            "METEOR 1.5 exactly as the NAACL 2018 VIST challenge evaluator (EvalVISTSharedTask.java) "
+            "computes "
+            "it: the best score over the sequence's human stories, averaged over sequences."
+        ),
+        definition=(
+            "For each photo sequence s with hypothesis h_s and references R_s: "
+            "score_s = max_{r in R_s} METEOR_hter(h_s, r), via MeteorScorer.getMeteorStats(h_s, r).score "
+            "with "
+            "MeteorConfiguration.setTask(\"hter\") (alpha 0.4, beta 1.5, gamma 0.35, delta 0.55; modules "
+            "exact/stem/synonym/paraphrase with weights 1.0/0.2/0.6/0.8), English, no normalisation. "
+            "Corpus = mean of score_s. Keyed by sequence (photo ids joined by '-'); --template restricts to "
+            "the "
+            "challenge's 1,938 sequences and makes a missing hypothesis an error, as the evaluator does."
+        ),
+        range="[0, 1]; an empty hypothesis scores 0.",
+        signature_fields=(
+            "nrefs, key, task:hter, norm:no (case-sensitive, whitespace tokens), lang:en, agg:max-mean "
+            "(max over references, mean over items), ascii:drop when drop_non_ascii, version:meteor-1.5"
+        ),
+        reproduces=(
+            "windx0303/VIST-Challenge-NAACL-2018 EvalVISTSharedTask.java with meteor-1.5.jar: TAPM's "
+            "ours.json against the VIST test stories (PR_VIST.json.zip) on the challenge template gives "
+            "0.24295302494444548 over 1,936 sequences; equal to the jar pair by pair (tests/test_meteor.py)."
+        ),
+        differences=(
+            "The challenge README says 'Any non-ASCII characters will be ignored for evaluation', but the "
+            "evaluator's code never removes them: the default follows the code (the published numbers); "
+            "drop_non_ascii=True (CLI --drop-non-ascii) follows the README and deletes non-ASCII characters "
+            "from hypotheses and references first. Unlike meteor-coco there is no -norm: METEOR here is "
+            "case-sensitive and splits on whitespace only, so 'Dog.' does not match 'dog .'. The task is "
+            "hter, not Meteor's default task (other parameters, see definition). Meteor reads text through "
+            "its "
+            "Java API here, so '|||' and line breaks inside a story are ordinary characters / spaces."
+        ),
+        citation=(
+            "Mitchell et al., Proceedings of the First Workshop on Storytelling (NAACL 2018), VIST "
+            "challenge; "
+            "code github.com/windx0303/VIST-Challenge-NAACL-2018. " + _CITATION
+        ),
+    )
+
+    def __init__(self, *, drop_non_ascii: bool = False) -> None:
+        self.drop_non_ascii = bool(drop_non_ascii)
+
+    def signature_fields(self) -> dict[str, object]:
+        fields: dict[str, object] = {"task": "hter", "norm": False, "lang": "en", "agg": "max-mean"}
+        if self.drop_non_ascii:
+            fields["ascii"] = "drop"
+        fields["version"] = METEOR_VERSION
+        return fields
+
+    def _clean(self, text: str) -> str:
+        return _NON_ASCII.sub("", text) if self.drop_non_ascii else text
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        from vistkit.java import meteor_server
+
+        tests: list[str] = []
+        refs: list[str] = []
+        owner: list[int] = []
+        for i, item in enumerate(items):
+            hyp = self._clean(item.hypothesis.text)
+            for r in item.references:
+                tests.append(hyp)
+                refs.append(self._clean(r.text))
+                owner.append(i)
+        pair = meteor_server().pair_scores(_config("hter", False), tests, refs)
+        best = np.full(len(items), -1.0)
+        for i, s in zip(owner, pair, strict=True):
+            if s > best[i]:  # strict, as the evaluator: the first of equal scores wins (same value anyway)
+                best[i] = s
+        values = np.where(best < 0, np.nan, best)
+        excluded = {items[i].item_id: "no reference" for i in range(len(items)) if best[i] < 0}
+        return mean_score(
+            self.name,
+            [it.item_id for it in items],
+            values,
+            signature,
+            excluded=excluded,
+            extra={"pairs": len(pair)},
+        )
+
+
+# --------------------------------------------------------------------------------------------------- pooled
+class _PooledMeteor(Metric):
+    """Meteor's stdio protocol: best-reference statistics per item, corpus score from pooled statistics."""
+
+    needs_references: ClassVar[bool] = True
+    task: ClassVar[str]
+    norm: ClassVar[bool]
+
+    def _texts(self, items: Sequence[Item]) -> tuple[list[str], list[list[str]]]:
+        return [it.hypothesis.text for it in items], [[r.text for r in it.references] for it in items]
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        from vistkit.java import meteor_server
+
+        hyps, refs = self._texts(items)
+        server = meteor_server()
+        cfg = _config(self.task, self.norm)
+        info = server.config(cfg)
+        result = server.score_lines(cfg, [stdio_line(h, r) for h, r in zip(hyps, refs, strict=True)])
+        stats = np.asarray(result.stats, dtype=float).reshape(len(items), 7 + 4 * N_STAGES)
+        params = {
+            "alpha": info.alpha,
+            "beta": info.beta,
+            "gamma": info.gamma,
+            "delta": info.delta,
+            "weights": info.module_weights,
+        }
+
+        def corpus_from_stats(rows: np.ndarray) -> float:
+            return meteor_from_stats(np.asarray(rows).sum(axis=0), **params)
+
+        return Score(
+            metric=self.name,
+            corpus=float(result.corpus),
+            item_ids=[it.item_id for it in items],
+            item_scores=np.asarray(result.scores, dtype=float),
+            signature=signature,
+            stats=stats,
+            corpus_from_stats=corpus_from_stats if math.isfinite(info.alpha) else None,
+        )
+
+
+@register
+class MeteorAlbum(_PooledMeteor):
+    """METEOR as lichengunc/vist_eval (AREL, and the papers that reuse its numbers) computes it, per album."""
+
+    name = "meteor-album"
+    task = "hter"
+    norm = False
+    card = MetricCard(
+        summary=(
+            "METEOR 1.5 as lichengunc/vist_eval and AREL (eric-xw/AREL vist_eval/meteor) compute it: one "
+            "story "
+            "per album against all the album's human stories, statistics pooled over albums."
+        ),
+        definition=(
+            "Meteor's stdio server started as 'java -jar meteor-1.5.jar - - -stdio -t hter' (English, hter "
+            "parameters, no -norm): one 'SCORE ||| ref_1 ||| ... ||| hyp' line per album gives the "
+            "statistics "
+            "of the best reference (MeteorScorer.getMeteorStats(test, refs)); the per-album score is "
+            "Meteor's "
+            "score of those statistics and the corpus score is the score of their sum (one 'EVAL' line), NOT "
+            "the mean of the album scores. Keyed by album by default."
+        ),
+        range="[0, 1].",
+        signature_fields=(
+            "nrefs, key (album by default), task:hter, norm:no, lang:en, agg:pooled, version:meteor-1.5"
+        ),
+        reproduces=(
+            "eric-xw/AREL test_scores.json METEOR of its released prediction_test.json (references: each "
+            "album's stories from PR_VIST.json.zip). AREL scored 1,010 albums; the shared PR-VIST data "
+            "lacks 9 "
+            "of them (10 test albums are missing there), so the pooled score differs slightly from theirs: "
+            "see tests/test_meteor.py for the numbers. Equal to the jar's stdio protocol to 1e-12."
+        ),
+        differences=(
+            "vist_eval's wrapper says 'MSR VIST group's measurement' and uses -t hter without -norm, while "
+            "pycocoevalcap (meteor-coco) uses -l en -norm; the two differ by several points. Texts are not "
+            "tokenised (AREL's album_eval imports PTBTokenizer but never calls it). As in their wrapper, "
+            "'|||' "
+            "is removed from hypotheses; a line break (which would break their protocol) becomes a space."
+        ),
+        citation=(
+            "Wang et al., No Metrics Are Perfect: Adversarial Reward Learning for Visual Storytelling, ACL "
+            "2018; "
+            "code github.com/eric-xw/AREL, github.com/lichengunc/vist_eval. " + _CITATION
+        ),
+    )
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"task": "hter", "norm": False, "lang": "en", "agg": "pooled", "version": METEOR_VERSION}
+
+    def score(
+        self,
+        hypotheses: StorySet | Sequence[Story],
+        references: StorySet | Sequence[Story] | None = None,
+        *,
+        key: Keying | str | None = None,
+        template: Sequence[str] | None = None,
+        require_all: bool = False,
+        reference_absent: bool = False,
+    ) -> Score:
+        """As `Metric.score`, keyed by album unless ``key`` says otherwise."""
+        return super().score(
+            hypotheses,
+            references,
+            key=Keying.ALBUM if key is None else key,
+            template=template,
+            require_all=require_all,
+            reference_absent=reference_absent,
+        )
+
+
+@register
+class MeteorCoco(_PooledMeteor):
+    """METEOR as pycocoevalcap 1.2's ``Meteor`` computes it (after its PTB tokenisation)."""
+
+    name = "meteor-coco"
+    task = ""
+    norm = True
+    card = MetricCard(
+        summary="METEOR 1.5 exactly as pycocoevalcap 1.2 (COCOEvalCap) computes it, on PTB-tokenised text.",
+        definition=(
+            "Texts tokenised by pycocoevalcap's PTBTokenizer (Stanford CoreNLP 3.4.1, lower-cased, "
+            "punctuation "
+            "tokens removed), then Meteor's stdio server 'java -jar meteor-1.5.jar - - -stdio -l en -norm' "
+            "(default task: alpha 0.85, beta 0.2, gamma 0.6, delta 0.75; weights 1.0/0.6/0.8/0.6): one SCORE "
+            "line per item (best reference), per-item score = Meteor's score of its statistics, corpus "
+            "score = "
+            "the score of the pooled statistics (the final EVAL line), not the mean of item scores."
+        ),
+        range="[0, 1].",
+        signature_fields=(
+            "nrefs, key, tok:ptb-coco, task:default, norm:yes, lang:en, agg:pooled, version:meteor-1.5"
+        ),
+        reproduces=(
+            "pycocoevalcap 1.2 Meteor().compute_score after PTBTokenizer().tokenize, equal to 1e-9 corpus "
+            "and "
+            "per item (tests/test_meteor.py)."
+        ),
+        differences=(
+            "pycocoevalcap writes one text per line to the jar: a line break inside a text breaks its "
+            "protocol "
+            "(here it is a space; PTB tokenisation already removes them). Scores differ from meteor-album "
+            "(task hter, no -norm) and meteor-vist (hter, no -norm, max-mean)."
+        ),
+        citation=(
+            "Chen et al., Microsoft COCO Captions: Data Collection and Evaluation Server, arXiv:1504.00325 "
+            "(2015); code github.com/salaniz/pycocoevalcap (1.2). " + _CITATION
+        ),
+    )
+
+    def signature_fields(self) -> dict[str, object]:
+        return {
+            "tok": "ptb-coco",
+            "task": "default",
+            "norm": True,
+            "lang": "en",
+            "agg": "pooled",
+            "version": METEOR_VERSION,
+        }
+
+    def _texts(self, items: Sequence[Item]) -> tuple[list[str], list[list[str]]]:
+        from vistkit.metrics.coco import ptb_tokenize_cached
+
+        texts = [it.hypothesis.text for it in items]
+        for it in items:
+            texts.extend(r.text for r in it.references)
+        tokens = iter(ptb_tokenize_cached(texts))
+        hyps = [next(tokens) for _ in items]
+        refs = [[next(tokens) for _ in it.references] for it in items]
+        return hyps, refs
+
+
+# ------------------------------------------------------------------------------------------------ functions
+def _as_set(stories: StorySet | Sequence[Story] | None) -> StorySet | None:
+    if stories is None or isinstance(stories, StorySet):
+        return stories
+    return StorySet(stories)
+
+
+def meteor_vist_score(
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story],
+    *,
+    key: Keying | str | None = None,
+    template: Sequence[str] | None = None,
+    drop_non_ascii: bool = False,
+) -> Score:
+    """``meteor-vist`` (the 2018 challenge's METEOR); pass ``template`` to score the challenge's sequences."""
+    metric = get_metric("meteor-vist", drop_non_ascii=drop_non_ascii)
+    return metric.score(
+        _as_set(hypotheses) or StorySet([]),
+        _as_set(references),
+        key=key,
+        template=template,
+        require_all=template is not None,
+    )
+
+
+def meteor_album_score(
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story],
+    *,
+    key: Keying | str | None = None,
+) -> Score:
+    """``meteor-album`` (vist_eval / AREL): keyed by album unless ``key`` is given."""
+    return get_metric("meteor-album").score(_as_set(hypotheses) or StorySet([]), _as_set(references), key=key)
+
+
+def meteor_coco_score(
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story],
+    *,
+    key: Keying | str | None = None,
+) -> Score:
+    """``meteor-coco`` (pycocoevalcap 1.2)."""
+    return get_metric("meteor-coco").score(_as_set(hypotheses) or StorySet([]), _as_set(references), key=key)
