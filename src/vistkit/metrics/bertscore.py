@@ -1,0 +1,414 @@
+"""``bertscore``: BERTScore (Zhang et al. 2020) with an offline default model.
+
+Tokens of the hypothesis and of a reference are embedded by one layer of a transformer encoder; every
+token is greedily matched to its most cosine-similar token on the other side (Eq. 1-2 of the paper: R sums
+over reference tokens, P over hypothesis tokens, optionally weighted by idf, Eq. 3), F1 = 2PR / (P + R).
+The arithmetic follows the official ``bert_score`` package (Tiiiger/bert_score 0.3.13) step by step:
+
+- tokens are the tokenizer's ``encode(text.strip(), add_special_tokens=True, truncation=True)``
+  ([CLS]/[SEP] included); an empty text is ``[CLS] [SEP]``. The special tokens take part in the matching
+  but weigh 0;
+- idf (``idf=True``) is computed from the references of the whole call as bert_score does: one document
+  per reference (a reference shared by several items counts once per item), ``idf(w) = log((M + 1) /
+  (df(w) + 1))``, unseen pieces ``log(M + 1)``; without idf every piece weighs 1 except [CLS]/[SEP] (0);
+- several references: P, R and F1 are each the maximum over the references (bert_score's multi-reference
+  rule, so the three maxima may come from different references);
+- baseline rescaling (section 4 of the paper / bert_score's ``rescale_with_baseline``): ``x' = (x - b) /
+  (1 - b)`` with ``b`` the baseline of P, R, F1 for the chosen layer.
+
+One deliberate difference: bert_score matches padded batches and masks padding to a cosine of 0, so when
+every real similarity of a token is negative the padding wins and the result depends on the batch. We
+match real tokens only, which equals bert_score with ``batch_size=1`` (and with any batch size whenever
+similarities are positive, as they practically always are for trained encoders).
+
+The original default (roberta-large, layer 17) needs a download; the offline default here is the packaged
+all-MiniLM-L6-v2 (``minilm-l6``) at the layer in `DEFAULT_LAYERS`. Hub ids (``roberta-large``) still work
+from a local Hugging Face cache, with bert_score's own layer table and baseline files when that package is
+installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import InputError, MissingDependencyError
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, register
+
+DEFAULT_MODEL = "minilm-l6"
+# Layer of each packaged model. minilm-l6: measured on VIST test stories (see the card and
+# bench/bench_bertscore_layers.py): the layer that best prefers a held-out human story over machine stories.
+DEFAULT_LAYERS: dict[str, int] = {"minilm-l6": 6}
+
+
+def _default_layer(model: str, n_layers: int) -> int:
+    if model in DEFAULT_LAYERS:
+        return DEFAULT_LAYERS[model]
+    try:  # bert_score's tuned layers (WMT16) for hub ids such as roberta-large
+        from bert_score.utils import model2layers
+
+        if model in model2layers:
+            return int(model2layers[model])
+    except ImportError:
+        pass
+    return n_layers
+
+
+def read_baseline(path: str | Path, layer: int) -> tuple[float, float, float]:
+    """P, R, F baselines of ``layer`` from a bert_score baseline file (CSV ``LAYER,P,R,F``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"bertscore: baseline file {p} does not exist; pass a CSV with columns LAYER,P,R,F")
+    with open(p, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        if row.get("LAYER") is not None and int(float(row["LAYER"])) == layer:
+            return float(row["P"]), float(row["R"]), float(row["F"])
+    raise InputError(f"bertscore: baseline file {p} has no row for layer {layer}")
+
+
+def _packaged_baseline(model: str, lang: str) -> Path | None:
+    try:
+        import bert_score
+    except ImportError:
+        return None
+    p = Path(bert_score.__file__).resolve().parent / "rescale_baseline" / lang / f"{model}.tsv"
+    return p if p.is_file() else None
+
+
+class _Encoder:
+    """A tokenizer + encoder truncated to the chosen layer; embeds texts into unit-norm token vectors."""
+
+    def __init__(
+        self, path: Path, *, layer: int | None, model_name: str, fast_tokenizer: bool, device: str | None
+    ) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        self.torch = torch
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on the user's stderr
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=fast_tokenizer)
+            model = AutoModel.from_pretrained(str(path))
+        except (OSError, ValueError) as exc:
+            raise MissingDependencyError(f"bertscore: cannot load the model at {path}: {exc}") from None
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
+        model.eval()
+        if hasattr(model, "decoder") and hasattr(
+            model, "encoder"
+        ):  # encoder-decoder: its encoder (bert_score)
+            model = model.encoder
+        n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+        self.layer = _default_layer(model_name, n_layers) if layer is None else int(layer)
+        if not 0 <= self.layer <= n_layers:
+            raise InputError(
+                f"bertscore: layer must be between 0 and {n_layers} for {model_name} (got {layer})"
+            )
+        # Run only the layers needed, as bert_score does (the top layer's output then IS the chosen layer).
+        self.truncated = False
+        encoder = getattr(model, "encoder", None)
+        if encoder is not None and hasattr(encoder, "layer"):
+            encoder.layer = torch.nn.ModuleList(list(encoder.layer[: self.layer]))
+            self.truncated = True
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model = model.to(self.device)
+        tok = self.tokenizer
+        self.special = {i for i in (tok.cls_token_id, tok.sep_token_id) if i is not None}
+        limit = getattr(tok, "model_max_length", None) or 512
+        positions = getattr(model.config, "max_position_embeddings", None)
+        # bert_score truncates at model_max_length; a tokenizer saved without one reports a huge number
+        self.max_length = int(min(limit, positions)) if positions and limit > 100_000 else int(limit)
+        self.prefix_space = type(tok).__name__.startswith(("Roberta", "GPT2", "Bart", "Longformer"))
+
+    def encode(self, text: str) -> list[int]:
+        text = text.strip()
+        if not text:  # bert_score: build_inputs_with_special_tokens([]), i.e. the special tokens alone
+            return list(self.tokenizer.encode("", add_special_tokens=True))
+        kwargs: dict[str, Any] = {
+            "add_special_tokens": True,
+            "max_length": self.max_length,
+            "truncation": True,
+        }
+        if self.prefix_space:
+            kwargs["add_prefix_space"] = True
+        return list(self.tokenizer.encode(text, **kwargs))
+
+    def embed(self, ids: Sequence[Sequence[int]], *, batch_size: int) -> list[np.ndarray]:
+        """Unit-norm embeddings (tokens x dim, float32) of each id sequence, batched by length."""
+        torch = self.torch
+        out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(ids)
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                width = max(len(ids[i]) for i in chunk)
+                x = torch.full((len(chunk), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, i in enumerate(chunk):
+                    x[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+                    mask[row, : len(ids[i])] = 1
+                x, mask = x.to(self.device), mask.to(self.device)
+                if self.truncated:
+                    hidden = self.model(x, attention_mask=mask)[0]
+                else:
+                    hidden = self.model(x, attention_mask=mask, output_hidden_states=True).hidden_states[
+                        self.layer
+                    ]
+                hidden = hidden.float()
+                hidden = hidden / hidden.norm(dim=-1, keepdim=True)
+                hidden = hidden.cpu().numpy()
+                for row, i in enumerate(chunk):
+                    out[i] = hidden[row, : len(ids[i])]
+        return out
+
+
+@register
+class BertScore(Metric):
+    """BERTScore F1 per item (P and R in ``extra``); the corpus score is the mean F1 (as bert_score
+    reports)."""
+
+    name = "bertscore"
+    higher_is_better = True
+    lower_bound = -1.0
+    upper_bound = 1.0
+    needs_references = True
+    card = MetricCard(
+        summary="BERTScore: greedy soft token matching of contextual embeddings (F1 by default).",
+        definition=(
+            "Each token (word piece) of the hypothesis x and of a reference y is embedded by one layer of an"
+            " encoder and L2-normalised. R = sum_{y_j} w(y_j) max_{x_i} cos(x_i, y_j) / sum w(y_j) and P "
+            "likewise over hypothesis tokens (Zhang et al. 2020, Eq. 1-3; w = idf from the references when "
+            "idf is on, else 1 with [CLS]/[SEP] weighing 0), F1 = 2PR/(P+R). With several references each of"
+            " P, R, F1 is the maximum over them. The item score is F1; the corpus score is the mean item F1."
+        ),
+        range=(
+            "Cosine-based: -1 to 1 (in practice 0.3-1 for trained encoders, 1 = identical). With baseline "
+            "rescaling (x - b)/(1 - b) the top stays 1 and the bottom is unbounded. Higher is better."
+        ),
+        signature_fields=(
+            "nrefs, key, refabsent as for every reference-based metric; model (packaged name, hub id or "
+            "folder name), layer (the encoder layer whose output is used; 0 = embeddings), idf (yes/no), "
+            "rescale (no, or the baseline file's name / the b values used), tok (slow or fast tokenizer), hf"
+            " (transformers version), then the vistkit version."
+        ),
+        reproduces=(
+            "bert_score 0.3.13 (Tiiiger/bert_score): bert_score.score(cands, refs, model_type=<same local "
+            "model>, num_layers=L, idf=..., rescale_with_baseline=..., baseline_path=...) gives the same P, "
+            "R, F1 (tests: a tiny random BERT and the packaged MiniLM, single and multiple references, idf, "
+            "rescaling). The default model differs from the paper's: roberta-large (layer 17) cannot be "
+            "downloaded here, so the default is the packaged all-MiniLM-L6-v2 at layer "
+            f"{DEFAULT_LAYERS['minilm-l6']} (its last layer, chosen by measurement: of the 6 layers it "
+            "prefers a held-out human VIST story to machine stories most often); absolute values are NOT "
+            "comparable with roberta-large numbers. Pass model='roberta-large' to use the original where it "
+            "is cached."
+        ),
+        differences=(
+            "Matching uses real tokens only; bert_score's batched matching lets padding (cosine 0) win when "
+            "all real similarities of a token are negative, which makes its numbers depend on batch "
+            "composition (identical with batch_size=1). The packaged baselines of bert_score are for its own"
+            " models, so rescaling the MiniLM default needs a baseline you provide (baseline_path or "
+            "baseline)."
+        ),
+        citation=(
+            "Zhang, Kishore, Wu, Weinberger, Artzi (2020) BERTScore: Evaluating Text Generation with BERT, ICLR."
+        ),
+    )
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_MODEL,
+        layer: int | None = None,
+        idf: bool = False,
+        rescale_with_baseline: bool = False,
+        baseline_path: str | None = None,
+        baseline: float | str | Sequence[float] | None = None,
+        lang: str = "en",
+        batch_size: int = 64,
+        device: str | None = None,
+        fast_tokenizer: bool = False,
+        num_threads: int | None = None,
+    ) -> None:
+        from vistkit.models.resolve import resolve_model
+
+        try:
+            import torch
+            import transformers  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError(
+                "bertscore needs torch and transformers: pip install 'vistkit[models]'"
+            ) from None
+        if num_threads is not None:
+            import torch
+
+            torch.set_num_threads(int(num_threads))
+        if batch_size < 1:
+            raise InputError(f"bertscore: batch_size must be at least 1 (got {batch_size})")
+        self.model_name = str(model)
+        self.idf = bool(idf)
+        self.batch_size = int(batch_size)
+        self.fast_tokenizer = bool(fast_tokenizer)
+        path = resolve_model(self.model_name)
+        self._encoder = _Encoder(
+            path, layer=layer, model_name=self.model_name, fast_tokenizer=self.fast_tokenizer, device=device
+        )
+        self.layer = self._encoder.layer
+        self._model_label = self.model_name if not Path(self.model_name).exists() else path.name
+        self.baseline_values: tuple[float, float, float] | None = None
+        self._rescale_label = "no"
+        if baseline is not None or baseline_path is not None:
+            rescale_with_baseline = True
+        if rescale_with_baseline:
+            self.baseline_values, self._rescale_label = self._baseline(baseline, baseline_path, lang)
+            self.lower_bound = None  # type: ignore[misc]
+        self._cache: dict[str, tuple[list[int], np.ndarray]] = {}
+
+    def _baseline(
+        self, values: float | str | Sequence[float] | None, path: str | None, lang: str
+    ) -> tuple[tuple[float, float, float], str]:
+        if values is not None:
+            if isinstance(values, str):
+                try:
+                    parts = [float(v) for v in values.split(",")]
+                except ValueError:
+                    raise InputError(f"bertscore: baseline {values!r} must be a number or 'P,R,F'") from None
+            elif isinstance(values, int | float):
+                parts = [float(values)]
+            else:
+                parts = [float(v) for v in values]
+            if len(parts) == 1:
+                parts = parts * 3
+            if len(parts) != 3 or any(v >= 1.0 for v in parts):
+                raise InputError("bertscore: baseline must be one number below 1 or three (P,R,F)")
+            b = (parts[0], parts[1], parts[2])
+            return b, "b=" + ",".join(f"{v:g}" for v in b)
+        if path is not None:
+            return read_baseline(path, self.layer), Path(path).name
+        packaged = _packaged_baseline(self.model_name, lang)
+        if packaged is None:
+            raise InputError(
+                f"bertscore: there is no rescaling baseline for model {self.model_name!r} (bert_score ships "
+                "baselines only for its own hub models); pass baseline_path=FILE (CSV LAYER,P,R,F) or "
+                "baseline=B, or turn rescaling off"
+            )
+        return read_baseline(packaged, self.layer), f"{lang}/{packaged.name}"
+
+    def signature_fields(self) -> dict[str, object]:
+        import transformers
+
+        return {
+            "model": self._model_label,
+            "layer": self.layer,
+            "idf": self.idf,
+            "rescale": self._rescale_label,
+            "tok": "fast" if self.fast_tokenizer else "slow",
+            "hf": transformers.__version__,
+        }
+
+    # -- arithmetic
+    # ---------------------------------------------------------------------------------------------
+    def _embedded(self, texts: Sequence[str]) -> None:
+        todo = sorted({t for t in texts if t not in self._cache})
+        if not todo:
+            return
+        ids = [self._encoder.encode(t) for t in todo]
+        embs = self._encoder.embed(ids, batch_size=self.batch_size)
+        for t, i, e in zip(todo, ids, embs, strict=True):
+            self._cache[t] = (i, e)
+
+    def idf_weights(self, references: Sequence[str]) -> dict[int, float]:
+        """bert_score's ``get_idf_dict``: ``log((M + 1) / (df + 1))`` over M reference documents."""
+        df: Counter[int] = Counter()
+        for text in references:
+            df.update(set(self._encoder.encode(text)))
+        m = len(references)
+        return {tok: math.log((m + 1) / (c + 1)) for tok, c in df.items()} | {-1: math.log(m + 1)}
+
+    def _weights(self, ids: Sequence[int], idf: dict[int, float] | None) -> np.ndarray:
+        if idf is None:
+            return np.array([0.0 if t in self._encoder.special else 1.0 for t in ids], dtype=np.float32)
+        unseen = idf[-1]
+        return np.array([idf.get(t, unseen) for t in ids], dtype=np.float32)
+
+    def _pair(self, hyp: str, ref: str, idf: dict[int, float] | None) -> tuple[float, float, float]:
+        h_ids, h_emb = self._cache[hyp]
+        r_ids, r_emb = self._cache[ref]
+        sim = h_emb @ r_emb.T
+        wh = self._weights(h_ids, idf)
+        wr = self._weights(r_ids, idf)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = float((sim.max(axis=1) * (wh / wh.sum())).sum())
+            r = float((sim.max(axis=0) * (wr / wr.sum())).sum())
+        # bert_score: an empty side ([CLS] [SEP] only) gives P = R = 0; F1 = 0 where it is undefined
+        if len(h_ids) == 2 or len(r_ids) == 2:
+            p, r = 0.0, 0.0
+        f = 2 * p * r / (p + r) if (p + r) != 0 else math.nan
+        return p, r, (0.0 if math.isnan(f) else f)
+
+    def score_pairs(
+        self, candidates: Sequence[str], references: Sequence[str | Sequence[str]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """P, R, F1 per candidate, like ``bert_score.score(cands, refs)`` (refs: one string or a list
+        each)."""
+        if len(candidates) != len(references):
+            raise InputError("bertscore: there must be one reference (or list of references) per candidate")
+        groups = [[r] if isinstance(r, str) else list(r) for r in references]
+        if any(not g for g in groups):
+            raise InputError("bertscore: every candidate needs at least one reference")
+        flat = [r for g in groups for r in g]
+        self._embedded([*candidates, *flat])
+        idf = self.idf_weights(flat) if self.idf else None
+        out = np.zeros((len(candidates), 3), dtype=float)
+        for k, (cand, group) in enumerate(zip(candidates, groups, strict=True)):
+            prf = np.array([self._pair(cand, ref, idf) for ref in group], dtype=float)
+            out[k] = prf.max(axis=0)  # each of P, R, F1 maximised separately (bert_score)
+        if self.baseline_values is not None:
+            b = np.array(self.baseline_values, dtype=float)
+            out = (out - b) / (1.0 - b)
+        self._cache.clear()
+        return out[:, 0], out[:, 1], out[:, 2]
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        cands = [it.hypothesis.text for it in items]
+        refs = [[r.text for r in it.references] for it in items]
+        p, r, f = self.score_pairs(cands, refs) if items else (np.zeros(0), np.zeros(0), np.zeros(0))
+        extra: dict[str, Any] = {}
+        if len(f):
+            extra = {
+                "P": float(p.mean()),
+                "R": float(r.mean()),
+                "item_P": [float(x) for x in p],
+                "item_R": [float(x) for x in r],
+            }
+        return Score(
+            metric=self.name,
+            corpus=float(f.mean()) if len(f) else math.nan,
+            item_ids=[it.item_id for it in items],
+            item_scores=f.astype(float),
+            signature=signature,
+            extra=extra,
+        )
+
+
+def bertscore_score(
+    hypotheses: StorySet | Sequence[Story],
+    references: StorySet | Sequence[Story],
+    *,
+    key: Keying | str | None = None,
+    reference_absent: bool = False,
+    **options: Any,
+) -> Score:
+    """Functional face: ``bertscore_score(hyps, refs, idf=True)`` (loads the model for this call)."""
+    return BertScore(**options).score(hypotheses, references, key=key, reference_absent=reference_absent)
