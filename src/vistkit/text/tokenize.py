@@ -21,48 +21,51 @@ from vistkit.text.sentences import sent_tokenize
 
 __all__ = ["treebank_tokenize", "word_tokenize"]
 
-_Rule = tuple[re.Pattern[str], str]
+# A rule = (pattern, replacement, needles): the pattern can only match where one of the ``needles`` occurs
+# in the text (a necessary condition, so skipping the rule otherwise changes nothing); None = always apply.
+# The needles only save time: most sentences have no quotes, brackets or symbols.
+_Rule = tuple[re.Pattern[str], str, tuple[str, ...] | None]
 
 # Opening quotes. ``...``/`` and the unicode opening quotes are padded; a leading " becomes ``.
 _STARTING_QUOTES: list[_Rule] = [
-    (re.compile("([«“‘„]|[`]+)"), r" \1 "),
-    (re.compile(r"^\""), r"``"),
-    (re.compile(r"(``)"), r" \1 "),
-    (re.compile(r"([ \(\[{<])(\"|\'{2})"), r"\1 `` "),
+    (re.compile("([«“‘„]|[`]+)"), r" \1 ", ("«", "“", "‘", "„", "`")),
+    (re.compile(r"^\""), r"``", ('"',)),
+    (re.compile(r"(``)"), r" \1 ", ("``",)),
+    (re.compile(r"([ \(\[{<])(\"|\'{2})"), r"\1 `` ", ('"', "''")),
     # 3.8.1: an apostrophe not starting a clitic is split from the word it starts ('tis is handled later).
-    (re.compile(r"(?i)(\')(?!re|ve|ll|m|t|s|d|n)(\w)\b"), r"\1 \2"),
+    (re.compile(r"(?i)(\')(?!re|ve|ll|m|t|s|d|n)(\w)\b"), r"\1 \2", ("'",)),
 ]
 
 _PUNCTUATION: list[_Rule] = [
     # A final period followed by closing quotes/brackets/spaces (incl. unicode closing quotes).
-    (re.compile(r'([^\.])(\.)([\]\)}>"\'' "»”’ " r"]*)\s*$"), r"\1 \2 \3 "),
-    (re.compile(r"([:,])([^\d])"), r" \1 \2"),
-    (re.compile(r"([:,])$"), r" \1 "),
-    (re.compile(r"\.{2,}"), r" \g<0> "),
-    (re.compile(r"[;@#$%&]"), r" \g<0> "),
-    (re.compile(r'([^\.])(\.)([\]\)}>"\']*)\s*$'), r"\1 \2\3 "),
-    (re.compile(r"[?!]"), r" \g<0> "),
-    (re.compile(r"([^'])' "), r"\1 ' "),
-    (re.compile(r"[*]"), r" \g<0> "),
+    (re.compile(r'([^\.])(\.)([\]\)}>"\'' "»”’ " r"]*)\s*$"), r"\1 \2 \3 ", (".",)),
+    (re.compile(r"([:,])([^\d])"), r" \1 \2", (":", ",")),
+    (re.compile(r"([:,])$"), r" \1 ", (":", ",")),
+    (re.compile(r"\.{2,}"), r" \g<0> ", ("..",)),
+    (re.compile(r"[;@#$%&]"), r" \g<0> ", (";", "@", "#", "$", "%", "&")),
+    (re.compile(r'([^\.])(\.)([\]\)}>"\']*)\s*$'), r"\1 \2\3 ", (".",)),
+    (re.compile(r"[?!]"), r" \g<0> ", ("?", "!")),
+    (re.compile(r"([^'])' "), r"\1 ' ", ("' ",)),
+    (re.compile(r"[*]"), r" \g<0> ", ("*",)),
 ]
 
-_PARENS_BRACKETS: _Rule = (re.compile(r"[\]\[\(\)\{\}\<\>]"), r" \g<0> ")
+_PARENS_BRACKETS: _Rule = (re.compile(r"[\]\[\(\)\{\}\<\>]"), r" \g<0> ", tuple("[](){}<>"))
 _CONVERT_PARENTHESES: list[_Rule] = [
-    (re.compile(r"\("), "-LRB-"),
-    (re.compile(r"\)"), "-RRB-"),
-    (re.compile(r"\["), "-LSB-"),
-    (re.compile(r"\]"), "-RSB-"),
-    (re.compile(r"\{"), "-LCB-"),
-    (re.compile(r"\}"), "-RCB-"),
+    (re.compile(r"\("), "-LRB-", ("(",)),
+    (re.compile(r"\)"), "-RRB-", (")",)),
+    (re.compile(r"\["), "-LSB-", ("[",)),
+    (re.compile(r"\]"), "-RSB-", ("]",)),
+    (re.compile(r"\{"), "-LCB-", ("{",)),
+    (re.compile(r"\}"), "-RCB-", ("}",)),
 ]
-_DOUBLE_DASHES: _Rule = (re.compile(r"--"), r" -- ")
+_DOUBLE_DASHES: _Rule = (re.compile(r"--"), r" -- ", ("--",))
 
 _ENDING_QUOTES: list[_Rule] = [
-    (re.compile("([»”’])"), r" \1 "),
-    (re.compile(r"''"), " '' "),
-    (re.compile(r'"'), " '' "),
-    (re.compile(r"([^' ])('[sS]|'[mM]|'[dD]|') "), r"\1 \2 "),
-    (re.compile(r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) "), r"\1 \2 "),
+    (re.compile("([»”’])"), r" \1 ", ("»", "”", "’")),
+    (re.compile(r"''"), " '' ", ("''",)),
+    (re.compile(r'"'), " '' ", ('"',)),
+    (re.compile(r"([^' ])('[sS]|'[mM]|'[dD]|') "), r"\1 \2 ", ("'",)),
+    (re.compile(r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) "), r"\1 \2 ", ("'",)),
 ]
 
 # Robert MacIntyre's contractions (cannot -> can not, gonna -> gon na, 'tis -> 't is, ...); the two-part ones
@@ -82,28 +85,36 @@ _CONTRACTIONS2 = [
     )
 ]
 _CONTRACTIONS3 = [re.compile(r"(?i) ('t)(is)\b"), re.compile(r"(?i) ('t)(was)\b")]
+# Every contraction match contains one of these words (same engine and flags, so the same case folding).
+_ANY_CONTRACTION = re.compile(r"(?i)cannot|d'ye|gimme|gonna|gotta|lemme|more'n|wanna|'tis|'twas")
+
+
+def _apply(rule: _Rule, text: str) -> str:
+    pattern, repl, needles = rule
+    if needles is not None and not any(n in text for n in needles):
+        return text
+    return pattern.sub(repl, text)
 
 
 def treebank_tokenize(text: str, *, convert_parentheses: bool = False) -> list[str]:
     """NLTK 3.8.1 ``NLTKWordTokenizer().tokenize(text)``: tokenise one sentence (no sentence splitting)."""
-    for pattern, repl in _STARTING_QUOTES:
-        text = pattern.sub(repl, text)
-    for pattern, repl in _PUNCTUATION:
-        text = pattern.sub(repl, text)
-    pattern, repl = _PARENS_BRACKETS
-    text = pattern.sub(repl, text)
+    for rule in _STARTING_QUOTES:
+        text = _apply(rule, text)
+    for rule in _PUNCTUATION:
+        text = _apply(rule, text)
+    text = _apply(_PARENS_BRACKETS, text)
     if convert_parentheses:
-        for pattern, repl in _CONVERT_PARENTHESES:
-            text = pattern.sub(repl, text)
-    pattern, repl = _DOUBLE_DASHES
-    text = pattern.sub(repl, text)
+        for rule in _CONVERT_PARENTHESES:
+            text = _apply(rule, text)
+    text = _apply(_DOUBLE_DASHES, text)
     text = f" {text} "
-    for pattern, repl in _ENDING_QUOTES:
-        text = pattern.sub(repl, text)
-    for pattern in _CONTRACTIONS2:
-        text = pattern.sub(r" \1 \2 ", text)
-    for pattern in _CONTRACTIONS3:
-        text = pattern.sub(r" \1 \2 ", text)
+    for rule in _ENDING_QUOTES:
+        text = _apply(rule, text)
+    if _ANY_CONTRACTION.search(text):
+        for pattern in _CONTRACTIONS2:
+            text = pattern.sub(r" \1 \2 ", text)
+        for pattern in _CONTRACTIONS3:
+            text = pattern.sub(r" \1 \2 ", text)
     return text.split()
 
 

@@ -1,0 +1,241 @@
+"""RoViST-NR: non-redundancy of a story (Wang et al., Findings of NAACL 2022), as dHM uses it for R.
+
+``rovist-nr`` reproduces the official code: usydnlp/rovist ``scripts/non_redun_scorer.py`` (``jaccard_sim``)
+in the form dHM runs it (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``, ``eval_repetition``),
+which made the committed ``data/scores/{vist,vwp}/*_R.csv``. Step by step (every quirk is kept):
+
+1. Sentences: ``nltk.sent_tokenize(story)`` (NLTK 3.8.1 English Punkt, `vistkit.text.sentences`).
+2. Tokens: ``nltk.word_tokenize(sentence)[:-1]``, i.e. Punkt is run again on each sentence and the Treebank
+   tokens of the result are taken; the LAST token of every sentence is dropped (meant to drop the final
+   punctuation, so a sentence without one loses its last word instead).
+3. Inter-sentence: for every pair (earlier sentence j, sentence i), ratio = number of EQUAL TOKEN PAIRS
+   (``sum over a in s_i, b in s_j of [a == b]``, a multiset product, not a set intersection) divided by the
+   size of the union of the two token SETS. Pairs whose union is empty (both sentences had <= 1 token) are
+   skipped (dHM's guard; the RoViST script would divide by zero).
+4. Intra-sentence: each sentence's tokens are cut into consecutive non-overlapping 4-token blocks, and every
+   block is compared with the next one (block k vs k+1, the last may be shorter; no pair when the sentence has
+   <= 4 tokens) with the same pair-count / set-union ratio.
+5. NR = 1 - mean(mean(inter), mean(intra)), with mean(intra) = 0 when there is no intra pair (the code's
+   "sentences are way too short" branch). Means are numpy's (``np.mean``), as in the code.
+6. No inter pair (a one-sentence story, or every pair skipped): the code's mean of nothing is NaN and dHM
+   drops the story from the CSV; we mark it undefined (NaN) with the reason in ``Score.excluded``.
+
+Paper vs code: the paper describes the similarity as the Jaccard similarity |A ∩ B| / |A ∪ B| of the two
+token sets. The code's numerator counts equal pairs, so a repeated word counts many times: the ratio can
+exceed 1 (``"the the the"`` vs ``"the"``: 3 / 1) and NR can go below 0; it never exceeds 1. ``rovist-nr``
+follows the code (it reproduces the published numbers); ``rovist-nr-jaccard`` follows the paper: the true
+set-Jaccard |set(a) ∩ set(b)| / |set(a) ∪ set(b)| in both places, everything else unchanged, so every ratio is
+in [0, 1] and so is NR. The two agree on a story unless a token shared by two compared sentences (or
+blocks) occurs more than once in one of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Story, StorySet
+from vistkit.errors import InputError
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.text.sentences import PUNKT_MODEL, sent_tokenize
+from vistkit.text.tokenize import word_tokenize
+
+__all__ = [
+    "BLOCK",
+    "RovistNR",
+    "RovistNRJaccard",
+    "nr_components",
+    "rovist_nr_score",
+    "rovist_nr_story",
+    "sentence_tokens",
+]
+
+BLOCK = 4
+"""The intra-sentence block length (``--intra_sent_ngram_len`` 4 in RoViST; fixed 4 in dHM)."""
+
+_UNDEFINED_ONE = "fewer than two sentences: RoViST-NR has no inter-sentence pair (dHM drops such stories)"
+_UNDEFINED_EMPTY = (
+    "no inter-sentence pair with a non-empty token union (every sentence has at most one token); "
+    "RoViST-NR is undefined (dHM drops such stories)"
+)
+
+
+# --------------------------------------------------------------------------------------------------- core
+def sentence_tokens(sentences: Sequence[str]) -> list[list[str]]:
+    """Step 2: ``word_tokenize(sentence)[:-1]`` per sentence (NLTK's default runs Punkt again on it)."""
+    return [word_tokenize(sentence)[:-1] for sentence in sentences]
+
+
+def _pair_count_ratio(a: list[str], b: list[str]) -> float | None:
+    """Official similarity: equal (x, y) pairs over |set(a) ∪ set(b)|; None when the union is empty."""
+    union = len(set(a) | set(b))
+    if union == 0:
+        return None
+    if len(a) > len(b):
+        a, b = b, a
+    pairs = sum(b.count(x) for x in a)  # = sum over x in a, y in b of [x == y]
+    return pairs / union
+
+
+def _set_jaccard(a: list[str], b: list[str]) -> float | None:
+    """Set-Jaccard |A ∩ B| / |A ∪ B|; None when the union is empty."""
+    sa, sb = set(a), set(b)
+    union = len(sa | sb)
+    if union == 0:
+        return None
+    return len(sa & sb) / union
+
+
+def nr_components(tokens: Sequence[list[str]], *, jaccard: bool = False) -> tuple[list[float], list[float]]:
+    """The inter- and intra-sentence ratios of a story given its per-sentence tokens (steps 3-4).
+
+    Inter: pairs (j, i) with j < i in the code's order (i = 1.., j = 0..i-1); intra: block k vs block k + 1 of
+    every sentence. ``jaccard=True`` uses set-Jaccard instead of the official pair count.
+    """
+    sim = _set_jaccard if jaccard else _pair_count_ratio
+    inter: list[float] = []
+    for i in range(1, len(tokens)):
+        for j in range(i):
+            r = sim(tokens[i], tokens[j])
+            if r is not None:  # dHM: `if union == 0: continue`
+                inter.append(r)
+    intra: list[float] = []
+    for words in tokens:
+        for start in range(0, len(words), BLOCK):
+            block, following = words[start : start + BLOCK], words[start + BLOCK : start + 2 * BLOCK]
+            if not following:
+                continue
+            r = sim(block, following)
+            if r is not None:  # never None here (following is non-empty); kept as in dHM
+                intra.append(r)
+    return inter, intra
+
+
+def rovist_nr_story(sentences: Sequence[str], *, jaccard: bool = False) -> tuple[float, str | None]:
+    """NR of one story from its sentences (step 5): ``(value, None)``, or ``(nan, reason)`` when undefined."""
+    inter, intra = nr_components(sentence_tokens(sentences), jaccard=jaccard)
+    if not inter:
+        return math.nan, (_UNDEFINED_ONE if len(sentences) < 2 else _UNDEFINED_EMPTY)
+    # np.mean (pairwise summation) as the code does, so values match it to the last bit.
+    inter_mean = float(np.mean(inter))
+    intra_mean = float(np.mean(intra)) if intra else 0.0
+    return 1.0 - float(np.mean([inter_mean, intra_mean])), None
+
+
+# --------------------------------------------------------------------------------------------------- metric
+_DEFINITION = (
+    "Sentences = NLTK 3.8.1 Punkt; tokens = NLTK word_tokenize of each sentence minus its last token. "
+    "inter = mean over sentence pairs (j < i) of sim(s_i, s_j); intra = mean over each sentence's "
+    "consecutive non-overlapping 4-token blocks of sim(block k, block k+1), 0 when there is none; "
+    "NR = 1 - (inter + intra) / 2. Pairs whose token-set union is empty are skipped; a story with no inter "
+    "pair (one sentence) is undefined."
+)
+_CITATION = (
+    "Wang, Han, Lim, Long & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, Findings of NAACL "
+    "2022; as used for R in Surikuchi, Fernández & Pezzelle, Not (yet) the whole story: Evaluating Visual "
+    "Storytelling Requires More than Measuring Coherence, Grounding, and Repetition, Findings of EMNLP 2024."
+)
+
+
+@register
+class RovistNR(Metric):
+    """RoViST-NR exactly as the official code (and dHM's ``eval_C_R.py``) computes it."""
+
+    name: ClassVar[str] = "rovist-nr"
+    higher_is_better: ClassVar[bool] = True
+    lower_bound: ClassVar[float | None] = None  # the pair count can exceed the union: NR < 0 is possible
+    upper_bound: ClassVar[float | None] = 1.0
+    jaccard: ClassVar[bool] = False
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="Non-redundancy: 1 minus the word overlap between sentences and between 4-token blocks "
+        "within sentences (official RoViST / dHM code).",
+        definition=_DEFINITION + " sim(a, b) = number of equal token pairs (x in a, y in b, x == y) / "
+        "|set(a) ∪ set(b)|.",
+        range="At most 1 (no repetition); NOT bounded below: a word repeated k times in one sentence and "
+        "once in another contributes k pairs over a union that counts it once, so a ratio can exceed 1 and "
+        "NR can be negative (in practice 0.29 to 1 on the dHM VIST/VWP stories). Higher = less redundant.",
+        signature_fields="variant (pairs), sentence source (split = Punkt on the text, as dHM; source = the "
+        "reader's sentences), sentence splitter.",
+        reproduces="akskuchi/dHM-visual-storytelling evaluate/eval_C_R.py (eval_repetition) = usydnlp/rovist "
+        "scripts/non_redun_scorer.py plus dHM's union-0 guard: all 11,124 committed R scores "
+        "(data/scores/{vist,vwp}/*_R.csv) to 1e-9, e.g. 48454 -> 0.9658162011308464, 50392 -> "
+        "0.9197617252029017; the 158 stories missing from those CSVs are exactly the one-sentence stories.",
+        differences="The paper calls the similarity Jaccard (|A ∩ B| / |A ∪ B|); the code counts equal token "
+        "pairs over the union of the sets, which is not Jaccard for repeated words (see rovist-nr-jaccard). "
+        "The code also drops the last token of each sentence even when it is a word, and sets intra to 0 "
+        "(not undefined) when no sentence has more than 4 tokens; both kept. The RoViST script divides by "
+        "zero on two sentences of at most one token each; dHM skips those pairs, and we follow dHM.",
+        citation=_CITATION,
+    )
+
+    def __init__(self, *, sentences: str = "split") -> None:
+        if sentences not in ("split", "source"):
+            raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
+        self.sentences = sentences
+
+    def signature_fields(self) -> dict[str, object]:
+        return {
+            "variant": "jaccard" if self.jaccard else "pairs",
+            "sent": self.sentences,
+            "split": PUNKT_MODEL,
+        }
+
+    def story_sentences(self, story: Story) -> list[str]:
+        """``split``: Punkt on the text (dHM); ``source``: the reader's sentences when known, else Punkt."""
+        if self.sentences == "source" and story.sentences is not None:
+            return list(story.sentences)
+        return sent_tokenize(story.text)
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        values: list[float] = []
+        excluded: dict[str, str] = {}
+        for item in items:
+            value, reason = rovist_nr_story(self.story_sentences(item.hypothesis), jaccard=self.jaccard)
+            values.append(value)
+            if reason is not None:
+                excluded[item.item_id] = reason
+        return mean_score(self.name, [i.item_id for i in items], values, signature, excluded=excluded)
+
+
+@register
+class RovistNRJaccard(RovistNR):
+    """RoViST-NR with the paper's true set-Jaccard similarity: bounded in [0, 1]."""
+
+    name: ClassVar[str] = "rovist-nr-jaccard"
+    lower_bound: ClassVar[float | None] = 0.0
+    upper_bound: ClassVar[float | None] = 1.0
+    jaccard: ClassVar[bool] = True
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="Non-redundancy with true set-Jaccard overlap (the RoViST paper's definition); in [0, 1].",
+        definition=_DEFINITION + " sim(a, b) = |set(a) ∩ set(b)| / |set(a) ∪ set(b)|.",
+        range="[0, 1]: every similarity is a Jaccard index in [0, 1], so both means and NR are too. "
+        "Higher = less redundant.",
+        signature_fields="variant (jaccard), sentence source, sentence splitter.",
+        reproduces="Not an official number: the corrected definition. Equals rovist-nr on every story in "
+        "which no token shared by two compared sentences (or blocks) occurs twice in either of them.",
+        differences="Only the similarity differs from rovist-nr (official): the official numerator counts "
+        "equal token PAIRS, so 'the the the' vs 'the' scores 3 / 1 = 3 there and 1 here; the official score "
+        "can therefore drop below 0, this one cannot. Sentence split, the dropped last token, skipped empty "
+        "unions, the 4-token blocks, intra = 0 without blocks and undefined one-sentence stories are as in "
+        "the official code.",
+        citation=_CITATION,
+    )
+
+
+def rovist_nr_score(
+    stories: StorySet | Sequence[Story], *, variant: str = "official", sentences: str = "split"
+) -> Score:
+    """Functional face: RoViST-NR of each story (reference-free, keyed by story id).
+
+    ``variant``: ``"official"`` (``rovist-nr``, the code's pair count; reproduces dHM's R) or ``"jaccard"``
+    (``rovist-nr-jaccard``, set-Jaccard, in [0, 1]). ``sentences``: ``"split"`` (Punkt on the text, as dHM) or
+    ``"source"`` (the reader's sentences when known).
+    """
+    classes: dict[str, type[RovistNR]] = {"official": RovistNR, "jaccard": RovistNRJaccard}
+    if variant not in classes:
+        raise InputError(f"variant must be 'official' or 'jaccard', not {variant!r}")
+    stories = stories if isinstance(stories, StorySet) else StorySet(stories)
+    return classes[variant](sentences=sentences).score(stories, key="story")
