@@ -40,8 +40,18 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def test_meta_pairs_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "meta", "pairs", str(FIX / "vhed_small.csv"), "--metrics",
-                       "meta-test-length,meta-test-shortness", "--format", "json", "--bootstrap", "50")
+    code, out, _ = run(
+        capsys,
+        "meta",
+        "pairs",
+        str(FIX / "vhed_small.csv"),
+        "--metrics",
+        "meta-test-length,meta-test-shortness",
+        "--format",
+        "json",
+        "--bootstrap",
+        "50",
+    )
     assert code == 0
     data = json.loads(out)
     acc = data["accuracy"]["meta-test-length"]
@@ -50,14 +60,27 @@ def test_meta_pairs_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["accuracy"]["meta-test-shortness"]["all"] == pytest.approx(2 / 7)
     assert data["zero_gap_pairs"] == 1 and data["pairs"] == 8
     # length is right on pairs 1 5 6 8, shortness on 2 4 (pair 3 is a tie for both: wrong)
-    assert (data["comparisons"][0]["mcnemar"]["a_only"], data["comparisons"][0]["mcnemar"]["b_only"]) == (4, 2)
+    assert (data["comparisons"][0]["mcnemar"]["a_only"], data["comparisons"][0]["mcnemar"]["b_only"]) == (
+        4,
+        2,
+    )
     assert data["signatures"]["meta-test-length"].startswith("meta-test-length|")
 
 
 @pytest.mark.parametrize("fmt", ["text", "csv", "latex"])
 def test_meta_pairs_other_formats(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
-    code, out, _ = run(capsys, "meta", "pairs", str(FIX / "vhed_small.csv"), "-m", "meta-test-length", "--format",
-                       fmt, "--bootstrap", "20")
+    code, out, _ = run(
+        capsys,
+        "meta",
+        "pairs",
+        str(FIX / "vhed_small.csv"),
+        "-m",
+        "meta-test-length",
+        "--format",
+        fmt,
+        "--bootstrap",
+        "20",
+    )
     assert code == 0
     assert "0.5714" in out or "0.571428" in out
     if fmt == "latex":
@@ -65,8 +88,19 @@ def test_meta_pairs_other_formats(capsys: pytest.CaptureFixture[str], fmt: str) 
 
 
 def test_meta_pairs_with_references_and_reference_absent(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["meta", "pairs", str(FIX / "ref_pairs_small.csv"), "-m", "meta-test-overlap", "-r",
-            str(FIX / "references_small.jsonl"), "-f", "json", "--bootstrap", "20"]
+    args = [
+        "meta",
+        "pairs",
+        str(FIX / "ref_pairs_small.csv"),
+        "-m",
+        "meta-test-overlap",
+        "-r",
+        str(FIX / "references_small.jsonl"),
+        "-f",
+        "json",
+        "--bootstrap",
+        "20",
+    ]
     code, out, _ = run(capsys, *args)
     assert code == 0 and json.loads(out)["accuracy"]["meta-test-overlap"]["all"] == pytest.approx(1 / 3)
     code, out, _ = run(capsys, *args, "--no-reference-absent")
@@ -79,50 +113,98 @@ def test_missing_references_is_one_sentence(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_gap_beats_ref_compare(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "meta", "gap", str(FIX / "vhed_small.csv"), "-m", "meta-test-length",
-                       "--gap-edges", "0,0.25,0.5,1", "-f", "json")
+    code, out, _ = run(
+        capsys,
+        "meta",
+        "gap",
+        str(FIX / "vhed_small.csv"),
+        "-m",
+        "meta-test-length",
+        "--gap-edges",
+        "0,0.25,0.5,1",
+        "-f",
+        "json",
+    )
     assert code == 0
     assert [b["n"] for b in json.loads(out)["by_gap"]["meta-test-length"]] == [3, 3, 1]
-    code, out, _ = run(capsys, "meta", "beats-ref", str(FIX / "vhed_small.csv"), "-m", "meta-test-length",
-                       "-f", "json")
+    code, out, _ = run(
+        capsys, "meta", "beats-ref", str(FIX / "vhed_small.csv"), "-m", "meta-test-length", "-f", "json"
+    )
     assert json.loads(out)["beats_reference"]["human"]["m2"]["ratio"] == 1.0
-    code, out, _ = run(capsys, "meta", "compare", str(FIX / "vhed_small.csv"), "-m",
-                       "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50")
+    code, out, _ = run(
+        capsys,
+        "meta",
+        "compare",
+        str(FIX / "vhed_small.csv"),
+        "-m",
+        "meta-test-length,meta-test-shortness",
+        "-f",
+        "json",
+        "--bootstrap",
+        "50",
+    )
     c = json.loads(out)["comparisons"][0]
     assert (c["mcnemar"]["a_only"], c["mcnemar"]["b_only"]) == (4, 2)
     assert c["mcnemar"]["p_exact"] == pytest.approx(2 * (1 + 6 + 15) / 64)  # 2 * P[Bin(6, .5) <= 2]
-    code, _, err = run(capsys, "meta", "gap", str(FIX / "vhed_small.csv"), "-m", "meta-test-length",
-                       "--gap-edges", "0.5,0.1")
+    code, _, err = run(
+        capsys, "meta", "gap", str(FIX / "vhed_small.csv"), "-m", "meta-test-length", "--gap-edges", "0.5,0.1"
+    )
     assert code == 1 and "increasing" in err
 
 
 def test_correlate_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "meta", "correlate", str(FIX / "likert_small.csv"), "-m",
-                       "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50")
+    code, out, _ = run(
+        capsys,
+        "meta",
+        "correlate",
+        str(FIX / "likert_small.csv"),
+        "-m",
+        "meta-test-length,meta-test-shortness",
+        "-f",
+        "json",
+        "--bootstrap",
+        "50",
+    )
     assert code == 0
     data = json.loads(out)
     rows = {(r["level"], r["metric"], r["aspect"], r["method"]): r for r in data["correlations"]}
     assert rows[("system", "meta-test-length", "focused", "pearson")]["r"] == pytest.approx(5.5 / 31**0.5)
     assert rows[("story", "meta-test-length", "focused", "spearman")]["n"] == 6
     assert data["kendall_variant"] == "b" and len(data["williams"]) == 2
-    code, out, _ = run(capsys, "meta", "errors", str(FIX / "errors_small.csv"), "-m", "meta-test-length", "-f",
-                       "json")
+    # a lower-is-better metric is negated: the same length declared "shorter is better" correlates -r
+    neg = rows[("story", "meta-test-shortness", "focused", "pearson")]["r"]
+    assert neg == pytest.approx(-rows[("story", "meta-test-length", "focused", "pearson")]["r"])
+    code, out, _ = run(
+        capsys, "meta", "errors", str(FIX / "errors_small.csv"), "-m", "meta-test-length", "-f", "json"
+    )
     r = json.loads(out)["point_biserial"]["meta-test-length"]["Gram"]["r"]
     assert r == pytest.approx(-3 / (17.5 / 6) ** 0.5 * 0.5)
 
 
 def test_rankings_to_pairs_and_build_pairs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_csv = tmp_path / "pairs.csv"
-    code, out, _ = run(capsys, "meta", "rankings-to-pairs", str(FIX / "rankings_small.csv"), "-o", str(out_csv))
+    code, out, _ = run(
+        capsys, "meta", "rankings-to-pairs", str(FIX / "rankings_small.csv"), "-o", str(out_csv)
+    )
     assert code == 0 and "wrote 6 pairs" in out
-    code, out, _ = run(capsys, "meta", "pairs", str(out_csv), "-m", "meta-test-length", "-f", "json",
-                       "--bootstrap", "10")
+    code, out, _ = run(
+        capsys, "meta", "pairs", str(out_csv), "-m", "meta-test-length", "-f", "json", "--bootstrap", "10"
+    )
     assert code == 0 and json.loads(out)["n"]["meta-test-length"]["all"] == 6
     machine = tmp_path / "m.json"
     machine.write_text(json.dumps({"r1": "a b", "r3": "p q r s t"}))
     built = tmp_path / "built.csv"
-    code, out, _ = run(capsys, "meta", "build-pairs", "-r", str(FIX / "references_small.jsonl"), "--machine",
-                       f"mm={machine}", "-o", str(built))
+    code, out, _ = run(
+        capsys,
+        "meta",
+        "build-pairs",
+        "-r",
+        str(FIX / "references_small.jsonl"),
+        "--machine",
+        f"mm={machine}",
+        "-o",
+        str(built),
+    )
     assert code == 0 and "wrote 2 pairs" in out and "proxy" in out
     code, out, _ = run(capsys, "meta", "beats-ref", str(built), "-m", "meta-test-length", "-f", "json")
     assert json.loads(out)["beats_reference"]["meta-test-length"]["mm"]["ratio"] == 0.5
@@ -130,8 +212,18 @@ def test_rankings_to_pairs_and_build_pairs(capsys: pytest.CaptureFixture[str], t
 
 def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rep = tmp_path / "rep"
-    code, _, _ = run(capsys, "meta", "pairs", str(FIX / "vhed_small.csv"), "-m",
-                     "meta-test-length,meta-test-shortness", "--report", str(rep), "--bootstrap", "20")
+    code, _, _ = run(
+        capsys,
+        "meta",
+        "pairs",
+        str(FIX / "vhed_small.csv"),
+        "-m",
+        "meta-test-length,meta-test-shortness",
+        "--report",
+        str(rep),
+        "--bootstrap",
+        "20",
+    )
     assert code == 0
     for name in ("accuracy_by_gap", "beats_reference", "score_distributions"):
         assert (rep / f"{name}.png").stat().st_size > 1000 and (rep / f"{name}.pdf").exists()
@@ -139,6 +231,16 @@ def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert "data:image/png;base64," in page and "meta-test-length|" in page and "vistkit meta" in page
     assert (rep / "accuracy.tex").read_text().startswith(r"\begin{table}")
     rep2 = tmp_path / "rep2"
-    code, _, _ = run(capsys, "meta", "correlate", str(FIX / "likert_small.csv"), "-m",
-                     "meta-test-length,meta-test-shortness", "--report", str(rep2), "--bootstrap", "20")
-    assert code == 0 and (rep2 / "heatmap_story_pearson.png").exists() and (rep2 / "index.html").exists()
+    code, _, _ = run(
+        capsys,
+        "meta",
+        "correlate",
+        str(FIX / "likert_small.csv"),
+        "-m",
+        "meta-test-length,meta-test-shortness",
+        "--report",
+        str(rep2),
+        "--bootstrap",
+        "20",
+    )
+    assert code == 0 and (rep2 / "heatmap_story.png").exists() and (rep2 / "index.html").exists()

@@ -69,14 +69,19 @@ def test_system_level_hand_computed() -> None:
     # system means: length 5.5, 3.5, 1.5; focused 4.5, 2.75, 1.75 -> r = 5.5 / sqrt(8 * 3.875)
     assert res["r"] == pytest.approx(5.5 / math.sqrt(31))
     assert res["systems"]["m1"] == {"metric": 3.5, "human": 2.75}
-    assert system_correlation_ci(SYSTEMS, X, FOCUSED, method="kendall", n_resamples=10)["r"] == pytest.approx(1.0)
+    assert system_correlation_ci(SYSTEMS, X, FOCUSED, method="kendall", n_resamples=10)["r"] == pytest.approx(
+        1.0
+    )
     assert res["n"] == 3
 
 
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(-60, 60), st.floats(-100, 100)), min_size=4, max_size=40, unique_by=lambda t: t[0]
+        st.tuples(st.integers(-60, 60), st.floats(-100, 100)),
+        min_size=4,
+        max_size=40,
+        unique_by=lambda t: t[0],
     )
 )
 def test_rank_correlations_invariant_to_monotone_transforms(rows: list[tuple[int, float]]) -> None:

@@ -1,4 +1,5 @@
-"""Readers and builders of human-judgement data (vistkit.meta.human): VHED pairs, raw rankings, Likert, errors."""
+"""Readers and builders of human-judgement data (vistkit.meta.human): VHED pairs, raw rankings, Likert,
+errors."""
 
 from __future__ import annotations
 
@@ -39,8 +40,12 @@ def test_vhed_reader_detects_label_sign_from_average_ranks() -> None:
 
 def test_label_sign_explicit_and_inconsistent(tmp_path: Path) -> None:
     rows = (FIX / "vhed_small.csv").read_text().splitlines()
-    assert detect_label_sign([{"label": "-1", "avg_rank_base": "1", "avg_rank_comp": "2"}]) == "base-minus-comp"
-    assert detect_label_sign([{"label": "1", "avg_rank_base": "1", "avg_rank_comp": "2"}]) == "comp-minus-base"
+    assert (
+        detect_label_sign([{"label": "-1", "avg_rank_base": "1", "avg_rank_comp": "2"}]) == "base-minus-comp"
+    )
+    assert (
+        detect_label_sign([{"label": "1", "avg_rank_base": "1", "avg_rank_comp": "2"}]) == "comp-minus-base"
+    )
     flipped = read_pairs(FIX / "vhed_small.csv", label_sign="comp-minus-base")
     assert flipped[0].preference == -1
     # a file mixing both conventions is refused
@@ -121,7 +126,9 @@ def test_error_labels_must_be_binary(tmp_path: Path) -> None:
 
 
 def test_build_reference_pairs_proxy_label() -> None:
-    refs = StorySet([Story("1", "human one", photo_ids=("a", "b")), Story("2", "human two", photo_ids=("c", "d"))])
+    refs = StorySet(
+        [Story("1", "human one", photo_ids=("a", "b")), Story("2", "human two", photo_ids=("c", "d"))]
+    )
     machine = StorySet([Story("1", "machine one", system="m"), Story("9", "orphan", system="m")])
     pairs = build_reference_pairs(refs, [machine], key="story")
     assert len(pairs) == 1

@@ -131,7 +131,11 @@ def test_swap_invariance_on_fixture(vhed: list[StoryPair], length_scores: PairSc
 @given(
     st.lists(
         st.tuples(
-            st.integers(-3, 3), st.integers(0, 4), st.integers(0, 4), st.sampled_from([3, 4, 5]), st.booleans()
+            st.integers(-3, 3),
+            st.integers(0, 4),
+            st.integers(0, 4),
+            st.sampled_from([3, 4, 5]),
+            st.booleans(),
         ),
         min_size=1,
         max_size=30,
@@ -142,8 +146,9 @@ def test_swap_invariance_property(rows: list[tuple[int, int, int, int, bool]]) -
         StoryPair(str(i), "s", (), "a", "b", "gt" if ref else "m1", "m2", float(g), agreement=a, n_stories=5)
         for i, (g, _, _, a, ref) in enumerate(rows)
     ]
-    scores = PairScores("x", "x", True, np.array([r[1] for r in rows], float), np.array([r[2] for r in rows], float),
-                        {})
+    scores = PairScores(
+        "x", "x", True, np.array([r[1] for r in rows], float), np.array([r[2] for r in rows], float), {}
+    )
     swapped = [p.swapped() for p in pairs]
     assert pair_accuracy(scores.swapped(), swapped) == pair_accuracy(scores, pairs)
     assert accuracy_by_kind(scores.swapped(), swapped) == accuracy_by_kind(scores, pairs)

@@ -3,7 +3,8 @@
 Sub-commands: ``pairs`` (pair accuracy per agreement subset and pair kind), ``gap`` (accuracy by ranking-gap
 bucket), ``beats-ref`` (machine-beats-reference ratio), ``compare`` (significance between two metrics' pair
 accuracies), ``correlate`` (story/system-level correlations with Likert scores + Williams test), ``errors``
-(point-biserial r with binary error labels), and the builders ``build-pairs`` (human-vs-machine proxy pairs) and
+(point-biserial r with binary error labels), and the builders ``build-pairs`` (human-vs-machine proxy pairs)
+and
 ``rankings-to-pairs`` (raw rankings -> VHED pairs). Every assessment prints ``--format text|json|csv|latex``;
 ``--report DIR`` also writes tables, figures and a self-contained HTML page.
 """
@@ -33,7 +34,9 @@ app.add_typer(meta_app, name="meta")
 
 # ------------------------------------------------------------------------------------------ shared options
 MetricsOpt = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated (`vistkit metrics`).")
-RefsOpt = typer.Option(None, "--references", "-r", help="Human reference stories (for reference-based metrics).")
+RefsOpt = typer.Option(
+    None, "--references", "-r", help="Human reference stories (for reference-based metrics)."
+)
 RefFormatOpt = typer.Option(None, "--ref-format", help="Force the reference file format.")
 KeyOpt = typer.Option(None, "--key", "-k", help="Match pairs to references by sequence (img_seq) or story.")
 RefAbsentOpt = typer.Option(
@@ -81,12 +84,17 @@ def _score_all_pairs(
 
     out = []
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
     ) as progress:
         for metric in metrics:
             task = progress.add_task(f"scoring {len(pairs)} pairs with {metric.name}", total=None)
-            out.append(score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent))
+            out.append(
+                score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent)
+            )
             progress.remove_task(task)
     return out
 
@@ -97,8 +105,14 @@ def _load_pairs(path: Path, label_sign: str) -> list[Any]:
     return read_pairs(path, label_sign=label_sign)
 
 
-def _emit(payload: dict[str, Any], columns: list[str], rows: list[list[Any]], fmt: OutputFormat, title: str,
-          caption: str) -> None:
+def _emit(
+    payload: dict[str, Any],
+    columns: list[str],
+    rows: list[list[Any]],
+    fmt: OutputFormat,
+    title: str,
+    caption: str,
+) -> None:
     if fmt is OutputFormat.JSON:
         echo(dumps_json(payload))
     else:
@@ -111,7 +125,13 @@ def _sig_caption(signatures: dict[str, str]) -> str:
 
 # ------------------------------------------------------------------------------------------ pairs
 def pairs_assessment(
-    pairs: list[Any], scores: list[Any], *, edges: tuple[float, ...], normalised: bool, n_resamples: int, seed: int
+    pairs: list[Any],
+    scores: list[Any],
+    *,
+    edges: tuple[float, ...],
+    normalised: bool,
+    n_resamples: int,
+    seed: int,
 ) -> dict[str, Any]:
     """Everything the pair sub-commands print and the report shows, as one JSON-ready dict."""
     from vistkit.meta.pairs import (
@@ -133,7 +153,9 @@ def pairs_assessment(
                 "a": a,
                 "b": b,
                 "mcnemar": mcnemar(correct[a], correct[b]),
-                "bootstrap": paired_bootstrap_accuracy(correct[a], correct[b], n_resamples=n_resamples, seed=seed),
+                "bootstrap": paired_bootstrap_accuracy(
+                    correct[a], correct[b], n_resamples=n_resamples, seed=seed
+                ),
             }
         )
     return {
@@ -145,8 +167,10 @@ def pairs_assessment(
         "by_gap": {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) for s in scores},
         "gap_edges": list(edges),
         "gap_normalised": normalised,
-        "beats_reference": {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs)
-                                                                         for s in scores}},
+        "beats_reference": {
+            "human": beats_reference(None, pairs),
+            **{s.metric: beats_reference(s, pairs) for s in scores},
+        },
         "comparisons": comparisons,
         "signatures": {s.metric: s.signature for s in scores},
         "excluded": {s.metric: len(s.excluded) for s in scores},
@@ -154,8 +178,14 @@ def pairs_assessment(
 
 
 def _prepare(
-    pairs_csv: Path, metrics: str | list[str], references: Path | None, ref_format: str | None, key: Keying | None,
-    reference_absent: bool, option: list[str], label_sign: str,
+    pairs_csv: Path,
+    metrics: str | list[str],
+    references: Path | None,
+    ref_format: str | None,
+    key: Keying | None,
+    reference_absent: bool,
+    option: list[str],
+    label_sign: str,
 ) -> tuple[list[Any], list[Any]]:
     pairs = _load_pairs(pairs_csv, label_sign)
     built = _metrics(metrics, option)
@@ -184,15 +214,41 @@ def pairs_cmd(
     from vistkit.meta.pairs import parse_edges
 
     edges = parse_edges(gap_edges)
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
-    result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed)
-    cols = ["metric", "all", "omega_3", "omega_4", "omega_5", "omega_4_5", "ref-machine", "machine-machine", "n"]
+    pairs, scores = _prepare(
+        pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign
+    )
+    result = pairs_assessment(
+        pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed
+    )
+    cols = [
+        "metric",
+        "all",
+        "omega_3",
+        "omega_4",
+        "omega_5",
+        "omega_4_5",
+        "ref-machine",
+        "machine-machine",
+        "n",
+    ]
     rows = [
-        [m, *result["accuracy"][m].values(), result["by_kind"][m]["reference-machine"]["accuracy"],
-         result["by_kind"][m]["machine-machine"]["accuracy"], result["n"][m]["all"]]
+        [
+            m,
+            *result["accuracy"][m].values(),
+            result["by_kind"][m]["reference-machine"]["accuracy"],
+            result["by_kind"][m]["machine-machine"]["accuracy"],
+            result["n"][m]["all"],
+        ]
         for m in result["accuracy"]
     ]
-    _emit(result, cols, rows, fmt, "pair accuracy (Vrank Eq. 1-2; ties are wrong)", _sig_caption(result["signatures"]))
+    _emit(
+        result,
+        cols,
+        rows,
+        fmt,
+        "pair accuracy (Vrank Eq. 1-2; ties are wrong)",
+        _sig_caption(result["signatures"]),
+    )
     if report is not None:
         from vistkit.report.html import pairs_report
 
@@ -218,23 +274,40 @@ def gap_cmd(
     from vistkit.meta.pairs import accuracy_by_gap, parse_edges
 
     edges = parse_edges(gap_edges)
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    pairs, scores = _prepare(
+        pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign
+    )
     by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
-    payload = {"by_gap": by_gap, "gap_edges": list(edges), "gap_normalised": not raw_gap,
-               "signatures": {s.metric: s.signature for s in scores}}
+    payload = {
+        "by_gap": by_gap,
+        "gap_edges": list(edges),
+        "gap_normalised": not raw_gap,
+        "signatures": {s.metric: s.signature for s in scores},
+    }
     cols = ["metric", "bucket", "accuracy", "n"]
     rows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in by_gap.items() for b in bs]
-    _emit(payload, cols, rows, fmt, "accuracy by ranking gap (Vrank Fig. 3)", _sig_caption(payload["signatures"]))
+    _emit(
+        payload,
+        cols,
+        rows,
+        fmt,
+        "accuracy by ranking gap (Vrank Fig. 3)",
+        _sig_caption(payload["signatures"]),
+    )
     if report is not None:
         from vistkit.report.html import pairs_report
 
-        result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345)
+        result = pairs_assessment(
+            pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345
+        )
         pairs_report(report, pairs, scores, result, command=_command_line())
 
 
 @meta_app.command("beats-ref")
 def beats_ref_cmd(
-    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (with reference-machine pairs)."),
+    pairs_csv: Path = typer.Argument(
+        ..., help="Pairs CSV in the VHED layout (with reference-machine pairs)."
+    ),
     metrics: list[str] = MetricsOpt,
     references: Path | None = RefsOpt,
     ref_format: str | None = RefFormatOpt,
@@ -247,12 +320,23 @@ def beats_ref_cmd(
     """Machine-beats-reference ratio per system, by people and by each metric (Vrank Fig. 4)."""
     from vistkit.meta.pairs import beats_reference
 
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    pairs, scores = _prepare(
+        pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign
+    )
     data = {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs) for s in scores}}
     payload = {"beats_reference": data, "signatures": {s.metric: s.signature for s in scores}}
     cols = ["judge", "system", "ratio", "ties", "n"]
-    rows = [[j, sysname, v["ratio"], v["tie_ratio"], v["n"]] for j, d in data.items() for sysname, v in d.items()]
-    _emit(payload, cols, rows, fmt, "machine-beats-reference ratio (Vrank Fig. 4)", _sig_caption(payload["signatures"]))
+    rows = [
+        [j, sysname, v["ratio"], v["tie_ratio"], v["n"]] for j, d in data.items() for sysname, v in d.items()
+    ]
+    _emit(
+        payload,
+        cols,
+        rows,
+        fmt,
+        "machine-beats-reference ratio (Vrank Fig. 4)",
+        _sig_caption(payload["signatures"]),
+    )
 
 
 @meta_app.command("compare")
@@ -276,21 +360,42 @@ def compare_cmd(
 
     if subset not in SUBSETS:
         raise InputError(f"--subset must be one of {', '.join(SUBSETS)}")
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    pairs, scores = _prepare(
+        pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign
+    )
     if len(scores) < 2:
         raise InputError("compare needs at least two metrics: --metrics A,B")
     mask = subset_masks(pairs)[subset]
     correct = {s.metric: np.where(mask, pair_correct(s, pairs), math.nan) for s in scores}
     comps = []
     for a, b in itertools.combinations(correct, 2):
-        comps.append({"a": a, "b": b, "mcnemar": mcnemar(correct[a], correct[b]),
-                      "bootstrap": paired_bootstrap_accuracy(correct[a], correct[b], n_resamples=n_resamples,
-                                                             seed=seed)})
+        comps.append(
+            {
+                "a": a,
+                "b": b,
+                "mcnemar": mcnemar(correct[a], correct[b]),
+                "bootstrap": paired_bootstrap_accuracy(
+                    correct[a], correct[b], n_resamples=n_resamples, seed=seed
+                ),
+            }
+        )
     payload = {"subset": subset, "comparisons": comps, "signatures": {s.metric: s.signature for s in scores}}
     cols = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap", "n"]
-    rows = [[c["a"], c["b"], c["mcnemar"]["accuracy_a"], c["mcnemar"]["accuracy_b"], c["mcnemar"]["a_only"],
-             c["mcnemar"]["b_only"], c["mcnemar"]["p_exact"], c["bootstrap"]["delta"], c["bootstrap"]["p"],
-             c["mcnemar"]["n"]] for c in comps]
+    rows = [
+        [
+            c["a"],
+            c["b"],
+            c["mcnemar"]["accuracy_a"],
+            c["mcnemar"]["accuracy_b"],
+            c["mcnemar"]["a_only"],
+            c["mcnemar"]["b_only"],
+            c["mcnemar"]["p_exact"],
+            c["bootstrap"]["delta"],
+            c["bootstrap"]["p"],
+            c["mcnemar"]["n"],
+        ]
+        for c in comps
+    ]
     _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(payload["signatures"]))
 
 
@@ -299,7 +404,10 @@ def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
     out: dict[str, tuple[Path, str]] = {}
     for v in values:
         if "=" not in v:
-            raise InputError(f"--stories {v!r}: write SYSTEM=FILE or SYSTEM=FILE:FIELD (e.g. pr-vist=x.zip:predicted_story)")
+            raise InputError(
+                f"--stories {v!r}: write SYSTEM=FILE or SYSTEM=FILE:FIELD "
+                "(e.g. pr-vist=PR_VIST.json.zip:predicted_story)"
+            )
         name, path = v.split("=", 1)
         field = "text"
         if ":" in path and not Path(path).exists():
@@ -309,7 +417,8 @@ def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
 
 
 def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> list[Story]:
-    """One `Story` per judged (system, item): text from the table's ``text`` column or from ``--stories`` files
+    """One `Story` per judged (system, item): text from the table's ``text`` column or from ``--stories``
+    files
     (``SYSTEM=FILE``, matched by ``--key``; default story id)."""
     from vistkit.data.readers import read_stories
     from vistkit.meta.human import is_reference_system, parse_img_seq
@@ -326,38 +435,59 @@ def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> li
             story = loaded[system].get(item)
             if story is None:
                 raise InputError(f"--stories {system}: no story with {keying.value} key {item!r}")
-            out.append(Story(story.story_id, story.text, story.sentences, story.photo_ids, story.album_id, sysname))
+            out.append(
+                Story(story.story_id, story.text, story.sentences, story.photo_ids, story.album_id, sysname)
+            )
         elif text:
             photos = parse_img_seq(item) if keying is Keying.SEQUENCE else ()
             out.append(Story(story_id=item, text=text, photo_ids=photos, system=sysname))
         else:
             raise InputError(
-                f"no text for system {system!r} item {item!r}: add a 'text' column or pass --stories {system}=FILE"
+                f"no text for system {system!r} item {item!r}: add a 'text' column "
+                f"or pass --stories {system}=FILE"
             )
     return out
 
 
-def _score_judged(metrics: list[Any], stories: list[Story], refs: StorySet | None, key: Keying | None,
-                  reference_absent: bool) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def _score_judged(
+    metrics: list[Any],
+    stories: list[Story],
+    refs: StorySet | None,
+    key: Keying | None,
+    reference_absent: bool,
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     from vistkit.meta.scoring import score_stories
 
     values: dict[str, np.ndarray] = {}
     sigs: dict[str, str] = {}
     for m in metrics:
-        values[m.name], sigs[m.name] = score_stories(m, stories, references=refs, key=key,
-                                                     reference_absent=reference_absent)
+        values[m.name], sigs[m.name] = score_stories(
+            m, stories, references=refs, key=key, reference_absent=reference_absent
+        )
     return values, sigs
+
+
+def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict[str, np.ndarray]:
+    """Scores turned so that higher is better (lower-is-better metrics negated): r > 0 always means
+    agreement."""
+    return {m: (-v if m in lower_is_better else v) for m, v in values.items()}
 
 
 @meta_app.command("correlate")
 def correlate_cmd(
     likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
     metrics: list[str] = MetricsOpt,
-    stories: list[str] = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."),
-    aspects: str | None = typer.Option(None, "--aspects", help="Aspect columns (default: all numeric columns)."),
+    stories: list[str] = typer.Option(
+        [], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."
+    ),
+    aspects: str | None = typer.Option(
+        None, "--aspects", help="Aspect columns (default: all numeric columns)."
+    ),
     references: Path | None = RefsOpt,
     ref_format: str | None = RefFormatOpt,
-    key: Keying | None = typer.Option(None, "--key", "-k", help="How items match stories/references (story)."),
+    key: Keying | None = typer.Option(
+        None, "--key", "-k", help="How items match stories/references (story)."
+    ),
     reference_absent: bool = RefAbsentOpt,
     option: list[str] = OptionOpt,
     level: str = typer.Option("both", "--level", help="story, system or both."),
@@ -366,7 +496,8 @@ def correlate_cmd(
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
-    """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level, bootstrap
+    """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level,
+    bootstrap
     CIs), and the Williams test between every two metrics."""
     from vistkit.meta.human import read_likert
 
@@ -376,11 +507,17 @@ def correlate_cmd(
     built = _metrics(metrics, option)
     judged = judged_stories(table, stories, key)
     values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
-    result = correlation_assessment(table, values, level=level, n_resamples=n_resamples, seed=seed)
+    lower = [m.name for m in built if not m.higher_is_better]
+    result = correlation_assessment(
+        table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed
+    )
     result["signatures"] = sigs
+    result["lower_is_better"] = lower
     cols = ["level", "metric", "aspect", "method", "r", "ci low", "ci high", "p", "n"]
-    rows = [[r["level"], r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
-            for r in result["correlations"]]
+    rows = [
+        [r["level"], r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
+        for r in result["correlations"]
+    ]
     _emit(result, cols, rows, fmt, "correlation with human scores (Kendall = tau-b)", _sig_caption(sigs))
     if report is not None:
         from vistkit.report.html import correlation_report
@@ -388,8 +525,9 @@ def correlate_cmd(
         correlation_report(report, table, judged, values, result, command=_command_line())
 
 
-def correlation_assessment(table: Any, values: dict[str, np.ndarray], *, level: str, n_resamples: int,
-                           seed: int) -> dict[str, Any]:
+def correlation_assessment(
+    table: Any, values: dict[str, np.ndarray], *, level: str, n_resamples: int, seed: int
+) -> dict[str, Any]:
     from vistkit.meta.correlation import compare_correlations, correlation_ci, system_correlation_ci
 
     rows: list[dict[str, Any]] = []
@@ -402,25 +540,44 @@ def correlation_assessment(table: Any, values: dict[str, np.ndarray], *, level: 
                     r = correlation_ci(scores, human, method=method, n_resamples=n_resamples, seed=seed)
                     rows.append({"level": "story", "metric": metric, "aspect": aspect, **r})
                 if level in ("system", "both"):
-                    r = system_correlation_ci(table.systems, scores, human, method=method,
-                                              n_resamples=n_resamples, seed=seed)
+                    r = system_correlation_ci(
+                        table.systems, scores, human, method=method, n_resamples=n_resamples, seed=seed
+                    )
                     rows.append({"level": "system", "metric": metric, "aspect": aspect, **r})
         for a, b in itertools.combinations(values, 2):
-            williams.append({"aspect": aspect, "a": a, "b": b,
-                             **compare_correlations(human, values[a], values[b], method="pearson")})
-    return {"correlations": rows, "williams": williams, "kendall_variant": "b", "n_stories": len(table),
-            "aspects": table.aspects}
+            williams.append(
+                {
+                    "aspect": aspect,
+                    "a": a,
+                    "b": b,
+                    **compare_correlations(human, values[a], values[b], method="pearson"),
+                }
+            )
+    return {
+        "correlations": rows,
+        "williams": williams,
+        "kendall_variant": "b",
+        "n_stories": len(table),
+        "aspects": table.aspects,
+        "note": "scores of lower-is-better metrics are negated, so r > 0 always means agreement with people",
+    }
 
 
 @meta_app.command("errors")
 def errors_cmd(
     labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
     metrics: list[str] = MetricsOpt,
-    stories: list[str] = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."),
-    errors: str | None = typer.Option(None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."),
+    stories: list[str] = typer.Option(
+        [], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."
+    ),
+    errors: str | None = typer.Option(
+        None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."
+    ),
     references: Path | None = RefsOpt,
     ref_format: str | None = RefFormatOpt,
-    key: Keying | None = typer.Option(None, "--key", "-k", help="How items match stories/references (story)."),
+    key: Keying | None = typer.Option(
+        None, "--key", "-k", help="How items match stories/references (story)."
+    ),
     reference_absent: bool = RefAbsentOpt,
     option: list[str] = OptionOpt,
     fmt: OutputFormat = FormatOption,
@@ -433,8 +590,17 @@ def errors_cmd(
     built = _metrics(metrics, option)
     judged = judged_stories(table, stories, key)
     values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
-    result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in values.items()}
-    payload = {"point_biserial": result, "signatures": sigs, "n_stories": len(table)}
+    lower = [m.name for m in built if not m.higher_is_better]
+    oriented = _oriented(values, lower)
+    result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
+    payload = {
+        "point_biserial": result,
+        "signatures": sigs,
+        "n_stories": len(table),
+        "lower_is_better": lower,
+        "note": "scores of lower-is-better metrics are negated: "
+        "r < 0 means stories with the error score worse",
+    }
     cols = ["metric", "error", "r", "p", "n", "with error"]
     rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
     _emit(payload, cols, rows, fmt, "point-biserial r with error labels (Vrank Table 5)", _sig_caption(sigs))
@@ -444,8 +610,12 @@ def errors_cmd(
 @meta_app.command("build-pairs")
 def build_pairs_cmd(
     references: Path = typer.Option(..., "--references", "-r", help="Human stories (e.g. PR_VIST.json.zip)."),
-    machine: list[str] = typer.Option(..., "--machine", help="SYSTEM=FILE[:FIELD] machine stories, repeatable."),
-    key: list[str] = typer.Option([], "--key", "-k", help="SYSTEM=story|sequence per machine file (default story)."),
+    machine: list[str] = typer.Option(
+        ..., "--machine", help="SYSTEM=FILE[:FIELD] machine stories, repeatable."
+    ),
+    key: list[str] = typer.Option(
+        [], "--key", "-k", help="SYSTEM=story|sequence per machine file (default story)."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
     ref_format: str | None = RefFormatOpt,
     limit: int | None = typer.Option(None, "--limit", help="Keep only the first N pairs per system."),
@@ -474,10 +644,13 @@ def _split_eq(v: str, opt: str) -> tuple[str, str]:
 
 @meta_app.command("rankings-to-pairs")
 def rankings_to_pairs_cmd(
-    rankings_csv: Path = typer.Argument(..., help="Raw rankings: task, worker, story, rank (+ text, system, ...)."),
+    rankings_csv: Path = typer.Argument(
+        ..., help="Raw rankings: task, worker, story, rank (+ text, system, ...)."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
 ) -> None:
-    """Turn raw rankings into VHED-style pairs (C(N,2) per task, agreement folded to 3/4/5, zero gaps dropped)."""
+    """Turn raw rankings into VHED-style pairs (C(N,2) per task, agreement folded to 3/4/5, zero gaps
+    dropped)."""
     from vistkit.meta.human import pairs_from_rankings, read_rankings, write_pairs
 
     pairs = pairs_from_rankings(read_rankings(rankings_csv))

@@ -1,10 +1,13 @@
-"""Correlations of metric scores with human scores, with bootstrap CIs, the Williams test and point-biserial r.
+"""Correlations of metric scores with human scores, with bootstrap CIs, the Williams test and point-biserial
+r.
 
 - Pearson r, Spearman rho and Kendall tau (``kendall`` = tau-b, which corrects for ties on both sides and is
-  scipy's default; ``kendall_c`` = tau-c, Stuart's variant for rectangular tables). Point values and p-values are
+  scipy's default; ``kendall_c`` = tau-c, Stuart's variant for rectangular tables). Point values and p-values
+  are
   scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`).
 - Bootstrap CIs resample ITEMS (stories) with replacement (percentile intervals); at system level the items of
-  each system are resampled (stratified) and the system means recomputed, so the CI reflects which stories were
+  each system are resampled (stratified) and the system means recomputed, so the CI reflects which stories
+  were
   judged, not only which systems.
 - `williams_test`: Williams (1959) test for the difference between two dependent correlations that share one
   variable (the human scores), as used in WMT metrics tasks (Graham & Baldwin 2014, Eq. 1).
@@ -31,9 +34,9 @@ def _clean(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> 
     return x[keep], y[keep]
 
 
-def correlation(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, method: str = "pearson") -> tuple[
-    float, float
-]:
+def correlation(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, method: str = "pearson"
+) -> tuple[float, float]:
     """(coefficient, two-sided p) of the non-NaN pairs; NaN when fewer than 3 pairs or a side is constant."""
     x, y = _clean(x, y)
     if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
@@ -83,8 +86,12 @@ def correlation_ci(
     x, y = _clean(x, y)
     r, p = correlation(x, y, method=method)
     rng = np.random.default_rng(seed)
-    boots = np.array([_coef(x[idx], y[idx], method) for idx in (rng.integers(0, x.size, x.size) for _ in range(
-        n_resamples if x.size >= 3 else 0))])
+    boots = np.array(
+        [
+            _coef(x[idx], y[idx], method)
+            for idx in (rng.integers(0, x.size, x.size) for _ in range(n_resamples if x.size >= 3 else 0))
+        ]
+    )
     return {"r": r, "p": p, "ci": _ci(boots, confidence), "n": int(x.size), "method": method}
 
 
@@ -130,7 +137,9 @@ def system_correlation_ci(
         "ci": _ci(boots, confidence),
         "n": len(names),
         "method": method,
-        "systems": {s: {"metric": float(a), "human": float(b)} for s, a, b in zip(names, mx, hy, strict=True)},
+        "systems": {
+            s: {"metric": float(a), "human": float(b)} for s, a, b in zip(names, mx, hy, strict=True)
+        },
     }
 
 
@@ -159,18 +168,26 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float
 def compare_correlations(
     human: np.ndarray, metric_a: np.ndarray, metric_b: np.ndarray, *, method: str = "pearson"
 ) -> dict[str, float]:
-    """Williams test of metric A vs metric B against the same human scores (items where any is NaN dropped)."""
+    """Williams test of metric A vs metric B against the same human scores (items where any is NaN
+    dropped)."""
     h, a, b = (np.asarray(v, dtype=float) for v in (human, metric_a, metric_b))
     keep = ~(np.isnan(h) | np.isnan(a) | np.isnan(b))
     h, a, b = h[keep], a[keep], b[keep]
     r12 = _coef(h, a, method)
     r13 = _coef(h, b, method)
     r23 = _coef(a, b, method)
-    return {"r_a": r12, "r_b": r13, "r_ab": r23, "n": int(h.size), **williams_test(r12, r13, r23, int(h.size))}
+    return {
+        "r_a": r12,
+        "r_b": r13,
+        "r_ab": r23,
+        "n": int(h.size),
+        **williams_test(r12, r13, r23, int(h.size)),
+    }
 
 
 def point_biserial(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Point-biserial r of metric scores with a 0/1 error label (Vrank Table 5), via `scipy.stats.pointbiserialr`.
+    """Point-biserial r of metric scores with a 0/1 error label (Vrank Table 5), via
+    `scipy.stats.pointbiserialr`.
 
     Negative r: stories WITH the error get lower scores (what a good higher-is-better metric should show).
     """

@@ -1,13 +1,17 @@
 """Readers (and builders) for human-judgement data: story pairs, raw rankings, Likert tables, error labels.
 
 Sign convention (one place, used everywhere in `vistkit.meta`): a `StoryPair` stores ``gap`` in rank units as
-``avg_rank_2 - avg_rank_1``. Lower rank is better, so ``gap > 0`` means people prefer story 1, ``gap < 0`` story 2
+``avg_rank_2 - avg_rank_1``. Lower rank is better, so ``gap > 0`` means people prefer story 1, ``gap < 0``
+story 2
 and ``gap == 0`` is a tie (such pairs are dropped, as in VHED). ``preference`` is the sign of ``gap``.
 
 VHED's CSV (AcademiaSinicaNLPLab/VHED, ``dataset/VHED.csv``) names story 1 ``base`` and story 2 ``comp``; its
-``label`` is the unnormalised difference of the two average ranks and ``rank_norm`` that gap divided by ``order``
-(the number of stories ranked in the task; the VHED README calls ``order`` "number of rankers", the issue and the
-Vrank paper's construction use N stories, which is what ``rank_norm = label / order`` needs). Which way ``label``
+``label`` is the unnormalised difference of the two average ranks and ``rank_norm`` that gap divided by
+``order``
+(the number of stories ranked in the task; the VHED README calls ``order`` "number of rankers", the issue and
+the
+Vrank paper's construction use N stories, which is what ``rank_norm = label / order`` needs). Which way
+``label``
 is subtracted is checked against the rows' own ``avg_rank_base``/``avg_rank_comp`` (``label_sign="auto"``) or
 given explicitly; vistkit writes ``label = avg_rank_base - avg_rank_comp`` (negative: story 1 better).
 """
@@ -30,7 +34,9 @@ from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 
 #: System names that mean "a human-written reference story".
-REFERENCE_SYSTEMS = frozenset({"human", "gt", "reference", "ref", "groundtruth", "ground_truth", "ground-truth"})
+REFERENCE_SYSTEMS = frozenset(
+    {"human", "gt", "reference", "ref", "groundtruth", "ground_truth", "ground-truth"}
+)
 
 #: VHED column layout (the order vistkit writes).
 VHED_COLUMNS = (
@@ -88,7 +94,8 @@ class StoryPair:
 
     @property
     def rank_norm(self) -> float:
-        """``|gap| / N`` (VHED's normalised ranking gap, as a magnitude); the raw ``|gap|`` when N is unknown."""
+        """``|gap| / N`` (VHED's normalised ranking gap, as a magnitude); the raw ``|gap|`` when N is
+        unknown."""
         return abs(self.gap) / self.n_stories if self.n_stories else abs(self.gap)
 
     @property
@@ -161,7 +168,8 @@ def detect_label_sign(rows: Sequence[dict[str, str]], *, where: str = "pairs") -
     """``"base-minus-comp"`` or ``"comp-minus-base"``: the way ``label`` is subtracted, read off the rows.
 
     Needs ``avg_rank_base``/``avg_rank_comp``; every row with a non-zero label must agree (a mixed file is an
-    error). The average ranks may be normalised (divided by N) while the label is not: only signs are compared.
+    error). The average ranks may be normalised (divided by N) while the label is not: only signs are
+    compared.
     """
     votes = {"base-minus-comp": 0, "comp-minus-base": 0}
     for n, row in enumerate(rows, start=2):
@@ -288,7 +296,9 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
     names, rows = _read_csv_rows(p)
     need = [c for c in ("task", "worker", "story", "rank") if c not in names]
     if need:
-        raise InputError(f"{p}: a rankings CSV needs columns task, worker, story, rank; missing {', '.join(need)}")
+        raise InputError(
+            f"{p}: a rankings CSV needs columns task, worker, story, rank; missing {', '.join(need)}"
+        )
     tasks: dict[str, dict[str, Any]] = {}
     for n, row in enumerate(rows, start=2):
         where = f"{p} line {n}"
@@ -307,7 +317,9 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
             raise InputError(f"{where}: empty rank")
         ranks = task["ranks"].setdefault(row["worker"], {})
         if key in ranks:
-            raise InputError(f"{where}: worker {row['worker']!r} ranks story {key!r} twice in task {row['task']!r}")
+            raise InputError(
+                f"{where}: worker {row['worker']!r} ranks story {key!r} twice in task {row['task']!r}"
+            )
         ranks[key] = rank
     return tasks
 
@@ -315,8 +327,10 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
 def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
     """VHED-style pairs from raw rankings, built as VHED was (Hsu et al. 2022, Sec. 3):
 
-    C(N, 2) pairs per task (stories in first-seen order, story 1 = the earlier); each story's average rank over
-    the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``); ``agreement``
+    C(N, 2) pairs per task (stories in first-seen order, story 1 = the earlier); each story's average rank
+    over
+    the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``);
+    ``agreement``
     = the number of workers who order the pair like the average, folded to ``max(a, k - a)`` (so 2 of 5 is
     reported as 3 of 5 "the other way" and the values are 3, 4, 5 for k = 5); pairs with zero gap are dropped.
     Average ranks are stored normalised (divided by N).
@@ -360,7 +374,7 @@ def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
     return pairs
 
 
-# --------------------------------------------------------------------------------------------------- proxy pairs
+# --------------------------------------------------------------------------------------------------- proxy pa
 def build_reference_pairs(
     references: StorySet,
     machines: Sequence[StorySet],
@@ -371,7 +385,8 @@ def build_reference_pairs(
     """Human-vs-machine pairs with the PROXY label "the human reference is better" (gap = +1, N = 2).
 
     For every machine story, one pair per reference story sharing its ``key`` (story 1 = the reference,
-    story 2 = the machine story). The label is an assumption, not a judgement: use these pairs as a smoke test and
+    story 2 = the machine story). The label is an assumption, not a judgement: use these pairs as a smoke
+    test and
     to measure how often a metric prefers the human story, never as human-evaluation data.
     """
     keying = Keying(key)
@@ -487,6 +502,7 @@ def read_likert(path: str | Path, *, aspects: Sequence[str] | None = None) -> Hu
 
 
 def read_error_labels(path: str | Path, *, errors: Sequence[str] | None = None) -> HumanScores:
-    """Binary error labels per story (``system, item`` + 0/1 columns such as `VRANK_ERRORS`); several annotators
+    """Binary error labels per story (``system, item`` + 0/1 columns such as `VRANK_ERRORS`); several
+    annotators
     of one story are merged by majority vote."""
     return _read_judgements(path, aspects=errors, binary=True)

@@ -1,6 +1,7 @@
 """Story-pair assessments (Hsu et al. 2022, "Learning to Rank Visual Stories from Human Ranking Data", Vrank).
 
-- `pair_correct` / `pair_accuracy`: Eq. 1-2, a pair is correct only when the metric orders it strictly like people
+- `pair_correct` / `pair_accuracy`: Eq. 1-2, a pair is correct only when the metric orders it strictly like
+people
   (a metric tie is wrong, which is why BLEU-4, often 0 for both stories, scores so low); per agreement subset
   Omega_3, Omega_4, Omega_5, Omega_{4,5}; and per pair kind (reference-machine vs machine-machine).
 - `accuracy_by_gap`: accuracy per ranking-gap bucket (Fig. 3).
@@ -12,6 +13,7 @@ Pairs whose human gap is zero, or where the metric left a story undefined (NaN),
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -93,7 +95,7 @@ def parse_edges(text: str | Sequence[float]) -> tuple[float, ...]:
         edges = tuple(float(x) for x in (text.split(",") if isinstance(text, str) else text))
     except ValueError:
         raise InputError(f"--gap-edges must be comma-separated numbers, got {text!r}") from None
-    if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+    if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
         raise InputError(f"--gap-edges must be at least two increasing numbers, got {text!r}")
     return edges
 
@@ -105,20 +107,19 @@ def accuracy_by_gap(
     edges: Sequence[float] = DEFAULT_GAP_EDGES,
     normalised: bool = True,
 ) -> list[dict[str, Any]]:
-    """Accuracy per ranking-gap bucket (Vrank Fig. 3). Buckets are ``(lo, hi]`` except the first, ``[lo, hi]``;
+    """Accuracy per ranking-gap bucket (Vrank Fig. 3). Buckets are ``(lo, hi]`` except the first, ``[lo,
+    hi]``;
     gaps outside all buckets are reported in no bucket."""
     correct = pair_correct(scores, pairs)
     gaps = gap_values(pairs, normalised=normalised)
     out = []
-    for i, (lo, hi) in enumerate(zip(edges, edges[1:], strict=False)):
+    for i, (lo, hi) in enumerate(itertools.pairwise(edges)):
         mask = (gaps <= hi) & ((gaps >= lo) if i == 0 else (gaps > lo))
         out.append({"low": float(lo), "high": float(hi), **_acc(correct, mask)})
     return out
 
 
-def beats_reference(
-    scores: PairScores | None, pairs: Sequence[StoryPair]
-) -> dict[str, dict[str, Any]]:
+def beats_reference(scores: PairScores | None, pairs: Sequence[StoryPair]) -> dict[str, dict[str, Any]]:
     """Machine-beats-reference ratio per system (Vrank Fig. 4).
 
     Over the reference-machine pairs of each system: the share in which the machine story is ranked strictly

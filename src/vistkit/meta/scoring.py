@@ -1,7 +1,9 @@
 """Score the two stories of every pair (or every judged story) with a registered metric, via `Metric.score`.
 
-`Metric.score` aligns one hypothesis per key, but a pairs file holds several stories per photo sequence (and the
-Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference set) units
+`Metric.score` aligns one hypothesis per key, but a pairs file holds several stories per photo sequence (and
+the
+Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference set)
+units
 are split into rounds with at most one unit per key and each round is one `Metric.score` call.
 """
 
@@ -21,7 +23,8 @@ from vistkit.metrics.base import Metric, is_same_story
 
 @dataclass
 class PairScores:
-    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left that story undefined)."""
+    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left that story
+    undefined)."""
 
     metric: str
     signature: str
@@ -54,11 +57,15 @@ class _Unit:
 def _pair_key(pair: StoryPair, keying: Keying) -> str:
     if keying is Keying.SEQUENCE:
         if not pair.img_seq:
-            raise InputError(f"pair {pair.pair_id}: no img_seq, so it cannot be keyed by sequence; use --key story")
+            raise InputError(
+                f"pair {pair.pair_id}: no img_seq, so it cannot be keyed by sequence; use --key story"
+            )
         return "-".join(pair.img_seq)
     if keying is Keying.STORY:
         if not pair.story_id:
-            raise InputError(f"pair {pair.pair_id}: no story_id, so it cannot be keyed by story; use --key sequence")
+            raise InputError(
+                f"pair {pair.pair_id}: no story_id, so it cannot be keyed by story; use --key sequence"
+            )
         return pair.story_id
     raise InputError("pairs can be keyed by story or sequence, not album")
 
@@ -74,8 +81,10 @@ def score_pairs(
     """Score story 1 and story 2 of every pair with ``metric``.
 
     Reference-based metrics need ``references`` keyed like the pairs (``key``: ``sequence`` = img_seq,
-    ``story`` = story_id; default sequence when every pair has img_seq). With ``reference_absent`` (Vrank Eq. 3,
-    the Reference Absent Algorithm) a pair that contains a human reference is scored with that reference removed
+    ``story`` = story_id; default sequence when every pair has img_seq). With ``reference_absent`` (Vrank Eq.
+    3,
+    the Reference Absent Algorithm) a pair that contains a human reference is scored with that reference
+    removed
     from the reference set of BOTH its stories, so neither story is compared with the human story of the pair.
     """
     if metric.needs_references and references is None:
@@ -172,14 +181,21 @@ def score_stories(
     key: Keying | str | None = None,
     reference_absent: bool = True,
 ) -> tuple[np.ndarray, str]:
-    """Per-story scores (NaN where undefined) of any stories, several per key allowed; returns (scores, signature).
+    """Per-story scores (NaN where undefined) of any stories, several per key allowed; returns (scores,
+    signature).
 
     With ``reference_absent`` a human story is scored with itself removed from its references (Vrank Eq. 3).
     """
     pairs = [
         StoryPair(
-            pair_id=str(i), story_id=s.story_id, img_seq=s.photo_ids, text_1=s.text, text_2=s.text,
-            system_1=s.system or "", system_2=s.system or "", gap=0.0,
+            pair_id=str(i),
+            story_id=s.story_id,
+            img_seq=s.photo_ids,
+            text_1=s.text,
+            text_2=s.text,
+            system_1=s.system or "",
+            system_2=s.system or "",
+            gap=0.0,
         )
         for i, s in enumerate(stories)
     ]

@@ -1,9 +1,11 @@
 """Is metric A's pair accuracy significantly higher than metric B's? (same pairs, paired tests)
 
-- `mcnemar`: exact McNemar test (two-sided binomial test on the discordant pairs) and the chi-square version with
+- `mcnemar`: exact McNemar test (two-sided binomial test on the discordant pairs) and the chi-square version
+with
   continuity correction (Edwards 1948);
 - `paired_bootstrap_accuracy`: resample pairs with replacement; the p-value is two-sided with the bootstrap
-  distribution shifted to the null (Efron & Tibshirani 1993, Sec. 16.4); also a percentile CI of the difference.
+  distribution shifted to the null (Efron & Tibshirani 1993, Sec. 16.4); also a percentile CI of the
+  difference.
 """
 
 from __future__ import annotations
@@ -63,7 +65,13 @@ def paired_bootstrap_accuracy(
     d = a.astype(float) - b.astype(float)
     n = d.size
     if n == 0:
-        return {"delta": math.nan, "p": math.nan, "ci": [math.nan, math.nan], "n": 0, "n_resamples": n_resamples}
+        return {
+            "delta": math.nan,
+            "p": math.nan,
+            "ci": [math.nan, math.nan],
+            "n": 0,
+            "n_resamples": n_resamples,
+        }
     rng = np.random.default_rng(seed)
     observed = float(d.mean())
     boots = np.empty(n_resamples)

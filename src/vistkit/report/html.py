@@ -21,7 +21,8 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-table{border-collapse:collapse;margin:.8em 0;font-size:.9em}th,td{padding:.25em .7em;border-bottom:1px solid #e4e4e4}
+table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
+th,td{padding:.25em .7em;border-bottom:1px solid #e4e4e4}
 th{text-align:left;background:#f6f6f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 pre,code{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto;white-space:pre-wrap}
 figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
@@ -46,7 +47,8 @@ def embed_png(path: Path, caption: str) -> str:
     pdf = Path(path).with_suffix(".pdf").name
     return (
         f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{html.escape(caption)} (vector version: <code>{html.escape(pdf)}</code>)</figcaption></figure>"
+        f"<figcaption>{html.escape(caption)} (vector version: <code>{html.escape(pdf)}</code>)</figcaption>"
+        "</figure>"
     )
 
 
@@ -82,8 +84,9 @@ def write_html(
     return path
 
 
-def write_table_files(folder: Path, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
-                      caption: str) -> None:
+def write_table_files(
+    folder: Path, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str
+) -> None:
     """``name.csv`` and ``name.tex`` (booktabs) next to the page."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.csv").write_text(render_table(columns, rows, OutputFormat.CSV), encoding="utf-8")
@@ -110,8 +113,9 @@ def _scores_by_system(pairs: Sequence[Any], scores: Sequence[Any]) -> dict[str, 
     return out
 
 
-def pairs_report(folder: Path, pairs: Sequence[Any], scores: Sequence[Any], result: dict[str, Any], *,
-                 command: str) -> Path:
+def pairs_report(
+    folder: Path, pairs: Sequence[Any], scores: Sequence[Any], result: dict[str, Any], *, command: str
+) -> Path:
     """Pair-accuracy report: tables (CSV/LaTeX/JSON), gap and beats-reference figures, score distributions."""
     from vistkit.meta.pairs import SUBSETS
     from vistkit.report import plots
@@ -122,21 +126,43 @@ def pairs_report(folder: Path, pairs: Sequence[Any], scores: Sequence[Any], resu
     sections: list[tuple[str, str]] = []
 
     cols = ["metric", *SUBSETS, "ref-machine", "machine-machine", "n"]
-    rows = [[m, *[result["accuracy"][m][k] for k in SUBSETS], result["by_kind"][m]["reference-machine"]["accuracy"],
-             result["by_kind"][m]["machine-machine"]["accuracy"], result["n"][m]["all"]] for m in result["accuracy"]]
-    write_table_files(folder, "accuracy", cols, rows, caption="Story-pair ranking accuracy (ties count as wrong).")
-    sections.append(("Pair accuracy (Vrank Eq. 1-2)",
-                     "<p>A pair is correct only if the metric orders it strictly like people; metric ties are "
-                     "wrong. Omega_a: pairs on which a of 5 rankers agree.</p>" + html_table(cols, rows)))
+    rows = [
+        [
+            m,
+            *[result["accuracy"][m][k] for k in SUBSETS],
+            result["by_kind"][m]["reference-machine"]["accuracy"],
+            result["by_kind"][m]["machine-machine"]["accuracy"],
+            result["n"][m]["all"],
+        ]
+        for m in result["accuracy"]
+    ]
+    write_table_files(
+        folder, "accuracy", cols, rows, caption="Story-pair ranking accuracy (ties count as wrong)."
+    )
+    sections.append(
+        (
+            "Pair accuracy (Vrank Eq. 1-2)",
+            "<p>A pair is correct only if the metric orders it strictly like people; metric ties are "
+            "wrong. Omega_a: pairs on which a of 5 rankers agree.</p>" + html_table(cols, rows),
+        )
+    )
 
-    gap_png = plots.plot_accuracy_by_gap(result["by_gap"], folder / "accuracy_by_gap",
-                                         normalised=result["gap_normalised"])
+    gap_png = plots.plot_accuracy_by_gap(
+        result["by_gap"], folder / "accuracy_by_gap", normalised=result["gap_normalised"]
+    )
     gcols = ["metric", "bucket", "accuracy", "n"]
-    grows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in result["by_gap"].items()
-             for b in bs]
+    grows = [
+        [m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]]
+        for m, bs in result["by_gap"].items()
+        for b in bs
+    ]
     write_table_files(folder, "accuracy_by_gap", gcols, grows, caption="Pair accuracy by ranking gap.")
-    sections.append(("Accuracy by ranking gap (Vrank Fig. 3)",
-                     embed_png(gap_png, "Pair accuracy per human ranking-gap bucket") + html_table(gcols, grows)))
+    sections.append(
+        (
+            "Accuracy by ranking gap (Vrank Fig. 3)",
+            embed_png(gap_png, "Pair accuracy per human ranking-gap bucket") + html_table(gcols, grows),
+        )
+    )
 
     beats = result["beats_reference"]
     if any(beats.values()):
@@ -144,32 +170,72 @@ def pairs_report(folder: Path, pairs: Sequence[Any], scores: Sequence[Any], resu
         bcols = ["judge", "system", "ratio", "ties", "n"]
         brows = [[j, s, v["ratio"], v["tie_ratio"], v["n"]] for j, d in beats.items() for s, v in d.items()]
         write_table_files(folder, "beats_reference", bcols, brows, caption="Machine-beats-reference ratio.")
-        sections.append(("Machine-beats-reference ratio (Vrank Fig. 4)",
-                         embed_png(bpng, "Share of each system's stories ranked above the human reference")
-                         + html_table(bcols, brows)))
+        sections.append(
+            (
+                "Machine-beats-reference ratio (Vrank Fig. 4)",
+                embed_png(bpng, "Share of each system's stories ranked above the human reference")
+                + html_table(bcols, brows),
+            )
+        )
 
-    dist_png = plots.plot_score_distributions(_scores_by_system(pairs, scores), folder / "score_distributions")
-    sections.append(("Score distributions per system (as dHM Fig. 12)",
-                     embed_png(dist_png, "Per-story metric scores, human stories first")))
+    dist_png = plots.plot_score_distributions(
+        _scores_by_system(pairs, scores),
+        folder / "score_distributions",
+        lower_is_better=[s.metric for s in scores if not s.higher_is_better],
+    )
+    sections.append(
+        (
+            "Score distributions per system (as dHM Fig. 12)",
+            embed_png(dist_png, "Per-story metric scores, human stories first"),
+        )
+    )
 
     if result["comparisons"]:
         ccols = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap"]
-        crows = [[c["a"], c["b"], c["mcnemar"]["accuracy_a"], c["mcnemar"]["accuracy_b"], c["mcnemar"]["a_only"],
-                  c["mcnemar"]["b_only"], c["mcnemar"]["p_exact"], c["bootstrap"]["delta"], c["bootstrap"]["p"]]
-                 for c in result["comparisons"]]
-        write_table_files(folder, "significance", ccols, crows, caption="Pair accuracy: metric A vs metric B.")
+        crows = [
+            [
+                c["a"],
+                c["b"],
+                c["mcnemar"]["accuracy_a"],
+                c["mcnemar"]["accuracy_b"],
+                c["mcnemar"]["a_only"],
+                c["mcnemar"]["b_only"],
+                c["mcnemar"]["p_exact"],
+                c["bootstrap"]["delta"],
+                c["bootstrap"]["p"],
+            ]
+            for c in result["comparisons"]
+        ]
+        write_table_files(
+            folder, "significance", ccols, crows, caption="Pair accuracy: metric A vs metric B."
+        )
         sections.append(("Metric A vs metric B (exact McNemar, paired bootstrap)", html_table(ccols, crows)))
 
     notes = []
     if any(p.meta.get("label", "").startswith("proxy") for p in pairs[:50]):
-        notes.append("These pairs carry a PROXY label (the human story is assumed better); they are not human "
-                     "judgements, so accuracy here means 'how often the metric prefers the human story'.")
-    return write_html(folder / "index.html", title="vistkit meta: story-pair accuracy", sections=sections,
-                      commands=[command], signatures=result["signatures"], notes=notes)
+        notes.append(
+            "These pairs carry a PROXY label (the human story is assumed better); they are not human "
+            "judgements, so accuracy here means 'how often the metric prefers the human story'."
+        )
+    return write_html(
+        folder / "index.html",
+        title="vistkit meta: story-pair accuracy",
+        sections=sections,
+        commands=[command],
+        signatures=result["signatures"],
+        notes=notes,
+    )
 
 
-def correlation_report(folder: Path, table: Any, stories: Sequence[Any], values: dict[str, np.ndarray],
-                       result: dict[str, Any], *, command: str) -> Path:
+def correlation_report(
+    folder: Path,
+    table: Any,
+    stories: Sequence[Any],
+    values: dict[str, np.ndarray],
+    result: dict[str, Any],
+    *,
+    command: str,
+) -> Path:
     """Correlation report: heatmaps (metrics x aspects) per level, tables, score distributions per system."""
     from vistkit.report import plots
 
@@ -183,26 +249,53 @@ def correlation_report(folder: Path, table: Any, stories: Sequence[Any], values:
         rows = [r for r in result["correlations"] if r["level"] == level]
         if not rows:
             continue
-        for method in ("pearson", "spearman", "kendall"):
+        mats: dict[str, np.ndarray] = {}
+        for method, label in (
+            ("pearson", "Pearson r"),
+            ("spearman", "Spearman rho"),
+            ("kendall", "Kendall tau-b"),
+        ):
             mat = np.full((len(metrics), len(aspects)), np.nan)
             for r in rows:
                 if r["method"] == method:
                     mat[metrics.index(r["metric"]), aspects.index(r["aspect"])] = r["r"]
-            label = {"pearson": "Pearson r", "spearman": "Spearman rho", "kendall": "Kendall tau-b"}[method]
-            png = plots.plot_correlation_heatmap(mat, metrics, aspects, folder / f"heatmap_{level}_{method}",
-                                                 title=f"{label}, {level} level")
-            sections.append((f"{label} with human scores, {level} level",
-                             embed_png(png, f"{label} of metric vs human aspect ({level} level)")))
+            mats[label] = mat
+        png = plots.plot_correlation_heatmaps(
+            mats,
+            metrics,
+            aspects,
+            folder / f"heatmap_{level}",
+            title=f"Correlation with human scores, {level} level",
+        )
+        sections.append(
+            (
+                f"Correlation with human scores, {level} level",
+                embed_png(
+                    png,
+                    f"Metric vs human aspect ({level} level); scores of lower-is-better "
+                    "metrics are negated, so r > 0 always means agreement",
+                ),
+            )
+        )
         cols = ["metric", "aspect", "method", "r", "ci low", "ci high", "p", "n"]
-        trows = [[r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
-                 for r in rows]
-        write_table_files(folder, f"correlations_{level}", cols, trows,
-                          caption=f"Correlation with human scores ({level} level, 95% bootstrap CI).")
+        trows = [
+            [r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
+            for r in rows
+        ]
+        write_table_files(
+            folder,
+            f"correlations_{level}",
+            cols,
+            trows,
+            caption=f"Correlation with human scores ({level} level, 95% bootstrap CI).",
+        )
         sections.append((f"Table: {level} level (95% bootstrap CIs)", html_table(cols, trows)))
     if result["williams"]:
         wcols = ["aspect", "A", "B", "r A", "r B", "r AB", "t", "p (A > B)", "n"]
-        wrows = [[w["aspect"], w["a"], w["b"], w["r_a"], w["r_b"], w["r_ab"], w["t"], w["p_one_sided"], w["n"]]
-                 for w in result["williams"]]
+        wrows = [
+            [w["aspect"], w["a"], w["b"], w["r_a"], w["r_b"], w["r_ab"], w["t"], w["p_one_sided"], w["n"]]
+            for w in result["williams"]
+        ]
         write_table_files(folder, "williams", wcols, wrows, caption="Williams test, story-level Pearson.")
         sections.append(("Williams test (story level, Pearson)", html_table(wcols, wrows)))
     by_system: dict[str, dict[str, np.ndarray]] = {}
@@ -211,8 +304,19 @@ def correlation_report(folder: Path, table: Any, stories: Sequence[Any], values:
         for s, x in zip(stories, v, strict=True):
             groups.setdefault(s.system or "?", []).append(float(x))
         by_system[m] = {k: np.array(x) for k, x in groups.items()}
-    png = plots.plot_score_distributions(by_system, folder / "score_distributions")
-    sections.append(("Score distributions per system (as dHM Fig. 12)",
-                     embed_png(png, "Per-story metric scores, human stories first")))
-    return write_html(folder / "index.html", title="vistkit meta: correlation with human scores", sections=sections,
-                      commands=[command], signatures=result.get("signatures", {}))
+    png = plots.plot_score_distributions(
+        by_system, folder / "score_distributions", lower_is_better=result.get("lower_is_better", [])
+    )
+    sections.append(
+        (
+            "Score distributions per system (as dHM Fig. 12)",
+            embed_png(png, "Per-story metric scores, human stories first"),
+        )
+    )
+    return write_html(
+        folder / "index.html",
+        title="vistkit meta: correlation with human scores",
+        sections=sections,
+        commands=[command],
+        signatures=result.get("signatures", {}),
+    )

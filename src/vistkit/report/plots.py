@@ -2,7 +2,7 @@
 
 - `plot_accuracy_by_gap`: pair accuracy per ranking-gap bucket, one line per metric (Vrank Fig. 3);
 - `plot_beats_reference`: machine-beats-reference ratio per system, people vs metrics (Vrank Fig. 4);
-- `plot_correlation_heatmap`: metrics x human aspects;
+- `plot_correlation_heatmaps`: metrics x human aspects, one panel per correlation coefficient;
 - `plot_score_distributions`: per-story score distributions per system, human first (dHM Fig. 12).
 """
 
@@ -49,7 +49,9 @@ def save_figure(fig: Any, stem: Path) -> Path:
     return png
 
 
-def plot_accuracy_by_gap(by_gap: dict[str, list[dict[str, Any]]], stem: Path, *, normalised: bool = True) -> Path:
+def plot_accuracy_by_gap(
+    by_gap: dict[str, list[dict[str, Any]]], stem: Path, *, normalised: bool = True
+) -> Path:
     """Lines of accuracy per gap bucket (x: buckets with their pair counts), dashed 0.5 = coin flip."""
     plt = _pyplot()
     metrics = list(by_gap)
@@ -86,39 +88,61 @@ def plot_beats_reference(data: dict[str, dict[str, dict[str, Any]]], stem: Path)
         vals = [data[j].get(s, {}).get("ratio", np.nan) for s in systems]
         color = HUMAN_COLOR if j == "human" else PALETTE[(i - ("human" in judges)) % len(PALETTE)]
         label = "people" if j == "human" else j
-        ax.bar(x + (i - (len(judges) - 1) / 2) * width, vals, width, label=label, color=color)
+        bars = ax.bar(x + (i - (len(judges) - 1) / 2) * width, vals, width, label=label, color=color)
+        ax.bar_label(bars, labels=["" if np.isnan(v) else f"{v:.2f}" for v in vals], fontsize=7, padding=1)
     ax.set_xticks(x, systems)
-    ax.set_ylim(0, 1)
+    ax.set_ylim(0, 1.08)
     ax.set_ylabel("share ranked above the reference")
     ax.set_title("Machine-beats-reference ratio")
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     return save_figure(fig, stem)
 
 
-def plot_correlation_heatmap(
-    matrix: np.ndarray, metrics: Sequence[str], aspects: Sequence[str], stem: Path, *, title: str
+def plot_correlation_heatmaps(
+    matrices: dict[str, np.ndarray], metrics: Sequence[str], aspects: Sequence[str], stem: Path, *, title: str
 ) -> Path:
-    """Heatmap of correlations (rows: metrics, columns: aspects), diverging colours fixed to [-1, 1]."""
+    """One heatmap panel per correlation (rows: metrics, columns: aspects), colours fixed to [-1, 1]."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(1.0 * len(aspects) + 2.8, 0.55 * len(metrics) + 1.6))
-    im = ax.imshow(matrix, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(aspects)), aspects, rotation=30, ha="right")
-    ax.set_yticks(range(len(metrics)), metrics)
-    for i in range(len(metrics)):
-        for j in range(len(aspects)):
-            v = matrix[i, j]
-            text = "n/a" if np.isnan(v) else f"{v:.2f}"
-            ax.text(j, i, text, ha="center", va="center", fontsize=8,
-                    color="white" if (not np.isnan(v) and abs(v) > 0.6) else "black")
-    ax.spines[:].set_visible(False)
-    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    ax.set_title(title)
+    k = len(matrices)
+    panel_w = 0.9 * len(aspects) + 1.0
+    fig, axes = plt.subplots(
+        1,
+        k,
+        figsize=(panel_w * k + 2.2, 0.5 * len(metrics) + 2.0),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
+    )
+    im = None
+    for ax, (name, matrix) in zip(axes[0], matrices.items(), strict=True):
+        im = ax.imshow(matrix, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        ax.set_xticks(range(len(aspects)), aspects, rotation=35, ha="right")
+        ax.set_yticks(range(len(metrics)), metrics)
+        for i in range(len(metrics)):
+            for j in range(len(aspects)):
+                v = matrix[i, j]
+                ax.text(
+                    j,
+                    i,
+                    "n/a" if np.isnan(v) else f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if (not np.isnan(v) and abs(v) > 0.6) else "black",
+                )
+        ax.spines[:].set_visible(False)
+        ax.set_title(name)
+    fig.colorbar(im, ax=list(axes[0]), fraction=0.03, pad=0.02)
+    fig.suptitle(title, fontsize=11)
     return save_figure(fig, stem)
 
 
-def plot_score_distributions(scores: dict[str, dict[str, np.ndarray]], stem: Path) -> Path:
-    """One panel per metric: box plots of per-story scores per system, the human stories first and grey."""
+def plot_score_distributions(
+    scores: dict[str, dict[str, np.ndarray]], stem: Path, *, lower_is_better: Sequence[str] = ()
+) -> Path:
+    """One panel per metric: box plots of per-story scores per system, the human stories first and grey
+    (whiskers at 1.5 IQR, outliers hidden); a panel title says when lower is better."""
     plt = _pyplot()
     metrics = list(scores)
     ncols = min(3, max(1, len(metrics)))
@@ -138,9 +162,9 @@ def plot_score_distributions(scores: dict[str, dict[str, np.ndarray]], stem: Pat
             patch.set_alpha(0.75)
         for med in bp["medians"]:
             med.set_color("black")
-        ax.set_title(m)
+        ax.set_title(f"{m} (lower is better)" if m in lower_is_better else m)
         ax.grid(axis="y", alpha=0.3)
-    for ax in list(axes.flat)[len(metrics):]:
+    for ax in list(axes.flat)[len(metrics) :]:
         ax.set_visible(False)
     fig.suptitle("Per-story scores by system", y=1.0)
     fig.tight_layout()
