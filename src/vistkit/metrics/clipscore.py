@@ -120,9 +120,8 @@ class ClipEncoder:
         torch = self._torch
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
-            enc = self.tokenizer(
-                chunk, padding=True, truncation=truncate, max_length=self.max_tokens, return_tensors="pt"
-            )
+            limit = {"truncation": True, "max_length": self.max_tokens} if truncate else {}
+            enc = self.tokenizer(chunk, padding=True, return_tensors="pt", **limit)
             if enc["input_ids"].shape[1] > self.max_tokens:
                 raise InputError(
                     f"a text is longer than CLIP's {self.max_tokens} tokens: {chunk[0][:60]!r}..."
