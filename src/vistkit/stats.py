@@ -1,26 +1,25 @@
 """Bootstrap confidence intervals and paired significance tests over `Score` objects.
 
 Everything resamples *items*. When a metric provides per-item sufficient statistics (``Score.stats`` +
-``Score.corpus_from_stats``, e.g. sacreBLEU's n-gram counts) a resample recomputes the corpus score from the
-selected rows, so the corpus formula is applied exactly (Koehn 2004; sacreBLEU's design); otherwise the corpus
-score is the mean of the defined item scores and resampling is vectorised.
+``Score.corpus_from_stats``, e.g. sacreBLEU's n-gram counts) a resample recomputes the corpus score from
+the selected rows, so the corpus formula is applied exactly (Koehn 2004; sacreBLEU's design); otherwise
+the corpus score is the mean of the defined item scores and resampling is vectorised.
 
 Random draws follow sacreBLEU 2.x (``sacrebleu/significance.py``) call for call:
-``numpy.random.default_rng(seed)`` then ``rng.choice(n, size=(B, n))`` for the bootstrap and ``rng.integers(2,
-size=(B, n), dtype=bool)`` for approximate randomisation, so with the same seed and sample count our p-values
-equal sacreBLEU's on BLEU.
+``numpy.random.default_rng(seed)`` then ``rng.choice(n, size=(B, n))`` for the bootstrap and
+``rng.integers(2, size=(B, n), dtype=bool)`` for approximate randomisation, so with the same seed and
+sample count our p-values equal sacreBLEU's on BLEU.
 
-- Confidence intervals: percentile bootstrap ``[q(alpha/2), q(1 - alpha/2)]`` of the resampled corpus scores.
-  sacreBLEU instead prints ``mean +- half`` with ``half`` = half the width of its 2.5/97.5 order statistics
-  (``estimate_ci``), a symmetric interval around the bootstrap mean; we report the percentile interval itself
-  because it stays inside the metric's range and is what ``--confidence`` asks for.
+- Confidence intervals: percentile bootstrap ``[q(alpha/2), q(1 - alpha/2)]`` of the resampled corpus
+  scores. sacreBLEU instead prints ``mean +- half`` with ``half`` = half the width of its 2.5/97.5 order
+  statistics (``estimate_ci``), a symmetric interval around the bootstrap mean; we report the percentile
+  interval itself because it stays inside the metric's range and is what ``--confidence`` asks for.
 - Paired bootstrap (Koehn 2004, as in Moses' ``bootstrap-hypothesis-difference-significance.pl`` and
   sacreBLEU's ``paired_bs``): two-sided, ``p = (#{|d*_b| - mean|d*| > |d|} + 1) / (B + 1)`` where ``d*_b``
   is the difference of the two systems on the b-th common resample and ``d`` the observed difference.
-- Approximate randomisation (Riezler & Maxwell 2005; sacreBLEU's ``paired_ar``, after multeval): every item's
-  statistics are swapped between the systems with probability 1/2,
-  ``p = (#{|s(A*) - s(B*)| > |d|} + 1) / (B + 1)``. Both p-values are 1.0 when the systems score the same
-  (see `_p_value`).
+- Approximate randomisation (Riezler & Maxwell 2005; sacreBLEU's ``paired_ar``, after multeval): every
+  item's statistics are swapped between the systems with probability 1/2, ``p = (#{|s(A*) - s(B*)| > |d|}
+  + 1) / (B + 1)``. Both p-values are 1.0 when the systems score the same (see `_p_value`).
 """
 
 from __future__ import annotations
@@ -86,7 +85,8 @@ def _resampled(score: Score, idx: np.ndarray) -> np.ndarray:
 
 
 def _p_value(null_stats: np.ndarray, observed: float) -> float:
-    """``(#{null > observed} + 1) / (B + 1)`` (multeval / sacreBLEU), but 1.0 when the systems score the same.
+    """``(#{null > observed} + 1) / (B + 1)`` (multeval / sacreBLEU), but 1.0 when the systems score the
+    same.
 
     sacreBLEU and multeval count strictly greater null statistics, so two identical systems (every null
     statistic and the observed difference are 0) get the smallest p-value, 1/(B+1). We return 1.0 there: a
@@ -168,8 +168,8 @@ class PairedResult:
 def pair_up(baseline: Score, system: Score) -> tuple[Score, Score]:
     """Both scores restricted to the items they share (baseline order).
 
-    For metrics scored as a mean of item scores an item left undefined (NaN) by either system is dropped too,
-    so both means run over the same items.
+    For metrics scored as a mean of item scores an item left undefined (NaN) by either system is dropped
+    too, so both means run over the same items.
     """
     if baseline.metric != system.metric:
         raise InputError(f"cannot pair {baseline.metric} with {system.metric}: compare one metric at a time")
@@ -248,7 +248,8 @@ def paired_test(
     n_samples: int | None = None,
     seed: int | None = DEFAULT_SEED,
 ) -> PairedResult:
-    """``test="bs"`` (paired bootstrap) or ``"ar"`` (approximate randomisation) of ``system`` vs ``baseline``.
+    """``test="bs"`` (paired bootstrap) or ``"ar"`` (approximate randomisation) of ``system`` vs
+    ``baseline``.
     """
     if test not in DEFAULT_SAMPLES:
         raise InputError(
@@ -268,3 +269,98 @@ def significance_mark(
         if p_value < level:
             return mark
     return ""
+
+
+# ------------------------------------------------------------------------------------------------ comparisons
+@dataclass(frozen=True)
+class SystemResult:
+    """One system on one metric, on the items every compared system shares."""
+
+    score: float
+    ci: ConfidenceInterval
+    paired: PairedResult | None  # None for the baseline itself
+
+    @property
+    def mark(self) -> str:
+        return significance_mark(self.paired.p_value) if self.paired is not None else ""
+
+
+@dataclass
+class Comparison:
+    """Systems x metrics with CIs and paired tests against ``baseline``."""
+
+    systems: list[str]
+    metrics: list[str]
+    baseline: str
+    test: str
+    n_samples: int
+    confidence: float
+    n_bootstrap: int
+    seed: int | None
+    results: dict[str, dict[str, SystemResult]]  # system -> metric -> result
+    signatures: dict[str, str]  # metric -> signature (of the baseline's run)
+    n_items: dict[str, int]  # metric -> shared items
+    dropped: dict[str, dict[str, int]]  # metric -> system -> items it had that were not shared
+
+
+def compare_scores(
+    scores: dict[str, dict[str, Score]],
+    *,
+    baseline: str | None = None,
+    test: str = "bs",
+    n_samples: int | None = None,
+    confidence: float = 0.95,
+    n_bootstrap: int = 1000,
+    seed: int | None = DEFAULT_SEED,
+) -> Comparison:
+    """Compare systems (``scores[system][metric]``) on the items they all share, metric by metric.
+
+    Every system gets a bootstrap CI; every system but the baseline (the first, unless named) gets a
+    paired test against it. Items not scored for every system are dropped and counted in ``dropped``.
+    """
+    systems = list(scores)
+    if len(systems) < 2:
+        raise InputError("compare needs at least two systems")
+    base = systems[0] if baseline is None else baseline
+    if base not in scores:
+        raise InputError(f"--baseline {base!r} is not one of the systems: {', '.join(systems)}")
+    metrics = list(scores[base])
+    if test not in DEFAULT_SAMPLES:
+        raise InputError(
+            f"unknown test {test!r}: use bs (paired bootstrap) or ar (approximate randomisation)"
+        )
+    n = n_samples if n_samples is not None else DEFAULT_SAMPLES[test]
+    results: dict[str, dict[str, SystemResult]] = {s: {} for s in systems}
+    n_items: dict[str, int] = {}
+    dropped: dict[str, dict[str, int]] = {}
+    for metric in metrics:
+        shared = set(scores[base][metric].item_ids)
+        for s in systems:
+            shared &= set(scores[s][metric].item_ids)
+        common = [k for k in scores[base][metric].item_ids if k in shared]
+        if not common:
+            raise InputError(f"{metric}: the systems share no scored item (check --key and the files)")
+        n_items[metric] = len(common)
+        dropped[metric] = {s: len(scores[s][metric].item_ids) - len(common) for s in systems}
+        restricted = {s: subset(scores[s][metric], common) for s in systems}
+        for s in systems:
+            r = restricted[s]
+            ci = bootstrap_ci(r, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
+            paired = (
+                None if s == base else paired_test(restricted[base], r, test=test, n_samples=n, seed=seed)
+            )
+            results[s][metric] = SystemResult(r.corpus, ci, paired)
+    return Comparison(
+        systems=systems,
+        metrics=metrics,
+        baseline=base,
+        test=test,
+        n_samples=n,
+        confidence=confidence,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        results=results,
+        signatures={m: scores[base][m].signature for m in metrics},
+        n_items=n_items,
+        dropped=dropped,
+    )

@@ -1,0 +1,169 @@
+"""``vistkit compare``: several systems x metrics in one table, with bootstrap CIs and significance marks.
+
+Every system is scored like ``vistkit score`` (same metric objects, so a model loads once), restricted to the
+items all systems share (the rest are counted and reported), and tested against the baseline system (the
+first, or ``--baseline NAME``) by paired bootstrap (default) or approximate randomisation (`vistkit.stats`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.data.story import Keying
+from vistkit.errors import InputError
+from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
+from vistkit.stats import DEFAULT_SEED, Comparison
+
+TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomisation"}
+
+
+def system_names(paths: list[Path], names: list[str]) -> list[str]:
+    """``--name`` values, else file stems (made unique with a counter)."""
+    if names and len(names) != len(paths):
+        raise InputError(f"give one --name per system file ({len(paths)} files, {len(names)} names)")
+    raw = names or [p.name.split(".")[0] or p.name for p in paths]
+    out: list[str] = []
+    for name in raw:
+        candidate, k = name, 2
+        while candidate in out:
+            candidate, k = f"{name}-{k}", k + 1
+        out.append(candidate)
+    return out
+
+
+def comparison_payload(c: Comparison) -> dict[str, Any]:
+    """The stable JSON form of a comparison."""
+    return {
+        "baseline": c.baseline,
+        "test": c.test,
+        "n_samples": c.n_samples,
+        "confidence": c.confidence,
+        "n_bootstrap": c.n_bootstrap,
+        "seed": c.seed,
+        "systems": c.systems,
+        "metrics": {
+            m: {"signature": c.signatures[m], "n_items": c.n_items[m], "dropped": c.dropped[m]}
+            for m in c.metrics
+        },
+        "results": {
+            s: {
+                m: {
+                    "score": r.score,
+                    "ci": r.ci.as_list(),
+                    "p_value": r.paired.p_value if r.paired else None,
+                    "difference": r.paired.difference if r.paired else None,
+                    "mark": r.mark,
+                }
+                for m, r in c.results[s].items()
+            }
+            for s in c.systems
+        },
+    }
+
+
+def render_comparison(c: Comparison, fmt: OutputFormat) -> str:
+    """One systems x metrics table: ``score [lo, hi]`` plus ``*`` (p < 0.05) / ``**`` (p < 0.01)."""
+    if fmt is OutputFormat.JSON:
+        return dumps_json(comparison_payload(c))
+    if fmt is OutputFormat.CSV:
+        columns = ["system", "metric", "score", "ci_low", "ci_high", "p_value", "mark", "n_items"]
+        rows: list[list[Any]] = []
+        for s in c.systems:
+            for m in c.metrics:
+                r = c.results[s][m]
+                p = r.paired.p_value if r.paired else None
+                rows.append([s, m, r.score, r.ci.low, r.ci.high, p, r.mark, c.n_items[m]])
+        return render_table(columns, rows, fmt)
+    columns = ["system", *c.metrics]
+    table: list[list[Any]] = []
+    for s in c.systems:
+        cells: list[Any] = [s + (" (baseline)" if s == c.baseline else "")]
+        for m in c.metrics:
+            r = c.results[s][m]
+            cells.append(f"{fmt_number(r.score)} [{fmt_number(r.ci.low)}, {fmt_number(r.ci.high)}]{r.mark}")
+        table.append(cells)
+    level = f"{c.confidence:.0%}".replace("%", "% CI")
+    notes = [
+        f"[lo, hi]: {level} percentile bootstrap, {c.n_bootstrap} resamples of items, seed {c.seed}",
+        f"* p < 0.05, ** p < 0.01 against {c.baseline} ({TEST_NAMES[c.test]}, {c.n_samples} samples)",
+    ]
+    for m in c.metrics:
+        lost = {s: k for s, k in c.dropped[m].items() if k}
+        extra = f"; not shared, left out: {', '.join(f'{s} {k}' for s, k in lost.items())}" if lost else ""
+        notes.append(f"{m}: {c.n_items[m]} items{extra}; {c.signatures[m]}")
+    if fmt is OutputFormat.TEXT:  # notes under the table, not squeezed into its width
+        return render_table(columns, table, fmt, title="vistkit compare") + "\n".join(notes) + "\n"
+    return render_table(columns, table, fmt, title="vistkit compare", caption="\n".join(notes))
+
+
+@app.command()
+def compare(
+    systems: list[Path] = typer.Argument(..., help="Two or more system story files (any VIST format)."),
+    metrics: list[str] = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated."),
+    references: Path | None = typer.Option(None, "--references", "-r", help="Reference (human) stories."),
+    baseline: str | None = typer.Option(
+        None, "--baseline", "-b", help="System the others are tested against (default: the first)."
+    ),
+    names: list[str] = typer.Option(
+        [], "--name", help="Display name per system file, in order (repeatable)."
+    ),
+    test: str = typer.Option("bs", "--test", help="bs: paired bootstrap; ar: approximate randomisation."),
+    n_samples: int | None = typer.Option(
+        None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar)."
+    ),
+    confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the intervals."),
+    n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for the intervals."),
+    seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Random seed (sacreBLEU's default 12345)."),
+    template: Path | None = typer.Option(
+        None, "--template", help="Challenge template: score only its sequences, require a story for each."
+    ),
+    key: Keying | None = typer.Option(
+        None, "--key", "-k", help="Match stories by story, sequence or album (default: sequence if known)."
+    ),
+    fmt: OutputFormat = FormatOption,
+    hyp_format: str | None = typer.Option(None, "--hyp-format", help="Force the system files' format."),
+    ref_format: str | None = typer.Option(None, "--ref-format", help="Force the reference file format."),
+    hyp_field: str = typer.Option("text", "--hyp-field", help="Storylet field holding the story."),
+    option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    reference_absent: bool = typer.Option(
+        False, "--reference-absent", help="Remove each scored story from its own references (Vrank Eq. 3)."
+    ),
+) -> None:
+    """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
+    from vistkit.commands.score import build_metrics, parse_metric_options, score_all
+    from vistkit.data.readers import read_stories, read_template
+    from vistkit.stats import compare_scores
+
+    if len(systems) < 2:
+        raise InputError("compare needs at least two system files")
+    if test not in TEST_NAMES:
+        raise InputError(f"--test {test!r}: use bs (paired bootstrap) or ar (approximate randomisation)")
+    labels = system_names(systems, names)
+    if baseline is not None and baseline not in labels:
+        raise InputError(f"--baseline {baseline!r} is not one of the systems: {', '.join(labels)}")
+    metric_names = parse_metric_names(metrics)
+    if not metric_names:
+        raise InputError("give at least one metric: --metrics sacrebleu,bertscore")
+    built = build_metrics(metric_names, {}, parse_metric_options(option))
+    refs = read_stories(references, format=ref_format) if references is not None else None
+    seqs = read_template(template) if template is not None else None
+    scores: dict[str, dict[str, Any]] = {}
+    for label, path in zip(labels, systems, strict=True):
+        hyps = read_stories(path, format=hyp_format, field=hyp_field)
+        results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+        scores[label] = {r.metric: r for r in results}
+    comparison = compare_scores(
+        scores,
+        baseline=baseline,
+        test=test,
+        n_samples=n_samples,
+        confidence=confidence,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+    )
+    echo(render_comparison(comparison, fmt))
