@@ -1,0 +1,180 @@
+"""RoViST-VG: noun extraction, the log-sum-exp score (hand-computed), GloVe/IDF loading, and the whole path with a
+tiny random ViT + projection checkpoint (saved as a legacy .pth.tar, loaded only when trusted) compared with the
+same weights run through transformers' own ViT image processor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vistkit.data.story import Story, StorySet
+from vistkit.errors import InputError, MissingDependencyError
+
+pytest.importorskip("spacy")
+
+from vistkit.metrics import rovist_vg as vg  # noqa: E402
+
+PHOTOS = {"401": "chelsea", "402": "coffee", "403": "horse"}  # scikit-image CC0 photos
+TINY_VIT = {
+    "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37,
+    "image_size": 32, "patch_size": 8,
+}
+
+
+def test_log_sum_exp_hand_computed():
+    # x = idf * recall = [1.0, 0.2]; log(e^1 + e^0.2)
+    assert vg.log_sum_exp_score([0.5, 0.2], [2.0, 1.0]) == pytest.approx(math.log(math.e + math.exp(0.2)))
+    assert vg.log_sum_exp_score([0.5, 0.2], [2.0, 1.0], aggregate="sum") == pytest.approx(1.2)
+    assert vg.log_sum_exp_score([0.5, 0.2], [2.0, 1.0], aggregate="mean") == pytest.approx(0.6)
+    # one noun: the score is its weighted recall
+    assert vg.log_sum_exp_score([0.3], [1.5]) == pytest.approx(0.45)
+
+
+def test_sentence_nouns_spacy_tagger():
+    nouns = vg.sentence_nouns("i saw the dog and the dog saw the cats in the park .", tagger="spacy")
+    assert nouns == ["dog", "cats", "park"]  # distinct per sentence, 'i' never a noun
+    assert "male" in vg.sentence_nouns("the [male] waved at the crowd .", tagger="spacy")
+
+
+def test_story_nouns_keep_repeats_across_sentences():
+    nouns = vg.story_nouns(["the dog ran .", "the dog sat ."], tagger="spacy")
+    assert nouns == ["dog", "dog"]
+
+
+def test_load_glove_text_and_word2vec(tmp_path: Path):
+    p = tmp_path / "g.txt"
+    p.write_text("the 0.1 0.2\nunk 0.0 -1.0\n")
+    g = vg.load_glove(p)
+    assert g["the"].tolist() == pytest.approx([0.1, 0.2]) and g["unk"].tolist() == [0.0, -1.0]
+    w2v = tmp_path / "g.w2v"
+    w2v.write_text("2 2\nthe 0.1 0.2\nunk 0.0 -1.0\n")
+    assert set(vg.load_glove(w2v)) == {"the", "unk"}
+    (tmp_path / "nounk.txt").write_text("the 0.1 0.2\n")
+    with pytest.raises(InputError, match="unk"):
+        vg.load_glove(tmp_path / "nounk.txt")
+    with pytest.raises(MissingDependencyError, match="glove.6B.300d.txt"):
+        vg.load_glove(tmp_path / "absent.txt")
+
+
+def test_idf_pickle_needs_trust(tmp_path: Path):
+    import pickle
+
+    p = tmp_path / "idf_dict.pkl"
+    p.write_bytes(pickle.dumps({"dog": 2.0}))
+    with pytest.raises(InputError, match="pickle"):
+        vg.load_idf(p)
+    assert vg.load_idf(p, trust=True) == {"dog": 2.0}
+    j = tmp_path / "idf.json"
+    j.write_text('{"dog": 2.5}')
+    assert vg.load_idf(j) == {"dog": 2.5}
+
+
+# ------------------------------------------------------------------------------------------------ whole path
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    skdata = pytest.importorskip("skimage.data")
+    from PIL import Image
+    from transformers import ViTConfig, ViTModel
+
+    root = tmp_path_factory.mktemp("rovist")
+    torch.manual_seed(3)
+    vit = ViTModel(ViTConfig(**TINY_VIT), add_pooling_layer=True)
+    state = {f"image_encoder.image_model.{k}": v for k, v in vit.state_dict().items()}
+    state["image_encoder.linear.weight"] = torch.randn(24, 32) * 0.2
+    state["image_encoder.linear.bias"] = torch.randn(24) * 0.1
+    state["text_encoder.linear.weight"] = torch.randn(24, 50) * 0.2
+    state["text_encoder.linear.bias"] = torch.randn(24) * 0.1
+    ckpt = root / "r2p_model_epoch2.pth.tar"
+    torch.save({"model": state, "opt": argparse.Namespace(joint_emb_dim=24)}, ckpt)
+
+    rng = np.random.default_rng(0)
+    words = ["cat", "coffee", "cup", "horse", "field", "unk"]
+    glove = root / "glove.tiny.50d.txt"
+    glove.write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in rng.normal(size=50)) + "\n" for w in words))
+    idf = root / "idf.json"
+    idf.write_text(json.dumps({"cat": 2.0, "coffee": 1.5, "cup": 1.2, "horse": 3.0, "field": 0.7, "grass": 1.0}))
+    photos = root / "photos"
+    photos.mkdir()
+    for pid, name in PHOTOS.items():
+        Image.fromarray(getattr(skdata, name)()).convert("RGB").save(photos / f"{pid}.jpg")
+    regions = root / "vist_entities.csv"
+    rows = ["image_id,bbox"] + [f'{pid},"[{5 * k}, {4 * k}, {60 + 5 * k}, {50 + 4 * k}]"' for pid in PHOTOS
+                                for k in range(11)]
+    regions.write_text("\n".join(rows) + "\n")
+    return {"ckpt": ckpt, "glove": glove, "idf": idf, "photos": photos, "regions": regions}
+
+
+def _reference(assets: dict[str, Path], nouns: list[str]) -> float:
+    """The official computation with transformers' ViTImageProcessor (the feature extractor the code uses)."""
+    import torch
+    from PIL import Image
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    from vistkit.images import read_regions
+
+    state = torch.load(assets["ckpt"], map_location="cpu", weights_only=False)["model"]
+    vit = ViTModel(ViTConfig(**TINY_VIT), add_pooling_layer=True)
+    vit.load_state_dict({k[len("image_encoder.image_model."):]: v for k, v in state.items()
+                         if k.startswith("image_encoder.image_model.")})
+    vit.eval()
+    # google/vit-base-patch16-224-in21k's preprocessor: resize (bilinear) to a square, rescale, mean=std=0.5
+    proc = ViTImageProcessor(size={"height": 32, "width": 32}, resample=2, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    glove = vg.load_glove(assets["glove"])
+    idf = json.loads(assets["idf"].read_text())
+    boxes = read_regions(assets["regions"])
+    with torch.no_grad():
+        t = torch.tensor(np.stack([glove.get(n, glove["unk"]) for n in nouns]))
+        t = torch.tanh(t @ state["text_encoder.linear.weight"].T + state["text_encoder.linear.bias"])
+        t = t / t.norm(dim=-1, keepdim=True)
+        per_photo = []
+        for pid in PHOTOS:
+            im = Image.open(assets["photos"] / f"{pid}.jpg").convert("RGB")
+            crops = [im.crop(b) for _, b in boxes[pid]][:10]
+            pooled = vit(**proc(images=crops, return_tensors="pt")).pooler_output
+            v = torch.tanh(pooled @ state["image_encoder.linear.weight"].T + state["image_encoder.linear.bias"])
+            v = v / v.norm(dim=-1, keepdim=True)
+            per_photo.append((t @ v.T).max(dim=1).values)
+        recall = torch.stack(per_photo).max(dim=0).values
+        x = recall * torch.tensor([idf[n] for n in nouns], dtype=torch.float32)
+        return float(torch.log(torch.exp(x).sum()))
+
+
+@pytest.mark.slow
+def test_whole_path_tiny_checkpoint(assets: dict[str, Path]):
+    stories = StorySet(
+        [
+            Story("a", "the cat sat in the field . a cup of coffee . the horse ate grass .", photo_ids=tuple(PHOTOS)),
+            Story("b", "it is what it is .", photo_ids=tuple(PHOTOS)),  # no noun
+            Story("c", "the zebra ran .", photo_ids=tuple(PHOTOS)),  # zebra has no IDF
+        ]
+    )
+    metric = vg.RovistVG(
+        checkpoint=assets["ckpt"], glove=assets["glove"], idf=assets["idf"], images=assets["photos"],
+        regions=assets["regions"], vit_config=TINY_VIT, tagger="spacy", trust_checkpoint=True,
+    )
+    res = metric.score(stories)
+    nouns = vg.story_nouns(["the cat sat in the field .", "a cup of coffee .", "the horse ate grass ."],
+                           tagger="spacy")
+    assert sorted(nouns) == ["cat", "coffee", "cup", "field", "grass", "horse"]
+    # 'grass' is not in the tiny GloVe: it takes 'unk''s vector, as the official lookup does
+    assert res.item_scores[0] == pytest.approx(_reference(assets, nouns), abs=1e-5)
+    assert "no noun" in res.excluded["b"] and "zebra" in res.excluded["c"]
+    assert math.isnan(res.item_scores[1]) and math.isnan(res.item_scores[2])
+    assert "agg:log_sum_exp" in res.signature and "pos:spacy-" in res.signature and "ckpt:" in res.signature
+
+
+def test_checkpoint_needs_trust(assets: dict[str, Path]):
+    with pytest.raises(InputError, match="pickle-based"):
+        vg.RovistVG(checkpoint=assets["ckpt"], glove=assets["glove"], idf=assets["idf"], vit_config=TINY_VIT)
+
+
+def test_missing_checkpoint_message(tmp_path: Path):
+    with pytest.raises(MissingDependencyError, match="r2p_model_epoch2.pth.tar"):
+        vg.RovistVG(checkpoint=tmp_path / "r2p_model_epoch2.pth.tar")
