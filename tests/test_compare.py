@@ -281,3 +281,59 @@ def test_compare_with_reference_absent_on_human_stories(tmp_path: Path, capsys) 
     scores = [payload["results"][s]["sacrebleu"]["score"] for s in ("first", "second")]
     assert all(s < 100.0 for s in scores)
     assert np.isfinite(scores).all()
+
+
+# ------------------------------------------------------------------------------ vistkit score --confidence
+def test_score_confidence_intervals_follow_sacrebleus_bootstrap(
+    files: dict[str, Path], capsys, monkeypatch
+) -> None:
+    """``vistkit score --confidence 0.9``: the percentiles of sacreBLEU's own bootstrap draws (seed 12345)."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import _bootstrap_resample
+
+    monkeypatch.setenv("SACREBLEU_SEED", "12345")
+    code, out, err = run(
+        [
+            "score",
+            str(files["mid"]),
+            "-r",
+            str(files["refs"]),
+            "-m",
+            "sacrebleu",
+            "--confidence",
+            "0.9",
+            "-f",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    lo, hi = json.loads(out)["ci"]["sacrebleu"]
+    refs, systems = make_data()
+    grouped: dict[str, list[str]] = {}
+    for r in refs:
+        grouped.setdefault(r.sequence, []).append(r.text)
+    bleu = BLEU()
+    bl_stats = bleu._extract_corpus_statistics(
+        [s.text for s in systems["mid"]], streams([grouped[s.sequence] for s in systems["mid"]])
+    )
+    _, draws = _bootstrap_resample(bl_stats, bleu, 1000)
+    expected = np.quantile([d.score for d in draws], [0.05, 0.95])
+    assert (lo, hi) == pytest.approx(tuple(expected), rel=1e-6)
+    code, out, _ = run(
+        [
+            "score",
+            str(files["mid"]),
+            "-r",
+            str(files["refs"]),
+            "-m",
+            "sacrebleu",
+            "--confidence",
+            "0.9",
+            "-f",
+            "csv",
+        ],
+        capsys,
+    )
+    header = out.splitlines()[0].split(",")
+    assert header[:4] == ["metric", "score", "ci_low", "ci_high"]

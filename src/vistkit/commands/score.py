@@ -120,7 +120,14 @@ def write_per_item(path: Path, results: list[Score]) -> None:
             w.writerow(row)
 
 
-def render_scores(results: list[Score], fmt: OutputFormat, *, extra: dict[str, Any] | None = None) -> str:
+def render_scores(
+    results: list[Score],
+    fmt: OutputFormat,
+    *,
+    extra: dict[str, Any] | None = None,
+    cis: dict[str, tuple[float, float]] | None = None,
+) -> str:
+    """``cis`` (metric -> (low, high)) adds CI columns / a JSON ``"ci"`` field."""
     if fmt is OutputFormat.JSON:
         payload: dict[str, Any] = {
             "scores": {r.metric: r.corpus for r in results},
@@ -130,6 +137,8 @@ def render_scores(results: list[Score], fmt: OutputFormat, *, extra: dict[str, A
             "excluded": {r.metric: r.excluded for r in results if r.excluded},
             "details": {r.metric: r.extra for r in results if r.extra},
         }
+        if cis:
+            payload["ci"] = {m: list(v) for m, v in cis.items()}
         if extra:
             payload.update(extra)
         return dumps_json(payload)
@@ -137,6 +146,10 @@ def render_scores(results: list[Score], fmt: OutputFormat, *, extra: dict[str, A
     rows: list[list[Any]] = [
         [r.metric, r.corpus, r.n, r.keying.value if r.keying else ""] for r in results
     ]
+    if cis:
+        columns[2:2] = ["ci_low", "ci_high"]
+        for row, r in zip(rows, results, strict=True):
+            row[2:2] = list(cis.get(r.metric, (math.nan, math.nan)))
     caption = "\n".join(f"{r.metric}: {r.signature}" for r in results)
     if fmt is OutputFormat.TEXT:
         notes = [
@@ -173,6 +186,11 @@ def score(
     reference_absent: bool = typer.Option(
         False, "--reference-absent", help="Remove the scored story from its own references (Vrank Eq. 3)."
     ),
+    confidence: float | None = typer.Option(
+        None, "--confidence", help="Add bootstrap confidence intervals at this level (e.g. 0.95)."
+    ),
+    n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for --confidence."),
+    seed: int = typer.Option(12345, "--seed", help="Random seed of the bootstrap (sacreBLEU's default)."),
 ) -> None:
     """Score HYPOTHESES with the given metrics and print one table (or JSON/CSV/LaTeX)."""
     from vistkit.data.readers import read_stories, read_template
@@ -187,4 +205,12 @@ def score(
     results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
     if per_item is not None:
         write_per_item(per_item, results)
-    echo(render_scores(results, fmt))
+    cis = None
+    if confidence is not None:
+        from vistkit.stats import bootstrap_ci
+
+        cis = {}
+        for r in results:
+            ci = bootstrap_ci(r, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
+            cis[r.metric] = (ci.low, ci.high)
+    echo(render_scores(results, fmt, cis=cis))
