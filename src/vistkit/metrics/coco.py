@@ -147,7 +147,7 @@ class CocoInputs:
 
 
 _INPUTS_CACHE: OrderedDict[tuple[tuple[str, ...], tuple[tuple[str, ...], ...]], CocoInputs] = OrderedDict()
-_INPUTS_CACHE_SIZE = 8
+_INPUTS_CACHE_SIZE = 2  # a run scores one set with several metrics; tables are tens of MB
 
 
 def coco_inputs(items: Sequence[Item]) -> CocoInputs:
