@@ -1,0 +1,213 @@
+"""dHM end to end: score human and model stories on G, C, R, then the human-model distances.
+
+The official pipeline (akskuchi/dHM-visual-storytelling) runs three scripts (GROOViST for G, ``eval_C_R.py``
+for C and R) and ``dHM.py`` on their outputs. Here `compute_dhm` does all of it from two story sets matched by
+story id, and says which stories were left out and why: the official code drops them silently (e.g. the 156 VIST
+test human stories written without sentence punctuation, which Punkt cannot split, so C and R are undefined).
+
+Per story, with ``X`` one of the chosen dimensions (default G, C, R; tanh applied to raw GROOViST as dHM does):
+
+    d_X(s) = |X_human(s) - X_model(s)|,   dHM(s) = mean over the chosen X of d_X(s)
+
+and the reported dX and dHM are means over the stories defined on every chosen dimension on both sides (with all
+three dimensions this is exactly ``dHM.py``; `vistkit.distance.dhm_distance` computes the same from score files).
+
+Sentences: ``sentences="split"`` (default) splits every story with NLTK 3.8.1 Punkt as the official scripts do;
+``sentences="source"`` uses the sentences the reader knows (the five VIST storylets of SIS/PR-VIST files) for the
+metrics that accept it, and Punkt for the stories (or metrics) that have none; the result's ``notes`` say which
+was used where.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from vistkit.data.story import Keying, StorySet
+from vistkit.errors import InputError, MissingDependencyError
+from vistkit.metrics.base import Metric, Score, get_metric_class
+
+__all__ = ["DEFAULT_METRICS", "DIMENSIONS", "DhmDistance", "DhmResult", "compute_dhm", "distance_from_tables"]
+
+DIMENSIONS = ("G", "C", "R")
+DEFAULT_METRICS = {"G": "groovist", "C": "dhm-c", "R": "rovist-nr"}
+_NAMES = {"G": "grounding", "C": "coherence", "R": "non-redundancy"}
+
+
+@dataclass(frozen=True)
+class DhmDistance:
+    """Mean per-story distances over ``n`` stories for the chosen dimensions (``d["G"]`` = dG, ...)."""
+
+    dimensions: tuple[str, ...]
+    d: dict[str, float]
+    dHM: float
+    n: int
+    tanh_g: bool = True
+    per_story: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"dG", "dC", "dR", "dHM", "n"}`` (only the chosen dimensions), full precision."""
+        return {**{f"d{k}": v for k, v in self.d.items()}, "dHM": self.dHM, "n": self.n}
+
+
+class DhmResult(NamedTuple):
+    """``(tables, excluded, distance, notes)``.
+
+    - ``tables[side][dim][story_id]``: the raw metric value (``side`` = ``"human"``/``"model"``; NaN = undefined);
+    - ``excluded[story_id]``: why the story is not in the distance (every reason, ``;``-joined);
+    - ``distance``: `DhmDistance`;
+    - ``notes``: metrics, signatures and sentence sources used (one line each).
+    """
+
+    tables: dict[str, dict[str, dict[str, float]]]
+    excluded: dict[str, str]
+    distance: DhmDistance
+    notes: list[str]
+
+
+def distance_from_tables(
+    human: Mapping[str, Mapping[str, float]],
+    model: Mapping[str, Mapping[str, float]],
+    *,
+    dimensions: Sequence[str] = DIMENSIONS,
+    tanh_g: bool = True,
+) -> DhmDistance:
+    """dX and dHM from ``{dim: {story_id: value}}`` tables, over the ids defined (not NaN) in all of them."""
+    dims = tuple(dimensions)
+    ids: set[str] | None = None
+    for side in (human, model):
+        for dim in dims:
+            defined = {s for s, v in side.get(dim, {}).items() if v is not None and not math.isnan(v)}
+            ids = defined if ids is None else ids & defined
+    order = sorted(ids or set(), key=lambda s: (0, int(s)) if s.isdigit() else (1, s))
+    if not order:
+        raise InputError(
+            f"no story has all {2 * len(dims)} scores (human and model {', '.join(dims)}); check that both story "
+            "files use the same story ids"
+        )
+    per: dict[str, np.ndarray] = {}
+    for dim in dims:
+        h = np.array([human[dim][s] for s in order], dtype=float)
+        m = np.array([model[dim][s] for s in order], dtype=float)
+        if dim == "G" and tanh_g:
+            h, m = np.tanh(h), np.tanh(m)
+        per[dim] = np.abs(h - m)
+    hm = np.mean(np.stack([per[d] for d in dims]), axis=0)
+    per_story = {s: {**{d: float(per[d][i]) for d in dims}, "HM": float(hm[i])} for i, s in enumerate(order)}
+    return DhmDistance(
+        dimensions=dims,
+        d={d: float(per[d].mean()) for d in dims},
+        dHM=float(hm.mean()),
+        n=len(order),
+        tanh_g=tanh_g,
+        per_story=per_story,
+    )
+
+
+def _parse_dimensions(dimensions: str | Sequence[str]) -> tuple[str, ...]:
+    items = dimensions.split(",") if isinstance(dimensions, str) else list(dimensions)
+    dims = tuple(dict.fromkeys(d.strip().upper() for d in items if d.strip()))
+    bad = [d for d in dims if d not in DIMENSIONS]
+    if bad or not dims:
+        raise InputError(f"dimensions must be a subset of G,C,R (e.g. C,R), not {','.join(items)!r}")
+    return tuple(d for d in DIMENSIONS if d in dims)
+
+
+def _build_metric(dim: str, spec: str | Metric, options: Mapping[str, Any], dims: tuple[str, ...]) -> Metric:
+    if isinstance(spec, Metric):
+        return spec
+    cls = get_metric_class(spec)
+    params = inspect.signature(cls.__init__).parameters
+    accepted = {k: v for k, v in options.items() if k in params and v is not None}
+    try:
+        return cls(**accepted)
+    except MissingDependencyError as exc:
+        others = ",".join(d for d in dims if d != dim) or "C,R"
+        raise MissingDependencyError(
+            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or leave it out with "
+            f"--dimensions {others})"
+        ) from None
+
+
+def _accepts(metric: Metric, option: str) -> bool:
+    return option in inspect.signature(type(metric).__init__).parameters
+
+
+def compute_dhm(
+    human: StorySet,
+    model: StorySet,
+    *,
+    c_metric: str | Metric = DEFAULT_METRICS["C"],
+    g_metric: str | Metric = DEFAULT_METRICS["G"],
+    r_metric: str | Metric = DEFAULT_METRICS["R"],
+    images: Any = None,
+    regions: Any = None,
+    photos: Any = None,
+    sentences: str = "split",
+    dimensions: str | Sequence[str] = DIMENSIONS,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> DhmResult:
+    """Score both story sets on the chosen dimensions and return tables, exclusions and the distance.
+
+    Stories are matched by story id. Metrics are registry names or ready `Metric` objects (e.g. a loaded
+    ``Groovist``); ``images``/``regions``/``photos`` go to the metrics that take them (G), ``sentences`` to the
+    metrics that take it, ``options[dim]`` to that dimension's metric. A dimension whose model is missing raises
+    `MissingDependencyError` with one sentence (and the ``dimensions`` subset that avoids it).
+    """
+    if sentences not in ("split", "source"):
+        raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
+    dims = _parse_dimensions(dimensions)
+    specs = {"G": g_metric, "C": c_metric, "R": r_metric}
+    shared = {"images": images, "regions": regions, "photos": photos, "sentences": sentences}
+    metrics: dict[str, Metric] = {}
+    for dim in dims:
+        opts = {**shared, **dict((options or {}).get(dim, {}))}
+        metrics[dim] = _build_metric(dim, specs[dim], opts, dims)
+
+    h_ids = {s.story_id for s in human}
+    m_ids = {s.story_id for s in model}
+    excluded_reasons: dict[str, list[str]] = {}
+    for sid in h_ids - m_ids:
+        excluded_reasons.setdefault(sid, []).append("no model story with this id")
+    for sid in m_ids - h_ids:
+        excluded_reasons.setdefault(sid, []).append("no human story with this id")
+    common = h_ids & m_ids
+    if not common:
+        raise InputError("the human and model story files share no story id (dHM matches stories by id)")
+    sides = {"human": human.filter(common, Keying.STORY), "model": model.filter(common, Keying.STORY)}
+
+    tables: dict[str, dict[str, dict[str, float]]] = {"human": {}, "model": {}}
+    notes: list[str] = []
+    for dim in dims:
+        metric = metrics[dim]
+        sent_note = "Punkt split (the metric has no sentence option)"
+        if _accepts(metric, "sentences"):
+            sent_note = f"sentences={getattr(metric, 'sentences', sentences)}"
+        for side, stories in sides.items():
+            score: Score = metric.score(stories, key=Keying.STORY)
+            values = dict(zip(score.item_ids, (float(v) for v in score.item_scores), strict=True))
+            tables[side][dim] = values
+            for sid, value in values.items():
+                if math.isnan(value):
+                    reason = score.excluded.get(sid, "undefined")
+                    excluded_reasons.setdefault(sid, []).append(f"{side} {dim} ({metric.name}): {reason}")
+            if side == "human":
+                notes.append(f"{dim}: {score.signature} [{sent_note}]")
+    if sentences == "source":
+        with_source = [s for s in sides["human"] if s.sentences is not None] + [
+            s for s in sides["model"] if s.sentences is not None
+        ]
+        total = len(sides["human"]) + len(sides["model"])
+        notes.append(
+            f"sentences: the source's for {len(with_source)} of {total} stories, Punkt split for the rest"
+        )
+    else:
+        notes.append("sentences: Punkt split (NLTK 3.8.1) for every story, as the official scripts")
+    distance = distance_from_tables(tables["human"], tables["model"], dimensions=dims)
+    excluded = {sid: "; ".join(r) for sid, r in sorted(excluded_reasons.items())}
+    return DhmResult(tables=tables, excluded=excluded, distance=distance, notes=notes)
