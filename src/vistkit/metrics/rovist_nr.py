@@ -215,7 +215,10 @@ class RovistNRJaccard(RovistNR):
         "Higher = less redundant.",
         signature_fields="variant (jaccard), sentence source, sentence splitter.",
         reproduces="Not an official number: the corrected definition. Equals rovist-nr on every story in "
-        "which no token shared by two compared sentences (or blocks) occurs twice in either of them.",
+        "which no token shared by two compared sentences (or blocks) occurs twice in either of them; on the "
+        "dHM stories that is rare (corpus means official -> jaccard: VIST human 0.9306 -> 0.9469, VIST LLaVA "
+        "0.8185 -> 0.9033, VWP human 0.8815 -> 0.9195, VWP LLaVA 0.8176 -> 0.8982), so the human-model gap "
+        "shrinks from 0.112 to 0.044 (VIST) and from 0.064 to 0.021 (VWP).",
         differences="Only the similarity differs from rovist-nr (official): the official numerator counts "
         "equal token PAIRS, so 'the the the' vs 'the' scores 3 / 1 = 3 there and 1 here; the official score "
         "can therefore drop below 0, this one cannot. Sentence split, the dropped last token, skipped empty "
