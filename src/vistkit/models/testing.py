@@ -40,7 +40,7 @@ TINY_ALBERT: dict[str, Any] = {
     "attention_probs_dropout_prob": 0.1,
     "max_position_embeddings": 64,
     "type_vocab_size": 2,
-    "initializer_range": 0.5,
+    "initializer_range": 0.2,
     "layer_norm_eps": 1e-12,
     "pad_token_id": 0,
     "bos_token_id": 2,
@@ -98,7 +98,7 @@ def make_tiny_sop_checkpoint(directory: str | Path, *, seed: int = 0, max_positi
 
     module = OfficialLike()
     with torch.no_grad():  # spread the head so probabilities differ visibly between pairs
-        module.linear.weight.mul_(20.0)
+        module.linear.weight.mul_(8.0)
     opt = argparse.Namespace(
         hidden_dim=cfg_dict["hidden_size"], dropout_prob=0.4, learning_rate=1e-5, batch_size=32
     )

@@ -1,0 +1,315 @@
+"""Coherence: RoViST-C, dHM-C (official code, need the official ALBERT checkpoint) and an offline default.
+
+- ``rovist-c`` (usydnlp/rovist ``scripts/coherence_scorer.py``; Wang et al. 2022, RoViST Sec. 3.2): sentences by
+  NLTK ``sent_tokenize``; for each *adjacent* pair (A, B): 0 when ``A.strip() == B.strip()`` (without the
+  model), else P(B follows A) from the SOP ALBERT classifier; the story score is the mean over pairs.
+  A one-sentence story has no pair (the official ``np.mean([])`` is NaN): excluded.
+- ``dhm-c`` (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``; Surikuchi et al. 2024): the same model,
+  but segment A is the *prefix*, all preceding sentences joined by one space. The identical-sentence rule
+  compares the prefix with the sentence, and on a match the prefix is *not* extended (the official ``continue``
+  skips ``prefix += ' ' + sentence``), so in practice it only fires while the story repeats its first sentence.
+  Stories whose input exceeds 512 tokens, or that have one sentence, are excluded (the official script catches
+  the exception and drops them).
+- ``coherence`` (vistkit's offline default): the dHM-C procedure with a small head over packaged MiniLM
+  sentence embeddings instead of ALBERT (`vistkit.models.coherence_head`), usable with no download.
+
+The official checkpoint ``sop_model_epoch4.pth.tar`` holds pickles: pass ``trust_checkpoint=True`` to read it,
+or convert it once (``vistkit models convert``) and pass the converted folder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Story
+from vistkit.errors import MissingDependencyError
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+
+SENT_SPLITTER = "punkt-nltk3.8.1"
+
+
+def split_sentences(text: str) -> list[str]:
+    """NLTK ``sent_tokenize`` (Punkt English, NLTK 3.8.1 behaviour), as both official scripts use."""
+    from vistkit.text.sentences import sent_tokenize
+
+    return list(sent_tokenize(text))
+
+
+def adjacent_pairs(sentences: Sequence[str]) -> list[tuple[str, str] | None]:
+    """RoViST-C pairs: ``(s_i, s_i+1)`` for each i, or ``None`` where the two are identical after strip."""
+    out: list[tuple[str, str] | None] = []
+    for a, b in zip(sentences, sentences[1:], strict=False):
+        out.append(None if a.strip() == b.strip() else (a, b))
+    return out
+
+
+def prefix_pairs(sentences: Sequence[str]) -> list[tuple[str, str] | None]:
+    """dHM-C pairs: ``(prefix, s_i)`` for i >= 1, ``None`` where the prefix equals the sentence after strip.
+
+    The prefix starts as ``s_0`` and grows by ``' ' + s_i`` only after a scored sentence (official behaviour).
+    """
+    if not sentences:
+        return []
+    prefix = sentences[0]
+    out: list[tuple[str, str] | None] = []
+    for sentence in sentences[1:]:
+        if prefix.strip() == sentence.strip():
+            out.append(None)
+            continue
+        out.append((prefix, sentence))
+        prefix += " " + sentence
+    return out
+
+
+def prefix_contexts(sentences: Sequence[str]) -> list[tuple[list[str], str] | None]:
+    """`prefix_pairs` with the prefix kept as its list of sentences (for the embedding model)."""
+    if not sentences:
+        return []
+    context = [sentences[0]]
+    out: list[tuple[list[str], str] | None] = []
+    for sentence in sentences[1:]:
+        if " ".join(context).strip() == sentence.strip():
+            out.append(None)
+            continue
+        out.append((list(context), sentence))
+        context.append(sentence)
+    return out
+
+
+def _checkpoint_missing(name: str) -> MissingDependencyError:
+    from vistkit.models.sop import CHECKPOINT_HELP
+
+    return MissingDependencyError(
+        f"{name} needs {CHECKPOINT_HELP}: pass model=PATH (the .pth.tar with trust_checkpoint=True, or its folder "
+        "converted by `vistkit models convert`); the offline metric `coherence` needs no download"
+    )
+
+
+_SOP_CARD_COMMON = (
+    "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]) from "
+    "sop_model_epoch4.pth.tar. Input per pair: `[CLS] A [SEP] B [SEP]`, token types 0 for A (+2) and 1 for B "
+    "(+1), no truncation. Sentences: NLTK sent_tokenize."
+)
+
+
+@register
+class RovistC(Metric):
+    """RoViST-C (official ``coherence_scorer.py``): mean SOP probability over adjacent sentence pairs."""
+
+    name: ClassVar[str] = "rovist-c"
+    context: ClassVar[str] = "adjacent"
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="RoViST coherence: mean probability that each sentence follows the previous one (ALBERT SOP).",
+        definition=(
+            "C = mean over adjacent sentence pairs (A, B) of P(B follows A); a pair with A.strip() == B.strip() "
+            "scores 0 without the model. " + _SOP_CARD_COMMON
+        ),
+        range="[0, 1], higher is more coherent; one-sentence stories are excluded (no pair).",
+        signature_fields="model (checkpoint name + SHA-256 prefix), context:adjacent, sentence splitter.",
+        reproduces="usydnlp/rovist scripts/coherence_scorer.py with the official checkpoint (exact up to float).",
+        differences=(
+            "The paper describes the same adjacent-pair mean; the identical-pair rule is only in the code. The "
+            "official script would crash on a pair longer than 512 tokens; here that story is excluded."
+        ),
+        citation="Wang et al. 2022, RoViST: Learning Robust Metrics for Visual Storytelling (Findings of NAACL).",
+    )
+
+    def __init__(
+        self,
+        *,
+        model: str | Path | None = None,
+        trust_checkpoint: bool = False,
+        config: Any = None,
+        tokenizer: Any = None,
+        device: str | None = None,
+        batch_size: int = 32,
+        cache: bool | str | Path = False,
+    ) -> None:
+        if model is None:
+            raise _checkpoint_missing(self.name)
+        from vistkit.models.sop import load_sop_model
+
+        self.model = load_sop_model(
+            model,
+            trust_checkpoint=trust_checkpoint,
+            config=config,
+            tokenizer=tokenizer,
+            device=device,
+            batch_size=batch_size,
+        )
+        self.model_name = Path(model).name
+        self.cache = _open_cache(cache)
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"model": f"rovist-sop-albert@{self.model.fingerprint}", "context": self.context, "sent": SENT_SPLITTER}
+
+    def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
+        return adjacent_pairs(sentences)
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        ids = [it.item_id for it in items]
+        plans = [self.story_pairs(split_sentences(it.hypothesis.text)) for it in items]
+        flat = [(k, p) for k, plan in enumerate(plans) for p in plan if p is not None]
+        probs = self._pair_probs([p for _, p in flat])
+        per_story: list[list[float]] = [[] for _ in items]
+        errors: dict[int, str] = {}
+        it_probs = iter(probs)
+        for k, plan in enumerate(plans):
+            for p in plan:
+                if p is None:
+                    per_story[k].append(0.0)
+                    continue
+                value, err = next(it_probs)
+                if err is not None:
+                    errors.setdefault(k, err)
+                per_story[k].append(value)
+        values: list[float] = []
+        excluded: dict[str, str] = {}
+        for k, scores in enumerate(per_story):
+            if k in errors:
+                excluded[ids[k]] = errors[k]
+                values.append(math.nan)
+            elif not scores:
+                excluded[ids[k]] = "fewer than two sentences (no sentence pair)"
+                values.append(math.nan)
+            else:
+                values.append(float(np.mean(scores)))
+        return mean_score(self.name, ids, values, signature, excluded=excluded)
+
+    def _pair_probs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, str | None]]:
+        from vistkit.models.runtime import content_key
+
+        namespace = "|".join(f"{k}:{v}" for k, v in self.signature_fields().items() if k != "sent")
+        keys = [content_key(namespace, a, b) for a, b in pairs]
+        known = self.cache.get_many(keys) if self.cache is not None else {}
+        todo = [i for i, key in enumerate(keys) if key not in known]
+        encoded = [self.model.encode(*pairs[i]) for i in todo]
+        fresh = self.model.pair_probs(encoded) if encoded else np.zeros(0)
+        out: list[tuple[float, str | None]] = [(known.get(key, math.nan), None) for key in keys]
+        store: dict[str, float] = {}
+        for j, i in enumerate(todo):
+            out[i] = (float(fresh[j]), encoded[j].error)
+            if encoded[j].error is None:
+                store[keys[i]] = float(fresh[j])
+        if self.cache is not None and store:
+            self.cache.put_many(store)
+        return out
+
+
+@register
+class DhmC(RovistC):
+    """dHM-C (official ``eval_C_R.py``): RoViST-C with all preceding sentences as segment A."""
+
+    name: ClassVar[str] = "dhm-c"
+    context: ClassVar[str] = "prefix"
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="dHM coherence: mean probability that each sentence follows all preceding ones (ALBERT SOP).",
+        definition=(
+            "C = mean over sentences i >= 2 of P(s_i follows prefix), prefix = s_1 ... s_i-1 joined by one space; "
+            "a sentence equal (after strip) to the prefix scores 0 and does not extend it. " + _SOP_CARD_COMMON
+        ),
+        range="[0, 1], higher is more coherent; one-sentence stories and inputs over 512 tokens are excluded.",
+        signature_fields="model (checkpoint name + SHA-256 prefix), context:prefix, sentence splitter.",
+        reproduces="akskuchi/dHM-visual-storytelling evaluate/eval_C_R.py (the data/scores/*/*_C.csv files).",
+        differences=(
+            "The dHM paper describes RoViST-C with the preceding context; the code's identical rule compares the "
+            "whole prefix, so it only catches a repeated first sentence. We follow the code."
+        ),
+        citation="Surikuchi et al. 2024, Not (yet) the whole story: Evaluating Visual Storytelling Requires More "
+        "than Measuring Coherence, Grounding, and Repetition (Findings of EMNLP).",
+    )
+
+    def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
+        return prefix_pairs(sentences)
+
+
+@register
+class Coherence(Metric):
+    """Offline default: the dHM-C procedure with a MiniLM-embedding sentence-order head shipped in vistkit."""
+
+    name: ClassVar[str] = "coherence"
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="Coherence with vistkit's offline model: mean P(each sentence follows its preceding sentences).",
+        definition=(
+            "The dHM-C procedure (prefix context, identical-prefix rule, mean over sentences 2..n) with "
+            "P(s_i follows s_1..s_i-1) from a small MLP over frozen all-MiniLM-L6-v2 sentence embeddings "
+            "(previous sentence, mean of the prefix, candidate), trained self-supervised on human VIST *val* "
+            "stories (swap / future / other-story / repeat negatives). See docs/models/coherence.md."
+        ),
+        range="[0, 1], higher is more coherent; one-sentence stories are excluded.",
+        signature_fields="model (name + head SHA-256 prefix), encoder, context:prefix, sentence splitter.",
+        reproduces=(
+            "Not an official metric: an offline stand-in for dHM-C / RoViST-C. Agreement with the official dHM C "
+            "scores is reported in its model card."
+        ),
+        differences="A different model from the official ALBERT SOP checkpoint; do not compare numbers across them.",
+    )
+
+    def __init__(
+        self,
+        *,
+        model: str | Path | None = None,
+        device: str | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        from vistkit.models.coherence_head import CoherenceModel
+
+        try:
+            self.model = CoherenceModel(model, device=device, batch_size=batch_size)
+        except ImportError:
+            raise MissingDependencyError(
+                "the coherence metric needs torch and transformers: pip install 'vistkit[models]'"
+            ) from None
+
+    def signature_fields(self) -> dict[str, object]:
+        return {
+            "model": f"{self.model.name}@{self.model.fingerprint}",
+            "encoder": "all-MiniLM-L6-v2",
+            "context": "prefix",
+            "sent": SENT_SPLITTER,
+        }
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        ids = [it.item_id for it in items]
+        plans = [prefix_contexts(split_sentences(it.hypothesis.text)) for it in items]
+        flat = [p for plan in plans for p in plan if p is not None]
+        probs = iter(self.model.context_probs([c for c, _ in flat], [s for _, s in flat]))
+        values: list[float] = []
+        excluded: dict[str, str] = {}
+        for k, plan in enumerate(plans):
+            scores = [0.0 if p is None else float(next(probs)) for p in plan]
+            if not scores:
+                excluded[ids[k]] = "fewer than two sentences (no sentence pair)"
+                values.append(math.nan)
+            else:
+                values.append(float(np.mean(scores)))
+        return mean_score(self.name, ids, values, signature, excluded=excluded)
+
+
+def _open_cache(cache: bool | str | Path) -> Any:
+    if cache is False or cache is None:
+        return None
+    from vistkit.models.runtime import ScoreCache
+
+    return ScoreCache(None if cache is True else cache)
+
+
+# --------------------------------------------------------------------------------------------------- functional
+def rovist_c_score(stories: Sequence[Story], **options: Any) -> Score:
+    """RoViST-C of ``stories`` (options as `RovistC`: ``model=``, ``trust_checkpoint=``, ...)."""
+    return RovistC(**options).score(stories)
+
+
+def dhm_c_score(stories: Sequence[Story], **options: Any) -> Score:
+    """dHM-C of ``stories`` (options as `RovistC`)."""
+    return DhmC(**options).score(stories)
+
+
+def coherence_score(stories: Sequence[Story], **options: Any) -> Score:
+    """vistkit's offline coherence of ``stories`` (``model=`` a retrained head folder, optional)."""
+    return Coherence(**options).score(stories)

