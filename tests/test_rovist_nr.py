@@ -172,6 +172,15 @@ def test_last_token_dropped_even_when_it_is_a_word() -> None:
     assert sentence_tokens(["we saw a dog", "we saw a dog ."]) == expected
 
 
+def test_each_sentence_is_split_again_by_word_tokenize() -> None:
+    """The code calls nltk.word_tokenize(sentence), whose default runs Punkt again on the sentence. In 4 dHM
+    sentences (VWP human) that cuts a closing '".' off; tokens (NLTK 3.8.1) differ from one-line Treebank."""
+    sentence = '"honey, the stock market took a major hit today.".'
+    assert sentence_tokens([sentence]) == [
+        ["``", "honey", ",", "the", "stock", "market", "took", "a", "major", "hit", "today", ".", "``"]
+    ]
+
+
 def test_sentence_source_option() -> None:
     """split (default, dHM): Punkt on the text; source: the reader's sentences."""
     story = Story("s", "a b c d e f g h", sentences=("a b c d", "e f g h"))

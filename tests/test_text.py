@@ -197,7 +197,7 @@ def test_preserve_line_only_splits_the_final_period() -> None:
 _SAFE_ALPHABET = "abcAB .,;:!?()[]{}<>\"`*$%&@#-019"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.text(alphabet=_SAFE_ALPHABET, max_size=40))
 def test_treebank_matches_installed_nltk_on_shared_rules(text: str) -> None:
     """Reference comparison with NLTK's own NLTKWordTokenizer where its rules did not change since 3.8.1."""
