@@ -24,7 +24,7 @@ import typer
 from vistkit.cli import app
 from vistkit.commands.common import FormatOption, echo, parse_metric_names
 from vistkit.data.story import Keying, Story, StorySet
-from vistkit.errors import InputError
+from vistkit.errors import InputError, VistkitError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 meta_app = typer.Typer(
@@ -57,13 +57,37 @@ def _command_line() -> str:
     return "vistkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vistkit meta"
 
 
+SKIPPED: dict[str, str] = {}
+TOLERANT: list[bool] = [False]  # --metrics all: a metric that cannot score this input is skipped, not fatal
+
+
 def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
+    """Build the named metrics. ``all``: every registered metric that can run here; the others (a model that
+    is not installed, images not given) are skipped with their reason (stderr and ``"skipped"`` in JSON)."""
     from vistkit.commands.score import build_metrics, parse_metric_options
+    from vistkit.metrics.base import list_metrics
 
     parsed = parse_metric_names(names)
     if not parsed:
-        raise InputError("give at least one metric: --metrics NAME[,NAME]")
-    return build_metrics(parsed, {}, parse_metric_options(option))
+        raise InputError("give at least one metric: --metrics NAME[,NAME] (or --metrics all)")
+    per_metric = parse_metric_options(option)
+    if parsed != ["all"]:
+        return build_metrics(parsed, {}, per_metric)
+    TOLERANT[0] = True
+    built = []
+    for name, cls in list_metrics().items():
+        if cls.needs_images and not per_metric.get(name):
+            SKIPPED[name] = "needs images: pass --option NAME.images=FOLDER"
+            continue
+        try:
+            built += build_metrics([name], {}, per_metric)
+        except (VistkitError, ImportError, OSError) as exc:
+            SKIPPED[name] = str(exc).split(";")[0]
+    for name, why in SKIPPED.items():
+        typer.secho(f"skipped {name}: {why}", err=True, fg=typer.colors.YELLOW)
+    if not built:
+        raise InputError("no registered metric can run here; see `vistkit metrics`")
+    return built
 
 
 def _references(path: Path | None, fmt: str | None) -> StorySet | None:
@@ -92,10 +116,18 @@ def _score_all_pairs(
     ) as progress:
         for metric in metrics:
             task = progress.add_task(f"scoring {len(pairs)} pairs with {metric.name}", total=None)
-            out.append(
-                score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent)
-            )
+            try:
+                out.append(
+                    score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent)
+                )
+            except VistkitError as exc:
+                if not TOLERANT[0]:
+                    raise
+                SKIPPED[metric.name] = str(exc)
+                typer.secho(f"skipped {metric.name}: {exc}", err=True, fg=typer.colors.YELLOW)
             progress.remove_task(task)
+    if not out:
+        raise InputError("no metric could score these pairs (see the reasons above)")
     return out
 
 
@@ -113,8 +145,13 @@ def _emit(
     title: str,
     caption: str,
 ) -> None:
+    if SKIPPED:
+        payload = {**payload, "skipped": dict(SKIPPED)}
     if fmt is OutputFormat.JSON:
         echo(dumps_json(payload))
+    elif fmt is OutputFormat.TEXT:  # signatures below the table (a rich caption wraps them)
+        echo(render_table(columns, rows, fmt, title=title))
+        echo(caption)
     else:
         echo(render_table(columns, rows, fmt, title=title, caption=caption))
 
@@ -461,9 +498,17 @@ def _score_judged(
     values: dict[str, np.ndarray] = {}
     sigs: dict[str, str] = {}
     for m in metrics:
-        values[m.name], sigs[m.name] = score_stories(
-            m, stories, references=refs, key=key, reference_absent=reference_absent
-        )
+        try:
+            values[m.name], sigs[m.name] = score_stories(
+                m, stories, references=refs, key=key, reference_absent=reference_absent
+            )
+        except VistkitError as exc:
+            if not TOLERANT[0]:
+                raise
+            SKIPPED[m.name] = str(exc)
+            typer.secho(f"skipped {m.name}: {exc}", err=True, fg=typer.colors.YELLOW)
+    if not values:
+        raise InputError("no metric could score these stories (see the reasons above)")
     return values, sigs
 
 
