@@ -1,7 +1,7 @@
 """RoViST-NR (official code as dHM runs it) and the set-Jaccard variant.
 
 Golden values: dHM's committed per-story R scores (akskuchi/dHM-visual-storytelling data/scores/*/*_R.csv,
-made by evaluate/eval_C_R.py with NLTK 3.8.x); the rest are computed by hand in the comments.
+made by evaluate/eval_C_R.py with nltk==3.8.1); the rest are computed by hand in the comments.
 """
 
 from __future__ import annotations

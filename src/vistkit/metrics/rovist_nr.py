@@ -4,10 +4,12 @@
 in the form dHM runs it (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``, ``eval_repetition``),
 which made the committed ``data/scores/{vist,vwp}/*_R.csv``. Step by step (every quirk is kept):
 
-1. Sentences: ``nltk.sent_tokenize(story)`` (NLTK 3.8.1 English Punkt, `vistkit.text.sentences`).
+1. Sentences: ``nltk.sent_tokenize(story)`` (NLTK 3.8.1 English Punkt, `vistkit.text.sentences`; dHM's
+   ``evaluate/requirements.txt`` pins ``nltk==3.8.1``).
 2. Tokens: ``nltk.word_tokenize(sentence)[:-1]``, i.e. Punkt is run again on each sentence and the Treebank
-   tokens of the result are taken; the LAST token of every sentence is dropped (meant to drop the final
-   punctuation, so a sentence without one loses its last word instead).
+   tokens of the result are taken (this re-split matters for 4 dHM sentences ending in ``."`` + ``.``); the
+   LAST token of every sentence is dropped (meant to drop the final punctuation, so a sentence without one
+   loses its last word instead).
 3. Inter-sentence: for every pair (earlier sentence j, sentence i), ratio = number of EQUAL TOKEN PAIRS
    (``sum over a in s_i, b in s_j of [a == b]``, a multiset product, not a set intersection) divided by the
    size of the union of the two token SETS. Pairs whose union is empty (both sentences had <= 1 token) are

@@ -6,7 +6,7 @@
 MacIntyre's contractions). The rules below are NLTK 3.8.1's, in its order; later NLTK versions changed
 several of them (3.9+: the opening-apostrophe rule, whitespace collapsing before the clitic rules, possessive
 ``*+`` in the final-period rule, figure/en/em dashes split off), so we keep our own copy of the 3.8.1
-behaviour rather than calling whatever NLTK is installed. RoViST-NR and dHM's R were computed with NLTK 3.8.x.
+behaviour rather than calling whatever NLTK is installed. dHM's R scores were computed with nltk==3.8.1.
 
 Note the final-period rule: only the period at the very end of the text (optionally followed by closing
 quotes or brackets) is split off, so with ``preserve_line=True`` a multi-sentence text keeps ``"them."``
