@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 bert_score = pytest.importorskip("bert_score")
 
 from vistkit.data.story import Story  # noqa: E402
-from vistkit.errors import InputError  # noqa: E402
+from vistkit.errors import InputError, MissingDependencyError  # noqa: E402
 from vistkit.metrics.base import list_metrics  # noqa: E402
 from vistkit.metrics.bertscore import DEFAULT_LAYERS, BertScore, bertscore_score, read_baseline  # noqa: E402
 
@@ -165,6 +165,8 @@ def test_rescaling_without_a_baseline_is_a_clear_error() -> None:
         BertScore(rescale_with_baseline=True)
     with pytest.raises(InputError, match="layer must be between 0 and 6"):
         BertScore(layer=9)
+    with pytest.raises(MissingDependencyError, match="not-a-model-xyz"):  # a legacy hub id, never downloaded
+        BertScore(model="not-a-model-xyz")
 
 
 def test_properties_bounds_order_and_reference_order(tiny_bert: Path) -> None:
