@@ -213,7 +213,11 @@ class RovistVGModel:
         config = ViTConfig(**(vit_config or {}))  # defaults = ViT-Base/16 at 224 px, as the in21k checkpoint
         self.image_size = int(config.image_size)
         self.vit = ViTModel(config, add_pooling_layer=True)
-        missing, unexpected = self.vit.load_state_dict(vit_state, strict=False)
+        try:
+            missing, unexpected = self.vit.load_state_dict(vit_state, strict=False)
+        except RuntimeError as exc:  # shape mismatch: another ViT size
+            first = str(exc).strip().splitlines()[1:2] or [str(exc)]
+            raise InputError(f"the RoViST-VG checkpoint does not fit this ViT configuration ({first[0].strip()})") from None
         if missing or unexpected:
             raise InputError(
                 f"the RoViST-VG checkpoint does not fit ViT (missing {len(missing)} keys, e.g. {missing[:2]}; "
@@ -287,7 +291,8 @@ def load_rovist_vg(
         )
     if is_converted(p):
         state, meta = load_converted(p)
-        kwargs.setdefault("vit_config", meta.get("config", {}).get("vit_config"))
+        if kwargs.get("vit_config") is None:
+            kwargs["vit_config"] = meta.get("config", {}).get("vit_config")
     else:
         state = extract_state_dict(load_legacy_checkpoint(p, trust=trust))
     return RovistVGModel(state, **kwargs), model_fingerprint(p)
@@ -331,6 +336,7 @@ class RovistVG(Metric):
         tagger: str = "auto",
         spacy_model: str = "en_core_web_sm",
         aggregate: str = "log_sum_exp",
+        idf_default: float | None = None,
         max_regions: int = 10,
         vit_config: dict[str, Any] | None = None,
         device: str | None = None,
@@ -359,6 +365,7 @@ class RovistVG(Metric):
         import hashlib
 
         self.idf_hash = hashlib.sha256(json.dumps(sorted(self.idf.items())).encode()).hexdigest()[:12]
+        self.idf_default = idf_default
         self.sentences = sentences
         self.tagger = tagger
         self.spacy_model = spacy_model
@@ -375,8 +382,34 @@ class RovistVG(Metric):
             "pos": tagger_name(self.tagger, self.spacy_model),
             "regions": self.store.describe() if self.store is not None else "?",
             "agg": self.aggregate,
+            **({"idfdefault": self.idf_default} if self.idf_default is not None else {}),
             "sent": self.sentences,
         }
+
+    @classmethod
+    def tiny_test_options(cls, folder: Path) -> dict[str, Any]:
+        """Tiny random resources for the suite-wide property tests (random weights: the numbers mean nothing)."""
+        import torch
+        from transformers import ViTConfig, ViTModel
+
+        from vistkit.models import save_converted
+
+        folder.mkdir(parents=True, exist_ok=True)
+        vit_config = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                      "intermediate_size": 20, "image_size": 16, "patch_size": 8}
+        gen = torch.Generator().manual_seed(0)
+        state = {f"image_encoder.image_model.{k}": v
+                 for k, v in ViTModel(ViTConfig(**vit_config), add_pooling_layer=True).state_dict().items()}
+        state["image_encoder.linear.weight"] = torch.randn(8, 16, generator=gen)
+        state["image_encoder.linear.bias"] = torch.zeros(8)
+        state["text_encoder.linear.weight"] = torch.randn(8, 4, generator=gen)
+        state["text_encoder.linear.bias"] = torch.zeros(8)
+        ckpt = save_converted(folder / "rovist-vg-tiny", state, kind="rovist-vg", config={"vit_config": vit_config})
+        rng = np.random.default_rng(0)
+        glove = folder / "glove.tiny.4d.txt"
+        glove.write_text("".join(f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) + "\n"
+                                 for w in ("unk", "beach", "water", "dinner", "city", "team")))
+        return {"checkpoint": ckpt, "glove": glove, "idf": {"beach": 2.0, "water": 1.5}, "idf_default": 1.0}
 
     def score(self, hypotheses: Any, references: Any = None, **kwargs: Any) -> Score:  # type: ignore[override]
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
@@ -410,7 +443,7 @@ class RovistVG(Metric):
                 )
                 if not nouns:
                     problem = "the story has no noun (the official score would be log(0))"
-                elif unknown := [n for n in nouns if n not in self.idf]:
+                elif self.idf_default is None and (unknown := [n for n in nouns if n not in self.idf]):
                     problem = f"noun(s) {', '.join(sorted(set(unknown))[:5])} have no IDF weight"
             if problem is not None:
                 excluded[item.item_id] = problem
@@ -420,7 +453,8 @@ class RovistVG(Metric):
             text = self.model.encode_words(vecs)
             per_photo = [np.max(text @ self._regions(p).T, axis=1) for p in story.photo_ids]
             recall = np.max(np.stack(per_photo), axis=0)
-            values.append(log_sum_exp_score(recall, [self.idf[n] for n in nouns], aggregate=self.aggregate))
+            idf = [self.idf.get(n, self.idf_default) for n in nouns]
+            values.append(log_sum_exp_score(recall, idf, aggregate=self.aggregate))
         return mean_score(self.name, [i.item_id for i in items], values, signature, excluded=excluded)
 
 
