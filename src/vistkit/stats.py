@@ -58,7 +58,7 @@ def subset(score: Score, item_ids: Sequence[str]) -> Score:
         item_ids=list(item_ids),
         item_scores=score.item_scores[rows],
         stats=score.stats[rows] if score.stats is not None else None,
-        excluded={k: v for k, v in score.excluded.items() if k in set(item_ids)},
+        excluded=dict(score.excluded),
     )
     out.corpus = score.resample(rows)
     return out
