@@ -1,4 +1,5 @@
-"""CLIPScore for stories (per sentence, whole story with the 77-token limit explicit) and photo/region loading.
+"""CLIPScore for stories (per sentence, whole story with the 77-token limit explicit) and photo/region
+loading.
 
 Whole-path tests use a tiny random CLIP (tests/tiny_models.py) on scikit-image's CC0 photos and compare with
 the same model called directly through transformers."""
@@ -28,7 +29,10 @@ def test_clip_s_is_2_5_times_clipped_cosine():
 # ------------------------------------------------------------------------------------------------ images
 def test_parse_bbox():
     assert parse_bbox("[518.0260009765625, 30.21845054626465, 655.0294799804688, 189.49876403808594]") == (
-        518.0260009765625, 30.21845054626465, 655.0294799804688, 189.49876403808594,
+        518.0260009765625,
+        30.21845054626465,
+        655.0294799804688,
+        189.49876403808594,
     )
     assert parse_bbox("[1, 2, 3, 4]") == (1.0, 2.0, 3.0, 4.0)
     assert parse_bbox("whole_img") is None
@@ -59,7 +63,11 @@ def test_regions_csv_crops_first_b(tmp_path: Path, photo_dir: Path):
         "202,whole_img\n"
     )
     regions = read_regions(csv)
-    assert [t for t, _ in regions["201"]] == ["[10.0, 20.0, 110.0, 70.0]", "[0.4, 0.6, 50.5, 40.49]", "[5, 5, 25, 25]"]
+    assert [t for t, _ in regions["201"]] == [
+        "[10.0, 20.0, 110.0, 70.0]",
+        "[0.4, 0.6, 50.5, 40.49]",
+        "[5, 5, 25, 25]",
+    ]
     store = ImageStore(photo_dir, regions=csv, max_regions=2)
     crops = store.regions_of("201")
     # Pillow rounds the corners (half to even): (0.4, 0.6, 50.5, 40.49) -> (0, 1, 50, 40), 50 x 39 pixels
@@ -125,8 +133,11 @@ def _direct_cosines(folder: Path, photo_dir: Path, texts: list[str], photos: lis
         return out if isinstance(out, torch.Tensor) else out.pooler_output
 
     with torch.no_grad():
-        t = feats(model.get_text_features(**tok(texts, padding=True, truncation=True, max_length=77,
-                                                 return_tensors="pt")))
+        t = feats(
+            model.get_text_features(
+                **tok(texts, padding=True, truncation=True, max_length=77, return_tensors="pt")
+            )
+        )
         ims = [Image.open(photo_dir / f"{p}.png").convert("RGB") for p in photos]
         v = feats(model.get_image_features(**proc(images=ims, return_tensors="pt")))
     t = t / t.norm(dim=-1, keepdim=True)
@@ -171,7 +182,9 @@ def test_whole_story_77_token_limit_is_explicit(tiny_clip: Path, photo_dir: Path
     assert res.item_scores[0] == pytest.approx(float((2.5 * np.clip(cos, 0, None)).mean()), abs=1e-5)
     assert "long:exclude" in res.signature
 
-    trunc = ClipScoreStory(images=photo_dir, clip_model=str(tiny_clip), long="truncate").score(StorySet([long]))
+    trunc = ClipScoreStory(images=photo_dir, clip_model=str(tiny_clip), long="truncate").score(
+        StorySet([long])
+    )
     assert trunc.extra["truncated_stories"] == 1
     cos = _direct_cosines(tiny_clip, photo_dir, [CLIPSCORE_PREFIX + long.text] * 3, list(PHOTOS))
     assert trunc.item_scores[0] == pytest.approx(float((2.5 * np.clip(cos, 0, None)).mean()), abs=1e-5)

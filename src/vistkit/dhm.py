@@ -2,20 +2,23 @@
 
 The official pipeline (akskuchi/dHM-visual-storytelling) runs three scripts (GROOViST for G, ``eval_C_R.py``
 for C and R) and ``dHM.py`` on their outputs. Here `compute_dhm` does all of it from two story sets matched by
-story id, and says which stories were left out and why: the official code drops them silently (e.g. the 156 VIST
-test human stories written without sentence punctuation, which Punkt cannot split, so C and R are undefined).
+story id, and says which stories were left out and why: the official code drops them silently (e.g. the 156
+VIST test human stories written without sentence punctuation, which Punkt cannot split, so C and R are
+undefined).
 
-Per story, with ``X`` one of the chosen dimensions (default G, C, R; tanh applied to raw GROOViST as dHM does):
+Per story, with ``X`` one of the chosen dimensions (default G, C, R; tanh applied to raw GROOViST as dHM
+does):
 
     d_X(s) = |X_human(s) - X_model(s)|,   dHM(s) = mean over the chosen X of d_X(s)
 
-and the reported dX and dHM are means over the stories defined on every chosen dimension on both sides (with all
-three dimensions this is exactly ``dHM.py``; `vistkit.distance.dhm_distance` computes the same from score files).
+and the reported dX and dHM are means over the stories defined on every chosen dimension on both sides (with
+all three dimensions this is exactly ``dHM.py``; `vistkit.distance.dhm_distance` computes the same from score
+files).
 
-Sentences: ``sentences="split"`` (default) splits every story with NLTK 3.8.1 Punkt as the official scripts do;
-``sentences="source"`` uses the sentences the reader knows (the five VIST storylets of SIS/PR-VIST files) for the
-metrics that accept it, and Punkt for the stories (or metrics) that have none; the result's ``notes`` say which
-was used where.
+Sentences: ``sentences="split"`` (default) splits every story with NLTK 3.8.1 Punkt as the official scripts
+do; ``sentences="source"`` uses the sentences the reader knows (the five VIST storylets of SIS/PR-VIST files)
+for the metrics that accept it, and Punkt for the stories (or metrics) that have none; the result's ``notes``
+say which was used where.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ class DhmDistance:
 class DhmResult(NamedTuple):
     """``(tables, excluded, distance, notes)``.
 
-    - ``tables[side][dim][story_id]``: the raw metric value (``side`` = ``"human"``/``"model"``; NaN = undefined);
+    - ``tables[side][dim][story_id]``: the raw metric value (``side`` = ``"human"``/``"model"``; NaN =
+      undefined);
     - ``excluded[story_id]``: why the story is not in the distance (every reason, ``;``-joined);
     - ``distance``: `DhmDistance`;
     - ``notes``: metrics, signatures and sentence sources used (one line each).
@@ -87,7 +91,8 @@ def distance_from_tables(
     order = sorted(ids or set(), key=lambda s: (0, int(s)) if s.isdigit() else (1, s))
     if not order:
         raise InputError(
-            f"no story has all {2 * len(dims)} scores (human and model {', '.join(dims)}); check that both story "
+            f"no story has all {2 * len(dims)} scores (human and model {', '.join(dims)}); check that both "
+            f"story "
             "files use the same story ids"
         )
     per: dict[str, np.ndarray] = {}
@@ -155,9 +160,9 @@ def compute_dhm(
     """Score both story sets on the chosen dimensions and return tables, exclusions and the distance.
 
     Stories are matched by story id. Metrics are registry names or ready `Metric` objects (e.g. a loaded
-    ``Groovist``); ``images``/``regions``/``photos`` go to the metrics that take them (G), ``sentences`` to the
-    metrics that take it, ``options[dim]`` to that dimension's metric. A dimension whose model is missing raises
-    `MissingDependencyError` with one sentence (and the ``dimensions`` subset that avoids it).
+    ``Groovist``); ``images``/``regions``/``photos`` go to the metrics that take them (G), ``sentences`` to
+    the metrics that take it, ``options[dim]`` to that dimension's metric. A dimension whose model is missing
+    raises `MissingDependencyError` with one sentence (and the ``dimensions`` subset that avoids it).
     """
     if sentences not in ("split", "source"):
         raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")

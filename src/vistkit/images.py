@@ -2,17 +2,17 @@
 
 - Photos: a folder of ``<photo_id>.jpg`` / ``.jpeg`` / ``.png`` (the VIST photo id, e.g. ``1741642.jpg``).
 - Regions: a CSV in the shape of RoViST's / GROOViST's ``vist_entities.csv`` (and GROOViST's
-  ``data/aesop_entities.csv``): one row per detected box with at least the columns ``image_id`` and ``bbox``, where
-  ``bbox`` is ``"[x1, y1, x2, y2]"`` in pixels (top-left / bottom-right corners). Rows are used in file order and the
-  official scorers keep the first 10 per image (``B=10``). ``bbox`` may also be ``whole_img`` (RoViST's name for the
-  whole photo).
+  ``data/aesop_entities.csv``): one row per detected box with at least the columns ``image_id`` and ``bbox``,
+  where ``bbox`` is ``"[x1, y1, x2, y2]"`` in pixels (top-left / bottom-right corners). Rows are used in file
+  order and the official scorers keep the first 10 per image (``B=10``). ``bbox`` may also be ``whole_img``
+  (RoViST's name for the whole photo).
 
-  The official scorers read pre-cut crops named ``<image_id>_<bbox>.jpg`` (the bbox string verbatim); when such a
-  file is in the photo folder we use it, otherwise we cut the box from ``<image_id>.jpg`` (Pillow rounds the corners
-  to whole pixels, as the crops were cut).
-- Without a regions CSV (or for a photo the CSV has no row for), the whole photo is the only region. The official
-  code would instead give every phrase cosine 0 for such an image (its exception path); we say which photos fell
-  back in the score's ``extra``.
+  The official scorers read pre-cut crops named ``<image_id>_<bbox>.jpg`` (the bbox string verbatim); when
+  such a file is in the photo folder we use it, otherwise we cut the box from ``<image_id>.jpg`` (Pillow
+  rounds the corners to whole pixels, as the crops were cut).
+- Without a regions CSV (or for a photo the CSV has no row for), the whole photo is the only region. The
+  official code would instead give every phrase cosine 0 for such an image (its exception path); we say which
+  photos fell back in the score's ``extra``.
 - A photo map (``{story_id: [photo ids]}``, e.g. ../shared/data/ke-vist/storyid2images.json or GROOViST's
   ``vist_sid_2_iids.json``) gives photos to stories from a format without them (dHM's ``{story_id: text}``).
 """
@@ -125,7 +125,8 @@ def _pil() -> Any:
 class ImageStore:
     """Photos from a folder and their regions (first ``max_regions`` boxes of each photo), loaded on demand.
 
-    ``regions_of(photo_id)`` returns RGB Pillow images: the crops, or ``[whole photo]`` when there are no boxes.
+    ``regions_of(photo_id)`` returns RGB Pillow images: the crops, or ``[whole photo]`` when there are no
+    boxes.
     """
 
     def __init__(
@@ -191,7 +192,8 @@ class ImageStore:
             raise InputError(f"{p}: cannot be read as an image ({exc})") from None
 
     def regions_of(self, photo_id: str) -> list[Any]:
-        """The first ``max_regions`` regions of a photo as RGB images (the whole photo when it has no boxes)."""
+        """The first ``max_regions`` regions of a photo as RGB images (the whole photo when it has no
+        boxes)."""
         boxes = self.boxes.get(photo_id, [])[: self.max_regions]
         if not boxes:
             if self.boxes:

@@ -1,13 +1,14 @@
 """CLIPScore for stories (Hessel et al., EMNLP 2021), and the CLIP encoder the grounding metrics share.
 
-CLIPScore (Hessel et al. 2021, Eq. 1): ``CLIP-S(c, v) = w * max(cos(E_c, E_v), 0)`` with ``w = 2.5``; the official
-code (jmhessel/clipscore) prefixes every caption with ``"A photo depicts "``, L2-normalises both embeddings, and
-tokenises with ``clip.tokenize(..., truncate=True)`` (a caption over CLIP's 77-token context is cut silently).
+CLIPScore (Hessel et al. 2021, Eq. 1): ``CLIP-S(c, v) = w * max(cos(E_c, E_v), 0)`` with ``w = 2.5``; the
+official code (jmhessel/clipscore) prefixes every caption with ``"A photo depicts "``, L2-normalises both
+embeddings, and tokenises with ``clip.tokenize(..., truncate=True)`` (a caption over CLIP's 77-token context
+is cut silently).
 
 For stories (a story = one text and its ordered photos) we offer:
 
-- ``clipscore``: each sentence against its own photo (sentence i <-> photo i), the story score is the mean over
-  its sentences (the per-sentence values are kept in ``extra``). Sentences: the source's (the five VIST
+- ``clipscore``: each sentence against its own photo (sentence i <-> photo i), the story score is the mean
+  over its sentences (the per-sentence values are kept in ``extra``). Sentences: the source's (the five VIST
   storylets) with ``sentences="source"``, or NLTK-3.8.1 Punkt splitting (default ``"split"``); a story whose
   sentence count differs from its photo count is excluded with the reason. Sentences longer than 77 tokens are
   truncated, as the official code does; how many were is reported in ``extra``.
@@ -15,10 +16,10 @@ For stories (a story = one text and its ordered photos) we offer:
   77-token context: by default a longer story is excluded with its token count (``long="exclude"``);
   ``long="truncate"`` cuts it like the official code (and says so in the signature).
 
-Models: ``clip_model`` is a local folder in Hugging Face format, or a hub id already in the local cache (default
-``openai/clip-vit-base-patch32``, the HF port of OpenAI's ViT-B/32). Nothing is downloaded at run time.
-Preprocessing uses transformers' CLIP image processor (resize shortest side to 224 bicubic, centre crop, CLIP
-mean/std) with Pillow/numpy, which matches OpenAI's torchvision transform up to resampling round-off.
+Models: ``clip_model`` is a local folder in Hugging Face format, or a hub id already in the local cache
+(default ``openai/clip-vit-base-patch32``, the HF port of OpenAI's ViT-B/32). Nothing is downloaded at run
+time. Preprocessing uses transformers' CLIP image processor (resize shortest side to 224 bicubic, centre crop,
+CLIP mean/std) with Pillow/numpy, which matches OpenAI's torchvision transform up to resampling round-off.
 Embeddings are computed in float32 (the official GPU runs used CLIP's float16 weights, so the last digits of
 published scores differ).
 """
@@ -76,7 +77,8 @@ def story_sentences(story: Story, mode: str) -> list[str]:
 
 # --------------------------------------------------------------------------------------------------- encoder
 def _features(out: Any) -> Any:
-    """transformers < 5 returns a tensor from get_*_features; >= 5 an output whose pooler_output is projected."""
+    """transformers < 5 returns a tensor from get_*_features; >= 5 an output whose pooler_output is
+    projected."""
     import torch
 
     return out if isinstance(out, torch.Tensor) else out.pooler_output
@@ -91,10 +93,11 @@ class ClipEncoder:
         import torch
         from transformers import CLIPModel, CLIPTokenizer
 
-        try:
-            from transformers import CLIPImageProcessorPil as Processor  # transformers >= 5, no torchvision
+        processor_class: Any
+        try:  # transformers >= 5 without torchvision: the Pillow/numpy processor
+            from transformers import CLIPImageProcessorPil as processor_class
         except ImportError:
-            from transformers import CLIPImageProcessor as Processor
+            from transformers import CLIPImageProcessor as processor_class
 
         from vistkit.models import choose_device, load_pretrained, model_fingerprint
 
@@ -103,7 +106,7 @@ class ClipEncoder:
         self.device = choose_device(device)
         self.batch_size = batch_size
         self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
-        self.processor = Processor.from_pretrained(str(folder))
+        self.processor = processor_class.from_pretrained(str(folder))
         self.model = load_pretrained(CLIPModel, folder, trust=trust).to(self.device).eval()
         self.max_tokens = int(self.model.config.text_config.max_position_embeddings)
         self.fingerprint = model_fingerprint(folder)
@@ -167,7 +170,8 @@ def load_clip(
     trust: bool = False,
     batch_size: int = 64,
 ) -> ClipEncoder:
-    """A (process-cached) `ClipEncoder`; a missing model raises one sentence naming the hub id and the option."""
+    """A (process-cached) `ClipEncoder`; a missing model raises one sentence naming the hub id and the
+    option."""
     key = (str(name_or_path), str(device), trust)
     if key in _CLIP_CACHE:
         return _CLIP_CACHE[key]
@@ -184,7 +188,8 @@ def load_clip(
     except MissingDependencyError:
         raise MissingDependencyError(
             f"{metric} needs CLIP ViT-B/32 weights ({name_or_path}), which are not on this machine: download "
-            f"them once where you have internet (huggingface-cli download {DEFAULT_CLIP}) and pass the folder "
+            f"them once where you have internet (huggingface-cli download {DEFAULT_CLIP}) and pass the "
+            f"folder "
             f"with -o {metric}.clip_model=PATH (Python: clip_model=PATH)"
         ) from None
     enc = ClipEncoder(folder, name=str(name_or_path), device=device, trust=trust, batch_size=batch_size)
@@ -250,7 +255,9 @@ class _ClipScoreBase(Metric):
             self._image_cache[photo_id] = self.encoder.encode_images([self.store.image(photo_id)])[0]
         return self._image_cache[photo_id]
 
-    def score(self, hypotheses: Any, references: Any = None, **kwargs: Any) -> Score:  # type: ignore[override]
+    def score(  # type: ignore[override]
+        self, hypotheses: Any, references: Any = None, **kwargs: Any
+    ) -> Score:
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
         if kwargs.get("key") is None:
             kwargs["key"] = "story"  # several human stories share a photo sequence: one item per story
@@ -281,9 +288,11 @@ class ClipScore(_ClipScoreBase):
         range="[0, 2.5], higher = text closer to its photos.",
         signature_fields="model (id + weights hash), prefix, w, sentence source.",
         reproduces="jmhessel/clipscore get_clip_score per (sentence, photo) pair.",
-        differences="A story-level CLIPScore is not defined by Hessel et al.; the per-sentence pairing and the mean "
+        differences="A story-level CLIPScore is not defined by Hessel et al.; the per-sentence pairing and "
+        "the mean "
         "are ours. The official code runs CLIP in float16 on GPU; we use float32.",
-        citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP 2021.",
+        citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP "
+        "2021.",
     )
 
     def __init__(self, *, sentences: str = "split", **kwargs: Any) -> None:
@@ -344,13 +353,16 @@ class ClipScoreStory(_ClipScoreBase):
     card: ClassVar[MetricCard] = MetricCard(
         summary="CLIPScore of the whole story text against each photo of its sequence, mean over the photos.",
         definition=_CARD_COMMON + " The whole story must fit CLIP's 77 tokens: longer stories are excluded "
-        "with their token count (long=exclude, default) or truncated (long=truncate, as the official code would).",
+        "with their token count (long=exclude, default) or truncated (long=truncate, as the official code "
+        "would).",
         range="[0, 2.5], higher = text closer to its photos.",
         signature_fields="model (id + weights hash), prefix, w, long-text policy.",
         reproduces="jmhessel/clipscore get_clip_score with the whole story as the caption (long=truncate).",
-        differences="The official code truncates long captions silently; by default we refuse to score a story "
+        differences="The official code truncates long captions silently; by default we refuse to score a "
+        "story "
         "CLIP cannot read whole and say so.",
-        citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP 2021.",
+        citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP "
+        "2021.",
     )
 
     def __init__(self, *, long: str = "exclude", **kwargs: Any) -> None:

