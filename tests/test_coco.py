@@ -188,8 +188,99 @@ def test_sample_equals_pycocoevalcap_end_to_end(system: str, keying: str) -> Non
 
 # pycocoevalcap 1.2 itself, full VIST test set (PR-VIST's copy of the test SIS), printed by
 # `.venv/bin/python bench/bench_coco.py --golden` (PTBTokenizer + Bleu(4)/Meteor()/Rouge()/Cider(), as
-# COCOEvalCap.evaluate). Album keying: the first story of each album in file order.
+# COCOEvalCap.evaluate). Album keying: the first story of each album in file order. meteor-coco is kept for
+# reference (tests/test_meteor.py owns that metric).
 GOLDEN: dict[tuple[str, str], dict[str, float]] = {
+    ("sequence", "ours"): {  # n=1999
+        "bleu-1": 0.43473920522432274,
+        "bleu-2": 0.21702271895008374,
+        "bleu-3": 0.11362893489455866,
+        "bleu-4": 0.06100598339556125,
+        "meteor-coco": 0.11909292788829454,
+        "rouge-l": 0.21098344682070586,
+        "cider-d": 0.11670809039843982,
+    },
+    ("sequence", "joint_ss"): {  # n=1999
+        "bleu-1": 0.3312934430693458,
+        "bleu-2": 0.14841694906865924,
+        "bleu-3": 0.06754612055726224,
+        "bleu-4": 0.03165996964250816,
+        "meteor-coco": 0.09393385764117787,
+        "rouge-l": 0.2055664423380535,
+        "cider-d": 0.05295415901967936,
+    },
+    ("sequence", "no_ss"): {  # n=1999
+        "bleu-1": 0.34559628446611296,
+        "bleu-2": 0.15849299143690876,
+        "bleu-3": 0.07423269679737456,
+        "bleu-4": 0.035548265548262264,
+        "meteor-coco": 0.09869286231321703,
+        "rouge-l": 0.2077730473062503,
+        "cider-d": 0.06521900794404013,
+    },
+    ("sequence", "AREL"): {  # n=1999
+        "bleu-1": 0.39322581862226935,
+        "bleu-2": 0.20218422596384472,
+        "bleu-3": 0.1103717921320132,
+        "bleu-4": 0.06271049437378055,
+        "meteor-coco": 0.10566418011187723,
+        "rouge-l": 0.21073762561042977,
+        "cider-d": 0.09418029999907308,
+    },
+    ("sequence", "XE"): {  # n=1999
+        "bleu-1": 0.3760305244991609,
+        "bleu-2": 0.19496375564835486,
+        "bleu-3": 0.10837620229245448,
+        "bleu-4": 0.06359715194621675,
+        "meteor-coco": 0.10085793157317738,
+        "rouge-l": 0.21288119311192008,
+        "cider-d": 0.08728945249923598,
+    },
+    ("album", "ours"): {  # n=1001
+        "bleu-1": 0.5994435508411816,
+        "bleu-2": 0.331691075654565,
+        "bleu-3": 0.1820193560728697,
+        "bleu-4": 0.10069072904572475,
+        "meteor-coco": 0.13638474714569465,
+        "rouge-l": 0.2397736846383095,
+        "cider-d": 0.10366720377139492,
+    },
+    ("album", "joint_ss"): {  # n=1001
+        "bleu-1": 0.502966256911491,
+        "bleu-2": 0.25411321421616667,
+        "bleu-3": 0.1225543109881753,
+        "bleu-4": 0.05955367017222894,
+        "meteor-coco": 0.10995354831582207,
+        "rouge-l": 0.2366711064375679,
+        "cider-d": 0.04997935586136341,
+    },
+    ("album", "no_ss"): {  # n=1001
+        "bleu-1": 0.5219291523189713,
+        "bleu-2": 0.26791927395210474,
+        "bleu-3": 0.1323417245235309,
+        "bleu-4": 0.06525643219855781,
+        "meteor-coco": 0.11478335145836945,
+        "rouge-l": 0.2370052551787856,
+        "cider-d": 0.06145804739245265,
+    },
+    ("album", "AREL"): {  # n=1001
+        "bleu-1": 0.5871194907505429,
+        "bleu-2": 0.3358428128301204,
+        "bleu-3": 0.19427676987939738,
+        "bleu-4": 0.11461558690560465,
+        "meteor-coco": 0.12494768526509821,
+        "rouge-l": 0.24476910324974183,
+        "cider-d": 0.08137305394772731,
+    },
+    ("album", "XE"): {  # n=1001
+        "bleu-1": 0.5701987114393663,
+        "bleu-2": 0.329721911853877,
+        "bleu-3": 0.1934139376705092,
+        "bleu-4": 0.11801297675187,
+        "meteor-coco": 0.12082748726633014,
+        "rouge-l": 0.24789771512272307,
+        "cider-d": 0.07906105326681151,
+    },
 }
 
 
