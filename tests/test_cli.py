@@ -1,0 +1,233 @@
+"""The `vistkit` command: `metrics` (list, --info), `score` (--format text|json|csv|latex, --per-item) on a
+tiny fixture, and exit codes (0 success, 1 invalid input, 2 usage error; never a traceback)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from vistkit import __version__
+from vistkit.cli import main
+from vistkit.metrics import base
+from vistkit.metrics.base import (
+    Item,
+    Metric,
+    MetricCard,
+    Score,
+    list_metrics,
+    mean_score,
+    unavailable_metrics,
+)
+
+STORIES = [
+    # rovist-nr by hand (tokens = words without the final "."): sentence pairs share
+    # (the, park) / 7 words, (we, went, to, the, park) / 6, (the, park) / 8; no 4-token block has a next one,
+    # so NR = 1 - mean(2/7, 5/6, 2/8) / 2
+    {"story_id": "s1", "text": "we went to the park . the park was nice . we went to the park again .",
+     "photo_ids": ["1", "2", "3"]},
+    # one sentence: no pair, undefined (excluded)
+    {"story_id": "s2", "text": "one sentence only .", "photo_ids": ["4", "5", "6"]},
+    # no shared word: NR = 1
+    {"story_id": "s3", "text": "the cake was big . everyone sang a song . we danced all night .",
+     "photo_ids": ["7", "8", "9"]},
+]  # fmt: skip
+NR = {"1-2-3": 1 - (2 / 7 + 5 / 6 + 2 / 8) / 3 / 2, "7-8-9": 1.0}
+NR_CORPUS = sum(NR.values()) / 2
+
+
+@pytest.fixture
+def hyp_file(tmp_path: Path) -> Path:
+    p = tmp_path / "hyps.jsonl"
+    p.write_text("".join(json.dumps(s) + "\n" for s in STORIES), encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def ref_file(tmp_path: Path) -> Path:
+    p = tmp_path / "refs.jsonl"
+    refs = [{**s, "story_id": f"r{i}", "text": s["text"] + " the end ."} for i, s in enumerate(STORIES)]
+    p.write_text("".join(json.dumps(s) + "\n" for s in refs), encoding="utf-8")
+    return p
+
+
+class _WordRatio(Metric):
+    """A tiny reference-based metric for the CLI tests: hypothesis words / longest reference's words."""
+
+    name: ClassVar[str] = "test-word-ratio"
+    needs_references: ClassVar[bool] = True
+    lower_bound: ClassVar[float | None] = 0.0
+    upper_bound: ClassVar[float | None] = None
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="test only", definition="len(hyp) / max len(ref)", range="[0, inf)", signature_fields="-",
+        reproduces="-",
+    )  # fmt: skip
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"unit": "words"}
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        values = [
+            len(i.hypothesis.text.split()) / max(len(r.text.split()) for r in i.references) for i in items
+        ]
+        return mean_score(self.name, [i.item_id for i in items], values, signature)
+
+
+@pytest.fixture
+def word_ratio() -> Iterator[str]:
+    base.register(_WordRatio)
+    try:
+        yield _WordRatio.name
+    finally:
+        base._REGISTRY.pop(_WordRatio.name, None)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def _need_rovist_nr() -> None:
+    if "rovist-nr" not in list_metrics():
+        pytest.skip("rovist-nr is not registered yet")
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+def test_metrics_lists_every_registered_and_unavailable_metric(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "metrics", "--format", "csv")
+    assert code == 0
+    rows = list(csv.reader(io.StringIO(out)))
+    assert rows[0] == ["metric", "what it measures", "needs", "range", "better"]
+    names = [r[0] for r in rows[1:]]
+    assert set(list_metrics()) | set(unavailable_metrics()) == set(names)
+    for r in rows[1:]:
+        if r[0] in unavailable_metrics():
+            assert r[1].startswith("UNAVAILABLE: ")
+        else:
+            cls = list_metrics()[r[0]]
+            assert r[4] == ("higher" if cls.higher_is_better else "lower")
+            assert ("references" in r[2]) == cls.needs_references
+    code, out, _ = _run(capsys, "metrics")
+    assert code == 0 and all(name in out for name in list_metrics())
+
+
+def test_metrics_info(capsys: pytest.CaptureFixture[str]) -> None:
+    name = next(iter(list_metrics()))
+    code, out, _ = _run(capsys, "metrics", "--info", name)
+    assert code == 0 and out.startswith(f"# {name}") and "## Definition" in out and "## Range" in out
+    code, out, _ = _run(capsys, "metrics", "--info", name, "--format", "json")
+    card = json.loads(out)
+    assert code == 0 and card["name"] == name and card["summary"] == list_metrics()[name].card.summary
+    code, _, err = _run(capsys, "metrics", "--info", "no-such-metric")
+    assert code == 1 and "unknown metric" in err
+    for name, reason in unavailable_metrics().items():
+        code, _, err = _run(capsys, "metrics", "--info", name)
+        assert code == 1 and reason[:40] in " ".join(err.split())
+
+
+# --------------------------------------------------------------------------------------------------- score
+def test_score_json_matches_hand_computed_rovist_nr(
+    hyp_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _need_rovist_nr()
+    code, out, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--format", "json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["scores"]["rovist-nr"] == pytest.approx(NR_CORPUS, abs=1e-12)
+    assert payload["n"]["rovist-nr"] == 2 and payload["key"]["rovist-nr"] == "sequence"
+    assert set(payload["excluded"]["rovist-nr"]) == {"4-5-6"}
+    assert payload["signatures"]["rovist-nr"].startswith("rovist-nr|key:sequence|")
+
+
+def test_score_per_item_csv(hyp_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _need_rovist_nr()
+    per_item = tmp_path / "items.csv"
+    code, _, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--per-item", per_item)
+    assert code == 0
+    rows = list(csv.reader(per_item.open(encoding="utf-8")))
+    assert rows[0] == ["id", "rovist-nr"]
+    got = {r[0]: r[1] for r in rows[1:]}
+    assert got.keys() == {"1-2-3", "4-5-6", "7-8-9"}
+    assert got["4-5-6"] == ""  # undefined: an empty cell
+    assert float(got["1-2-3"]) == pytest.approx(NR["1-2-3"], abs=1e-12)
+    assert float(got["7-8-9"]) == 1.0
+
+
+def test_score_csv_latex_and_text(hyp_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _need_rovist_nr()
+    code, out, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--format", "csv")
+    rows = list(csv.reader(io.StringIO(out)))
+    assert code == 0 and rows[0] == ["metric", "score", "n", "key"]
+    assert rows[1][0] == "rovist-nr" and float(rows[1][1]) == pytest.approx(NR_CORPUS, abs=1e-12)
+    assert rows[1][2:] == ["2", "sequence"]
+    code, out, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--format", "latex")
+    assert code == 0 and r"\begin{tabular}" in out and f"{NR_CORPUS:.4f}" in out and r"\end{table}" in out
+    code, out, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr")
+    assert code == 0 and f"{NR_CORPUS:.4f}" in out and "1 item(s) excluded" in out
+
+
+def test_score_reference_metric_and_two_metrics(
+    hyp_file: Path, ref_file: Path, tmp_path: Path, word_ratio: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = [word_ratio] + (["rovist-nr"] if "rovist-nr" in list_metrics() else [])
+    per_item = tmp_path / "items.csv"
+    code, out, _ = _run(
+        capsys, "score", hyp_file, "-m", ",".join(names), "-r", ref_file, "-f", "json", "--per-item", per_item
+    )
+    assert code == 0
+    payload = json.loads(out)
+    # each reference = the story + 3 words ("the end ."): ratios 18/21, 4/7, 15/18
+    assert payload["scores"][word_ratio] == pytest.approx((18 / 21 + 4 / 7 + 15 / 18) / 3)
+    assert payload["signatures"][word_ratio].startswith(f"{word_ratio}|nrefs:1|key:sequence|unit:words")
+    header = next(csv.reader(per_item.open(encoding="utf-8")))
+    assert header == ["id", *names]
+
+
+# ----------------------------------------------------------------------------------------------- exit codes
+def test_exit_codes(
+    hyp_file: Path, tmp_path: Path, word_ratio: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(capsys, "--version")[:2] == (0, f"vistkit {__version__}\n")
+    # 1: invalid input, one sentence on stderr
+    code, _, err = _run(capsys, "score", hyp_file, "-m", "no-such-metric")
+    assert code == 1 and err.startswith("error: unknown metric")
+    code, _, err = _run(capsys, "score", tmp_path / "missing.jsonl", "-m", word_ratio)
+    assert code == 1 and "no such file" in err
+    code, _, err = _run(capsys, "score", hyp_file, "-m", word_ratio)
+    assert code == 1 and "--references" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"1": "a",}')
+    code, _, err = _run(capsys, "score", bad, "-m", word_ratio, "-r", bad)
+    assert code == 1 and "line 1, column" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _run(capsys, "score", hyp_file, "-m", word_ratio, "-o", "nonsense")
+    assert code == 1 and "METRIC.OPTION=VALUE" in err
+    # 2: usage errors
+    assert _run(capsys, "score", hyp_file)[0] == 2  # --metrics is required
+    assert _run(capsys, "score", hyp_file, "-m", word_ratio, "--format", "xml")[0] == 2
+    assert _run(capsys, "metrics", "--no-such-option")[0] == 2
+    assert _run(capsys, "no-such-command")[0] == 2
+
+
+def test_no_arguments_shows_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys)
+    assert code in (0, 2) and "Usage" in out + err
+
+
+def test_nan_free_json(hyp_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """JSON output never holds NaN (not valid JSON): undefined values are null."""
+    _need_rovist_nr()
+    single = hyp_file.parent / "one.jsonl"
+    single.write_text(json.dumps(STORIES[1]) + "\n", encoding="utf-8")
+    code, out, _ = _run(capsys, "score", single, "-m", "rovist-nr", "-f", "json")
+    assert code == 0
+    payload = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in JSON output"))
+    assert payload["scores"]["rovist-nr"] is None
+    assert not any(isinstance(v, float) and math.isnan(v) for v in payload["scores"].values())
