@@ -228,7 +228,8 @@ def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     for name in ("accuracy_by_gap", "beats_reference", "score_distributions"):
         assert (rep / f"{name}.png").stat().st_size > 1000 and (rep / f"{name}.pdf").exists()
     page = (rep / "index.html").read_text()
-    assert "data:image/png;base64," in page and "meta-test-length|" in page and "vistkit meta" in page
+    assert "data:image/png;base64," in page and "meta-test-length|" in page
+    assert f"<pre>vistkit meta pairs {FIX / 'vhed_small.csv'} --metrics" in page and f"--report {rep}" in page
     assert (rep / "accuracy.tex").read_text().startswith(r"\begin{table}")
     rep2 = tmp_path / "rep2"
     code, _, _ = run(

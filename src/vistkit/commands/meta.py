@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import math
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +52,23 @@ SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling."
 ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
 
 
-def _command_line() -> str:
-    return "vistkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vistkit meta"
+def _command_line(ctx: typer.Context) -> str:
+    """The command as the user could retype it: rebuilt from the parsed parameters (defaults left out)."""
+    parts = ["vistkit", "meta", ctx.info_name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value is None or value == param.default or value in ([], ()):
+            continue
+        is_argument = getattr(param, "param_type_name", "") == "argument"
+        if isinstance(value, bool) and not is_argument:
+            flag = param.opts[0] if value else (getattr(param, "secondary_opts", None) or [""])[0]
+            parts += [flag] if flag else []
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        for v in values:
+            text = str(getattr(v, "value", v))
+            parts += [text] if is_argument else [param.opts[0], text]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 SKIPPED: dict[str, str] = {}
@@ -232,6 +246,7 @@ def _prepare(
 
 @meta_app.command("pairs")
 def pairs_cmd(
+    ctx: typer.Context,
     pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (sent1, sent2, label, ...)."),
     metrics: list[str] = MetricsOpt,
     references: Path | None = RefsOpt,
@@ -289,11 +304,12 @@ def pairs_cmd(
     if report is not None:
         from vistkit.report.html import pairs_report
 
-        pairs_report(report, pairs, scores, result, command=_command_line())
+        pairs_report(report, pairs, scores, result, command=_command_line(ctx))
 
 
 @meta_app.command("gap")
 def gap_cmd(
+    ctx: typer.Context,
     pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
     metrics: list[str] = MetricsOpt,
     references: Path | None = RefsOpt,
@@ -337,7 +353,7 @@ def gap_cmd(
         result = pairs_assessment(
             pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345
         )
-        pairs_report(report, pairs, scores, result, command=_command_line())
+        pairs_report(report, pairs, scores, result, command=_command_line(ctx))
 
 
 @meta_app.command("beats-ref")
@@ -520,6 +536,7 @@ def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict
 
 @meta_app.command("correlate")
 def correlate_cmd(
+    ctx: typer.Context,
     likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
     metrics: list[str] = MetricsOpt,
     stories: list[str] = typer.Option(
@@ -567,7 +584,7 @@ def correlate_cmd(
     if report is not None:
         from vistkit.report.html import correlation_report
 
-        correlation_report(report, table, judged, values, result, command=_command_line())
+        correlation_report(report, table, judged, values, result, command=_command_line(ctx))
 
 
 def correlation_assessment(
