@@ -95,13 +95,14 @@ def find_java() -> JavaInfo | None:
     return None
 
 
-def require_java() -> JavaInfo:
+def require_java(purpose: str = "METEOR") -> JavaInfo:
     """`find_java`, raising `MissingDependencyError` when Java is absent or older than 8."""
+    hint = JAVA_HINT.replace("METEOR", purpose, 1)
     info = find_java()
     if info is None:
-        raise MissingDependencyError(f"{JAVA_HINT} (no java found on PATH or in JAVA_HOME).")
+        raise MissingDependencyError(f"{hint} (no java found on PATH or in JAVA_HOME).")
     if info.version < MIN_JAVA:
-        raise MissingDependencyError(f"{JAVA_HINT} (found {info.version_text!r} at {info.path}).")
+        raise MissingDependencyError(f"{hint} (found {info.version_text!r} at {info.path}).")
     return info
 
 
@@ -375,6 +376,18 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     return str(target)
 
 
+def helper_jvm_options() -> list[str]:
+    """JVM options of the helper: ``$VISTKIT_JAVA_OPTS`` when set, else our defaults.
+
+    Meteor's English tables take ~1.3 GB of heap; with pycocoevalcap's -Xmx2G the collector runs often and its
+    concurrent threads compete with the scoring threads. Scores do not depend on these options.
+    """
+    env = os.environ.get("VISTKIT_JAVA_OPTS")
+    if env is not None:
+        return env.split()
+    return ["-Xmx2G"]
+
+
 @dataclass(frozen=True)
 class MeteorConfig:
     """What a Meteor scorer is built from (the rest are the language/task defaults of Meteor 1.5)."""
@@ -429,7 +442,7 @@ class MeteorServer:
             cp = os.pathsep.join([helper, str(meteor_jar())])
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
-                [java.path, "-Xmx2G", "-cp", cp, HELPER_CLASS, str(self.threads)],
+                [java.path, *helper_jvm_options(), "-cp", cp, HELPER_CLASS, str(self.threads)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -659,7 +672,7 @@ PTB_CLASS_AND_FLAGS = ("edu.stanford.nlp.process.PTBTokenizer", "-preserveLines"
 def run_ptb_tokenizer(lines: Sequence[str]) -> list[str]:
     """Run Stanford's PTBTokenizer (``-preserveLines -lowerCase``) on ``lines`` (no line breaks inside) in one
     JVM call; returns one output line per input line."""
-    java = require_java()
+    java = require_java("the PTB tokenizer (coco metrics)")
     if not lines:
         return []
     data = "\n".join(lines).encode("utf-8", errors="surrogatepass")
