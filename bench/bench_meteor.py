@@ -2,8 +2,8 @@
 
 Reference = what a faithful wrapper of the jar does: ``java -jar meteor-1.5.jar - - -stdio -t hter``, then for
 each (hypothesis, reference) pair one ``SCORE`` and one ``EVAL`` round trip (4,846 pairs for TAPM's ours.json
-on the 1,936 challenge sequences of the shared data). vistkit = the shared helper JVM (Meteor's API, one batch,
-multithreaded). Both give identical scores (checked here, pair by pair).
+on the 1,936 challenge sequences of the shared data). vistkit = the shared helper JVM (Meteor's API, one
+batch, multithreaded). Both give identical scores (checked here, pair by pair).
 
 Prints, from ONE run: JVM start, table load (each side), scoring time (each side), totals and the ratios.
 
@@ -76,7 +76,8 @@ def main() -> None:
     print(f"scoring (warm JVM): jar {t_ref:.2f} s / vistkit {t_ours:.2f} s = {t_ref / t_ours:.2f}x faster")
     cold_ours = t_cold + t_ours
     cold_ref = t_ref_load + t_ref
-    print(f"cold (start + load + score): jar {cold_ref:.2f} s / vistkit {cold_ours:.2f} s = {cold_ref / cold_ours:.2f}x")
+    ratio = cold_ref / cold_ours
+    print(f"cold (start + load + score): jar {cold_ref:.2f} s / vistkit {cold_ours:.2f} s = {ratio:.2f}x")
 
 
 if __name__ == "__main__":

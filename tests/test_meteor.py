@@ -1,7 +1,7 @@
-"""METEOR variants against their official implementations (the Meteor 1.5 jar, pycocoevalcap, published numbers).
+"""METEOR variants vs their official implementations (the Meteor 1.5 jar, pycocoevalcap, published numbers).
 
-- meteor-vist: the 2018 challenge's golden value on TAPM's ours.json, the official example submissions, and the
-  jar's per-pair stdio protocol pair by pair (a sample here; all 1,936 sequences in a slow test);
+- meteor-vist: the 2018 challenge's golden value on TAPM's ours.json, the official example submissions, and
+  the jar's per-pair stdio protocol pair by pair (a sample here; all 1,936 sequences in a slow test);
 - meteor-album: AREL's published test METEOR (within the residual of the 9 albums missing from the shared
   data) and the jar's stdio protocol (-t hter) item by item;
 - meteor-coco: pycocoevalcap 1.2's Meteor after its PTBTokenizer, corpus and per item;
@@ -29,7 +29,8 @@ HAS_JAVA = shutil.which("java") is not None
 needs_java = pytest.mark.skipif(not HAS_JAVA, reason="needs Java 8+")
 pytestmark = [pytest.mark.java]
 
-GOLDEN_TAPM_OURS = 0.24295302494444548  # EvalVISTSharedTask.java on ours.json vs the VIST test SIS (task brief)
+# EvalVISTSharedTask.java on TAPM's ours.json vs the VIST test SIS (value given with the task)
+GOLDEN_TAPM_OURS = 0.24295302494444548
 AREL_RUNS = ("IRL-XE-ss-init", "IRL-init-iter100", "IRL-init-iter100-tahn")
 
 
@@ -68,10 +69,11 @@ def hter_jar() -> Iterator[object]:
 
 
 def story(sid: str, text: str, photos: tuple[str, ...] = ("1", "2"), album: str = "A") -> Story:
-    return Story(sid, text, photo_ids=photos, album_id=album, system="sys" if sid.startswith("h") else "human")
+    system = "sys" if sid.startswith("h") else "human"
+    return Story(sid, text, photo_ids=photos, album_id=album, system=system)
 
 
-# --------------------------------------------------------------------------------------------------- java layer
+# ------------------------------------------------------------------------------------------------- java layer
 def test_java_version_parsing() -> None:
     from vistkit.java import parse_java_version
 
@@ -96,14 +98,15 @@ def test_missing_java_is_one_clear_sentence(monkeypatch: pytest.MonkeyPatch, tmp
             get_metric(name).score(hyp, ref, key="sequence")
     from vistkit.text.ptb import ptb_tokenize
 
-    with pytest.raises(MissingDependencyError, match="PTB tokenizer .* needs Java 8.*JAVA_HOME"):
+    with pytest.raises(MissingDependencyError, match=r"PTB tokenizer .* needs Java 8.*JAVA_HOME"):
         ptb_tokenize(["x"])
 
 
 def test_too_old_java_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     import vistkit.java as vj
 
-    monkeypatch.setattr(vj, "find_java", lambda: vj.JavaInfo("/opt/java7/bin/java", 7, 'java version "1.7.0"'))
+    old = vj.JavaInfo("/opt/java7/bin/java", 7, 'java version "1.7.0"')
+    monkeypatch.setattr(vj, "find_java", lambda: old)
     with pytest.raises(MissingDependencyError, match=r"Java 8\+.*1\.7\.0"):
         vj.require_java()
 
@@ -130,7 +133,7 @@ def test_jars_are_pycocoevalcaps() -> None:
     assert ptb_jar().name == "stanford-corenlp-3.4.1.jar"
 
 
-# --------------------------------------------------------------------------------------------------- meteor-vist
+# ------------------------------------------------------------------------------------------------ meteor-vist
 @needs_java
 def test_meteor_vist_golden_tapm(tapm_ours: StorySet, refs: StorySet, template: list[str]) -> None:
     from vistkit.metrics.meteor import meteor_vist_score
@@ -157,7 +160,8 @@ def test_meteor_vist_official_examples(refs: StorySet, template: list[str]) -> N
     empty = meteor_vist_score(sub("example-submission-file-extra.empty.test.json"), refs, template=template)
     assert empty.corpus == 0.0 and empty.n == 1936
     with pytest.raises(InputError, match="One story is missing"):
-        meteor_vist_score(sub("example-submission-file-extra.missing.happy.test.json"), refs, template=template)
+        missing = sub("example-submission-file-extra.missing.happy.test.json")
+        meteor_vist_score(missing, refs, template=template)
 
 
 def _pairs(hyps: StorySet, refs: StorySet, template: list[str], limit: int | None) -> tuple[list, list, list]:
@@ -169,7 +173,9 @@ def _pairs(hyps: StorySet, refs: StorySet, template: list[str], limit: int | Non
     return items, tests, gold
 
 
-def _check_against_jar(jar: object, hyps: StorySet, refs: StorySet, template: list[str], limit: int | None) -> None:
+def _check_against_jar(
+    jar: object, hyps: StorySet, refs: StorySet, template: list[str], limit: int | None
+) -> None:
     from vistkit.java import MeteorConfig, meteor_server
     from vistkit.metrics.base import get_metric
 
@@ -215,7 +221,8 @@ def test_meteor_vist_texts_with_protocol_characters() -> None:
     with_bars = server.pair_scores(cfg, ["the dog ran ||| to a park ."], [ref])[0]
     assert 0.0 < with_bars < base
     # empty hypothesis, empty reference, non-ASCII text
-    assert server.pair_scores(cfg, ["", "x", "café crème brûlée"], [ref, "", "café crème brûlée"]) == [0.0, 0.0, 1.0]
+    odd = server.pair_scores(cfg, ["", "x", "café crème brûlée"], [ref, "", "café crème brûlée"])
+    assert odd == [0.0, 0.0, 1.0]
 
 
 @needs_java
@@ -241,7 +248,9 @@ def test_meteor_vist_is_case_sensitive_without_normalisation() -> None:
 
 
 @needs_java
-def test_cli_score_meteor_vist(tmp_path: Path, tapm_ours: StorySet, template: list[str]) -> None:
+def test_cli_score_meteor_vist(
+    tmp_path: Path, tapm_ours: StorySet, template: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     from vistkit.cli import main
     from vistkit.data.readers import load_json
     from vistkit.metrics.base import get_metric
@@ -268,10 +277,12 @@ def test_cli_score_meteor_vist(tmp_path: Path, tapm_ours: StorySet, template: li
     assert got == dict(zip(expected.item_ids, expected.item_scores.tolist(), strict=True))
     assert len(got) == len([k for k in keys if k in got]) > 50
     # --drop-non-ascii reaches the metric (its signature says so)
+    capsys.readouterr()
     assert main([*args, "--metrics", "meteor-vist", "--drop-non-ascii", "--format", "json"]) == 0
+    assert "ascii:drop" in json.loads(capsys.readouterr().out)["signatures"]["meteor-vist"]
 
 
-# --------------------------------------------------------------------------------------------------- meteor-album
+# ----------------------------------------------------------------------------------------------- meteor-album
 @needs_java
 def test_meteor_album_near_arel_published(refs: StorySet) -> None:
     """AREL's test_scores.json METEOR vs ours on its prediction_test.json.
@@ -313,7 +324,7 @@ def test_meteor_album_equals_jar_stdio(hter_jar: object, refs: StorySet) -> None
     assert s.resample(np.arange(len(items))) == pytest.approx(jar.corpus, abs=1e-12)
 
 
-# --------------------------------------------------------------------------------------------------- meteor-coco
+# ------------------------------------------------------------------------------------------------ meteor-coco
 @needs_java
 def test_meteor_coco_equals_pycocoevalcap(tapm_ours: StorySet, refs: StorySet) -> None:
     from pycocoevalcap.meteor.meteor import Meteor
@@ -340,7 +351,8 @@ def test_meteor_coco_equals_pycocoevalcap(tapm_ours: StorySet, refs: StorySet) -
     params = dict(alpha=info.alpha, beta=info.beta, gamma=info.gamma, delta=info.delta)
     assert s.stats is not None
     for row, value in zip(s.stats, s.item_scores, strict=True):
-        assert meteor_from_stats(row, weights=info.module_weights, **params) == pytest.approx(value, abs=1e-12)
+        again = meteor_from_stats(row, weights=info.module_weights, **params)
+        assert again == pytest.approx(value, abs=1e-12)
     assert s.resample(np.arange(len(items))) == pytest.approx(corpus, abs=1e-12)
 
 
@@ -367,5 +379,5 @@ def test_meteor_coco_and_album_survive_odd_texts() -> None:
         assert s.n == 3 and all(0.0 <= v <= 1.0 for v in s.item_scores), name
         assert s.item_scores[0] == 0.0 and math.isfinite(s.corpus), name
     album = get_metric("meteor-album").score(hyps, refs, key="album")
-    # '|||' is removed from the hypothesis and line breaks become spaces: "a dog ran home ..." vs "a dog ran home"
+    # hypothesis '|||' is dropped, line breaks become spaces: 'a dog ran home ...' vs 'a dog ran home'
     assert album.item_scores[1] > 0.8

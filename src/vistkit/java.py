@@ -193,8 +193,9 @@ public class VistkitMeteor {
     static final Map<String, MeteorScorer> shared = new HashMap<>();
 
     /**
-     * A scorer for another task/normalisation of an already loaded language and module list, without loading the
-     * paraphrase table again: the copy constructor shares the aligner's tables (its weights are fixed at 1/0.5 by
+     * A scorer for another task/normalisation of an already loaded language and module list, without
+     * loading the paraphrase table again: the copy constructor shares the aligner's tables (its weights are
+     * fixed at 1/0.5 by
      * MeteorScorer.loadConfiguration whatever the task), then we set the fields loadConfiguration would set.
      */
     static MeteorScorer reconfigure(MeteorScorer s, MeteorConfiguration c) throws Exception {
@@ -267,18 +268,19 @@ public class VistkitMeteor {
             if (op == 'Q') break;
             if (op == 'C') {
                 String task = readStr(in), lang = readStr(in), normName = readStr(in);
-                // Meteor's -norm = NORMALIZE_KEEP_PUNCT, -lower = NORMALIZE_LC_ONLY (read from the jar's Constants)
+                // -norm = NORMALIZE_KEEP_PUNCT, -lower = NORMALIZE_LC_ONLY (from the jar's Constants)
                 int norm = normName.equals("norm") ? Constants.NORMALIZE_KEEP_PUNCT
                     : normName.equals("lower") ? Constants.NORMALIZE_LC_ONLY
                     : normName.equals("nopunct") ? Constants.NORMALIZE_NO_PUNCT : Constants.NO_NORMALIZE;
                 long t0 = System.nanoTime();
-                // the order MeteorConfiguration asks for (and Meteor's -l/-t options use): language, then task
+                // the order MeteorConfiguration asks for (as Meteor's -l/-t options): language, then task
                 MeteorConfiguration config = new MeteorConfiguration();
                 config.setLanguage(lang);
                 if (!task.isEmpty()) config.setTask(task);
                 config.setNormalization(norm);
                 String key = config.getLanguage() + "|" + config.getModules() + "|" + config.getBeamSize()
-                    + "|" + config.getParaDirURL() + "|" + config.getSynDirURL() + "|" + config.getWordFileURL();
+                    + "|" + config.getParaDirURL() + "|" + config.getSynDirURL()
+                    + "|" + config.getWordFileURL();
                 MeteorScorer base = shared.get(key);
                 MeteorScorer scorer;
                 int loaded;
