@@ -117,7 +117,7 @@ def test_java_home_is_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     fake = tmp_path / "jdk" / "bin"
     fake.mkdir(parents=True)
     exe = fake / "java"
-    exe.write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    exe.write_text("#!/bin/sh\necho 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
     exe.chmod(0o755)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
     monkeypatch.setattr(vj, "_JAVA_CACHE", {})

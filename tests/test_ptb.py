@@ -25,7 +25,7 @@ def coco_tokenize(texts: list[str]) -> list[str]:
 def test_hand_checked_examples() -> None:
     from vistkit.text.ptb import ptb_tokenize
 
-    got = ptb_tokenize(["Hello, World! It's a \"test\".", "Second (with) café…", "", "a\nb"])
+    got = ptb_tokenize(['Hello, World! It\'s a "test".', "Second (with) café…", "", "a\nb"])
     # hand-checked against the rules: lower-case, PTB splits, punctuation tokens dropped, "-lrb-" kept
     # (pycocoevalcap lists "-LRB-" upper-case but tokenises with -lowerCase)
     assert got == ["hello world it 's a test", "second -lrb- with -rrb- café", "", "a b"]

@@ -124,7 +124,7 @@ class MeteorVist(Metric):
             "For each photo sequence s with hypothesis h_s and references R_s: "
             "score_s = max_{r in R_s} METEOR_hter(h_s, r), via MeteorScorer.getMeteorStats(h_s, r).score "
             "with "
-            "MeteorConfiguration.setTask(\"hter\") (alpha 0.4, beta 1.5, gamma 0.35, delta 0.55; modules "
+            'MeteorConfiguration.setTask("hter") (alpha 0.4, beta 1.5, gamma 0.35, delta 0.55; modules '
             "exact/stem/synonym/paraphrase with weights 1.0/0.2/0.6/0.8), English, no normalisation. "
             "Corpus = mean of score_s. Keyed by sequence (photo ids joined by '-'); --template restricts to "
             "the "
