@@ -140,3 +140,12 @@ def test_build_reference_pairs_proxy_label() -> None:
     with pytest.raises(InputError):
         build_reference_pairs(refs, [StorySet([Story("7", "x", system="m")])], key="story")
     assert np.isfinite(p.gap)
+
+
+def test_proxy_label_survives_writing(tmp_path: Path) -> None:
+    refs = StorySet([Story("1", "human one", photo_ids=("a", "b"))])
+    pairs = build_reference_pairs(refs, [StorySet([Story("1", "machine", system="m")])], key="story")
+    write_pairs(pairs, tmp_path / "p.csv")
+    assert (tmp_path / "p.csv").read_text().splitlines()[0].endswith(",rank_norm,label_source")
+    back = read_pairs(tmp_path / "p.csv")
+    assert back[0].meta["label"].startswith("proxy") and back[0].preference == 1

@@ -89,4 +89,6 @@ def test_whole_pipeline_on_real_pairs(
         # scored against itself, the human story wins (nearly) every pair: the reason for the RAA
         assert off["accuracy"][m]["all"] >= 0.95 > acc
     assert all(v["ratio"] == 0.0 for v in on["beats_reference"]["human"].values())  # the proxy label
+    assert on["proxy_label_pairs"] == 75
+    assert "PROXY label" in (tmp_path / "rep" / "index.html").read_text()
     assert (tmp_path / "rep" / "index.html").stat().st_size > 10_000

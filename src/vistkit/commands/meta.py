@@ -212,6 +212,7 @@ def pairs_assessment(
     return {
         "pairs": len(pairs),
         "zero_gap_pairs": sum(1 for p in pairs if p.gap == 0),
+        "proxy_label_pairs": sum(1 for p in pairs if p.meta.get("label", "").startswith("proxy")),
         "accuracy": {m: {k: v[k]["accuracy"] for k in SUBSETS} for m, v in acc.items()},
         "n": {m: {k: v[k]["n"] for k in SUBSETS} for m, v in acc.items()},
         "by_kind": {s.metric: accuracy_by_kind(s, pairs) for s in scores},

@@ -240,6 +240,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                 n_stories=None if order is None else int(order),
                 avg_rank_1=a,
                 avg_rank_2=b,
+                meta={"label": row["label_source"]} if row.get("label_source") else {},
             )
         )
     if not pairs:
@@ -251,10 +252,13 @@ def write_pairs(pairs: Iterable[StoryPair], path: str | Path) -> None:
     """Write pairs in the VHED column layout with ``label = avg_rank_base - avg_rank_comp`` (see module doc).
 
     ``avg_rank_*`` are written normalised (mean rank / N) when N is known, as VHED's pair construction does.
+    Pairs with a proxy label (`build_reference_pairs`) get an extra last column ``label_source`` saying so.
     """
+    pairs = list(pairs)
+    proxy = any(pr.meta.get("label") for pr in pairs)
     with open(path, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(VHED_COLUMNS)
+        w.writerow([*VHED_COLUMNS, "label_source"] if proxy else VHED_COLUMNS)
         for pr in pairs:
             n = pr.n_stories
             w.writerow(
@@ -271,6 +275,7 @@ def write_pairs(pairs: Iterable[StoryPair], path: str | Path) -> None:
                     "" if pr.avg_rank_2 is None else repr(pr.avg_rank_2),
                     "" if n is None else n,
                     repr(-pr.gap / n) if n else "",
+                    *([pr.meta.get("label", "")] if proxy else []),
                 ]
             )
 

@@ -212,7 +212,7 @@ def pairs_report(
         sections.append(("Metric A vs metric B (exact McNemar, paired bootstrap)", html_table(ccols, crows)))
 
     notes = []
-    if any(p.meta.get("label", "").startswith("proxy") for p in pairs[:50]):
+    if result.get("proxy_label_pairs"):
         notes.append(
             "These pairs carry a PROXY label (the human story is assumed better); they are not human "
             "judgements, so accuracy here means 'how often the metric prefers the human story'."
