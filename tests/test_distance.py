@@ -185,3 +185,16 @@ def test_cli_errors_and_per_item_output(tmp_path: Path, capsys: pytest.CaptureFi
     assert rows[0] == ["story_id", "dG", "dC", "dR", "dHM"] and len(rows) == 587
     mean_dhm = sum(float(r[4]) for r in rows[1:]) / 586
     assert round(mean_dhm, 4) == GOLDEN["vwp"]["dHM"]
+
+
+def test_tanh_rule_for_per_item_csvs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tanh goes on a G column unless it names a registered metric bounded in [-1, 1]."""
+    for name, g in (("h.csv", 2.0), ("m.csv", 0.0)):
+        (tmp_path / name).write_text(f"id,groovist,bertscore,rovist-c,rovist-nr\ns1,{g},{g / 4},0.5,0.5\n")
+    args = ["distance", "--human", str(tmp_path / "h.csv"), "--model", str(tmp_path / "m.csv"), "-f", "json"]
+    assert main(args) == 0  # groovist is unbounded (raw GROOViST): tanh, as dHM does
+    assert json.loads(capsys.readouterr().out)["dG"] == pytest.approx(math.tanh(2.0))
+    assert main([*args, "--g-metric", "bertscore"]) == 0  # bounded in [-1, 1]: used as given
+    assert json.loads(capsys.readouterr().out)["dG"] == pytest.approx(0.5)
+    assert main([*args, "--no-tanh-g"]) == 0
+    assert json.loads(capsys.readouterr().out)["dG"] == pytest.approx(2.0)

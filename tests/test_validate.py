@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -394,3 +395,27 @@ def test_fuzz_field_replacement(raw: bytes) -> None:
 @given(any_submission)
 def test_fuzz_cli_exit_codes(raw: bytes) -> None:
     _check_cli(raw)
+
+
+def test_example_with_template_and_pr_vist_references() -> None:
+    """Required = template ∩ reference sequences (PR-VIST holds 1,999 of the VIST test sequences)."""
+    template_path = shared_file(CHALLENGE, "vist-challenge-template.json")
+    refs_path = shared_file("pr-vist", "PR_VIST.json.zip")
+    template = {
+        "-".join(s["photo_sequence"]) for s in json.loads(template_path.read_text())["output_stories"]
+    }
+    with zipfile.ZipFile(refs_path) as zf:
+        member = next(n for n in zf.namelist() if not n.startswith("__MACOSX"))
+        records = json.loads(zf.read(member))
+    by_story: dict[str, list[tuple[int, str]]] = {}
+    for r in records:
+        by_story.setdefault(r["story_id"], []).append(
+            (int(r["worker_arranged_photo_order"]), r["photo_flickr_id"])
+        )
+    ref_seqs = {"-".join(p for _, p in sorted(v)) for v in by_story.values()}
+    report = validate_submission(
+        shared_file(*EXAMPLES, "example-submission-file.test.json"),
+        template=template_path,
+        references=refs_path,
+    )
+    assert report.ok and report.n_required == len(template & ref_seqs)

@@ -249,7 +249,7 @@ def read_per_item_scores(
     from vistkit.data.readers import open_text
 
     p = Path(path)
-    with open_text(p) as fh:
+    with open_text(p, newline="") as fh:
         try:
             reader = csv.DictReader(fh)
             header = list(reader.fieldnames or [])
@@ -295,13 +295,31 @@ def resolve_columns(header: Iterable[str], wanted: Mapping[str, str | None], *, 
     return out
 
 
+def is_per_item_csv(path: str | Path) -> bool:
+    """Whether ``path`` is a per-item CSV file (``.csv``, also inside ``.gz`` / ``.zip``)."""
+    p = Path(path)
+    name = p.name.lower()
+    return p.is_file() and any(name.endswith(ext) for ext in (".csv", ".csv.gz", ".csv.zip"))
+
+
+def per_item_header(path: str | Path) -> list[str]:
+    """The column names of a per-item CSV (``[]`` for an empty file)."""
+    from vistkit.data.readers import open_text
+
+    with open_text(path, newline="") as fh:
+        try:
+            return next(csv.reader(fh), [])
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise InputError(f"{path}: not a readable CSV ({exc})") from None
+
+
 def read_scores(
     path: str | Path, *, columns: Mapping[str, str | None] | None = None
 ) -> dict[str, dict[str, float]]:
     """A per-item CSV (a ``.csv`` file), or a dHM score prefix (``DIR/gt_test`` names ``DIR/gt_test_G.json``,
     ``_C.csv`` and ``_R.csv``)."""
     p = Path(path)
-    if p.is_file() and p.suffix.lower() in (".csv", ".gz", ".zip"):
+    if is_per_item_csv(p):
         return read_per_item_scores(p, columns=columns)
     if p.is_dir():
         raise InputError(f"{p} is a folder; give a score prefix such as {p / 'gt_test'} or a per-item CSV")

@@ -39,7 +39,7 @@ def load_tables(
     tanh_g: bool | None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], bool]:
     """Human and model score tables and whether to apply tanh to G (None = dHM's rule, see `distance`)."""
-    from vistkit.distance import DIMENSIONS, read_scores, resolve_columns
+    from vistkit.distance import DIMENSIONS, is_per_item_csv, per_item_header, read_scores, resolve_columns
 
     if human is None or model is None:
         raise InputError("give both --human and --model (a dHM score prefix or a per-item CSV each)")
@@ -48,9 +48,8 @@ def load_tables(
         # raw GROOViST in dHM's _G.json files; a per-item column keeps tanh unless its metric is bounded
         tanh_g = True
         for p in (human, model):
-            if p.is_file() and p.suffix.lower() == ".csv":
-                header = p.read_text(encoding="utf-8", errors="replace").splitlines()[0].split(",")
-                g_col = resolve_columns(header[1:], columns, where=str(p))[DIMENSIONS[0]]
+            if is_per_item_csv(p):
+                g_col = resolve_columns(per_item_header(p)[1:], columns, where=str(p))[DIMENSIONS[0]]
                 if g_is_bounded(g_col):
                     tanh_g = False
     return tables[0], tables[1], tanh_g

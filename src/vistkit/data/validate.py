@@ -109,7 +109,7 @@ class Finding:
         if self.origin is Origin.CHALLENGE and self.level is Level.ERROR and len(self.sequences) > 1:
             prefix = self.message.split(" Photo seq: ")[0]
             for seq in self.sequences[1:max_listed]:
-                out.append(f"{prefix} Photo seq: {seq}-")
+                out.append(f"{prefix} Photo seq: {seq + '-' if seq else ''}")
             if len(self.sequences) > max_listed:
                 out.append(f"  (vistkit: ... and {len(self.sequences) - max_listed} more; see --format json)")
         return out
@@ -501,10 +501,12 @@ def _challenge_checks(
     add(Finding("json-syntax", Level.PASSED, Origin.CHALLENGE, f"[Passed] {MSG_PASSED_SYNTAX}"))
     # 3. one story per sequence
     seen: set[str] = set()
+    seen_challenge: set[str | None] = set()  # the challenge's HashSet of getPhotoIdSeqStr()
     dups: list[_Entry] = []
     for e in entries:
-        if e.key in seen:
+        if e.cha_key in seen_challenge:
             dups.append(e)
+        seen_challenge.add(e.cha_key)
         seen.add(e.key)
     if dups:
         add(
