@@ -24,7 +24,10 @@ def validate(
 ) -> None:
     """Check SUBMISSION as the NAACL 2018 challenge did (same order and messages), then vistkit's own checks.
 
-    Exit code 0 when valid (warnings allowed), 1 when any check fails.
+    Messages write a photo sequence as the challenge does, every id followed by '-' ("1-2-3-4-5-"); JSON
+    output lists sequences as vistkit keys, ids joined by '-' ("1-2-3-4-5"). Without --template/--references
+    the "all required stories" check is skipped. Exit code 0 when valid (warnings allowed), 1 when a check
+    fails.
     """
     from vistkit.data.validate import validate_submission
 
