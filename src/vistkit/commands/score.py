@@ -183,6 +183,15 @@ def score(
         False, "--drop-non-ascii", help="meteor-vist: delete non-ASCII characters first (the challenge README)."
     ),
     option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    images: Path | None = typer.Option(
+        None, "--images", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
+    ),
+    regions: Path | None = typer.Option(
+        None, "--regions", help="Grounding metrics: regions CSV (image_id,bbox as vist_entities.csv)."
+    ),
+    photos: Path | None = typer.Option(
+        None, "--photos", help="Grounding metrics: JSON story_id -> [photo ids] for files without photos."
+    ),
     reference_absent: bool = typer.Option(
         False, "--reference-absent", help="Remove the scored story from its own references (Vrank Eq. 3)."
     ),
@@ -198,7 +207,9 @@ def score(
     names = parse_metric_names(metrics)
     if not names:
         raise InputError("give at least one metric: --metrics meteor-vist,rovist-nr")
-    built = build_metrics(names, {"drop_non_ascii": drop_non_ascii or None}, parse_metric_options(option))
+    shared = {"drop_non_ascii": drop_non_ascii or None}
+    shared.update(images=images, regions=regions, photos=photos)  # grounding metrics
+    built = build_metrics(names, shared, parse_metric_options(option))
     hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
     refs = read_stories(references, format=ref_format) if references is not None else None
     seqs = read_template(template) if template is not None else None

@@ -295,16 +295,35 @@ class ClipScore(_ClipScoreBase):
         "2021.",
     )
 
-    def __init__(self, *, sentences: str = "split", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        sentences: str = "split",
+        images: str | Path | None = None,
+        photos: str | Path | dict[str, Sequence[str]] | None = None,
+        clip_model: str | Path = DEFAULT_CLIP,
+        prefix: str = CLIPSCORE_PREFIX,
+        device: str | None = None,
+        batch_size: int = 64,
+        trust_checkpoint: bool = False,
+    ) -> None:
         if sentences not in ("split", "source"):
             raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
         self.sentences = sentences
-        super().__init__(**kwargs)
+        super().__init__(
+            images=images,
+            photos=photos,
+            clip_model=clip_model,
+            prefix=prefix,
+            device=device,
+            batch_size=batch_size,
+            trust_checkpoint=trust_checkpoint,
+        )
 
     def signature_fields(self) -> dict[str, object]:
         return {
             "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
-            "prefix": repr(self.prefix),
+            "prefix": self.prefix.strip().replace(" ", "_"),
             "w": CLIPSCORE_W,
             "sent": self.sentences,
         }
@@ -365,16 +384,35 @@ class ClipScoreStory(_ClipScoreBase):
         "2021.",
     )
 
-    def __init__(self, *, long: str = "exclude", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        long: str = "exclude",
+        images: str | Path | None = None,
+        photos: str | Path | dict[str, Sequence[str]] | None = None,
+        clip_model: str | Path = DEFAULT_CLIP,
+        prefix: str = CLIPSCORE_PREFIX,
+        device: str | None = None,
+        batch_size: int = 64,
+        trust_checkpoint: bool = False,
+    ) -> None:
         if long not in ("exclude", "truncate"):
             raise InputError(f"long must be 'exclude' or 'truncate', not {long!r}")
         self.long = long
-        super().__init__(**kwargs)
+        super().__init__(
+            images=images,
+            photos=photos,
+            clip_model=clip_model,
+            prefix=prefix,
+            device=device,
+            batch_size=batch_size,
+            trust_checkpoint=trust_checkpoint,
+        )
 
     def signature_fields(self) -> dict[str, object]:
         return {
             "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
-            "prefix": repr(self.prefix),
+            "prefix": self.prefix.strip().replace(" ", "_"),
             "w": CLIPSCORE_W,
             "long": self.long,
         }
