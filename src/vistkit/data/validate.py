@@ -29,8 +29,8 @@ Where we differ from the Java program, on purpose:
   keep every offender in the report (the text output lists up to `MAX_LISTED`);
 - it prints both ``[Passed]`` lines of checks 1-3 together once both pass; we print each as soon as its
   check passes (the same lines in the same order when the file is valid);
-- Gson reads leniently (comments, single quotes, unquoted names, ``NaN``); vistkit requires standard JSON
-  (RFC 8259), since other tools cannot read such files;
+- Gson reads leniently (comments, single quotes, unquoted names, ``NaN``, data after the top-level value);
+  vistkit requires standard JSON (RFC 8259), since other tools cannot read such files;
 - where the Java program crashes (the top level is not an object, ``output_stories`` is missing or ``null``,
   a story is ``null``) we report a vistkit error instead.
 
