@@ -113,6 +113,15 @@ def test_reference_absent_algorithm_hand_computed() -> None:
     assert pair_accuracy(off, pairs)["all"]["accuracy"] == pytest.approx(2 / 3)
 
 
+def test_rounds_padded_for_corpus_dependent_metrics() -> None:
+    pairs = read_pairs(FIX / "ref_pairs_small.csv")
+    refs = read_stories(FIX / "references_small.jsonl")
+    res = score_pairs(D.MetaCorpusLength(), pairs, references=refs, key="sequence")
+    # 4 units of sequence 1-2-3 and 2 of 4-5-6 need 4 calls; padded, every call holds both keys (N = 2)
+    assert res.score_1.tolist() == pytest.approx([3 / 2, 3 / 2, 3 / 2])
+    assert res.score_2.tolist() == pytest.approx([3 / 2, 4 / 2, 3 / 2])
+
+
 def test_reference_based_metric_without_references_is_an_error() -> None:
     from vistkit.errors import InputError
 

@@ -1,10 +1,9 @@
 """Score the two stories of every pair (or every judged story) with a registered metric, via `Metric.score`.
 
-`Metric.score` aligns one hypothesis per key, but a pairs file holds several stories per photo sequence (and
-the
-Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference set)
-units
-are split into rounds with at most one unit per key and each round is one `Metric.score` call.
+`Metric.score` aligns one hypothesis per key, but a pairs file holds several stories per photo sequence
+(and the Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference
+set) units are split into rounds with at most one unit per key and each round is one `Metric.score` call. For
+metrics whose item scores depend on the whole call (CIDEr-D's idf), every round is padded to the same keys.
 """
 
 from __future__ import annotations
@@ -52,6 +51,11 @@ class _Unit:
     story_id: str
     img_seq: tuple[str, ...]
     drop_ref: str | None  # text of the reference removed from this unit's references (Reference Absent)
+
+
+def _corpus_dependent(metric: Metric) -> bool:
+    """Whether an item's score depends on the other items of the call (corpus idf: CIDEr, CIDEr-D)."""
+    return bool(getattr(metric, "item_scores_depend_on_corpus", metric.name.lower().startswith("cider")))
 
 
 def _pair_key(pair: StoryPair, keying: Keying) -> str:
@@ -122,6 +126,15 @@ def score_pairs(
         if r == len(rounds):
             rounds.append([])
         rounds[r].append((u, i))
+    if metric.needs_references and len(rounds) > 1 and _corpus_dependent(metric):
+        # CIDEr-D takes its idf from the references of the whole call: pad every round with a filler unit of
+        # each missing key (its score is discarded) so that all rounds see the same corpus of keys.
+        first: dict[str, _Unit] = {}
+        for u in units:
+            first.setdefault(u.key, u)
+        for rnd in rounds:
+            present = {u.key for u, _ in rnd}
+            rnd += [(u, -1) for k, u in first.items() if k not in present]
     for rnd in rounds:
         hyps: list[Story] = []
         refs: list[Story] = []
@@ -155,9 +168,10 @@ def score_pairs(
             continue
         signature = signature or result.signature
         for item_id, v in zip(result.item_ids, result.item_scores, strict=True):
-            values[index[item_id]] = float(v)
+            if index[item_id] >= 0:
+                values[index[item_id]] = float(v)
         for item_id, why in result.excluded.items():
-            if item_id in index:
+            if index.get(item_id, -1) >= 0:
                 reasons[index[item_id]] = why
     if not signature:
         raise InputError(f"{metric.name}: no pair could be scored (check --references and --key)")
