@@ -198,3 +198,21 @@ def test_tanh_rule_for_per_item_csvs(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert json.loads(capsys.readouterr().out)["dG"] == pytest.approx(0.5)
     assert main([*args, "--no-tanh-g"]) == 0
     assert json.loads(capsys.readouterr().out)["dG"] == pytest.approx(2.0)
+
+
+def test_table_from_score_objects() -> None:
+    """Score objects (what `vistkit score` computes) plug straight into dhm_distance; NaN items drop out."""
+    from vistkit.distance import table_from_scores
+    from vistkit.metrics.base import mean_score
+
+    def side(g: list[float], c: list[float], r: list[float]) -> dict[str, dict[str, float]]:
+        ids = ["1", "2"]
+        scores = {d: mean_score(d, ids, v, "sig") for d, v in zip("GCR", (g, c, r), strict=True)}
+        return table_from_scores(scores)
+
+    human = side([0.0, 1.0], [0.5, 0.5], [1.0, float("nan")])
+    model = side([0.0, 0.0], [0.25, 0.5], [0.5, 0.5])
+    r = dhm_distance(human, model)
+    assert r.n == 1 and r.dC == pytest.approx(0.25) and r.dR == pytest.approx(0.5) and r.dG == 0
+    with pytest.raises(InputError, match="no R scores"):
+        table_from_scores({"G": None, "C": None})

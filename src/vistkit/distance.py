@@ -164,6 +164,19 @@ def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResu
     )
 
 
+def table_from_scores(scores: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """A score table from vistkit `Score` objects, ``{"G": Score, "C": Score, "R": Score}`` (e.g. groovist,
+    rovist-c and rovist-nr run on one side's stories); undefined (NaN) items are left out."""
+    missing = [d for d in DIMENSIONS if d not in scores]
+    if missing:
+        raise InputError(f"no {', '.join(missing)} scores (dHM needs G, C and R)")
+    table: dict[str, dict[str, float]] = {}
+    for d in DIMENSIONS:
+        pairs = zip(scores[d].item_ids, scores[d].item_scores, strict=True)
+        table[d] = {str(i): float(v) for i, v in pairs if not math.isnan(float(v))}
+    return table
+
+
 def _natural_key(sid: str) -> tuple[int, int | str]:
     return (0, int(sid)) if sid.isdigit() else (1, sid)
 
