@@ -17,7 +17,7 @@ official script rounds to 4 decimals; we keep full precision and round only for 
 
 The core, `dhm_distance`, takes per-story score tables, so any source plugs in: the official score files
 (`read_dhm_scores`), per-item CSVs written by ``vistkit score --per-item`` (`read_per_item_scores`), or scores
-computed from stories.
+computed from stories (`table_from_scores` turns G, C, R `Score` objects into a table).
 """
 
 from __future__ import annotations
