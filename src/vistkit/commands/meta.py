@@ -170,6 +170,15 @@ def _emit(
         echo(render_table(columns, rows, fmt, title=title, caption=caption))
 
 
+def _proxy_note(n: int) -> str:
+    if not n:
+        return ""
+    return (
+        f"\nnote: {n} pairs carry a PROXY label (the human story is assumed better): accuracy = how often "
+        "the metric prefers the human story, not agreement with human judgements"
+    )
+
+
 def _sig_caption(signatures: dict[str, str]) -> str:
     return "\n".join(f"{m}: {s}" for m, s in signatures.items())
 
@@ -300,7 +309,7 @@ def pairs_cmd(
         rows,
         fmt,
         "pair accuracy (Vrank Eq. 1-2; ties are wrong)",
-        _sig_caption(result["signatures"]),
+        _sig_caption(result["signatures"]) + _proxy_note(result["proxy_label_pairs"]),
     )
     if report is not None:
         from vistkit.report.html import pairs_report
