@@ -341,11 +341,12 @@ def gap_cmd(
         pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign
     )
     by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
-    payload = {
+    signatures = {s.metric: s.signature for s in scores}
+    payload: dict[str, Any] = {
         "by_gap": by_gap,
         "gap_edges": list(edges),
         "gap_normalised": not raw_gap,
-        "signatures": {s.metric: s.signature for s in scores},
+        "signatures": signatures,
     }
     cols = ["metric", "bucket", "accuracy", "n"]
     rows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in by_gap.items() for b in bs]
@@ -355,7 +356,7 @@ def gap_cmd(
         rows,
         fmt,
         "accuracy by ranking gap (Vrank Fig. 3)",
-        _sig_caption(payload["signatures"]),
+        _sig_caption(signatures),
     )
     if report is not None:
         from vistkit.report.html import pairs_report
@@ -442,7 +443,8 @@ def compare_cmd(
                 ),
             }
         )
-    payload = {"subset": subset, "comparisons": comps, "signatures": {s.metric: s.signature for s in scores}}
+    signatures = {s.metric: s.signature for s in scores}
+    payload: dict[str, Any] = {"subset": subset, "comparisons": comps, "signatures": signatures}
     cols = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap", "n"]
     rows = [
         [
@@ -459,7 +461,7 @@ def compare_cmd(
         ]
         for c in comps
     ]
-    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(payload["signatures"]))
+    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(signatures))
 
 
 # ------------------------------------------------------------------------------------------ judged stories
