@@ -164,6 +164,9 @@ class ValidationReport:
         return out
 
     def as_dict(self) -> dict[str, Any]:
+        """The JSON of ``vistkit validate --format json``: ``path``, ``valid``, ``n_stories``, ``n_required``,
+        ``errors``, ``warnings`` (counts) and ``findings`` (each `Finding.as_dict`: check, level, origin,
+        message, detail, sequences, indices, line, column)."""
         return {
             "path": self.path,
             "valid": self.ok,
