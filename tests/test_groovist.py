@@ -429,3 +429,49 @@ def test_missing_clip_weights_cli(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_bad_dataset_name():
     with pytest.raises(InputError):
         gv.Groovist(dataset="mscoco")
+
+
+def test_batched_noun_phrases_equal_per_story():
+    from vistkit.text.sentences import sent_tokenize
+
+    nlp = gv.load_spacy()
+    stories = [sent_tokenize(STORY_48454), sent_tokenize(STORY_50392), [], ["[female] saw a [location] ."]]
+    assert gv.noun_phrases_many(stories, nlp) == [gv.noun_phrases(s, nlp) for s in stories]
+
+
+@pytest.mark.slow
+def test_score_command_with_images(
+    tiny_clip: Path, photo_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    import json
+
+    from vistkit.cli import main
+
+    stories = tmp_path / "stories.json"
+    stories.write_text(json.dumps({"9": "the cat sat on the mat . the horse ran ."}))
+    photo_map = tmp_path / "photos.json"
+    photo_map.write_text(json.dumps({"9": list(PHOTOS)}))
+    code = main(
+        [
+            "score",
+            str(stories),
+            "-m",
+            "groovist",
+            "--images",
+            str(photo_dir),
+            "--photos",
+            str(photo_map),
+            "-o",
+            f"groovist.clip_model={tiny_clip}",
+            "--format",
+            "json",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    expected = _reference_groovist(tiny_clip, photo_dir, {}, "the cat sat on the mat . the horse ran .")
+    data = json.loads(out)
+    assert data["scores"]["groovist"] == pytest.approx(expected, abs=1e-5)
+    assert data["key"]["groovist"] == "story" and data["signatures"]["groovist"].startswith(
+        "groovist|key:story|"
+    )

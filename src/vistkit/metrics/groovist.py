@@ -140,9 +140,25 @@ def noun_phrases(sentences: Sequence[str], nlp: Any) -> list[str]:
     """Noun phrases of a story, sentence by sentence (``extract_nphrases.py``): placeholders replaced, spaCy
     ``noun_chunks`` lower-cased and de-duplicated within each sentence, concatenated in order."""
     out: list[str] = []
-    for sentence in sentences:
-        doc = nlp(replace_placeholders(sentence))
+    for doc in nlp.pipe([replace_placeholders(s) for s in sentences], batch_size=256):
         out += list(dict.fromkeys(chunk.text.lower() for chunk in doc.noun_chunks))
+    return out
+
+
+def noun_phrases_many(stories: Sequence[Sequence[str]], nlp: Any) -> list[list[str]]:
+    """`noun_phrases` of many stories (sentence lists) in one batched spaCy pass."""
+    flat = [replace_placeholders(s) for sents in stories for s in sents]
+    per_sentence = [
+        list(dict.fromkeys(c.text.lower() for c in doc.noun_chunks)) for doc in nlp.pipe(flat, batch_size=256)
+    ]
+    out: list[list[str]] = []
+    k = 0
+    for sents in stories:
+        story: list[str] = []
+        for _ in sents:
+            story += per_sentence[k]
+            k += 1
+        out.append(story)
     return out
 
 
@@ -364,6 +380,7 @@ class Groovist(Metric):
         self.store = image_store(images, regions, max_regions)
         self.photos = photos
         self._region_cache: dict[str, np.ndarray] = {}
+        self._weight_cache: dict[str, float] = {}
 
     def signature_fields(self) -> dict[str, object]:
         return {
@@ -385,8 +402,16 @@ class Groovist(Metric):
 
     def story_phrases(self, story: Story) -> tuple[list[str], list[float]]:
         """The filtered noun phrases of a story and their concreteness weights."""
-        nps = filter_noun_phrases(noun_phrases(story_sentences(story, self.sentences), self.nlp))
-        return nps, [concreteness_weight(p, self.ratings, self.lemmatize) for p in nps]
+        return self._weighted(noun_phrases(story_sentences(story, self.sentences), self.nlp))
+
+    def _weighted(self, phrases: list[str]) -> tuple[list[str], list[float]]:
+        nps = filter_noun_phrases(phrases)
+        if len(self._weight_cache) > 200_000:
+            self._weight_cache.clear()
+        for p in nps:
+            if p not in self._weight_cache:
+                self._weight_cache[p] = concreteness_weight(p, self.ratings, self.lemmatize)
+        return nps, [self._weight_cache[p] for p in nps]
 
     def _regions(self, photo_id: str) -> np.ndarray:
         if photo_id not in self._region_cache:
@@ -402,6 +427,12 @@ class Groovist(Metric):
         values: list[float] = []
         empty: list[str] = []
         per_np: dict[str, dict[str, float]] = {}
+        # one batched spaCy pass and one batched CLIP text pass for all stories
+        all_nps = noun_phrases_many([story_sentences(i.hypothesis, self.sentences) for i in items], self.nlp)
+        phrases = {i.item_id: self._weighted(nps) for i, nps in zip(items, all_nps, strict=True)}
+        self.encoder.encode_texts(
+            list(dict.fromkeys(p for nps, _ in phrases.values() for p in nps)), truncate=False
+        )
         for item in items:
             story = item.hypothesis
             if not story.photo_ids:
@@ -413,7 +444,7 @@ class Groovist(Metric):
                 excluded[item.item_id] = f"photo(s) {', '.join(missing)} not found in {self.store.root}"
                 values.append(math.nan)
                 continue
-            nps, weights = self.story_phrases(story)
+            nps, weights = phrases[item.item_id]
             if not nps:
                 empty.append(item.item_id)
                 values.append(0.0)
