@@ -245,3 +245,18 @@ def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         "20",
     )
     assert code == 0 and (rep2 / "heatmap_story.png").exists() and (rep2 / "index.html").exists()
+
+
+@pytest.mark.slow  # builds every registered metric (loads their models)
+def test_metrics_all_skips_what_cannot_run(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "meta", "pairs", str(FIX / "vhed_small.csv"), "-m", "all", "-f", "json", "--bootstrap", "10"
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["accuracy"]["meta-test-length"]["all"] == pytest.approx(4 / 7)
+    assert "meta-test-overlap" in data["skipped"] and "--references" in data["skipped"]["meta-test-overlap"]
+    assert "skipped meta-test-overlap" in err
+    # the next run with named metrics is strict again
+    code, _, err = run(capsys, "meta", "pairs", str(FIX / "vhed_small.csv"), "-m", "meta-test-overlap")
+    assert code == 1 and "--references" in err

@@ -81,6 +81,8 @@ def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
     from vistkit.commands.score import build_metrics, parse_metric_options
     from vistkit.metrics.base import list_metrics
 
+    SKIPPED.clear()
+    TOLERANT[0] = False
     parsed = parse_metric_names(names)
     if not parsed:
         raise InputError("give at least one metric: --metrics NAME[,NAME] (or --metrics all)")
