@@ -245,6 +245,18 @@ def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         "20",
     )
     assert code == 0 and (rep2 / "heatmap_story.png").exists() and (rep2 / "index.html").exists()
+    rep3 = tmp_path / "rep3"
+    code, _, _ = run(
+        capsys,
+        "meta",
+        "errors",
+        str(FIX / "errors_small.csv"),
+        "-m",
+        "meta-test-length",
+        "--report",
+        str(rep3),
+    )
+    assert code == 0 and (rep3 / "heatmap_errors.png").exists() and (rep3 / "point_biserial.tex").exists()
 
 
 @pytest.mark.slow  # builds every registered metric (loads their models)

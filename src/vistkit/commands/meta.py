@@ -641,6 +641,7 @@ def correlation_assessment(
 
 @meta_app.command("errors")
 def errors_cmd(
+    ctx: typer.Context,
     labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
     metrics: list[str] = MetricsOpt,
     stories: list[str] = typer.Option(
@@ -657,6 +658,7 @@ def errors_cmd(
     reference_absent: bool = RefAbsentOpt,
     option: list[str] = OptionOpt,
     fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
 ) -> None:
     """Point-biserial correlation of metric scores with binary error labels (Vrank Table 5)."""
     from vistkit.meta.correlation import point_biserial
@@ -680,6 +682,10 @@ def errors_cmd(
     cols = ["metric", "error", "r", "p", "n", "with error"]
     rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
     _emit(payload, cols, rows, fmt, "point-biserial r with error labels (Vrank Table 5)", _sig_caption(sigs))
+    if report is not None:
+        from vistkit.report.html import errors_report
+
+        errors_report(report, table.aspects, payload, cols, rows, command=_command_line(ctx))
 
 
 # ------------------------------------------------------------------------------------------ builders

@@ -320,3 +320,47 @@ def correlation_report(
         commands=[command],
         signatures=result.get("signatures", {}),
     )
+
+
+def errors_report(
+    folder: Path,
+    errors: Sequence[str],
+    payload: dict[str, Any],
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    command: str,
+) -> Path:
+    """Point-biserial report: heatmap (metrics x error types), table, page."""
+    from vistkit.report import plots
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(dumps_json(payload), encoding="utf-8")
+    result = payload["point_biserial"]
+    metrics = list(result)
+    mat = np.array([[result[m][e]["r"] for e in errors] for m in metrics], dtype=float)
+    png = plots.plot_correlation_heatmaps(
+        {"point-biserial r": mat},
+        metrics,
+        list(errors),
+        folder / "heatmap_errors",
+        title="Metric scores vs error labels",
+    )
+    write_table_files(folder, "point_biserial", columns, rows, caption="Point-biserial r with error labels.")
+    sections = [
+        (
+            "Point-biserial r with error labels (Vrank Table 5)",
+            "<p>r &lt; 0: stories with the error get lower scores (scores of lower-is-better metrics are "
+            "negated first).</p>"
+            + embed_png(png, "Point-biserial r of metric scores with each binary error label")
+            + html_table(columns, rows),
+        )
+    ]
+    return write_html(
+        folder / "index.html",
+        title="vistkit meta: metric scores vs error labels",
+        sections=sections,
+        commands=[command],
+        signatures=payload["signatures"],
+    )
