@@ -7,6 +7,7 @@ import importlib.util
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -191,3 +192,39 @@ def test_paired_bootstrap_accuracy() -> None:
     assert res["p"] < 0.01 and res["ci"][0] < res["delta"] < res["ci"][1]
     same = paired_bootstrap_accuracy(a, a, n_resamples=200, seed=1)
     assert same["delta"] == 0.0 and same["p"] == 1.0
+
+
+def test_swap_invariance_through_a_file(tmp_path: Path, vhed: list[StoryPair]) -> None:
+    from vistkit.meta.human import write_pairs
+
+    write_pairs([p.swapped() for p in vhed], tmp_path / "swapped.csv")
+    text = (tmp_path / "swapped.csv").read_text().splitlines()
+    assert text[1].startswith("a b c,a b c d e,1.6,")  # sentences exchanged, label negated
+    swapped = read_pairs(tmp_path / "swapped.csv")
+    acc = pair_accuracy(score_pairs(D.MetaLength(), swapped), swapped)
+    assert acc == pair_accuracy(score_pairs(D.MetaLength(), vhed), vhed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 6), st.integers(1, 6), st.randoms(use_true_random=False))
+def test_rankings_to_pairs_properties(n: int, k: int, rnd: Any) -> None:
+    from vistkit.meta.human import pairs_from_rankings
+
+    keys = [f"s{i}" for i in range(n)]
+    ranks = {}
+    for w in range(k):
+        perm = list(range(1, n + 1))
+        rnd.shuffle(perm)
+        ranks[f"w{w}"] = dict(zip(keys, perm, strict=True))
+    from vistkit.meta.human import RankedStory
+
+    tasks = {"t": {"stories": {key: RankedStory(key) for key in keys}, "ranks": ranks}}
+    pairs = pairs_from_rankings(tasks)
+    means = {key: np.mean([r[key] for r in ranks.values()]) for key in keys}
+    expected = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :] if means[a] != means[b]]
+    assert [(p.system_1, p.system_2) for p in pairs] == expected  # C(n, 2) minus the zero gaps, in order
+    for p in pairs:
+        assert p.gap == pytest.approx(means[p.system_2] - means[p.system_1])
+        assert k / 2 <= p.agreement <= k
+        agree = sum(np.sign(r[p.system_2] - r[p.system_1]) == p.preference for r in ranks.values())
+        assert p.agreement == max(agree, k - agree)
