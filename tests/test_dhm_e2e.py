@@ -210,3 +210,33 @@ def test_g_end_to_end_with_tiny_clip(tmp_path: Path):
         dg = abs(math.tanh(result.tables["human"]["G"][sid]) - math.tanh(result.tables["model"]["G"][sid]))
         assert result.distance.per_story[sid]["G"] == pytest.approx(dg)
     assert result.distance.n == 2
+
+
+def test_story_file_helpers_render_and_per_story(tmp_path: Path):
+    import json
+
+    from vistkit.dhm import dhm_from_story_files, exclusion_summary, render_dhm, write_dhm_per_story
+
+    human = tmp_path / "h.json"
+    model = tmp_path / "m.json"
+    human.write_text(json.dumps({"1": "a cat sat . a dog ran .", "2": "no punctuation here", "3": "x . y ."}))
+    model.write_text(json.dumps({"1": "a cat sat . a cat sat .", "2": "a b . c d .", "4": "q . r ."}))
+    result = dhm_from_story_files(human, model, dimensions="R")
+    assert result.distance.n == 1
+    assert set(result.excluded) == {"2", "3", "4"}
+    assert sorted(exclusion_summary(result.excluded)) == [
+        "1 story: human R (rovist-nr): fewer than two sentences",
+        "1 story: no human story with this id",
+        "1 story: no model story with this id",
+    ]
+    data = json.loads(render_dhm(result, "json"))
+    assert data["n"] == 1 and data["dimensions"] == ["R"] and set(data["excluded"]) == {"2", "3", "4"}
+    assert data["dR"] == pytest.approx(data["dHM"])
+    text = render_dhm(result, "text")
+    assert "3 stories left out:" in text and "no human story with this id" in text
+    out = tmp_path / "per_story.csv"
+    write_dhm_per_story(result, out)
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["story_id", "dR", "dHM", "excluded"]
+    assert rows[1][0] == "1" and float(rows[1][1]) == pytest.approx(result.distance.per_story["1"]["R"])
+    assert {r[0] for r in rows[2:]} == {"2", "3", "4"} and all(r[3] for r in rows[2:])

@@ -213,6 +213,92 @@ def compute_dhm(
         )
     else:
         notes.append("sentences: Punkt split (NLTK 3.8.1) for every story, as the official scripts")
-    distance = distance_from_tables(tables["human"], tables["model"], dimensions=dims)
+    # dHM applies tanh to raw (unbounded) GROOViST; a G metric already within [-1, 1] is used as it is
+    tanh_g = True
+    if "G" in metrics:
+        lo, hi = type(metrics["G"]).lower_bound, type(metrics["G"]).upper_bound
+        tanh_g = not (lo is not None and hi is not None and lo >= -1 and hi <= 1)
+        notes.append(f"G: {'tanh of the raw score' if tanh_g else 'as scored (bounded in [-1, 1])'}")
+    distance = distance_from_tables(tables["human"], tables["model"], dimensions=dims, tanh_g=tanh_g)
     excluded = {sid: "; ".join(r) for sid, r in sorted(excluded_reasons.items())}
     return DhmResult(tables=tables, excluded=excluded, distance=distance, notes=notes)
+
+
+# ----------------------------------------------------------------------------------------------- CLI helpers
+def dhm_from_story_files(
+    human: Any,
+    model: Any,
+    *,
+    human_format: str | None = None,
+    model_format: str | None = None,
+    metrics: Mapping[str, str | None] | None = None,
+    option_pairs: Sequence[str] = (),
+    **kwargs: Any,
+) -> DhmResult:
+    """`compute_dhm` on two story files (any VIST format); ``metrics`` maps G/C/R to metric names (None =
+    default) and ``option_pairs`` are ``METRIC.OPTION=VALUE`` strings as ``vistkit score -o`` takes."""
+    from vistkit.commands.score import parse_metric_options
+    from vistkit.data.readers import read_stories
+
+    h = read_stories(human, format=human_format, system="human")
+    m = read_stories(model, format=model_format, system="model")
+    names = {d: (metrics or {}).get(d) or DEFAULT_METRICS[d] for d in DIMENSIONS}
+    per_metric = parse_metric_options(list(option_pairs))
+    options = {d: per_metric.get(names[d], {}) for d in DIMENSIONS}
+    return compute_dhm(
+        h, m, g_metric=names["G"], c_metric=names["C"], r_metric=names["R"], options=options, **kwargs
+    )
+
+
+def exclusion_summary(excluded: Mapping[str, str]) -> list[str]:
+    """``"N stories: reason"`` lines, most frequent first (reasons without the story-specific details)."""
+    counts: dict[str, int] = {}
+    for reasons in excluded.values():
+        for reason in reasons.split("; "):
+            head = ": ".join(reason.split(": ")[:2])
+            if "photo(s) " in head:  # drop the photo ids
+                head = head.split("photo(s) ")[0] + "photo(s) not found"
+            counts[head] = counts.get(head, 0) + 1
+    return [
+        f"{n} stor{'y' if n == 1 else 'ies'}: {r}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1])
+    ]
+
+
+def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") -> str:
+    """The distance table (text/csv/latex) with exclusions and notes as caption, or JSON with everything."""
+    from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+    dist = result.distance
+    if OutputFormat(fmt) is OutputFormat.JSON:
+        return dumps_json(
+            {
+                **dist.as_dict(),
+                "dimensions": list(dist.dimensions),
+                "excluded": result.excluded,
+                "notes": result.notes,
+            }
+        )
+    cols = [f"d{d}" for d in dist.dimensions] + ["dHM", "n"]
+    row = [dist.d[d] for d in dist.dimensions] + [dist.dHM, dist.n]
+    caption = [
+        f"{len(result.excluded)} stories left out:",
+        *exclusion_summary(result.excluded),
+        *result.notes,
+    ]
+    if OutputFormat(fmt) is OutputFormat.TEXT:  # notes under the table, unwrapped (signatures are long)
+        return render_table(cols, [row], OutputFormat.TEXT, title=title) + "\n" + "\n".join(caption)
+    return render_table(cols, [row], OutputFormat(fmt), title=title, caption="\n".join(caption))
+
+
+def write_dhm_per_story(result: DhmResult, path: Any) -> None:
+    """CSV ``story_id,dG,dC,dR,dHM,excluded``: a row per story; the reason instead of numbers if left out."""
+    import csv
+
+    dims = result.distance.dimensions
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["story_id", *[f"d{d}" for d in dims], "dHM", "excluded"])
+        for sid, row in result.distance.per_story.items():
+            w.writerow([sid, *[repr(row[d]) for d in dims], repr(row["HM"]), ""])
+        for sid, reason in result.excluded.items():
+            w.writerow([sid, *["" for _ in dims], "", reason])

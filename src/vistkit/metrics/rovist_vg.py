@@ -69,12 +69,12 @@ def _nltk_tagger() -> Any | None:
     try:
         import nltk
 
-        for res in ("taggers/averaged_perceptron_tagger_eng", "taggers/averaged_perceptron_tagger"):
-            try:
-                nltk.data.find(res)
-                return nltk.pos_tag
-            except LookupError:
-                continue
+        # NLTK >= 3.9 reads only the JSON tagger (same weights as 3.8's pickled averaged_perceptron_tagger)
+        try:
+            nltk.data.find("taggers/averaged_perceptron_tagger_eng")
+            return nltk.pos_tag
+        except (LookupError, PermissionError, ValueError):
+            pass
     except ImportError:
         pass
     return None
