@@ -30,8 +30,7 @@ def _sentence(rng: random.Random, n: int) -> str:
 
 
 def synthetic_corpus(n: int = 60, seed: int = 0) -> tuple[list[str], list[str], list[list[str]]]:
-    """Two systems (B is A with some words changed, so A and B differ a little) and 1-3 references per item.
-    """
+    """Two systems (B is A with some words changed, so they differ a little), 1-3 references per item."""
     rng = random.Random(seed)
     refs = [[_sentence(rng, rng.randint(8, 20)) for _ in range(rng.randint(1, 3))] for _ in range(n)]
     sys_a: list[str] = []
@@ -124,6 +123,27 @@ def test_paired_tests_agree_with_sacrebleu_across_seeds(
     assert abs(ours - theirs) < 4 * se + 2 / n
 
 
+def test_additive_fast_path_equals_the_generic_row_path() -> None:
+    """The matrix-product path (``from_sums``) and the generic per-resample ``corpus_from_stats`` agree."""
+    from dataclasses import replace
+
+    a, b, refs = synthetic_corpus(n=70, seed=8)
+    fast_a, fast_b = bleu_score(a, refs), bleu_score(b, refs)
+    assert callable(getattr(fast_a.corpus_from_stats, "from_sums", None))
+    metric = SacreBleu()
+    slow_a = replace(fast_a, corpus_from_stats=lambda rows: metric.corpus_from_stats(rows))
+    slow_b = replace(fast_b, corpus_from_stats=lambda rows: metric.corpus_from_stats(rows))
+    for test in ("bs", "ar"):
+        fast = stats.paired_test(fast_a, fast_b, test=test, n_samples=300, seed=3).p_value
+        slow = stats.paired_test(slow_a, slow_b, test=test, n_samples=300, seed=3).p_value
+        assert fast == slow
+    np.testing.assert_allclose(
+        stats.bootstrap_distribution(fast_a, n_bootstrap=200, seed=1),
+        stats.bootstrap_distribution(slow_a, n_bootstrap=200, seed=1),
+        atol=1e-9,
+    )
+
+
 # ------------------------------------------------------------------------------------------ mean-type scores
 def _mean(values: list[float], prefix: str = "i") -> Score:
     return mean_score("toy", [f"{prefix}{k}" for k in range(len(values))], values, "toy|vistkit:0")
@@ -148,8 +168,7 @@ def test_ci_of_constant_scores_is_a_point_and_nan_items_are_ignored() -> None:
 
 
 def test_ar_on_means_matches_the_exact_permutation_test() -> None:
-    """With n = 10 items all 2^10 swaps can be enumerated: AR with many trials estimates that exact p-value.
-    """
+    """With n = 10 items all 2^10 swaps can be enumerated: AR with many trials estimates that exact p."""
     rng = np.random.default_rng(5)
     a = rng.uniform(0, 1, 10)
     b = a + rng.normal(0.15, 0.2, 10)

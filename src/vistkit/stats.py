@@ -25,7 +25,7 @@ sample count our p-values equal sacreBLEU's on BLEU.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -73,8 +73,25 @@ def _nanmean_rows(values: np.ndarray) -> np.ndarray:
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
+def _from_sums(score: Score) -> Callable[[np.ndarray], float] | None:
+    """A metric with additive statistics says so by a ``from_sums`` attribute on ``corpus_from_stats``."""
+    fn = getattr(score.corpus_from_stats, "from_sums", None)
+    return fn if callable(fn) and score.stats is not None else None
+
+
 def _resampled(score: Score, idx: np.ndarray) -> np.ndarray:
     """Corpus score of every row of resample indices ``idx`` (B x n)."""
+    from_sums = _from_sums(score)
+    if from_sums is not None:  # additive statistics: counts of each item per resample, times the statistics
+        assert score.stats is not None
+        stats = score.stats.astype(float)
+        n = stats.shape[0]
+        out = np.empty(idx.shape[0], dtype=float)
+        for start in range(0, idx.shape[0], _CHUNK):
+            block = idx[start : start + _CHUNK]
+            counts = np.stack([np.bincount(row, minlength=n) for row in block]).astype(float)
+            out[start : start + _CHUNK] = [from_sums(s) for s in counts @ stats]
+        return out
     if _uses_stats(score):
         return np.array([score.resample(row) for row in idx], dtype=float)
     out = np.empty(idx.shape[0], dtype=float)
@@ -206,6 +223,15 @@ def _swapped(a: Score, b: Score, mask: np.ndarray) -> tuple[np.ndarray, np.ndarr
     trials = mask.shape[0]
     out_a = np.empty(trials, dtype=float)
     out_b = np.empty(trials, dtype=float)
+    sums_a, sums_b = _from_sums(a), _from_sums(b)
+    if sums_a is not None and sums_b is not None:  # additive statistics: one matrix product per block
+        assert a.stats is not None and b.stats is not None
+        fa, fb = a.stats.astype(float), b.stats.astype(float)
+        for start in range(0, trials, _CHUNK):
+            m = mask[start : start + _CHUNK].astype(float)
+            out_a[start : start + _CHUNK] = [sums_a(s) for s in m @ fa + (1.0 - m) @ fb]
+            out_b[start : start + _CHUNK] = [sums_b(s) for s in m @ fb + (1.0 - m) @ fa]
+        return out_a, out_b
     if _uses_stats(a) and _uses_stats(b):
         sa, sb = a.stats, b.stats
         assert sa is not None and sb is not None and a.corpus_from_stats and b.corpus_from_stats

@@ -27,6 +27,20 @@ def _clip(value: float) -> float:
     return min(float(value), 100.0)
 
 
+class _FromStats:
+    """``Score.corpus_from_stats`` of sacrebleu; ``from_sums`` tells `vistkit.stats` the statistics are
+    additive, so resamples and randomisation trials can be summed with one matrix product."""
+
+    def __init__(self, metric: SacreBleu) -> None:
+        self.metric = metric
+
+    def __call__(self, stats: np.ndarray) -> float:
+        return self.metric.corpus_from_stats(stats)
+
+    def from_sums(self, sums: np.ndarray) -> float:
+        return self.metric.corpus_from_sums(sums)
+
+
 @register
 class SacreBleu(Metric):
     """Corpus BLEU (Papineni et al. 2002) exactly as sacreBLEU 2.x computes it; 0-100 scale like sacreBLEU.
@@ -143,10 +157,12 @@ class SacreBleu(Metric):
 
     def corpus_from_stats(self, stats: np.ndarray) -> float:
         """Corpus BLEU of any selection of rows: sacreBLEU's formula on the summed statistics."""
-        sums = [
-            int(x) for x in np.asarray(stats).sum(axis=0)
-        ]  # a fresh list: add-k smoothing edits it in place
-        return _clip(self._corpus._compute_score_from_stats(sums).score)
+        return self.corpus_from_sums(np.asarray(stats).sum(axis=0))
+
+    def corpus_from_sums(self, sums: np.ndarray) -> float:
+        """Corpus BLEU from column sums of the statistics (they are additive counts)."""
+        counts = [round(float(x)) for x in sums]  # a fresh list: add-k smoothing edits it in place
+        return _clip(self._corpus._compute_score_from_stats(counts).score)
 
     def sentence_from_stats(self, row: np.ndarray) -> float:
         return _clip(self._sentence._compute_score_from_stats([int(x) for x in row]).score)
@@ -182,7 +198,7 @@ class SacreBleu(Metric):
             item_scores=item_scores,
             signature=signature,
             stats=stats,
-            corpus_from_stats=self.corpus_from_stats,
+            corpus_from_stats=_FromStats(self),
             extra=extra,
         )
 
