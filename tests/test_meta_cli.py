@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from vistkit.cli import main
 
@@ -170,10 +171,36 @@ def test_correlate_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
     rows = {(r["level"], r["metric"], r["aspect"], r["method"]): r for r in data["correlations"]}
     assert rows[("system", "meta-test-length", "focused", "pearson")]["r"] == pytest.approx(5.5 / 31**0.5)
     assert rows[("story", "meta-test-length", "focused", "spearman")]["n"] == 6
-    assert data["kendall_variant"] == "b" and len(data["williams"]) == 2
+    assert data["kendall_variant"] == "b" and len(data["williams"]) == 4  # 2 aspects x 2 levels
+    w_sys = next(w for w in data["williams"] if w["level"] == "system")
+    assert w_sys["n"] == 3 and w_sys["r_a"] == pytest.approx(5.5 / 31**0.5)
     # a lower-is-better metric is negated: the same length declared "shorter is better" correlates -r
     neg = rows[("story", "meta-test-shortness", "focused", "pearson")]["r"]
     assert neg == pytest.approx(-rows[("story", "meta-test-length", "focused", "pearson")]["r"])
+    code, out, _ = run(
+        capsys,
+        "meta",
+        "correlate",
+        str(FIX / "likert_small.csv"),
+        "-m",
+        "meta-test-length",
+        "--kendall",
+        "c",
+        "--level",
+        "story",
+        "-f",
+        "json",
+        "--bootstrap",
+        "10",
+    )
+    data = json.loads(out)
+    tau_c = next(
+        r["r"] for r in data["correlations"] if r["method"] == "kendall" and r["aspect"] == "coherent"
+    )
+    assert data["kendall_variant"] == "c"
+    assert tau_c == pytest.approx(
+        stats.kendalltau([6, 5, 3, 4, 1, 2], [4.5, 5, 3, 2, 2.5, 1], variant="c")[0]
+    )
     code, out, _ = run(
         capsys, "meta", "errors", str(FIX / "errors_small.csv"), "-m", "meta-test-length", "-f", "json"
     )

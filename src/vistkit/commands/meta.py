@@ -567,6 +567,7 @@ def correlate_cmd(
     reference_absent: bool = RefAbsentOpt,
     option: list[str] = OptionOpt,
     level: str = typer.Option("both", "--level", help="story, system or both."),
+    kendall: str = typer.Option("b", "--kendall", help="Kendall tau variant: b (ties corrected) or c."),
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
     fmt: OutputFormat = FormatOption,
@@ -585,7 +586,7 @@ def correlate_cmd(
     values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
     lower = [m.name for m in built if not m.higher_is_better]
     result = correlation_assessment(
-        table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed
+        table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed, kendall=kendall
     )
     result["signatures"] = sigs
     result["lower_is_better"] = lower
@@ -602,37 +603,59 @@ def correlate_cmd(
 
 
 def correlation_assessment(
-    table: Any, values: dict[str, np.ndarray], *, level: str, n_resamples: int, seed: int
+    table: Any,
+    values: dict[str, np.ndarray],
+    *,
+    level: str,
+    n_resamples: int,
+    seed: int,
+    kendall: str = "b",
 ) -> dict[str, Any]:
-    from vistkit.meta.correlation import compare_correlations, correlation_ci, system_correlation_ci
+    """Story- and/or system-level correlations of every metric with every aspect, and the Williams test
+    (Pearson) between every two metrics at each level. ``kendall``: tau-b (default) or tau-c."""
+    from vistkit.meta.correlation import (
+        compare_correlations,
+        correlation_ci,
+        system_correlation_ci,
+        system_means,
+    )
 
+    if kendall not in ("b", "c"):
+        raise InputError("--kendall must be b or c")
+    kendall_method = "kendall" if kendall == "b" else "kendall_c"
+    levels = ("story", "system") if level == "both" else (level,)
     rows: list[dict[str, Any]] = []
     williams: list[dict[str, Any]] = []
     for aspect in table.aspects:
         human = table.column(aspect)
         for metric, scores in values.items():
-            for method in ("pearson", "spearman", "kendall"):
-                if level in ("story", "both"):
+            for method in ("pearson", "spearman", kendall_method):
+                name = "kendall" if method.startswith("kendall") else method
+                if "story" in levels:
                     r = correlation_ci(scores, human, method=method, n_resamples=n_resamples, seed=seed)
-                    rows.append({"level": "story", "metric": metric, "aspect": aspect, **r})
-                if level in ("system", "both"):
+                    rows.append({"level": "story", "metric": metric, "aspect": aspect, **r, "method": name})
+                if "system" in levels:
                     r = system_correlation_ci(
                         table.systems, scores, human, method=method, n_resamples=n_resamples, seed=seed
                     )
-                    rows.append({"level": "system", "metric": metric, "aspect": aspect, **r})
+                    rows.append({"level": "system", "metric": metric, "aspect": aspect, **r, "method": name})
         for a, b in itertools.combinations(values, 2):
-            williams.append(
-                {
-                    "aspect": aspect,
-                    "a": a,
-                    "b": b,
-                    **compare_correlations(human, values[a], values[b], method="pearson"),
-                }
-            )
+            if "story" in levels:
+                test = compare_correlations(human, values[a], values[b], method="pearson")
+                williams.append({"level": "story", "aspect": aspect, "a": a, "b": b, **test})
+            if "system" in levels:
+                keep = ~(np.isnan(human) | np.isnan(values[a]) | np.isnan(values[b]))
+                systems = [s for s, k in zip(table.systems, keep, strict=True) if k]
+                h, va, vb = (
+                    np.array(list(system_means(systems, v[keep]).values()))
+                    for v in (human, values[a], values[b])
+                )
+                test = compare_correlations(h, va, vb, method="pearson")
+                williams.append({"level": "system", "aspect": aspect, "a": a, "b": b, **test})
     return {
         "correlations": rows,
         "williams": williams,
-        "kendall_variant": "b",
+        "kendall_variant": kendall,
         "n_stories": len(table),
         "aspects": table.aspects,
         "note": "scores of lower-is-better metrics are negated, so r > 0 always means agreement with people",

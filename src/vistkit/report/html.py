@@ -253,7 +253,7 @@ def correlation_report(
         for method, label in (
             ("pearson", "Pearson r"),
             ("spearman", "Spearman rho"),
-            ("kendall", "Kendall tau-b"),
+            ("kendall", f"Kendall tau-{result.get('kendall_variant', 'b')}"),
         ):
             mat = np.full((len(metrics), len(aspects)), np.nan)
             for r in rows:
@@ -291,13 +291,24 @@ def correlation_report(
         )
         sections.append((f"Table: {level} level (95% bootstrap CIs)", html_table(cols, trows)))
     if result["williams"]:
-        wcols = ["aspect", "A", "B", "r A", "r B", "r AB", "t", "p (A > B)", "n"]
+        wcols = ["level", "aspect", "A", "B", "r A", "r B", "r AB", "t", "p (A > B)", "n"]
         wrows = [
-            [w["aspect"], w["a"], w["b"], w["r_a"], w["r_b"], w["r_ab"], w["t"], w["p_one_sided"], w["n"]]
+            [
+                w["level"],
+                w["aspect"],
+                w["a"],
+                w["b"],
+                w["r_a"],
+                w["r_b"],
+                w["r_ab"],
+                w["t"],
+                w["p_one_sided"],
+                w["n"],
+            ]
             for w in result["williams"]
         ]
-        write_table_files(folder, "williams", wcols, wrows, caption="Williams test, story-level Pearson.")
-        sections.append(("Williams test (story level, Pearson)", html_table(wcols, wrows)))
+        write_table_files(folder, "williams", wcols, wrows, caption="Williams test on Pearson r.")
+        sections.append(("Williams test (Pearson r; system level = system means)", html_table(wcols, wrows)))
     by_system: dict[str, dict[str, np.ndarray]] = {}
     for m, v in values.items():
         groups: dict[str, list[float]] = {}
