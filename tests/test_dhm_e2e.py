@@ -240,3 +240,22 @@ def test_story_file_helpers_render_and_per_story(tmp_path: Path):
     assert rows[0] == ["story_id", "dR", "dHM", "excluded"]
     assert rows[1][0] == "1" and float(rows[1][1]) == pytest.approx(result.distance.per_story["1"]["R"])
     assert {r[0] for r in rows[2:]} == {"2", "3", "4"} and all(r[3] for r in rows[2:])
+
+
+@pytest.mark.slow
+def test_vist_storylets_recover_the_unpunctuated_human_stories():
+    """PR-VIST's copy of the VIST test SIS gives the five storylets of 154 of the 156 one-sentence stories."""
+    from vistkit.text.sentences import sent_tokenize
+
+    storylets = read_stories(shared_file("pr-vist", "PR_VIST.json.zip"), system="human")
+    _, model = _story_sets()
+    unpunctuated = {s.story_id for s in storylets if len(sent_tokenize(s.text)) < 2}
+    assert len(unpunctuated) == 154
+    split = compute_dhm(storylets, model, dimensions="R")
+    source = compute_dhm(storylets, model, dimensions="R", sentences="source")
+    assert unpunctuated <= {s for s, r in split.excluded.items() if r.startswith("human R")}
+    assert not unpunctuated & {s for s, r in source.excluded.items() if r.startswith("human R")}
+    assert source.distance.n == split.distance.n + 154 - len(
+        unpunctuated & {s for s, r in split.excluded.items() if "model R" in r}
+    )
+    assert any("the source's for 5005 of 10010 stories" in n for n in source.notes)
