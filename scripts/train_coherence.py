@@ -1,18 +1,19 @@
 """Train the offline default coherence model (``coherence-minilm-v1``) - one command, fixed seed.
 
-    .venv/bin/python scripts/train_coherence.py            # writes src/vistkit/resources/models/coherence-minilm-v1
+    .venv/bin/python scripts/train_coherence.py   # writes src/vistkit/resources/models/coherence-minilm-v1
 
-Data: the human VIST *validation* stories of ../shared/data/vist-11777-baselines/arel_reference/val_reference.json
-(892 albums, 3,000 stories; free to use per RESERVED.md; no test story, no reserved file). Self-supervised
-sentence-order examples from each story with sentences s_0..s_n-1 and each position i >= 1:
+Data: the human VIST *validation* stories of
+../shared/data/vist-11777-baselines/arel_reference/val_reference.json (892 albums, 3,000 stories; free to
+use per RESERVED.md; no test story, no reserved file). Self-supervised sentence-order examples from each
+story with sentences s_0..s_n-1 and each position i >= 1:
 
 - positive: (s_0..s_i-1) -> s_i
-- negative (one per positive, type drawn at random): *swap* (s_0..s_i-2, s_i) -> s_i-1 (the SOP task of RoViST-C);
-  *future* (s_0..s_i-1) -> s_j, j > i; *other* (s_0..s_i-1) -> a sentence of another album's story;
-  *repeat* (s_0..s_i-1) -> s_i-1.
+- negative (one per positive, type drawn at random): *swap* (s_0..s_i-2, s_i) -> s_i-1 (the SOP task of
+  RoViST-C); *future* (s_0..s_i-1) -> s_j, j > i; *other* (s_0..s_i-1) -> a sentence of another album's
+  story; *repeat* (s_0..s_i-1) -> s_i-1.
 
-Negatives are redrawn every epoch. The MiniLM encoder stays frozen; only the MLP head is trained (CPU, minutes).
-10% of the albums are held out to report accuracy; nothing is tuned on the dHM/VIST test data.
+Negatives are redrawn every epoch. The MiniLM encoder stays frozen; only the MLP head is trained (CPU,
+minutes). 10% of the albums are held out to report accuracy; nothing is tuned on the dHM/VIST test data.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
+DEFAULT_DATA = (
+    REPO.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
+)
 NEG_TYPES = ("swap", "future", "other", "repeat")
-NEG_PROBS = (0.35, 0.25, 0.30, 0.10)
+NEGATIVE_MIXES = {
+    "mixed": (0.35, 0.25, 0.30, 0.10),
+    "sop": (1.0, 0.0, 0.0, 0.0),  # swapped order only: RoViST-C's own training task
+}
 
 
 def split_sentences(text: str) -> list[str]:
@@ -39,7 +43,12 @@ def split_sentences(text: str) -> list[str]:
 
 
 def make_examples(
-    stories: list[list[int]], rng: random.Random, all_sentences: int, album_of: list[int], story_album: list[int]
+    stories: list[list[int]],
+    rng: random.Random,
+    all_sentences: int,
+    album_of: list[int],
+    story_album: list[int],
+    probs: tuple[float, ...],
 ) -> tuple[list[list[int]], list[int], list[int], list[str]]:
     """(context sentence ids, candidate id, label, type) for one epoch."""
     ctxs: list[list[int]] = []
@@ -53,7 +62,7 @@ def make_examples(
             cands.append(sents[i])
             labels.append(1)
             kinds.append("positive")
-            kind = rng.choices(NEG_TYPES, NEG_PROBS)[0]
+            kind = rng.choices(NEG_TYPES, probs)[0]
             if kind == "future" and i == n - 1:
                 kind = "swap"
             if kind == "swap":
@@ -75,14 +84,29 @@ def make_examples(
     return ctxs, cands, labels, kinds
 
 
-def features(emb, ctxs: list[list[int]], cands: list[int]):  # type: ignore[no-untyped-def]
+def features(emb, pieces, ctxs: list[list[int]], cands: list[int], kind: str):  # type: ignore[no-untyped-def]
+    """Head inputs for (context sentence ids, candidate id) rows; ``pieces`` = per-sentence first-piece
+    vectors."""
     import torch
 
-    from vistkit.models.coherence_head import pair_features
+    from vistkit.models.coherence_head import N_PIECES, pair_features, position_onehot
 
+    width = max(len(c) for c in ctxs)
+    index = torch.full((len(ctxs), width), len(emb), dtype=torch.long)
+    for k, c in enumerate(ctxs):
+        index[k, : len(c)] = torch.tensor(c)
+    padded = torch.cat([emb, torch.zeros(1, emb.shape[1])])
+    counts = torch.tensor([len(c) for c in ctxs], dtype=torch.float32).unsqueeze(-1)
+    mean = padded[index].sum(1) / counts
     prev = emb[[c[-1] for c in ctxs]]
-    mean = torch.stack([emb[c].mean(0) for c in ctxs])
-    return pair_features(prev, mean, emb[cands])
+    feats = pair_features(prev, mean, emb[cands])
+    if kind == "v1":
+        return feats
+    dim = emb.shape[1]
+    pos = position_onehot([len(c) for c in ctxs])
+    return torch.cat(
+        [feats, pos, pieces[cands][:, : N_PIECES * dim], pieces[[c[-1] for c in ctxs]][:, :dim]], -1
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--features", choices=("v1", "v2"), default="v2")
+    ap.add_argument("--negatives", choices=tuple(NEGATIVE_MIXES), default="mixed")
+    ap.add_argument("--embedding-cache", type=Path, default=None, help="reuse sentence embeddings (.pt)")
     args = ap.parse_args(argv)
+    probs = NEGATIVE_MIXES[args.negatives]
 
     import torch
     from safetensors.torch import save_file
@@ -111,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     albums = sorted(data)
     rng.shuffle(albums)
     n_dev = len(albums) // 10
-    dev_albums, train_albums = set(albums[:n_dev]), set(albums[n_dev:])
+    dev_albums = set(albums[:n_dev])
     sentences: list[str] = []
     album_of: list[int] = []
     sid: dict[str, int] = {}
@@ -127,10 +155,22 @@ def main(argv: list[str] | None = None) -> int:
                 ids.append(sid[s])
             if len(ids) >= 2:
                 parts["dev" if album in dev_albums else "train"].append((ids, a_idx))
-    print(f"{len(parts['train'])} train / {len(parts['dev'])} dev stories, {len(sentences)} sentences", flush=True)
+    print(
+        f"{len(parts['train'])} train / {len(parts['dev'])} dev stories, {len(sentences)} sentences",
+        flush=True,
+    )
 
     encoder = SentenceEncoder("minilm-l6", device="cpu", batch_size=64)
-    emb = torch.from_numpy(encoder.encode(sentences))
+    cache = args.embedding_cache
+    if cache is not None and cache.is_file() and torch.load(cache)["sentences"] == sentences:
+        emb = torch.load(cache)["emb"]
+    else:
+        emb = torch.from_numpy(encoder.encode(sentences))
+        if cache is not None:
+            torch.save({"sentences": sentences, "emb": emb}, cache)
+    from vistkit.models.coherence_head import N_PIECES
+
+    pieces = torch.from_numpy(encoder.first_pieces(sentences, N_PIECES))
     print(f"embedded in {time.time() - t0:.0f}s", flush=True)
 
     train_stories = [s for s, _ in parts["train"]]
@@ -138,16 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     dev_stories = [s for s, _ in parts["dev"]]
     dev_album = [a for _, a in parts["dev"]]
     dev_rng = random.Random(args.seed + 1)
-    d_ctx, d_cand, d_lab, d_kind = make_examples(dev_stories, dev_rng, len(sentences), album_of, dev_album)
-    x_dev = features(emb, d_ctx, d_cand)
+    d_ctx, d_cand, d_lab, d_kind = make_examples(
+        dev_stories, dev_rng, len(sentences), album_of, dev_album, probs
+    )
+    x_dev = features(emb, pieces, d_ctx, d_cand, args.features)
     y_dev = torch.tensor(d_lab, dtype=torch.float32)
 
-    head = build_head(encoder.dim, args.hidden)
+    head = build_head(encoder.dim, args.hidden, args.features)
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=1e-4)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     for epoch in range(args.epochs):
-        ctx, cand, lab, _ = make_examples(train_stories, rng, len(sentences), album_of, train_album)
-        x = features(emb, ctx, cand)
+        ctx, cand, lab, _ = make_examples(train_stories, rng, len(sentences), album_of, train_album, probs)
+        x = features(emb, pieces, ctx, cand, args.features)
         y = torch.tensor(lab, dtype=torch.float32)
         perm = torch.randperm(len(y))
         head.train()
@@ -158,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             loss = loss_fn(head(x[idx]).squeeze(-1), y[idx])
             loss.backward()
             opt.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         if epoch % 5 == 4 or epoch == args.epochs - 1:
             head.eval()
             with torch.no_grad():
@@ -178,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dev accuracy {dev_acc}, by type {by_kind}", flush=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
+    # stored as float16 to keep the package small; the loader computes in float32
+    state = {k: v.detach().to(torch.float16).contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(args.out / HEAD_FILE), metadata={"kind": KIND})
     config = {
         "kind": KIND,
@@ -187,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "encoder_hub_id": "sentence-transformers/all-MiniLM-L6-v2",
         "dim": encoder.dim,
         "hidden": args.hidden,
+        "features": args.features,
         "max_length": encoder.max_length,
         "context": "prefix (previous sentence + mean of all preceding sentences)",
         "training": {
@@ -194,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             "data_sha256": file_sha256(args.data),
             "train_stories": len(train_stories),
             "dev_stories": len(dev_stories),
-            "negatives": dict(zip(NEG_TYPES, NEG_PROBS, strict=True)),
+            "negatives": dict(zip(NEG_TYPES, probs, strict=True)),
+            "negative_mix": args.negatives,
             "epochs": args.epochs,
             "lr": args.lr,
             "seed": args.seed,

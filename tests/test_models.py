@@ -1,8 +1,7 @@
 """The model layer: resolution, safe loading of official-format checkpoints, conversion, batching, caching.
 
 Loaders are tested on tiny randomly initialised ALBERT / ViT / CLIP models saved in exactly the official
-formats
-(``torch.save({'model': state_dict, 'opt': Namespace})``, HF ``save_pretrained``).
+formats (``torch.save({'model': state_dict, 'opt': Namespace})``, HF ``save_pretrained``).
 """
 
 from __future__ import annotations

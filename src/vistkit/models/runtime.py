@@ -42,8 +42,7 @@ def batches_by_length(
     """Index batches of similar length (longest first), so padding stays small.
 
     A batch holds at most ``batch_size`` items and, when ``max_tokens`` is given, at most ``max_tokens``
-    padded
-    tokens (``len(batch) * longest``); an item longer than ``max_tokens`` gets a batch of its own.
+    padded tokens (``len(batch) * longest``); an item longer than ``max_tokens`` gets a batch of its own.
     """
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}")

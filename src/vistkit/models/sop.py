@@ -2,12 +2,12 @@
 
 Architecture of usydnlp/rovist ``scripts/rovist_c.py`` (``SOPClassifier``): an ``AlbertModel``
 (``albert-large-v1``), its pooler output (tanh(W h_[CLS]), 1024-d) -> ``Linear(1024, 2)``; the probability
-that B follows A is ``softmax(logits)[1]``. The official forward computes a dropout but feeds the *undropped*
-pooler output to the linear layer; at evaluation both are the same. The checkpoint
-``sop_model_epoch4.pth.tar``
-is ``{'model': state_dict, 'opt': argparse.Namespace(hidden_dim=1024, dropout_prob=0.4, ...), 'epoch', ...}``
-with keys ``albert_model.*``, ``linear.weight``, ``linear.bias``; it holds neither the ALBERT config nor the
-tokenizer (the official code takes both from the hub id ``albert-large-v1``).
+that B follows A is ``softmax(logits)[1]``. The official forward computes a dropout but feeds the
+*undropped* pooler output to the linear layer; at evaluation both are the same. The checkpoint
+``sop_model_epoch4.pth.tar`` is ``{'model': state_dict, 'opt': argparse.Namespace(hidden_dim=1024,
+dropout_prob=0.4, ...), 'epoch', ...}`` with keys ``albert_model.*``, ``linear.weight``, ``linear.bias``; it
+holds neither the ALBERT config nor the tokenizer (the official code takes both from the hub id
+``albert-large-v1``).
 
 Pair encoding follows the official code exactly: the text ``"[CLS] A [SEP] B [SEP]"`` is tokenised as one
 string, token types are ``(len(tok(A)) + 2) * [0] + (len(tok(B)) + 1) * [1]``, no truncation. Where the two
@@ -252,9 +252,7 @@ def _load_tokenizer(tokenizer: Any, folder: Path | None) -> Any:
 def read_sop_weights(
     model: str | Path, *, trust_checkpoint: bool = False, config: Any = None
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """``(state_dict, albert_config, meta)`` from the official ``.pth.tar`` (trusted) or a converted dir.
-
-    """
+    """``(state_dict, albert_config, meta)`` from the official ``.pth.tar`` (trusted) or a converted dir."""
     p = Path(model).expanduser()
     if is_converted(p):
         state, meta = load_converted(p, kind=KIND)

@@ -6,8 +6,7 @@ of a small ALBERT + ``Linear`` head, with its ``config.json`` and an ALBERT toke
 `make_tiny_sop_folder` converts it to the safe folder that ``rovist-c`` / ``dhm-c`` accept as ``model=``, e.g.
 in suite-wide property tests::
 
-    folder = make_tiny_sop_folder(tmp_path)
-    get_metric("rovist-c", model=folder)
+    folder = make_tiny_sop_folder(tmp_path) get_metric("rovist-c", model=folder)
 """
 
 from __future__ import annotations
