@@ -10,7 +10,9 @@ The arithmetic follows the official ``bert_score`` package (Tiiiger/bert_score 0
   but weigh 0;
 - idf (``idf=True``) is computed from the references of the whole call as bert_score does: one document
   per reference (a reference shared by several items counts once per item), ``idf(w) = log((M + 1) /
-  (df(w) + 1))``, unseen pieces ``log(M + 1)``; without idf every piece weighs 1 except [CLS]/[SEP] (0);
+  (df(w) + 1))``, unseen pieces ``log(M + 1)``; without idf every piece weighs 1 except [CLS]/[SEP] (0).
+  The paper's Eq. 3 is the unsmoothed ``-log(df(w) / M)``; we follow the code (its numbers are the
+  published ones);
 - several references: P, R and F1 are each the maximum over the references (bert_score's multi-reference
   rule, so the three maxima may come from different references);
 - baseline rescaling (section 4 of the paper / bert_score's ``rescale_with_baseline``): ``x' = (x - b) /
@@ -18,8 +20,9 @@ The arithmetic follows the official ``bert_score`` package (Tiiiger/bert_score 0
 
 One deliberate difference: bert_score matches padded batches and masks padding to a cosine of 0, so when
 every real similarity of a token is negative the padding wins and the result depends on the batch. We
-match real tokens only, which equals bert_score with ``batch_size=1`` (and with any batch size whenever
-similarities are positive, as they practically always are for trained encoders).
+match real tokens only, which equals bert_score with ``batch_size=1`` (and any batch size when no token has
+only negative similarities; on 400 VIST pairs with MiniLM the largest F1 difference from bert_score at batch
+size 64 was 6e-5, and 2e-8 for that pair at batch size 1).
 
 The original default (roberta-large, layer 17) needs a download; the offline default here is the packaged
 all-MiniLM-L6-v2 (``minilm-l6``) at the layer in `DEFAULT_LAYERS`. Hub ids (``roberta-large``) still work
@@ -241,9 +244,10 @@ class BertScore(Metric):
         differences=(
             "Matching uses real tokens only; bert_score's batched matching lets padding (cosine 0) win when "
             "all real similarities of a token are negative, which makes its numbers depend on batch "
-            "composition (identical with batch_size=1). The packaged baselines of bert_score are for its own"
-            " models, so rescaling the MiniLM default needs a baseline you provide (baseline_path or "
-            "baseline)."
+            "composition (identical with batch_size=1). idf is bert_score's smoothed log((M+1)/(df+1)), not "
+            "the paper's -log(df/M) (Eq. 3); we follow the code. The packaged baselines of bert_score are "
+            "for its own models, so rescaling the MiniLM default needs a baseline you provide (baseline_path "
+            "or baseline)."
         ),
         citation=(
             "Zhang, Kishore, Wu, Weinberger, Artzi (2020) BERTScore: Evaluating Text Generation with BERT, "
