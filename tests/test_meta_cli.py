@@ -60,6 +60,7 @@ def test_meta_pairs_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert acc["all"] == pytest.approx(4 / 7) and acc["omega_4_5"] == pytest.approx(0.6)
     assert data["accuracy"]["meta-test-shortness"]["all"] == pytest.approx(2 / 7)
     assert data["zero_gap_pairs"] == 1 and data["pairs"] == 8
+    assert data["label_sign"] == ["base-minus-comp"]  # detected from the fixture's average ranks
     # length is right on pairs 1 5 6 8, shortness on 2 4 (pair 3 is a tie for both: wrong)
     assert (data["comparisons"][0]["mcnemar"]["a_only"], data["comparisons"][0]["mcnemar"]["b_only"]) == (
         4,

@@ -224,6 +224,7 @@ def pairs_assessment(
         "pairs": len(pairs),
         "zero_gap_pairs": sum(1 for p in pairs if p.gap == 0),
         "proxy_label_pairs": sum(1 for p in pairs if p.meta.get("label", "").startswith("proxy")),
+        "label_sign": sorted({p.meta["label_sign"] for p in pairs if "label_sign" in p.meta}),
         "accuracy": {m: {k: v[k]["accuracy"] for k in SUBSETS} for m, v in acc.items()},
         "n": {m: {k: v[k]["n"] for k in SUBSETS} for m, v in acc.items()},
         "by_kind": {s.metric: accuracy_by_kind(s, pairs) for s in scores},
@@ -311,7 +312,9 @@ def pairs_cmd(
         rows,
         fmt,
         "pair accuracy (Vrank Eq. 1-2; ties are wrong)",
-        _sig_caption(result["signatures"]) + _proxy_note(result["proxy_label_pairs"]),
+        _sig_caption(result["signatures"])
+        + f"\nlabel sign: {', '.join(result['label_sign']) or 'n/a'} (lower rank is better)"
+        + _proxy_note(result["proxy_label_pairs"]),
     )
     if report is not None:
         from vistkit.report.html import pairs_report

@@ -240,7 +240,10 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                 n_stories=None if order is None else int(order),
                 avg_rank_1=a,
                 avg_rank_2=b,
-                meta={"label": row["label_source"]} if row.get("label_source") else {},
+                meta={
+                    "label_sign": label_sign if label is not None else "from average ranks",
+                    **({"label": row["label_source"]} if row.get("label_source") else {}),
+                },
             )
         )
     if not pairs:
