@@ -207,3 +207,27 @@ def test_checkpoint_needs_trust(assets: dict[str, Path]):
 def test_missing_checkpoint_message(tmp_path: Path):
     with pytest.raises(MissingDependencyError, match=r"r2p_model_epoch2\.pth\.tar"):
         vg.RovistVG(checkpoint=tmp_path / "r2p_model_epoch2.pth.tar")
+
+
+@pytest.mark.slow
+def test_converted_checkpoint_scores_and_signs_like_the_pickle(assets: dict[str, Path], tmp_path: Path):
+    """`vistkit models convert --kind state-dict` output loads without unpickling and changes nothing."""
+    from vistkit.models import file_sha256, load_legacy_checkpoint, save_converted
+    from vistkit.models.checkpoints import extract_state_dict
+
+    obj = load_legacy_checkpoint(assets["ckpt"], trust=True)
+    folder = save_converted(
+        tmp_path / "converted",
+        extract_state_dict(obj),
+        kind="state-dict",
+        config={},
+        source={"file": assets["ckpt"].name, "sha256": file_sha256(assets["ckpt"])},
+    )
+    stories = StorySet([Story("a", "the cat sat in the field . a cup of coffee .", photo_ids=tuple(PHOTOS))])
+    common = dict(
+        glove=assets["glove"], idf=assets["idf"], images=assets["photos"], vit_config=TINY_VIT, tagger="spacy"
+    )
+    pickled = vg.RovistVG(checkpoint=assets["ckpt"], trust_checkpoint=True, **common).score(stories)
+    converted = vg.RovistVG(checkpoint=folder, **common).score(stories)
+    assert converted.item_scores[0] == pytest.approx(pickled.item_scores[0], abs=1e-6)
+    assert converted.signature == pickled.signature
