@@ -33,6 +33,7 @@ def test_vhed_reader_detects_label_sign_from_average_ranks() -> None:
     assert pairs[3].preference == -1  # 4.0 vs 1.2: comp better
     assert pairs[6].preference == 0  # zero gap kept by the reader, skipped by assessments
     assert pairs[0].rank_norm == pytest.approx(0.32)
+    assert pairs[0].swapped().rank_norm == pytest.approx(0.32)
     assert pairs[0].img_seq == ("1", "2", "3", "4", "5")
     assert pairs[0].kind == "reference-machine" and pairs[1].kind == "machine-machine"
     assert [p.agreement for p in pairs] == [5, 4, 3, 5, 4, 3, 3, 5]
@@ -149,3 +150,12 @@ def test_proxy_label_survives_writing(tmp_path: Path) -> None:
     assert (tmp_path / "p.csv").read_text().splitlines()[0].endswith(",rank_norm,label_source")
     back = read_pairs(tmp_path / "p.csv")
     assert back[0].meta["label"].startswith("proxy") and back[0].preference == 1
+
+
+def test_rank_norm_from_the_file_wins(tmp_path: Path) -> None:
+    f = tmp_path / "p.csv"
+    f.write_text(
+        "sent1,sent2,label,avg_rank_base,avg_rank_comp,order,rank_norm\na,b,-1.0,1,2,5,-0.25\na,b,-1.0,1,2,5,\n"
+    )
+    first, second = read_pairs(f)
+    assert first.rank_norm == pytest.approx(0.25) and second.rank_norm == pytest.approx(0.2)

@@ -85,6 +85,7 @@ class StoryPair:
     n_stories: int | None = None
     avg_rank_1: float | None = None
     avg_rank_2: float | None = None
+    gap_norm: float | None = None
     meta: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -94,8 +95,10 @@ class StoryPair:
 
     @property
     def rank_norm(self) -> float:
-        """``|gap| / N`` (VHED's normalised ranking gap, as a magnitude); the raw ``|gap|`` when N is
-        unknown."""
+        """|normalised ranking gap|: the file's ``rank_norm`` when it has one, else ``|gap| / N``, else
+        ``|gap|``."""
+        if self.gap_norm is not None:
+            return abs(self.gap_norm)
         return abs(self.gap) / self.n_stories if self.n_stories else abs(self.gap)
 
     @property
@@ -226,6 +229,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
         else:
             gap = -label if label_sign == "base-minus-comp" else label
         agreement = _float(row.get("agreement"), where, "agreement")
+        rank_norm = _float(row.get("rank_norm"), where, "rank_norm")
         pairs.append(
             StoryPair(
                 pair_id=str(row.get("pair_id") or n - 2),
@@ -240,6 +244,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                 n_stories=None if order is None else int(order),
                 avg_rank_1=a,
                 avg_rank_2=b,
+                gap_norm=rank_norm,
                 meta={
                     "label_sign": label_sign if label is not None else "from average ranks",
                     **({"label": row["label_source"]} if row.get("label_source") else {}),
@@ -277,7 +282,7 @@ def write_pairs(pairs: Iterable[StoryPair], path: str | Path) -> None:
                     "" if pr.avg_rank_1 is None else repr(pr.avg_rank_1),
                     "" if pr.avg_rank_2 is None else repr(pr.avg_rank_2),
                     "" if n is None else n,
-                    repr(-pr.gap / n) if n else "",
+                    repr(-float(np.sign(pr.gap)) * pr.rank_norm) if (n or pr.gap_norm is not None) else "",
                     *([pr.meta.get("label", "")] if proxy else []),
                 ]
             )
