@@ -205,8 +205,17 @@ def test_checkpoint_needs_trust(assets: dict[str, Path]):
 
 
 def test_missing_checkpoint_message(tmp_path: Path):
-    with pytest.raises(MissingDependencyError, match=r"r2p_model_epoch2\.pth\.tar"):
+    with pytest.raises(MissingDependencyError) as err:
         vg.RovistVG(checkpoint=tmp_path / "r2p_model_epoch2.pth.tar")
+    msg = str(err.value)
+    for what in (
+        "r2p_model_epoch2.pth.tar",
+        "glove.6B.300d.txt",
+        "idf_dict.pkl",
+        "-o rovist-vg.checkpoint=PATH",
+    ):
+        assert what in msg
+    assert "\n" not in msg
 
 
 @pytest.mark.slow

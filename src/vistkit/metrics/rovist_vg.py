@@ -358,6 +358,33 @@ class RovistVG(Metric):
             raise InputError(f"aggregate must be log_sum_exp, sum or mean, not {aggregate!r}")
         if tagger not in ("auto", "nltk", "spacy"):
             raise InputError(f"tagger must be auto, nltk or spacy, not {tagger!r}")
+        missing = [
+            what
+            for what, value, ok in (
+                (
+                    "the RoViST-VG checkpoint (r2p_model_epoch2.pth.tar, -o rovist-vg.checkpoint=PATH)",
+                    checkpoint,
+                    Path(checkpoint).exists(),
+                ),
+                (
+                    "GloVe 6B 300-d vectors (glove.6B.300d.txt, -o rovist-vg.glove=PATH)",
+                    glove,
+                    Path(glove).is_file(),
+                ),
+                (
+                    "RoViST's IDF table (idf_dict.pkl, -o rovist-vg.idf=PATH)",
+                    idf,
+                    isinstance(idf, dict) or (idf is not None and Path(idf).is_file()),
+                ),
+            )
+            if not ok
+        ]
+        if missing:
+            raise MissingDependencyError(
+                f"rovist-vg needs {', '.join(missing)}, which are not on this machine: get them from the "
+                "RoViST release (usydnlp/rovist) and Stanford GloVe, and pass them as shown (pickles also "
+                "need trust_checkpoint=true)"
+            )
         self.model, self.fingerprint = load_rovist_vg(
             checkpoint, trust=trust_checkpoint, vit_config=vit_config, device=device, batch_size=batch_size
         )
