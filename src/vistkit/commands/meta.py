@@ -4,9 +4,8 @@ Sub-commands: ``pairs`` (pair accuracy per agreement subset and pair kind), ``ga
 bucket), ``beats-ref`` (machine-beats-reference ratio), ``compare`` (significance between two metrics' pair
 accuracies), ``correlate`` (story/system-level correlations with Likert scores + Williams test), ``errors``
 (point-biserial r with binary error labels), and the builders ``build-pairs`` (human-vs-machine proxy pairs)
-and
-``rankings-to-pairs`` (raw rankings -> VHED pairs). Every assessment prints ``--format text|json|csv|latex``;
-``--report DIR`` also writes tables, figures and a self-contained HTML page.
+and ``rankings-to-pairs`` (raw rankings -> VHED pairs). Every assessment prints ``--format
+text|json|csv|latex``; ``--report DIR`` also writes tables, figures and a self-contained HTML page.
 """
 
 from __future__ import annotations
@@ -488,8 +487,7 @@ def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
 
 def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> list[Story]:
     """One `Story` per judged (system, item): text from the table's ``text`` column or from ``--stories``
-    files
-    (``SYSTEM=FILE``, matched by ``--key``; default story id)."""
+    files (``SYSTEM=FILE``, matched by ``--key``; default story id)."""
     from vistkit.data.readers import read_stories
     from vistkit.meta.human import is_reference_system, parse_img_seq
 
@@ -546,8 +544,7 @@ def _score_judged(
 
 
 def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict[str, np.ndarray]:
-    """Scores turned so that higher is better (lower-is-better metrics negated): r > 0 always means
-    agreement."""
+    """Scores turned so that higher is better (lower-is-better metrics negated): r > 0 always means agreement."""
     return {m: (-v if m in lower_is_better else v) for m, v in values.items()}
 
 
@@ -577,8 +574,7 @@ def correlate_cmd(
     report: Path | None = ReportOpt,
 ) -> None:
     """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level,
-    bootstrap
-    CIs), and the Williams test between every two metrics."""
+    bootstrap CIs), and the Williams test between every two metrics."""
     from vistkit.meta.human import read_likert
 
     if level not in ("story", "system", "both"):

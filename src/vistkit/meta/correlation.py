@@ -3,12 +3,10 @@ r.
 
 - Pearson r, Spearman rho and Kendall tau (``kendall`` = tau-b, which corrects for ties on both sides and is
   scipy's default; ``kendall_c`` = tau-c, Stuart's variant for rectangular tables). Point values and p-values
-  are
-  scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`).
+  are scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`).
 - Bootstrap CIs resample ITEMS (stories) with replacement (percentile intervals); at system level the items of
   each system are resampled (stratified) and the system means recomputed, so the CI reflects which stories
-  were
-  judged, not only which systems.
+  were judged, not only which systems.
 - `williams_test`: Williams (1959) test for the difference between two dependent correlations that share one
   variable (the human scores), as used in WMT metrics tasks (Graham & Baldwin 2014, Eq. 1).
 """
@@ -147,9 +145,11 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float
     """Williams test: is corr(human, metric A) = r12 different from corr(human, metric B) = r13, given
     corr(A, B) = r23 over the same n items?  (Graham & Baldwin 2014, Eq. 1)
 
-    t = (r12 - r13) sqrt((n - 1)(1 + r23)) / sqrt(2 K (n - 1)/(n - 3) + (r12 + r13)^2 / 4 (1 - r23)^3),
-    K = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23, with n - 3 degrees of freedom. ``p_one_sided`` tests
-    r12 > r13 (what WMT reports); ``p_two_sided`` tests r12 != r13.
+        t = (r12 - r13) sqrt((n - 1)(1 + r23)) / sqrt(2 K (n - 1)/(n - 3) + (r12 + r13)^2 / 4 (1 - r23)^3)
+        K = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23
+
+    with n - 3 degrees of freedom. ``p_one_sided`` tests r12 > r13 (what WMT reports); ``p_two_sided`` tests
+    r12 != r13.
     """
     if n <= 3:
         return {"t": math.nan, "df": float(n - 3), "p_one_sided": math.nan, "p_two_sided": math.nan}
@@ -168,8 +168,7 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float
 def compare_correlations(
     human: np.ndarray, metric_a: np.ndarray, metric_b: np.ndarray, *, method: str = "pearson"
 ) -> dict[str, float]:
-    """Williams test of metric A vs metric B against the same human scores (items where any is NaN
-    dropped)."""
+    """Williams test of metric A vs metric B against the same human scores (items where any is NaN dropped)."""
     h, a, b = (np.asarray(v, dtype=float) for v in (human, metric_a, metric_b))
     keep = ~(np.isnan(h) | np.isnan(a) | np.isnan(b))
     h, a, b = h[keep], a[keep], b[keep]

@@ -2,18 +2,15 @@
 
 Sign convention (one place, used everywhere in `vistkit.meta`): a `StoryPair` stores ``gap`` in rank units as
 ``avg_rank_2 - avg_rank_1``. Lower rank is better, so ``gap > 0`` means people prefer story 1, ``gap < 0``
-story 2
-and ``gap == 0`` is a tie (such pairs are dropped, as in VHED). ``preference`` is the sign of ``gap``.
+story 2 and ``gap == 0`` is a tie (such pairs are dropped, as in VHED). ``preference`` is the sign of ``gap``.
 
 VHED's CSV (AcademiaSinicaNLPLab/VHED, ``dataset/VHED.csv``) names story 1 ``base`` and story 2 ``comp``; its
 ``label`` is the unnormalised difference of the two average ranks and ``rank_norm`` that gap divided by
-``order``
-(the number of stories ranked in the task; the VHED README calls ``order`` "number of rankers", the issue and
-the
-Vrank paper's construction use N stories, which is what ``rank_norm = label / order`` needs). Which way
-``label``
-is subtracted is checked against the rows' own ``avg_rank_base``/``avg_rank_comp`` (``label_sign="auto"``) or
-given explicitly; vistkit writes ``label = avg_rank_base - avg_rank_comp`` (negative: story 1 better).
+``order`` (the number of stories ranked in the task; the VHED README calls ``order`` "number of rankers", the
+issue and the Vrank paper's construction use N stories, which is what ``rank_norm = label / order`` needs).
+Which way ``label`` is subtracted is checked against the rows' own ``avg_rank_base``/``avg_rank_comp``
+(``label_sign="auto"``) or given explicitly; vistkit writes ``label = avg_rank_base - avg_rank_comp``
+(negative: story 1 better).
 """
 
 from __future__ import annotations
@@ -341,12 +338,10 @@ def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
     """VHED-style pairs from raw rankings, built as VHED was (Hsu et al. 2022, Sec. 3):
 
     C(N, 2) pairs per task (stories in first-seen order, story 1 = the earlier); each story's average rank
-    over
-    the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``);
-    ``agreement``
-    = the number of workers who order the pair like the average, folded to ``max(a, k - a)`` (so 2 of 5 is
-    reported as 3 of 5 "the other way" and the values are 3, 4, 5 for k = 5); pairs with zero gap are dropped.
-    Average ranks are stored normalised (divided by N).
+    over the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``);
+    ``agreement`` = the number of workers who order the pair like the average, folded to ``max(a, k - a)`` (so
+    2 of 5 is reported as 3 of 5 "the other way" and the values are 3, 4, 5 for k = 5); pairs with zero gap
+    are dropped. Average ranks are stored normalised (divided by N).
     """
     pairs: list[StoryPair] = []
     for task_id, task in tasks.items():
@@ -397,9 +392,8 @@ def build_reference_pairs(
 ) -> list[StoryPair]:
     """Human-vs-machine pairs with the PROXY label "the human reference is better" (gap = +1, N = 2).
 
-    For every machine story, one pair per reference story sharing its ``key`` (story 1 = the reference,
-    story 2 = the machine story). The label is an assumption, not a judgement: use these pairs as a smoke
-    test and
+    For every machine story, one pair per reference story sharing its ``key`` (story 1 = the reference, story
+    2 = the machine story). The label is an assumption, not a judgement: use these pairs as a smoke test and
     to measure how often a metric prefers the human story, never as human-evaluation data.
     """
     keying = Keying(key)
@@ -509,13 +503,12 @@ def _read_judgements(path: str | Path, *, aspects: Sequence[str] | None, binary:
 
 
 def read_likert(path: str | Path, *, aspects: Sequence[str] | None = None) -> HumanScores:
-    """Likert table: ``system, item, worker`` + one numeric column per aspect (e.g. `VIST_ASPECTS`);
-    averaged over workers per (system, item). An optional ``text`` column holds the story."""
+    """Likert table: ``system, item, worker`` + one numeric column per aspect (e.g. `VIST_ASPECTS`); averaged
+    over workers per (system, item). An optional ``text`` column holds the story."""
     return _read_judgements(path, aspects=aspects, binary=False)
 
 
 def read_error_labels(path: str | Path, *, errors: Sequence[str] | None = None) -> HumanScores:
     """Binary error labels per story (``system, item`` + 0/1 columns such as `VRANK_ERRORS`); several
-    annotators
-    of one story are merged by majority vote."""
+    annotators of one story are merged by majority vote."""
     return _read_judgements(path, aspects=errors, binary=True)

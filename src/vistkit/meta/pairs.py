@@ -1,9 +1,8 @@
 """Story-pair assessments (Hsu et al. 2022, "Learning to Rank Visual Stories from Human Ranking Data", Vrank).
 
 - `pair_correct` / `pair_accuracy`: Eq. 1-2, a pair is correct only when the metric orders it strictly like
-people
-  (a metric tie is wrong, which is why BLEU-4, often 0 for both stories, scores so low); per agreement subset
-  Omega_3, Omega_4, Omega_5, Omega_{4,5}; and per pair kind (reference-machine vs machine-machine).
+  people (a metric tie is wrong, which is why BLEU-4, often 0 for both stories, scores so low); per agreement
+  subset Omega_3, Omega_4, Omega_5, Omega_{4,5}; and per pair kind (reference-machine vs machine-machine).
 - `accuracy_by_gap`: accuracy per ranking-gap bucket (Fig. 3).
 - `beats_reference`: the share of a system's stories ranked above the human reference (Fig. 4).
 
@@ -108,8 +107,7 @@ def accuracy_by_gap(
     normalised: bool = True,
 ) -> list[dict[str, Any]]:
     """Accuracy per ranking-gap bucket (Vrank Fig. 3). Buckets are ``(lo, hi]`` except the first, ``[lo,
-    hi]``;
-    gaps outside all buckets are reported in no bucket."""
+    hi]``; gaps outside all buckets are reported in no bucket."""
     correct = pair_correct(scores, pairs)
     gaps = gap_values(pairs, normalised=normalised)
     out = []

@@ -1,8 +1,8 @@
 """Score the two stories of every pair (or every judged story) with a registered metric, via `Metric.score`.
 
-`Metric.score` aligns one hypothesis per key, but a pairs file holds several stories per photo sequence
-(and the Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference
-set) units are split into rounds with at most one unit per key and each round is one `Metric.score` call. For
+`Metric.score` aligns one hypothesis per key, but a pairs file holds several stories per photo sequence (and
+the Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference set)
+units are split into rounds with at most one unit per key and each round is one `Metric.score` call. For
 metrics whose item scores depend on the whole call (CIDEr-D's idf), every round is padded to the same keys.
 """
 
@@ -22,8 +22,7 @@ from vistkit.metrics.base import Metric, is_same_story
 
 @dataclass
 class PairScores:
-    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left that story
-    undefined)."""
+    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left that story undefined)."""
 
     metric: str
     signature: str
@@ -86,10 +85,9 @@ def score_pairs(
 
     Reference-based metrics need ``references`` keyed like the pairs (``key``: ``sequence`` = img_seq,
     ``story`` = story_id; default sequence when every pair has img_seq). With ``reference_absent`` (Vrank Eq.
-    3,
-    the Reference Absent Algorithm) a pair that contains a human reference is scored with that reference
-    removed
-    from the reference set of BOTH its stories, so neither story is compared with the human story of the pair.
+    3, the Reference Absent Algorithm) a pair that contains a human reference is scored with that reference
+    removed from the reference set of BOTH its stories, so neither story is compared with the human story of
+    the pair.
     """
     if metric.needs_references and references is None:
         raise InputError(f"{metric.name} is reference-based: pass --references FILE (the human stories)")

@@ -1,8 +1,7 @@
 """Is metric A's pair accuracy significantly higher than metric B's? (same pairs, paired tests)
 
 - `mcnemar`: exact McNemar test (two-sided binomial test on the discordant pairs) and the chi-square version
-with
-  continuity correction (Edwards 1948);
+  with continuity correction (Edwards 1948);
 - `paired_bootstrap_accuracy`: resample pairs with replacement; the p-value is two-sided with the bootstrap
   distribution shifted to the null (Efron & Tibshirani 1993, Sec. 16.4); also a percentile CI of the
   difference.
