@@ -544,7 +544,7 @@ def _score_judged(
 
 
 def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict[str, np.ndarray]:
-    """Scores turned so that higher is better (lower-is-better metrics negated): r > 0 always means agreement."""
+    """Scores turned so that higher is better (lower-is-better metrics negated): r > 0 means agreement."""
     return {m: (-v if m in lower_is_better else v) for m, v in values.items()}
 
 

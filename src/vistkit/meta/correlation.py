@@ -168,7 +168,7 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float
 def compare_correlations(
     human: np.ndarray, metric_a: np.ndarray, metric_b: np.ndarray, *, method: str = "pearson"
 ) -> dict[str, float]:
-    """Williams test of metric A vs metric B against the same human scores (items where any is NaN dropped)."""
+    """Williams test of metric A vs metric B against the same human scores (items with a NaN dropped)."""
     h, a, b = (np.asarray(v, dtype=float) for v in (human, metric_a, metric_b))
     keep = ~(np.isnan(h) | np.isnan(a) | np.isnan(b))
     h, a, b = h[keep], a[keep], b[keep]

@@ -22,7 +22,7 @@ from vistkit.metrics.base import Metric, is_same_story
 
 @dataclass
 class PairScores:
-    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left that story undefined)."""
+    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left the story undefined)."""
 
     metric: str
     signature: str
