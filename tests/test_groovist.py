@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
@@ -475,3 +477,29 @@ def test_score_command_with_images(
     assert data["key"]["groovist"] == "story" and data["signatures"]["groovist"].startswith(
         "groovist|key:story|"
     )
+
+
+# ------------------------------------------------------------------------------------------------ properties
+
+_cos = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False, width=32)
+_w = st.floats(min_value=1.0, max_value=5.0, allow_nan=False, width=32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_cos, _w), min_size=1, max_size=20), st.randoms(use_true_random=False))
+def test_story_score_properties(pairs: list[tuple[float, float]], rnd) -> None:
+    theta = gv.THETA["vist"]
+    cos, w = [c for c, _ in pairs], [x for _, x in pairs]
+    score, per = gv.groovist_story_score(cos, w, theta=theta)
+    # bounds: each term lies in [w * (2.5 * -1 - theta), w * 2.5]
+    assert 5 * (-2.5 - theta) - 1e-4 <= score <= 5 * 2.5 + 1e-4
+    assert score == pytest.approx(float(np.mean(per)), abs=1e-5)
+    # order of the phrases does not matter
+    order = list(range(len(pairs)))
+    rnd.shuffle(order)
+    shuffled, _ = gv.groovist_story_score([cos[i] for i in order], [w[i] for i in order], theta=theta)
+    assert shuffled == pytest.approx(score, abs=1e-5)
+    # raising one cosine never lowers the score (positive weights)
+    higher = list(cos)
+    higher[0] = min(1.0, higher[0] + 0.25)
+    assert gv.groovist_story_score(higher, w, theta=theta)[0] >= score - 1e-6

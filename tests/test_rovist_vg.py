@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
@@ -240,3 +242,19 @@ def test_converted_checkpoint_scores_and_signs_like_the_pickle(assets: dict[str,
     converted = vg.RovistVG(checkpoint=folder, **common).score(stories)
     assert converted.item_scores[0] == pytest.approx(pickled.item_scores[0], abs=1e-6)
     assert converted.signature == pickled.signature
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(-1, 1, allow_nan=False), st.floats(0, 10, allow_nan=False)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_log_sum_exp_bounds(pairs: list[tuple[float, float]]) -> None:
+    """max(x) <= LSE(x) <= max(x) + log(n), for x = idf * recall."""
+    recall, idf = [r for r, _ in pairs], [w for _, w in pairs]
+    x = [r * w for r, w in pairs]
+    lse = vg.log_sum_exp_score(recall, idf)
+    assert max(x) - 1e-9 <= lse <= max(x) + math.log(len(x)) + 1e-9
