@@ -259,3 +259,23 @@ def test_vist_storylets_recover_the_unpunctuated_human_stories():
         unpunctuated & {s for s, r in split.excluded.items() if "model R" in r}
     )
     assert any("the source's for 5005 of 10010 stories" in n for n in source.notes)
+
+
+def test_distance_from_story_files_cli_face(tmp_path: Path):
+    import json
+
+    from vistkit.dhm import distance_from_story_files
+
+    human = tmp_path / "h.json"
+    model = tmp_path / "m.json"
+    human.write_text(json.dumps({"1": "a cat sat . a dog ran .", "2": "x . y ."}))
+    model.write_text(json.dumps({"1": "a cat sat . a cat sat .", "2": "x . x ."}))
+    per = tmp_path / "per.csv"
+    out = distance_from_story_files(human, model, dimensions="R", fmt="json", per_item=per)
+    data = json.loads(out)
+    assert data["n"] == 2 and data["excluded"] == {}
+    assert per.read_text().startswith("story_id,dR,dHM,excluded")
+    with pytest.raises(InputError, match="not both"):
+        distance_from_story_files(human, model, human_scores=human, dimensions="R")
+    with pytest.raises(InputError, match="--model-stories"):
+        distance_from_story_files(human, None, dimensions="R")

@@ -302,3 +302,47 @@ def write_dhm_per_story(result: DhmResult, path: Any) -> None:
             w.writerow([sid, *[repr(row[d]) for d in dims], repr(row["HM"]), ""])
         for sid, reason in result.excluded.items():
             w.writerow([sid, *["" for _ in dims], "", reason])
+
+
+def distance_from_story_files(
+    human_stories: Any,
+    model_stories: Any,
+    *,
+    fmt: Any = "text",
+    per_item: Any = None,
+    human_scores: Any = None,
+    model_scores: Any = None,
+    g_metric: str | None = None,
+    c_metric: str | None = None,
+    r_metric: str | None = None,
+    images: Any = None,
+    regions: Any = None,
+    photos: Any = None,
+    dimensions: str = "G,C,R",
+    sentences: str = "split",
+    option_pairs: Sequence[str] = (),
+) -> str:
+    """What ``vistkit distance --human-stories H --model-stories M`` prints (and ``--per-item`` writes)."""
+    if human_stories is None or model_stories is None:
+        raise InputError("give both --human-stories and --model-stories (story files in any VIST format)")
+    if human_scores is not None or model_scores is not None:
+        raise InputError(
+            "use either score files (--human/--model) or story files (--human-stories/--model-stories), "
+            "not both"
+        )
+    result = dhm_from_story_files(
+        human_stories,
+        model_stories,
+        metrics={"G": g_metric, "C": c_metric, "R": r_metric},
+        option_pairs=option_pairs,
+        images=images,
+        regions=regions,
+        photos=photos,
+        dimensions=dimensions,
+        sentences=sentences,
+    )
+    if per_item is not None:
+        write_dhm_per_story(result, per_item)
+    name = getattr(human_stories, "name", str(human_stories))
+    other = getattr(model_stories, "name", str(model_stories))
+    return render_dhm(result, fmt, title=f"dHM: {name} vs {other} (scored from stories)")
