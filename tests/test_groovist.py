@@ -503,3 +503,14 @@ def test_story_score_properties(pairs: list[tuple[float, float]], rnd) -> None:
     higher = list(cos)
     higher[0] = min(1.0, higher[0] + 0.25)
     assert gv.groovist_story_score(higher, w, theta=theta)[0] >= score - 1e-6
+
+
+@pytest.mark.slow
+def test_given_noun_phrases_skip_spacy(tiny_clip: Path, photo_dir: Path):
+    """The official step-1 output (sample_nphrases.json, en_core_web_trf) is used as is."""
+    metric = gv.Groovist(images=photo_dir, clip_model=str(tiny_clip), noun_phrases={"48454": NPS_48454})
+    story = Story("48454", STORY_48454, photo_ids=tuple(PHOTOS))
+    result = metric.score([story])
+    assert list(result.extra["np_scores"]["48454"]) == gv.filter_noun_phrases(NPS_48454)
+    assert "handmade clothing" in result.extra["np_scores"]["48454"]  # trf's phrase (sm finds "clothing")
+    assert "+given-" in result.signature

