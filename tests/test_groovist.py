@@ -129,6 +129,22 @@ def test_brysbaert_ratings_values():
     assert r["festival"] == 4.33 and r["the"] == 1.43 and r["handmade"] == 4.25 and r["little"] == 3.67
 
 
+# entries of GROOViST's own table (akskuchi/groovist data/concreteness_ratings.csv, "Word;Conc.M")
+OFFICIAL_RATINGS = (
+    "roadsweeper;4.85 traindriver;4.54 tush;4.45 hairdress;3.93 pharmaceutics;3.77 hoover;3.76 sled;5 "
+    "plunger;4.96 human;4.93 waterbed;4.93 cymbal;4.92 rollout;2.5 sociopath;2.5 thingy;2.5 abnormality;2.48 "
+    "advent;2.48 joy;2.37 way;2.34 zillion;2.33 health;2.28 odds;2.24 era;2.24 multiplicity;2.21 "
+    "barrenness;2.47 id;2.39 info;2.39 biz;2.38 dibs;2.23 poof;2.22 handmade;4.25 little;3.67 female;4.57 male;4.45"
+)
+
+
+def test_ratings_equal_groovists_own_table():
+    ratings = gv.brysbaert_ratings()
+    for entry in OFFICIAL_RATINGS.split():
+        word, value = entry.split(";")
+        assert ratings[word] == float(value), word
+
+
 def _lemmatizer_or_skip():
     lemmatize, source = gv.wordnet_noun_lemmatizer()
     if source == "none":
