@@ -134,7 +134,8 @@ OFFICIAL_RATINGS = (
     "roadsweeper;4.85 traindriver;4.54 tush;4.45 hairdress;3.93 pharmaceutics;3.77 hoover;3.76 sled;5 "
     "plunger;4.96 human;4.93 waterbed;4.93 cymbal;4.92 rollout;2.5 sociopath;2.5 thingy;2.5 abnormality;2.48 "
     "advent;2.48 joy;2.37 way;2.34 zillion;2.33 health;2.28 odds;2.24 era;2.24 multiplicity;2.21 "
-    "barrenness;2.47 id;2.39 info;2.39 biz;2.38 dibs;2.23 poof;2.22 handmade;4.25 little;3.67 female;4.57 male;4.45"
+    "barrenness;2.47 id;2.39 info;2.39 biz;2.38 dibs;2.23 poof;2.22 handmade;4.25 little;3.67 female;4.57 "
+    "male;4.45"
 )
 
 
