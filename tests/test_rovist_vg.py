@@ -258,3 +258,50 @@ def test_log_sum_exp_bounds(pairs: list[tuple[float, float]]) -> None:
     x = [r * w for r, w in pairs]
     lse = vg.log_sum_exp_score(recall, idf)
     assert max(x) - 1e-9 <= lse <= max(x) + math.log(len(x)) + 1e-9
+
+
+# transformers >= 5 ViT names -> the transformers 4.x names the 2022 RoViST checkpoint was saved with
+_TO_LEGACY = {
+    "attention.q_proj": "attention.attention.query",
+    "attention.k_proj": "attention.attention.key",
+    "attention.v_proj": "attention.attention.value",
+    "attention.o_proj": "attention.output.dense",
+    "mlp.fc1": "intermediate.dense",
+    "mlp.fc2": "output.dense",
+    "layernorm_before": "layernorm_before",
+    "layernorm_after": "layernorm_after",
+}
+
+
+@pytest.mark.slow
+def test_checkpoint_with_transformers4_vit_names(assets: dict[str, Path], tmp_path: Path):
+    import re
+
+    import torch
+
+    from vistkit.models import load_legacy_checkpoint
+
+    state = load_legacy_checkpoint(assets["ckpt"], trust=True)["model"]
+    if not any(".layers." in k for k in state):
+        pytest.skip("the installed transformers already uses the 4.x ViT names")
+    legacy = {}
+    for key, value in state.items():
+        m = re.match(r"^(image_encoder\.image_model\.)layers\.(\d+)\.(.+?)\.(weight|bias)$", key)
+        if m:
+            key = f"{m.group(1)}encoder.layer.{m.group(2)}.{_TO_LEGACY[m.group(3)]}.{m.group(4)}"
+        legacy[key] = value
+    assert any(".encoder.layer.0.attention.attention.query.weight" in k for k in legacy)
+    old = tmp_path / "r2p_model_epoch2.pth.tar"
+    torch.save({"model": legacy}, old)
+    stories = StorySet([Story("a", "the cat sat in the field . a cup of coffee .", photo_ids=tuple(PHOTOS))])
+    common = dict(
+        glove=assets["glove"],
+        idf=assets["idf"],
+        images=assets["photos"],
+        vit_config=TINY_VIT,
+        tagger="spacy",
+        trust_checkpoint=True,
+    )
+    new_names = vg.RovistVG(checkpoint=assets["ckpt"], **common).score(stories)
+    old_names = vg.RovistVG(checkpoint=old, **common).score(stories)
+    assert old_names.item_scores[0] == pytest.approx(new_names.item_scores[0], abs=1e-6)

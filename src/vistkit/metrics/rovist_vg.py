@@ -192,6 +192,37 @@ def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------------------------------- model
+# transformers < 5 ViT parameter names (as in the 2022 RoViST checkpoint) -> transformers >= 5 names
+_LEGACY_VIT = (
+    (r"^encoder\.layer\.(\d+)\.attention\.attention\.query\.", r"layers.\1.attention.q_proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.attention\.key\.", r"layers.\1.attention.k_proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.attention\.value\.", r"layers.\1.attention.v_proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"layers.\1.attention.o_proj."),
+    (r"^encoder\.layer\.(\d+)\.intermediate\.dense\.", r"layers.\1.mlp.fc1."),
+    (r"^encoder\.layer\.(\d+)\.output\.dense\.", r"layers.\1.mlp.fc2."),
+    (r"^encoder\.layer\.(\d+)\.layernorm_(before|after)\.", r"layers.\1.layernorm_\2."),
+)
+
+
+def legacy_vit_keys(state: dict[str, Any], model_keys: set[str]) -> dict[str, Any]:
+    """Rename a transformers-4 ViT state dict (``encoder.layer.N.attention.attention.query``...) to the names
+    of the installed transformers when it uses the newer ones (``layers.N.attention.q_proj``...)."""
+    import re
+
+    if not any(k.startswith("encoder.layer.") for k in state) or any(
+        k.startswith("encoder.layer.") for k in model_keys
+    ):
+        return state
+    out = {}
+    for key, value in state.items():
+        for pattern, repl in _LEGACY_VIT:
+            key, n = re.subn(pattern, repl, key)
+            if n:
+                break
+        out[key] = value
+    return out
+
+
 class RovistVGModel:
     """The Region2Phrase scorer: ViT + Linear(768, d) + tanh for regions; Linear(300, d) + tanh for GloVe
     vectors.
@@ -220,6 +251,7 @@ class RovistVGModel:
         config = ViTConfig(**(vit_config or {}))  # defaults = ViT-Base/16 at 224 px, as the in21k checkpoint
         self.image_size = int(config.image_size)  # type: ignore[arg-type]
         self.vit = ViTModel(config, add_pooling_layer=True)
+        vit_state = legacy_vit_keys(vit_state, set(self.vit.state_dict()))
         try:
             missing, unexpected = self.vit.load_state_dict(vit_state, strict=False)
         except RuntimeError as exc:  # shape mismatch: another ViT size
