@@ -185,3 +185,16 @@ def test_properties_bounds_order_and_reference_order(tiny_bert: Path) -> None:
     _, _, f2 = metric.score_pairs([cands[i] for i in order], [list(reversed(refs[i])) for i in order])
     np.testing.assert_allclose(f2, f[order], atol=1e-6)
     assert not any(math.isnan(x) for x in f)
+
+
+def test_embeddings_cached_across_calls_give_the_same_scores(tiny_bert: Path) -> None:
+    """The load-once scorer keeps embeddings between calls (compare scores every system against the same
+    references); a second call, and a fresh scorer, give the same numbers."""
+    metric = BertScore(model=str(tiny_bert), layer=2, device="cpu", idf=True)
+    first = np.stack(metric.score_pairs(CANDS, REFS))
+    assert set(CANDS) <= metric._cache.keys()
+    second = np.stack(metric.score_pairs(CANDS, REFS))
+    fresh = BertScore(model=str(tiny_bert), layer=2, device="cpu", idf=True).score_pairs(CANDS, REFS)
+    fresh = np.stack(fresh)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(first, fresh, atol=1e-6)

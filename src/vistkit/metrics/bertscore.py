@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ DEFAULT_MODEL = "minilm-l6"
 # sequence): the human story wins 0.393 / 0.403 / 0.418 / 0.423 / 0.467 / 0.480 / 0.552 of pairs at layers
 # 0-6, so the default is the last layer (the one all-MiniLM-L6-v2 was trained to pool).
 DEFAULT_LAYERS: dict[str, int] = {"minilm-l6": 6}
+_CACHE_FLOATS = 64_000_000  # 256 MB of float32 token embeddings kept between calls
 
 
 def _default_layer(model: str, n_layers: int) -> int:
@@ -301,7 +302,9 @@ class BertScore(Metric):
         if rescale_with_baseline:
             self.baseline_values, self._rescale_label = self._baseline(baseline, baseline_path, lang)
             self.lower_bound = None  # type: ignore[misc,assignment]
-        self._cache: dict[str, tuple[list[int], np.ndarray]] = {}
+        # text -> (token ids, unit embeddings), kept across calls (e.g. the references of every system that
+        # `vistkit compare` scores), least recently used first out beyond _CACHE_FLOATS numbers
+        self._cache: OrderedDict[str, tuple[list[int], np.ndarray]] = OrderedDict()
 
     def _baseline(
         self, values: float | str | Sequence[float] | None, path: str | None, lang: str
@@ -345,10 +348,12 @@ class BertScore(Metric):
             "hf": transformers.__version__,
         }
 
-    # -- arithmetic
-    # ---------------------------------------------------------------------------------------------
+    # -- arithmetic ------------------------------------------------------------------------------------------
     def _embedded(self, texts: Sequence[str]) -> None:
-        todo = sorted({t for t in texts if t not in self._cache})
+        wanted = set(texts)
+        for t in wanted & self._cache.keys():
+            self._cache.move_to_end(t)
+        todo = sorted(wanted - self._cache.keys())
         if not todo:
             return
         ids = [self._encoder.encode(t) for t in todo]
@@ -356,11 +361,18 @@ class BertScore(Metric):
         for t, i, e in zip(todo, ids, embs, strict=True):
             self._cache[t] = (i, e)
 
+    def _trim_cache(self) -> None:
+        size = sum(e.size for _, e in self._cache.values())
+        while self._cache and size > _CACHE_FLOATS:
+            _, (_, e) = self._cache.popitem(last=False)
+            size -= e.size
+
     def idf_weights(self, references: Sequence[str]) -> dict[int, float]:
         """bert_score's ``get_idf_dict``: ``log((M + 1) / (df + 1))`` over M reference documents."""
         df: Counter[int] = Counter()
         for text in references:
-            df.update(set(self._encoder.encode(text)))
+            cached = self._cache.get(text)
+            df.update(set(cached[0] if cached is not None else self._encoder.encode(text)))
         m = len(references)
         return {tok: math.log((m + 1) / (c + 1)) for tok, c in df.items()} | {-1: math.log(m + 1)}
 
@@ -405,7 +417,7 @@ class BertScore(Metric):
         if self.baseline_values is not None:
             b = np.array(self.baseline_values, dtype=float)
             out = (out - b) / (1.0 - b)
-        self._cache.clear()
+        self._trim_cache()
         return out[:, 0], out[:, 1], out[:, 2]
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
