@@ -98,6 +98,13 @@ def official_loop(model, texts: list[str], context: str) -> list[float]:  # type
     return out
 
 
+def sync(device: object) -> None:
+    import torch
+
+    if getattr(device, "type", None) == "cuda":
+        torch.cuda.synchronize()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stories", type=int, default=1000)
@@ -105,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--metrics", default="rovist-c,dhm-c")
+    ap.add_argument("--chunk", type=int, default=100, help="stories per alternation of the two sides")
     args = ap.parse_args(argv)
 
     import torch
@@ -129,18 +137,26 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.metrics.split(","):
             metric = get_metric(name, model=folder, device=args.device, batch_size=args.batch_size)
             context = "adjacent" if name == "rovist-c" else "prefix"
-            if metric.model.device.type == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            ref = official_loop(metric.model, texts, context)
-            if metric.model.device.type == "cuda":
-                torch.cuda.synchronize()
-            t_ref = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            ours = metric.score(stories).item_scores
-            if metric.model.device.type == "cuda":
-                torch.cuda.synchronize()
-            t_ours = time.perf_counter() - t0
+            # alternate the two sides chunk by chunk, so a change of machine load hits both alike
+            ref: list[float] = []
+            ours_parts: list[np.ndarray] = []
+            t_ref = t_ours = 0.0
+            for start in range(0, len(texts), args.chunk):
+                part = slice(start, start + args.chunk)
+                sides = ["ref", "ours"] if (start // args.chunk) % 2 == 0 else ["ours", "ref"]
+                for side in sides:
+                    sync(metric.model.device)
+                    t0 = time.perf_counter()
+                    if side == "ref":
+                        ref += official_loop(metric.model, texts[part], context)
+                    else:
+                        ours_parts.append(metric.score(stories[part]).item_scores)
+                    sync(metric.model.device)
+                    if side == "ref":
+                        t_ref += time.perf_counter() - t0
+                    else:
+                        t_ours += time.perf_counter() - t0
+            ours = np.concatenate(ours_parts)
             diff = float(np.nanmax(np.abs(np.asarray(ref) - ours))) if len(ours) else 0.0
             same_nan = bool(np.array_equal(np.isnan(ref), np.isnan(ours)))
             print(

@@ -263,7 +263,12 @@ def test_coherence_default_in_range_and_signature(default_coherence) -> None:  #
     defined = score.item_scores[~np.isnan(score.item_scores)]
     assert defined.size == 3 and np.all((defined >= 0) & (defined <= 1))
     assert "s3" in score.excluded
-    assert score.signature.startswith("coherence|model:coherence-minilm-v1@")
+    from vistkit.models.checkpoints import file_sha256
+    from vistkit.models.coherence_head import default_model_dir
+
+    digest = file_sha256(default_model_dir() / "head.safetensors")[:12]
+    assert f"|model:coherence-minilm-v1@{digest}|" in score.signature
+    assert "|context:prefix|" in score.signature
 
 
 def test_coherence_prefers_original_order(default_coherence) -> None:  # type: ignore[no-untyped-def]

@@ -86,9 +86,9 @@ def _checkpoint_missing(name: str) -> MissingDependencyError:
     from vistkit.models.sop import CHECKPOINT_HELP
 
     return MissingDependencyError(
-        f"{name} needs {CHECKPOINT_HELP}: pass model=PATH (the .pth.tar with trust_checkpoint=True, or its "
-        "folder "
-        "converted by `vistkit models convert`); the offline metric `coherence` needs no download"
+        f"{name} needs {CHECKPOINT_HELP}: pass model=PATH (CLI: -o {name}.model=PATH), the .pth.tar with "
+        f"trust_checkpoint=True (-o {name}.trust_checkpoint=true) or its folder converted by `vistkit models "
+        "convert`; the offline metric `coherence` needs no download"
     )
 
 

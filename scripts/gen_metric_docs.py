@@ -1,0 +1,53 @@
+"""Write one Markdown page per metric card into docs/metrics/ (run after changing a card).
+
+    .venv/bin/python scripts/gen_metric_docs.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vistkit.metrics.base import list_metrics, unavailable_metrics
+
+OUT = Path(__file__).resolve().parents[1] / "docs" / "metrics"
+
+
+def _bounds(cls: type) -> str:
+    lo = "-inf" if cls.lower_bound is None else f"{cls.lower_bound:g}"
+    hi = "inf" if cls.upper_bound is None else f"{cls.upper_bound:g}"
+    return f"[{lo}, {hi}]"
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    index = [
+        "# Metric cards",
+        "",
+        "Generated from the cards in the code (`vistkit metrics --info NAME` shows the same text).",
+        "",
+        "| metric | needs | range | better | summary |",
+        "|---|---|---|---|---|",
+    ]
+    for name, cls in list_metrics().items():
+        needs = ", ".join(
+            n
+            for n, f in (
+                ("references", cls.needs_references),
+                ("images", cls.needs_images),
+                ("human story", cls.needs_human_story),
+            )
+            if f
+        ) or "-"
+        better = "higher" if cls.higher_is_better else "lower"
+        index.append(f"| [{name}]({name}.md) | {needs} | {_bounds(cls)} | {better} | {cls.card.summary} |")
+        page = cls.card.render(name)
+        page += f"\n\n## Declared properties\nneeds: {needs}; range: {_bounds(cls)}; {better} is better.\n"
+        (OUT / f"{name}.md").write_text(page, encoding="utf-8")
+    index += ["", "## Unavailable here", ""]
+    index += [f"- `{name}`: {reason}" for name, reason in unavailable_metrics().items()]
+    (OUT / "README.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    print(f"wrote {len(list_metrics())} cards to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
