@@ -12,6 +12,7 @@ The script asserts equal numbers (corpus and per item, 1e-9) and prints both tim
 
     .venv/bin/python bench/bench_coco.py             # benchmark (sequence keying)
     .venv/bin/python bench/bench_coco.py --golden    # print pycocoevalcap's full-set numbers (test constants)
+    .venv/bin/python bench/bench_coco.py --golden-items  # moments of its per-item scores (test constants)
 
 Album keying (``--golden`` prints it too): one hypothesis per album, the first story of that album in file
 order (AREL's album-level evaluation scores one story per album), against all human stories of the album.
@@ -136,13 +137,30 @@ def golden() -> None:
             sys.stdout.flush()
 
 
+def golden_items() -> None:
+    """Print (mean, mean of squares) of pycocoevalcap's PER-ITEM scores (no METEOR): pins the items."""
+    for keying in ("sequence", "album"):
+        refs, systems = load(keying)
+        for name, hyps in systems.items():
+            out = run_pycocoevalcap(hyps, refs, keying, meteor=False)
+            values = {
+                COCO_NAMES[m]: (float(np.mean(v[1])), float(np.mean(v[1] ** 2))) for m, v in out.items()
+            }
+            print(f"    ({keying!r}, {name!r}): {values!r},")
+            sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--golden", action="store_true", help="print pycocoevalcap's full-set numbers")
+    parser.add_argument("--golden-items", action="store_true", help="print moments of pycocoevalcap's items")
     parser.add_argument("--key", default="sequence", choices=["sequence", "album"])
     args = parser.parse_args()
     if args.golden:
         golden()
+        return
+    if args.golden_items:
+        golden_items()
         return
 
     from vistkit.metrics import coco
