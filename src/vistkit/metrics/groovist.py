@@ -11,9 +11,9 @@ Reproduces the official code (akskuchi/groovist: ``extract_nphrases.py``, ``util
    single spaces, each word looked up as is or else WordNet-lemmatised (noun); 1 when no word is rated.
 4. Alignment: CLIP ViT-B/32 text embedding of the phrase and embeddings of the first 10 regions of each photo,
    L2-normalised; per phrase the max cosine over regions and over all photos of the sequence.
-5. ``s = 2.5 * cos``; ``s`` if ``s >= theta`` else ``s - theta`` (the paper's penalty: ``-(theta - s)``);
-   times the weight; story score = mean over phrases (Eq. 1-3 of the paper; raw and unbounded; dHM uses
-   ``tanh`` of it).
+5. ``s = 2.5 * cos``; ``s`` if ``s >= theta`` else ``s - theta`` (the code writes ``-(theta - s)``); times
+   the weight; story score = mean over phrases (``penalize_concretize_normalize``; raw and unbounded; dHM
+   uses ``tanh`` of it).
 
 Where we differ from the official code, and why:
 
@@ -291,7 +291,7 @@ def max_alignment(phrase_embeddings: np.ndarray, region_embeddings: Sequence[np.
 def groovist_story_score(
     cosines: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray, *, theta: float
 ) -> tuple[float, np.ndarray]:
-    """GROOViST of one story from its phrases' max cosines and concreteness weights (paper Eq. 2-3).
+    """GROOViST of one story from its phrases' max cosines and concreteness weights (``utils.penalize_concretize_normalize``).
 
     ``s = 2.5 cos``; penalised ``s - theta`` when ``s < theta`` (``-(theta - s)``); times the weight; mean.
     Float32 arithmetic, as the official torch code. Returns ``(score, per-phrase scores)``; no phrase -> 0.0.
