@@ -291,7 +291,8 @@ def max_alignment(phrase_embeddings: np.ndarray, region_embeddings: Sequence[np.
 def groovist_story_score(
     cosines: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray, *, theta: float
 ) -> tuple[float, np.ndarray]:
-    """GROOViST of one story from its phrases' max cosines and concreteness weights (``utils.penalize_concretize_normalize``).
+    """GROOViST of one story from its phrases' max cosines and concreteness weights
+    (``utils.penalize_concretize_normalize``).
 
     ``s = 2.5 cos``; penalised ``s - theta`` when ``s < theta`` (``-(theta - s)``); times the weight; mean.
     Float32 arithmetic, as the official torch code. Returns ``(score, per-phrase scores)``; no phrase -> 0.0.
