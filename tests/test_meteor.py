@@ -381,3 +381,24 @@ def test_meteor_coco_and_album_survive_odd_texts() -> None:
     album = get_metric("meteor-album").score(hyps, refs, key="album")
     # hypothesis '|||' is dropped, line breaks become spaces: 'a dog ran home ...' vs 'a dog ran home'
     assert album.item_scores[1] > 0.8
+
+
+@needs_java
+@pytest.mark.slow
+def test_fallback_without_javac_gives_the_same_scores(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A bare JRE (no javac): the server falls back to Meteor's stdio protocol, same numbers."""
+    import vistkit.java as vj
+
+    monkeypatch.setenv("VISTKIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(vj, "find_javac", lambda java: None)
+    fallback = vj.MeteorServer()
+    try:
+        assert not fallback.uses_helper
+        cfg = vj.MeteorConfig(task="hter")
+        tests = ["the dog ran to a park .", "", "we had fun at the beach"]
+        refs = ["the dog ran to the park .", "x", "the beach was fun"]
+        assert fallback.pair_scores(cfg, tests, refs) == vj.meteor_server().pair_scores(cfg, tests, refs)
+    finally:
+        fallback.close()

@@ -22,7 +22,9 @@ from the jar's code.
 from __future__ import annotations
 
 import math
+import os
 import re
+import shutil
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -47,6 +49,13 @@ def _config(task: str, norm: bool) -> Any:
     from vistkit.java import MeteorConfig
 
     return MeteorConfig(task=task, language="en", norm=norm)
+
+
+def _prefetch(task: str, norm: bool) -> None:
+    from vistkit.java import prefetch
+
+    if shutil.which("java") is not None or "JAVA_HOME" in os.environ:
+        prefetch(_config(task, norm))
 
 
 def stdio_line(hypothesis: str, references: Sequence[str]) -> str:
@@ -157,8 +166,10 @@ class MeteorVist(Metric):
         ),
     )
 
-    def __init__(self, *, drop_non_ascii: bool = False) -> None:
+    def __init__(self, *, drop_non_ascii: bool = False, prefetch: bool = True) -> None:
         self.drop_non_ascii = bool(drop_non_ascii)
+        if prefetch:  # load-once scorer: the JVM loads Meteor's tables while the caller reads its files
+            _prefetch("hter", False)
 
     def signature_fields(self) -> dict[str, object]:
         fields: dict[str, object] = {"task": "hter", "norm": False, "lang": "en", "agg": "max-mean"}
@@ -206,6 +217,10 @@ class _PooledMeteor(Metric):
     needs_references: ClassVar[bool] = True
     task: ClassVar[str]
     norm: ClassVar[bool]
+
+    def __init__(self, *, prefetch: bool = True) -> None:
+        if prefetch:  # load-once scorer: the JVM loads Meteor's tables while the caller reads its files
+            _prefetch(self.task, self.norm)
 
     def _texts(self, items: Sequence[Item]) -> tuple[list[str], list[list[str]]]:
         return [it.hypothesis.text for it in items], [[r.text for r in it.references] for it in items]
