@@ -147,7 +147,6 @@ class RovistC(Metric):
             device=device,
             batch_size=batch_size,
         )
-        self.model_name = Path(model).name
         self.cache = _open_cache(cache)
 
     def signature_fields(self) -> dict[str, object]:
