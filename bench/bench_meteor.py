@@ -27,6 +27,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=0, help="score only the first N sequences (0 = all)")
     ap.add_argument("--rounds", type=int, default=2, help="alternating timed rounds of each side")
+    ap.add_argument(
+        "--systems", default="ours,no_ss,joint_ss", help="TAPM systems for the multi-system run ('' = skip)"
+    )
     args = ap.parse_args()
 
     from vistkit import java
@@ -104,6 +107,46 @@ def main() -> None:
     print(
         f"cold (start + load + first scoring): jar {first:.2f} s / vistkit {mine:.2f} s = {first / mine:.2f}x"
     )
+    if args.systems and not args.limit:
+        systems_scenario(args.systems.split(","), refs, template)
+
+
+def systems_scenario(names: list[str], refs: object, template: list[str]) -> None:
+    """Several systems in one run: one vistkit JVM vs one jar process per system (as EvalVIST.jar runs)."""
+    from vistkit import java
+    from vistkit.data.readers import read_stories
+    from vistkit.metrics.base import align, get_metric
+
+    systems = {n: read_stories(DATA / f"tapm-vist-outputs/vist/{n}.json") for n in names}
+    cfg = java.MeteorConfig(task="hter")
+    t0 = time.perf_counter()
+    ours = {}
+    java.shutdown()
+    metric = get_metric("meteor-vist", prefetch=False)
+    for n, hyps in systems.items():
+        ours[n] = metric.score(hyps, refs, key="sequence", template=template, require_all=True).corpus
+    t_ours = time.perf_counter() - t0
+    java.shutdown()
+    t0 = time.perf_counter()
+    theirs = {}
+    for n, hyps in systems.items():
+        items = align(hyps, refs, keying="sequence", template=template).items
+        jar = java.StdioMeteor(cfg)
+        pairs = iter(
+            jar.pair_scores(
+                [i.hypothesis.text for i in items for _ in i.references],
+                [r.text for i in items for r in i.references],
+            )
+        )
+        jar.close()
+        theirs[n] = float(np.mean([max(next(pairs) for _ in i.references) for i in items]))
+    t_jar = time.perf_counter() - t0
+    print(f"{len(names)} systems ({', '.join(names)}), cold, including every JVM start and table load:")
+    print(
+        f"  one jar process per system {t_jar:.2f} s / vistkit one JVM {t_ours:.2f} s = {t_jar / t_ours:.2f}x"
+    )
+    same = all(abs(ours[n] - theirs[n]) < 1e-12 for n in names)
+    print(f"  same corpus scores: {same} ({', '.join(f'{n} {ours[n]:.6f}' for n in names)})")
 
 
 if __name__ == "__main__":

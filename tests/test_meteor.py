@@ -402,3 +402,15 @@ def test_fallback_without_javac_gives_the_same_scores(
         assert fallback.pair_scores(cfg, tests, refs) == vj.meteor_server().pair_scores(cfg, tests, refs)
     finally:
         fallback.close()
+
+
+@needs_java
+@pytest.mark.slow
+def test_meteor_coco_full_test_set_golden(tapm_ours: StorySet, refs: StorySet) -> None:
+    """pycocoevalcap 1.2 itself on all 1,999 sequences (printed by bench/bench_coco.py --golden; kept in
+    tests/test_coco.py GOLDEN[("sequence", "ours")])."""
+    from vistkit.metrics.meteor import meteor_coco_score
+
+    s = meteor_coco_score(tapm_ours, refs, key="sequence")
+    assert s.n == 1999
+    assert s.corpus == pytest.approx(0.11909292788829454, abs=1e-9)
