@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--metrics", default="rovist-c,dhm-c")
     ap.add_argument("--chunk", type=int, default=100, help="stories per alternation of the two sides")
+    ap.add_argument("--precision", default="fp32", help="fp32 (exact, default) or bf16 (opt-in, approximate)")
     args = ap.parse_args(argv)
 
     import torch
@@ -135,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"stories: {len(texts)} ({'dHM VIST test humans' if GT.is_file() else 'synthetic'})")
         for name in args.metrics.split(","):
-            metric = get_metric(name, model=folder, device=args.device, batch_size=args.batch_size)
+            metric = get_metric(
+                name, model=folder, device=args.device, batch_size=args.batch_size, precision=args.precision
+            )
             context = "adjacent" if name == "rovist-c" else "prefix"
             # alternate the two sides chunk by chunk, so a change of machine load hits both alike
             ref: list[float] = []
@@ -160,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             diff = float(np.nanmax(np.abs(np.asarray(ref) - ours))) if len(ours) else 0.0
             same_nan = bool(np.array_equal(np.isnan(ref), np.isnan(ours)))
             print(
-                f"{name}: official loop {t_ref:.2f}s ({len(texts) / t_ref:.2f} stories/s), vistkit "
-                f"{t_ours:.2f}s "
+                f"{name} [{args.precision}]: official loop {t_ref:.2f}s "
+                f"({len(texts) / t_ref:.2f} stories/s), vistkit {t_ours:.2f}s "
                 f"({len(texts) / t_ours:.2f} stories/s), speed-up x{t_ref / t_ours:.2f}; "
                 f"max |diff| {diff:.2e}, same exclusions: {same_nan}",
                 flush=True,

@@ -313,3 +313,16 @@ def test_coherence_default_agrees_with_official_dhm_c(default_coherence) -> None
     result = spearmanr(ours, theirs)
     assert result.statistic > 0 and result.pvalue < 0.01
     assert (means["gt_test"][0] < means["llava_vc_p3"][0]) == (means["gt_test"][1] < means["llava_vc_p3"][1])
+
+
+def test_bf16_is_opt_in_and_named_in_signature(tiny: tuple[Path, Path]) -> None:
+    from vistkit.errors import InputError
+
+    exact = get_metric("rovist-c", model=tiny[1])
+    fast = get_metric("rovist-c", model=tiny[1], precision="bf16")
+    assert "precision" not in exact.signature() and "|precision:bf16|" in fast.signature()
+    a, b = exact.score(STORIES).item_scores, fast.score(STORIES).item_scores
+    assert np.array_equal(np.isnan(a), np.isnan(b))
+    np.testing.assert_allclose(b, a, atol=0.1)  # approximate by design
+    with pytest.raises(InputError, match="precision"):
+        get_metric("rovist-c", model=tiny[1], precision="fp8")

@@ -118,8 +118,7 @@ class RovistC(Metric):
         reproduces="usydnlp/rovist scripts/coherence_scorer.py given the official checkpoint.",
         differences=(
             "The paper describes the same adjacent-pair mean; the identical-pair rule is only in the code. "
-            "The "
-            "official script would crash on a pair longer than 512 tokens; here that story is excluded."
+            "The official script would crash on a pair longer than 512 tokens; here that story is excluded."
         ),
         citation="Wang et al. 2022, RoViST: Learning Robust Metrics for Visual Storytelling (NAACL 2022).",
     )
@@ -134,6 +133,7 @@ class RovistC(Metric):
         device: str | None = None,
         batch_size: int = 32,
         cache: bool | str | Path = False,
+        precision: str = "fp32",
     ) -> None:
         if model is None:
             raise _checkpoint_missing(self.name)
@@ -146,15 +146,19 @@ class RovistC(Metric):
             tokenizer=tokenizer,
             device=device,
             batch_size=batch_size,
+            precision=precision,
         )
         self.cache = _open_cache(cache)
 
     def signature_fields(self) -> dict[str, object]:
-        return {
+        fields: dict[str, object] = {
             "model": f"rovist-sop-albert@{self.model.fingerprint}",
             "context": self.context,
             "sent": SENT_SPLITTER,
         }
+        if self.model.precision != "fp32":
+            fields["precision"] = self.model.precision  # opt-in approximate mode
+        return fields
 
     def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
         return adjacent_pairs(sentences)
@@ -231,9 +235,10 @@ class DhmC(RovistC):
             "compares the "
             "whole prefix, so it only catches a repeated first sentence. We follow the code."
         ),
-        citation="Surikuchi et al. 2024, Not (yet) the whole story: Evaluating Visual Storytelling Requires "
-        "More "
-        "than Measuring Coherence, Grounding, and Repetition (Findings of EMNLP).",
+        citation=(
+            "Surikuchi et al. 2024, Not (yet) the whole story: Evaluating Visual Storytelling Requires More "
+            "than Measuring Coherence, Grounding, and Repetition (Findings of EMNLP)."
+        ),
     )
 
     def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
