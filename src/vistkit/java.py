@@ -683,11 +683,10 @@ def meteor_server() -> MeteorServer:
     """The process-wide warm METEOR JVM (started on first use, closed at exit)."""
     global _SERVER
     with _SERVER_LOCK:
-        dead = _SERVER is not None and _SERVER.uses_helper
-        dead = dead and (_SERVER.proc is None or _SERVER.proc.poll() is not None)
-        if _SERVER is None or dead:
-            _SERVER = MeteorServer()
-        return _SERVER
+        server = _SERVER
+        if server is None or (server.uses_helper and (server.proc is None or server.proc.poll() is not None)):
+            server = _SERVER = MeteorServer()
+        return server
 
 
 def shutdown() -> None:

@@ -203,7 +203,7 @@ class MeteorVist(Metric):
         return mean_score(
             self.name,
             [it.item_id for it in items],
-            values,
+            values.tolist(),
             signature,
             excluded=excluded,
             extra={"pairs": len(pair)},
@@ -234,16 +234,17 @@ class _PooledMeteor(Metric):
         info = server.config(cfg)
         result = server.score_lines(cfg, [stdio_line(h, r) for h, r in zip(hyps, refs, strict=True)])
         stats = np.asarray(result.stats, dtype=float).reshape(len(items), 7 + 4 * N_STAGES)
-        params = {
-            "alpha": info.alpha,
-            "beta": info.beta,
-            "gamma": info.gamma,
-            "delta": info.delta,
-            "weights": info.module_weights,
-        }
 
         def corpus_from_stats(rows: np.ndarray) -> float:
-            return meteor_from_stats(np.asarray(rows).sum(axis=0), **params)
+            total = np.asarray(rows).sum(axis=0)
+            return meteor_from_stats(
+                total,
+                alpha=info.alpha,
+                beta=info.beta,
+                gamma=info.gamma,
+                delta=info.delta,
+                weights=info.module_weights,
+            )
 
         return Score(
             metric=self.name,
