@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stories", type=int, default=1000)
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--metrics", default="rovist-c,dhm-c")
     ap.add_argument("--chunk", type=int, default=100, help="stories per alternation of the two sides")
     ap.add_argument("--precision", default="fp32", help="fp32 (exact, default) or bf16 (opt-in, approximate)")

@@ -296,15 +296,22 @@ def test_sop_missing_checkpoint_names_file(tmp_path: Path) -> None:
     lengths=st.lists(st.integers(1, 600), max_size=60),
     batch_size=st.integers(1, 9),
     max_tokens=st.one_of(st.none(), st.integers(1, 2000)),
+    max_padding=st.one_of(st.none(), st.floats(0.0, 0.9)),
 )
-def test_batches_by_length_partition(lengths: list[int], batch_size: int, max_tokens: int | None) -> None:
-    batches = list(batches_by_length(lengths, batch_size=batch_size, max_tokens=max_tokens))
+def test_batches_by_length_partition(
+    lengths: list[int], batch_size: int, max_tokens: int | None, max_padding: float | None
+) -> None:
+    batches = list(
+        batches_by_length(lengths, batch_size=batch_size, max_tokens=max_tokens, max_padding=max_padding)
+    )
     flat = [i for b in batches for i in b]
     assert sorted(flat) == list(range(len(lengths)))
     for b in batches:
         assert 1 <= len(b) <= batch_size
         if max_tokens is not None and len(b) > 1:
             assert len(b) * max(lengths[i] for i in b) <= max_tokens
+        if max_padding is not None:
+            assert min(lengths[i] for i in b) >= (1 - max_padding) * max(lengths[i] for i in b)
     # longest first
     assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
 

@@ -131,7 +131,7 @@ class RovistC(Metric):
         config: Any = None,
         tokenizer: Any = None,
         device: str | None = None,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         cache: bool | str | Path = False,
         precision: str = "fp32",
     ) -> None:

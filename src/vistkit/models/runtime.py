@@ -37,12 +37,18 @@ def choose_device(device: str | None = None) -> Any:
 
 
 def batches_by_length(
-    lengths: Sequence[int], *, batch_size: int = 32, max_tokens: int | None = None
+    lengths: Sequence[int],
+    *,
+    batch_size: int = 32,
+    max_tokens: int | None = None,
+    max_padding: float | None = None,
 ) -> Iterator[list[int]]:
     """Index batches of similar length (longest first), so padding stays small.
 
-    A batch holds at most ``batch_size`` items and, when ``max_tokens`` is given, at most ``max_tokens``
-    padded tokens (``len(batch) * longest``); an item longer than ``max_tokens`` gets a batch of its own.
+    A batch holds at most ``batch_size`` items; when ``max_tokens`` is given, at most ``max_tokens`` padded
+    tokens (``len(batch) * longest``; an item longer than that gets a batch of its own); when ``max_padding``
+    is given, no item shorter than ``(1 - max_padding) * longest`` (so a few stories never make one batch
+    padded from 20 to 70 tokens).
     """
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}")
@@ -54,7 +60,8 @@ def batches_by_length(
         new_longest = max(longest, n)
         too_many = len(batch) >= batch_size
         too_big = max_tokens is not None and batch and new_longest * (len(batch) + 1) > max_tokens
-        if batch and (too_many or too_big):
+        too_short = max_padding is not None and batch and n < (1.0 - max_padding) * longest
+        if batch and (too_many or too_big or too_short):
             yield batch
             batch, new_longest = [], n
         batch.append(i)

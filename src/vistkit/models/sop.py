@@ -156,7 +156,7 @@ class SOPModel:
         fingerprint: str,
         max_positions: int,
         device: str | None = None,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         precision: str = "fp32",
     ) -> None:
         if precision not in ("fp32", "bf16"):
@@ -169,7 +169,8 @@ class SOPModel:
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
         self.max_positions = max_positions
-        self.batch_size = batch_size
+        # CPU: small batches (compute-bound, cache-friendly); GPU: large ones
+        self.batch_size = batch_size or (64 if self.device.type == "cuda" else 8)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else 0
 
@@ -200,7 +201,7 @@ class SOPModel:
         lengths = [len(pairs[i].input_ids) for i in todo]
         with torch.inference_mode():
             for batch in batches_by_length(
-                lengths, batch_size=self.batch_size, max_tokens=self.batch_size * 128
+                lengths, batch_size=self.batch_size, max_tokens=self.batch_size * 128, max_padding=0.25
             ):
                 rows = [pairs[todo[j]] for j in batch]
                 width = max(len(r.input_ids) for r in rows)
@@ -293,7 +294,7 @@ def load_sop_model(
     config: Any = None,
     tokenizer: Any = None,
     device: str | None = None,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     precision: str = "fp32",
 ) -> SOPModel:
     """Load the SOP classifier from the official checkpoint (``trust_checkpoint=True``) or a converted
