@@ -124,14 +124,14 @@ class SentenceEncoder:
             lengths = [len(x) for x in enc["input_ids"]]
             with torch.inference_mode():
                 for batch in batches_by_length(lengths, batch_size=self.batch_size):
-                    feats = self.tokenizer.pad(
+                    padded = self.tokenizer.pad(
                         {
                             "input_ids": [enc["input_ids"][i] for i in batch],
                             "attention_mask": [enc["attention_mask"][i] for i in batch],
                         },
                         return_tensors="pt",
                     )
-                    feats = {k: v.to(self.device) for k, v in feats.items()}
+                    feats = {k: v.to(self.device) for k, v in padded.items()}
                     hidden = self.model(**feats).last_hidden_state
                     mask = feats["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                     pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
