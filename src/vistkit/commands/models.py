@@ -52,7 +52,8 @@ def info(
         )
     elif (path / "config.json").is_file():
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        data.update(kind=f"huggingface {cfg.get('model_type', '?')}")
+        kind = cfg.get("kind")  # vistkit's own heads (e.g. coherence-head) name their kind
+        data.update(kind=kind if isinstance(kind, str) else f"huggingface {cfg.get('model_type', '?')}")
     if fmt is OutputFormat.JSON:
         echo(dumps_json(data))
     else:

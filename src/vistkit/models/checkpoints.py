@@ -183,7 +183,7 @@ def model_fingerprint(path: str | Path) -> str:
         return str(digest)[:12]
     if p.is_file():
         return file_sha256(p)[:12]
-    for name in (WEIGHTS_FILE, "pytorch_model.bin"):
+    for name in (WEIGHTS_FILE, "head.safetensors", "pytorch_model.bin"):
         if (p / name).is_file():
             return file_sha256(p / name)[:12]
     return "unknown"
