@@ -109,6 +109,18 @@ def features(emb, pieces, ctxs: list[list[int]], cands: list[int], kind: str):  
     )
 
 
+def dev_predictions(head, x, objective: str):  # type: ignore[no-untyped-def]
+    """0/1 predictions; pairwise: each (true, swapped) row pair is judged by the sign of the logit margin."""
+    logits = head(x).squeeze(-1)
+    if objective == "pointwise":
+        return (logits > 0).float()
+    margin = logits[0::2] - logits[1::2]
+    out = logits.new_zeros(len(logits))
+    out[0::2] = (margin > 0).float()  # the true order judged as following (label 1)
+    out[1::2] = (margin <= 0).float()  # the swapped order: predicted 0 exactly when the margin is right
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -120,9 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--features", choices=("v1", "v2"), default="v2")
     ap.add_argument("--negatives", choices=tuple(NEGATIVE_MIXES), default="sop")
+    ap.add_argument(
+        "--objective",
+        choices=("pointwise", "pairwise"),
+        default="pointwise",
+        help="pointwise: classify each example; pairwise (needs --negatives sop): "
+        "P = sigmoid(f(true order) - f(swapped order)), trained on both orders of each pair",
+    )
     ap.add_argument("--embedding-cache", type=Path, default=None, help="reuse sentence embeddings (.pt)")
     args = ap.parse_args(argv)
     probs = NEGATIVE_MIXES[args.negatives]
+    if args.objective == "pairwise" and args.negatives != "sop":
+        ap.error("--objective pairwise needs --negatives sop")
 
     import torch
     from safetensors.torch import save_file
@@ -194,23 +215,29 @@ def main(argv: list[str] | None = None) -> int:
         perm = torch.randperm(len(y))
         head.train()
         total = 0.0
-        for start in range(0, len(y), 256):
+        if args.objective == "pairwise":  # rows come as (true order, swapped order) pairs
+            perm = 2 * torch.randperm(len(y) // 2)
+        for start in range(0, len(perm), 256):
             idx = perm[start : start + 256]
             opt.zero_grad()
-            loss = loss_fn(head(x[idx]).squeeze(-1), y[idx])
+            if args.objective == "pairwise":
+                margin = head(x[idx]).squeeze(-1) - head(x[idx + 1]).squeeze(-1)
+                loss = loss_fn(margin, torch.ones_like(margin))
+            else:
+                loss = loss_fn(head(x[idx]).squeeze(-1), y[idx])
             loss.backward()
             opt.step()
             total += float(loss.detach()) * len(idx)
         if epoch % 5 == 4 or epoch == args.epochs - 1:
             head.eval()
             with torch.no_grad():
-                pred = (head(x_dev).squeeze(-1) > 0).float()
+                pred = dev_predictions(head, x_dev, args.objective)
             acc = float((pred == y_dev).float().mean())
-            print(f"epoch {epoch + 1}: train loss {total / len(y):.4f}, dev acc {acc:.4f}", flush=True)
+            print(f"epoch {epoch + 1}: train loss {total / len(perm):.4f}, dev acc {acc:.4f}", flush=True)
 
     head.eval()
     with torch.no_grad():
-        pred = (head(x_dev).squeeze(-1) > 0).float()
+        pred = dev_predictions(head, x_dev, args.objective)
     by_kind = {}
     for kind in ("positive", *NEG_TYPES):
         mask = torch.tensor([k == kind for k in d_kind])
@@ -231,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         "dim": encoder.dim,
         "hidden": args.hidden,
         "features": args.features,
+        "objective": args.objective,
         "max_length": encoder.max_length,
         "context": "prefix (previous sentence + mean of all preceding sentences)",
         "training": {

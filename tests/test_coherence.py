@@ -326,3 +326,21 @@ def test_bf16_is_opt_in_and_named_in_signature(tiny: tuple[Path, Path]) -> None:
     np.testing.assert_allclose(b, a, atol=0.1)  # approximate by design
     with pytest.raises(InputError, match="precision"):
         get_metric("rovist-c", model=tiny[1], precision="fp8")
+
+
+def test_pairwise_head_is_antisymmetric(default_coherence, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A ``pairwise`` head scores P(b after a) = sigmoid(f(a->b) - f(b->a)): both orders sum to 1."""
+    import shutil
+
+    from vistkit.models.coherence_head import CoherenceModel, default_model_dir
+
+    folder = tmp_path / "pairwise"
+    shutil.copytree(default_model_dir(), folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "objective": "pairwise"}))
+    model = CoherenceModel(folder)
+    a, b = "we went to the zoo today .", "at the end of the day we were tired ."
+    p_ab, p_ba = model.context_probs([[a], [b]], [b, a])
+    assert p_ab + p_ba == pytest.approx(1.0, abs=1e-6)
+    f = model.context_logits([[a]], [b]) - model.context_logits([[b]], [a])
+    assert p_ab == pytest.approx(float(torch.sigmoid(f)[0]), abs=1e-6)

@@ -6,6 +6,9 @@ its preceding sentences (the dHM-C prefix), represented by the previous sentence
 mean ``m`` of ``e(s_0..s_{i-1})``. The head sees ``[p, m, c, p*c, m*c, |p-c|, cos(p,c), cos(m,c)]`` for the
 candidate ``c = e(s_i)`` and outputs P(``s_i`` follows its context) = sigmoid(MLP(features)).
 
+A head whose config says ``"objective": "pairwise"`` instead scores both orders, as the SOP task does:
+P = sigmoid(f(s_0..s_i-1 -> s_i) - f(s_0..s_i-2, s_i -> s_i-1)) (a variant; the shipped head is pointwise).
+
 The shipped folder (``resources/models/coherence-minilm-v1``) holds ``head.safetensors``, ``config.json`` and
 ``MODEL_CARD.md``; `scripts/train_coherence.py` rebuilds it.
 """
@@ -173,6 +176,7 @@ class CoherenceModel:
             max_length=int(self.config.get("max_length", 256)),
         )
         self.features = str(self.config.get("features", "v1"))
+        self.objective = str(self.config.get("objective", "pointwise"))
         self.head = build_head(int(self.config["dim"]), int(self.config["hidden"]), self.features)
         state = {k: v.float() for k, v in load_file(str(self.folder / HEAD_FILE)).items()}
         self.head.load_state_dict(state)
@@ -191,11 +195,9 @@ class CoherenceModel:
         prev = torch.from_numpy(self.encoder.first_pieces([c[-1] for c in contexts], 1))
         return torch.cat([pos, cand, prev], dim=-1)
 
-    def context_probs(self, contexts: Sequence[Sequence[str]], candidates: Sequence[str]) -> np.ndarray:
-        """P(candidate follows its context) for each (list of preceding sentences, candidate)."""
+    def context_logits(self, contexts: Sequence[Sequence[str]], candidates: Sequence[str]) -> Any:
+        """Head logits for each (list of preceding sentences, candidate)."""
         torch = self._torch
-        if not candidates:
-            return np.zeros(0)
         texts = sorted({s for ctx in contexts for s in ctx} | set(candidates))
         index = {t: i for i, t in enumerate(texts)}
         emb = torch.from_numpy(self.encoder.encode(texts))
@@ -206,5 +208,20 @@ class CoherenceModel:
         if self.features != "v1":
             feats = torch.cat([feats, self.extra_features(contexts, candidates)], dim=-1)
         with torch.inference_mode():
-            logits = self.head(feats.to(self.encoder.device)).squeeze(-1)
+            return self.head(feats.to(self.encoder.device)).squeeze(-1)
+
+    def context_probs(self, contexts: Sequence[Sequence[str]], candidates: Sequence[str]) -> np.ndarray:
+        """P(candidate follows its context) for each (list of preceding sentences, candidate).
+
+        A ``pairwise`` model compares the true order with the swapped one, as the SOP task does:
+        P = sigmoid(f(s_0..s_i-1 -> s_i) - f(s_0..s_i-2, s_i -> s_i-1)).
+        """
+        torch = self._torch
+        if not candidates:
+            return np.zeros(0)
+        logits = self.context_logits(contexts, candidates)
+        if self.objective == "pairwise":
+            swapped_ctx = [[*ctx[:-1], cand] for ctx, cand in zip(contexts, candidates, strict=True)]
+            swapped_cand = [ctx[-1] for ctx in contexts]
+            logits = logits - self.context_logits(swapped_ctx, swapped_cand)
         return torch.sigmoid(logits).double().cpu().numpy()
