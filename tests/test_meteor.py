@@ -208,6 +208,34 @@ def test_meteor_vist_equals_jar_pair_by_pair_all(
 
 
 @needs_java
+def test_helper_matchers_equal_jar_on_synonym_and_stem_rich_pairs(hter_jar: object) -> None:
+    """The helper replaces Meteor's synonym stage by a memoised one and caches stems: same matches, so the
+    same doubles as the jar's own stdio server, here on random sentences over a vocabulary rich in WordNet
+    synonyms, inflections, case variants and repeats (plus duplicate pairs, which the helper scores once)."""
+    from vistkit.java import MeteorConfig, meteor_server
+
+    vocab = (
+        "the a car automobile auto big large huge great little small tiny dog dogs hound canine ran runs "
+        "running run walked walking walk happy glad felt feel feeling house home houses Home Car BIG "
+        "beach shore coast sea ocean went go goes going gone child children kid kids picture photo image "
+        "was were is are be been of to and in at ."
+    ).split()
+    rng = np.random.default_rng(7)
+
+    def sentence() -> str:
+        return " ".join(rng.choice(vocab, size=int(rng.integers(0, 14))))
+
+    tests = [sentence() for _ in range(150)]
+    refs = [sentence() for _ in range(150)]
+    tests += tests[:10]
+    refs += refs[:10]
+    ours = meteor_server().pair_scores(MeteorConfig(task="hter"), tests, refs)
+    theirs = hter_jar.pair_scores(tests, refs)  # type: ignore[attr-defined]
+    assert ours == theirs
+    assert sum(0.0 < x < 1.0 for x in theirs) > 100  # partial matches: the stem/synonym stages did work
+
+
+@needs_java
 def test_meteor_vist_texts_with_protocol_characters() -> None:
     from vistkit.java import MeteorConfig, meteor_server
 
