@@ -232,7 +232,7 @@ def test_helper_matchers_equal_jar_on_synonym_and_stem_rich_pairs(hter_jar: obje
     ours = meteor_server().pair_scores(MeteorConfig(task="hter"), tests, refs)
     theirs = hter_jar.pair_scores(tests, refs)  # type: ignore[attr-defined]
     assert ours == theirs
-    assert sum(0.0 < x < 1.0 for x in theirs) > 100  # partial matches: the stem/synonym stages did work
+    assert sum(0.0 < x < 1.0 for x in theirs) > 50  # partial matches: the stem/synonym stages did work
 
 
 @needs_java
