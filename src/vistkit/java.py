@@ -16,9 +16,16 @@
   A second configuration of the same language (e.g. meteor-coco's default task after meteor-vist's hter)
   reuses the loaded tables instead of loading them again (`HELPER_SOURCE`'s ``reconfigure``).
 
+Faster alignment, same alignment: the helper's directory also holds our own ``SynonymMatcher`` and
+``ParaphraseMatcher`` (same package and name, found before the jar's on the class path; see
+`SYNONYM_MATCHER_SOURCE`, `PARAPHRASE_MATCHER_SOURCE`), which add exactly the jar's matches in the jar's order
+with memoised synsets and a position index, and it memoises Snowball stems (`HELPER_SOURCE`'s
+``CachingStemmer``). Scores are bit-identical to the jar's (tests/test_meteor.py, bench/bench_meteor.py).
+
 Costs (2-core machine shared with other jobs, OpenJDK 17): JVM start ~0.01 s, helper compile ~1-2 s once per
-user, English paraphrase/synonym table load 10-28 s per process (the dominant cold cost, identical to the
-jar's), then ~2 ms CPU per (hypothesis, reference) alignment, identical work to the jar's. Environment:
+user, English paraphrase/synonym table load 8-28 s per process (the dominant cold cost, identical to the
+jar's), then ~0.8 ms CPU per (hypothesis, reference) alignment (the jar: ~1.3 ms warm, ~2.5 ms on its first
+pass). Environment:
 ``VISTKIT_METEOR_THREADS`` (scoring threads), ``VISTKIT_JAVA_OPTS`` (helper JVM options, default -Xmx2G),
 ``VISTKIT_CACHE`` (where the compiled helper lives).
 """
@@ -614,11 +621,11 @@ def helper_jvm_options() -> list[str]:
 
     ``-Xmx2G`` as pycocoevalcap (Meteor's English tables take ~1.3 GB of heap). ``-XX:TieredStopAtLevel=1``
     (client compiler only): a scoring run is a few seconds of code that is hot at once, and the optimising
-    compiler spent most of the first pass compiling, deoptimising and competing for the cores; measured on the
-    full meteor-vist set (one thread, 2 busy cores): first pass 9.1-11.3 s -> 5.8 s, warm passes 3.1-3.3 s ->
-    4.2 s. A process scores one to a few sets, so the first pass is what counts. The parallel/serial
-    collectors and a fixed young generation changed nothing measurable. Scores do not depend on these options
-    (the JIT does not change Java's double arithmetic).
+    compiler spent most of the first pass compiling and competing for the cores; measured on the full
+    meteor-vist set (4,846 pairs, one thread, 2 busy cores, our matchers): first pass 7.9 s -> 4.4-4.7 s, warm
+    passes 3.0-3.4 s -> 4.0-4.2 s. A process scores one to a few sets, so the first pass is what counts. The
+    parallel/serial collectors and a fixed young generation changed nothing measurable. Scores do not depend
+    on these options (the JIT does not change Java's double arithmetic).
     """
     env = os.environ.get("VISTKIT_JAVA_OPTS")
     if env is not None:
