@@ -20,8 +20,12 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from vistkit.data.story import StorySet
 
 DATA = Path(os.environ.get("VISTKIT_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"
 
@@ -131,7 +135,7 @@ def main() -> None:
         systems_scenario(args.systems.split(","), refs, template)
 
 
-def systems_scenario(names: list[str], refs: object, template: list[str]) -> None:
+def systems_scenario(names: list[str], refs: StorySet, template: list[str]) -> None:
     """Several systems in one run: one vistkit JVM vs one jar process per system (as EvalVIST.jar runs)."""
     from vistkit import java
     from vistkit.data.readers import read_stories
