@@ -279,3 +279,23 @@ def test_distance_from_story_files_cli_face(tmp_path: Path):
         distance_from_story_files(human, model, human_scores=human, dimensions="R")
     with pytest.raises(InputError, match="--model-stories"):
         distance_from_story_files(human, None, dimensions="R")
+
+
+def test_distance_command_from_stories(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    import json
+
+    from vistkit.cli import main
+
+    human = tmp_path / "h.json"
+    model = tmp_path / "m.json"
+    human.write_text(json.dumps({"1": "a cat sat . a dog ran .", "2": "no punctuation here", "3": "x . y ."}))
+    model.write_text(json.dumps({"1": "a cat sat . a cat sat .", "2": "a b . c d .", "3": "x . x ."}))
+    args = ["distance", "--human-stories", str(human), "--model-stories", str(model), "--dimensions", "R"]
+    assert main([*args, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["n"] == 2 and list(data["excluded"]) == ["2"]
+    assert "fewer than two sentences" in data["excluded"]["2"]
+    # the default dimensions need the dhm-c checkpoint: one sentence, exit 1
+    assert main(args[:5]) == 1
+    err = capsys.readouterr().err
+    assert "dHM's" in err and "--dimensions" in err and "Traceback" not in err

@@ -68,6 +68,23 @@ def distance(
         None, "--human", help="Human scores: a dHM prefix (DIR/gt_test) or a per-item CSV (vistkit score)."
     ),
     model: Path | None = typer.Option(None, "--model", help="Model scores: same forms as --human."),
+    human_stories: Path | None = typer.Option(
+        None,
+        "--human-stories",
+        help="Human stories (any VIST format): score G, C, R from stories, then dHM (metrics: "
+        "--g/c/r-metric, default groovist, dhm-c, rovist-nr).",
+    ),
+    model_stories: Path | None = typer.Option(
+        None, "--model-stories", help="Model stories (any VIST format), matched to the human ones by id."
+    ),
+    images: Path | None = typer.Option(None, "--images", help="With --*-stories: photo folder for G."),
+    regions: Path | None = typer.Option(None, "--regions", help="With --*-stories: regions CSV for G."),
+    photos: Path | None = typer.Option(None, "--photos", help="With --*-stories: JSON story_id -> photos."),
+    dimensions: str = typer.Option("G,C,R", "--dimensions", help="With --*-stories: subset of G,C,R."),
+    sentences: str = typer.Option(
+        "split", "--sentences", help="With --*-stories: split (Punkt, as dHM) or source (VIST storylets)."
+    ),
+    option: list[str] = typer.Option([], "--option", "-o", help="With --*-stories: METRIC.OPTION=VALUE."),
     g_metric: str | None = typer.Option(None, "--g-metric", help="Column for G (default groovist)."),
     c_metric: str | None = typer.Option(None, "--c-metric", help="Column for C (default rovist-c)."),
     r_metric: str | None = typer.Option(None, "--r-metric", help="Column for R (default rovist-nr)."),
@@ -86,6 +103,18 @@ def distance(
     """
     from vistkit.distance import dhm_distance, per_story_rows
 
+    if human_stories is not None or model_stories is not None:  # end to end: vistkit.dhm
+        from vistkit.dhm import distance_from_story_files
+
+        echo(
+            distance_from_story_files(
+                human_stories, model_stories, fmt=fmt, per_item=per_item, human_scores=human,
+                model_scores=model, g_metric=g_metric, c_metric=c_metric, r_metric=r_metric,
+                images=images, regions=regions, photos=photos, dimensions=dimensions,
+                sentences=sentences, option_pairs=option,
+            )
+        )
+        return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
     result = dhm_distance(h, m, tanh_g=use_tanh)
