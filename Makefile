@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test install lint bench clean
+.PHONY: demo test install lint bench clean system-deps
 
 $(STAMP): pyproject.toml
+	$(MAKE) --no-print-directory system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and exactly (a CPU build available locally); any other spec pulls GBs of CUDA.
@@ -16,6 +17,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# WordNet (GROOViST's lemmatiser) from Debian's wordnet-base; best effort: without it GROOViST says `lemma:none`.
+system-deps:
+	@if [ ! -d /usr/share/wordnet ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's wordnet-base (WordNet for GROOViST)"; \
+		apt-get install -y -q wordnet-base >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null 2>&1 && apt-get install -y -q wordnet-base >/dev/null 2>&1) || \
+		echo "warning: could not install wordnet-base; GROOViST runs without WordNet lemmas"; \
+	fi
 
 demo: $(STAMP)
 	$(BIN)/vistkit demo
