@@ -190,7 +190,7 @@ def score(
         None, "--regions", help="Grounding metrics: regions CSV (image_id,bbox as vist_entities.csv)."
     ),
     photos: Path | None = typer.Option(
-        None, "--photos", help="Grounding metrics: JSON story_id -> [photo ids] for files without photos."
+        None, "--photos", help="Grounding metrics: JSON mapping story_id to its list of photo ids (for files without photos)."
     ),
     reference_absent: bool = typer.Option(
         False, "--reference-absent", help="Remove the scored story from its own references (Vrank Eq. 3)."
@@ -207,7 +207,7 @@ def score(
     names = parse_metric_names(metrics)
     if not names:
         raise InputError("give at least one metric: --metrics meteor-vist,rovist-nr")
-    shared = {"drop_non_ascii": drop_non_ascii or None}
+    shared: dict[str, Any] = {"drop_non_ascii": drop_non_ascii or None}
     shared.update(images=images, regions=regions, photos=photos)  # grounding metrics
     built = build_metrics(names, shared, parse_metric_options(option))
     hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
