@@ -39,11 +39,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from vistkit.data.story import Story
     from vistkit.metrics.base import get_metric
+    from vistkit.models.coherence_ce import CrossEncoderCoherenceModel, cross_encoder_folder
 
     torch.set_num_threads(args.threads)
     report: dict[str, dict[str, object]] = {}
     for name in args.models:
-        metric = get_metric("coherence", model=name)
+        folder = cross_encoder_folder(name)
+        metric = get_metric("coherence", model=None if folder else name)
+        if folder is not None:  # the same dHM-C procedure; the cross-encoder has the head's context_probs
+            metric.model = CrossEncoderCoherenceModel(folder)  # type: ignore[attr-defined]
         rows: dict[str, object] = {"signature": metric.signature()}
         for dataset, sample in (("vist", args.vist_sample), ("vwp", args.vwp_sample)):
             stories_h, _ = load(dataset, "human")
