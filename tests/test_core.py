@@ -15,7 +15,9 @@ from vistkit.errors import InputError, UnknownMetricError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, align, get_metric_class, make_signature
 
 
-def _story(sid: str, text: str, photos: Sequence[str] = (), album: str | None = None, system: str | None = None):
+def _story(
+    sid: str, text: str, photos: Sequence[str] = (), album: str | None = None, system: str | None = None
+):
     return Story(story_id=sid, text=text, photo_ids=tuple(photos), album_id=album, system=system)
 
 
@@ -32,7 +34,7 @@ def test_story_keys_are_explicit() -> None:
 
 def test_storyset_by_key_rejects_duplicates_and_groups() -> None:
     ss = StorySet([_story("1", "a", ["p"]), _story("2", "b", ["p"])], source="f.json")
-    with pytest.raises(InputError, match="more than one story.*'p'.*f.json"):
+    with pytest.raises(InputError, match=r"more than one story.*'p'.*f.json"):
         ss.by_key("sequence")
     assert [s.story_id for s in ss.group("sequence")["p"]] == ["1", "2"]
     assert ss.default_keying() is Keying.SEQUENCE
@@ -53,7 +55,7 @@ def test_align_template_and_require_all_like_the_challenge() -> None:
     hyps = StorySet([_story("h1", "x", ["1", "2"])])
     refs = StorySet([_story("r1", "x", ["1", "2"]), _story("r2", "z", ["5", "6"])])
     assert len(align(hyps, refs, keying="sequence", template=["1-2"], require_all=True).items) == 1
-    with pytest.raises(InputError, match="One story is missing in this submission. Photo seq: 5-6"):
+    with pytest.raises(InputError, match=r"One story is missing in this submission\. Photo seq: 5-6"):
         align(hyps, refs, keying="sequence", template=["1-2", "5-6"], require_all=True)
 
 
@@ -109,8 +111,15 @@ def test_resample_without_stats_is_the_mean_of_the_drawn_items(values: list[floa
 
 def test_resample_uses_statistics_when_given() -> None:
     stats = np.array([[1.0, 2.0], [3.0, 4.0]])
-    score = Score("m", 4 / 6, ["a", "b"], np.array([0.5, 0.75]), "s", stats=stats,
-                  corpus_from_stats=lambda s: s[:, 0].sum() / s[:, 1].sum())
+    score = Score(
+        "m",
+        4 / 6,
+        ["a", "b"],
+        np.array([0.5, 0.75]),
+        "s",
+        stats=stats,
+        corpus_from_stats=lambda s: s[:, 0].sum() / s[:, 1].sum(),
+    )
     assert score.resample(np.array([1, 1])) == pytest.approx(6 / 8)
 
 

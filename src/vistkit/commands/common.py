@@ -8,7 +8,9 @@ import typer
 
 from vistkit.report.tables import OutputFormat
 
-FormatOption = typer.Option(OutputFormat.TEXT, "--format", "-f", help="Output format: text, json, csv or latex.")
+FormatOption = typer.Option(
+    OutputFormat.TEXT, "--format", "-f", help="Output format: text, json, csv or latex."
+)
 
 
 def parse_metric_names(value: str | list[str]) -> list[str]:

@@ -17,11 +17,15 @@ def _bounds(cls: type) -> str:
 
 
 def _needs(cls: type) -> str:
-    needs = [n for n, flag in (
-        ("references", cls.needs_references),
-        ("images", cls.needs_images),
-        ("human story", cls.needs_human_story),
-    ) if flag]
+    needs = [
+        n
+        for n, flag in (
+            ("references", cls.needs_references),
+            ("images", cls.needs_images),
+            ("human story", cls.needs_human_story),
+        )
+        if flag
+    ]
     return ", ".join(needs) or "-"
 
 

@@ -44,7 +44,9 @@ def _parse_value(value: str) -> Any:
     return value
 
 
-def build_metrics(names: list[str], shared: dict[str, Any], per_metric: dict[str, dict[str, Any]]) -> list[Metric]:
+def build_metrics(
+    names: list[str], shared: dict[str, Any], per_metric: dict[str, dict[str, Any]]
+) -> list[Metric]:
     """Instantiate each metric with the shared options it accepts plus its own ``--option`` values."""
     metrics: list[Metric] = []
     for name in names:
@@ -55,7 +57,9 @@ def build_metrics(names: list[str], shared: dict[str, Any], per_metric: dict[str
         unknown = [k for k in own if k not in params]
         if unknown:
             allowed = [p for p in params if p not in ("self", "options")]
-            raise InputError(f"{name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})")
+            raise InputError(
+                f"{name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})"
+            )
         opts.update(own)
         metrics.append(cls(**opts))
     return metrics
@@ -77,7 +81,11 @@ def score_all(
     results: list[Score] = []
     console = Console(stderr=True)
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     ) as progress:
         for metric in metrics:
             task = progress.add_task(f"scoring {metric.name}", total=None)
@@ -143,9 +151,7 @@ def render_scores(
             payload.update(extra)
         return dumps_json(payload)
     columns = ["metric", "score", "n", "key"]
-    rows: list[list[Any]] = [
-        [r.metric, r.corpus, r.n, r.keying.value if r.keying else ""] for r in results
-    ]
+    rows: list[list[Any]] = [[r.metric, r.corpus, r.n, r.keying.value if r.keying else ""] for r in results]
     if cis:
         columns[2:2] = ["ci_low", "ci_high"]
         for row, r in zip(rows, results, strict=True):
@@ -180,7 +186,9 @@ def score(
         "text", "--hyp-field", help="Storylet field holding the story (e.g. predicted_story for PR-VIST)."
     ),
     drop_non_ascii: bool = typer.Option(
-        False, "--drop-non-ascii", help="meteor-vist: delete non-ASCII characters first (the challenge README)."
+        False,
+        "--drop-non-ascii",
+        help="meteor-vist: delete non-ASCII characters first (the challenge README).",
     ),
     option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
     images: Path | None = typer.Option(
@@ -190,7 +198,9 @@ def score(
         None, "--regions", help="Grounding metrics: regions CSV (image_id,bbox as vist_entities.csv)."
     ),
     photos: Path | None = typer.Option(
-        None, "--photos", help="Grounding metrics: JSON mapping story_id to its list of photo ids (for files without photos)."
+        None,
+        "--photos",
+        help="Grounding metrics: JSON mapping story_id to its list of photo ids (for files without photos).",
     ),
     reference_absent: bool = typer.Option(
         False, "--reference-absent", help="Remove the scored story from its own references (Vrank Eq. 3)."

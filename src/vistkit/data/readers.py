@@ -56,15 +56,13 @@ def open_text(path: str | Path, *, newline: str | None = None) -> io.TextIOBase:
     try:
         if p.suffix == ".zip":
             zf = zipfile.ZipFile(p)
-            members = [
-                n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")
-            ]
+            members = [n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")]
             if not members:
                 raise InputError(f"{p}: the zip archive holds no file")
             return io.TextIOWrapper(zf.open(members[0]), encoding="utf-8", newline=newline)
         if p.suffix == ".gz":
             return io.TextIOWrapper(gzip.open(p), encoding="utf-8", newline=newline)
-        return open(p, encoding="utf-8", newline=newline)  # noqa: SIM115
+        return open(p, encoding="utf-8", newline=newline)
     except zipfile.BadZipFile as exc:
         raise InputError(f"{p}: not a valid zip archive ({exc})") from None
     except OSError as exc:
@@ -412,8 +410,16 @@ def write_challenge(
         if not s.photo_ids:
             raise InputError(f"story {s.story_id!r} has no photo sequence; the challenge format needs one")
         out.append(
-            {"album_id": s.album_id or "", "photo_sequence": list(s.photo_ids), "story_text_normalized": s.text}
+            {
+                "album_id": s.album_id or "",
+                "photo_sequence": list(s.photo_ids),
+                "story_text_normalized": s.text,
+            }
         )
-    data = {"team_name": team_name, "evaluation_info": {"additional_description": description}, "output_stories": out}
+    data = {
+        "team_name": team_name,
+        "evaluation_info": {"additional_description": description},
+        "output_stories": out,
+    }
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2, ensure_ascii=False)

@@ -133,11 +133,13 @@ class StorySet:
         wanted = set(keep)
         return StorySet((s for s in self._stories if s.key(keying) in wanted), source=self.source)
 
-    def map_text(self, fn: "callable[[str], str]") -> StorySet:  # type: ignore[valid-type]
+    def map_text(self, fn: callable[[str], str]) -> StorySet:  # type: ignore[valid-type]
         """A copy with ``fn`` applied to every text and sentence."""
         return StorySet(
             (
-                s.with_text(fn(s.text), tuple(fn(x) for x in s.sentences) if s.sentences is not None else None)
+                s.with_text(
+                    fn(s.text), tuple(fn(x) for x in s.sentences) if s.sentences is not None else None
+                )
                 for s in self._stories
             ),
             source=self.source,

@@ -226,8 +226,10 @@ def align(
             "check --key and the files (e.g. story ids vs photo sequences)"
         )
     counts = {len(i.references) for i in items}
-    n_refs = str(counts.pop()) if len(counts) == 1 else f"{min(len(i.references) for i in items)}-" + str(
-        max(len(i.references) for i in items)
+    n_refs = (
+        str(counts.pop())
+        if len(counts) == 1
+        else f"{min(len(i.references) for i in items)}-" + str(max(len(i.references) for i in items))
     )
     return Alignment(items, excluded, keying, n_refs)
 
@@ -255,6 +257,8 @@ class Metric(ABC):
     needs_references: ClassVar[bool] = False
     needs_images: ClassVar[bool] = False
     needs_human_story: ClassVar[bool] = False
+    #: keying used when the caller gives none (``None``: sequence when every story has photos, else story)
+    default_keying: ClassVar[Keying | None] = None
     card: ClassVar[MetricCard]
 
     def __init__(self, **options: Any) -> None:
@@ -299,7 +303,9 @@ class Metric(ABC):
         ``reference_absent`` applies the Reference Absent Algorithm (Vrank Eq. 3; see `align`).
         """
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
-        refs = references if (references is None or isinstance(references, StorySet)) else StorySet(references)
+        refs = (
+            references if (references is None or isinstance(references, StorySet)) else StorySet(references)
+        )
         if len(hyps) == 0:
             raise InputError(f"{self.name}: there are no stories to score")
         if self.needs_references and refs is None:
@@ -307,7 +313,7 @@ class Metric(ABC):
         alignment = align(
             hyps,
             refs if self.needs_references else None,
-            keying=key,
+            keying=key if key is not None else self.default_keying,
             template=template,
             require_all=require_all,
             reference_absent=reference_absent and self.needs_references,

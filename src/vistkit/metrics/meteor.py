@@ -262,6 +262,7 @@ class MeteorAlbum(_PooledMeteor):
     """METEOR as lichengunc/vist_eval (AREL, and the papers that reuse its numbers) computes it, per album."""
 
     name = "meteor-album"
+    default_keying = Keying.ALBUM  # AREL / vist_eval: the album's stories are the references
     task = "hter"
     norm = False
     card = MetricCard(
@@ -307,26 +308,6 @@ class MeteorAlbum(_PooledMeteor):
 
     def signature_fields(self) -> dict[str, object]:
         return {"task": "hter", "norm": False, "lang": "en", "agg": "pooled", "version": METEOR_VERSION}
-
-    def score(
-        self,
-        hypotheses: StorySet | Sequence[Story],
-        references: StorySet | Sequence[Story] | None = None,
-        *,
-        key: Keying | str | None = None,
-        template: Sequence[str] | None = None,
-        require_all: bool = False,
-        reference_absent: bool = False,
-    ) -> Score:
-        """As `Metric.score`, keyed by album unless ``key`` says otherwise."""
-        return super().score(
-            hypotheses,
-            references,
-            key=Keying.ALBUM if key is None else key,
-            template=template,
-            require_all=require_all,
-            reference_absent=reference_absent,
-        )
 
 
 @register

@@ -83,9 +83,8 @@ def text_table(
     digits: int = 4,
 ) -> str:
     from rich.console import Console
-    from rich.table import Table
-
     from rich.markup import escape
+    from rich.table import Table
 
     table = Table(title=title, caption=escape(caption) if caption else None, caption_justify="left")
     for i, c in enumerate(columns):
