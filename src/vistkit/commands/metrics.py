@@ -6,17 +6,17 @@ import typer
 
 from vistkit.cli import app
 from vistkit.commands.common import FormatOption, echo
-from vistkit.metrics.base import get_metric_class, list_metrics, unavailable_metrics
+from vistkit.metrics.base import Metric, get_metric_class, list_metrics, unavailable_metrics
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 
-def _bounds(cls: type) -> str:
+def _bounds(cls: type[Metric]) -> str:
     lo = "-inf" if cls.lower_bound is None else f"{cls.lower_bound:g}"
     hi = "inf" if cls.upper_bound is None else f"{cls.upper_bound:g}"
     return f"[{lo}, {hi}]"
 
 
-def _needs(cls: type) -> str:
+def _needs(cls: type[Metric]) -> str:
     needs = [
         n
         for n, flag in (

@@ -196,9 +196,9 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
             for seq, text in seqs.items():
                 if not isinstance(text, str):
                     raise InputError(f"{p}: album {album!r} sequence {seq!r}: text must be a string")
-                photos = tuple(str(seq).split("_"))
+                seq_photos = tuple(str(seq).split("_"))
                 yield Story(
-                    story_id=f"{album}_{seq}", text=text, photo_ids=photos, album_id=str(album), system=system
+                    story_id=f"{album}_{seq}", text=text, photo_ids=seq_photos, album_id=str(album), system=system
                 )
     elif fmt == "arel":
         _need_dict(data, p)

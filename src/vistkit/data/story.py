@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -133,7 +133,7 @@ class StorySet:
         wanted = set(keep)
         return StorySet((s for s in self._stories if s.key(keying) in wanted), source=self.source)
 
-    def map_text(self, fn: callable[[str], str]) -> StorySet:  # type: ignore[valid-type]
+    def map_text(self, fn: Callable[[str], str]) -> StorySet:
         """A copy with ``fn`` applied to every text and sentence."""
         return StorySet(
             (

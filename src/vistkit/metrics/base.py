@@ -196,8 +196,7 @@ def align(
     excluded: dict[str, str] = {}
     keep = set(template) if template is not None else None
     if references is None:
-        items = [Item(k, s) for k, s in hyps.items() if keep is None or k in keep]
-        return Alignment(items, excluded, keying, "0")
+        return Alignment([Item(k, s) for k, s in hyps.items() if keep is None or k in keep], excluded, keying, "0")
     refs = references.group(keying)
     if keep is not None:
         refs = {k: v for k, v in refs.items() if k in keep}
