@@ -27,6 +27,7 @@ published scores differ).
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -275,6 +276,44 @@ class _ClipScoreBase(Metric):
             return f"photo(s) {', '.join(missing)} not found in {self.store.root}"
         return None
 
+    def signature_fields(self) -> dict[str, object]:
+        return {
+            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
+            "prefix": self.prefix.strip().replace(" ", "_"),
+            "w": CLIPSCORE_W,
+            **self._variant_fields(),
+        }
+
+    @abstractmethod
+    def _variant_fields(self) -> dict[str, object]:
+        """The signature fields of the variant (after model, prefix and w)."""
+
+    @abstractmethod
+    def _empty_extra(self) -> dict[str, Any]:
+        """The variant's ``extra`` before any story is scored (`_story_value` fills it in)."""
+
+    @abstractmethod
+    def _story_value(self, story: Story, item_id: str, extra: dict[str, Any]) -> float | str:
+        """The score of a story whose photos are all there (floats), or why it has none (a string)."""
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        self._check_ready()
+        excluded: dict[str, str] = {}
+        values: list[float] = []
+        extra = self._empty_extra()
+        for item in items:
+            story = item.hypothesis
+            problem = self._photo_problem(story)
+            result = problem if problem is not None else self._story_value(story, item.item_id, extra)
+            if isinstance(result, str):
+                excluded[item.item_id] = result
+                values.append(math.nan)
+            else:
+                values.append(result)
+        return mean_score(
+            self.name, [i.item_id for i in items], values, signature, excluded=excluded, extra=extra
+        )
+
 
 @register
 class ClipScore(_ClipScoreBase):
@@ -320,48 +359,24 @@ class ClipScore(_ClipScoreBase):
             trust_checkpoint=trust_checkpoint,
         )
 
-    def signature_fields(self) -> dict[str, object]:
-        return {
-            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
-            "prefix": self.prefix.strip().replace(" ", "_"),
-            "w": CLIPSCORE_W,
-            "sent": self.sentences,
-        }
+    def _variant_fields(self) -> dict[str, object]:
+        return {"sent": self.sentences}
 
-    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        self._check_ready()
-        excluded: dict[str, str] = {}
-        values: list[float] = []
-        per_sentence: dict[str, list[float]] = {}
-        truncated = 0
-        for item in items:
-            story = item.hypothesis
-            problem = self._photo_problem(story)
-            sents = story_sentences(story, self.sentences) if problem is None else []
-            if problem is None and len(sents) != len(story.photo_ids):
-                problem = (
-                    f"{len(sents)} sentences for {len(story.photo_ids)} photos (sentence i needs photo i)"
-                )
-            if problem is not None:
-                excluded[item.item_id] = problem
-                values.append(math.nan)
-                continue
-            texts = [self.prefix + s for s in sents]
-            truncated += sum(n > self.encoder.max_tokens for n in self.encoder.n_tokens(texts))
-            t = self.encoder.encode_texts(texts, truncate=True)
-            v = np.stack([self._photo_embedding(p) for p in story.photo_ids])
-            cos = np.sum(t.astype(np.float64) * v.astype(np.float64), axis=1)
-            scores = clip_s(cos)
-            per_sentence[item.item_id] = scores.tolist()
-            values.append(float(scores.mean()))
-        return mean_score(
-            self.name,
-            [i.item_id for i in items],
-            values,
-            signature,
-            excluded=excluded,
-            extra={"truncated_sentences": truncated, "per_sentence": per_sentence},
-        )
+    def _empty_extra(self) -> dict[str, Any]:
+        return {"truncated_sentences": 0, "per_sentence": {}}
+
+    def _story_value(self, story: Story, item_id: str, extra: dict[str, Any]) -> float | str:
+        sents = story_sentences(story, self.sentences)
+        if len(sents) != len(story.photo_ids):
+            return f"{len(sents)} sentences for {len(story.photo_ids)} photos (sentence i needs photo i)"
+        texts = [self.prefix + s for s in sents]
+        extra["truncated_sentences"] += sum(n > self.encoder.max_tokens for n in self.encoder.n_tokens(texts))
+        t = self.encoder.encode_texts(texts, truncate=True)
+        v = np.stack([self._photo_embedding(p) for p in story.photo_ids])
+        cos = np.sum(t.astype(np.float64) * v.astype(np.float64), axis=1)
+        scores = clip_s(cos)
+        extra["per_sentence"][item_id] = scores.tolist()
+        return float(scores.mean())
 
 
 @register
@@ -409,48 +424,25 @@ class ClipScoreStory(_ClipScoreBase):
             trust_checkpoint=trust_checkpoint,
         )
 
-    def signature_fields(self) -> dict[str, object]:
-        return {
-            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
-            "prefix": self.prefix.strip().replace(" ", "_"),
-            "w": CLIPSCORE_W,
-            "long": self.long,
-        }
+    def _variant_fields(self) -> dict[str, object]:
+        return {"long": self.long}
 
-    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        self._check_ready()
-        excluded: dict[str, str] = {}
-        values: list[float] = []
-        truncated = 0
-        for item in items:
-            story = item.hypothesis
-            problem = self._photo_problem(story)
-            text = self.prefix + story.text
-            if problem is None:
-                n = self.encoder.n_tokens([text])[0]
-                if n > self.encoder.max_tokens:
-                    if self.long == "exclude":
-                        problem = (
-                            f"the story is {n} CLIP tokens, over the {self.encoder.max_tokens}-token context "
-                            "(use long=truncate to cut it as the official code does)"
-                        )
-                    else:
-                        truncated += 1
-            if problem is not None:
-                excluded[item.item_id] = problem
-                values.append(math.nan)
-                continue
-            t = self.encoder.encode_texts([text], truncate=True)[0].astype(np.float64)
-            v = np.stack([self._photo_embedding(p) for p in story.photo_ids]).astype(np.float64)
-            values.append(float(clip_s(v @ t).mean()))
-        return mean_score(
-            self.name,
-            [i.item_id for i in items],
-            values,
-            signature,
-            excluded=excluded,
-            extra={"truncated_stories": truncated},
-        )
+    def _empty_extra(self) -> dict[str, Any]:
+        return {"truncated_stories": 0}
+
+    def _story_value(self, story: Story, item_id: str, extra: dict[str, Any]) -> float | str:
+        text = self.prefix + story.text
+        n = self.encoder.n_tokens([text])[0]
+        if n > self.encoder.max_tokens:
+            if self.long == "exclude":
+                return (
+                    f"the story is {n} CLIP tokens, over the {self.encoder.max_tokens}-token context "
+                    "(use long=truncate to cut it as the official code does)"
+                )
+            extra["truncated_stories"] += 1
+        t = self.encoder.encode_texts([text], truncate=True)[0].astype(np.float64)
+        v = np.stack([self._photo_embedding(p) for p in story.photo_ids]).astype(np.float64)
+        return float(clip_s(v @ t).mean())
 
 
 def clipscore_score(
