@@ -47,6 +47,8 @@ ReportOpt = typer.Option(None, "--report", help="Also write tables, figures (PNG
 LabelSignOpt = typer.Option(
     "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
 )
+StoriesOpt = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable.")
+JudgedKeyOpt = typer.Option(None, "--key", "-k", help="How items match stories/references (story).")
 SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
 ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
 
@@ -105,6 +107,14 @@ def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
     return built
 
 
+def _skip_or_raise(name: str, exc: VistkitError) -> None:
+    """A metric that failed on this input: skipped with its reason under ``--metrics all``, else re-raised."""
+    if not TOLERANT[0]:
+        raise exc
+    SKIPPED[name] = str(exc)
+    typer.secho(f"skipped {name}: {exc}", err=True, fg=typer.colors.YELLOW)
+
+
 def _references(path: Path | None, fmt: str | None) -> StorySet | None:
     if path is None:
         return None
@@ -136,10 +146,7 @@ def _score_all_pairs(
                     score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent)
                 )
             except VistkitError as exc:
-                if not TOLERANT[0]:
-                    raise
-                SKIPPED[metric.name] = str(exc)
-                typer.secho(f"skipped {metric.name}: {exc}", err=True, fg=typer.colors.YELLOW)
+                _skip_or_raise(metric.name, exc)
             progress.remove_task(task)
     if not out:
         raise InputError("no metric could score these pairs (see the reasons above)")
@@ -203,22 +210,13 @@ def pairs_assessment(
         pair_accuracy,
         pair_correct,
     )
-    from vistkit.meta.significance import mcnemar, paired_bootstrap_accuracy
+    from vistkit.meta.significance import pairwise_comparisons
 
     acc = {s.metric: pair_accuracy(s, pairs) for s in scores}
     correct = {s.metric: pair_correct(s, pairs) for s in scores}
-    comparisons = []
-    for a, b in itertools.combinations([s.metric for s in scores], 2):
-        comparisons.append(
-            {
-                "a": a,
-                "b": b,
-                "mcnemar": mcnemar(correct[a], correct[b]),
-                "bootstrap": paired_bootstrap_accuracy(
-                    correct[a], correct[b], n_resamples=n_resamples, seed=seed
-                ),
-            }
-        )
+    comparisons = pairwise_comparisons(
+        [s.metric for s in scores], correct, n_resamples=n_resamples, seed=seed
+    )
     return {
         "pairs": len(pairs),
         "zero_gap_pairs": sum(1 for p in pairs if p.gap == 0),
@@ -275,7 +273,7 @@ def pairs_cmd(
     report: Path | None = ReportOpt,
 ) -> None:
     """Story-pair ranking accuracy (Vrank Eq. 1-2) per agreement subset and per pair kind."""
-    from vistkit.meta.pairs import parse_edges
+    from vistkit.meta.pairs import accuracy_table, parse_edges
 
     edges = parse_edges(gap_edges)
     pairs, scores = _prepare(
@@ -284,27 +282,7 @@ def pairs_cmd(
     result = pairs_assessment(
         pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed
     )
-    cols = [
-        "metric",
-        "all",
-        "omega_3",
-        "omega_4",
-        "omega_5",
-        "omega_4_5",
-        "ref-machine",
-        "machine-machine",
-        "n",
-    ]
-    rows = [
-        [
-            m,
-            *result["accuracy"][m].values(),
-            result["by_kind"][m]["reference-machine"]["accuracy"],
-            result["by_kind"][m]["machine-machine"]["accuracy"],
-            result["n"][m]["all"],
-        ]
-        for m in result["accuracy"]
-    ]
+    cols, rows = accuracy_table(result)
     _emit(
         result,
         cols,
@@ -338,7 +316,7 @@ def gap_cmd(
     report: Path | None = ReportOpt,
 ) -> None:
     """Pair accuracy by ranking-gap bucket (Vrank Fig. 3)."""
-    from vistkit.meta.pairs import accuracy_by_gap, parse_edges
+    from vistkit.meta.pairs import accuracy_by_gap, gap_table, parse_edges
 
     edges = parse_edges(gap_edges)
     pairs, scores = _prepare(
@@ -352,8 +330,7 @@ def gap_cmd(
         "gap_normalised": not raw_gap,
         "signatures": signatures,
     }
-    cols = ["metric", "bucket", "accuracy", "n"]
-    rows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in by_gap.items() for b in bs]
+    cols, rows = gap_table(by_gap)
     _emit(
         payload,
         cols,
@@ -424,7 +401,7 @@ def compare_cmd(
 ) -> None:
     """Is metric A's pair accuracy significantly different from metric B's? (McNemar + paired bootstrap)"""
     from vistkit.meta.pairs import SUBSETS, pair_correct, subset_masks
-    from vistkit.meta.significance import mcnemar, paired_bootstrap_accuracy
+    from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row, pairwise_comparisons
 
     if subset not in SUBSETS:
         raise InputError(f"--subset must be one of {', '.join(SUBSETS)}")
@@ -435,36 +412,11 @@ def compare_cmd(
         raise InputError("compare needs at least two metrics: --metrics A,B")
     mask = subset_masks(pairs)[subset]
     correct = {s.metric: np.where(mask, pair_correct(s, pairs), math.nan) for s in scores}
-    comps = []
-    for a, b in itertools.combinations(correct, 2):
-        comps.append(
-            {
-                "a": a,
-                "b": b,
-                "mcnemar": mcnemar(correct[a], correct[b]),
-                "bootstrap": paired_bootstrap_accuracy(
-                    correct[a], correct[b], n_resamples=n_resamples, seed=seed
-                ),
-            }
-        )
+    comps = pairwise_comparisons(list(correct), correct, n_resamples=n_resamples, seed=seed)
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {"subset": subset, "comparisons": comps, "signatures": signatures}
-    cols = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap", "n"]
-    rows = [
-        [
-            c["a"],
-            c["b"],
-            c["mcnemar"]["accuracy_a"],
-            c["mcnemar"]["accuracy_b"],
-            c["mcnemar"]["a_only"],
-            c["mcnemar"]["b_only"],
-            c["mcnemar"]["p_exact"],
-            c["bootstrap"]["delta"],
-            c["bootstrap"]["p"],
-            c["mcnemar"]["n"],
-        ]
-        for c in comps
-    ]
+    cols = [*COMPARISON_COLUMNS, "n"]
+    rows = [[*comparison_row(c), c["mcnemar"]["n"]] for c in comps]
     _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(signatures))
 
 
@@ -534,13 +486,29 @@ def _score_judged(
                 m, stories, references=refs, key=key, reference_absent=reference_absent
             )
         except VistkitError as exc:
-            if not TOLERANT[0]:
-                raise
-            SKIPPED[m.name] = str(exc)
-            typer.secho(f"skipped {m.name}: {exc}", err=True, fg=typer.colors.YELLOW)
+            _skip_or_raise(m.name, exc)
     if not values:
         raise InputError("no metric could score these stories (see the reasons above)")
     return values, sigs
+
+
+def _score_table(
+    table: Any,
+    metrics: str | list[str],
+    option: list[str],
+    story_files: list[str],
+    references: Path | None,
+    ref_format: str | None,
+    key: Keying | None,
+    reference_absent: bool,
+) -> tuple[list[Story], dict[str, np.ndarray], dict[str, str], list[str]]:
+    """Build the metrics and score every judged story of a Likert or error-label table: the stories, the
+    scores and signatures per metric, and the names of the lower-is-better metrics."""
+    built = _metrics(metrics, option)
+    judged = judged_stories(table, story_files, key)
+    values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
+    lower = [m.name for m in built if not m.higher_is_better]
+    return judged, values, sigs, lower
 
 
 def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict[str, np.ndarray]:
@@ -553,17 +521,13 @@ def correlate_cmd(
     ctx: typer.Context,
     likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
     metrics: list[str] = MetricsOpt,
-    stories: list[str] = typer.Option(
-        [], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."
-    ),
+    stories: list[str] = StoriesOpt,
     aspects: str | None = typer.Option(
         None, "--aspects", help="Aspect columns (default: all numeric columns)."
     ),
     references: Path | None = RefsOpt,
     ref_format: str | None = RefFormatOpt,
-    key: Keying | None = typer.Option(
-        None, "--key", "-k", help="How items match stories/references (story)."
-    ),
+    key: Keying | None = JudgedKeyOpt,
     reference_absent: bool = RefAbsentOpt,
     option: list[str] = OptionOpt,
     level: str = typer.Option("both", "--level", help="story, system or both."),
@@ -580,10 +544,9 @@ def correlate_cmd(
     if level not in ("story", "system", "both"):
         raise InputError("--level must be story, system or both")
     table = read_likert(likert_csv, aspects=parse_metric_names(aspects) if aspects else None)
-    built = _metrics(metrics, option)
-    judged = judged_stories(table, stories, key)
-    values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
-    lower = [m.name for m in built if not m.higher_is_better]
+    judged, values, sigs, lower = _score_table(
+        table, metrics, option, stories, references, ref_format, key, reference_absent
+    )
     result = correlation_assessment(
         table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed, kendall=kendall
     )
@@ -666,17 +629,13 @@ def errors_cmd(
     ctx: typer.Context,
     labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
     metrics: list[str] = MetricsOpt,
-    stories: list[str] = typer.Option(
-        [], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable."
-    ),
+    stories: list[str] = StoriesOpt,
     errors: str | None = typer.Option(
         None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."
     ),
     references: Path | None = RefsOpt,
     ref_format: str | None = RefFormatOpt,
-    key: Keying | None = typer.Option(
-        None, "--key", "-k", help="How items match stories/references (story)."
-    ),
+    key: Keying | None = JudgedKeyOpt,
     reference_absent: bool = RefAbsentOpt,
     option: list[str] = OptionOpt,
     fmt: OutputFormat = FormatOption,
@@ -687,10 +646,9 @@ def errors_cmd(
     from vistkit.meta.human import read_error_labels
 
     table = read_error_labels(labels_csv, errors=parse_metric_names(errors) if errors else None)
-    built = _metrics(metrics, option)
-    judged = judged_stories(table, stories, key)
-    values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
-    lower = [m.name for m in built if not m.higher_is_better]
+    _, values, sigs, lower = _score_table(
+        table, metrics, option, stories, references, ref_format, key, reference_absent
+    )
     oriented = _oriented(values, lower)
     result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
     payload = {

@@ -146,3 +146,25 @@ def beats_reference(scores: PairScores | None, pairs: Sequence[StoryPair]) -> di
         acc["ratio"] = acc["wins"] / acc["n"]
         acc["tie_ratio"] = acc["ties"] / acc["n"]
     return dict(sorted(out.items()))
+
+
+def accuracy_table(result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows of the pair-accuracy table (per subset and pair kind) of a ``pairs_assessment`` dict."""
+    columns = ["metric", *SUBSETS, "ref-machine", "machine-machine", "n"]
+    rows = [
+        [
+            m,
+            *[result["accuracy"][m][k] for k in SUBSETS],
+            result["by_kind"][m]["reference-machine"]["accuracy"],
+            result["by_kind"][m]["machine-machine"]["accuracy"],
+            result["n"][m]["all"],
+        ]
+        for m in result["accuracy"]
+    ]
+    return columns, rows
+
+
+def gap_table(by_gap: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows of the accuracy-by-gap table (one row per metric and bucket)."""
+    rows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in by_gap.items() for b in bs]
+    return ["metric", "bucket", "accuracy", "n"], rows

@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,3 +90,37 @@ def paired_bootstrap_accuracy(
         "n_resamples": n_resamples,
         "seed": seed,
     }
+
+
+COMPARISON_COLUMNS = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap"]
+
+
+def pairwise_comparisons(
+    names: Sequence[str], correct: Mapping[str, np.ndarray], *, n_resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """McNemar and the paired bootstrap for every two of ``names`` (0/1 correctness per pair in ``correct``)."""
+    return [
+        {
+            "a": a,
+            "b": b,
+            "mcnemar": mcnemar(correct[a], correct[b]),
+            "bootstrap": paired_bootstrap_accuracy(correct[a], correct[b], n_resamples=n_resamples, seed=seed),
+        }
+        for a, b in itertools.combinations(names, 2)
+    ]
+
+
+def comparison_row(comparison: dict[str, Any]) -> list[Any]:
+    """One table row (`COMPARISON_COLUMNS`) of a `pairwise_comparisons` entry."""
+    mc, boot = comparison["mcnemar"], comparison["bootstrap"]
+    return [
+        comparison["a"],
+        comparison["b"],
+        mc["accuracy_a"],
+        mc["accuracy_b"],
+        mc["a_only"],
+        mc["b_only"],
+        mc["p_exact"],
+        boot["delta"],
+        boot["p"],
+    ]

@@ -117,7 +117,8 @@ def pairs_report(
     folder: Path, pairs: Sequence[Any], scores: Sequence[Any], result: dict[str, Any], *, command: str
 ) -> Path:
     """Pair-accuracy report: tables (CSV/LaTeX/JSON), gap and beats-reference figures, score distributions."""
-    from vistkit.meta.pairs import SUBSETS
+    from vistkit.meta.pairs import accuracy_table, gap_table
+    from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row
     from vistkit.report import plots
 
     folder = Path(folder)
@@ -125,17 +126,7 @@ def pairs_report(
     (folder / "result.json").write_text(dumps_json(result), encoding="utf-8")
     sections: list[tuple[str, str]] = []
 
-    cols = ["metric", *SUBSETS, "ref-machine", "machine-machine", "n"]
-    rows = [
-        [
-            m,
-            *[result["accuracy"][m][k] for k in SUBSETS],
-            result["by_kind"][m]["reference-machine"]["accuracy"],
-            result["by_kind"][m]["machine-machine"]["accuracy"],
-            result["n"][m]["all"],
-        ]
-        for m in result["accuracy"]
-    ]
+    cols, rows = accuracy_table(result)
     write_table_files(
         folder, "accuracy", cols, rows, caption="Story-pair ranking accuracy (ties count as wrong)."
     )
@@ -150,12 +141,7 @@ def pairs_report(
     gap_png = plots.plot_accuracy_by_gap(
         result["by_gap"], folder / "accuracy_by_gap", normalised=result["gap_normalised"]
     )
-    gcols = ["metric", "bucket", "accuracy", "n"]
-    grows = [
-        [m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]]
-        for m, bs in result["by_gap"].items()
-        for b in bs
-    ]
+    gcols, grows = gap_table(result["by_gap"])
     write_table_files(folder, "accuracy_by_gap", gcols, grows, caption="Pair accuracy by ranking gap.")
     sections.append(
         (
@@ -191,21 +177,8 @@ def pairs_report(
     )
 
     if result["comparisons"]:
-        ccols = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap"]
-        crows = [
-            [
-                c["a"],
-                c["b"],
-                c["mcnemar"]["accuracy_a"],
-                c["mcnemar"]["accuracy_b"],
-                c["mcnemar"]["a_only"],
-                c["mcnemar"]["b_only"],
-                c["mcnemar"]["p_exact"],
-                c["bootstrap"]["delta"],
-                c["bootstrap"]["p"],
-            ]
-            for c in result["comparisons"]
-        ]
+        ccols = list(COMPARISON_COLUMNS)
+        crows = [comparison_row(c) for c in result["comparisons"]]
         write_table_files(
             folder, "significance", ccols, crows, caption="Pair accuracy: metric A vs metric B."
         )
