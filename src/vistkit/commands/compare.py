@@ -13,7 +13,17 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.commands.common import (
+    FormatOption,
+    KeyOption,
+    MetricOptionOption,
+    MetricsOption,
+    ReferencesOption,
+    RefFormatOption,
+    TemplateOption,
+    echo,
+    parse_metric_names,
+)
 from vistkit.data.story import Keying
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
@@ -104,8 +114,8 @@ def render_comparison(c: Comparison, fmt: OutputFormat) -> str:
 @app.command()
 def compare(
     systems: list[Path] = typer.Argument(..., help="Two or more system story files (any VIST format)."),
-    metrics: list[str] = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated."),
-    references: Path | None = typer.Option(None, "--references", "-r", help="Reference (human) stories."),
+    metrics: list[str] = MetricsOption,
+    references: Path | None = ReferencesOption,
     baseline: str | None = typer.Option(
         None, "--baseline", "-b", help="System the others are tested against (default: the first)."
     ),
@@ -119,17 +129,13 @@ def compare(
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the intervals."),
     n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for the intervals."),
     seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Random seed (sacreBLEU's default 12345)."),
-    template: Path | None = typer.Option(
-        None, "--template", help="Challenge template: score only its sequences, require a story for each."
-    ),
-    key: Keying | None = typer.Option(
-        None, "--key", "-k", help="Match stories by story, sequence or album (default: sequence if known)."
-    ),
+    template: Path | None = TemplateOption,
+    key: Keying | None = KeyOption,
     fmt: OutputFormat = FormatOption,
     hyp_format: str | None = typer.Option(None, "--hyp-format", help="Force the system files' format."),
-    ref_format: str | None = typer.Option(None, "--ref-format", help="Force the reference file format."),
+    ref_format: str | None = RefFormatOption,
     hyp_field: str = typer.Option("text", "--hyp-field", help="Storylet field holding the story."),
-    option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    option: list[str] = MetricOptionOption,
     reference_absent: bool = typer.Option(
         False, "--reference-absent", help="Remove each scored story from its own references (Vrank Eq. 3)."
     ),

@@ -20,7 +20,7 @@ import numpy as np
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.commands.common import FormatOption, MetricOptionOption, RefFormatOption, echo, parse_metric_names
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, VistkitError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
@@ -35,14 +35,12 @@ MetricsOpt = typer.Option(..., "--metrics", "-m", help="Metric names, comma-sepa
 RefsOpt = typer.Option(
     None, "--references", "-r", help="Human reference stories (for reference-based metrics)."
 )
-RefFormatOpt = typer.Option(None, "--ref-format", help="Force the reference file format.")
 KeyOpt = typer.Option(None, "--key", "-k", help="Match pairs to references by sequence (img_seq) or story.")
 RefAbsentOpt = typer.Option(
     True,
     "--reference-absent/--no-reference-absent",
     help="Reference Absent Algorithm (Vrank Eq. 3): remove a pair's human story from the references.",
 )
-OptionOpt = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable.")
 ReportOpt = typer.Option(None, "--report", help="Also write tables, figures (PNG+PDF) and index.html here.")
 LabelSignOpt = typer.Option(
     "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
@@ -260,10 +258,10 @@ def pairs_cmd(
     pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (sent1, sent2, label, ...)."),
     metrics: list[str] = MetricsOpt,
     references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOpt,
+    ref_format: str | None = RefFormatOption,
     key: Keying | None = KeyOpt,
     reference_absent: bool = RefAbsentOpt,
-    option: list[str] = OptionOpt,
+    option: list[str] = MetricOptionOption,
     label_sign: str = LabelSignOpt,
     gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Ranking-gap bucket edges."),
     raw_gap: bool = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N."),
@@ -305,10 +303,10 @@ def gap_cmd(
     pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
     metrics: list[str] = MetricsOpt,
     references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOpt,
+    ref_format: str | None = RefFormatOption,
     key: Keying | None = KeyOpt,
     reference_absent: bool = RefAbsentOpt,
-    option: list[str] = OptionOpt,
+    option: list[str] = MetricOptionOption,
     label_sign: str = LabelSignOpt,
     gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Bucket edges, comma-separated."),
     raw_gap: bool = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N."),
@@ -355,10 +353,10 @@ def beats_ref_cmd(
     ),
     metrics: list[str] = MetricsOpt,
     references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOpt,
+    ref_format: str | None = RefFormatOption,
     key: Keying | None = KeyOpt,
     reference_absent: bool = RefAbsentOpt,
-    option: list[str] = OptionOpt,
+    option: list[str] = MetricOptionOption,
     label_sign: str = LabelSignOpt,
     fmt: OutputFormat = FormatOption,
 ) -> None:
@@ -389,10 +387,10 @@ def compare_cmd(
     pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
     metrics: list[str] = MetricsOpt,
     references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOpt,
+    ref_format: str | None = RefFormatOption,
     key: Keying | None = KeyOpt,
     reference_absent: bool = RefAbsentOpt,
-    option: list[str] = OptionOpt,
+    option: list[str] = MetricOptionOption,
     label_sign: str = LabelSignOpt,
     subset: str = typer.Option("all", "--subset", help="all, omega_3, omega_4, omega_5 or omega_4_5."),
     n_resamples: int = ResamplesOpt,
@@ -526,10 +524,10 @@ def correlate_cmd(
         None, "--aspects", help="Aspect columns (default: all numeric columns)."
     ),
     references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOpt,
+    ref_format: str | None = RefFormatOption,
     key: Keying | None = JudgedKeyOpt,
     reference_absent: bool = RefAbsentOpt,
-    option: list[str] = OptionOpt,
+    option: list[str] = MetricOptionOption,
     level: str = typer.Option("both", "--level", help="story, system or both."),
     kendall: str = typer.Option("b", "--kendall", help="Kendall tau variant: b (ties corrected) or c."),
     n_resamples: int = ResamplesOpt,
@@ -634,10 +632,10 @@ def errors_cmd(
         None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."
     ),
     references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOpt,
+    ref_format: str | None = RefFormatOption,
     key: Keying | None = JudgedKeyOpt,
     reference_absent: bool = RefAbsentOpt,
-    option: list[str] = OptionOpt,
+    option: list[str] = MetricOptionOption,
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
@@ -679,7 +677,7 @@ def build_pairs_cmd(
         [], "--key", "-k", help="SYSTEM=story|sequence per machine file (default story)."
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
-    ref_format: str | None = RefFormatOpt,
+    ref_format: str | None = RefFormatOption,
     limit: int | None = typer.Option(None, "--limit", help="Keep only the first N pairs per system."),
 ) -> None:
     """Human-vs-machine pairs in the VHED layout with the PROXY label "the human story is better"."""

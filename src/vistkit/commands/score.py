@@ -11,7 +11,17 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.commands.common import (
+    FormatOption,
+    KeyOption,
+    MetricOptionOption,
+    MetricsOption,
+    ReferencesOption,
+    RefFormatOption,
+    TemplateOption,
+    echo,
+    parse_metric_names,
+)
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError
 from vistkit.metrics.base import Metric, Score, get_metric_class
@@ -170,18 +180,14 @@ def render_scores(
 @app.command()
 def score(
     hypotheses: Path = typer.Argument(..., help="Stories to score (any VIST format; see `vistkit formats`)."),
-    metrics: list[str] = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated."),
-    references: Path | None = typer.Option(None, "--references", "-r", help="Reference (human) stories."),
-    template: Path | None = typer.Option(
-        None, "--template", help="Challenge template: score only its sequences, require a story for each."
-    ),
-    key: Keying | None = typer.Option(
-        None, "--key", "-k", help="Match stories by story, sequence or album (default: sequence if known)."
-    ),
+    metrics: list[str] = MetricsOption,
+    references: Path | None = ReferencesOption,
+    template: Path | None = TemplateOption,
+    key: Keying | None = KeyOption,
     fmt: OutputFormat = FormatOption,
     per_item: Path | None = typer.Option(None, "--per-item", help="Write per-item scores to this CSV."),
     hyp_format: str | None = typer.Option(None, "--hyp-format", help="Force the hypothesis file format."),
-    ref_format: str | None = typer.Option(None, "--ref-format", help="Force the reference file format."),
+    ref_format: str | None = RefFormatOption,
     hyp_field: str = typer.Option(
         "text", "--hyp-field", help="Storylet field holding the story (e.g. predicted_story for PR-VIST)."
     ),
@@ -190,7 +196,7 @@ def score(
         "--drop-non-ascii",
         help="meteor-vist: delete non-ASCII characters first (the challenge README).",
     ),
-    option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    option: list[str] = MetricOptionOption,
     images: Path | None = typer.Option(
         None, "--images", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
     ),
