@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from vistkit.data.story import Keying, StorySet
+from vistkit.distance import dimension_distances
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Metric, Score, get_metric_class
 
@@ -95,13 +96,7 @@ def distance_from_tables(
             f"story "
             "files use the same story ids"
         )
-    per: dict[str, np.ndarray] = {}
-    for dim in dims:
-        h = np.array([human[dim][s] for s in order], dtype=float)
-        m = np.array([model[dim][s] for s in order], dtype=float)
-        if dim == "G" and tanh_g:
-            h, m = np.tanh(h), np.tanh(m)
-        per[dim] = np.abs(h - m)
+    per = dimension_distances(human, model, order, dims, tanh_g=tanh_g)
     hm = np.mean(np.stack([per[d] for d in dims]), axis=0)
     per_story = {s: {**{d: float(per[d][i]) for d in dims}, "HM": float(hm[i])} for i, s in enumerate(order)}
     return DhmDistance(

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,26 @@ def normalize_table(table: Any, *, side: str = "scores") -> dict[str, dict[str, 
     return out
 
 
+def dimension_distances(
+    human: Mapping[str, Mapping[str, float]],
+    model: Mapping[str, Mapping[str, float]],
+    order: Sequence[str],
+    dimensions: Iterable[str],
+    *,
+    tanh_g: bool,
+) -> dict[str, np.ndarray]:
+    """Per dimension X, d_X(s) = |X_human(s) - X_model(s)| over the story ids in ``order`` (``tanh`` first on
+    both sides of G when ``tanh_g``, as dHM does with raw GROOViST scores)."""
+    out: dict[str, np.ndarray] = {}
+    for dim in dimensions:
+        h = np.array([human[dim][s] for s in order], dtype=float)
+        m = np.array([model[dim][s] for s in order], dtype=float)
+        if dim == "G" and tanh_g:
+            h, m = np.tanh(h), np.tanh(m)
+        out[dim] = np.abs(h - m)
+    return out
+
+
 def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResult:
     """dHM between ``human`` and ``model`` per-story score tables (see `ScoreTable`).
 
@@ -138,13 +159,7 @@ def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResu
             "story ids"
         )
     order = sorted(common, key=_natural_key)
-    per_story: dict[str, np.ndarray] = {}
-    for d in DIMENSIONS:
-        hv = np.array([h[d][s] for s in order], dtype=float)
-        mv = np.array([m[d][s] for s in order], dtype=float)
-        if d == "G" and tanh_g:
-            hv, mv = np.tanh(hv), np.tanh(mv)
-        per_story[d] = np.abs(hv - mv)
+    per_story = dimension_distances(h, m, order, DIMENSIONS, tanh_g=tanh_g)
     per_story["HM"] = (per_story["G"] + per_story["C"] + per_story["R"]) / 3
     dropped = {
         "human": len(set().union(*tables[:3]) - common),
@@ -182,6 +197,17 @@ def _natural_key(sid: str) -> tuple[int, int | str]:
 
 
 # --------------------------------------------------------------------------------------------------- readers
+@contextmanager
+def _csv_errors(path: str | Path) -> Iterator[None]:
+    """Turn a decoding or CSV error while reading ``path`` into one clear `InputError`."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}: malformed CSV ({exc})") from None
+
+
 def _read_score_csv(path: Path) -> dict[str, float]:
     """dHM's ``<prefix>_C.csv`` / ``_R.csv``: a header row, then ``story_id,score`` (ids stripped, NaN
     dropped)."""
@@ -189,12 +215,8 @@ def _read_score_csv(path: Path) -> dict[str, float]:
 
     out: dict[str, float] = {}
     with open_text(path) as fh:
-        try:
+        with _csv_errors(path):
             rows = list(csv.reader(fh))
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        except csv.Error as exc:
-            raise InputError(f"{path}: malformed CSV ({exc})") from None
     if not rows:
         raise InputError(f"{path}: empty file (expected a header row, then story_id,score rows)")
     for n, row in enumerate(rows[1:], start=2):
@@ -263,14 +285,10 @@ def read_per_item_scores(
 
     p = Path(path)
     with open_text(p, newline="") as fh:
-        try:
+        with _csv_errors(p):
             reader = csv.DictReader(fh)
             header = list(reader.fieldnames or [])
             rows = list(reader)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        except csv.Error as exc:
-            raise InputError(f"{p}: malformed CSV ({exc})") from None
     if not header:
         raise InputError(f"{p}: empty CSV (expected a header row id,<metric>,...)")
     id_col = header[0]
