@@ -36,7 +36,10 @@ import numpy as np
 
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
-from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.metrics._grounding import PhotoMetric
+from vistkit.metrics._grounding import image_store as image_store  # re-exported (moved to _grounding)
+from vistkit.metrics._grounding import with_photo_map as with_photo_map
+from vistkit.metrics.base import Item, MetricCard, Score, mean_score, register
 
 __all__ = [
     "CLIPSCORE_PREFIX",
@@ -198,27 +201,6 @@ def load_clip(
     return enc
 
 
-def image_store(images: Any, regions: Any = None, max_regions: int = 10) -> Any:
-    """An `ImageStore` from a folder (or the store itself)."""
-    from vistkit.images import ImageStore
-
-    if images is None:
-        return None
-    if isinstance(images, ImageStore):
-        return images
-    return ImageStore(images, regions=regions, max_regions=max_regions)
-
-
-def with_photo_map(stories: StorySet, photos: Any) -> StorySet:
-    """Fill in photos from a ``{story_id: [photo ids]}`` map (a dict or a JSON path)."""
-    if photos is None:
-        return stories
-    from vistkit.images import attach_photos, load_photo_map
-
-    mapping = photos if isinstance(photos, dict) else load_photo_map(photos)
-    return attach_photos(stories, {str(k): tuple(str(x) for x in v) for k, v in mapping.items()})
-
-
 # --------------------------------------------------------------------------------------------------- metrics
 _CARD_COMMON = (
     "CLIP-S(c, v) = 2.5 * max(cos(CLIP_text('A photo depicts ' + c), CLIP_image(v)), 0) (Hessel et al. 2021, "
@@ -226,11 +208,12 @@ _CARD_COMMON = (
 )
 
 
-class _ClipScoreBase(Metric):
+class _ClipScoreBase(PhotoMetric):
     higher_is_better: ClassVar[bool] = True
     lower_bound: ClassVar[float | None] = 0.0
     upper_bound: ClassVar[float | None] = 2.5
-    needs_images: ClassVar[bool] = True
+    images_usage: ClassVar[str] = "--images DIR (Python: images=DIR)"
+    photo_map_usage: ClassVar[str] = "photos=JSON story_id -> [photo ids]"
 
     def __init__(
         self,
@@ -246,35 +229,17 @@ class _ClipScoreBase(Metric):
         self.encoder = load_clip(
             clip_model, metric=self.name, device=device, trust=trust_checkpoint, batch_size=batch_size
         )
-        self.store = image_store(images)
-        self.photos = photos
+        self._use_photos(images, photos)
         self.prefix = prefix
         self._image_cache: dict[str, np.ndarray] = {}
 
+    def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
+        return self.encoder.encode_images(images)
+
     def _photo_embedding(self, photo_id: str) -> np.ndarray:
         if photo_id not in self._image_cache:
-            self._image_cache[photo_id] = self.encoder.encode_images([self.store.image(photo_id)])[0]
+            self._image_cache[photo_id] = self._encode_images([self.store.image(photo_id)])[0]
         return self._image_cache[photo_id]
-
-    def score(  # type: ignore[override]
-        self, hypotheses: Any, references: Any = None, **kwargs: Any
-    ) -> Score:
-        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
-        if kwargs.get("key") is None:
-            kwargs["key"] = "story"  # several human stories share a photo sequence: one item per story
-        return super().score(with_photo_map(hyps, self.photos), references, **kwargs)
-
-    def _check_ready(self) -> None:
-        if self.store is None:
-            raise InputError(f"{self.name} needs the story photos: pass --images DIR (Python: images=DIR)")
-
-    def _photo_problem(self, story: Story) -> str | None:
-        if not story.photo_ids:
-            return "the story has no photo ids (give a photo map: photos=JSON story_id -> [photo ids])"
-        missing = self.store.missing(story.photo_ids)
-        if missing:
-            return f"photo(s) {', '.join(missing)} not found in {self.store.root}"
-        return None
 
     def signature_fields(self) -> dict[str, object]:
         return {

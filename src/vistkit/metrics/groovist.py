@@ -47,8 +47,9 @@ import numpy as np
 
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
-from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
-from vistkit.metrics.clipscore import DEFAULT_CLIP, image_store, load_clip, story_sentences, with_photo_map
+from vistkit.metrics._grounding import PhotoMetric
+from vistkit.metrics.base import Item, MetricCard, Score, mean_score, register
+from vistkit.metrics.clipscore import DEFAULT_CLIP, load_clip, story_sentences
 
 __all__ = [
     "PLACEHOLDERS",
@@ -311,7 +312,7 @@ def groovist_story_score(
 
 # ---------------------------------------------------------------------------------------------------- metric
 @register
-class Groovist(Metric):
+class Groovist(PhotoMetric):
     """GROOViST (official code's definition); needs CLIP ViT-B/32 weights, the photos and (ideally)
     regions."""
 
@@ -383,9 +384,7 @@ class Groovist(Metric):
         self.given_nps, self.given_hash = _given_noun_phrases(noun_phrases)
         self.ratings = brysbaert_ratings()
         self.lemmatize, self.wordnet = wordnet_noun_lemmatizer()
-        self.store = image_store(images, regions, max_regions)
-        self.photos = photos
-        self._region_cache: dict[str, np.ndarray] = {}
+        self._use_photos(images, photos, regions, max_regions)
         self._weight_cache: dict[str, float] = {}
 
     def signature_fields(self) -> dict[str, object]:
@@ -397,14 +396,6 @@ class Groovist(Metric):
             "regions": self.store.describe() if self.store is not None else "?",
             "sent": self.sentences,
         }
-
-    def score(  # type: ignore[override]
-        self, hypotheses: Any, references: Any = None, **kwargs: Any
-    ) -> Score:
-        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
-        if kwargs.get("key") is None:
-            kwargs["key"] = "story"
-        return super().score(with_photo_map(hyps, self.photos), references, **kwargs)
 
     def story_phrases(self, story: Story) -> tuple[list[str], list[float]]:
         """The filtered noun phrases of a story and their concreteness weights."""
@@ -419,16 +410,11 @@ class Groovist(Metric):
                 self._weight_cache[p] = concreteness_weight(p, self.ratings, self.lemmatize)
         return nps, [self._weight_cache[p] for p in nps]
 
-    def _regions(self, photo_id: str) -> np.ndarray:
-        if photo_id not in self._region_cache:
-            self._region_cache[photo_id] = self.encoder.encode_images(self.store.regions_of(photo_id))
-        return self._region_cache[photo_id]
+    def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
+        return self.encoder.encode_images(images)
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        if self.store is None:
-            raise InputError(
-                "groovist needs the story photos: pass --images DIR [--regions CSV] (Python: images=DIR)"
-            )
+        self._check_ready()
         excluded: dict[str, str] = {}
         values: list[float] = []
         empty: list[str] = []
@@ -447,13 +433,9 @@ class Groovist(Metric):
         )
         for item in items:
             story = item.hypothesis
-            if not story.photo_ids:
-                excluded[item.item_id] = "the story has no photo ids (give a photo map: photos=JSON)"
-                values.append(math.nan)
-                continue
-            missing = self.store.missing(story.photo_ids)
-            if missing:
-                excluded[item.item_id] = f"photo(s) {', '.join(missing)} not found in {self.store.root}"
+            problem = self._photo_problem(story)
+            if problem is not None:
+                excluded[item.item_id] = problem
                 values.append(math.nan)
                 continue
             nps, weights = phrases[item.item_id]

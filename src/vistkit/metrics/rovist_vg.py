@@ -43,8 +43,9 @@ import numpy as np
 
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
-from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
-from vistkit.metrics.clipscore import image_store, story_sentences, with_photo_map
+from vistkit.metrics._grounding import PhotoMetric
+from vistkit.metrics.base import Item, MetricCard, Score, mean_score, register
+from vistkit.metrics.clipscore import story_sentences
 from vistkit.metrics.groovist import load_spacy, replace_placeholders
 
 __all__ = [
@@ -340,7 +341,7 @@ def load_rovist_vg(
 
 # ---------------------------------------------------------------------------------------------------- metric
 @register
-class RovistVG(Metric):
+class RovistVG(PhotoMetric):
     """RoViST-VG as the released scorer computes it (IDF always on, log-sum-exp)."""
 
     name: ClassVar[str] = "rovist-vg"
@@ -441,9 +442,7 @@ class RovistVG(Metric):
         self.tagger = tagger
         self.spacy_model = spacy_model
         self.aggregate = aggregate
-        self.store = image_store(images, regions, max_regions)
-        self.photos = photos
-        self._region_cache: dict[str, np.ndarray] = {}
+        self._use_photos(images, photos, regions, max_regions)
 
     def signature_fields(self) -> dict[str, object]:
         return {
@@ -497,33 +496,16 @@ class RovistVG(Metric):
         )
         return {"checkpoint": ckpt, "glove": glove, "idf": {"beach": 2.0, "water": 1.5}, "idf_default": 1.0}
 
-    def score(  # type: ignore[override]
-        self, hypotheses: Any, references: Any = None, **kwargs: Any
-    ) -> Score:
-        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
-        if kwargs.get("key") is None:
-            kwargs["key"] = "story"
-        return super().score(with_photo_map(hyps, self.photos), references, **kwargs)
-
-    def _regions(self, photo_id: str) -> np.ndarray:
-        if photo_id not in self._region_cache:
-            self._region_cache[photo_id] = self.model.encode_images(self.store.regions_of(photo_id))
-        return self._region_cache[photo_id]
+    def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
+        return self.model.encode_images(images)
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        if self.store is None:
-            raise InputError(
-                "rovist-vg needs the story photos: pass --images DIR [--regions CSV] (images=DIR)"
-            )
+        self._check_ready()
         excluded: dict[str, str] = {}
         values: list[float] = []
         for item in items:
             story: Story = item.hypothesis
-            problem = None
-            if not story.photo_ids:
-                problem = "the story has no photo ids (give a photo map: photos=JSON)"
-            elif missing := self.store.missing(story.photo_ids):
-                problem = f"photo(s) {', '.join(missing)} not found in {self.store.root}"
+            problem = self._photo_problem(story)
             nouns: list[str] = []
             if problem is None:
                 nouns = story_nouns(

@@ -1,0 +1,105 @@
+"""What the metrics that score a story against its photos share (clipscore, groovist, rovist-vg).
+
+`PhotoMetric` keys by story (several human stories share one photo sequence), fills in photos from a photo
+map before scoring, checks that the photos are there, and caches the encoded regions of each photo.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import InputError
+from vistkit.metrics.base import Metric, Score
+
+__all__ = ["PhotoMetric", "image_store", "with_photo_map"]
+
+
+def image_store(images: Any, regions: Any = None, max_regions: int = 10) -> Any:
+    """An `ImageStore` from a folder (or the store itself)."""
+    from vistkit.images import ImageStore
+
+    if images is None:
+        return None
+    if isinstance(images, ImageStore):
+        return images
+    return ImageStore(images, regions=regions, max_regions=max_regions)
+
+
+def with_photo_map(stories: StorySet, photos: Any) -> StorySet:
+    """Fill in photos from a ``{story_id: [photo ids]}`` map (a dict or a JSON path)."""
+    if photos is None:
+        return stories
+    from vistkit.images import attach_photos, load_photo_map
+
+    mapping = photos if isinstance(photos, dict) else load_photo_map(photos)
+    return attach_photos(stories, {str(k): tuple(str(x) for x in v) for k, v in mapping.items()})
+
+
+class PhotoMetric(Metric):
+    """A metric that reads the story photos; the subclass calls `_use_photos` in its ``__init__``."""
+
+    needs_images: ClassVar[bool] = True
+    #: several human stories share a photo sequence: one item per story
+    default_keying: ClassVar[Keying | None] = Keying.STORY
+    #: how to give the photos, for the error raised when they are missing
+    images_usage: ClassVar[str] = "--images DIR [--regions CSV] (Python: images=DIR)"
+    #: how to give a photo map, for the exclusion reason of a story without photo ids
+    photo_map_usage: ClassVar[str] = "photos=JSON"
+
+    store: Any
+    photos: Any
+
+    def _use_photos(self, images: Any, photos: Any, regions: Any = None, max_regions: int = 10) -> None:
+        """Set the image store (from a folder), the photo map and an empty region cache."""
+        self.store = image_store(images, regions, max_regions)
+        self.photos = photos
+        self._region_cache: dict[str, np.ndarray] = {}
+
+    @abstractmethod
+    def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
+        """Embeddings of RGB images, one row per image."""
+
+    def score(
+        self,
+        hypotheses: StorySet | Sequence[Story],
+        references: StorySet | Sequence[Story] | None = None,
+        *,
+        key: Keying | str | None = None,
+        template: Sequence[str] | None = None,
+        require_all: bool = False,
+        reference_absent: bool = False,
+    ) -> Score:
+        """As `Metric.score`, with the photos of the photo map (``photos``) filled in first."""
+        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
+        return super().score(
+            with_photo_map(hyps, self.photos),
+            references,
+            key=key,
+            template=template,
+            require_all=require_all,
+            reference_absent=reference_absent,
+        )
+
+    def _check_ready(self) -> None:
+        if self.store is None:
+            raise InputError(f"{self.name} needs the story photos: pass {self.images_usage}")
+
+    def _photo_problem(self, story: Story) -> str | None:
+        """Why the story's photos cannot be read (no photo ids, photos not in the folder), or None."""
+        if not story.photo_ids:
+            return f"the story has no photo ids (give a photo map: {self.photo_map_usage})"
+        missing = self.store.missing(story.photo_ids)
+        if missing:
+            return f"photo(s) {', '.join(missing)} not found in {self.store.root}"
+        return None
+
+    def _regions(self, photo_id: str) -> np.ndarray:
+        """The encoded regions of a photo, one row per region (cached)."""
+        if photo_id not in self._region_cache:
+            self._region_cache[photo_id] = self._encode_images(self.store.regions_of(photo_id))
+        return self._region_cache[photo_id]
