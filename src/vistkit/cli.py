@@ -7,6 +7,7 @@ stderr, never a traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import typer
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
     from vistkit.errors import VistkitError
 
+    # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     _load_commands()
     try:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`

@@ -86,7 +86,7 @@ def text_table(
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=title, caption=escape(caption) if caption else None, caption_justify="left")
+    table = Table(title=title)
     for i, c in enumerate(columns):
         numeric = bool(rows) and all(
             isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in rows if r[i] is not None
@@ -96,7 +96,9 @@ def text_table(
         table.add_row(*(escape(fmt_number(v, digits)) for v in r))
     console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
     console.print(table)
-    return console.file.getvalue()  # type: ignore[attr-defined]
+    text: str = console.file.getvalue()  # type: ignore[attr-defined]
+    # the caption (signatures, notes) goes below the table unwrapped, so long signatures stay copyable
+    return text + (caption.rstrip("\n") + "\n" if caption else "")
 
 
 def _latex_escape(s: str) -> str:
