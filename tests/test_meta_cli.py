@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from meta_dummies import FIX, load_dummy_metrics
 from scipy import stats
 
 from vistkit.cli import main
 
-FIX = Path(__file__).parent / "fixtures" / "meta"
-
-
-def _dummies():  # type: ignore[no-untyped-def]
-    name = "vistkit_meta_test_dummies"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIX / "dummy_metrics.py")
-        mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return sys.modules[name]
+MetaRunner = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def dummy_metrics() -> Iterator[None]:
-    d = _dummies()
+    d = load_dummy_metrics()
     added = d.ensure_registered()
     yield
     d.unregister(added)
@@ -40,12 +29,22 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_meta_pairs_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        capsys,
-        "meta",
+@pytest.fixture
+def meta(capsys: pytest.CaptureFixture[str]) -> MetaRunner:
+    """``meta(COMMAND, INPUT, *ARGS)`` runs ``vistkit meta COMMAND INPUT ARGS...``; a str INPUT names a file of
+    tests/fixtures/meta. Returns (exit code, stdout, stderr)."""
+
+    def invoke(command: str, data: str | Path, *args: str) -> tuple[int, str, str]:
+        path = FIX / data if isinstance(data, str) else data
+        return run(capsys, "meta", command, str(path), *args)
+
+    return invoke
+
+
+def test_meta_pairs_json_contract(meta: MetaRunner) -> None:
+    code, out, _ = meta(
         "pairs",
-        str(FIX / "vhed_small.csv"),
+        "vhed_small.csv",
         "--metrics",
         "meta-test-length,meta-test-shortness",
         "--format",
@@ -70,12 +69,10 @@ def test_meta_pairs_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["text", "csv", "latex"])
-def test_meta_pairs_other_formats(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
-    code, out, _ = run(
-        capsys,
-        "meta",
+def test_meta_pairs_other_formats(meta: MetaRunner, fmt: str) -> None:
+    code, out, _ = meta(
         "pairs",
-        str(FIX / "vhed_small.csv"),
+        "vhed_small.csv",
         "-m",
         "meta-test-length",
         "--format",
@@ -89,11 +86,8 @@ def test_meta_pairs_other_formats(capsys: pytest.CaptureFixture[str], fmt: str) 
         assert r"\begin{tabular}" in out
 
 
-def test_meta_pairs_with_references_and_reference_absent(capsys: pytest.CaptureFixture[str]) -> None:
+def test_meta_pairs_with_references_and_reference_absent(meta: MetaRunner) -> None:
     args = [
-        "meta",
-        "pairs",
-        str(FIX / "ref_pairs_small.csv"),
         "-m",
         "meta-test-overlap",
         "-r",
@@ -103,23 +97,21 @@ def test_meta_pairs_with_references_and_reference_absent(capsys: pytest.CaptureF
         "--bootstrap",
         "20",
     ]
-    code, out, _ = run(capsys, *args)
+    code, out, _ = meta("pairs", "ref_pairs_small.csv", *args)
     assert code == 0 and json.loads(out)["accuracy"]["meta-test-overlap"]["all"] == pytest.approx(1 / 3)
-    code, out, _ = run(capsys, *args, "--no-reference-absent")
+    code, out, _ = meta("pairs", "ref_pairs_small.csv", *args, "--no-reference-absent")
     assert json.loads(out)["accuracy"]["meta-test-overlap"]["all"] == pytest.approx(2 / 3)
 
 
-def test_missing_references_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "meta", "pairs", str(FIX / "ref_pairs_small.csv"), "-m", "meta-test-overlap")
+def test_missing_references_is_one_sentence(meta: MetaRunner) -> None:
+    code, _, err = meta("pairs", "ref_pairs_small.csv", "-m", "meta-test-overlap")
     assert code == 1 and "--references" in err and "Traceback" not in err
 
 
-def test_gap_beats_ref_compare(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        capsys,
-        "meta",
+def test_gap_beats_ref_compare(meta: MetaRunner) -> None:
+    code, out, _ = meta(
         "gap",
-        str(FIX / "vhed_small.csv"),
+        "vhed_small.csv",
         "-m",
         "meta-test-length",
         "--gap-edges",
@@ -129,15 +121,11 @@ def test_gap_beats_ref_compare(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert code == 0
     assert [b["n"] for b in json.loads(out)["by_gap"]["meta-test-length"]] == [3, 3, 1]
-    code, out, _ = run(
-        capsys, "meta", "beats-ref", str(FIX / "vhed_small.csv"), "-m", "meta-test-length", "-f", "json"
-    )
+    code, out, _ = meta("beats-ref", "vhed_small.csv", "-m", "meta-test-length", "-f", "json")
     assert json.loads(out)["beats_reference"]["human"]["m2"]["ratio"] == 1.0
-    code, out, _ = run(
-        capsys,
-        "meta",
+    code, out, _ = meta(
         "compare",
-        str(FIX / "vhed_small.csv"),
+        "vhed_small.csv",
         "-m",
         "meta-test-length,meta-test-shortness",
         "-f",
@@ -148,18 +136,14 @@ def test_gap_beats_ref_compare(capsys: pytest.CaptureFixture[str]) -> None:
     c = json.loads(out)["comparisons"][0]
     assert (c["mcnemar"]["a_only"], c["mcnemar"]["b_only"]) == (4, 2)
     assert c["mcnemar"]["p_exact"] == pytest.approx(2 * (1 + 6 + 15) / 64)  # 2 * P[Bin(6, .5) <= 2]
-    code, _, err = run(
-        capsys, "meta", "gap", str(FIX / "vhed_small.csv"), "-m", "meta-test-length", "--gap-edges", "0.5,0.1"
-    )
+    code, _, err = meta("gap", "vhed_small.csv", "-m", "meta-test-length", "--gap-edges", "0.5,0.1")
     assert code == 1 and "increasing" in err
 
 
-def test_correlate_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        capsys,
-        "meta",
+def test_correlate_and_errors(meta: MetaRunner) -> None:
+    code, out, _ = meta(
         "correlate",
-        str(FIX / "likert_small.csv"),
+        "likert_small.csv",
         "-m",
         "meta-test-length,meta-test-shortness",
         "-f",
@@ -178,11 +162,9 @@ def test_correlate_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
     # a lower-is-better metric is negated: the same length declared "shorter is better" correlates -r
     neg = rows[("story", "meta-test-shortness", "focused", "pearson")]["r"]
     assert neg == pytest.approx(-rows[("story", "meta-test-length", "focused", "pearson")]["r"])
-    code, out, _ = run(
-        capsys,
-        "meta",
+    code, out, _ = meta(
         "correlate",
-        str(FIX / "likert_small.csv"),
+        "likert_small.csv",
         "-m",
         "meta-test-length",
         "--kendall",
@@ -195,29 +177,21 @@ def test_correlate_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
         "10",
     )
     data = json.loads(out)
-    tau_c = next(
-        r["r"] for r in data["correlations"] if r["method"] == "kendall" and r["aspect"] == "coherent"
-    )
+    tau_c = next(r["r"] for r in data["correlations"] if r["method"] == "kendall" and r["aspect"] == "coherent")
     assert data["kendall_variant"] == "c"
-    assert tau_c == pytest.approx(
-        stats.kendalltau([6, 5, 3, 4, 1, 2], [4.5, 5, 3, 2, 2.5, 1], variant="c")[0]
-    )
-    code, out, _ = run(
-        capsys, "meta", "errors", str(FIX / "errors_small.csv"), "-m", "meta-test-length", "-f", "json"
-    )
+    assert tau_c == pytest.approx(stats.kendalltau([6, 5, 3, 4, 1, 2], [4.5, 5, 3, 2, 2.5, 1], variant="c")[0])
+    code, out, _ = meta("errors", "errors_small.csv", "-m", "meta-test-length", "-f", "json")
     r = json.loads(out)["point_biserial"]["meta-test-length"]["Gram"]["r"]
     assert r == pytest.approx(-3 / (17.5 / 6) ** 0.5 * 0.5)
 
 
-def test_rankings_to_pairs_and_build_pairs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_rankings_to_pairs_and_build_pairs(
+    capsys: pytest.CaptureFixture[str], meta: MetaRunner, tmp_path: Path
+) -> None:
     out_csv = tmp_path / "pairs.csv"
-    code, out, _ = run(
-        capsys, "meta", "rankings-to-pairs", str(FIX / "rankings_small.csv"), "-o", str(out_csv)
-    )
+    code, out, _ = meta("rankings-to-pairs", "rankings_small.csv", "-o", str(out_csv))
     assert code == 0 and "wrote 6 pairs" in out
-    code, out, _ = run(
-        capsys, "meta", "pairs", str(out_csv), "-m", "meta-test-length", "-f", "json", "--bootstrap", "10"
-    )
+    code, out, _ = meta("pairs", out_csv, "-m", "meta-test-length", "-f", "json", "--bootstrap", "10")
     assert code == 0 and json.loads(out)["n"]["meta-test-length"]["all"] == 6
     machine = tmp_path / "m.json"
     machine.write_text(json.dumps({"r1": "a b", "r3": "p q r s t"}))
@@ -234,17 +208,15 @@ def test_rankings_to_pairs_and_build_pairs(capsys: pytest.CaptureFixture[str], t
         str(built),
     )
     assert code == 0 and "wrote 2 pairs" in out and "proxy" in out
-    code, out, _ = run(capsys, "meta", "beats-ref", str(built), "-m", "meta-test-length", "-f", "json")
+    code, out, _ = meta("beats-ref", built, "-m", "meta-test-length", "-f", "json")
     assert json.loads(out)["beats_reference"]["meta-test-length"]["mm"]["ratio"] == 0.5
 
 
-def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_reports_are_written(meta: MetaRunner, tmp_path: Path) -> None:
     rep = tmp_path / "rep"
-    code, _, _ = run(
-        capsys,
-        "meta",
+    code, _, _ = meta(
         "pairs",
-        str(FIX / "vhed_small.csv"),
+        "vhed_small.csv",
         "-m",
         "meta-test-length,meta-test-shortness",
         "--report",
@@ -260,11 +232,9 @@ def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert f"<pre>vistkit meta pairs {FIX / 'vhed_small.csv'} --metrics" in page and f"--report {rep}" in page
     assert (rep / "accuracy.tex").read_text().startswith(r"\begin{table}")
     rep2 = tmp_path / "rep2"
-    code, _, _ = run(
-        capsys,
-        "meta",
+    code, _, _ = meta(
         "correlate",
-        str(FIX / "likert_small.csv"),
+        "likert_small.csv",
         "-m",
         "meta-test-length,meta-test-shortness",
         "--report",
@@ -274,11 +244,9 @@ def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     )
     assert code == 0 and (rep2 / "heatmap_story.png").exists() and (rep2 / "index.html").exists()
     rep3 = tmp_path / "rep3"
-    code, _, _ = run(
-        capsys,
-        "meta",
+    code, _, _ = meta(
         "errors",
-        str(FIX / "errors_small.csv"),
+        "errors_small.csv",
         "-m",
         "meta-test-length",
         "--report",
@@ -288,15 +256,13 @@ def test_reports_are_written(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 
 
 @pytest.mark.slow  # builds every registered metric (loads their models)
-def test_metrics_all_skips_what_cannot_run(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        capsys, "meta", "pairs", str(FIX / "vhed_small.csv"), "-m", "all", "-f", "json", "--bootstrap", "10"
-    )
+def test_metrics_all_skips_what_cannot_run(meta: MetaRunner) -> None:
+    code, out, err = meta("pairs", "vhed_small.csv", "-m", "all", "-f", "json", "--bootstrap", "10")
     assert code == 0
     data = json.loads(out)
     assert data["accuracy"]["meta-test-length"]["all"] == pytest.approx(4 / 7)
     assert "meta-test-overlap" in data["skipped"] and "--references" in data["skipped"]["meta-test-overlap"]
     assert "skipped meta-test-overlap" in err
     # the next run with named metrics is strict again
-    code, _, err = run(capsys, "meta", "pairs", str(FIX / "vhed_small.csv"), "-m", "meta-test-overlap")
+    code, _, err = meta("pairs", "vhed_small.csv", "-m", "meta-test-overlap")
     assert code == 1 and "--references" in err

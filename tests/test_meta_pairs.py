@@ -3,9 +3,7 @@ machine-beats-reference, the Reference Absent Algorithm, swap invariance, and ac
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from meta_dummies import FIX, load_dummy_metrics
 from scipy import stats
 
 from vistkit.data.readers import read_stories
@@ -27,20 +26,7 @@ from vistkit.meta.pairs import (
 from vistkit.meta.scoring import PairScores, score_pairs
 from vistkit.meta.significance import mcnemar, paired_bootstrap_accuracy
 
-FIX = Path(__file__).parent / "fixtures" / "meta"
-
-
-def _dummies():  # type: ignore[no-untyped-def]
-    name = "vistkit_meta_test_dummies"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIX / "dummy_metrics.py")
-        mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return sys.modules[name]
-
-
-D = _dummies()
+D = load_dummy_metrics()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,22 @@
+"""The dummy metrics of tests/fixtures/meta (loaded once, shared by the `vistkit meta` test files)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+FIX = Path(__file__).parent / "fixtures" / "meta"
+
+
+def load_dummy_metrics() -> ModuleType:
+    """tests/fixtures/meta/dummy_metrics.py as a module (imported on the first call, then reused)."""
+    name = "vistkit_meta_test_dummies"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIX / "dummy_metrics.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
