@@ -8,6 +8,7 @@ import typer
 
 from vistkit.cli import app
 from vistkit.commands.common import echo
+from vistkit.data.story import StorySet
 from vistkit.errors import VistkitError
 
 # Offline metrics, in display order; a metric that cannot run here is reported, not fatal.
@@ -60,4 +61,18 @@ def demo() -> None:
         echo(render_scores(results, OutputFormat.TEXT))
     for line in skipped:
         typer.secho(f"skipped {line}", fg=typer.colors.YELLOW, err=True)
+    _demo_distance(human, llava)
     echo("\nNext: `vistkit metrics` lists every metric; `vistkit metrics --info NAME` shows its card.")
+
+
+def _demo_distance(human: StorySet, llava: StorySet) -> None:
+    """dHM human-model distance on the two dimensions that need no download (coherence C, non-redundancy R)."""
+    from vistkit.dhm import compute_dhm, render_dhm
+    from vistkit.report.tables import OutputFormat
+
+    try:
+        result = compute_dhm(human, llava, c_metric="coherence", dimensions="C,R")
+    except VistkitError as exc:
+        typer.secho(f"skipped dHM distance: {exc}", fg=typer.colors.YELLOW, err=True)
+        return
+    echo("\n" + render_dhm(result, OutputFormat.TEXT, title="dHM, human vs LLaVA"))
