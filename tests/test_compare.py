@@ -8,6 +8,7 @@ import io
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,9 +21,7 @@ from vistkit.data.story import Story
 from vistkit.metrics.base import get_metric
 from vistkit.metrics.sacrebleu_bleu import sacrebleu_score
 
-WORDS = (
-    "we went to the park and had a great time with our friends family dog cat beach sun cake party".split()
-)
+WORDS = "we went to the park and had a great time with our friends family dog cat beach sun cake party".split()
 
 
 def make_data(n: int = 40, seed: int = 0) -> tuple[list[Story], dict[str, list[Story]]]:
@@ -32,9 +31,7 @@ def make_data(n: int = 40, seed: int = 0) -> tuple[list[Story], dict[str, list[S
     systems: dict[str, list[Story]] = {"good": [], "mid": [], "bad": []}
     for i in range(n):
         photos = tuple(f"{i}{j}" for j in range(5))
-        texts = [
-            " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 16))) for _ in range(rng.randint(1, 3))
-        ]
+        texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 16))) for _ in range(rng.randint(1, 3))]
         refs += [Story(f"r{i}-{j}", t, photo_ids=photos, system="human") for j, t in enumerate(texts)]
         for name, keep in (("good", 0.8), ("mid", 0.6), ("bad", 0.3)):
             words = [w if rng.random() < keep else rng.choice(WORDS) for w in texts[0].split()]
@@ -59,6 +56,22 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, captured.out, captured.err
 
 
+def compare_json(capsys: pytest.CaptureFixture[str], systems: list[Path], refs: Path, *args: str) -> dict[str, Any]:
+    """``vistkit compare SYSTEMS -r REFS -m sacrebleu -f json ARGS...``: its JSON payload (the run must succeed)."""
+    command = ["compare", *map(str, systems), "-r", str(refs), "-m", "sacrebleu", "-f", "json", *args]
+    code, out, err = run(command, capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def references_by_sequence(refs: list[Story]) -> dict[str, list[str]]:
+    """The reference texts of each photo sequence, in file order."""
+    grouped: dict[str, list[str]] = {}
+    for r in refs:
+        grouped.setdefault(r.sequence, []).append(r.text)
+    return grouped
+
+
 def streams(refs: list[list[str]]) -> list[list[str | None]]:
     width = max(map(len, refs))
     return [[rs[j] if j < len(rs) else None for rs in refs] for j in range(width)]
@@ -69,31 +82,11 @@ def test_json_scores_cis_and_p_values_match_sacrebleu(files: dict[str, Path], ca
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import PairedTest
 
-    code, out, err = run(
-        [
-            "compare",
-            str(files["good"]),
-            str(files["mid"]),
-            str(files["bad"]),
-            "-r",
-            str(files["refs"]),
-            "-m",
-            "sacrebleu",
-            "--format",
-            "json",
-            "--n-samples",
-            "500",
-        ],
-        capsys,
-    )
-    assert code == 0, err
-    payload = json.loads(out)
+    payload = compare_json(capsys, [files["good"], files["mid"], files["bad"]], files["refs"], "--n-samples", "500")
     assert payload["baseline"] == "good" and payload["systems"] == ["good", "mid", "bad"]
     assert payload["metrics"]["sacrebleu"]["n_items"] == 40
     refs, systems = make_data()
-    grouped: dict[str, list[str]] = {}
-    for r in refs:
-        grouped.setdefault(r.sequence, []).append(r.text)
+    grouped = references_by_sequence(refs)
     ref_lists = [grouped[s.sequence] for s in systems["good"]]
     monkeypatch.setenv("SACREBLEU_SEED", "12345")
     named = [(k, [s.text for s in v]) for k, v in systems.items()]
@@ -129,22 +122,7 @@ def test_systems_are_compared_on_shared_items_only(files: dict[str, Path], tmp_p
     refs, systems = make_data()
     partial = tmp_path / "partial.jsonl"
     write_jsonl(systems["mid"][:30], partial)
-    code, out, err = run(
-        [
-            "compare",
-            str(files["good"]),
-            str(partial),
-            "-r",
-            str(files["refs"]),
-            "-m",
-            "sacrebleu",
-            "-f",
-            "json",
-        ],
-        capsys,
-    )
-    assert code == 0, err
-    payload = json.loads(out)
+    payload = compare_json(capsys, [files["good"], partial], files["refs"])
     assert payload["metrics"]["sacrebleu"]["n_items"] == 30
     assert payload["metrics"]["sacrebleu"]["dropped"] == {"good": 10, "partial": 0}
     good30 = sacrebleu_score(systems["good"][:30], refs).corpus
@@ -164,22 +142,7 @@ def test_user_errors_exit_1_with_one_sentence(files: dict[str, Path], capsys) ->
 
 
 def test_compare_two_identical_systems_is_not_significant(files: dict[str, Path], capsys) -> None:
-    code, out, err = run(
-        [
-            "compare",
-            str(files["mid"]),
-            str(files["mid"]),
-            "-r",
-            str(files["refs"]),
-            "-m",
-            "sacrebleu",
-            "-f",
-            "json",
-        ],
-        capsys,
-    )
-    assert code == 0, err
-    payload = json.loads(out)
+    payload = compare_json(capsys, [files["mid"], files["mid"]], files["refs"])
     assert payload["systems"] == ["mid", "mid-2"]
     assert payload["results"]["mid-2"]["sacrebleu"]["p_value"] == 1.0
 
@@ -210,9 +173,7 @@ def test_reference_absent_removes_the_scored_story_from_its_references() -> None
     with_self = metric.score(scored, pool, key="story")  # story keys: each meets only itself
     assert with_self.corpus == pytest.approx(100.0)
     by_seq = metric.score(scored, pool, key="sequence")
-    assert by_seq.corpus == pytest.approx(
-        100.0
-    )  # it is among its own references: a perfect, meaningless match
+    assert by_seq.corpus == pytest.approx(100.0)  # it is among its own references: a perfect, meaningless match
     absent = metric.score(scored, pool, key="sequence", reference_absent=True)
     expected = sacrebleu.corpus_bleu(
         [pool[0].text, pool[3].text], [[pool[1].text, pool[4].text], [pool[2].text, None]]
@@ -256,27 +217,9 @@ def test_compare_with_reference_absent_on_human_stories(tmp_path: Path, capsys) 
     second = tmp_path / "second.jsonl"
     write_jsonl([pool[0], pool[3]], first)
     write_jsonl([pool[1], pool[4]], second)
-    code, out, err = run(
-        [
-            "compare",
-            str(first),
-            str(second),
-            "-r",
-            str(refs),
-            "-m",
-            "sacrebleu",
-            "-f",
-            "json",
-            "--reference-absent",
-            "--n-samples",
-            "200",
-            "--n-bootstrap",
-            "200",
-        ],
-        capsys,
+    payload = compare_json(
+        capsys, [first, second], refs, "--reference-absent", "--n-samples", "200", "--n-bootstrap", "200"
     )
-    assert code == 0, err
-    payload = json.loads(out)
     assert "refabsent:yes" in payload["metrics"]["sacrebleu"]["signature"]
     scores = [payload["results"][s]["sacrebleu"]["score"] for s in ("first", "second")]
     assert all(s < 100.0 for s in scores)
@@ -284,35 +227,18 @@ def test_compare_with_reference_absent_on_human_stories(tmp_path: Path, capsys) 
 
 
 # ------------------------------------------------------------------------------ vistkit score --confidence
-def test_score_confidence_intervals_follow_sacrebleus_bootstrap(
-    files: dict[str, Path], capsys, monkeypatch
-) -> None:
+def test_score_confidence_intervals_follow_sacrebleus_bootstrap(files: dict[str, Path], capsys, monkeypatch) -> None:
     """``vistkit score --confidence 0.9``: the percentiles of sacreBLEU's own bootstrap draws (seed 12345)."""
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import _bootstrap_resample
 
     monkeypatch.setenv("SACREBLEU_SEED", "12345")
-    code, out, err = run(
-        [
-            "score",
-            str(files["mid"]),
-            "-r",
-            str(files["refs"]),
-            "-m",
-            "sacrebleu",
-            "--confidence",
-            "0.9",
-            "-f",
-            "json",
-        ],
-        capsys,
-    )
+    command = ["score", str(files["mid"]), "-r", str(files["refs"]), "-m", "sacrebleu", "--confidence", "0.9"]
+    code, out, err = run([*command, "-f", "json"], capsys)
     assert code == 0, err
     lo, hi = json.loads(out)["ci"]["sacrebleu"]
     refs, systems = make_data()
-    grouped: dict[str, list[str]] = {}
-    for r in refs:
-        grouped.setdefault(r.sequence, []).append(r.text)
+    grouped = references_by_sequence(refs)
     bleu = BLEU()
     bl_stats = bleu._extract_corpus_statistics(
         [s.text for s in systems["mid"]], streams([grouped[s.sequence] for s in systems["mid"]])
@@ -320,20 +246,6 @@ def test_score_confidence_intervals_follow_sacrebleus_bootstrap(
     _, draws = _bootstrap_resample(bl_stats, bleu, 1000)
     expected = np.quantile([d.score for d in draws], [0.05, 0.95])
     assert (lo, hi) == pytest.approx(tuple(expected), rel=1e-6)
-    code, out, _ = run(
-        [
-            "score",
-            str(files["mid"]),
-            "-r",
-            str(files["refs"]),
-            "-m",
-            "sacrebleu",
-            "--confidence",
-            "0.9",
-            "-f",
-            "csv",
-        ],
-        capsys,
-    )
+    code, out, _ = run([*command, "-f", "csv"], capsys)
     header = out.splitlines()[0].split(",")
     assert header[:4] == ["metric", "score", "ci_low", "ci_high"]
