@@ -47,6 +47,7 @@ LabelSignOpt = typer.Option(
 )
 StoriesOpt = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable.")
 JudgedKeyOpt = typer.Option(None, "--key", "-k", help="How items match stories/references (story).")
+RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
 SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
 ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
 
@@ -264,7 +265,7 @@ def pairs_cmd(
     option: list[str] = MetricOptionOption,
     label_sign: str = LabelSignOpt,
     gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Ranking-gap bucket edges."),
-    raw_gap: bool = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N."),
+    raw_gap: bool = RawGapOpt,
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
     fmt: OutputFormat = FormatOption,
@@ -309,7 +310,7 @@ def gap_cmd(
     option: list[str] = MetricOptionOption,
     label_sign: str = LabelSignOpt,
     gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Bucket edges, comma-separated."),
-    raw_gap: bool = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N."),
+    raw_gap: bool = RawGapOpt,
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
