@@ -344,3 +344,38 @@ def test_pairwise_head_is_antisymmetric(default_coherence, tmp_path: Path) -> No
     assert p_ab + p_ba == pytest.approx(1.0, abs=1e-6)
     f = model.context_logits([[a]], [b]) - model.context_logits([[b]], [a])
     assert p_ab == pytest.approx(float(torch.sigmoid(f)[0]), abs=1e-6)
+
+
+def test_albert_large_v1_config_matches_the_hub_file() -> None:
+    """The built-in config equals albert/albert-large-v1's config.json on the hub (values typed in from
+    https://huggingface.co/albert/albert-large-v1/blob/main/config.json, revision 6d0a829)."""
+    from vistkit.models.sop import ALBERT_LARGE_V1
+
+    hub = {
+        "attention_probs_dropout_prob": 0.1,
+        "bos_token_id": 2,
+        "classifier_dropout_prob": 0.1,
+        "down_scale_factor": 1,
+        "embedding_size": 128,
+        "eos_token_id": 3,
+        "gap_size": 0,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": 1024,
+        "initializer_range": 0.02,
+        "inner_group_num": 1,
+        "intermediate_size": 4096,
+        "layer_norm_eps": 1e-12,
+        "max_position_embeddings": 512,
+        "model_type": "albert",
+        "net_structure_type": 0,
+        "num_attention_heads": 16,
+        "num_hidden_groups": 1,
+        "num_hidden_layers": 24,
+        "num_memory_blocks": 0,
+        "pad_token_id": 0,
+        "type_vocab_size": 2,
+        "vocab_size": 30000,
+    }
+    unused_by_transformers = {"down_scale_factor", "gap_size", "net_structure_type", "num_memory_blocks"}
+    assert ALBERT_LARGE_V1 == {k: v for k, v in hub.items() if k not in unused_by_transformers}

@@ -52,8 +52,10 @@ CHECKPOINT_HELP = (
 TOKENIZER_ID = "albert/albert-large-v1"
 
 # albert-large-v1's config.json (the hub model the official SOPClassifier starts from); used when a
-# checkpoint's
-# tensor shapes match it and no config is given (the official checkpoint stores no config).
+# checkpoint's tensor shapes match it and no config is given (the official checkpoint stores no config).
+# Checked field by field against https://huggingface.co/albert/albert-large-v1/blob/main/config.json (the
+# hub file also lists down_scale_factor, gap_size, net_structure_type and num_memory_blocks, which
+# transformers' AlbertConfig does not use).
 ALBERT_LARGE_V1: dict[str, Any] = {
     "model_type": "albert",
     "attention_probs_dropout_prob": 0.1,
