@@ -43,7 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_coco.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_bertscore.py speed --n 400
-	# BENCHMARKS.md's run is --stories 1000 --chunk 100 (about 1 h 15 min on a 2-core CPU; fewer here)
+	# BENCHMARKS.md's run is --stories 1000 --chunk 100 (about 65 min on a 2-core CPU; fewer here)
 	$(BIN)/python bench/bench_coherence.py --stories 40 --chunk 20
 	$(BIN)/python bench/bench_gemm_roofline.py
 
