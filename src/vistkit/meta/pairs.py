@@ -6,6 +6,7 @@
 - `accuracy_by_gap`: accuracy per ranking-gap bucket (Fig. 3).
 - `beats_reference`: the share of a system's stories ranked above the human reference (Fig. 4).
 
+A ranker (a pairwise metric) is compared through its preference per pair (`PairScores.difference`).
 Pairs whose human gap is zero, or where the metric left a story undefined (NaN), count in no denominator; the
 ``n`` of every result says how many pairs did count.
 """
@@ -38,8 +39,7 @@ def pair_correct(scores: PairScores, pairs: Sequence[StoryPair]) -> np.ndarray:
     are wrong); NaN for pairs that do not count (zero human gap, or a story the metric left undefined)."""
     if len(scores.score_1) != len(pairs):
         raise ValueError("scores and pairs differ in length")
-    m1, m2 = scores.oriented()
-    diff = m1 - m2
+    diff = scores.difference()
     pref = human_preference(pairs)
     out = (np.sign(diff) == pref).astype(float)
     out[(pref == 0) | np.isnan(diff)] = math.nan
@@ -125,8 +125,7 @@ def beats_reference(scores: PairScores | None, pairs: Sequence[StoryPair]) -> di
     of equal scores (not counted as beating). Pairs with an undefined score are left out.
     """
     out: dict[str, dict[str, Any]] = {}
-    if scores is not None:
-        m1, m2 = scores.oriented()
+    diff = scores.difference() if scores is not None else None
     for i, p in enumerate(pairs):
         r1, r2 = is_reference_system(p.system_1), is_reference_system(p.system_2)
         if r1 == r2:
@@ -135,7 +134,8 @@ def beats_reference(scores: PairScores | None, pairs: Sequence[StoryPair]) -> di
         if scores is None:
             d = p.gap if r2 else -p.gap  # > 0: machine preferred
         else:
-            d = (m1[i] - m2[i]) if r2 else (m2[i] - m1[i])
+            assert diff is not None
+            d = diff[i] if r2 else -diff[i]
             if math.isnan(d):
                 continue
         acc = out.setdefault(system, {"wins": 0, "ties": 0, "n": 0})

@@ -4,6 +4,9 @@
 the Reference Absent Algorithm needs a different reference set per pair), so the unique (story, reference set)
 units are split into rounds with at most one unit per key and each round is one `Metric.score` call. For
 metrics whose item scores depend on the whole call (CIDEr-D's idf), every round is padded to the same keys.
+
+A pairwise metric (`vistkit.metrics.base.Ranker`) is asked per pair instead: `score_pairs` calls
+`Ranker.preference` on the two stories of every pair, and `score_stories` uses its per-story score.
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ import numpy as np
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 from vistkit.meta.human import StoryPair, is_reference_system
-from vistkit.metrics.base import Metric, is_same_story
+from vistkit.metrics.base import Metric, Ranker, is_same_story
 
 
 @dataclass
 class PairScores:
-    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left the story undefined)."""
+    """One metric's scores of story 1 and story 2 of every pair (NaN: the metric left the story undefined).
+
+    For a ranker, ``preference`` holds its `Ranker.preference` per pair (> 0: story 1 preferred) and
+    ``score_1`` / ``score_2`` are ``+preference / 2`` / ``-preference / 2``, so that their difference is the
+    preference wherever scores are compared.
+    """
 
     metric: str
     signature: str
@@ -30,15 +38,25 @@ class PairScores:
     score_1: np.ndarray
     score_2: np.ndarray
     excluded: dict[str, str]
+    preference: np.ndarray | None = None
 
     def oriented(self) -> tuple[np.ndarray, np.ndarray]:
         """Scores turned so that higher is better."""
         sign = 1.0 if self.higher_is_better else -1.0
         return sign * self.score_1, sign * self.score_2
 
+    def difference(self) -> np.ndarray:
+        """Per pair, > 0 when the metric prefers story 1 (a ranker's preference, else the oriented score
+        difference); NaN where undefined."""
+        if self.preference is not None:
+            return self.preference
+        m1, m2 = self.oriented()
+        return m1 - m2
+
     def swapped(self) -> PairScores:
+        pref = None if self.preference is None else -self.preference
         return PairScores(
-            self.metric, self.signature, self.higher_is_better, self.score_2, self.score_1, self.excluded
+            self.metric, self.signature, self.higher_is_better, self.score_2, self.score_1, self.excluded, pref
         )
 
 
@@ -87,8 +105,39 @@ def score_pairs(
     ``story`` = story_id; default sequence when every pair has img_seq). With ``reference_absent`` (Vrank Eq.
     3, the Reference Absent Algorithm) a pair that contains a human reference is scored with that reference
     removed from the reference set of BOTH its stories, so neither story is compared with the human story of
-    the pair.
+    the pair. A `Ranker` is asked per pair (`rank_pairs`).
     """
+    if isinstance(metric, Ranker):
+        return rank_pairs(metric, pairs)
+    return _score_each_story(metric, pairs, references=references, key=key, reference_absent=reference_absent)
+
+
+def rank_pairs(ranker: Ranker, pairs: Sequence[StoryPair]) -> PairScores:
+    """A ranker's preference for story 1 over story 2 of every pair (> 0: story 1 preferred)."""
+    a = [
+        Story(story_id=p.story_id or f"{p.pair_id}-1", text=p.text_1, photo_ids=p.img_seq, system=p.system_1)
+        for p in pairs
+    ]
+    b = [
+        Story(story_id=p.story_id or f"{p.pair_id}-2", text=p.text_2, photo_ids=p.img_seq, system=p.system_2)
+        for p in pairs
+    ]
+    pref = ranker.preference(a, b)
+    excluded = {
+        p.pair_id: "the ranker left this pair undefined" for p, v in zip(pairs, pref, strict=True) if math.isnan(v)
+    }
+    return PairScores(ranker.name, ranker.signature(), True, pref / 2.0, -pref / 2.0, excluded, pref)
+
+
+def _score_each_story(
+    metric: Metric,
+    pairs: Sequence[StoryPair],
+    *,
+    references: StorySet | None,
+    key: Keying | str | None,
+    reference_absent: bool,
+) -> PairScores:
+    """Score story 1 and story 2 of every pair one story at a time (see `score_pairs`)."""
     if metric.needs_references and references is None:
         raise InputError(f"{metric.name} is reference-based: pass --references FILE (the human stories)")
     if key is None:
@@ -211,8 +260,8 @@ def score_stories(
         )
         for i, s in enumerate(stories)
     ]
-    ps = score_pairs(metric, pairs, references=references, key=key, reference_absent=reference_absent)
+    ps = _score_each_story(metric, pairs, references=references, key=key, reference_absent=reference_absent)
     return ps.score_1, ps.signature
 
 
-__all__ = ["PairScores", "is_same_story", "score_pairs", "score_stories"]
+__all__ = ["PairScores", "is_same_story", "rank_pairs", "score_pairs", "score_stories"]

@@ -327,6 +327,141 @@ class Metric(ABC):
         return result
 
 
+# --------------------------------------------------------------------------------------------------- rankers
+class Ranker(Metric):
+    """A pairwise metric: it reads two stories of the same photos and says which one people would prefer.
+
+    `prefer` is the primary face: one float per pair, ``> 0`` when story ``a`` is preferred, ``< 0`` when ``b``
+    is, ``0`` for no preference (NaN: undefined). Every ranker guarantees (tests/test_rankers.py checks each
+    registered one): antisymmetry, ``prefer(a, b) == -prefer(b, a)``; determinism; and that scoring pairs in
+    one batch equals scoring them one by one. Rankers are reference-free (``needs_references = False``).
+
+    `Metric.score_items` gives a per-story score so that ``vistkit score`` and story-level correlations work;
+    each ranker defines it (a utility, or the mean preference against a documented anchor set) in its card.
+    The signature names the model: ``model`` (a content hash of the weights), ``encoder`` and ``data`` (the
+    training data name), set as instance attributes by the subclass.
+    """
+
+    needs_references: ClassVar[bool] = False
+    lower_bound: ClassVar[float | None] = None
+    upper_bound: ClassVar[float | None] = None
+    #: bounds of `prefer` (``None``: unbounded); symmetric because `prefer` is antisymmetric
+    preference_bound: ClassVar[float | None] = None
+
+    model_hash: str = "none"
+    encoder: str = "none"
+    training_data: str = "none"
+
+    @abstractmethod
+    def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        """One float per pair ``(a[i], b[i])``: > 0 when ``a[i]`` is preferred (antisymmetric, batch-invariant)."""
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"model": self.model_hash[:12], "encoder": self.encoder, "data": self.training_data}
+
+    def preference(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        """`prefer` with its inputs checked: equal lengths, a float array of that length."""
+        if len(a) != len(b):
+            raise InputError(f"{self.name}: {len(a)} first stories but {len(b)} second stories; pass pairs")
+        if not len(a):
+            return np.zeros(0)
+        out = np.asarray(self.prefer(list(a), list(b)), dtype=float)
+        if out.shape != (len(a),):
+            raise RuntimeError(f"{self.name}.prefer returned shape {out.shape}, expected ({len(a)},)")
+        return out
+
+
+class UtilityRanker(Ranker):
+    """A ranker defined by a per-story utility u: ``prefer(a, b) = u(a) - u(b)``; the per-story score is u.
+
+    Each DISTINCT story (by text, see `utility_key`) is encoded once per call, so scoring n pairs costs at most
+    2n encodings and usually far fewer (the same human story appears in many pairs). Antisymmetry holds
+    exactly; batch invariance holds when `utility` of a story does not depend on the other stories of the call.
+    """
+
+    @abstractmethod
+    def utility(self, stories: Sequence[Story]) -> np.ndarray:
+        """One float per story (NaN: undefined), independent of the other stories of the call."""
+
+    def utility_key(self, story: Story) -> object:
+        """What makes two stories the same for `utility` (the text; override when photos matter)."""
+        return story.text
+
+    def _utilities(self, stories: Sequence[Story]) -> np.ndarray:
+        index: dict[object, int] = {}
+        distinct: list[Story] = []
+        where = []
+        for s in stories:
+            k = self.utility_key(s)
+            if k not in index:
+                index[k] = len(distinct)
+                distinct.append(s)
+            where.append(index[k])
+        if not distinct:
+            return np.zeros(0)
+        values = np.asarray(self.utility(distinct), dtype=float)
+        return values[np.asarray(where, dtype=int)]
+
+    def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        u = self._utilities([*a, *b])
+        return u[: len(a)] - u[len(a) :]
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        values = self._utilities([i.hypothesis for i in items])
+        excluded = {
+            i.item_id: "the ranker leaves this story undefined"
+            for i, v in zip(items, values, strict=True)
+            if math.isnan(v)
+        }
+        return mean_score(self.name, [i.item_id for i in items], values.tolist(), signature, excluded=excluded)
+
+
+class CrossEncoderRanker(Ranker):
+    """A ranker that reads both stories at once, g(a, b) (e.g. Vrank: ``a [SEP] b`` through one encoder).
+
+    ``prefer(a, b) = (g(a, b) - g(b, a)) / 2``, so antisymmetry holds exactly whatever g learnt. The per-story
+    score of s is the mean of ``prefer(s, x)`` over a fixed, documented anchor set X (`anchors`), so it is
+    comparable across calls and systems; its card must name the anchor set.
+    """
+
+    @abstractmethod
+    def raw_preference(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        """g(a[i], b[i]) for every pair (not necessarily antisymmetric; independent of the other pairs)."""
+
+    @abstractmethod
+    def anchors(self) -> Sequence[Story]:
+        """The fixed anchor stories the per-story score compares against (non-empty)."""
+
+    def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        n = len(a)
+        g = np.asarray(self.raw_preference([*a, *b], [*b, *a]), dtype=float)
+        return (g[:n] - g[n:]) / 2.0
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        anchors = list(self.anchors())
+        if not anchors:
+            raise RuntimeError(f"{self.name} has no anchor stories")
+        stories = [i.hypothesis for i in items]
+        a = [s for s in stories for _ in anchors]
+        b = [x for _ in stories for x in anchors]
+        pref = self.preference(a, b).reshape(len(stories), len(anchors)) if stories else np.zeros((0, 1))
+        values = pref.mean(axis=1)
+        excluded = {
+            i.item_id: "the ranker leaves this story undefined"
+            for i, v in zip(items, values, strict=True)
+            if math.isnan(v)
+        }
+        return mean_score(
+            self.name, [i.item_id for i in items], values, signature, excluded=excluded, extra={"anchors": len(anchors)}
+        )
+
+
+def is_ranker(metric: Metric | type[Metric]) -> bool:
+    """Whether ``metric`` (an instance or a class) is a pairwise `Ranker`."""
+    cls = metric if isinstance(metric, type) else type(metric)
+    return issubclass(cls, Ranker)
+
+
 # --------------------------------------------------------------------------------------------------- registry
 _REGISTRY: dict[str, type[Metric]] = {}
 _UNAVAILABLE: dict[str, str] = {}
