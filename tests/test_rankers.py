@@ -9,7 +9,7 @@ missing-resource sentence).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,7 @@ from vistkit.metrics.base import (
     UtilityRanker,
     is_ranker,
     list_metrics,
+    register,
 )
 
 _CARD = MetricCard(
@@ -74,8 +75,23 @@ class LopsidedCross(CrossEncoderRanker):
 
 
 DUMMIES: dict[str, type[Ranker]] = {DistinctWords.name: DistinctWords, LopsidedCross.name: LopsidedCross}
-REGISTERED = [n for n, c in list_metrics().items() if is_ranker(c)]
+REGISTERED = [n for n, c in list_metrics().items() if is_ranker(c) and n not in DUMMIES]
 RANKERS = sorted(DUMMIES) + REGISTERED
+
+
+@pytest.fixture
+def by_name() -> Iterator[None]:
+    """The dummy rankers and the meta dummy metrics usable by name (CLI tests), unregistered afterwards so that
+    registry-wide tests of other modules never see them."""
+    from meta_dummies import load_dummy_metrics
+
+    d = load_dummy_metrics()
+    added = d.ensure_registered()
+    for cls in DUMMIES.values():
+        register(cls)
+    yield
+    d.unregister([*added, *DUMMIES])
+
 
 TEXTS = [
     "we went to the beach . the water was cold .",
@@ -257,3 +273,91 @@ def test_items_of_a_ranker_are_plain_items() -> None:
     res = r.score_items([Item("k", Story("k", "a b a"))], signature="sig")
     assert res.item_scores.tolist() == [2.0] and res.signature == "sig"
     assert isinstance(r, Metric)
+
+
+# --------------------------------------------------------------------------------------------------- compare
+def _system_files(tmp_path: Path, n: int = 60) -> tuple[Path, Path, list[str], list[str]]:
+    rng = np.random.default_rng(3)
+    vocab = [f"w{i}" for i in range(30)]
+    texts = {"x": [], "y": []}  # type: dict[str, list[str]]
+    paths = []
+    from vistkit.data.readers import write_jsonl
+
+    for name in texts:
+        stories = []
+        for i in range(n):
+            text = " ".join(rng.choice(vocab, size=int(rng.integers(4, 14))))
+            texts[name].append(text)
+            stories.append(Story(f"{name}{i}", text, photo_ids=tuple(f"{i}-{j}" for j in range(5)), system=name))
+        paths.append(tmp_path / f"{name}.jsonl")
+        write_jsonl(stories, paths[-1])
+    return paths[0], paths[1], texts["x"], texts["y"]
+
+
+@pytest.mark.usefixtures("by_name")
+def test_compare_says_how_often_a_system_is_preferred(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ranker (asked per pair) and an ordinary metric (meta-test-length: item scores compared)."""
+    import json
+
+    from vistkit.cli import main
+
+    x, y, tx, ty = _system_files(tmp_path)
+    code = main(["compare", str(x), str(y), "-m", "test-distinct-words,meta-test-length", "-f", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    pref = json.loads(out)["preferred"]
+    dx = np.array([len(set(t.split())) for t in tx])
+    dy = np.array([len(set(t.split())) for t in ty])
+    ranker = pref["test-distinct-words"]["y"]
+    assert ranker["over"] == "x" and ranker["unit"] == "sequence" and ranker["n"] == 60
+    assert ranker["share"] == pytest.approx(np.mean(dy > dx)) and ranker["ties"] == pytest.approx(np.mean(dy == dx))
+    lx = np.array([len(t.split()) for t in tx])
+    ly = np.array([len(t.split()) for t in ty])
+    length = pref["meta-test-length"]["y"]
+    assert length["share"] == pytest.approx(np.mean(ly > lx)) and length["losses"] == pytest.approx(np.mean(ly < lx))
+    for r in (ranker, length):  # percentile bootstrap CI: around the share, about the normal-approximation width
+        lo, hi = r["ci"]
+        p = r["share"]
+        assert lo <= p <= hi
+        assert hi - lo == pytest.approx(2 * 1.96 * np.sqrt(p * (1 - p) / 60), rel=0.3)
+    code = main(["compare", str(x), str(y), "-m", "test-distinct-words"])
+    text = capsys.readouterr().out
+    assert code == 0
+    share = f"{np.mean(dy > dx):.1%}"
+    assert f"test-distinct-words: y's story is preferred over x's for {share} of the photo sequences" in text
+
+
+def test_preference_share_counts_ties_for_neither() -> None:
+    from vistkit.meta.pairs import preference_share
+
+    r = preference_share(np.array([1.0, -2.0, 0.0, 3.0, math.nan]), n_bootstrap=200, seed=1)
+    assert (r["share"], r["ties"], r["losses"], r["n"]) == (0.5, 0.25, 0.25, 4)
+    assert 0.0 <= r["ci"][0] <= 0.5 <= r["ci"][1] <= 1.0
+    assert preference_share(np.array([math.nan]))["n"] == 0
+
+
+@pytest.mark.usefixtures("by_name")
+def test_meta_cli_takes_a_ranker(capsys: pytest.CaptureFixture[str]) -> None:
+    """vhed_small.csv by distinct words, hand-checked: s1 right, s2 wrong, s3 tie (wrong), s4 wrong, s5 right,
+    s6 right, s7 zero gap (not counted), s8 tie (wrong): 3 / 7."""
+    import json
+
+    from meta_dummies import FIX
+
+    from vistkit.cli import main
+
+    vhed = str(FIX / "vhed_small.csv")
+    code = main(["meta", "pairs", vhed, "-m", "test-distinct-words", "-f", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["accuracy"]["test-distinct-words"]["all"] == pytest.approx(3 / 7)
+    assert payload["signatures"]["test-distinct-words"].startswith("test-distinct-words|model:0123456789ab")
+    for sub in ("gap", "beats-ref"):
+        code = main(["meta", sub, vhed, "-m", "test-distinct-words", "-f", "json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+    # machine beats reference by distinct words: s1 (gt 5 vs m1 3): no; s4 (gt 6 vs m2 1): no; s6 (m1 3 vs gt 7): no
+    assert json.loads(out)["beats_reference"]["test-distinct-words"]["m1"]["wins"] == 0
+    code = main(["meta", "compare", vhed, "-m", "test-distinct-words,meta-test-length", "-f", "json"])
+    assert code == 0, capsys.readouterr().err

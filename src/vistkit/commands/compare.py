@@ -3,6 +3,10 @@
 Every system is scored like ``vistkit score`` (same metric objects, so a model loads once), restricted to the
 items all systems share (the rest are counted and reported), and tested against the baseline system (the
 first, or ``--baseline NAME``) by paired bootstrap (default) or approximate randomisation (`vistkit.stats`).
+
+Head to head: for every metric, the share of the items (photo sequences under ``--key sequence``) on which each
+system's story is preferred over the baseline's, with a bootstrap CI (`vistkit.meta.pairs.preference_share`).
+A pairwise metric (a ranker) is asked per matched pair; any other metric compares its two item scores.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from vistkit.commands.common import (
     echo,
     parse_metric_names,
 )
-from vistkit.data.story import Keying
+from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError
+from vistkit.metrics.base import Metric, Score
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
 from vistkit.stats import DEFAULT_SEED, Comparison
 
@@ -44,6 +49,64 @@ def system_names(paths: list[Path], names: list[str]) -> list[str]:
             candidate, k = f"{name}-{k}", k + 1
         out.append(candidate)
     return out
+
+
+UNITS = {"sequence": "photo sequences", "story": "stories", "album": "albums"}
+
+
+def head_to_head(
+    metrics: list[Metric],
+    scores: dict[str, dict[str, Score]],
+    stories: dict[str, StorySet],
+    *,
+    baseline: str,
+    confidence: float = 0.95,
+    n_bootstrap: int = 1000,
+    seed: int | None = DEFAULT_SEED,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{metric: {system: {...}}}``: how often each system's story is preferred over the baseline's story of the
+    same key (items both systems have; `preference_share` fields plus ``over`` and ``unit``). A ranker is asked
+    ``prefer(system story, baseline story)``; another metric compares the two item scores (oriented)."""
+    import numpy as np
+
+    from vistkit.meta.pairs import preference_share
+    from vistkit.metrics.base import Ranker
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for metric in metrics:
+        base = scores[baseline][metric.name]
+        keying = base.keying or Keying.STORY
+        out[metric.name] = {}
+        for system in scores:
+            if system == baseline:
+                continue
+            other = scores[system][metric.name]
+            theirs = set(other.item_ids)
+            common = [k for k in base.item_ids if k in theirs]
+            if isinstance(metric, Ranker):
+                mine, ref = stories[system].by_key(keying), stories[baseline].by_key(keying)
+                diff = metric.preference([mine[k] for k in common], [ref[k] for k in common])
+            else:
+                va = dict(zip(other.item_ids, other.item_scores, strict=True))
+                vb = dict(zip(base.item_ids, base.item_scores, strict=True))
+                sign = 1.0 if metric.higher_is_better else -1.0
+                diff = sign * np.array([va[k] - vb[k] for k in common], dtype=float)
+            share = preference_share(diff, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
+            out[metric.name][system] = {"over": baseline, "unit": keying.value, **share}
+    return out
+
+
+def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: float) -> list[str]:
+    """One sentence per metric and system: "A's story is preferred over B's for X% of the photo sequences"."""
+    lines = []
+    for metric, per_system in h2h.items():
+        for system, r in per_system.items():
+            lines.append(
+                f"{metric}: {system}'s story is preferred over {r['over']}'s for {r['share']:.1%} of the "
+                f"{UNITS.get(r['unit'], r['unit'])} [{r['ci'][0]:.1%}, {r['ci'][1]:.1%}] "
+                f"(ties {r['ties']:.1%}, n={r['n']}, {confidence:.0%} CI)"
+            )
+    return lines
 
 
 def comparison_payload(c: Comparison) -> dict[str, Any]:
@@ -76,10 +139,13 @@ def comparison_payload(c: Comparison) -> dict[str, Any]:
     }
 
 
-def render_comparison(c: Comparison, fmt: OutputFormat) -> str:
-    """One systems x metrics table: ``score [lo, hi]`` plus ``*`` (p < 0.05) / ``**`` (p < 0.01)."""
+def render_comparison(
+    c: Comparison, fmt: OutputFormat, h2h: dict[str, dict[str, dict[str, Any]]] | None = None
+) -> str:
+    """One systems x metrics table: ``score [lo, hi]`` plus ``*`` (p < 0.05) / ``**`` (p < 0.01); the head-to-head
+    shares ``h2h`` (when given) under ``"preferred"`` in JSON and as sentences under the text/LaTeX table."""
     if fmt is OutputFormat.JSON:
-        return dumps_json(comparison_payload(c))
+        return dumps_json({**comparison_payload(c), **({"preferred": h2h} if h2h is not None else {})})
     if fmt is OutputFormat.CSV:
         columns = ["system", "metric", "score", "ci_low", "ci_high", "p_value", "mark", "n_items"]
         rows: list[list[Any]] = []
@@ -106,6 +172,9 @@ def render_comparison(c: Comparison, fmt: OutputFormat) -> str:
         lost = {s: k for s, k in c.dropped[m].items() if k}
         extra = f"; not shared, left out: {', '.join(f'{s} {k}' for s, k in lost.items())}" if lost else ""
         notes.append(f"{m}: {c.n_items[m]} items{extra}; {c.signatures[m]}")
+    if h2h:
+        notes += ["head to head (bootstrap CI over the items both systems have):"]
+        notes += ["  " + line for line in head_to_head_lines(h2h, c.confidence)]
     if fmt is OutputFormat.TEXT:  # notes under the table, not squeezed into its width
         return render_table(columns, table, fmt, title="vistkit compare") + "\n".join(notes) + "\n"
     return render_table(columns, table, fmt, title="vistkit compare", caption="\n".join(notes))
@@ -159,8 +228,10 @@ def compare(
     refs = read_stories(references, format=ref_format) if references is not None else None
     seqs = read_template(template) if template is not None else None
     scores: dict[str, dict[str, Any]] = {}
+    stories: dict[str, StorySet] = {}
     for label, path in zip(labels, systems, strict=True):
         hyps = read_stories(path, format=hyp_format, field=hyp_field)
+        stories[label] = hyps
         results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
         scores[label] = {r.metric: r for r in results}
     comparison = compare_scores(
@@ -172,4 +243,13 @@ def compare(
         n_bootstrap=n_bootstrap,
         seed=seed,
     )
-    echo(render_comparison(comparison, fmt))
+    h2h = head_to_head(
+        built,
+        scores,
+        stories,
+        baseline=comparison.baseline,
+        confidence=confidence,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+    )
+    echo(render_comparison(comparison, fmt, h2h))

@@ -168,3 +168,36 @@ def gap_table(by_gap: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[
     """Columns and rows of the accuracy-by-gap table (one row per metric and bucket)."""
     rows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in by_gap.items() for b in bs]
     return ["metric", "bucket", "accuracy", "n"], rows
+
+
+def preference_share(
+    diff: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    n_bootstrap: int = 1000,
+    seed: int | None = 12345,
+) -> dict[str, Any]:
+    """Head to head: the share of matched items on which story A is preferred over story B.
+
+    ``diff`` holds one value per item (a ranker's ``prefer(a, b)``, or the oriented score difference), > 0 when
+    A is preferred; NaN items are left out. Returns ``share`` (strictly preferred; ties count for neither),
+    ``ties``, ``losses``, ``n`` and ``ci``: the percentile-bootstrap interval of ``share`` (items resampled with
+    replacement, ``n_bootstrap`` times, ``seed``).
+    """
+    d = np.asarray(diff, dtype=float)
+    d = d[~np.isnan(d)]
+    n = int(d.size)
+    if n == 0:
+        return {"share": math.nan, "ties": math.nan, "losses": math.nan, "n": 0, "ci": [math.nan, math.nan]}
+    wins = (d > 0).astype(float)
+    idx = np.random.default_rng(seed).choice(n, size=(n_bootstrap, n), replace=True)
+    dist = wins[idx].mean(axis=1)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(dist, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return {
+        "share": float(wins.mean()),
+        "ties": float((d == 0).mean()),
+        "losses": float((d < 0).mean()),
+        "n": n,
+        "ci": [float(low), float(high)],
+    }
