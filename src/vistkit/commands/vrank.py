@@ -1,0 +1,231 @@
+"""``vistkit vrank train|predict``: train Vrank (Hsu et al. 2022) on VHED-layout pairs and predict ranking gaps.
+
+A trained folder is also the ``vrank`` metric: ``--metrics vrank --option vrank.model=DIR`` in ``vistkit score``,
+``compare`` and ``meta``.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo
+from vistkit.errors import InputError
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+vrank_app = typer.Typer(help="Vrank (Hsu et al. 2022): train on human story rankings, predict ranking gaps.")
+app.add_typer(vrank_app, name="vrank")
+
+LabelSignOpt = typer.Option(
+    "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
+)
+DeviceOpt = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps (default: a GPU when present).")
+ThreadsOpt = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice).")
+
+
+def _progress() -> tuple[Any, Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            label = {"mlm": "MLM pre-training", "train": "training Vrank"}.get(stage, stage)
+            tasks[stage] = progress.add_task(f"{label} (steps)", total=total)
+        progress.update(tasks[stage], completed=done)
+
+    return progress, update
+
+
+def _mlm_texts(path: Path) -> list[str]:
+    """Every story of a story file, or of every file in a folder (any format vistkit reads)."""
+    from vistkit.data.readers import read_stories
+
+    if not path.exists():
+        raise InputError(f"--mlm-stories {path}: no such file or folder")
+    files = (
+        sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")) if path.is_dir() else [path]
+    )
+    texts = [s.text for f in files for s in read_stories(f) if s.text.strip()]
+    if not texts:
+        raise InputError(f"--mlm-stories {path}: holds no stories")
+    return texts
+
+
+@vrank_app.command("train")
+def train_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Training pairs in the VHED layout (sent1, sent2, label, ...)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder to write the trained model to."),
+    encoder: str = typer.Option(
+        "princeton-nlp/sup-simcse-bert-base-uncased",
+        "--encoder",
+        help="Encoder folder or hub id (local path > packaged > Hugging Face cache; never downloaded).",
+    ),
+    lr: float = typer.Option(2e-5, "--lr", help="Adam learning rate (paper: 2e-5)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Batch size (paper: 32)."),
+    epochs: int = typer.Option(30, "--epochs", help="Training epochs (paper: 30)."),
+    seed: int = typer.Option(7777, "--seed", help="Random seed (paper: 7777)."),
+    precision: str = typer.Option(
+        "auto", "--precision", help="auto (fp16 mixed precision on CUDA, else fp32), fp32, fp16 or bf16."
+    ),
+    max_length: int = typer.Option(512, "--max-length", help="Tokens of 'story1 [SEP] story2' kept."),
+    target: str = typer.Option("gap", "--target", help="Regress the ranking gap (gap) or gap / N (normalised)."),
+    schedule: str = typer.Option("linear", "--schedule", help="Learning rate: linear decay to 0, or constant."),
+    mlm_stories: Path | None = typer.Option(
+        None, "--mlm-stories", help="Story file or folder: masked-LM pre-training first (paper: VIST train refs)."
+    ),
+    mlm_epochs: int = typer.Option(3, "--mlm-epochs", help="MLM pre-training epochs."),
+    mlm_lr: float = typer.Option(5e-5, "--mlm-lr", help="MLM pre-training learning rate."),
+    data_name: str | None = typer.Option(
+        None, "--data-name", help="Training data name for the signature (default: the file name)."
+    ),
+    label_sign: str = LabelSignOpt,
+    device: str | None = DeviceOpt,
+    threads: int | None = ThreadsOpt,
+    force: bool = typer.Option(False, "--force", help="Overwrite a model already in --out."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Train Vrank as published: symmetric pairs, 'story1 [SEP] story2' -> ranking gap, MSE (Vrank Sect. 4)."""
+    from vistkit.meta.human import read_pairs
+    from vistkit.models.checkpoints import META_FILE, file_sha256, model_fingerprint
+    from vistkit.models.vrank import VrankSettings, train_vrank
+
+    settings = VrankSettings(
+        lr=lr,
+        batch_size=batch_size,
+        epochs=epochs,
+        seed=seed,
+        precision=precision,
+        max_length=max_length,
+        target=target,
+        schedule=schedule,
+        mlm_epochs=mlm_epochs,
+        mlm_lr=mlm_lr,
+    )
+    settings.check()
+    if (out / META_FILE).exists() and not force:
+        raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --out")
+    pairs = read_pairs(pairs_csv, label_sign=label_sign)
+    texts = _mlm_texts(mlm_stories) if mlm_stories is not None else None
+    progress, update = _progress()
+    with progress:
+        folder = train_vrank(
+            pairs,
+            out,
+            encoder=encoder,
+            settings=settings,
+            mlm_texts=texts,
+            data_name=data_name or pairs_csv.name,
+            data_sha256=file_sha256(pairs_csv),
+            device=device,
+            threads=threads,
+            progress=update,
+        )
+    import json
+
+    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    summary = {
+        "model": str(folder),
+        "fingerprint": model_fingerprint(folder),
+        "encoder": encoder,
+        "data": meta["data"],
+        "device": meta["device"],
+        "precision": meta["precision"],
+        "seconds": meta["seconds"],
+        "final_epoch_loss": meta["epoch_loss"][-1],
+        "settings": meta["training"],
+    }
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(summary))
+        return
+    rows = [
+        [k, v if not isinstance(v, dict) else ", ".join(f"{a}={b}" for a, b in v.items())] for k, v in summary.items()
+    ]
+    echo(render_table(["field", "value"], rows, fmt, title="vrank train"))
+
+
+@vrank_app.command("predict")
+def predict_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Pairs in the VHED layout."),
+    model: Path = typer.Option(..., "--model", "-m", help="A trained Vrank folder (`vistkit vrank train`)."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="CSV to write (default: the CSV goes to stdout and no summary is printed)."
+    ),
+    label_sign: str = LabelSignOpt,
+    batch_size: int = typer.Option(32, "--batch-size", help="Pairs per forward pass."),
+    device: str | None = DeviceOpt,
+    threads: int | None = ThreadsOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Predicted ranking gap per pair (> 0: story 1 preferred): the published g(s1, s2) and the antisymmetrised
+    (g(s1, s2) - g(s2, s1)) / 2 that the `vrank` metric uses; with --output, also the pair accuracy of both."""
+    import numpy as np
+
+    from vistkit.meta.human import read_pairs
+    from vistkit.models.vrank import load_vrank
+
+    pairs = read_pairs(pairs_csv, label_sign=label_sign)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    vr = load_vrank(model, device=device, batch_size=batch_size)
+    t1, t2 = [p.text_1 for p in pairs], [p.text_2 for p in pairs]
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"predicting {len(pairs)} pairs (both orders)"):
+        both = vr.predict([*t1, *t2], [*t2, *t1])
+    raw, rev = both[: len(pairs)], both[len(pairs) :]
+    sym = (raw - rev) / 2.0
+    columns = ["pair_id", "story_id", "img_seq", "model_base", "model_comp", "gap", "pred_gap", "pred_gap_sym"]
+    fh = open(output, "w", encoding="utf-8", newline="") if output is not None else sys.stdout
+    try:
+        w = csv.writer(fh)
+        w.writerow(columns)
+        for p, g, s in zip(pairs, raw, sym, strict=True):
+            w.writerow(
+                [
+                    p.pair_id,
+                    p.story_id,
+                    "-".join(p.img_seq),
+                    p.system_1,
+                    p.system_2,
+                    repr(p.gap),
+                    repr(float(g)),
+                    repr(float(s)),
+                ]
+            )
+    finally:
+        if output is not None:
+            fh.close()
+    if output is None:
+        return
+    gold = np.array([p.gap for p in pairs])
+    keep = gold != 0
+    summary = {
+        "pairs": len(pairs),
+        "scored_pairs": int(keep.sum()),
+        "accuracy": float(np.mean(np.sign(raw[keep]) == np.sign(gold[keep]))) if keep.any() else None,
+        "accuracy_sym": float(np.mean(np.sign(sym[keep]) == np.sign(gold[keep]))) if keep.any() else None,
+        "output": str(output),
+        "note": "pred_gap > 0: story 1 preferred (sign of -label for VHED's base-minus-comp label); "
+        "accuracy counts pairs with a non-zero human gap (ties are wrong)",
+    }
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(summary))
+    else:
+        echo(render_table(["field", "value"], [[k, v] for k, v in summary.items()], fmt, title="vrank predict"))

@@ -1,0 +1,113 @@
+"""``vrank``: Vrank (Hsu et al., ACL 2022) as a pairwise metric (a `CrossEncoderRanker`).
+
+A trained Vrank folder (``vistkit vrank train``) reads ``story1 [SEP] story2`` and predicts the ranking gap
+g(s1, s2) (> 0: story 1 preferred). As a ranker, ``prefer(a, b) = (g(a, b) - g(b, a)) / 2`` (antisymmetric by
+construction; the published Vrank reads only g(a, b), which ``vistkit vrank predict`` also writes). The per-story
+score (``vistkit score``, story-level correlations) is the mean of ``prefer(story, anchor)`` over eight fixed human
+VIST val stories packaged with vistkit (resources/vrank/anchors.json, see its SOURCE.md), or over the stories of
+``anchors=FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vistkit.data.story import Story
+from vistkit.errors import MissingDependencyError
+from vistkit.metrics.base import CrossEncoderRanker, MetricCard, register
+
+CITATION = "Hsu, Chen, Hsu, Li, Lin, Ku (2022). Learning to Rank Visual Stories From Human Ranking Data. ACL 2022."
+
+
+def packaged_anchors() -> list[Story]:
+    """The eight packaged anchor stories (human VIST val stories)."""
+    from importlib import resources
+
+    text = (resources.files("vistkit") / "resources" / "vrank" / "anchors.json").read_text(encoding="utf-8")
+    return [Story(story_id=k, text=v, system="human") for k, v in json.loads(text).items()]
+
+
+@register
+class Vrank(CrossEncoderRanker):
+    """Vrank: a trained ``story1 [SEP] story2`` regressor of the human ranking gap (see the module docstring)."""
+
+    name = "vrank"
+    card = MetricCard(
+        summary="Vrank (Hsu et al. 2022): a reference-free pairwise metric that predicts which of two stories of "
+        "the same photos people prefer; trained with `vistkit vrank train` on VHED-layout pairs.",
+        definition="g(s1, s2) = a regression layer on the pooled embedding of `s1 [SEP] s2` through a SimCSE BERT "
+        "(optionally MLM-pre-trained on human stories), trained with MSE on the ranking gap of a symmetric pair set "
+        "(every pair also swapped, gap negated); Adam lr 2e-5, batch 32, 30 epochs, seed 7777, mixed precision "
+        "(Vrank Sect. 4 and training details). As a ranker: prefer(a, b) = (g(a, b) - g(b, a)) / 2. Per-story "
+        "score: the mean of prefer(story, anchor) over 8 human VIST val stories packaged with vistkit "
+        "(resources/vrank/anchors.json; the first story of every 111th val album) or over `anchors=FILE`.",
+        range="unbounded; prefer > 0 means story a is preferred, in ranking-gap units (average ranks among N "
+        "stories; VHED: N around 5); the per-story score is in the same units",
+        signature_fields="model (hash of the trained weights), encoder (id the model was trained from), data "
+        "(training data name), anchors (packaged or the anchor file's name)",
+        reproduces="the Vrank training recipe of the paper (no checkpoint is shipped: train one on VHED, "
+        "AcademiaSinicaNLPLab/VHED; `vistkit vrank train --help`). Pair accuracy of the paper: .786 (all VHED "
+        "test pairs).",
+        differences="The published model reads g(s1, s2) once and takes its sign; the ranker averages both orders "
+        "(antisymmetrised), which can differ on pairs where g is not antisymmetric. `vistkit vrank predict` writes "
+        "both. Unstated training details follow the Hugging Face Trainer defaults the paper's setup implies "
+        "(linear decay, no warm-up, clipping 1.0).",
+        citation=CITATION,
+    )
+
+    def __init__(
+        self,
+        *,
+        model: str | Path | None = None,
+        device: str | None = None,
+        batch_size: int = 32,
+        anchors: str | Path | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        super().__init__()
+        if model is None:
+            raise MissingDependencyError(
+                "vrank needs a trained Vrank folder (no model is shipped): train one with `vistkit vrank train "
+                "PAIRS.csv --out DIR` and pass --option vrank.model=DIR"
+            )
+        from vistkit.models.checkpoints import model_fingerprint
+        from vistkit.models.vrank import load_vrank
+
+        if num_threads is not None:
+            import torch
+
+            torch.set_num_threads(int(num_threads))
+        self.model = load_vrank(model, device=device, batch_size=batch_size)
+        meta = self.model.meta
+        self.model_hash = str(meta.get("tensors_sha256") or model_fingerprint(Path(model).expanduser()))[:12]
+        self.encoder = str(meta.get("source", {}).get("encoder", "unknown"))
+        self.training_data = str(meta.get("data", {}).get("name", "unknown"))
+        self._anchor_name = "packaged-val8" if anchors is None else Path(anchors).name
+        self._anchors = packaged_anchors() if anchors is None else self._read_anchors(Path(anchors))
+
+    @staticmethod
+    def _read_anchors(path: Path) -> list[Story]:
+        from vistkit.data.readers import read_stories
+
+        return list(read_stories(path))
+
+    @classmethod
+    def tiny_test_options(cls, folder: Path) -> dict[str, Any]:
+        """A tiny random Vrank for the registry-wide tests (no download)."""
+        from vistkit.models.vrank_testing import make_tiny_vrank
+
+        return {"model": str(make_tiny_vrank(folder)), "device": "cpu"}
+
+    def signature_fields(self) -> dict[str, object]:
+        return {**super().signature_fields(), "anchors": self._anchor_name}
+
+    def raw_preference(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        return self.model.predict([s.text for s in a], [s.text for s in b])
+
+    def anchors(self) -> Sequence[Story]:
+        return self._anchors
