@@ -26,10 +26,11 @@ def make_tiny_encoder(
     seed: int = 0,
     hidden: int = 32,
     layers: int = 2,
+    heads: int = 2,
     max_positions: int = 256,
 ) -> Path:
-    """A random BERT (``hidden``-d, ``layers`` layers, with pooler) and a WordPiece tokenizer over ``words`` plus
-    single letters, in Hugging Face format with safetensors: a stand-in for SimCSE BERT-base in tests."""
+    """A random BERT (``hidden``-d, ``layers`` layers, ``heads`` heads, with pooler) and a WordPiece tokenizer over
+    ``words`` plus single letters, in Hugging Face format with safetensors: a stand-in for SimCSE BERT-base."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizer
 
@@ -45,8 +46,8 @@ def make_tiny_encoder(
         vocab_size=len(vocab),
         hidden_size=hidden,
         num_hidden_layers=layers,
-        num_attention_heads=2,
-        intermediate_size=2 * hidden,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden if heads > 2 else 2 * hidden,
         max_position_embeddings=max_positions,
     )
     BertModel(config).eval().save_pretrained(str(out), safe_serialization=True)
