@@ -14,6 +14,7 @@ mixed precision on CUDA) and reports held-out accuracy (should be > 0.9, as in t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -71,12 +72,12 @@ def bench_train(encoder: Path, device: str, precision: str, n_pairs: int, epochs
 
     pairs = long_pairs(n_pairs, seed=1)
     with tempfile.TemporaryDirectory() as tmp:
-        t = time.perf_counter()
         s = VrankSettings(epochs=epochs, precision=precision)
-        train_vrank(pairs, Path(tmp) / "m", encoder=encoder, settings=s, device=device)
-        dt = time.perf_counter() - t
+        folder = train_vrank(pairs, Path(tmp) / "m", encoder=encoder, settings=s, device=device)
+        meta = json.loads((folder / "vistkit_model.json").read_text())
     examples = 2 * n_pairs * epochs
-    return {"examples": examples, "seconds": dt, "examples_per_s": examples / dt}
+    dt = meta["train_loop_seconds"]  # the optimisation loop only (not loading, tokenising, saving)
+    return {"examples": examples, "seconds": dt, "examples_per_s": examples / dt, "total_seconds": meta["seconds"]}
 
 
 def check(device: str) -> dict[str, float]:
@@ -100,8 +101,6 @@ def check(device: str) -> dict[str, float]:
         both = vr.predict([*t1, *t2], [*t2, *t1])
         raw, sym = both[:120], (both[:120] - both[120:]) / 2
         gold = np.sign([p.gap for p in held])
-        import json
-
         meta = json.loads((folder / "vistkit_model.json").read_text())
         return {
             "precision": meta["precision"],
@@ -124,8 +123,8 @@ def main() -> None:
     from vistkit.models.vrank_testing import make_tiny_encoder
 
     cuda = args.device.startswith("cuda")
-    n_pairs = args.pairs or (4000 if cuda else 200)
-    n_train = args.train_pairs or (1024 if cuda else 32)
+    n_pairs = args.pairs or (8000 if cuda else 200)
+    n_train = args.train_pairs or (4096 if cuda else 32)
     print(
         f"device {args.device} ({torch.cuda.get_device_name() if cuda else os.cpu_count()} "
         f"{'' if cuda else 'CPUs'}), torch {torch.__version__}, load {os.getloadavg()[0]:.1f}"
@@ -144,7 +143,8 @@ def main() -> None:
         for precision in ("fp32", "fp16", "bf16") if cuda else ("fp32",):
             t = bench_train(enc, args.device, precision, n_train, 1)
             print(
-                f"train ({precision}, batch 32, 1 epoch of {2 * n_train} symmetric examples): {t['seconds']:.2f} s = "
+                f"train ({precision}, batch 32, 1 epoch of {2 * n_train} examples): loop {t['seconds']:.2f} s "
+                f"(all: {t['total_seconds']:.1f} s) = "
                 f"{t['examples_per_s']:.1f} examples/s (30 epochs of VHED's 13,875 pairs = 27,750 examples: "
                 f"{30 * 27750 / t['examples_per_s'] / 3600:.2f} h)"
             )

@@ -247,8 +247,11 @@ def _step(torch: Any, model: Any, opt: Any, sched: Any, loss: Any, scaler: Any, 
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scale = scaler.get_scale()
         scaler.step(opt)
         scaler.update()
+        if scaler.get_scale() < scale:  # inf/NaN gradients: the step was skipped, so is the schedule (as the Trainer)
+            return
     else:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
@@ -426,6 +429,7 @@ def train_vrank(
     scaler = torch.amp.GradScaler(dev.type) if scaled else None
     losses: list[float] = []
     step = 0
+    loop_start = time.time()
     for _ in range(settings.epochs):
         epoch_loss = 0.0
         for idx in _batches(len(examples), settings.batch_size, gen):
@@ -441,6 +445,9 @@ def train_vrank(
             if progress:
                 progress("train", step, total)
         losses.append(epoch_loss / len(examples))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    loop_seconds = time.time() - loop_start
     model.eval()
     data = {
         "name": data_name,
@@ -454,6 +461,7 @@ def train_vrank(
         "device": str(dev),
         "precision": resolved_precision(settings.precision, dev),
         "seconds": round(time.time() - start, 1),
+        "train_loop_seconds": round(loop_seconds, 3),
     }
     save_vrank(out, model, tok, encoder=str(encoder), settings=settings, data=data, extra=extra)
     if mlm_texts:
