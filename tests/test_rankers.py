@@ -361,3 +361,14 @@ def test_meta_cli_takes_a_ranker(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out)["beats_reference"]["test-distinct-words"]["m1"]["wins"] == 0
     code = main(["meta", "compare", vhed, "-m", "test-distinct-words,meta-test-length", "-f", "json"])
     assert code == 0, capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("by_name")
+def test_functional_face() -> None:
+    from vistkit.errors import InputError
+    from vistkit.metrics.base import prefer
+
+    a, b = [Story("a", TEXTS[0])], [Story("b", TEXTS[1])]
+    assert prefer("test-distinct-words", a, b).tolist() == [6.0]
+    with pytest.raises(InputError, match="not a pairwise metric"):
+        prefer("meta-test-length", a, b)

@@ -535,3 +535,12 @@ def score(
     return get_metric(name, **options).score(
         hypotheses, references, key=key, template=template, reference_absent=reference_absent
     )
+
+
+def prefer(name: str, a: Sequence[Story], b: Sequence[Story], **options: Any) -> np.ndarray:
+    """Functional face of a ranker: ``prefer("vrank", stories_a, stories_b, model=DIR)``, > 0 where ``a[i]`` is
+    preferred; ``options`` go to the ranker."""
+    metric = get_metric(name, **options)
+    if not isinstance(metric, Ranker):
+        raise InputError(f"{name} is not a pairwise metric (a ranker); score each story with `score` instead")
+    return metric.preference(a, b)
