@@ -1,0 +1,57 @@
+"""``vistkit meta build-pairs|rankings-to-pairs``: build VHED-layout pair files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from vistkit.commands.common import RefFormatOption, echo
+from vistkit.commands.meta import meta_app
+from vistkit.commands.meta.common import _parse_story_files
+from vistkit.errors import InputError
+
+
+@meta_app.command("build-pairs")
+def build_pairs_cmd(
+    references: Path = typer.Option(..., "--references", "-r", help="Human stories (e.g. PR_VIST.json.zip)."),
+    machine: list[str] = typer.Option(..., "--machine", help="SYSTEM=FILE[:FIELD] machine stories, repeatable."),
+    key: list[str] = typer.Option([], "--key", "-k", help="SYSTEM=story|sequence per machine file (default story)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
+    ref_format: str | None = RefFormatOption,
+    limit: int | None = typer.Option(None, "--limit", help="Keep only the first N pairs per system."),
+) -> None:
+    """Human-vs-machine pairs in the VHED layout with the PROXY label "the human story is better"."""
+    from vistkit.data.readers import read_stories
+    from vistkit.meta.human import build_reference_pairs, write_pairs
+
+    refs = read_stories(references, format=ref_format, system="human")
+    keys = dict(_split_eq(k, "--key") for k in key)
+    pairs = []
+    for name, (path, field) in _parse_story_files(machine).items():
+        m = read_stories(path, field=field, system=name)
+        got = build_reference_pairs(refs, [m], key=keys.get(name, "story"))
+        pairs += got[:limit] if limit else got
+    write_pairs(pairs, output)
+    echo(f"wrote {len(pairs)} pairs to {output} (label is a proxy: the human story is assumed better)")
+
+
+def _split_eq(v: str, opt: str) -> tuple[str, str]:
+    if "=" not in v:
+        raise InputError(f"{opt} {v!r}: write SYSTEM=VALUE")
+    a, b = v.split("=", 1)
+    return a.strip(), b.strip()
+
+
+@meta_app.command("rankings-to-pairs")
+def rankings_to_pairs_cmd(
+    rankings_csv: Path = typer.Argument(..., help="Raw rankings: task, worker, story, rank (+ text, system, ...)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
+) -> None:
+    """Turn raw rankings into VHED-style pairs (C(N,2) per task, agreement folded to 3/4/5, zero gaps
+    dropped)."""
+    from vistkit.meta.human import pairs_from_rankings, read_rankings, write_pairs
+
+    pairs = pairs_from_rankings(read_rankings(rankings_csv))
+    write_pairs(pairs, output)
+    echo(f"wrote {len(pairs)} pairs to {output}")

@@ -1,0 +1,246 @@
+"""Options and helpers shared by the ``vistkit meta`` sub-commands."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vistkit.commands.common import echo, parse_metric_names
+from vistkit.data.story import Keying, StorySet
+from vistkit.errors import InputError, VistkitError
+from vistkit.report.tables import OutputFormat, dumps_json, render_table
+
+# ------------------------------------------------------------------------------------------ shared options
+MetricsOpt = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated (`vistkit metrics`).")
+RefsOpt = typer.Option(None, "--references", "-r", help="Human reference stories (for reference-based metrics).")
+KeyOpt = typer.Option(None, "--key", "-k", help="Match pairs to references by sequence (img_seq) or story.")
+RefAbsentOpt = typer.Option(
+    True,
+    "--reference-absent/--no-reference-absent",
+    help="Reference Absent Algorithm (Vrank Eq. 3): remove a pair's human story from the references.",
+)
+ReportOpt = typer.Option(None, "--report", help="Also write tables, figures (PNG+PDF) and index.html here.")
+LabelSignOpt = typer.Option(
+    "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
+)
+StoriesOpt = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable.")
+JudgedKeyOpt = typer.Option(None, "--key", "-k", help="How items match stories/references (story).")
+RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
+SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
+ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
+
+
+def _command_line(ctx: typer.Context) -> str:
+    """The command as the user could retype it: rebuilt from the parsed parameters (defaults left out)."""
+    parts = ["vistkit", "meta", ctx.info_name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value is None or value == param.default or value in ([], ()):
+            continue
+        is_argument = getattr(param, "param_type_name", "") == "argument"
+        if isinstance(value, bool) and not is_argument:
+            flag = param.opts[0] if value else (getattr(param, "secondary_opts", None) or [""])[0]
+            parts += [flag] if flag else []
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        for v in values:
+            text = str(getattr(v, "value", v))
+            parts += [text] if is_argument else [param.opts[0], text]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+SKIPPED: dict[str, str] = {}
+TOLERANT: list[bool] = [False]  # --metrics all: a metric that cannot score this input is skipped, not fatal
+
+
+def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
+    """Build the named metrics. ``all``: every registered metric that can run here; the others (a model that
+    is not installed, images not given) are skipped with their reason (stderr and ``"skipped"`` in JSON)."""
+    from vistkit.commands.score import build_metrics, parse_metric_options
+    from vistkit.metrics.base import list_metrics
+
+    SKIPPED.clear()
+    TOLERANT[0] = False
+    parsed = parse_metric_names(names)
+    if not parsed:
+        raise InputError("give at least one metric: --metrics NAME[,NAME] (or --metrics all)")
+    per_metric = parse_metric_options(option)
+    if parsed != ["all"]:
+        return build_metrics(parsed, {}, per_metric)
+    TOLERANT[0] = True
+    built = []
+    for name, cls in list_metrics().items():
+        if cls.needs_images and not per_metric.get(name):
+            SKIPPED[name] = "needs images: pass --option NAME.images=FOLDER"
+            continue
+        try:
+            built += build_metrics([name], {}, per_metric)
+        except (VistkitError, ImportError, OSError) as exc:
+            SKIPPED[name] = str(exc).split(";")[0]
+    for name, why in SKIPPED.items():
+        typer.secho(f"skipped {name}: {why}", err=True, fg=typer.colors.YELLOW)
+    if not built:
+        raise InputError("no registered metric can run here; see `vistkit metrics`")
+    return built
+
+
+def _skip_or_raise(name: str, exc: VistkitError) -> None:
+    """A metric that failed on this input: skipped with its reason under ``--metrics all``, else re-raised."""
+    if not TOLERANT[0]:
+        raise exc
+    SKIPPED[name] = str(exc)
+    typer.secho(f"skipped {name}: {exc}", err=True, fg=typer.colors.YELLOW)
+
+
+def _references(path: Path | None, fmt: str | None) -> StorySet | None:
+    if path is None:
+        return None
+    from vistkit.data.readers import read_stories
+
+    return read_stories(path, format=fmt, system="human")
+
+
+def _score_all_pairs(
+    metrics: list[Any], pairs: list[Any], refs: StorySet | None, key: Keying | None, reference_absent: bool
+) -> list[Any]:
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from vistkit.meta.scoring import score_pairs
+
+    out = []
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as progress:
+        for metric in metrics:
+            task = progress.add_task(f"scoring {len(pairs)} pairs with {metric.name}", total=None)
+            try:
+                out.append(score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent))
+            except VistkitError as exc:
+                _skip_or_raise(metric.name, exc)
+            progress.remove_task(task)
+    if not out:
+        raise InputError("no metric could score these pairs (see the reasons above)")
+    return out
+
+
+def _load_pairs(path: Path, label_sign: str) -> list[Any]:
+    from vistkit.meta.human import read_pairs
+
+    return read_pairs(path, label_sign=label_sign)
+
+
+def _emit(
+    payload: dict[str, Any],
+    columns: list[str],
+    rows: list[list[Any]],
+    fmt: OutputFormat,
+    title: str,
+    caption: str,
+) -> None:
+    if SKIPPED:
+        payload = {**payload, "skipped": dict(SKIPPED)}
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(payload))
+    elif fmt is OutputFormat.TEXT:  # signatures below the table (a rich caption wraps them)
+        echo(render_table(columns, rows, fmt, title=title))
+        echo(caption)
+    else:
+        echo(render_table(columns, rows, fmt, title=title, caption=caption))
+
+
+def _proxy_note(n: int) -> str:
+    if not n:
+        return ""
+    return (
+        f"\nnote: {n} pairs carry a PROXY label (the human story is assumed better): accuracy = how often "
+        "the metric prefers the human story, not agreement with human judgements"
+    )
+
+
+def _sig_caption(signatures: dict[str, str]) -> str:
+    return "\n".join(f"{m}: {s}" for m, s in signatures.items())
+
+
+# ------------------------------------------------------------------------------------------ pairs
+def pairs_assessment(
+    pairs: list[Any],
+    scores: list[Any],
+    *,
+    edges: tuple[float, ...],
+    normalised: bool,
+    n_resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Everything the pair sub-commands print and the report shows, as one JSON-ready dict."""
+    from vistkit.meta.pairs import (
+        SUBSETS,
+        accuracy_by_gap,
+        accuracy_by_kind,
+        beats_reference,
+        pair_accuracy,
+        pair_correct,
+    )
+    from vistkit.meta.significance import pairwise_comparisons
+
+    acc = {s.metric: pair_accuracy(s, pairs) for s in scores}
+    correct = {s.metric: pair_correct(s, pairs) for s in scores}
+    comparisons = pairwise_comparisons([s.metric for s in scores], correct, n_resamples=n_resamples, seed=seed)
+    return {
+        "pairs": len(pairs),
+        "zero_gap_pairs": sum(1 for p in pairs if p.gap == 0),
+        "proxy_label_pairs": sum(1 for p in pairs if p.meta.get("label", "").startswith("proxy")),
+        "label_sign": sorted({p.meta["label_sign"] for p in pairs if "label_sign" in p.meta}),
+        "accuracy": {m: {k: v[k]["accuracy"] for k in SUBSETS} for m, v in acc.items()},
+        "n": {m: {k: v[k]["n"] for k in SUBSETS} for m, v in acc.items()},
+        "by_kind": {s.metric: accuracy_by_kind(s, pairs) for s in scores},
+        "by_gap": {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) for s in scores},
+        "gap_edges": list(edges),
+        "gap_normalised": normalised,
+        "beats_reference": {
+            "human": beats_reference(None, pairs),
+            **{s.metric: beats_reference(s, pairs) for s in scores},
+        },
+        "comparisons": comparisons,
+        "signatures": {s.metric: s.signature for s in scores},
+        "excluded": {s.metric: len(s.excluded) for s in scores},
+    }
+
+
+def _prepare(
+    pairs_csv: Path,
+    metrics: str | list[str],
+    references: Path | None,
+    ref_format: str | None,
+    key: Keying | None,
+    reference_absent: bool,
+    option: list[str],
+    label_sign: str,
+) -> tuple[list[Any], list[Any]]:
+    pairs = _load_pairs(pairs_csv, label_sign)
+    built = _metrics(metrics, option)
+    refs = _references(references, ref_format)
+    return pairs, _score_all_pairs(built, pairs, refs, key, reference_absent)
+
+
+def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
+    out: dict[str, tuple[Path, str]] = {}
+    for v in values:
+        if "=" not in v:
+            raise InputError(
+                f"--stories {v!r}: write SYSTEM=FILE or SYSTEM=FILE:FIELD "
+                "(e.g. pr-vist=PR_VIST.json.zip:predicted_story)"
+            )
+        name, path = v.split("=", 1)
+        field = "text"
+        if ":" in path and not Path(path).exists():
+            path, field = path.rsplit(":", 1)
+        out[name.strip()] = (Path(path), field)
+    return out

@@ -1,0 +1,255 @@
+"""``vistkit meta correlate|errors``: scores of judged stories against Likert scores and error labels."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+
+from vistkit.commands.common import FormatOption, MetricOptionOption, RefFormatOption, parse_metric_names
+from vistkit.commands.meta import meta_app
+from vistkit.commands.meta.common import (
+    JudgedKeyOpt,
+    MetricsOpt,
+    RefAbsentOpt,
+    RefsOpt,
+    ReportOpt,
+    ResamplesOpt,
+    SeedOpt,
+    StoriesOpt,
+    _command_line,
+    _emit,
+    _metrics,
+    _parse_story_files,
+    _references,
+    _sig_caption,
+    _skip_or_raise,
+)
+from vistkit.data.story import Keying, Story, StorySet
+from vistkit.errors import InputError, VistkitError
+from vistkit.report.tables import OutputFormat
+
+
+def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> list[Story]:
+    """One `Story` per judged (system, item): text from the table's ``text`` column or from ``--stories``
+    files (``SYSTEM=FILE``, matched by ``--key``; default story id)."""
+    from vistkit.data.readers import read_stories
+    from vistkit.meta.human import is_reference_system, parse_img_seq
+
+    keying = key or Keying.STORY
+    files = _parse_story_files(story_files)
+    loaded: dict[str, dict[str, Story]] = {}
+    for name, (path, field) in files.items():
+        loaded[name] = read_stories(path, field=field, system=name).by_key(keying)
+    out = []
+    for system, item, text in zip(table.systems, table.items, table.texts, strict=True):
+        sysname = "human" if is_reference_system(system) else system
+        if system in loaded:
+            story = loaded[system].get(item)
+            if story is None:
+                raise InputError(f"--stories {system}: no story with {keying.value} key {item!r}")
+            out.append(Story(story.story_id, story.text, story.sentences, story.photo_ids, story.album_id, sysname))
+        elif text:
+            photos = parse_img_seq(item) if keying is Keying.SEQUENCE else ()
+            out.append(Story(story_id=item, text=text, photo_ids=photos, system=sysname))
+        else:
+            raise InputError(
+                f"no text for system {system!r} item {item!r}: add a 'text' column or pass --stories {system}=FILE"
+            )
+    return out
+
+
+def _score_judged(
+    metrics: list[Any],
+    stories: list[Story],
+    refs: StorySet | None,
+    key: Keying | None,
+    reference_absent: bool,
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    from vistkit.meta.scoring import score_stories
+
+    values: dict[str, np.ndarray] = {}
+    sigs: dict[str, str] = {}
+    for m in metrics:
+        try:
+            values[m.name], sigs[m.name] = score_stories(
+                m, stories, references=refs, key=key, reference_absent=reference_absent
+            )
+        except VistkitError as exc:
+            _skip_or_raise(m.name, exc)
+    if not values:
+        raise InputError("no metric could score these stories (see the reasons above)")
+    return values, sigs
+
+
+def _score_table(
+    table: Any,
+    metrics: str | list[str],
+    option: list[str],
+    story_files: list[str],
+    references: Path | None,
+    ref_format: str | None,
+    key: Keying | None,
+    reference_absent: bool,
+) -> tuple[list[Story], dict[str, np.ndarray], dict[str, str], list[str]]:
+    """Build the metrics and score every judged story of a Likert or error-label table: the stories, the
+    scores and signatures per metric, and the names of the lower-is-better metrics."""
+    built = _metrics(metrics, option)
+    judged = judged_stories(table, story_files, key)
+    values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
+    lower = [m.name for m in built if not m.higher_is_better]
+    return judged, values, sigs, lower
+
+
+def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict[str, np.ndarray]:
+    """Scores turned so that higher is better (lower-is-better metrics negated): r > 0 means agreement."""
+    return {m: (-v if m in lower_is_better else v) for m, v in values.items()}
+
+
+@meta_app.command("correlate")
+def correlate_cmd(
+    ctx: typer.Context,
+    likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
+    metrics: list[str] = MetricsOpt,
+    stories: list[str] = StoriesOpt,
+    aspects: str | None = typer.Option(None, "--aspects", help="Aspect columns (default: all numeric columns)."),
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOption,
+    key: Keying | None = JudgedKeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = MetricOptionOption,
+    level: str = typer.Option("both", "--level", help="story, system or both."),
+    kendall: str = typer.Option("b", "--kendall", help="Kendall tau variant: b (ties corrected) or c."),
+    n_resamples: int = ResamplesOpt,
+    seed: int = SeedOpt,
+    fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
+) -> None:
+    """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level,
+    bootstrap CIs), and the Williams test between every two metrics."""
+    from vistkit.meta.human import read_likert
+
+    if level not in ("story", "system", "both"):
+        raise InputError("--level must be story, system or both")
+    table = read_likert(likert_csv, aspects=parse_metric_names(aspects) if aspects else None)
+    judged, values, sigs, lower = _score_table(
+        table, metrics, option, stories, references, ref_format, key, reference_absent
+    )
+    result = correlation_assessment(
+        table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed, kendall=kendall
+    )
+    result["signatures"] = sigs
+    result["lower_is_better"] = lower
+    cols = ["level", "metric", "aspect", "method", "r", "ci low", "ci high", "p", "n"]
+    rows = [
+        [r["level"], r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
+        for r in result["correlations"]
+    ]
+    _emit(result, cols, rows, fmt, "correlation with human scores (Kendall = tau-b)", _sig_caption(sigs))
+    if report is not None:
+        from vistkit.report.html import correlation_report
+
+        correlation_report(report, table, judged, values, result, command=_command_line(ctx))
+
+
+def correlation_assessment(
+    table: Any,
+    values: dict[str, np.ndarray],
+    *,
+    level: str,
+    n_resamples: int,
+    seed: int,
+    kendall: str = "b",
+) -> dict[str, Any]:
+    """Story- and/or system-level correlations of every metric with every aspect, and the Williams test
+    (Pearson) between every two metrics at each level. ``kendall``: tau-b (default) or tau-c."""
+    from vistkit.meta.correlation import (
+        compare_correlations,
+        correlation_ci,
+        system_correlation_ci,
+        system_means,
+    )
+
+    if kendall not in ("b", "c"):
+        raise InputError("--kendall must be b or c")
+    kendall_method = "kendall" if kendall == "b" else "kendall_c"
+    levels = ("story", "system") if level == "both" else (level,)
+    rows: list[dict[str, Any]] = []
+    williams: list[dict[str, Any]] = []
+    for aspect in table.aspects:
+        human = table.column(aspect)
+        for metric, scores in values.items():
+            for method in ("pearson", "spearman", kendall_method):
+                name = "kendall" if method.startswith("kendall") else method
+                if "story" in levels:
+                    r = correlation_ci(scores, human, method=method, n_resamples=n_resamples, seed=seed)
+                    rows.append({"level": "story", "metric": metric, "aspect": aspect, **r, "method": name})
+                if "system" in levels:
+                    r = system_correlation_ci(
+                        table.systems, scores, human, method=method, n_resamples=n_resamples, seed=seed
+                    )
+                    rows.append({"level": "system", "metric": metric, "aspect": aspect, **r, "method": name})
+        for a, b in itertools.combinations(values, 2):
+            if "story" in levels:
+                test = compare_correlations(human, values[a], values[b], method="pearson")
+                williams.append({"level": "story", "aspect": aspect, "a": a, "b": b, **test})
+            if "system" in levels:
+                keep = ~(np.isnan(human) | np.isnan(values[a]) | np.isnan(values[b]))
+                systems = [s for s, k in zip(table.systems, keep, strict=True) if k]
+                h, va, vb = (
+                    np.array(list(system_means(systems, v[keep]).values())) for v in (human, values[a], values[b])
+                )
+                test = compare_correlations(h, va, vb, method="pearson")
+                williams.append({"level": "system", "aspect": aspect, "a": a, "b": b, **test})
+    return {
+        "correlations": rows,
+        "williams": williams,
+        "kendall_variant": kendall,
+        "n_stories": len(table),
+        "aspects": table.aspects,
+        "note": "scores of lower-is-better metrics are negated, so r > 0 always means agreement with people",
+    }
+
+
+@meta_app.command("errors")
+def errors_cmd(
+    ctx: typer.Context,
+    labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
+    metrics: list[str] = MetricsOpt,
+    stories: list[str] = StoriesOpt,
+    errors: str | None = typer.Option(None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."),
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOption,
+    key: Keying | None = JudgedKeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = MetricOptionOption,
+    fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
+) -> None:
+    """Point-biserial correlation of metric scores with binary error labels (Vrank Table 5)."""
+    from vistkit.meta.correlation import point_biserial
+    from vistkit.meta.human import read_error_labels
+
+    table = read_error_labels(labels_csv, errors=parse_metric_names(errors) if errors else None)
+    _, values, sigs, lower = _score_table(
+        table, metrics, option, stories, references, ref_format, key, reference_absent
+    )
+    oriented = _oriented(values, lower)
+    result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
+    payload = {
+        "point_biserial": result,
+        "signatures": sigs,
+        "n_stories": len(table),
+        "lower_is_better": lower,
+        "note": "scores of lower-is-better metrics are negated: r < 0 means stories with the error score worse",
+    }
+    cols = ["metric", "error", "r", "p", "n", "with error"]
+    rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
+    _emit(payload, cols, rows, fmt, "point-biserial r with error labels (Vrank Table 5)", _sig_caption(sigs))
+    if report is not None:
+        from vistkit.report.html import errors_report
+
+        errors_report(report, table.aspects, payload, cols, rows, command=_command_line(ctx))

@@ -1,0 +1,183 @@
+"""``vistkit meta pairs|gap|beats-ref|compare``: story-pair ranking accuracy (VHED / Vrank pairs)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+
+from vistkit.commands.common import FormatOption, MetricOptionOption, RefFormatOption
+from vistkit.commands.meta import meta_app
+from vistkit.commands.meta.common import (
+    KeyOpt,
+    LabelSignOpt,
+    MetricsOpt,
+    RawGapOpt,
+    RefAbsentOpt,
+    RefsOpt,
+    ReportOpt,
+    ResamplesOpt,
+    SeedOpt,
+    _command_line,
+    _emit,
+    _prepare,
+    _proxy_note,
+    _sig_caption,
+    pairs_assessment,
+)
+from vistkit.data.story import Keying
+from vistkit.errors import InputError
+from vistkit.report.tables import OutputFormat
+
+
+@meta_app.command("pairs")
+def pairs_cmd(
+    ctx: typer.Context,
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (sent1, sent2, label, ...)."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOption,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = MetricOptionOption,
+    label_sign: str = LabelSignOpt,
+    gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Ranking-gap bucket edges."),
+    raw_gap: bool = RawGapOpt,
+    n_resamples: int = ResamplesOpt,
+    seed: int = SeedOpt,
+    fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
+) -> None:
+    """Story-pair ranking accuracy (Vrank Eq. 1-2) per agreement subset and per pair kind."""
+    from vistkit.meta.pairs import accuracy_table, parse_edges
+
+    edges = parse_edges(gap_edges)
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed)
+    cols, rows = accuracy_table(result)
+    _emit(
+        result,
+        cols,
+        rows,
+        fmt,
+        "pair accuracy (Vrank Eq. 1-2; ties are wrong)",
+        _sig_caption(result["signatures"])
+        + f"\nlabel sign: {', '.join(result['label_sign']) or 'n/a'} (lower rank is better)"
+        + _proxy_note(result["proxy_label_pairs"]),
+    )
+    if report is not None:
+        from vistkit.report.html import pairs_report
+
+        pairs_report(report, pairs, scores, result, command=_command_line(ctx))
+
+
+@meta_app.command("gap")
+def gap_cmd(
+    ctx: typer.Context,
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOption,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = MetricOptionOption,
+    label_sign: str = LabelSignOpt,
+    gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Bucket edges, comma-separated."),
+    raw_gap: bool = RawGapOpt,
+    fmt: OutputFormat = FormatOption,
+    report: Path | None = ReportOpt,
+) -> None:
+    """Pair accuracy by ranking-gap bucket (Vrank Fig. 3)."""
+    from vistkit.meta.pairs import accuracy_by_gap, gap_table, parse_edges
+
+    edges = parse_edges(gap_edges)
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
+    signatures = {s.metric: s.signature for s in scores}
+    payload: dict[str, Any] = {
+        "by_gap": by_gap,
+        "gap_edges": list(edges),
+        "gap_normalised": not raw_gap,
+        "signatures": signatures,
+    }
+    cols, rows = gap_table(by_gap)
+    _emit(
+        payload,
+        cols,
+        rows,
+        fmt,
+        "accuracy by ranking gap (Vrank Fig. 3)",
+        _sig_caption(signatures),
+    )
+    if report is not None:
+        from vistkit.report.html import pairs_report
+
+        result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345)
+        pairs_report(report, pairs, scores, result, command=_command_line(ctx))
+
+
+@meta_app.command("beats-ref")
+def beats_ref_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (with reference-machine pairs)."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOption,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = MetricOptionOption,
+    label_sign: str = LabelSignOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Machine-beats-reference ratio per system, by people and by each metric (Vrank Fig. 4)."""
+    from vistkit.meta.pairs import beats_reference
+
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    data = {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs) for s in scores}}
+    payload = {"beats_reference": data, "signatures": {s.metric: s.signature for s in scores}}
+    cols = ["judge", "system", "ratio", "ties", "n"]
+    rows = [[j, sysname, v["ratio"], v["tie_ratio"], v["n"]] for j, d in data.items() for sysname, v in d.items()]
+    _emit(
+        payload,
+        cols,
+        rows,
+        fmt,
+        "machine-beats-reference ratio (Vrank Fig. 4)",
+        _sig_caption(payload["signatures"]),
+    )
+
+
+@meta_app.command("compare")
+def compare_cmd(
+    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
+    metrics: list[str] = MetricsOpt,
+    references: Path | None = RefsOpt,
+    ref_format: str | None = RefFormatOption,
+    key: Keying | None = KeyOpt,
+    reference_absent: bool = RefAbsentOpt,
+    option: list[str] = MetricOptionOption,
+    label_sign: str = LabelSignOpt,
+    subset: str = typer.Option("all", "--subset", help="all, omega_3, omega_4, omega_5 or omega_4_5."),
+    n_resamples: int = ResamplesOpt,
+    seed: int = SeedOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Is metric A's pair accuracy significantly different from metric B's? (McNemar + paired bootstrap)"""
+    from vistkit.meta.pairs import SUBSETS, pair_correct, subset_masks
+    from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row, pairwise_comparisons
+
+    if subset not in SUBSETS:
+        raise InputError(f"--subset must be one of {', '.join(SUBSETS)}")
+    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    if len(scores) < 2:
+        raise InputError("compare needs at least two metrics: --metrics A,B")
+    mask = subset_masks(pairs)[subset]
+    correct = {s.metric: np.where(mask, pair_correct(s, pairs), math.nan) for s in scores}
+    comps = pairwise_comparisons(list(correct), correct, n_resamples=n_resamples, seed=seed)
+    signatures = {s.metric: s.signature for s in scores}
+    payload: dict[str, Any] = {"subset": subset, "comparisons": comps, "signatures": signatures}
+    cols = [*COMPARISON_COLUMNS, "n"]
+    rows = [[*comparison_row(c), c["mcnemar"]["n"]] for c in comps]
+    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(signatures))
