@@ -21,7 +21,10 @@ app = typer.Typer(
 )
 
 # Each module registers its command(s) on `app` when imported. A missing module (work in progress) is skipped.
-COMMAND_MODULES = ("score", "metrics", "validate", "distance", "compare", "meta", "models", "demo", "formats", "vrank")
+COMMAND_MODULES = (
+    "score", "metrics", "validate", "distance", "compare", "meta", "models", "demo", "formats", "vrank",
+    "studio",
+)
 
 
 def _load_commands() -> None:

@@ -1,0 +1,293 @@
+"""``vistkit studio``: collect human judgements of stories (rank, pairwise, Likert) and feed them to ``vistkit meta``.
+
+Sub-commands: ``init`` (a study file and its assignment plan), ``invite`` (annotator links), ``serve`` (the web
+app on uvicorn), ``status`` (progress, agreement, results), ``export`` (rankings, pairs, likert, jsonl, tasks),
+``report`` (the meta-evaluation of metrics against the judgements) and ``demo``. SQLAlchemy, Starlette and uvicorn
+are imported inside the commands, so ``vistkit --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vistkit.cli import app
+from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.errors import InputError, MissingDependencyError
+from vistkit.report.tables import OutputFormat
+
+studio_app = typer.Typer(
+    help="Collect human judgements of stories (rank, pairwise, Likert) in the browser; export them to `meta`.",
+    no_args_is_help=True,
+)
+app.add_typer(studio_app, name="studio")
+
+StudyArg = typer.Argument(..., help="The study: a .db file (SQLite) or a SQLAlchemy URL such as postgresql://...")
+DbOpt = typer.Option(None, "--db", help="A SQLAlchemy URL (postgresql://...) to use instead of the STUDY file.")
+BaseUrlOpt = typer.Option("http://127.0.0.1:8000", "--base-url", help="Where the server is reached (for links).")
+
+
+def _need_extra() -> None:
+    try:
+        import jinja2  # noqa: F401
+        import sqlalchemy  # noqa: F401
+        import starlette  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"vistkit studio needs {exc.name}; install the extra with `pip install 'vistkit[studio]'`"
+        ) from None
+
+
+def _open(study: str, db_url: str | None) -> Any:
+    _need_extra()
+    from vistkit.studio.db import open_study
+
+    return open_study(db_url or study)
+
+
+def _parse_stories(values: list[str]) -> dict[str, tuple[Path, str]]:
+    out: dict[str, tuple[Path, str]] = {}
+    for v in values:
+        if "=" not in v:
+            raise InputError(f"--stories {v!r}: write NAME=FILE or NAME=FILE:FIELD (e.g. human=refs.json)")
+        name, path = (x.strip() for x in v.split("=", 1))
+        field = "text"
+        if ":" in path and not Path(path).exists():
+            path, field = path.rsplit(":", 1)
+        if not name or name in out:
+            raise InputError(f"--stories {v!r}: every system needs its own, non-empty name")
+        if not Path(path).exists():
+            raise InputError(f"--stories {name}: no file {path}")
+        out[name] = (Path(path), field)
+    return out
+
+
+def _print_kv(data: dict[str, Any], fmt: OutputFormat, title: str) -> None:
+    from vistkit.report.tables import dumps_json, render_table
+
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(data))
+        return
+    rows = [[k, v] for k, v in data.items() if not isinstance(v, (list, dict))]
+    echo(render_table(["field", "value"], rows, fmt, title=title))
+
+
+@studio_app.command("init")
+def init_cmd(
+    study: str = StudyArg,
+    task: str = typer.Option(..., "--task", help="rank, pairwise or likert."),
+    stories: list[str] = typer.Option(..., "--stories", "-s", help="NAME=FILE[:FIELD], one per system."),
+    key: str = typer.Option("story", "--key", "-k", help="Match the systems' stories by story, sequence or album."),
+    photos: Path | None = typer.Option(None, "--photos", help="Folder of photos named PHOTO_ID.jpg (or .png...)."),
+    photo_url: str | None = typer.Option(None, "--photo-url", help="Photo URL template with {id}."),
+    per_item: int = typer.Option(5, "--per-item", help="Annotators per unit (k; VHED used 5)."),
+    aspects: str = typer.Option(
+        "focused,coherent,share,human,grounded,detailed", "--aspects", help="Likert statements to ask."
+    ),
+    gold: int = typer.Option(0, "--gold", help="Attention-check items (human story vs its shuffled copy)."),
+    gold_pass: float = typer.Option(0.8, "--gold-pass", help="Gold pass rate an annotator must reach."),
+    reference_system: str = typer.Option("human", "--reference-system", help="The human system (for gold)."),
+    same: bool = typer.Option(True, "--same/--no-same", help="Offer 'about the same' in pairwise tasks."),
+    max_items: int | None = typer.Option(None, "--max-items", help="Use only the first N shared items."),
+    claim_timeout: float = typer.Option(3600.0, "--claim-timeout", help="Seconds before an open task is reassigned."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the story orders and gold items."),
+    title: str = typer.Option("", "--title", help="Shown on every page."),
+    db_url: str | None = DbOpt,
+    base_url: str = BaseUrlOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Create a study from story files, with its assignment plan (k annotators per unit, random story orders)."""
+    _need_extra()
+    from vistkit.data.readers import read_stories
+    from vistkit.studio.plan import create_study, items_from_story_sets
+
+    sets = {
+        name: read_stories(path, field=field, system=name) for name, (path, field) in _parse_stories(stories).items()
+    }
+    if key not in ("story", "sequence", "album"):
+        raise InputError("--key must be story, sequence or album")
+    plan_items = items_from_story_sets(sets, key=key, max_items=max_items)
+    summary = create_study(
+        db_url or study,
+        task=task,
+        items=plan_items,
+        per_item=per_item,
+        aspects=parse_metric_names(aspects),
+        photos_dir=photos,
+        photo_url=photo_url,
+        gold=gold,
+        gold_pass=gold_pass,
+        reference_system=reference_system,
+        allow_same=same,
+        claim_timeout=claim_timeout,
+        seed=seed,
+        title=title,
+    )
+    summary["admin_link"] = f"{base_url.rstrip('/')}/admin/{summary['admin_token']}"
+    _print_kv(summary, fmt, f"study {db_url or study}")
+    if fmt is OutputFormat.TEXT:
+        echo("Keep the admin link: only its hash is stored. Next: `vistkit studio invite STUDY --n 10`.")
+
+
+@studio_app.command("invite")
+def invite_cmd(
+    study: str = StudyArg,
+    n: int = typer.Option(1, "--n", help="How many annotator links to create."),
+    quota: int | None = typer.Option(None, "--quota", help="At most this many tasks per annotator."),
+    prefix: str = typer.Option("annotator", "--prefix", help="Annotator names: PREFIX-001, ..."),
+    admin: bool = typer.Option(False, "--admin", help="Make a new admin link instead (the old one stops working)."),
+    db_url: str | None = DbOpt,
+    base_url: str = BaseUrlOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Print new invite links (one random token per annotator; shown once, stored hashed)."""
+    from vistkit.report.tables import render_table
+
+    st = _open(study, db_url)
+    from vistkit.studio import service
+
+    base = base_url.rstrip("/")
+    if admin:
+        rows = [["admin", f"{base}/admin/{service.new_admin_token(st)}"]]
+    else:
+        if not 1 <= n <= 10000:
+            raise InputError("--n must be between 1 and 10000")
+        if quota is not None and quota < 1:
+            raise InputError("--quota must be at least 1")
+        rows = [[name, f"{base}/a/{token}"] for name, token in service.invite(st, n=n, prefix=prefix, quota=quota)]
+    echo(render_table(["annotator", "link"], rows, fmt))
+
+
+@studio_app.command("serve")
+def serve_cmd(
+    study: str = StudyArg,
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (loopback by default)."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    db_url: str | None = DbOpt,
+) -> None:
+    """Run the annotation web app (uvicorn) until Ctrl-C."""
+    st = _open(study, db_url)
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError("vistkit studio serve needs uvicorn; `pip install 'vistkit[studio]'`") from None
+    from vistkit.studio.app import serve
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.secho(f"warning: serving on {host}: put it behind HTTPS before sharing links", err=True)
+    echo(f"serving study {study} ({st.setting('task')}) on http://{host}:{port}/  (Ctrl-C stops)")
+    serve(db_url or study, host=host, port=port)
+
+
+@studio_app.command("status")
+def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFormat = FormatOption) -> None:
+    """Progress, agreement (Krippendorff's alpha), gold pass rates and results so far."""
+    from vistkit.report.tables import dumps_json, render_table
+    from vistkit.studio.analysis import load, summary
+
+    st = _open(study, db_url)
+    s = summary(load(st))
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(s))
+        return
+    head = [[k, s[k]] for k in ("study_id", "task", "units", "gold_units", "per_item", "judgements", "target",
+                               "complete_units", "gold_pass_rate")]
+    head += [[f"alpha ({k})", v] for k, v in s["alpha"].items()]
+    echo(render_table(["field", "value"], head, fmt, title="study"))
+    if s["results"]:
+        cols = list(s["results"][0])
+        echo(render_table(cols, [[r.get(c) for c in cols] for r in s["results"]], fmt, title="results"))
+    cols = ["annotator", "done", "median_seconds", "gold_passed", "gold_total"]
+    echo(render_table(cols, [[a[c] for c in cols] for a in s["annotators"]], fmt, title="annotators"))
+
+
+@studio_app.command("export")
+def export_cmd(
+    study: str = StudyArg,
+    fmt: str = typer.Option(..., "--format", "-f", help="rankings, pairs, likert, jsonl or tasks."),
+    output: Path = typer.Option(..., "--output", "-o", help="File to write (provenance goes to FILE.provenance.json)."),
+    include_gold: bool = typer.Option(False, "--include-gold", help="Keep the attention-check items."),
+    drop_failed_gold: bool = typer.Option(
+        False, "--drop-failed-gold", help="Leave out annotators below the study's gold pass rate."
+    ),
+    db_url: str | None = DbOpt,
+) -> None:
+    """Write the judgements in the formats `vistkit meta` reads (rankings-to-pairs, pairs, correlate)."""
+    from vistkit.studio.analysis import export
+
+    st = _open(study, db_url)
+    prov = export(st, output, fmt=fmt, include_gold=include_gold, drop_failed_gold=drop_failed_gold)
+    echo(f"wrote {prov['rows']} rows ({prov['judgements']} judgements) to {output}")
+
+
+@studio_app.command("report")
+def report_cmd(
+    study: str = StudyArg,
+    metrics: list[str] = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated."),
+    references: Path | None = typer.Option(None, "--references", "-r", help="Human reference stories."),
+    key: str | None = typer.Option(None, "--key", "-k", help="Match pairs/items to references by story/sequence."),
+    option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    report: Path | None = typer.Option(None, "--report", help="Also write tables, figures and index.html here."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples."),
+    drop_failed_gold: bool = typer.Option(False, "--drop-failed-gold", help="Leave out annotators below gold."),
+    keep: Path | None = typer.Option(None, "--keep", help="Keep the exported judgements file here."),
+    db_url: str | None = DbOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Meta-evaluate metrics against the collected judgements in one step: exports the study and runs
+    `vistkit meta pairs` (rank, pairwise) or `vistkit meta correlate` (Likert) on it."""
+    import tempfile
+
+    from vistkit.studio.analysis import export
+
+    st = _open(study, db_url)
+    task = st.setting("task")
+    with tempfile.TemporaryDirectory(prefix="vistkit-studio-") as tmp:
+        kind = "likert" if task == "likert" else "pairs"
+        out = keep or Path(tmp) / f"{kind}.csv"
+        export(st, out, fmt=kind, drop_failed_gold=drop_failed_gold)
+        args = ["meta", "correlate" if task == "likert" else "pairs", str(out), "--metrics", ",".join(metrics)]
+        args += ["--format", fmt.value, "--bootstrap", str(bootstrap)]
+        if references is not None:
+            args += ["--references", str(references)]
+        if key is not None:
+            args += ["--key", key]
+        for o in option:
+            args += ["--option", o]
+        if report is not None:
+            args += ["--report", str(report)]
+        rv = app(args=args, standalone_mode=False)
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv:
+            raise typer.Exit(rv)
+
+
+@studio_app.command("demo")
+def demo_cmd(
+    folder: Path = typer.Option(Path("vistkit-studio-demo"), "--dir", help="Where the demo study is written."),
+    task: str = typer.Option("rank", "--task", help="rank, pairwise or likert."),
+    items: int = typer.Option(10, "--items", help="How many of the 50 shipped story pairs to use."),
+    annotators: int = typer.Option(3, "--annotators", help="Invite links to create."),
+    per_item: int = typer.Option(3, "--per-item", help="Annotators per unit."),
+    serve: bool = typer.Option(True, "--serve/--no-serve", help="Serve the study after building it."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port"),
+) -> None:
+    """Build a small study from the shipped dHM sample (human vs LLaVA-NeXT stories, CC0 stand-in photos),
+    print the annotator and admin links, and serve it."""
+    _need_extra()
+    from vistkit.studio.demo import build_demo
+
+    info = build_demo(folder, task=task, items=items, annotators=annotators, per_item=per_item,
+                      base_url=f"http://{host}:{port}")
+    echo(f"demo study: {info['study']} ({info['task']}, {info['items']} items, photos: {info['photos']})")
+    for name, link in info["links"]:
+        echo(f"  {name}: {link}")
+    echo(f"  admin: {info['admin_link']}")
+    echo(f"(links also in {info['links_file']})")
+    if serve:
+        from vistkit.studio.app import serve as run_server
+
+        echo(f"serving on http://{host}:{port}/  (Ctrl-C stops)")
+        run_server(info["study"], host=host, port=port)

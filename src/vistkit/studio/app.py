@@ -1,0 +1,229 @@
+"""The studio web app (Starlette, Jinja2 templates with autoescaping, vanilla JS).
+
+Routes: ``GET /a/{token}`` (the annotator's next task), ``POST /a/{token}/submit``, ``GET /a/{token}/progress``,
+``GET /admin/{token}`` and ``/admin/{token}/summary.json`` (admin token only), ``GET /photos/{name}`` (files
+inside the study's photo folder only), ``/static/...`` and ``/healthz``. Bodies above `MAX_BODY` bytes are
+refused with 413; every state-changing form carries a CSRF token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from vistkit.studio import LIKERT_LABELS, LIKERT_STATEMENTS, analysis, db, service
+from vistkit.studio.service import StudioError
+
+HERE = Path(__file__).parent
+MAX_BODY = 16 * 1024
+PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' https: data:; script-src 'self'; "
+    "style-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+def _photo_index(folder: str | None) -> dict[str, str]:
+    """Photo id -> file name, for the image files directly inside ``folder``."""
+    if not folder or not Path(folder).is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for p in sorted(Path(folder).iterdir()):
+        if p.is_file() and p.suffix.lower() in PHOTO_SUFFIXES and _SAFE_NAME.match(p.name):
+            out.setdefault(p.stem, p.name)
+    return out
+
+
+def _wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+async def _read_form(request: Request) -> dict[str, str]:
+    """The urlencoded (or JSON) body, at most `MAX_BODY` bytes, else `StudioError` 413."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > MAX_BODY:
+                raise StudioError(413, f"the request is larger than {MAX_BODY} bytes")
+        except ValueError:
+            raise StudioError(400, "bad Content-Length header") from None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise StudioError(413, f"the request is larger than {MAX_BODY} bytes")
+    ctype = request.headers.get("content-type", "")
+    try:
+        text = body.decode("utf-8")
+        if ctype.startswith("application/json"):
+            data = json.loads(text or "{}")
+            if not isinstance(data, dict):
+                raise ValueError
+            return {str(k): str(v) for k, v in data.items()}
+        return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=64, strict_parsing=False))
+    except (ValueError, UnicodeDecodeError):
+        raise StudioError(400, "the request body is not a valid form") from None
+
+
+def create_app(study: str | Path | db.Study) -> Starlette:
+    """The ASGI app for one study (a path, a SQLAlchemy URL or an open `Study`)."""
+    st = study if isinstance(study, db.Study) else db.open_study(study)
+    env = Environment(
+        loader=FileSystemLoader(str(HERE / "templates")),
+        autoescape=select_autoescape(["html"], default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    photos_dir = st.setting("photos_dir")
+    photo_files = _photo_index(photos_dir)
+    photo_url = st.setting("photo_url")
+    task_kind = st.setting("task")
+
+    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        html = env.get_template(name).render(title=st.setting("title") or "vistkit studio", **ctx)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def error(request: Request, exc: StudioError) -> Response:
+        if _wants_json(request):
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+        return page("message.html", status=exc.status, heading="Sorry", message=exc.message)
+
+    def photo_src(pid: str) -> str | None:
+        if photo_url:
+            return str(photo_url).format(id=pid)
+        name = photo_files.get(pid)
+        return None if name is None else f"/photos/{name}"
+
+    def _auth(token: str) -> service.Annotator:
+        with st.read() as conn:
+            who = service.authenticate(conn, token)
+        if who is None:
+            raise StudioError(404, "this invite link is not valid; ask the study's organiser for yours")
+        return who
+
+    def _task_page(token: str, saved: bool) -> Response:
+        who = _auth(token)
+        aid = service.claim_next(st, who)
+        if aid is None:
+            done, total = service.progress(st, who)
+            return page("done.html", done=done, total=total, saved=saved)
+        t = service.load_task(st, who, aid)
+        return page(
+            "task.html",
+            task=t,
+            kind=task_kind,
+            token=token,
+            csrf=db.csrf_token(st.secret(), who.id, aid),
+            photos=[{"id": p, "src": photo_src(p)} for p in t.photo_ids],
+            statements=[(a, LIKERT_STATEMENTS[a]) for a in st.setting("aspects", [])],
+            labels=LIKERT_LABELS,
+            allow_same=bool(st.setting("allow_same", True)),
+            saved=saved,
+            annotator=who.name,
+        )
+
+    async def annotate(request: Request) -> Response:
+        try:
+            return await run_in_threadpool(
+                _task_page, request.path_params["token"], request.query_params.get("saved") == "1"
+            )
+        except StudioError as exc:
+            return error(request, exc)
+
+    async def submit(request: Request) -> Response:
+        token = request.path_params["token"]
+        try:
+            form = await _read_form(request)
+            who = await run_in_threadpool(_auth, token)
+            result = await run_in_threadpool(service.submit, st, who, form)
+        except StudioError as exc:
+            if _wants_json(request):
+                return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+            return page("message.html", status=exc.status, heading="Not saved", message=exc.message, token=token)
+        if _wants_json(request):
+            return JSONResponse(result, headers=SECURITY_HEADERS)
+        return RedirectResponse(f"/a/{token}?saved=1", status_code=303, headers=SECURITY_HEADERS)
+
+    async def annotator_progress(request: Request) -> Response:
+        try:
+            who = await run_in_threadpool(_auth, request.path_params["token"])
+        except StudioError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+        done, total = await run_in_threadpool(service.progress, st, who)
+        return JSONResponse({"annotator": who.name, "done": done, "total": total}, headers=SECURITY_HEADERS)
+
+    def _admin(token: str) -> None:
+        if not service.is_admin(st, token):
+            raise StudioError(403, "this is not the admin link of this study")
+
+    async def admin(request: Request) -> Response:
+        try:
+            _admin(request.path_params["token"])
+        except StudioError as exc:
+            return error(request, exc)
+        s = await run_in_threadpool(lambda: analysis.summary(analysis.load(st)))
+        return page("admin.html", s=s, token=request.path_params["token"])
+
+    async def admin_json(request: Request) -> Response:
+        try:
+            _admin(request.path_params["token"])
+        except StudioError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+        s = await run_in_threadpool(lambda: analysis.summary(analysis.load(st)))
+        return JSONResponse(s, headers=SECURITY_HEADERS)
+
+    async def photo(request: Request) -> Response:
+        name = request.path_params["name"]
+        if not photos_dir or not _SAFE_NAME.match(name) or Path(name).suffix.lower() not in PHOTO_SUFFIXES:
+            return PlainTextResponse("no such photo", status_code=404)
+        root = Path(photos_dir).resolve()
+        path = (root / name).resolve()
+        if not path.is_relative_to(root) or path.parent != root or not path.is_file():
+            return PlainTextResponse("no such photo", status_code=404)
+        return FileResponse(path, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "max-age=3600"})
+
+    async def index(request: Request) -> Response:
+        return page("message.html", heading="vistkit studio", message="Open the invite link you were given.")
+
+    async def health(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    routes = [
+        Route("/", index),
+        Route("/healthz", health),
+        Route("/a/{token}", annotate, methods=["GET"]),
+        Route("/a/{token}/submit", submit, methods=["POST"]),
+        Route("/a/{token}/progress", annotator_progress, methods=["GET"]),
+        Route("/admin/{token}", admin, methods=["GET"]),
+        Route("/admin/{token}/summary.json", admin_json, methods=["GET"]),
+        Route("/photos/{name:path}", photo, methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.state.study = st
+    return app
+
+
+def serve(study: str | Path, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> None:
+    """Run the app on uvicorn until interrupted."""
+    import uvicorn
+
+    app = create_app(study)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)

@@ -1,0 +1,272 @@
+"""Study storage: the schema (SQLAlchemy Core), its version and migrations, engines, tokens.
+
+SQLite runs in WAL mode with ``synchronous=FULL`` and a busy timeout, so a judgement the server acknowledged
+survives a killed process; any other SQLAlchemy URL (``postgresql://...``) works the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    inspect,
+    select,
+    text,
+)
+
+from vistkit.errors import InputError
+
+#: The current schema version; `migrate` brings older study files up to it.
+SCHEMA_VERSION = 2
+
+
+def _tables(md: MetaData, version: int) -> dict[str, Table]:
+    """The tables as they are at schema ``version`` (migration 1 creates the version-1 shape)."""
+    t: dict[str, Table] = {}
+    t["settings"] = Table("settings", md, Column("key", String(64), primary_key=True), Column("value", Text))
+    t["items"] = Table(
+        "items",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("key", String(512), nullable=False, unique=True),
+        Column("photo_ids", Text, nullable=False, default="[]"),
+        Column("is_gold", Boolean, nullable=False, default=False),
+    )
+    t["stories"] = Table(
+        "stories",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("item_id", Integer, ForeignKey("items.id"), nullable=False, index=True),
+        Column("system", String(256), nullable=False),
+        Column("story_id", String(512), nullable=False),
+        Column("text", Text, nullable=False),
+        Column("gold_role", String(16), nullable=False, default=""),
+    )
+    t["units"] = Table(
+        "units",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("item_id", Integer, ForeignKey("items.id"), nullable=False, index=True),
+        Column("story_ids", Text, nullable=False),
+        Column("is_gold", Boolean, nullable=False, default=False),
+    )
+    t["annotators"] = Table(
+        "annotators",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("name", String(128), nullable=False, unique=True),
+        Column("token_hash", String(64), nullable=False, unique=True),
+        Column("created_at", Float, nullable=False),
+        *([Column("quota", Integer, nullable=True)] if version >= 2 else []),
+    )
+    t["assignments"] = Table(
+        "assignments",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("unit_id", Integer, ForeignKey("units.id"), nullable=False, index=True),
+        Column("slot", Integer, nullable=False),
+        Column("story_order", Text, nullable=False),
+        Column("rnd", Float, nullable=False),
+        Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=True, index=True),
+        Column("claimed_at", Float, nullable=True),
+        Column("submitted_at", Float, nullable=True),
+        UniqueConstraint("unit_id", "annotator_id", name="one_unit_per_annotator"),
+        UniqueConstraint("unit_id", "slot", name="one_row_per_slot"),
+    )
+    t["judgements"] = Table(
+        "judgements",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("assignment_id", Integer, ForeignKey("assignments.id"), nullable=False, unique=True),
+        Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False, index=True),
+        Column("unit_id", Integer, ForeignKey("units.id"), nullable=False, index=True),
+        Column("answer", Text, nullable=False),
+        Column("gold_passed", Boolean, nullable=True),
+        Column("seconds", Float, nullable=True),
+        Column("created_at", Float, nullable=False),
+    )
+    return t
+
+
+metadata = MetaData()
+T = _tables(metadata, SCHEMA_VERSION)
+settings, items, stories, units, annotators, assignments, judgements = (
+    T["settings"],
+    T["items"],
+    T["stories"],
+    T["units"],
+    T["annotators"],
+    T["assignments"],
+    T["judgements"],
+)
+
+
+def _migration_1(conn: Connection) -> None:
+    _tables(MetaData(), 1)["settings"].metadata.create_all(conn)
+
+
+def _migration_2(conn: Connection) -> None:
+    """Per-annotator quota (how many tasks an invite link may take; NULL: no limit)."""
+    conn.execute(text("ALTER TABLE annotators ADD COLUMN quota INTEGER"))
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _migration_1, 2: _migration_2}
+
+
+def study_url(study: str | Path) -> str:
+    """A SQLAlchemy URL for ``study``: a URL is kept (``postgresql://...``), anything else is a SQLite file."""
+    s = str(study)
+    if "://" in s:
+        return s
+    return f"sqlite:///{Path(s).resolve()}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+class Study:
+    """An open study database: the engine, a write lock (SQLite has one writer) and the settings."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.write_lock = threading.Lock()
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        self._settings: dict[str, Any] | None = None
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction (committed on exit, rolled back on error), serialised within this process."""
+        with self.write_lock, self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            yield conn
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        if self._settings is None:
+            with self.read() as conn:
+                rows = conn.execute(select(settings.c.key, settings.c.value)).all()
+            self._settings = {k: json.loads(v) for k, v in rows}
+        return self._settings
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+    def secret(self) -> bytes:
+        return bytes.fromhex(self.settings["secret"])
+
+
+def make_engine(study: str | Path) -> Engine:
+    url = study_url(study)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=20)
+
+
+def schema_version(conn: Connection) -> int:
+    """The schema version stored in the study (0: an empty database)."""
+    if not inspect(conn).has_table("settings"):
+        return 0
+    row = conn.execute(select(settings.c.value).where(settings.c.key == "schema_version")).first()
+    return int(json.loads(row[0])) if row else 0
+
+
+def migrate(engine: Engine, *, target: int = SCHEMA_VERSION) -> int:
+    """Apply every migration above the stored version up to ``target``, each in its own transaction."""
+    with engine.begin() as conn:
+        current = schema_version(conn)
+    if current > SCHEMA_VERSION:
+        raise InputError(
+            f"this study has schema version {current}, newer than this vistkit understands ({SCHEMA_VERSION}); "
+            "upgrade vistkit"
+        )
+    for version in range(current + 1, target + 1):
+        with engine.begin() as conn:
+            MIGRATIONS[version](conn)
+            _put_setting(conn, "schema_version", version)
+    return max(current, target)
+
+
+def _put_setting(conn: Connection, key: str, value: Any) -> None:
+    conn.execute(settings.delete().where(settings.c.key == key))
+    conn.execute(settings.insert().values(key=key, value=json.dumps(value)))
+
+
+def put_settings(conn: Connection, values: dict[str, Any]) -> None:
+    for k, v in values.items():
+        _put_setting(conn, k, v)
+
+
+def open_study(study: str | Path, *, create: bool = False) -> Study:
+    """Open (and migrate) a study; ``create`` allows a new empty database, otherwise it must exist."""
+    url = study_url(study)
+    if url.startswith("sqlite") and not create and not Path(str(study)).exists():
+        raise InputError(f"no study file {study}; create it with `vistkit studio init {study} ...`")
+    engine = make_engine(study)
+    try:
+        migrate(engine)
+    except InputError:
+        raise
+    except Exception as exc:  # a file that is not a database, an unreachable server
+        raise InputError(f"cannot open study {study}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+    return Study(engine)
+
+
+# --------------------------------------------------------------------------------------------------- tokens
+def new_token() -> str:
+    """A fresh random token (32 bytes from `secrets`, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    """What the database keeps of a token: its SHA-256 (a leaked study file does not leak working links)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def tokens_equal(a: str, b: str) -> bool:
+    """Constant-time comparison of two token hashes (or tokens)."""
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def csrf_token(secret: bytes, annotator_id: int, assignment_id: int) -> str:
+    """The CSRF token of one task form: an HMAC of who may submit what, checked in constant time."""
+    msg = f"csrf:{annotator_id}:{assignment_id}".encode()
+    return hmac.new(secret, msg, hashlib.sha256).hexdigest()
+
+
+def now() -> float:
+    return time.time()

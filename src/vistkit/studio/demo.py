@@ -1,0 +1,126 @@
+"""The studio demo: a small study from data the package ships, on any machine, without network.
+
+Stories: the 50 dHM sample stories (human VIST stories and LLaVA-NeXT's, CC BY 4.0; see
+``vistkit/resources/demo/SOURCE.md``). Photos: the shipped stories carry no photo ids and the Flickr photos are
+not shipped, so each item shows five stand-in photos: scikit-image's bundled public-domain / CC0 sample photos
+when scikit-image is installed, otherwise generated placeholder images. They are stand-ins: they do not show
+what the stories tell.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import zlib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vistkit.errors import InputError
+
+#: scikit-image sample photos that are public domain or CC0 (per their docstrings in skimage.data).
+SKIMAGE_PHOTOS = (
+    "astronaut.png",
+    "chelsea.png",
+    "coffee.png",
+    "rocket.jpg",
+    "hubble_deep_field.jpg",
+    "camera.png",
+)
+
+
+def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A tiny solid-colour PNG (no imaging library needed)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    row = b"\x00" + bytes(rgb) * width
+    raw = zlib.compress(row * height, 9)
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+
+
+def stand_in_photos(folder: Path) -> tuple[list[str], str]:
+    """Write the stand-in photos into ``folder``; returns their photo ids and where they came from."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import skimage.data
+
+        src = Path(skimage.data.__file__).parent
+        found = [n for n in SKIMAGE_PHOTOS if (src / n).is_file()]
+    except ImportError:
+        found = []
+    if len(found) >= 5:
+        for n in found:
+            shutil.copyfile(src / n, folder / n)
+        return [Path(n).stem for n in found], "scikit-image sample photos (public domain / CC0), stand-ins"
+    colours = [(200, 90, 80), (80, 150, 200), (90, 170, 110), (210, 180, 70), (150, 110, 190), (120, 120, 120)]
+    ids = []
+    for n, c in enumerate(colours, start=1):
+        (folder / f"placeholder-{n}.png").write_bytes(_png(64, 48, c))
+        ids.append(f"placeholder-{n}")
+    return ids, "generated placeholder images"
+
+
+def build_demo(
+    folder: str | Path,
+    *,
+    task: str = "rank",
+    items: int = 10,
+    annotators: int = 3,
+    per_item: int = 3,
+    base_url: str = "http://127.0.0.1:8000",
+) -> dict[str, Any]:
+    """Build (or reuse) the demo study in ``folder``; returns its links. Reusing keeps the judgements so far."""
+    import json
+
+    from vistkit.data.readers import read_stories
+    from vistkit.studio import db, service
+    from vistkit.studio.plan import create_study, items_from_story_sets
+
+    out = Path(folder)
+    study = out / "study.db"
+    links_file = out / "links.json"
+    if study.exists():
+        if not links_file.exists():
+            raise InputError(f"{out} holds a study but no links.json; remove the folder or choose another --dir")
+        saved = json.loads(links_file.read_text(encoding="utf-8"))
+        return {**saved, "links": [tuple(x) for x in saved["links"]], "reused": True}
+    if not 1 <= items <= 50:
+        raise InputError("--items must be between 1 and 50 (the demo ships 50 story pairs)")
+    out.mkdir(parents=True, exist_ok=True)
+    photo_ids, photo_note = stand_in_photos(out / "photos")
+    root = resources.files("vistkit.resources") / "demo"
+    with resources.as_file(root) as demo_dir:
+        sets = {
+            "human": read_stories(demo_dir / "human_stories.json", system="human"),
+            "llava": read_stories(demo_dir / "llava_stories.json", system="llava"),
+        }
+    plan_items = items_from_story_sets(sets, key="story", max_items=items)
+    for n, it in enumerate(plan_items):
+        it.photo_ids = tuple(photo_ids[(n + i) % len(photo_ids)] for i in range(5))
+    summary = create_study(
+        study,
+        task=task,
+        items=plan_items,
+        per_item=per_item,
+        photos_dir=out / "photos",
+        gold=1 if task != "likert" else 0,
+        title="vistkit studio demo",
+    )
+    st = db.open_study(study)
+    base = base_url.rstrip("/")
+    links = [(name, f"{base}/a/{token}") for name, token in service.invite(st, n=annotators)]
+    st.engine.dispose()
+    info = {
+        "study": str(study),
+        "task": task,
+        "items": len(plan_items),
+        "photos": photo_note,
+        "links": links,
+        "admin_link": f"{base}/admin/{summary['admin_token']}",
+        "links_file": str(links_file),
+    }
+    links_file.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return {**info, "reused": False}

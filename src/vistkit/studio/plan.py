@@ -1,0 +1,255 @@
+"""Building a study: items from story files, gold items, units and the assignment plan.
+
+An *item* is one photo sequence (or story key) and its stories, one per system. A *unit* is what one annotator
+judges at once: the item's N stories (rank), one pair of them (pairwise) or one story (Likert). Each unit gets
+``per_item`` assignment slots (k annotators, 5 as in VHED), each with its own random story order, recorded so
+position bias can be measured. Gold items replace a machine story by the human story with its sentences shuffled:
+a careful annotator prefers the original (rank, pairwise) or does not agree the shuffled story is coherent (Likert).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vistkit.data.story import Keying, StorySet
+from vistkit.errors import InputError
+from vistkit.studio import LIKERT_STATEMENTS, TASKS
+
+
+@dataclass
+class PlanStory:
+    system: str
+    story_id: str
+    text: str
+    gold_role: str = ""  # "", "original" or "shuffled"
+
+
+@dataclass
+class PlanItem:
+    key: str
+    photo_ids: tuple[str, ...] = ()
+    stories: list[PlanStory] = field(default_factory=list)
+    is_gold: bool = False
+
+
+def items_from_story_sets(
+    sets: Mapping[str, StorySet], *, key: Keying | str = Keying.STORY, max_items: int | None = None
+) -> list[PlanItem]:
+    """One item per key that every system has (in the first system's order); stories of other keys are dropped.
+
+    Raises `InputError` when no key is shared by all systems or a system has two stories for one key.
+    """
+    keying = Keying(key)
+    if not sets:
+        raise InputError("give at least one --stories NAME=FILE")
+    by_system: dict[str, dict[str, Any]] = {}
+    for name, ss in sets.items():
+        keyed: dict[str, Any] = {}
+        for story in ss:
+            k = story.key(keying)
+            if k in keyed:
+                raise InputError(
+                    f"--stories {name}: two stories share the {keying.value} key {k!r}; choose another --key"
+                )
+            keyed[k] = story
+        by_system[name] = keyed
+    first = next(iter(by_system.values()))
+    shared = [k for k in first if all(k in s for s in by_system.values())]
+    if not shared:
+        raise InputError(f"no {keying.value} key is shared by every system ({', '.join(sets)}); check --key")
+    if max_items is not None:
+        shared = shared[:max_items]
+    out = []
+    for k in shared:
+        photos: tuple[str, ...] = ()
+        row = []
+        for name, keyed in by_system.items():
+            s = keyed[k]
+            photos = photos or tuple(s.photo_ids)
+            row.append(PlanStory(system=name, story_id=s.story_id, text=s.text))
+        out.append(PlanItem(key=k, photo_ids=photos, stories=row))
+    return out
+
+
+def shuffle_sentences(text: str, rng: random.Random) -> str | None:
+    """``text`` with its sentences in another order (``None`` when it has fewer than two distinct sentences)."""
+    from vistkit.text.sentences import sent_tokenize
+
+    sents = [s for s in sent_tokenize(text) if s.strip()]
+    if len(set(sents)) < 2:
+        return None
+    for _ in range(20):
+        order = sents[:]
+        rng.shuffle(order)
+        if order != sents:
+            return " ".join(order)
+    return " ".join(reversed(sents))
+
+
+def gold_items(
+    items: Sequence[PlanItem], *, n: int, reference_system: str, task: str, rng: random.Random
+) -> list[PlanItem]:
+    """``n`` attention-check items built from items that have a ``reference_system`` story."""
+    if n <= 0:
+        return []
+    out: list[PlanItem] = []
+    candidates = [it for it in items if any(s.system == reference_system for s in it.stories)]
+    rng.shuffle(candidates)
+    for it in candidates:
+        ref = next(s for s in it.stories if s.system == reference_system)
+        shuffled = shuffle_sentences(ref.text, rng)
+        if shuffled is None:
+            continue
+        original = PlanStory(reference_system, ref.story_id, ref.text, gold_role="original")
+        bad = PlanStory("gold-shuffled", ref.story_id, shuffled, gold_role="shuffled")
+        if task == "rank":
+            others = [s for s in it.stories if s.system != reference_system][1:]
+            stories = [original, bad, *[PlanStory(s.system, s.story_id, s.text) for s in others]]
+        elif task == "pairwise":
+            stories = [original, bad]
+        else:
+            stories = [bad]
+        out.append(PlanItem(key=f"gold:{it.key}", photo_ids=it.photo_ids, stories=stories, is_gold=True))
+        if len(out) == n:
+            break
+    if len(out) < n:
+        raise InputError(
+            f"--gold {n}: only {len(out)} items have a {reference_system!r} story of two or more sentences; "
+            "ask for fewer gold items or name the human system with --reference-system"
+        )
+    return out
+
+
+def _units(task: str, story_ids: list[int]) -> list[list[int]]:
+    if task == "rank":
+        return [story_ids]
+    if task == "pairwise":
+        return [list(p) for p in itertools.combinations(story_ids, 2)]
+    return [[s] for s in story_ids]
+
+
+def create_study(
+    study_path: str | Path,
+    *,
+    task: str,
+    items: Sequence[PlanItem],
+    per_item: int = 5,
+    aspects: Sequence[str] = tuple(LIKERT_STATEMENTS),
+    photos_dir: str | Path | None = None,
+    photo_url: str | None = None,
+    gold: int = 0,
+    gold_pass: float = 0.8,
+    reference_system: str = "human",
+    allow_same: bool = True,
+    claim_timeout: float = 3600.0,
+    seed: int = 0,
+    title: str = "",
+) -> dict[str, Any]:
+    """Create a new study database with its items, units and assignment plan; returns its summary (with the
+    admin token, shown once: only its hash is stored)."""
+    from sqlalchemy import insert
+
+    from vistkit.studio import db
+
+    if task not in TASKS:
+        raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
+    if per_item < 1:
+        raise InputError("--per-item must be at least 1")
+    bad = [a for a in aspects if a not in LIKERT_STATEMENTS]
+    if bad:
+        raise InputError(f"unknown aspect {bad[0]!r}; choose from {', '.join(LIKERT_STATEMENTS)}")
+    if task == "likert" and not aspects:
+        raise InputError("--aspects must name at least one aspect for a Likert study")
+    if task == "likert" and gold and "coherent" not in aspects:
+        raise InputError("Likert gold items check the 'coherent' statement; add it to --aspects or drop --gold")
+    if photos_dir is not None and photo_url is not None:
+        raise InputError("give --photos or --photo-url, not both")
+    if photos_dir is not None and not Path(photos_dir).is_dir():
+        raise InputError(f"--photos {photos_dir}: not a folder")
+    if photo_url is not None and "{id}" not in photo_url:
+        raise InputError("--photo-url must contain {id}, e.g. https://example.org/photos/{id}.jpg")
+    if not 0.0 <= gold_pass <= 1.0:
+        raise InputError("--gold-pass must be between 0 and 1")
+    items = list(items)
+    if not items:
+        raise InputError("the study has no items")
+    if task != "likert" and any(len(it.stories) < 2 for it in items):
+        raise InputError(f"a {task} study needs at least two systems (give two or more --stories)")
+    url = db.study_url(study_path)
+    if url.startswith("sqlite") and Path(str(study_path)).exists():
+        raise InputError(f"{study_path} exists already; choose a new file name (a study is never overwritten)")
+    rng = random.Random(seed)
+    plan = [*items, *gold_items(items, n=gold, reference_system=reference_system, task=task, rng=rng)]
+    st = db.open_study(study_path, create=True)
+    admin_token = db.new_token()
+    study_id = db.new_token()[:12]
+    n_units = n_assign = 0
+    with st.write() as conn:
+        if conn.execute(db.items.select().limit(1)).first() is not None:
+            raise InputError(f"{study_path} already holds a study")
+        db.put_settings(
+            conn,
+            {
+                "study_id": study_id,
+                "title": title,
+                "task": task,
+                "per_item": per_item,
+                "aspects": list(aspects),
+                "photos_dir": None if photos_dir is None else str(Path(photos_dir).resolve()),
+                "photo_url": photo_url,
+                "gold_pass": gold_pass,
+                "reference_system": reference_system,
+                "allow_same": allow_same,
+                "claim_timeout": claim_timeout,
+                "seed": seed,
+                "created_at": db.now(),
+                "secret": secrets.token_hex(32),
+                "admin_token_hash": db.token_hash(admin_token),
+            },
+        )
+        for it in plan:
+            item_id = conn.execute(
+                insert(db.items).values(key=it.key, photo_ids=json.dumps(list(it.photo_ids)), is_gold=it.is_gold)
+            ).inserted_primary_key[0]
+            sids = [
+                conn.execute(
+                    insert(db.stories).values(
+                        item_id=item_id, system=s.system, story_id=s.story_id, text=s.text, gold_role=s.gold_role
+                    )
+                ).inserted_primary_key[0]
+                for s in it.stories
+            ]
+            for unit in _units(task, sids):
+                if it.is_gold and task == "pairwise" and len(unit) != 2:
+                    continue
+                unit_id = conn.execute(
+                    insert(db.units).values(item_id=item_id, story_ids=json.dumps(unit), is_gold=it.is_gold)
+                ).inserted_primary_key[0]
+                n_units += 1
+                rows = []
+                for slot in range(per_item):
+                    order = unit[:]
+                    rng.shuffle(order)
+                    rows.append(
+                        {"unit_id": unit_id, "slot": slot, "story_order": json.dumps(order), "rnd": rng.random()}
+                    )
+                conn.execute(insert(db.assignments), rows)
+                n_assign += len(rows)
+    st.engine.dispose()
+    return {
+        "study_id": study_id,
+        "task": task,
+        "items": len(items),
+        "gold_items": len(plan) - len(items),
+        "units": n_units,
+        "assignments": n_assign,
+        "per_item": per_item,
+        "admin_token": admin_token,
+    }

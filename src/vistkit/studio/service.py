@@ -1,0 +1,280 @@
+"""What the web app does with the database: invites, claiming the next task, validating and storing judgements.
+
+Every judgement is stored in one transaction (the judgement row and its assignment's ``submitted_at``) before
+the caller is told it was saved. The assignment is the idempotency key: a retried submission with the same answer
+is acknowledged again and stored once; a different answer for a submitted task is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, insert, or_, select, update
+
+from vistkit.studio import LIKERT_STATEMENTS
+from vistkit.studio import db
+
+
+class StudioError(Exception):
+    """A request the study refuses: an HTTP status and one sentence for the person who sent it."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Annotator:
+    id: int
+    name: str
+    quota: int | None
+
+
+@dataclass
+class Task:
+    """One claimed assignment, ready to show."""
+
+    assignment_id: int
+    unit_id: int
+    item_key: str
+    photo_ids: list[str]
+    stories: list[dict[str, Any]]  # display order: {"id", "text", "label"}
+    done: int
+    total: int
+
+
+def invite(st: db.Study, *, n: int, prefix: str = "annotator", quota: int | None = None) -> list[tuple[str, str]]:
+    """Create ``n`` annotators; returns ``(name, token)`` pairs (the tokens are shown once, stored hashed)."""
+    out: list[tuple[str, str]] = []
+    with st.write() as conn:
+        existing = conn.execute(select(func.count()).select_from(db.annotators)).scalar_one()
+        for i in range(n):
+            token = db.new_token()
+            name = f"{prefix}-{existing + i + 1:03d}"
+            conn.execute(
+                insert(db.annotators).values(
+                    name=name, token_hash=db.token_hash(token), created_at=db.now(), quota=quota
+                )
+            )
+            out.append((name, token))
+    return out
+
+
+def new_admin_token(st: db.Study) -> str:
+    """Replace the admin token (the old link stops working); returns the new one."""
+    token = db.new_token()
+    with st.write() as conn:
+        db.put_settings(conn, {"admin_token_hash": db.token_hash(token)})
+    st._settings = None
+    return token
+
+
+def authenticate(conn: Connection, token: str) -> Annotator | None:
+    """The annotator whose invite token this is (looked up by hash, compared in constant time), else None."""
+    if not token or len(token) > 200:
+        return None
+    h = db.token_hash(token)
+    row = conn.execute(
+        select(db.annotators.c.id, db.annotators.c.name, db.annotators.c.quota, db.annotators.c.token_hash).where(
+            db.annotators.c.token_hash == h
+        )
+    ).first()
+    if row is None or not db.tokens_equal(row.token_hash, h):
+        return None
+    return Annotator(row.id, row.name, row.quota)
+
+
+def is_admin(st: db.Study, token: str) -> bool:
+    """Whether ``token`` is the admin token (constant-time comparison of hashes; annotator tokens never are)."""
+    if not token or len(token) > 200:
+        return False
+    return db.tokens_equal(db.token_hash(token), str(st.setting("admin_token_hash", "")))
+
+
+def _counts(conn: Connection, annotator: Annotator) -> tuple[int, int]:
+    done = conn.execute(
+        select(func.count()).select_from(db.judgements).where(db.judgements.c.annotator_id == annotator.id)
+    ).scalar_one()
+    n_units = conn.execute(select(func.count()).select_from(db.units)).scalar_one()
+    total = n_units if annotator.quota is None else min(annotator.quota, n_units)
+    return int(done), int(total)
+
+
+def _open_claim(conn: Connection, annotator: Annotator) -> int | None:
+    row = conn.execute(
+        select(db.assignments.c.id)
+        .where(db.assignments.c.annotator_id == annotator.id, db.assignments.c.submitted_at.is_(None))
+        .order_by(db.assignments.c.claimed_at, db.assignments.c.id)
+        .limit(1)
+    ).first()
+    return None if row is None else int(row.id)
+
+
+def claim_next(st: db.Study, annotator: Annotator) -> int | None:
+    """The annotator's open assignment, or a newly claimed one (never a unit they already have), or None.
+
+    Claims left unsubmitted for longer than the study's ``claim_timeout`` are given to someone else.
+    """
+    with st.read() as conn:
+        current = _open_claim(conn, annotator)
+        if current is not None:
+            return current
+        done, total = _counts(conn, annotator)
+    if done >= total:
+        return None
+    a = db.assignments
+    stale = db.now() - float(st.setting("claim_timeout", 3600.0))
+    for _ in range(8):
+        with st.write() as conn:
+            mine = select(a.c.unit_id).where(a.c.annotator_id == annotator.id).scalar_subquery()
+            cand = conn.execute(
+                select(a.c.id)
+                .where(
+                    a.c.submitted_at.is_(None),
+                    or_(a.c.annotator_id.is_(None), a.c.claimed_at < stale),
+                    a.c.unit_id.not_in(mine),
+                )
+                .order_by(a.c.slot, a.c.rnd)
+                .limit(1)
+            ).first()
+            if cand is None:
+                return None
+            res = conn.execute(
+                update(a)
+                .where(
+                    a.c.id == cand.id,
+                    a.c.submitted_at.is_(None),
+                    or_(a.c.annotator_id.is_(None), a.c.claimed_at < stale),
+                )
+                .values(annotator_id=annotator.id, claimed_at=db.now())
+            )
+            if res.rowcount == 1:
+                return int(cand.id)
+    return None
+
+
+def load_task(st: db.Study, annotator: Annotator, assignment_id: int) -> Task:
+    with st.read() as conn:
+        row = conn.execute(
+            select(a := db.assignments, db.items.c.key, db.items.c.photo_ids)
+            .join(db.units, db.units.c.id == a.c.unit_id)
+            .join(db.items, db.items.c.id == db.units.c.item_id)
+            .where(a.c.id == assignment_id)
+        ).first()
+        if row is None:
+            raise StudioError(404, "no such task")
+        order = json.loads(row.story_order)
+        texts = dict(
+            conn.execute(select(db.stories.c.id, db.stories.c.text).where(db.stories.c.id.in_(order))).all()
+        )
+        done, total = _counts(conn, annotator)
+    labels = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return Task(
+        assignment_id=assignment_id,
+        unit_id=row.unit_id,
+        item_key=row.key,
+        photo_ids=json.loads(row.photo_ids),
+        stories=[{"id": sid, "text": texts[sid], "label": labels[i % 26]} for i, sid in enumerate(order)],
+        done=done,
+        total=max(total, done + 1),
+    )
+
+
+def progress(st: db.Study, annotator: Annotator) -> tuple[int, int]:
+    with st.read() as conn:
+        return _counts(conn, annotator)
+
+
+# --------------------------------------------------------------------------------------------------- answers
+def parse_answer(task: str, form: dict[str, str], order: list[int], aspects: list[str], allow_same: bool) -> dict:
+    """The canonical answer from a submitted form, or `StudioError` 422 saying what is wrong.
+
+    rank: ``ranking`` = display positions (1-based) best first, a permutation (no ties);
+    pairwise: ``choice`` = A, B or same; likert: one field 1..5 per aspect.
+    """
+    if task == "rank":
+        raw = form.get("ranking", "")
+        try:
+            positions = [int(x) for x in raw.split(",")]
+        except ValueError:
+            raise StudioError(422, "ranking must list the story positions best first, e.g. 2,1,3") from None
+        if sorted(positions) != list(range(1, len(order) + 1)):
+            raise StudioError(
+                422, f"ranking must order all {len(order)} stories exactly once (no ties, no gaps)"
+            )
+        return {"ranks": {str(order[p - 1]): r for r, p in enumerate(positions, start=1)}}
+    if task == "pairwise":
+        choice = form.get("choice", "")
+        allowed = ("A", "B", "same") if allow_same else ("A", "B")
+        if choice not in allowed:
+            raise StudioError(422, f"choice must be {' or '.join(allowed)}")
+        preferred = None if choice == "same" else order[0 if choice == "A" else 1]
+        return {"choice": choice, "preferred": preferred}
+    ratings: dict[str, int] = {}
+    for aspect in aspects:
+        v = form.get(aspect, "")
+        if v not in ("1", "2", "3", "4", "5"):
+            raise StudioError(422, f"rate the statement {LIKERT_STATEMENTS[aspect]!r} from 1 to 5")
+        ratings[aspect] = int(v)
+    return {"ratings": ratings}
+
+
+def gold_result(task: str, answer: dict, roles: dict[int, str]) -> bool | None:
+    """Whether a gold unit was passed (None for a normal unit)."""
+    if not any(roles.values()):
+        return None
+    orig = next((s for s, r in roles.items() if r == "original"), None)
+    bad = next((s for s, r in roles.items() if r == "shuffled"), None)
+    if task == "rank":
+        return bool(answer["ranks"][str(orig)] < answer["ranks"][str(bad)])
+    if task == "pairwise":
+        return bool(answer["preferred"] == orig)
+    return bool(answer["ratings"].get("coherent", 5) <= 3)
+
+
+def submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[str, Any]:
+    """Validate and store one judgement (one transaction). Returns ``{"saved": True, "duplicate": bool}``."""
+    try:
+        assignment_id = int(form.get("assignment", ""))
+    except ValueError:
+        raise StudioError(422, "the form has no task number; reload the page") from None
+    task, aspects = st.setting("task"), list(st.setting("aspects", []))
+    allow_same = bool(st.setting("allow_same", True))
+    expected = db.csrf_token(st.secret(), annotator.id, assignment_id)
+    if not db.tokens_equal(form.get("csrf", ""), expected):
+        raise StudioError(403, "the form's security token is missing or wrong; reload the page and try again")
+    a = db.assignments
+    with st.write() as conn:
+        row = conn.execute(select(a).where(a.c.id == assignment_id)).first()
+        if row is None or row.annotator_id != annotator.id:
+            raise StudioError(409, "this task is not (or no longer) assigned to you; reload the page")
+        order = json.loads(row.story_order)
+        answer = parse_answer(task, form, order, aspects, allow_same)
+        canonical = json.dumps(answer, sort_keys=True)
+        prior = conn.execute(
+            select(db.judgements.c.answer).where(db.judgements.c.assignment_id == assignment_id)
+        ).first()
+        if prior is not None:
+            if prior.answer == canonical:
+                return {"saved": True, "duplicate": True}
+            raise StudioError(409, "this task was already submitted with another answer")
+        roles = dict(
+            conn.execute(select(db.stories.c.id, db.stories.c.gold_role).where(db.stories.c.id.in_(order))).all()
+        )
+        t = db.now()
+        conn.execute(
+            insert(db.judgements).values(
+                assignment_id=assignment_id,
+                annotator_id=annotator.id,
+                unit_id=row.unit_id,
+                answer=canonical,
+                gold_passed=gold_result(task, answer, roles),
+                seconds=None if row.claimed_at is None else t - row.claimed_at,
+                created_at=t,
+            )
+        )
+        conn.execute(update(a).where(and_(a.c.id == assignment_id)).values(submitted_at=t))
+    return {"saved": True, "duplicate": False}
