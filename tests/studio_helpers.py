@@ -1,0 +1,89 @@
+"""Helpers shared by the studio tests: tiny studies, invite tokens, reading a task page like a client."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("sqlalchemy", reason="vistkit studio needs the studio extra (sqlalchemy)")
+pytest.importorskip("starlette", reason="vistkit studio needs the studio extra (starlette)")
+
+from vistkit.studio import db, service  # noqa: E402
+from vistkit.studio.plan import PlanItem, PlanStory, create_study  # noqa: E402
+
+HUMAN = [
+    "we went to the beach . the sand was warm . we built a castle . the waves took it . we went home happy .",
+    "the party started early . everyone brought food . the cake was huge . we danced all night . it was fun .",
+    "the city was busy . we saw tall buildings . we ate lunch downtown . the park was green . we took a train .",
+    "the game was close . our team scored first . the crowd cheered loudly . they tied it late . we won at last .",
+]
+MACHINE_1 = ["a beach . a beach . a beach .", "a party .", "a city with buildings .", "a game ."]
+MACHINE_2 = ["the sea is blue .", "people at a party .", "a busy street .", "players on a field ."]
+
+
+def plan_items(n: int = 3, *, systems: int = 3, photos: bool = True) -> list[PlanItem]:
+    out = []
+    for i in range(n):
+        stories = [PlanStory("human", f"s{i}", HUMAN[i]), PlanStory("m1", f"s{i}", MACHINE_1[i])]
+        if systems >= 3:
+            stories.append(PlanStory("m2", f"s{i}", MACHINE_2[i]))
+        pids = tuple(f"p{i}{j}" for j in range(5)) if photos else ()
+        out.append(PlanItem(key=f"s{i}", photo_ids=pids, stories=stories))
+    return out
+
+
+@dataclass
+class Made:
+    path: Path
+    study: db.Study
+    admin: str
+    tokens: list[str]
+    names: list[str]
+
+
+def make_study(
+    tmp: Path, *, task: str = "rank", n_items: int = 3, systems: int = 3, per_item: int = 2, annotators: int = 3,
+    **kw: Any,
+) -> Made:
+    path = tmp / f"{task}.db"
+    s = create_study(path, task=task, items=plan_items(n_items, systems=systems), per_item=per_item, **kw)
+    st = db.open_study(path)
+    pairs = service.invite(st, n=annotators)
+    return Made(path, st, s["admin_token"], [t for _, t in pairs], [n for n, _ in pairs])
+
+
+def count(st: db.Study, table: Any) -> int:
+    from sqlalchemy import func, select
+
+    with st.read() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+@dataclass
+class Page:
+    status: int
+    html: str
+    assignment: str | None
+    csrf: str | None
+    texts: list[str]
+    progress: str | None
+
+
+def read_page(client: Any, token: str) -> Page:
+    import html as html_mod
+
+    r = client.get(f"/a/{token}")
+    a = re.search(r'name="assignment" value="(\d+)"', r.text)
+    c = re.search(r'name="csrf" value="(\w+)"', r.text)
+    p = re.search(r"Task \d+ of \d+|\d+ of \d+ done", r.text)
+    texts = [html_mod.unescape(t) for t in re.findall(r'<div class="text" data-story="\w">(.*?)</div>', r.text, re.S)]
+    return Page(r.status_code, r.text, a and a.group(1), c and c.group(1), texts, p and p.group(0))
+
+
+def rank_by(texts: list[str], preference: list[str]) -> str:
+    """The ``ranking`` field that orders the shown ``texts`` as in ``preference`` (best first)."""
+    return ",".join(str(texts.index(t) + 1) for t in preference)
