@@ -28,9 +28,9 @@ MACHINE_2 = ["the sea is blue .", "people at a party .", "a busy street .", "pla
 def plan_items(n: int = 3, *, systems: int = 3, photos: bool = True) -> list[PlanItem]:
     out = []
     for i in range(n):
-        stories = [PlanStory("human", f"s{i}", HUMAN[i]), PlanStory("m1", f"s{i}", MACHINE_1[i])]
+        stories = [PlanStory("human", f"s{i}", HUMAN[i % 4]), PlanStory("m1", f"s{i}", MACHINE_1[i % 4])]
         if systems >= 3:
-            stories.append(PlanStory("m2", f"s{i}", MACHINE_2[i]))
+            stories.append(PlanStory("m2", f"s{i}", MACHINE_2[i % 4]))
         pids = tuple(f"p{i}{j}" for j in range(5)) if photos else ()
         out.append(PlanItem(key=f"s{i}", photo_ids=pids, stories=stories))
     return out
