@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and exactly (a CPU build available locally); any other spec pulls GBs of CUDA.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[models,test]'
+	$(BIN)/python -m pip install -q -e '.[models,studio,test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -25,6 +25,13 @@ system-deps:
 		apt-get install -y -q wordnet-base >/dev/null 2>&1 || \
 		(apt-get update -q >/dev/null 2>&1 && apt-get install -y -q wordnet-base >/dev/null 2>&1) || \
 		echo "warning: could not install wordnet-base; GROOViST runs without WordNet lemmas"; \
+	fi
+	@# Debian's chromium for the studio browser test (Playwright drives it; its own browser download is not used)
+	@if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's chromium (browser test of vistkit studio)"; \
+		apt-get install -y -q chromium >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) || \
+		echo "warning: could not install chromium; the studio browser test will be skipped"; \
 	fi
 
 demo: $(STAMP)

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("sqlalchemy", reason="vistkit studio needs the studio extra (sqlalchemy)")
 pytest.importorskip("starlette", reason="vistkit studio needs the studio extra (starlette)")
 
-from vistkit.studio import db, service  # noqa: E402
-from vistkit.studio.plan import PlanItem, PlanStory, create_study  # noqa: E402
+from vistkit.studio import db, service
+from vistkit.studio.plan import PlanItem, PlanStory, create_study
 
 HUMAN = [
     "we went to the beach . the sand was warm . we built a castle . the waves took it . we went home happy .",
@@ -46,7 +46,13 @@ class Made:
 
 
 def make_study(
-    tmp: Path, *, task: str = "rank", n_items: int = 3, systems: int = 3, per_item: int = 2, annotators: int = 3,
+    tmp: Path,
+    *,
+    task: str = "rank",
+    n_items: int = 3,
+    systems: int = 3,
+    per_item: int = 2,
+    annotators: int = 3,
     **kw: Any,
 ) -> Made:
     path = tmp / f"{task}.db"

@@ -35,9 +35,25 @@ def test_init_cli_builds_the_assignment_plan(tmp_path: Path, capsys: pytest.Capt
     (tmp_path / "m2.json").write_text(json.dumps({"id0": "x .", "id1": "y .", "id2": "z ."}))
     study = tmp_path / "s.db"
     code = main(
-        ["studio", "init", str(study), "--task", "rank", "--stories", f"human={files['human']}",
-         "--stories", f"m1={files['m1']}", "--stories", f"m2={tmp_path / 'm2.json'}", "--per-item", "5",
-         "--gold", "1", "--seed", "3"]
+        [
+            "studio",
+            "init",
+            str(study),
+            "--task",
+            "rank",
+            "--stories",
+            f"human={files['human']}",
+            "--stories",
+            f"m1={files['m1']}",
+            "--stories",
+            f"m2={tmp_path / 'm2.json'}",
+            "--per-item",
+            "5",
+            "--gold",
+            "1",
+            "--seed",
+            "3",
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0 and "/admin/" in out
@@ -101,8 +117,11 @@ def test_each_unit_gets_k_annotators_and_nobody_gets_a_unit_twice(tmp_path: Path
                 assert "Thank you" in page.html
                 break
             seen.setdefault(tok, []).append(page.texts[0] if False else page.assignment)
-            r = c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf,
-                                                 "ranking": "1,2,3"}, follow_redirects=False)
+            r = c.post(
+                f"/a/{tok}/submit",
+                data={"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"},
+                follow_redirects=False,
+            )
             assert r.status_code == 303
     data = analysis.load(made.study)
     per_unit = Counter(j.unit_id for j in data.judgements)
@@ -127,7 +146,7 @@ def test_progress_is_shown_and_counts_up(tmp_path: Path) -> None:
 
 def test_quota_limits_an_invite(tmp_path: Path) -> None:
     made = make_study(tmp_path, n_items=3, per_item=1, annotators=0)
-    [(name, tok)] = service.invite(made.study, n=1, quota=1)
+    [(_, tok)] = service.invite(made.study, n=1, quota=1)
     c = client_for(made)
     page = read_page(c, tok)
     assert page.progress == "Task 1 of 1"
@@ -141,8 +160,9 @@ def test_submission_stores_the_ranking_of_the_displayed_stories(tmp_path: Path) 
     c = client_for(made)
     for tok in made.tokens:
         page = read_page(c, tok)
-        ranking = rank_by(page.texts, [MACHINE_1[0], HUMAN[0], *[t for t in page.texts if t not in
-                                                                  (MACHINE_1[0], HUMAN[0])]])
+        ranking = rank_by(
+            page.texts, [MACHINE_1[0], HUMAN[0], *[t for t in page.texts if t not in (MACHINE_1[0], HUMAN[0])]]
+        )
         c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf, "ranking": ranking})
     data = analysis.load(made.study)
     for j in data.judgements:
@@ -162,8 +182,13 @@ def test_every_bad_input_gets_a_clear_4xx_and_stores_nothing(tmp_path: Path) -> 
         ("get", "/a/not-a-token", None, 404, "invite link is not valid"),
         ("post", "/a/not-a-token/submit", {**mine, "ranking": "1,2,3"}, 404, "invite link is not valid"),
         # another annotator's task, even with that task's CSRF token
-        ("post", f"/a/{tok}/submit", {"assignment": other_page.assignment, "csrf": other_page.csrf,
-                                      "ranking": "1,2,3"}, 403, "security token"),
+        (
+            "post",
+            f"/a/{tok}/submit",
+            {"assignment": other_page.assignment, "csrf": other_page.csrf, "ranking": "1,2,3"},
+            403,
+            "security token",
+        ),
         ("post", f"/a/{tok}/submit", {**mine, "csrf": "0" * 64, "ranking": "1,2,3"}, 403, "security token"),
         ("post", f"/a/{tok}/submit", {"assignment": page.assignment, "ranking": "1,2,3"}, 403, "security token"),
         ("post", f"/a/{tok}/submit", {**mine, "ranking": "1,1,2"}, 422, "no ties"),
@@ -175,14 +200,18 @@ def test_every_bad_input_gets_a_clear_4xx_and_stores_nothing(tmp_path: Path) -> 
         ("post", f"/a/{tok}/submit", {**mine, "assignment": "99999", "ranking": "1,2,3"}, 403, "security token"),
     ]
     for method, url, data, status, text in cases:
-        r = (c.get(url, headers={"accept": "application/json"}) if method == "get"
-             else c.post(url, data=data, headers={"accept": "application/json"}))
+        r = (
+            c.get(url, headers={"accept": "application/json"})
+            if method == "get"
+            else c.post(url, data=data, headers={"accept": "application/json"})
+        )
         assert r.status_code == status, (url, data, r.text)
         assert text in r.json()["error"]
         assert count(made.study, db.judgements) == 0
     # an assignment id that exists but is not this annotator's, with a CSRF token minted for it
-    forged = db.csrf_token(made.study.secret(), service.authenticate(made.study.engine.connect(), tok).id,
-                           int(other_page.assignment))
+    forged = db.csrf_token(
+        made.study.secret(), service.authenticate(made.study.engine.connect(), tok).id, int(other_page.assignment)
+    )
     r = c.post(f"/a/{tok}/submit", data={"assignment": other_page.assignment, "csrf": forged, "ranking": "1,2,3"})
     assert r.status_code == 409 and "not (or no longer) assigned to you" in r.text
     # HTML errors are pages, not tracebacks
@@ -204,8 +233,11 @@ def test_oversized_body_is_refused_with_413(tmp_path: Path) -> None:
         for _ in range(40):  # no Content-Length: the streamed body is cut off at the limit
             yield b"x" * 1024
 
-    r = c.post(f"/a/{tok}/submit", content=chunks(), headers={"accept": "application/json",
-                                                                "content-type": "application/x-www-form-urlencoded"})
+    r = c.post(
+        f"/a/{tok}/submit",
+        content=chunks(),
+        headers={"accept": "application/json", "content-type": "application/x-www-form-urlencoded"},
+    )
     assert r.status_code == 413
     assert count(made.study, db.judgements) == 0
 
@@ -254,10 +286,15 @@ def test_pairwise_and_likert_forms_validate(tmp_path: Path) -> None:
     assert 'value="same"' not in page.html
     r = c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf, "choice": "same"}, headers=h)
     assert r.status_code == 422 and "A or B" in r.json()["error"]
-    assert c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf, "choice": "B"},
-                  headers=h).status_code == 200
-    lk = make_study(tmp_path, task="likert", n_items=1, systems=2, per_item=1, annotators=1,
-                    aspects=["focused", "coherent"])
+    assert (
+        c.post(
+            f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf, "choice": "B"}, headers=h
+        ).status_code
+        == 200
+    )
+    lk = make_study(
+        tmp_path, task="likert", n_items=1, systems=2, per_item=1, annotators=1, aspects=["focused", "coherent"]
+    )
     c = client_for(lk)
     tok = lk.tokens[0]
     page = read_page(c, tok)
@@ -276,11 +313,17 @@ def test_json_body_is_accepted(tmp_path: Path) -> None:
     c = client_for(made)
     tok = made.tokens[0]
     page = read_page(c, tok)
-    r = c.post(f"/a/{tok}/submit", json={"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"},
-               headers={"accept": "application/json"})
+    r = c.post(
+        f"/a/{tok}/submit",
+        json={"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"},
+        headers={"accept": "application/json"},
+    )
     assert r.status_code == 200
-    r = c.post(f"/a/{tok}/submit", content=b"[1, 2]", headers={"accept": "application/json",
-                                                                 "content-type": "application/json"})
+    r = c.post(
+        f"/a/{tok}/submit",
+        content=b"[1, 2]",
+        headers={"accept": "application/json", "content-type": "application/json"},
+    )
     assert r.status_code == 400
 
 
@@ -300,8 +343,7 @@ def test_admin_routes_refuse_annotator_and_random_tokens(tmp_path: Path) -> None
 def test_tokens_are_random_hashed_and_compared_in_constant_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     made = make_study(tmp_path, n_items=1, per_item=1, annotators=20)
     assert len(set(made.tokens)) == 20 and min(len(t) for t in made.tokens) >= 43  # 32 random bytes
-    raw = made.path.read_bytes() + (Path(f"{made.path}-wal").read_bytes() if Path(f"{made.path}-wal").exists()
-                                    else b"")
+    raw = made.path.read_bytes() + (Path(f"{made.path}-wal").read_bytes() if Path(f"{made.path}-wal").exists() else b"")
     assert not any(t.encode() in raw for t in made.tokens)
     calls: list[int] = []
     import hmac
@@ -319,9 +361,16 @@ def test_story_text_and_names_are_escaped(tmp_path: Path) -> None:
 
     path = tmp_path / "x.db"
     evil = '<script>alert("x")</script> & <b>bold</b>'
-    s = create_study(path, task="rank", per_item=1, items=[
-        PlanItem("k<1>", ("p1",), [PlanStory("human", "a", evil), PlanStory("<img src=x onerror=alert(1)>", "a", "ok .")])
-    ])
+    s = create_study(
+        path,
+        task="rank",
+        per_item=1,
+        items=[
+            PlanItem(
+                "k<1>", ("p1",), [PlanStory("human", "a", evil), PlanStory("<img src=x onerror=alert(1)>", "a", "ok .")]
+            )
+        ],
+    )
     st = db.open_study(path)
     [(_, tok)] = service.invite(st, n=1)
     from vistkit.studio.app import create_app
@@ -350,8 +399,18 @@ def test_photos_are_served_only_from_the_photo_folder(tmp_path: Path) -> None:
     assert c.get("/photos/p00.png").content == b"\x89PNG fake"
     page = read_page(c, made.tokens[0])
     assert 'src="/photos/p00.png"' in page.html
-    for bad in ("../secret.png", "..%2Fsecret.png", "%2e%2e/secret.png", "link.png", "/etc/passwd",
-                "..%5csecret.png", "p00.png/..", "sub/../../secret.png", "rank.db", ".hidden.png"):
+    for bad in (
+        "../secret.png",
+        "..%2Fsecret.png",
+        "%2e%2e/secret.png",
+        "link.png",
+        "/etc/passwd",
+        "..%5csecret.png",
+        "p00.png/..",
+        "sub/../../secret.png",
+        "rank.db",
+        ".hidden.png",
+    ):
         r = c.get(f"/photos/{bad}")
         assert r.status_code == 404, bad
         assert b"secret" not in r.content
@@ -375,8 +434,9 @@ def test_migrations_bring_a_version_1_study_up_to_date(tmp_path: Path) -> None:
     assert db.migrate(engine, target=1) == 1
     with engine.begin() as conn:
         assert "quota" not in {c["name"] for c in inspect(conn).get_columns("annotators")}
-        conn.execute(insert(db._tables(db.MetaData(), 1)["annotators"]).values(
-            name="old", token_hash="ab" * 32, created_at=1.0))
+        conn.execute(
+            insert(db._tables(db.MetaData(), 1)["annotators"]).values(name="old", token_hash="ab" * 32, created_at=1.0)
+        )
     engine.dispose()
     st = db.open_study(path)
     with st.read() as conn:
@@ -425,8 +485,10 @@ def test_study_agreement_and_results(tmp_path: Path) -> None:
         for _ in range(3):
             page = read_page(c, tok)
             prefer = sorted(page.texts, key=lambda t: (t not in HUMAN, t not in MACHINE_1))
-            c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf,
-                                             "ranking": rank_by(page.texts, prefer)})
+            c.post(
+                f"/a/{tok}/submit",
+                data={"assignment": page.assignment, "csrf": page.csrf, "ranking": rank_by(page.texts, prefer)},
+            )
     s = analysis.summary(analysis.load(made.study))
     assert s["alpha"]["rank"] == pytest.approx(1.0)
     assert {r["system"]: r["mean rank"] for r in s["results"]} == {"human": 1.0, "m1": 2.0, "m2": 3.0}

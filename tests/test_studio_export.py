@@ -46,8 +46,10 @@ def ranked_study(tmp_path: Path):  # type: ignore[no-untyped-def]
     for n, tok in enumerate(made.tokens):
         page = read_page(c, tok)
         prefer = [TEXT[s] for s in sorted(RANKS[n], key=lambda s: RANKS[n][s])]
-        r = c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf,
-                                             "ranking": rank_by(page.texts, prefer)})
+        r = c.post(
+            f"/a/{tok}/submit",
+            data={"assignment": page.assignment, "csrf": page.csrf, "ranking": rank_by(page.texts, prefer)},
+        )
         assert r.status_code == 200  # after the redirect
     return made
 
@@ -60,8 +62,9 @@ def test_rankings_export_round_trips_into_vhed_pairs(tmp_path: Path, capsys: pyt
     assert main(["studio", "export", str(made.path), "--format", "rankings", "-o", str(rk)]) == 0
     tasks = read_rankings(rk)
     assert list(tasks) == ["s0"]
-    assert tasks["s0"]["ranks"] == {name: {k: float(v) for k, v in RANKS[i].items()}
-                                    for i, name in enumerate(made.names)}
+    assert tasks["s0"]["ranks"] == {
+        name: {k: float(v) for k, v in RANKS[i].items()} for i, name in enumerate(made.names)
+    }
     assert {k: s.text for k, s in tasks["s0"]["stories"].items()} == TEXT
     assert main(["meta", "rankings-to-pairs", str(rk), "-o", str(p1)]) == 0
     assert main(["studio", "export", str(made.path), "--format", "pairs", "-o", str(p2)]) == 0
@@ -87,8 +90,21 @@ def test_rankings_export_round_trips_into_vhed_pairs(tmp_path: Path, capsys: pyt
 def test_report_runs_meta_pairs_on_the_judgements(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     made = ranked_study(tmp_path)
     capsys.readouterr()
-    code = main(["studio", "report", str(made.path), "-m", "meta-test-length", "--format", "json",
-                 "--bootstrap", "20", "--report", str(tmp_path / "rep")])
+    code = main(
+        [
+            "studio",
+            "report",
+            str(made.path),
+            "-m",
+            "meta-test-length",
+            "--format",
+            "json",
+            "--bootstrap",
+            "20",
+            "--report",
+            str(tmp_path / "rep"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     data = json.loads(out)
@@ -117,8 +133,9 @@ def test_pairwise_export(tmp_path: Path) -> None:
 
 
 def test_likert_export_reads_back_and_correlates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    made = make_study(tmp_path, task="likert", n_items=3, systems=2, per_item=2, annotators=2,
-                      aspects=["focused", "coherent"])
+    made = make_study(
+        tmp_path, task="likert", n_items=3, systems=2, per_item=2, annotators=2, aspects=["focused", "coherent"]
+    )
     c = client_for(made)
     for n, tok in enumerate(made.tokens):
         for _ in range(6):
@@ -126,8 +143,15 @@ def test_likert_export_reads_back_and_correlates(tmp_path: Path, capsys: pytest.
             if page.assignment is None:
                 break
             human = page.texts[0] in HUMAN
-            c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf,
-                                             "focused": str(5 if human else 2), "coherent": str(4 if human else 1 + n)})
+            c.post(
+                f"/a/{tok}/submit",
+                data={
+                    "assignment": page.assignment,
+                    "csrf": page.csrf,
+                    "focused": str(5 if human else 2),
+                    "coherent": str(4 if human else 1 + n),
+                },
+            )
     out = tmp_path / "likert.csv"
     assert main(["studio", "export", str(made.path), "--format", "likert", "-o", str(out)]) == 0
     table = read_likert(out)
@@ -136,8 +160,7 @@ def test_likert_export_reads_back_and_correlates(tmp_path: Path, capsys: pytest.
     for sysname, vals in zip(table.systems, table.values, strict=True):
         assert list(vals) == ([5.0, 4.0] if sysname == "human" else [2.0, 1.5])
     capsys.readouterr()
-    code = main(["studio", "report", str(made.path), "-m", "meta-test-length", "--format", "json",
-                 "--bootstrap", "20"])
+    code = main(["studio", "report", str(made.path), "-m", "meta-test-length", "--format", "json", "--bootstrap", "20"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     story = [r for r in data["correlations"] if r["level"] == "story" and r["aspect"] == "focused"]
@@ -180,8 +203,10 @@ def test_gold_items_score_annotators_and_can_filter_them(tmp_path: Path) -> None
                 prefer = [first, *[t for t in page.texts if t != first]]
             else:
                 prefer = page.texts
-            c.post(f"/a/{tok}/submit", data={"assignment": page.assignment, "csrf": page.csrf,
-                                             "ranking": rank_by(page.texts, prefer)})
+            c.post(
+                f"/a/{tok}/submit",
+                data={"assignment": page.assignment, "csrf": page.csrf, "ranking": rank_by(page.texts, prefer)},
+            )
     data = analysis.load(made.study)
     assert analysis.failed_gold(data) == {made.names[1]}
     s = analysis.summary(data)
@@ -207,7 +232,7 @@ def test_demo_builds_without_serving_and_is_reused(tmp_path: Path, capsys: pytes
     info = json.loads((folder / "links.json").read_text())
     c = TestClient(create_app(open_study(folder / "study.db")))
     page = read_page(c, info["links"][0][1].rsplit("/", 1)[1])
-    assert page.status == 200 and len(page.texts) == 2 and page.html.count("<img src=\"/photos/") == 5
+    assert page.status == 200 and len(page.texts) == 2 and page.html.count('<img src="/photos/') == 5
     for src in set(__import__("re").findall(r'src="(/photos/[^"]+)"', page.html)):
         assert c.get(src).status_code == 200
 
@@ -227,6 +252,11 @@ def test_help_imports_no_web_stack() -> None:
         "import sys; from vistkit import cli; cli._load_commands();"
         "print(sorted(m for m in ('sqlalchemy', 'starlette', 'uvicorn', 'jinja2', 'krippendorff') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"},
+    )
     assert out.stdout.strip() == "[]"

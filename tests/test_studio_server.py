@@ -12,7 +12,7 @@ from studio_helpers import make_study
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 pytest.importorskip("httpx", reason="the simulated annotators need httpx (studio extra)")
 
-from vistkit.studio import simulate  # noqa: E402
+from vistkit.studio import simulate
 
 
 @pytest.mark.slow
@@ -24,8 +24,15 @@ def test_kill_9_loses_no_acknowledged_judgement_and_the_study_resumes(tmp_path: 
     proc = simulate.start_server(made.path, port)
     try:
         first = asyncio.run(
-            simulate.run_annotators(base, made.tokens, max_tasks=8, seed=1, deadline=60,
-                                    stop_after_acks=5, on_stop=lambda: simulate.kill(proc))
+            simulate.run_annotators(
+                base,
+                made.tokens,
+                max_tasks=8,
+                seed=1,
+                deadline=60,
+                stop_after_acks=5,
+                on_stop=lambda: simulate.kill(proc),
+            )
         )
     finally:
         simulate.kill(proc)

@@ -192,8 +192,20 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
     if fmt is OutputFormat.JSON:
         echo(dumps_json(s))
         return
-    head = [[k, s[k]] for k in ("study_id", "task", "units", "gold_units", "per_item", "judgements", "target",
-                               "complete_units", "gold_pass_rate")]
+    head = [
+        [k, s[k]]
+        for k in (
+            "study_id",
+            "task",
+            "units",
+            "gold_units",
+            "per_item",
+            "judgements",
+            "target",
+            "complete_units",
+            "gold_pass_rate",
+        )
+    ]
     head += [[f"alpha ({k})", v] for k, v in s["alpha"].items()]
     echo(render_table(["field", "value"], head, fmt, title="study"))
     if s["results"]:
@@ -279,8 +291,9 @@ def demo_cmd(
     _need_extra()
     from vistkit.studio.demo import build_demo
 
-    info = build_demo(folder, task=task, items=items, annotators=annotators, per_item=per_item,
-                      base_url=f"http://{host}:{port}")
+    info = build_demo(
+        folder, task=task, items=items, annotators=annotators, per_item=per_item, base_url=f"http://{host}:{port}"
+    )
     echo(f"demo study: {info['study']} ({info['task']}, {info['items']} items, photos: {info['photos']})")
     for name, link in info["links"]:
         echo(f"  {name}: {link}")

@@ -83,8 +83,13 @@ def load(st: db.Study) -> StudyData:
             .order_by(j.c.id)
         ).all()
         stories = {
-            r.id: {"system": r.system, "story_id": r.story_id, "text": r.text, "gold_role": r.gold_role,
-                   "item_id": r.item_id}
+            r.id: {
+                "system": r.system,
+                "story_id": r.story_id,
+                "text": r.text,
+                "gold_role": r.gold_role,
+                "item_id": r.item_id,
+            }
             for r in conn.execute(select(db.stories)).all()
         }
         unit_rows = conn.execute(
@@ -146,7 +151,7 @@ def krippendorff_alpha(ratings: Iterable[tuple[str, Any, float]], *, level: str 
     if len(np.unique(data[~np.isnan(data)])) < 2:
         return None
     try:
-        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
+        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))  # type: ignore[arg-type]
     except (ValueError, ZeroDivisionError):
         return None
 
@@ -335,8 +340,13 @@ def study_pairs(data: StudyData, js: Sequence[Judgement]) -> list[Any]:
             t = tasks.setdefault(r["task"], {"stories": {}, "ranks": {}})
             t["stories"].setdefault(
                 r["story"],
-                RankedStory(r["story"], r["text"], r["system"], r["story_id"], tuple(r["img_seq"].split("-"))
-                            if r["img_seq"] else ()),
+                RankedStory(
+                    r["story"],
+                    r["text"],
+                    r["system"],
+                    r["story_id"],
+                    tuple(r["img_seq"].split("-")) if r["img_seq"] else (),
+                ),
             )
             t["ranks"].setdefault(r["worker"], {})[r["story"]] = float(r["rank"])
         return pairs_from_rankings(tasks)
@@ -411,8 +421,12 @@ def jsonl_records(data: StudyData, js: Sequence[Judgement]) -> list[dict[str, An
                 "gold": j.is_gold,
                 "gold_passed": j.gold_passed,
                 "shown": [
-                    {"position": n, "system": data.stories[s]["system"], "story_id": data.stories[s]["story_id"],
-                     "text": data.stories[s]["text"]}
+                    {
+                        "position": n,
+                        "system": data.stories[s]["system"],
+                        "story_id": data.stories[s]["story_id"],
+                        "text": data.stories[s]["text"],
+                    }
                     for n, s in enumerate(j.order, start=1)
                 ],
                 "answer": _readable_answer(data, j),

@@ -52,9 +52,9 @@ def stand_in_photos(folder: Path) -> tuple[list[str], str]:
     except ImportError:
         found = []
     if len(found) >= 5:
-        for n in found:
-            shutil.copyfile(src / n, folder / n)
-        return [Path(n).stem for n in found], "scikit-image sample photos (public domain / CC0), stand-ins"
+        for name in found:
+            shutil.copyfile(src / name, folder / name)
+        return [Path(name).stem for name in found], "scikit-image sample photos (public domain / CC0), stand-ins"
     colours = [(200, 90, 80), (80, 150, 200), (90, 170, 110), (210, 180, 70), (150, 110, 190), (120, 120, 120)]
     ids = []
     for n, c in enumerate(colours, start=1):

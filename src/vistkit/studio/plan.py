@@ -217,13 +217,13 @@ def create_study(
         for it in plan:
             item_id = conn.execute(
                 insert(db.items).values(key=it.key, photo_ids=json.dumps(list(it.photo_ids)), is_gold=it.is_gold)
-            ).inserted_primary_key[0]
+            ).inserted_primary_key[0]  # type: ignore[index]
             sids = [
                 conn.execute(
                     insert(db.stories).values(
                         item_id=item_id, system=s.system, story_id=s.story_id, text=s.text, gold_role=s.gold_role
                     )
-                ).inserted_primary_key[0]
+                ).inserted_primary_key[0]  # type: ignore[index]
                 for s in it.stories
             ]
             for unit in _units(task, sids):
@@ -231,7 +231,7 @@ def create_study(
                     continue
                 unit_id = conn.execute(
                     insert(db.units).values(item_id=item_id, story_ids=json.dumps(unit), is_gold=it.is_gold)
-                ).inserted_primary_key[0]
+                ).inserted_primary_key[0]  # type: ignore[index]
                 n_units += 1
                 rows = []
                 for slot in range(per_item):

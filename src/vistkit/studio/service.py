@@ -13,8 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
-from vistkit.studio import LIKERT_STATEMENTS
-from vistkit.studio import db
+from vistkit.studio import LIKERT_STATEMENTS, db
 
 
 class StudioError(Exception):
@@ -167,9 +166,7 @@ def load_task(st: db.Study, annotator: Annotator, assignment_id: int) -> Task:
         if row is None:
             raise StudioError(404, "no such task")
         order = json.loads(row.story_order)
-        texts = dict(
-            conn.execute(select(db.stories.c.id, db.stories.c.text).where(db.stories.c.id.in_(order))).all()
-        )
+        texts = dict(conn.execute(select(db.stories.c.id, db.stories.c.text).where(db.stories.c.id.in_(order))).all())
         done, total = _counts(conn, annotator)
     labels = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     return Task(
@@ -202,9 +199,7 @@ def parse_answer(task: str, form: dict[str, str], order: list[int], aspects: lis
         except ValueError:
             raise StudioError(422, "ranking must list the story positions best first, e.g. 2,1,3") from None
         if sorted(positions) != list(range(1, len(order) + 1)):
-            raise StudioError(
-                422, f"ranking must order all {len(order)} stories exactly once (no ties, no gaps)"
-            )
+            raise StudioError(422, f"ranking must order all {len(order)} stories exactly once (no ties, no gaps)")
         return {"ranks": {str(order[p - 1]): r for r, p in enumerate(positions, start=1)}}
     if task == "pairwise":
         choice = form.get("choice", "")

@@ -105,7 +105,14 @@ async def _post(client: Any, url: str, form: dict[str, str], res: RunResult) -> 
 
 
 async def _annotator(
-    client: Any, base: str, n: int, token: str, res: RunResult, *, max_tasks: int, rng: random.Random,
+    client: Any,
+    base: str,
+    n: int,
+    token: str,
+    res: RunResult,
+    *,
+    max_tasks: int,
+    rng: random.Random,
     stop: asyncio.Event,
 ) -> None:
     import httpx
@@ -166,8 +173,9 @@ async def run_annotators(
     async with httpx.AsyncClient(timeout=30.0, limits=limits) as client:
         workers = [
             asyncio.create_task(
-                _annotator(client, base, n, tok, res, max_tasks=max_tasks, rng=random.Random(seed * 1000 + n),
-                           stop=stop)
+                _annotator(
+                    client, base, n, tok, res, max_tasks=max_tasks, rng=random.Random(seed * 1000 + n), stop=stop
+                )
             )
             for n, tok in enumerate(tokens)
         ]
@@ -181,7 +189,7 @@ async def run_annotators(
                 await asyncio.get_running_loop().run_in_executor(None, on_stop)
 
         watcher = asyncio.create_task(watch())
-        done, _ = await asyncio.wait(workers, timeout=deadline)
+        await asyncio.wait(workers, timeout=deadline)
         stop.set()
         for w in workers:
             if not w.done():
@@ -211,8 +219,13 @@ def verify(study: str | Path, acked: list[Ack], names: list[str]) -> dict[str, A
     try:
         with st.read() as conn:
             rows = conn.execute(
-                select(db.judgements.c.assignment_id, db.judgements.c.unit_id, db.judgements.c.answer,
-                       db.annotators.c.name, db.assignments.c.story_order)
+                select(
+                    db.judgements.c.assignment_id,
+                    db.judgements.c.unit_id,
+                    db.judgements.c.answer,
+                    db.annotators.c.name,
+                    db.assignments.c.story_order,
+                )
                 .join(db.annotators, db.annotators.c.id == db.judgements.c.annotator_id)
                 .join(db.assignments, db.assignments.c.id == db.judgements.c.assignment_id)
             ).all()

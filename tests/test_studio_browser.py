@@ -1,0 +1,148 @@
+"""A real browser (Debian's chromium driven by Playwright) through a whole annotation session on the real server:
+open the invite link, rank by keyboard, drag and buttons, submit, see the progress, on a desktop and a phone
+screen; a ``<script>`` story renders as text; screenshots are written (set VISTKIT_STUDIO_SCREENSHOTS=DIR to keep
+them). Skips with a reason when Playwright or chromium is absent (`make system-deps` installs chromium)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from studio_helpers import HUMAN, MACHINE_1
+
+pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
+playwright_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install 'vistkit[studio]')")
+
+from vistkit.studio import db, service, simulate  # noqa: E402
+from vistkit.studio.demo import stand_in_photos  # noqa: E402
+from vistkit.studio.plan import PlanItem, PlanStory, create_study  # noqa: E402
+
+CHROMIUM = os.environ.get("VISTKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no chromium browser found (apt-get install chromium, or set VISTKIT_CHROMIUM)"
+    ),
+]
+
+EVIL = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2"> we saw a show .'
+
+
+@pytest.fixture
+def server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    photos, _ = stand_in_photos(tmp_path / "photos")
+    items = [
+        PlanItem(
+            "s0",
+            tuple(photos[:5]),
+            [PlanStory("human", "s0", HUMAN[0]), PlanStory("m1", "s0", MACHINE_1[0]), PlanStory("evil", "s0", EVIL)],
+        ),
+        PlanItem(
+            "s1",
+            tuple(photos[1:6]),
+            [PlanStory("human", "s1", HUMAN[1]), PlanStory("m1", "s1", MACHINE_1[1]), PlanStory("evil", "s1", EVIL)],
+        ),
+    ]
+    path = tmp_path / "study.db"
+    info = create_study(
+        path, task="rank", items=items, per_item=1, photos_dir=tmp_path / "photos", seed=5, title="Browser test study"
+    )
+    st = db.open_study(path)
+    [(_, token)] = service.invite(st, n=1)
+    st.engine.dispose()
+    port = simulate.free_port()
+    proc = simulate.start_server(path, port)
+    try:
+        yield {"base": f"http://127.0.0.1:{port}", "token": token, "admin": info["admin_token"], "path": path}
+    finally:
+        simulate.kill(proc, 15)
+
+
+def _shots(tmp_path: Path) -> Path:
+    keep = os.environ.get("VISTKIT_STUDIO_SCREENSHOTS")
+    out = Path(keep) if keep else tmp_path / "shots"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _order(page) -> list[str]:  # type: ignore[no-untyped-def]
+    return page.locator("#ranking-list li.story .text").all_inner_texts()
+
+
+def test_a_person_ranks_and_submits_in_a_real_browser(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    shots = _shots(tmp_path)
+    link = f"{server['base']}/a/{server['token']}"
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(link)
+            assert page.locator("#progress").inner_text() == "Task 1 of 2"
+            imgs = page.locator("ol.photos img")
+            assert imgs.count() == 5
+            page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+            # the <script> story is shown as text, and nothing in it ran
+            assert page.get_by_text("<script>window.__pwned = 1</script>", exact=False).count() == 1
+            assert page.evaluate("window.__pwned === undefined")
+            page.screenshot(path=str(shots / "1-task-desktop.png"), full_page=True)
+
+            # keyboard: focus the human story, pick it up with Space, move it to the top with ArrowUp
+            human = page.locator("#ranking-list li.story", has_text=HUMAN[0][:30])
+            human.focus()
+            page.keyboard.press("Space")
+            page.keyboard.press("ArrowUp")
+            page.keyboard.press("ArrowUp")
+            page.keyboard.press("Space")
+            assert _order(page)[0] == HUMAN[0]
+            # drag: the machine story below the script story
+            machine = page.locator("#ranking-list li.story", has_text=MACHINE_1[0])
+            machine.drag_to(page.locator("#ranking-list li.story").nth(2), target_position={"x": 20, "y": 60})
+            assert _order(page) == [HUMAN[0], EVIL, MACHINE_1[0]]
+            # the hidden field the server reads follows the list
+            ranking = page.locator("#ranking").input_value()
+            assert len(ranking.split(",")) == 3
+            page.screenshot(path=str(shots / "2-ranked-desktop.png"), full_page=True)
+            page.locator("#submit").click()
+            page.wait_for_url(f"{link}?saved=1")
+            assert page.locator("#saved").inner_text().startswith("Saved")
+            assert page.locator("#progress").inner_text() == "Task 2 of 2"
+
+            # the second task on a phone screen, with the arrow buttons only
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.reload()
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            page.screenshot(path=str(shots / "3-task-phone.png"), full_page=True)
+            evil = page.locator("#ranking-list li.story", has_text="we saw a show")
+            for _ in range(3):  # press its "down" button until it is last
+                if "we saw a show" in _order(page)[-1]:
+                    break
+                evil.locator("button.down").click()
+            assert "we saw a show" in _order(page)[-1]
+            page.locator("#submit").click()
+            page.wait_for_url(f"{link}?saved=1")
+            assert "Thank you" in page.content() and page.locator("#progress").inner_text() == "2 of 2 done"
+            page.screenshot(path=str(shots / "4-done-phone.png"), full_page=True)
+
+            # the admin page, and an annotator token refused there
+            page.set_viewport_size({"width": 1280, "height": 900})
+            page.goto(f"{server['base']}/admin/{server['admin']}")
+            assert "2 of 2 judgements" in page.locator("#overall").inner_text()
+            page.screenshot(path=str(shots / "5-admin.png"), full_page=True)
+            assert page.goto(f"{server['base']}/admin/{server['token']}").status == 403
+            assert page.evaluate("window.__pwned === undefined") and errors == []
+        finally:
+            browser.close()
+    # what the browser sent is what the database holds
+    from vistkit.studio.analysis import jsonl_records, load
+
+    data = load(db.open_study(server["path"]))
+    recs = jsonl_records(data, data.judgements)
+    assert recs[0]["answer"]["ranks"] == {"human": 1, "evil": 2, "m1": 3}
+    assert recs[1]["answer"]["ranks"]["evil"] == 3
+    assert all(len(p.read_bytes()) > 1000 for p in shots.glob("*.png"))
+    (shots / "answers.json").write_text(json.dumps([r["answer"] for r in recs]))
