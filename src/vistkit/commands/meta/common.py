@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import shlex
+import typing
+from collections.abc import Callable
+from copy import copy
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from vistkit.commands.common import echo, parse_metric_names
+from vistkit.commands.common import MetricOptionOption, RefFormatOption, echo, parse_metric_names
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, VistkitError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
@@ -214,22 +220,6 @@ def pairs_assessment(
     }
 
 
-def _prepare(
-    pairs_csv: Path,
-    metrics: str | list[str],
-    references: Path | None,
-    ref_format: str | None,
-    key: Keying | None,
-    reference_absent: bool,
-    option: list[str],
-    label_sign: str,
-) -> tuple[list[Any], list[Any]]:
-    pairs = _load_pairs(pairs_csv, label_sign)
-    built = _metrics(metrics, option)
-    refs = _references(references, ref_format)
-    return pairs, _score_all_pairs(built, pairs, refs, key, reference_absent)
-
-
 def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
     out: dict[str, tuple[Path, str]] = {}
     for v in values:
@@ -244,3 +234,75 @@ def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
             path, field = path.rsplit(":", 1)
         out[name.strip()] = (Path(path), field)
     return out
+
+
+# ------------------------------------------------------------------------------------------ option groups
+@dataclasses.dataclass(frozen=True)
+class PairsInput:
+    """What every pair assessment (``pairs``, ``gap``, ``beats-ref``, ``compare``) reads and how it scores it."""
+
+    pairs_csv: Path = dataclasses.field(
+        metadata={"option": typer.Argument(..., help="Pairs CSV in the VHED layout (sent1, sent2, label, ...).")}
+    )
+    metrics: list[str] = dataclasses.field(metadata={"option": MetricsOpt})
+    references: Path | None = dataclasses.field(metadata={"option": RefsOpt})
+    ref_format: str | None = dataclasses.field(metadata={"option": RefFormatOption})
+    key: Keying | None = dataclasses.field(metadata={"option": KeyOpt})
+    reference_absent: bool = dataclasses.field(metadata={"option": RefAbsentOpt})
+    option: list[str] = dataclasses.field(metadata={"option": MetricOptionOption})
+    label_sign: str = dataclasses.field(metadata={"option": LabelSignOpt})
+
+    def prepare(self) -> tuple[list[Any], list[Any]]:
+        """The pairs and each metric's scores of them (`PairScores`, metrics that cannot score skipped under
+        ``--metrics all``)."""
+        pairs = _load_pairs(self.pairs_csv, self.label_sign)
+        built = _metrics(self.metrics, self.option)
+        refs = _references(self.references, self.ref_format)
+        return pairs, _score_all_pairs(built, pairs, refs, self.key, self.reference_absent)
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgedInput:
+    """How ``correlate`` and ``errors`` find and score the judged stories of their table."""
+
+    metrics: list[str] = dataclasses.field(metadata={"option": MetricsOpt})
+    stories: list[str] = dataclasses.field(metadata={"option": StoriesOpt})
+    references: Path | None = dataclasses.field(metadata={"option": RefsOpt})
+    ref_format: str | None = dataclasses.field(metadata={"option": RefFormatOption})
+    key: Keying | None = dataclasses.field(metadata={"option": JudgedKeyOpt})
+    reference_absent: bool = dataclasses.field(metadata={"option": RefAbsentOpt})
+    option: list[str] = dataclasses.field(metadata={"option": MetricOptionOption})
+
+
+def option_group(group: type[Any], **helps: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorator (below ``@meta_app.command``): the command's parameter annotated ``group`` (a dataclass whose
+    fields carry their typer option or argument as ``metadata["option"]``) stands on the command line as the
+    group's options, in field order, and the command receives the group filled in. ``helps`` overrides a
+    field's help text for this command."""
+    hints = typing.get_type_hints(group)
+    names = [f.name for f in dataclasses.fields(group)]
+    shared = []
+    for f in dataclasses.fields(group):
+        info = f.metadata["option"]
+        if f.name in helps:
+            info = copy(info)
+            info.help = helps[f.name]
+        shared.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=hints[f.name]))
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        sig = inspect.signature(func, eval_str=True)
+        [target] = [p.name for p in sig.parameters.values() if p.annotation is group]
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            params.extend(shared if p.name == target else [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)])
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> None:
+            values = {name: kwargs.pop(name) for name in names}
+            func(**kwargs, **{target: group(**values)})
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        return command
+
+    return decorate

@@ -9,17 +9,13 @@ from typing import Any
 import numpy as np
 import typer
 
-from vistkit.commands.common import FormatOption, MetricOptionOption, RefFormatOption, parse_metric_names
+from vistkit.commands.common import FormatOption, parse_metric_names
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
-    JudgedKeyOpt,
-    MetricsOpt,
-    RefAbsentOpt,
-    RefsOpt,
+    JudgedInput,
     ReportOpt,
     ResamplesOpt,
     SeedOpt,
-    StoriesOpt,
     _command_line,
     _emit,
     _metrics,
@@ -27,6 +23,7 @@ from vistkit.commands.meta.common import (
     _references,
     _sig_caption,
     _skip_or_raise,
+    option_group,
 )
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, VistkitError
@@ -86,20 +83,15 @@ def _score_judged(
 
 
 def _score_table(
-    table: Any,
-    metrics: str | list[str],
-    option: list[str],
-    story_files: list[str],
-    references: Path | None,
-    ref_format: str | None,
-    key: Keying | None,
-    reference_absent: bool,
+    table: Any, inputs: JudgedInput
 ) -> tuple[list[Story], dict[str, np.ndarray], dict[str, str], list[str]]:
     """Build the metrics and score every judged story of a Likert or error-label table: the stories, the
     scores and signatures per metric, and the names of the lower-is-better metrics."""
-    built = _metrics(metrics, option)
-    judged = judged_stories(table, story_files, key)
-    values, sigs = _score_judged(built, judged, _references(references, ref_format), key, reference_absent)
+    built = _metrics(inputs.metrics, inputs.option)
+    judged = judged_stories(table, inputs.stories, inputs.key)
+    values, sigs = _score_judged(
+        built, judged, _references(inputs.references, inputs.ref_format), inputs.key, inputs.reference_absent
+    )
     lower = [m.name for m in built if not m.higher_is_better]
     return judged, values, sigs, lower
 
@@ -110,17 +102,12 @@ def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict
 
 
 @meta_app.command("correlate")
+@option_group(JudgedInput)
 def correlate_cmd(
     ctx: typer.Context,
+    inputs: JudgedInput,
     likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
-    metrics: list[str] = MetricsOpt,
-    stories: list[str] = StoriesOpt,
     aspects: str | None = typer.Option(None, "--aspects", help="Aspect columns (default: all numeric columns)."),
-    references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOption,
-    key: Keying | None = JudgedKeyOpt,
-    reference_absent: bool = RefAbsentOpt,
-    option: list[str] = MetricOptionOption,
     level: str = typer.Option("both", "--level", help="story, system or both."),
     kendall: str = typer.Option("b", "--kendall", help="Kendall tau variant: b (ties corrected) or c."),
     n_resamples: int = ResamplesOpt,
@@ -135,9 +122,7 @@ def correlate_cmd(
     if level not in ("story", "system", "both"):
         raise InputError("--level must be story, system or both")
     table = read_likert(likert_csv, aspects=parse_metric_names(aspects) if aspects else None)
-    judged, values, sigs, lower = _score_table(
-        table, metrics, option, stories, references, ref_format, key, reference_absent
-    )
+    judged, values, sigs, lower = _score_table(table, inputs)
     result = correlation_assessment(
         table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed, kendall=kendall
     )
@@ -215,17 +200,12 @@ def correlation_assessment(
 
 
 @meta_app.command("errors")
+@option_group(JudgedInput)
 def errors_cmd(
     ctx: typer.Context,
+    inputs: JudgedInput,
     labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
-    metrics: list[str] = MetricsOpt,
-    stories: list[str] = StoriesOpt,
     errors: str | None = typer.Option(None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."),
-    references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOption,
-    key: Keying | None = JudgedKeyOpt,
-    reference_absent: bool = RefAbsentOpt,
-    option: list[str] = MetricOptionOption,
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
@@ -234,9 +214,7 @@ def errors_cmd(
     from vistkit.meta.human import read_error_labels
 
     table = read_error_labels(labels_csv, errors=parse_metric_names(errors) if errors else None)
-    _, values, sigs, lower = _score_table(
-        table, metrics, option, stories, references, ref_format, key, reference_absent
-    )
+    _, values, sigs, lower = _score_table(table, inputs)
     oriented = _oriented(values, lower)
     result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
     payload = {

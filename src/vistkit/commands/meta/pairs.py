@@ -9,41 +9,30 @@ from typing import Any
 import numpy as np
 import typer
 
-from vistkit.commands.common import FormatOption, MetricOptionOption, RefFormatOption
+from vistkit.commands.common import FormatOption
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
-    KeyOpt,
-    LabelSignOpt,
-    MetricsOpt,
+    PairsInput,
     RawGapOpt,
-    RefAbsentOpt,
-    RefsOpt,
     ReportOpt,
     ResamplesOpt,
     SeedOpt,
     _command_line,
     _emit,
-    _prepare,
     _proxy_note,
     _sig_caption,
+    option_group,
     pairs_assessment,
 )
-from vistkit.data.story import Keying
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat
 
 
 @meta_app.command("pairs")
+@option_group(PairsInput)
 def pairs_cmd(
     ctx: typer.Context,
-    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (sent1, sent2, label, ...)."),
-    metrics: list[str] = MetricsOpt,
-    references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOption,
-    key: Keying | None = KeyOpt,
-    reference_absent: bool = RefAbsentOpt,
-    option: list[str] = MetricOptionOption,
-    label_sign: str = LabelSignOpt,
+    inputs: PairsInput,
     gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Ranking-gap bucket edges."),
     raw_gap: bool = RawGapOpt,
     n_resamples: int = ResamplesOpt,
@@ -55,7 +44,7 @@ def pairs_cmd(
     from vistkit.meta.pairs import accuracy_table, parse_edges
 
     edges = parse_edges(gap_edges)
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    pairs, scores = inputs.prepare()
     result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed)
     cols, rows = accuracy_table(result)
     _emit(
@@ -75,16 +64,10 @@ def pairs_cmd(
 
 
 @meta_app.command("gap")
+@option_group(PairsInput)
 def gap_cmd(
     ctx: typer.Context,
-    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
-    metrics: list[str] = MetricsOpt,
-    references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOption,
-    key: Keying | None = KeyOpt,
-    reference_absent: bool = RefAbsentOpt,
-    option: list[str] = MetricOptionOption,
-    label_sign: str = LabelSignOpt,
+    inputs: PairsInput,
     gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Bucket edges, comma-separated."),
     raw_gap: bool = RawGapOpt,
     fmt: OutputFormat = FormatOption,
@@ -94,7 +77,7 @@ def gap_cmd(
     from vistkit.meta.pairs import accuracy_by_gap, gap_table, parse_edges
 
     edges = parse_edges(gap_edges)
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    pairs, scores = inputs.prepare()
     by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {
@@ -120,21 +103,15 @@ def gap_cmd(
 
 
 @meta_app.command("beats-ref")
+@option_group(PairsInput, pairs_csv="Pairs CSV in the VHED layout (with reference-machine pairs).")
 def beats_ref_cmd(
-    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout (with reference-machine pairs)."),
-    metrics: list[str] = MetricsOpt,
-    references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOption,
-    key: Keying | None = KeyOpt,
-    reference_absent: bool = RefAbsentOpt,
-    option: list[str] = MetricOptionOption,
-    label_sign: str = LabelSignOpt,
+    inputs: PairsInput,
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Machine-beats-reference ratio per system, by people and by each metric (Vrank Fig. 4)."""
     from vistkit.meta.pairs import beats_reference
 
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    pairs, scores = inputs.prepare()
     data = {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs) for s in scores}}
     payload = {"beats_reference": data, "signatures": {s.metric: s.signature for s in scores}}
     cols = ["judge", "system", "ratio", "ties", "n"]
@@ -150,15 +127,9 @@ def beats_ref_cmd(
 
 
 @meta_app.command("compare")
+@option_group(PairsInput)
 def compare_cmd(
-    pairs_csv: Path = typer.Argument(..., help="Pairs CSV in the VHED layout."),
-    metrics: list[str] = MetricsOpt,
-    references: Path | None = RefsOpt,
-    ref_format: str | None = RefFormatOption,
-    key: Keying | None = KeyOpt,
-    reference_absent: bool = RefAbsentOpt,
-    option: list[str] = MetricOptionOption,
-    label_sign: str = LabelSignOpt,
+    inputs: PairsInput,
     subset: str = typer.Option("all", "--subset", help="all, omega_3, omega_4, omega_5 or omega_4_5."),
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
@@ -170,7 +141,7 @@ def compare_cmd(
 
     if subset not in SUBSETS:
         raise InputError(f"--subset must be one of {', '.join(SUBSETS)}")
-    pairs, scores = _prepare(pairs_csv, metrics, references, ref_format, key, reference_absent, option, label_sign)
+    pairs, scores = inputs.prepare()
     if len(scores) < 2:
         raise InputError("compare needs at least two metrics: --metrics A,B")
     mask = subset_masks(pairs)[subset]
