@@ -14,7 +14,7 @@ import numpy as np
 
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
-from vistkit.metrics.base import Metric, Score
+from vistkit.metrics.base import Metric
 
 __all__ = ["PhotoMetric", "image_store", "with_photo_map"]
 
@@ -64,26 +64,9 @@ class PhotoMetric(Metric):
     def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
         """Embeddings of RGB images, one row per image."""
 
-    def score(
-        self,
-        hypotheses: StorySet | Sequence[Story],
-        references: StorySet | Sequence[Story] | None = None,
-        *,
-        key: Keying | str | None = None,
-        template: Sequence[str] | None = None,
-        require_all: bool = False,
-        reference_absent: bool = False,
-    ) -> Score:
-        """As `Metric.score`, with the photos of the photo map (``photos``) filled in first."""
-        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
-        return super().score(
-            with_photo_map(hyps, self.photos),
-            references,
-            key=key,
-            template=template,
-            require_all=require_all,
-            reference_absent=reference_absent,
-        )
+    def prepare_hypotheses(self, hypotheses: StorySet) -> StorySet:
+        """The stories with the photos of the photo map (``photos``) filled in."""
+        return with_photo_map(hypotheses, self.photos)
 
     def _check_ready(self) -> None:
         if self.store is None:

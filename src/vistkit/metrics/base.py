@@ -287,6 +287,10 @@ class Metric(ABC):
         fields.update(self.signature_fields())
         return make_signature(self.name, fields)
 
+    def prepare_hypotheses(self, hypotheses: StorySet) -> StorySet:
+        """The stories `score` aligns and scores: ``hypotheses`` as given (a metric may fill something in)."""
+        return hypotheses
+
     def score(
         self,
         hypotheses: StorySet | Sequence[Story],
@@ -301,7 +305,7 @@ class Metric(ABC):
 
         ``reference_absent`` applies the Reference Absent Algorithm (Vrank Eq. 3; see `align`).
         """
-        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
+        hyps = self.prepare_hypotheses(hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses))
         refs = (
             references if (references is None or isinstance(references, StorySet)) else StorySet(references)
         )
