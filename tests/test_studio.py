@@ -417,13 +417,16 @@ def test_photos_are_served_only_from_the_photo_folder(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- storage
-def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
+def test_sqlite_runs_in_wal_mode_and_syncs_judgements(tmp_path: Path) -> None:
+    """WAL journal; judgement transactions commit with synchronous=FULL, claims with NORMAL (WAL: survives a
+    killed process)."""
     made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
-    from sqlalchemy import text
-
     with made.study.read() as conn:
-        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-        assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    with made.study.write() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    with made.study.write(durable=False) as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
 
 
 def test_migrations_bring_a_version_1_study_up_to_date(tmp_path: Path) -> None:

@@ -163,9 +163,15 @@ class Study:
         self._settings: dict[str, Any] | None = None
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """One write transaction (committed on exit, rolled back on error), serialised within this process."""
+    def write(self, *, durable: bool = True) -> Iterator[Connection]:
+        """One write transaction (committed on exit, rolled back on error), serialised within this process.
+
+        SQLite: ``durable`` commits are synced to disk (``synchronous=FULL``); others (task claims, which are
+        harmless to lose) use ``NORMAL``, which in WAL mode still survives a killed process, only not a power cut.
+        """
         with self.write_lock, self.engine.begin() as conn:
+            if self.is_sqlite:
+                conn.exec_driver_sql(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             yield conn
 
     @contextmanager

@@ -127,7 +127,7 @@ def claim_next(st: db.Study, annotator: Annotator) -> int | None:
     a = db.assignments
     stale = db.now() - float(st.setting("claim_timeout", 3600.0))
     for _ in range(8):
-        with st.write() as conn:
+        with st.write(durable=False) as conn:
             mine = select(a.c.unit_id).where(a.c.annotator_id == annotator.id).scalar_subquery()
             cand = conn.execute(
                 select(a.c.id)
