@@ -124,8 +124,13 @@ def main() -> int:
 
             first = asyncio.run(
                 simulate.run_annotators(
-                    f"http://127.0.0.1:{port}", tokens, max_tasks=max_tasks, seed=2, deadline=args.deadline,
-                    stop_after_acks=args.kill_at, on_stop=kill9,
+                    f"http://127.0.0.1:{port}",
+                    tokens,
+                    max_tasks=max_tasks,
+                    seed=2,
+                    deadline=args.deadline,
+                    stop_after_acks=args.kill_at,
+                    on_stop=kill9,
                 )
             )
         finally:
@@ -138,7 +143,11 @@ def main() -> int:
         try:
             second = asyncio.run(
                 simulate.run_annotators(
-                    f"http://127.0.0.1:{port}", tokens, max_tasks=max_tasks, seed=3, deadline=args.deadline,
+                    f"http://127.0.0.1:{port}",
+                    tokens,
+                    max_tasks=max_tasks,
+                    seed=3,
+                    deadline=args.deadline,
                     pending=first.pending,
                 )
             )
@@ -162,8 +171,12 @@ def main() -> int:
             "resume": stats(second),
         }
         ok_fault = (
-            not after_kill["missing"] and not after_kill["wrong"] and not after_kill["duplicated"]
-            and not final["missing"] and not final["wrong"] and not final["duplicated"]
+            not after_kill["missing"]
+            and not after_kill["wrong"]
+            and not after_kill["duplicated"]
+            and not final["missing"]
+            and not final["wrong"]
+            and not final["duplicated"]
             and final["stored"] == target
         )
     out["ok"] = bool(ok_load and ok_fault)

@@ -497,3 +497,44 @@ def test_study_agreement_and_results(tmp_path: Path) -> None:
     assert {r["system"]: r["mean rank"] for r in s["results"]} == {"human": 1.0, "m1": 2.0, "m2": 3.0}
     assert s["judgements"] == 6 == s["target"] and s["complete_units"] == 3
     assert all(a["median_seconds"] is not None for a in s["annotators"])
+
+
+@pytest.mark.skipif(
+    not __import__("os").environ.get("VISTKIT_STUDIO_PG_URL"),
+    reason="set VISTKIT_STUDIO_PG_URL=postgresql+psycopg://... (an empty database) to test a PostgreSQL study",
+)
+def test_a_study_on_postgresql(tmp_path: Path) -> None:
+    """The same study on PostgreSQL: init, claim, submit, duplicate, export round trip, migrations."""
+    import os
+
+    from sqlalchemy import create_engine, text
+
+    url = os.environ["VISTKIT_STUDIO_PG_URL"]
+    engine = create_engine(url)
+    with engine.begin() as conn:  # start from an empty database
+        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    s = create_study(url, task="rank", items=plan_items(2), per_item=2)
+    st = db.open_study(url)
+    with st.read() as conn:
+        assert db.schema_version(conn) == db.SCHEMA_VERSION
+    tokens = [t for _, t in service.invite(st, n=2)]
+    from vistkit.studio.app import create_app
+
+    c = TestClient(create_app(st))
+    for tok in tokens:
+        for _ in range(3):
+            page = read_page(c, tok)
+            if page.assignment is None:
+                break
+            form = {"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"}
+            assert c.post(f"/a/{tok}/submit", data=form, headers={"accept": "application/json"}).json()["saved"]
+            assert c.post(f"/a/{tok}/submit", data=form, headers={"accept": "application/json"}).json()["duplicate"]
+    assert count(st, db.judgements) == 4
+    assert c.get(f"/admin/{s['admin_token']}/summary.json").json()["complete_units"] == 2
+    out = tmp_path / "r.csv"
+    analysis.export(st, out, fmt="rankings")
+    from vistkit.meta.human import read_rankings
+
+    assert len(read_rankings(out)) == 2
+    st.engine.dispose()

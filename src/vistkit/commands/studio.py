@@ -126,7 +126,9 @@ def init_cmd(
         title=title,
     )
     summary["admin_link"] = f"{base_url.rstrip('/')}/admin/{summary['admin_token']}"
-    _print_kv(summary, fmt, f"study {db_url or study}")
+    from vistkit.studio.db import display_name
+
+    _print_kv(summary, fmt, f"study {display_name(db_url or study)}")
     if fmt is OutputFormat.TEXT:
         echo("Keep the admin link: only its hash is stored. Next: `vistkit studio invite STUDY --n 10`.")
 
@@ -177,7 +179,10 @@ def serve_cmd(
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.secho(f"warning: serving on {host}: put it behind HTTPS before sharing links", err=True)
-    echo(f"serving study {study} ({st.setting('task')}) on http://{host}:{port}/  (Ctrl-C stops)")
+    from vistkit.studio.db import display_name
+
+    name = display_name(db_url or study)
+    echo(f"serving study {name} ({st.setting('task')}) on http://{host}:{port}/  (Ctrl-C stops)")
     serve(db_url or study, host=host, port=port)
 
 

@@ -144,6 +144,19 @@ def study_url(study: str | Path) -> str:
     return f"sqlite:///{Path(s).resolve()}"
 
 
+def display_name(study: str | Path) -> str:
+    """``study`` for messages: a URL's password is masked."""
+    s = str(study)
+    if "://" not in s:
+        return s
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(s).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL: show only its scheme
+        return s.split("://", 1)[0] + "://..."
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -248,7 +261,8 @@ def open_study(study: str | Path, *, create: bool = False) -> Study:
     except InputError:
         raise
     except Exception as exc:  # a file that is not a database, an unreachable server
-        raise InputError(f"cannot open study {study}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"cannot open study {display_name(study)}: {exc.__class__.__name__}: {first}"[:400]) from None
     return Study(engine)
 
 
