@@ -146,3 +146,77 @@ def test_a_person_ranks_and_submits_in_a_real_browser(server, tmp_path: Path) ->
     assert recs[1]["answer"]["ranks"]["evil"] == 3
     assert all(len(p.read_bytes()) > 1000 for p in shots.glob("*.png"))
     (shots / "answers.json").write_text(json.dumps([r["answer"] for r in recs]))
+
+
+def _tab_to(page, selector: str, limit: int = 60) -> None:  # type: ignore[no-untyped-def]
+    """Press Tab until the focused element matches ``selector`` (bounded)."""
+    for _ in range(limit):
+        if page.evaluate(f"document.activeElement && document.activeElement.matches({selector!r})"):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {selector}")
+
+
+@pytest.mark.parametrize("task", ["pairwise", "likert"])
+def test_pairwise_and_likert_by_keyboard_alone_on_a_phone(task: str, tmp_path: Path) -> None:
+    photos, _ = stand_in_photos(tmp_path / "photos")
+    items = [PlanItem("s0", tuple(photos[:5]), [PlanStory("human", "s0", HUMAN[0]), PlanStory("evil", "s0", EVIL)])]
+    path = tmp_path / "study.db"
+    create_study(
+        path,
+        task=task,
+        items=items,
+        per_item=1,
+        photos_dir=tmp_path / "photos",
+        seed=2,
+        aspects=["focused", "coherent", "share"],
+    )
+    st = db.open_study(path)
+    [(_, token)] = service.invite(st, n=1)
+    st.engine.dispose()
+    port = simulate.free_port()
+    proc = simulate.start_server(path, port)
+    shots = _shots(tmp_path)
+    link = f"http://127.0.0.1:{port}/a/{token}"
+    try:
+        with playwright_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 390, "height": 844})
+                page.goto(link)
+                assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+                if task == "pairwise":
+                    _tab_to(page, 'input[name="choice"]')
+                    page.keyboard.press("Space")  # A
+                    page.keyboard.press("ArrowDown")  # B
+                    texts = page.locator("div.text").all_inner_texts()
+                    page.screenshot(path=str(shots / "6-pairwise-phone.png"), full_page=True)
+                    page.keyboard.press("Enter")
+                else:
+                    assert page.get_by_text("This story is focused.").count() == 1
+                    for aspect in ("focused", "coherent", "share"):
+                        _tab_to(page, f'input[name="{aspect}"]')
+                        page.keyboard.press("Space")  # 1 = Strongly Disagree
+                        page.keyboard.press("ArrowRight")  # 2
+                    texts = page.locator("div.text").all_inner_texts()
+                    page.screenshot(path=str(shots / f"7-likert-phone-{len(texts)}.png"), full_page=True)
+                    page.keyboard.press("Enter")
+                page.wait_for_url(f"{link}?saved=1")
+                assert page.evaluate("window.__pwned === undefined")
+                if task == "likert":  # the second story of the item
+                    assert page.locator("#progress").inner_text() == "Task 2 of 2"
+                else:
+                    assert "Thank you" in page.content()
+            finally:
+                browser.close()
+    finally:
+        simulate.kill(proc, 15)
+    from vistkit.studio.analysis import jsonl_records, load
+
+    [rec] = jsonl_records(load(db.open_study(path)), load(db.open_study(path)).judgements)
+    if task == "pairwise":
+        second = "evil" if "we saw a show" in texts[1] else "human"
+        assert rec["answer"] == {"choice": "B", "preferred": second}
+    else:
+        assert rec["answer"] == {"ratings": {"focused": 2, "coherent": 2, "share": 2}}
+        assert texts[0] in (HUMAN[0], EVIL)
