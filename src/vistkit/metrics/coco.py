@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import shutil
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
@@ -125,25 +125,22 @@ class CocoInputs:
     def __len__(self) -> int:
         return len(self.hypotheses)
 
+    def _memo(self, name: str, compute: Callable[[], Any]) -> Any:
+        if name not in self._cache:
+            self._cache[name] = compute()
+        return self._cache[name]
+
     def table(self) -> _NgramTable:
-        if "table" not in self._cache:
-            self._cache["table"] = _NgramTable(self.hypotheses, self.references)
-        return self._cache["table"]
+        return self._memo("table", lambda: _NgramTable(self.hypotheses, self.references))
 
     def bleu_stats(self) -> np.ndarray:
-        if "bleu" not in self._cache:
-            self._cache["bleu"] = bleu_stats(self.table())
-        return self._cache["bleu"]
+        return self._memo("bleu", lambda: bleu_stats(self.table()))
 
     def rouge_l(self) -> np.ndarray:
-        if "rouge" not in self._cache:
-            self._cache["rouge"] = rouge_l_item_scores(self.hypotheses, self.references)
-        return self._cache["rouge"]
+        return self._memo("rouge", lambda: rouge_l_item_scores(self.hypotheses, self.references))
 
     def cider_d(self) -> np.ndarray:
-        if "cider" not in self._cache:
-            self._cache["cider"] = cider_d_item_scores(self.table())
-        return self._cache["cider"]
+        return self._memo("cider", lambda: cider_d_item_scores(self.table()))
 
 
 _INPUTS_CACHE: OrderedDict[tuple[tuple[str, ...], tuple[tuple[str, ...], ...]], CocoInputs] = OrderedDict()
@@ -484,6 +481,16 @@ class _CocoMetric(Metric):
     def _extra_fields(self) -> dict[str, object]:
         return {}
 
+    def _mean_score(self, items: Sequence[Item], values: np.ndarray, signature: str) -> Score:
+        """A score whose corpus value is the mean of the item values."""
+        return Score(
+            metric=self.name,
+            corpus=float(np.mean(values)) if values.size else math.nan,
+            item_ids=[it.item_id for it in items],
+            item_scores=values,
+            signature=signature,
+        )
+
 
 class _Bleu(_CocoMetric):
     n: ClassVar[int]
@@ -506,32 +513,13 @@ class _Bleu(_CocoMetric):
         )
 
 
-@register
-class Bleu1(_Bleu):
-    name = "bleu-1"
-    n = 1
-    card = _bleu_card(1)
+def _bleu_metric(n: int) -> type[Metric]:
+    """The registered metric ``bleu-N``: `_Bleu` with ``n`` = N."""
+    attrs = {"name": f"bleu-{n}", "n": n, "card": _bleu_card(n), "__module__": __name__}
+    return register(type(f"Bleu{n}", (_Bleu,), attrs))
 
 
-@register
-class Bleu2(_Bleu):
-    name = "bleu-2"
-    n = 2
-    card = _bleu_card(2)
-
-
-@register
-class Bleu3(_Bleu):
-    name = "bleu-3"
-    n = 3
-    card = _bleu_card(3)
-
-
-@register
-class Bleu4(_Bleu):
-    name = "bleu-4"
-    n = 4
-    card = _bleu_card(4)
+Bleu1, Bleu2, Bleu3, Bleu4 = (_bleu_metric(n) for n in (1, 2, 3, 4))
 
 
 @register
@@ -565,14 +553,7 @@ class RougeL(_CocoMetric):
         return {"beta": ROUGE_BETA}
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        values = coco_inputs(items).rouge_l()
-        return Score(
-            metric=self.name,
-            corpus=float(np.mean(values)) if values.size else math.nan,
-            item_ids=[it.item_id for it in items],
-            item_scores=values,
-            signature=signature,
-        )
+        return self._mean_score(items, coco_inputs(items).rouge_l(), signature)
 
 
 @register
@@ -611,52 +592,36 @@ class CiderD(_CocoMetric):
         return {"sigma": f"{CIDER_SIGMA:g}", "df": "refs"}
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        values = coco_inputs(items).cider_d()
-        return Score(
-            metric=self.name,
-            corpus=float(np.mean(values)) if values.size else math.nan,
-            item_ids=[it.item_id for it in items],
-            item_scores=values,
-            signature=signature,
-        )
+        return self._mean_score(items, coco_inputs(items).cider_d(), signature)
 
 
 # -------------------------------------------------------------------------------------------- functional face
-def _as_set(stories: StorySet | Sequence[Story]) -> StorySet:
+_Stories = StorySet | Sequence[Story]
+
+
+def _as_set(stories: _Stories) -> StorySet:
     return stories if isinstance(stories, StorySet) else StorySet(stories)
 
 
-def bleu_score(
-    hypotheses: StorySet | Sequence[Story],
-    references: StorySet | Sequence[Story],
-    *,
-    n: int = 4,
-    key: Keying | str | None = None,
-) -> Score:
+def _score(name: str, hypotheses: _Stories, references: _Stories, key: Keying | str | None) -> Score:
+    return get_metric(name).score(_as_set(hypotheses), _as_set(references), key=key)
+
+
+def bleu_score(hypotheses: _Stories, references: _Stories, *, n: int = 4, key: Keying | str | None = None) -> Score:
     """pycocoevalcap BLEU-n (n = 1..4) of ``hypotheses`` against ``references``."""
     if n not in (1, 2, 3, 4):
         raise ValueError("n must be 1, 2, 3 or 4")
-    return get_metric(f"bleu-{n}").score(_as_set(hypotheses), _as_set(references), key=key)
+    return _score(f"bleu-{n}", hypotheses, references, key)
 
 
-def rouge_l_score(
-    hypotheses: StorySet | Sequence[Story],
-    references: StorySet | Sequence[Story],
-    *,
-    key: Keying | str | None = None,
-) -> Score:
+def rouge_l_score(hypotheses: _Stories, references: _Stories, *, key: Keying | str | None = None) -> Score:
     """pycocoevalcap ROUGE-L of ``hypotheses`` against ``references``."""
-    return get_metric("rouge-l").score(_as_set(hypotheses), _as_set(references), key=key)
+    return _score("rouge-l", hypotheses, references, key)
 
 
-def cider_d_score(
-    hypotheses: StorySet | Sequence[Story],
-    references: StorySet | Sequence[Story],
-    *,
-    key: Keying | str | None = None,
-) -> Score:
+def cider_d_score(hypotheses: _Stories, references: _Stories, *, key: Keying | str | None = None) -> Score:
     """pycocoevalcap CIDEr-D of ``hypotheses`` against ``references``."""
-    return get_metric("cider-d").score(_as_set(hypotheses), _as_set(references), key=key)
+    return _score("cider-d", hypotheses, references, key)
 
 
 def coco_family(
