@@ -43,14 +43,7 @@ def meta(capsys: pytest.CaptureFixture[str]) -> MetaRunner:
 
 def test_meta_pairs_json_contract(meta: MetaRunner) -> None:
     code, out, _ = meta(
-        "pairs",
-        "vhed_small.csv",
-        "--metrics",
-        "meta-test-length,meta-test-shortness",
-        "--format",
-        "json",
-        "--bootstrap",
-        "50",
+        "pairs", "vhed_small.csv", "-m", "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50"
     )
     assert code == 0
     data = json.loads(out)
@@ -70,16 +63,7 @@ def test_meta_pairs_json_contract(meta: MetaRunner) -> None:
 
 @pytest.mark.parametrize("fmt", ["text", "csv", "latex"])
 def test_meta_pairs_other_formats(meta: MetaRunner, fmt: str) -> None:
-    code, out, _ = meta(
-        "pairs",
-        "vhed_small.csv",
-        "-m",
-        "meta-test-length",
-        "--format",
-        fmt,
-        "--bootstrap",
-        "20",
-    )
+    code, out, _ = meta("pairs", "vhed_small.csv", "-m", "meta-test-length", "--format", fmt, "--bootstrap", "20")
     assert code == 0
     assert "0.5714" in out or "0.571428" in out
     if fmt == "latex":
@@ -109,29 +93,13 @@ def test_missing_references_is_one_sentence(meta: MetaRunner) -> None:
 
 
 def test_gap_beats_ref_compare(meta: MetaRunner) -> None:
-    code, out, _ = meta(
-        "gap",
-        "vhed_small.csv",
-        "-m",
-        "meta-test-length",
-        "--gap-edges",
-        "0,0.25,0.5,1",
-        "-f",
-        "json",
-    )
+    code, out, _ = meta("gap", "vhed_small.csv", *"-m meta-test-length --gap-edges 0,0.25,0.5,1 -f json".split())
     assert code == 0
     assert [b["n"] for b in json.loads(out)["by_gap"]["meta-test-length"]] == [3, 3, 1]
     code, out, _ = meta("beats-ref", "vhed_small.csv", "-m", "meta-test-length", "-f", "json")
     assert json.loads(out)["beats_reference"]["human"]["m2"]["ratio"] == 1.0
     code, out, _ = meta(
-        "compare",
-        "vhed_small.csv",
-        "-m",
-        "meta-test-length,meta-test-shortness",
-        "-f",
-        "json",
-        "--bootstrap",
-        "50",
+        "compare", "vhed_small.csv", "-m", "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50"
     )
     c = json.loads(out)["comparisons"][0]
     assert (c["mcnemar"]["a_only"], c["mcnemar"]["b_only"]) == (4, 2)
@@ -142,14 +110,7 @@ def test_gap_beats_ref_compare(meta: MetaRunner) -> None:
 
 def test_correlate_and_errors(meta: MetaRunner) -> None:
     code, out, _ = meta(
-        "correlate",
-        "likert_small.csv",
-        "-m",
-        "meta-test-length,meta-test-shortness",
-        "-f",
-        "json",
-        "--bootstrap",
-        "50",
+        "correlate", "likert_small.csv", "-m", "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50"
     )
     assert code == 0
     data = json.loads(out)
@@ -244,14 +205,7 @@ def test_reports_are_written(meta: MetaRunner, tmp_path: Path) -> None:
     )
     assert code == 0 and (rep2 / "heatmap_story.png").exists() and (rep2 / "index.html").exists()
     rep3 = tmp_path / "rep3"
-    code, _, _ = meta(
-        "errors",
-        "errors_small.csv",
-        "-m",
-        "meta-test-length",
-        "--report",
-        str(rep3),
-    )
+    code, _, _ = meta("errors", "errors_small.csv", "-m", "meta-test-length", "--report", str(rep3))
     assert code == 0 and (rep3 / "heatmap_errors.png").exists() and (rep3 / "point_biserial.tex").exists()
 
 
