@@ -8,6 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from studio_helpers import HUMAN, MACHINE_1, count, make_study, plan_items, rank_by, read_page
 
 from vistkit.cli import main
@@ -538,3 +540,58 @@ def test_a_study_on_postgresql(tmp_path: Path) -> None:
 
     assert len(read_rankings(out)) == 2
     st.engine.dispose()
+
+
+def test_admin_link_rotation_reaches_a_running_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    c = client_for(made)
+    assert c.get(f"/admin/{made.admin}").status_code == 200
+    assert main(["studio", "invite", str(made.path), "--admin", "--format", "csv"]) == 0  # another process's view
+    new = capsys.readouterr().out.strip().splitlines()[-1].rsplit("/", 1)[1]
+    assert c.get(f"/admin/{made.admin}").status_code == 403
+    assert c.get(f"/admin/{new}").status_code == 200
+
+
+def test_two_servers_on_one_study_store_a_judgement_once(tmp_path: Path) -> None:
+    """Two `Study` objects (two engines, two write locks: like two server processes) race on one submission."""
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    other = db.open_study(made.path)
+    page = read_page(client_for(made), made.tokens[0])
+    form = {"assignment": page.assignment, "csrf": page.csrf, "ranking": "2,3,1"}
+    with made.study.read() as conn:
+        who = service.authenticate(conn, made.tokens[0])
+    assert who is not None
+    results: list[dict] = []
+    barrier = threading.Barrier(6)
+
+    def go(st: db.Study) -> None:
+        barrier.wait(timeout=10)
+        results.append(service.submit(st, who, form))
+
+    threads = [threading.Thread(target=go, args=(s,)) for s in [made.study, other] * 3]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(results) == 6 and all(r["saved"] for r in results)
+    assert sum(not r["duplicate"] for r in results) == 1
+    assert count(made.study, db.judgements) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st_order=st.permutations(list(range(101, 106))), data=st.data())
+def test_a_ranking_maps_display_positions_to_stories_and_back(st_order: list[int], data: st.DataObject) -> None:
+    """Property: any permutation of the shown positions is accepted and stored as ranks that give the same
+    positions back; anything that is not a permutation of 1..N is refused with 422."""
+    n = len(st_order)
+    positions = data.draw(st.permutations(list(range(1, n + 1))))
+    answer = service.parse_answer("rank", {"ranking": ",".join(map(str, positions))}, st_order, [], True)
+    ranks = {int(k): v for k, v in answer["ranks"].items()}
+    assert sorted(ranks.values()) == list(range(1, n + 1))
+    assert [st_order.index(s) + 1 for s in sorted(ranks, key=ranks.__getitem__)] == positions
+    bad = data.draw(
+        st.lists(st.integers(-2, n + 2), max_size=n + 2).filter(lambda x: sorted(x) != list(range(1, n + 1)))
+    )
+    with pytest.raises(service.StudioError) as exc:
+        service.parse_answer("rank", {"ranking": ",".join(map(str, bad))}, st_order, [], True)
+    assert exc.value.status == 422

@@ -87,10 +87,15 @@ def authenticate(conn: Connection, token: str) -> Annotator | None:
 
 
 def is_admin(st: db.Study, token: str) -> bool:
-    """Whether ``token`` is the admin token (constant-time comparison of hashes; annotator tokens never are)."""
+    """Whether ``token`` is the admin token (constant-time comparison of hashes; annotator tokens never are).
+
+    The stored hash is read each time, so `vistkit studio invite --admin` takes effect on a running server."""
     if not token or len(token) > 200:
         return False
-    return db.tokens_equal(db.token_hash(token), str(st.setting("admin_token_hash", "")))
+    with st.read() as conn:
+        row = conn.execute(select(db.settings.c.value).where(db.settings.c.key == "admin_token_hash")).first()
+    stored = json.loads(row[0]) if row else ""
+    return db.tokens_equal(db.token_hash(token), str(stored))
 
 
 def _counts(conn: Connection, annotator: Annotator) -> tuple[int, int]:
@@ -231,7 +236,19 @@ def gold_result(task: str, answer: dict, roles: dict[int, str]) -> bool | None:
 
 
 def submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[str, Any]:
-    """Validate and store one judgement (one transaction). Returns ``{"saved": True, "duplicate": bool}``."""
+    """Validate and store one judgement (one transaction). Returns ``{"saved": True, "duplicate": bool}``.
+
+    Two processes storing the same assignment at once (several server workers) meet the database's unique
+    constraint; the loser reads the winner's row and answers as for a resent submission."""
+    from sqlalchemy.exc import IntegrityError
+
+    try:
+        return _submit(st, annotator, form)
+    except IntegrityError:
+        return _submit(st, annotator, form)
+
+
+def _submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[str, Any]:
     try:
         assignment_id = int(form.get("assignment", ""))
     except ValueError:

@@ -17,6 +17,8 @@
     if (delta < 0) { list.insertBefore(li, all[j]); } else { list.insertBefore(all[j], li); }
     sync();
     li.focus();
+    var status = document.getElementById("rank-status");
+    if (status) { status.textContent = "Story " + li.getAttribute("data-label") + " is now in place " + (j + 1) + "."; }
   }
   items().forEach(function (li) {
     li.querySelector("button.up").addEventListener("click", function () { move(li, -1); });
