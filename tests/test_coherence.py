@@ -72,7 +72,7 @@ class _Official:
     """The official scoring loops, batch 1, by hand."""
 
     def __init__(self, ckpt: Path) -> None:
-        from vistkit.models.testing import make_tiny_albert_tokenizer
+        from tiny_models import make_tiny_albert_tokenizer
 
         obj = torch.load(ckpt, weights_only=False)
         self.cfg = json.loads((ckpt.parent / "config.json").read_text())
@@ -119,7 +119,7 @@ class _Official:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(official-format .pth.tar, converted folder) of a tiny random SOP model."""
-    from vistkit.models.testing import make_tiny_sop_folder
+    from tiny_models import make_tiny_sop_folder
 
     base = tmp_path_factory.mktemp("tiny")
     folder = make_tiny_sop_folder(base)

@@ -93,7 +93,7 @@ def _refs(keys: list[str] | None = None) -> StorySet:
 
 # --------------------------------------------------------------------------------------------------- building
 def _tiny_sop(folder: Path) -> dict[str, Any]:
-    from vistkit.models.testing import make_tiny_sop_folder
+    from tiny_models import make_tiny_sop_folder
 
     return {"model": make_tiny_sop_folder(folder)}
 

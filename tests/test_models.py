@@ -192,14 +192,14 @@ class _ReferenceSOP(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def tiny_sop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from vistkit.models.testing import make_tiny_sop_checkpoint
+    from tiny_models import make_tiny_sop_checkpoint
 
     return make_tiny_sop_checkpoint(tmp_path_factory.mktemp("sop"))
 
 
 def _reference_prob(ckpt: Path, a: str, b: str) -> float:
     """The official per-pair computation, by hand, on the tiny checkpoint."""
-    from vistkit.models.testing import make_tiny_albert_tokenizer
+    from tiny_models import make_tiny_albert_tokenizer
 
     obj = torch.load(ckpt, weights_only=False)
     cfg = json.loads((ckpt.parent / "config.json").read_text())
@@ -259,7 +259,7 @@ def test_sop_batched_equals_batch_one(tiny_sop: Path) -> None:
     )
     m.batch_size = 3
     rng = np.random.default_rng(0)
-    from vistkit.models.testing import WORDS
+    from tiny_models import WORDS
 
     pairs = [
         (" ".join(rng.choice(WORDS, rng.integers(1, 12))), " ".join(rng.choice(WORDS, rng.integers(1, 12))))
