@@ -39,12 +39,17 @@ from vistkit.metrics.base import (
 )
 
 SPICE_REASON = (
-    "spice is unavailable in vistkit: it needs Stanford CoreNLP 3.6.0 and its ~1 GB of models, which cannot "
-    "be installed here; use cider-d or meteor-coco, or run pycocoevalcap's Spice where CoreNLP is installed"
+    "spice is unavailable in vistkit: SPICE parses every text with Stanford CoreNLP 3.6.0 (about 1 GB of models, "
+    "Java 8), which vistkit neither ships nor downloads; on a machine with Java and internet, pip install "
+    "pycocoevalcap==1.2 and call pycocoevalcap.spice.spice.Spice().compute_score(refs, hyps) (it fetches CoreNLP "
+    "on first use), or score with cider-d or meteor-coco in vistkit"
 )
 BLEURT_REASON = (
-    "bleurt is unavailable in vistkit: it needs TensorFlow and a BLEURT checkpoint, which cannot be "
-    "installed here; use a reference-based metric such as meteor-coco or bertscore instead"
+    "bleurt is unavailable in vistkit: BLEURT is Google's TensorFlow model and needs a BLEURT checkpoint (such "
+    "as BLEURT-20); its only PyTorch port on PyPI, bleurt-pytorch 0.0.1 (2024), does not load with "
+    "transformers 5; with TensorFlow, install Google's bleurt package and run python -m bleurt.score_files "
+    "-candidate_file=HYP.txt -reference_file=REF.txt -bleurt_checkpoint=DIR, or score with bertscore or "
+    "meteor-coco in vistkit"
 )
 register_unavailable("spice", SPICE_REASON)
 register_unavailable("bleurt", BLEURT_REASON)
