@@ -224,14 +224,18 @@ def test_demo_builds_without_serving_and_is_reused(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert out.count("/a/") == 2 and "/admin/" in out
     assert len(list((folder / "photos").iterdir())) >= 5
-    assert main(["studio", "demo", "--dir", str(folder), "--no-serve"]) == 0
-    assert capsys.readouterr().out.count("/a/") == 2  # the same links again
+    assert main(["studio", "demo", "--dir", str(folder), "--no-serve", "--port", "8123"]) == 0
+    again = capsys.readouterr().out
+    assert again.count("/a/") == 2 and again.count(":8123/") == 3  # the same links, on the port asked for
+    assert [line.split("/a/")[1] for line in again.splitlines() if "/a/" in line] == [
+        line.split("/a/")[1] for line in out.splitlines() if "/a/" in line
+    ]
     from vistkit.studio.app import create_app
     from vistkit.studio.db import open_study
 
     info = json.loads((folder / "links.json").read_text())
     c = TestClient(create_app(open_study(folder / "study.db")))
-    page = read_page(c, info["links"][0][1].rsplit("/", 1)[1])
+    page = read_page(c, info["paths"][0][1].rsplit("/", 1)[1])
     assert page.status == 200 and len(page.texts) == 2 and page.html.count('<img src="/photos/') == 5
     for src in set(__import__("re").findall(r'src="(/photos/[^"]+)"', page.html)):
         assert c.get(src).status_code == 200

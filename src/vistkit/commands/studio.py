@@ -8,6 +8,7 @@ are imported inside the commands, so ``vistkit --help`` stays fast.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,7 @@ def serve_cmd(
 
     name = display_name(db_url or study)
     echo(f"serving study {name} ({st.setting('task')}) on http://{host}:{port}/  (Ctrl-C stops)")
+    sys.stdout.flush()
     serve(db_url or study, host=host, port=port)
 
 
@@ -308,4 +310,5 @@ def demo_cmd(
         from vistkit.studio.app import serve as run_server
 
         echo(f"serving on http://{host}:{port}/  (Ctrl-C stops)")
+        sys.stdout.flush()  # the links must show before the server blocks, also when stdout is a file
         run_server(info["study"], host=host, port=port)

@@ -82,11 +82,18 @@ def build_demo(
     out = Path(folder)
     study = out / "study.db"
     links_file = out / "links.json"
+    base = base_url.rstrip("/")
     if study.exists():
         if not links_file.exists():
             raise InputError(f"{out} holds a study but no links.json; remove the folder or choose another --dir")
         saved = json.loads(links_file.read_text(encoding="utf-8"))
-        return {**saved, "links": [tuple(x) for x in saved["links"]], "reused": True}
+        return {
+            **saved,
+            "links": [(name, f"{base}{path}") for name, path in saved["paths"]],
+            "admin_link": f"{base}{saved['admin_path']}",
+            "links_file": str(links_file),
+            "reused": True,
+        }
     if not 1 <= items <= 50:
         raise InputError("--items must be between 1 and 50 (the demo ships 50 story pairs)")
     out.mkdir(parents=True, exist_ok=True)
@@ -110,17 +117,22 @@ def build_demo(
         title="vistkit studio demo",
     )
     st = db.open_study(study)
-    base = base_url.rstrip("/")
-    links = [(name, f"{base}/a/{token}") for name, token in service.invite(st, n=annotators)]
+    paths = [(name, f"/a/{token}") for name, token in service.invite(st, n=annotators)]
     st.engine.dispose()
     info = {
         "study": str(study),
         "task": task,
         "items": len(plan_items),
         "photos": photo_note,
-        "links": links,
-        "admin_link": f"{base}/admin/{summary['admin_token']}",
-        "links_file": str(links_file),
+        "paths": paths,
+        "admin_path": f"/admin/{summary['admin_token']}",
     }
+    # the demo's links are kept beside it (a real study shows its tokens once and stores only their hashes)
     links_file.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    return {**info, "reused": False}
+    return {
+        **info,
+        "links": [(name, f"{base}{path}") for name, path in paths],
+        "admin_link": f"{base}{info['admin_path']}",
+        "links_file": str(links_file),
+        "reused": False,
+    }
