@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and exactly (a CPU build available locally); any other spec pulls GBs of CUDA.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[models,studio,test]'
+	$(BIN)/python -m pip install -q -e '.[models,studio,ray,test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -224,6 +224,7 @@ class _NgramTable:
         gram_texts: list[np.ndarray] = []
         gram_ids: list[np.ndarray] = []
         orders: list[np.ndarray] = []
+        first_pos: list[np.ndarray] = []  # a token position where each gram starts (for `gram_strings`)
         offset = 0
         ids = tok
         for k in range(1, MAX_N + 1):
@@ -238,6 +239,9 @@ class _NgramTable:
                 ids[where] = local
             gram_texts.append(text_of[where])
             gram_ids.append(local + offset)
+            pos = np.zeros(n_k, dtype=np.int64)
+            pos[local] = where
+            first_pos.append(pos)
             orders.append(np.full(n_k, k - 1, dtype=np.int64))
             offset += n_k
         self.n_grams = max(offset, 1)
@@ -249,6 +253,22 @@ class _NgramTable:
         self.count = counts.astype(np.int64)
         self.is_hyp = self.text < n_items
         self.n_texts = n_texts
+        self._words = [w for ws in words for w in ws]
+        self._gram_pos = np.concatenate(first_pos) if first_pos else np.zeros(0, dtype=np.int64)
+
+    def gram_strings(self) -> list[str]:
+        """Each gram id's words joined by one space (a key that is the same in every table)."""
+        words = self._words
+        return [
+            " ".join(words[p : p + k + 1]) for p, k in zip(self._gram_pos.tolist(), self.order.tolist(), strict=True)
+        ]
+
+    def reference_document_frequency(self) -> np.ndarray:
+        """Per gram id: how many items hold it in at least one of their references (CIDEr's df)."""
+        g = self.n_grams
+        ref = ~self.is_hyp
+        item_gram, _ = _unique_counts(self.item_of_text[self.text[ref]] * g + self.gram[ref])
+        return np.bincount(item_gram % g, minlength=g).astype(float)
 
 
 # --------------------------------------------------------------------------------------------------- BLEU
@@ -380,7 +400,19 @@ def rouge_l_item_scores(hypotheses: Sequence[str], references: Sequence[Sequence
 
 
 # --------------------------------------------------------------------------------------------------- CIDEr-D
-def cider_d_item_scores(table: _NgramTable, *, sigma: float = CIDER_SIGMA) -> np.ndarray:
+def _sum_by(bins: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """``np.bincount(bins, values)`` with each bin summed in increasing order of value (a canonical order)."""
+    perm = np.lexsort((values, bins))
+    return np.bincount(bins[perm], weights=values[perm], minlength=size)
+
+
+def cider_d_item_scores(
+    table: _NgramTable,
+    *,
+    sigma: float = CIDER_SIGMA,
+    df: np.ndarray | None = None,
+    n_docs: int | None = None,
+) -> np.ndarray:
     """pycocoevalcap's CIDEr-D of each item (Vedantam et al., 2015, Eqs. 1-4 with the CIDEr-D changes).
 
     - tf-idf weights ``g_k = tf * (log N - log max(1, df))`` where N is the number of evaluated items and df
@@ -391,21 +423,25 @@ def cider_d_item_scores(table: _NgramTable, *, sigma: float = CIDER_SIGMA) -> np
 
     Official code vs paper: the "length" in the penalty is the number of BIGRAMS of each text (pycocoevalcap
     counts term frequencies of index-1 n-grams), i.e. words - 1 for non-empty texts; we follow the code.
+
+    ``df`` (per gram id of ``table``) and ``n_docs`` replace the table's own document frequencies and item
+    count: a distributed run scores each shard with the df and N of the WHOLE evaluated set
+    (`vistkit.engine`). Sums run in an order fixed by the values (not by gram ids, which depend on the
+    table), so a shard gives bit for bit the scores of the whole set.
     """
     n = table.n_items
     if n == 0:
         return np.zeros(0, dtype=float)
     g = table.n_grams
     ref_entries = ~table.is_hyp
-    # document frequency: items whose references hold the gram (each item counted once)
-    item_gram, _ = _unique_counts(table.item_of_text[table.text[ref_entries]] * g + table.gram[ref_entries])
-    df = np.bincount(item_gram % g, minlength=g).astype(float)
-    ref_len = np.log(float(n))
+    if df is None:  # document frequency: items whose references hold the gram (each item counted once)
+        df = table.reference_document_frequency()
+    ref_len = np.log(float(n if n_docs is None else n_docs))
     weight = table.count.astype(float) * (ref_len - np.log(np.maximum(1.0, df[table.gram])))
     order = table.order[table.gram]
-    norm = np.sqrt(
-        np.bincount(table.text * MAX_N + order, weights=weight**2, minlength=table.n_texts * MAX_N)
-    ).reshape(table.n_texts, MAX_N)
+    norm = np.sqrt(_sum_by(table.text * MAX_N + order, weight**2, table.n_texts * MAX_N)).reshape(
+        table.n_texts, MAX_N
+    )
     length = np.maximum(table.lengths - 1, 0)  # bigram count (see the docstring)
 
     # clipped dot products: every reference entry against its item's hypothesis weight of the same gram
@@ -419,9 +455,9 @@ def cider_d_item_scores(table: _NgramTable, *, sigma: float = CIDER_SIGMA) -> np
     found = (hyp_key[pos] == key) if hyp_key.size else np.zeros(key.size, dtype=bool)
     contrib = np.where(found, np.minimum(hyp_weight[pos] if hyp_key.size else 0.0, r_weight) * r_weight, 0.0)
     n_ref_texts = table.n_texts - n
-    val = np.bincount(
-        (r_text - n) * MAX_N + order[ref_entries], weights=contrib, minlength=n_ref_texts * MAX_N
-    ).reshape(n_ref_texts, MAX_N)
+    val = _sum_by((r_text - n) * MAX_N + order[ref_entries], contrib, n_ref_texts * MAX_N).reshape(
+        n_ref_texts, MAX_N
+    )
 
     ref_item = table.item_of_text[n:]
     denom = norm[ref_item] * norm[n:]

@@ -1,0 +1,41 @@
+"""The local engine: metrics run in this process (the default)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from vistkit.engine import Engine, batched
+from vistkit.engine.merge import StreamTotals, strategy
+from vistkit.errors import InputError
+from vistkit.metrics.base import Item, Metric, Score, get_metric_class
+
+
+class LocalEngine(Engine):
+    """Scores in this process; `score_stream` gives the streaming, bounded-memory path for huge inputs."""
+
+    name = "local"
+
+    def metric(self, name: str, options: dict[str, Any] | None = None) -> Metric:
+        return get_metric_class(name)(**(options or {}))
+
+    def score_stream(
+        self,
+        metric: Metric,
+        items: Iterable[Item],
+        *,
+        signature: str,
+        batch_size: int = 1024,
+        on_part: Callable[[Score], None] | None = None,
+    ) -> StreamTotals:
+        """Score an iterator of items batch by batch, keeping only per-item scores and summed statistics;
+        ``on_part`` receives each batch's `Score` in input order (e.g. to write per-item rows)."""
+        if strategy(metric) != "items":
+            raise InputError(f"{metric.name} cannot be streamed (its item scores depend on the whole set)")
+        totals = StreamTotals()
+        for batch in batched(items, batch_size):
+            part = metric.score_items(batch, signature=signature)
+            totals.add(part)
+            if on_part is not None:
+                on_part(part)
+        return totals

@@ -1,0 +1,182 @@
+"""How a metric is split over shards of items, and how the shards' `Score` parts are merged back.
+
+Three strategies, chosen per metric by name (`strategy`):
+
+- ``items``: an item's score and statistics depend on that item only. Each shard is scored on its own and
+  the parts are concatenated in input order; the corpus score is recomputed from the merged rows
+  (`Score.corpus_from_stats` on the stacked per-item statistics for BLEU and pooled METEOR, else the mean of
+  the defined item scores), so it is the same number the local engine computes from the same array.
+- ``cider``: CIDEr-D's idf uses the document frequencies of the WHOLE evaluated set (Vedantam et al. 2015,
+  Eq. 1). Pass 1 counts, per shard, the items whose references hold each n-gram (`cider_df_part`); the counts
+  are added; pass 2 scores each shard with the merged df and the total item count (`cider_score_part`).
+- ``whole``: anything else (a metric whose item scores depend on the other items, or that is not verified
+  here, e.g. bertscore with idf weights): one shard, scored by one worker. Correct, not parallel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vistkit.metrics.base import Item, Metric, Score
+
+#: metrics whose item scores and statistics depend on the item only (verified against the local engine in
+#: tests/test_engine*.py or by construction: one model call or one METEOR line per item)
+ITEM_METRICS = frozenset(
+    {
+        "bleu-1",
+        "bleu-2",
+        "bleu-3",
+        "bleu-4",
+        "rouge-l",
+        "meteor-vist",
+        "meteor-album",
+        "meteor-coco",
+        "rovist-nr",
+        "rovist-nr-jaccard",
+        "coherence",
+        "rovist-c",
+        "dhm-c",
+        "bertscore",  # without idf (see `strategy`)
+    }
+)
+
+
+def strategy(metric: Metric | str, options: dict[str, Any] | None = None) -> str:
+    """``"items"``, ``"cider"`` or ``"whole"`` for a metric (and its options)."""
+    name = metric if isinstance(metric, str) else metric.name
+    opts = dict(options or {})
+    if not isinstance(metric, str) and getattr(metric, "idf", False):
+        opts["idf"] = True
+    if name == "cider-d":
+        return "cider"
+    if name == "bertscore" and opts.get("idf"):
+        return "whole"  # idf weights come from all the references of the set
+    return "items" if name in ITEM_METRICS else "whole"
+
+
+# --------------------------------------------------------------------------------------------------- merge
+def merge_scores(parts: Sequence[Score], *, signature: str) -> Score:
+    """One `Score` from the scores of consecutive shards (``items`` / ``cider`` strategies)."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    item_ids = [i for p in parts for i in p.item_ids]
+    scores = np.concatenate([np.asarray(p.item_scores, dtype=float) for p in parts])
+    stats = None
+    if all(p.stats is not None for p in parts):
+        stats = np.concatenate([np.asarray(p.stats) for p in parts], axis=0)
+    excluded: dict[str, str] = {}
+    for p in parts:
+        excluded.update(p.excluded)
+    if stats is not None and first.corpus_from_stats is not None:
+        corpus = float(first.corpus_from_stats(stats))
+    else:
+        defined = scores[~np.isnan(scores)]
+        corpus = float(defined.mean()) if defined.size else math.nan
+    return Score(
+        metric=first.metric,
+        corpus=corpus,
+        item_ids=item_ids,
+        item_scores=scores,
+        signature=signature,
+        keying=first.keying,
+        stats=stats,
+        corpus_from_stats=first.corpus_from_stats,
+        excluded=excluded,
+        extra=merge_extra([p.extra for p in parts]),
+    )
+
+
+def merge_extra(extras: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Merge per-shard ``Score.extra``: lists concatenated, dicts joined, counts added; a float ``K`` with a
+    per-item list ``item_K`` (bertscore's P and R) becomes the mean of the merged list."""
+    extras = [e for e in extras if e]
+    if not extras:
+        return {}
+    out: dict[str, Any] = {}
+    for key in extras[0]:
+        values = [e[key] for e in extras if key in e]
+        v0 = values[0]
+        if isinstance(v0, list):
+            out[key] = [x for v in values for x in v]
+        elif isinstance(v0, dict):
+            out[key] = {k: x for v in values for k, x in v.items()}
+        elif isinstance(v0, bool):
+            out[key] = any(values)
+        elif isinstance(v0, int):
+            out[key] = sum(values)
+        else:
+            out[key] = v0
+    for key in list(out):
+        items = out.get(f"item_{key}")
+        if isinstance(out[key], float) and isinstance(items, list) and items:
+            out[key] = float(np.asarray(items, dtype=float).mean())
+    return out
+
+
+class StreamTotals:
+    """Bounded-memory accumulator of a streamed run: per-item scores (8 bytes an item) and the column sums of
+    additive statistics, no ids or texts. ``corpus()`` equals the merged corpus score for metrics whose
+    `corpus_from_stats` sums its rows (BLEU, pooled METEOR) and for mean metrics (to rounding)."""
+
+    def __init__(self) -> None:
+        self.n_items = 0
+        self.scores: list[np.ndarray] = []
+        self.stat_sums: np.ndarray | None = None
+        self.corpus_from_stats: Any = None
+
+    def add(self, part: Score) -> None:
+        self.n_items += len(part.item_ids)
+        self.scores.append(np.asarray(part.item_scores, dtype=float))
+        if part.stats is not None and part.corpus_from_stats is not None:
+            s = np.asarray(part.stats).sum(axis=0)
+            self.stat_sums = s if self.stat_sums is None else self.stat_sums + s
+            self.corpus_from_stats = part.corpus_from_stats
+
+    def corpus(self) -> float:
+        if self.stat_sums is not None:
+            return float(self.corpus_from_stats(self.stat_sums[None, :]))
+        scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
+        defined = scores[~np.isnan(scores)]
+        return float(defined.mean()) if defined.size else math.nan
+
+
+# --------------------------------------------------------------------------------------------------- CIDEr-D
+def cider_df_part(items: Sequence[Item]) -> tuple[Counter[str], int]:
+    """Pass 1 of a sharded CIDEr-D: per n-gram (words joined by a space), how many of these items hold it in
+    their references, and the number of items."""
+    from vistkit.metrics.coco import coco_inputs
+
+    if not items:
+        return Counter(), 0
+    table = coco_inputs(items).table()
+    df = table.reference_document_frequency()
+    strings = table.gram_strings()
+    nz = np.flatnonzero(df)
+    return Counter({strings[g]: int(df[g]) for g in nz.tolist()}), len(items)
+
+
+def cider_score_part(
+    metric: Metric, items: Sequence[Item], *, df: dict[str, int], n_docs: int, signature: str
+) -> Score:
+    """Pass 2: CIDEr-D of a shard with the document frequencies ``df`` and item count ``n_docs`` of the whole
+    set (the same per-item values as `vistkit.metrics.coco.CiderD` on the whole set)."""
+    from vistkit.metrics.coco import cider_d_item_scores, coco_inputs
+
+    table = coco_inputs(items).table()
+    shard_df = np.array([df.get(s, 0) for s in table.gram_strings()], dtype=float)
+    values = cider_d_item_scores(table, df=shard_df, n_docs=n_docs)
+    return Score(
+        metric=metric.name,
+        corpus=float(np.mean(values)) if values.size else math.nan,
+        item_ids=[it.item_id for it in items],
+        item_scores=values,
+        signature=signature,
+    )
