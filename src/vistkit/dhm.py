@@ -27,7 +27,7 @@ import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from vistkit.data.story import Keying, StorySet
 from vistkit.distance import dimension_distances
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Metric, Score, get_metric_class
+
+if TYPE_CHECKING:
+    from vistkit.engine import Engine
 
 __all__ = ["DEFAULT_METRICS", "DIMENSIONS", "DhmDistance", "DhmResult", "compute_dhm", "distance_from_tables"]
 
@@ -118,14 +121,16 @@ def _parse_dimensions(dimensions: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(d for d in DIMENSIONS if d in dims)
 
 
-def _build_metric(dim: str, spec: str | Metric, options: Mapping[str, Any], dims: tuple[str, ...]) -> Metric:
+def _build_metric(
+    dim: str, spec: str | Metric, options: Mapping[str, Any], dims: tuple[str, ...], engine: Engine | None = None
+) -> Metric:
     if isinstance(spec, Metric):
         return spec
     cls = get_metric_class(spec)
     params = inspect.signature(cls.__init__).parameters
     accepted = {k: v for k, v in options.items() if k in params and v is not None}
     try:
-        return cls(**accepted)
+        return engine.metric(spec, accepted) if engine is not None else cls(**accepted)
     except MissingDependencyError as exc:
         others = ",".join(d for d in dims if d != dim) or "C,R"
         raise MissingDependencyError(
@@ -135,7 +140,8 @@ def _build_metric(dim: str, spec: str | Metric, options: Mapping[str, Any], dims
 
 
 def _accepts(metric: Metric, option: str) -> bool:
-    return option in inspect.signature(type(metric).__init__).parameters
+    cls = getattr(metric, "metric_class", type(metric))  # an engine's remote metric names its class
+    return option in inspect.signature(cls.__init__).parameters
 
 
 def compute_dhm(
@@ -151,6 +157,7 @@ def compute_dhm(
     sentences: str = "split",
     dimensions: str | Sequence[str] = DIMENSIONS,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    engine: Engine | None = None,
 ) -> DhmResult:
     """Score both story sets on the chosen dimensions and return tables, exclusions and the distance.
 
@@ -158,6 +165,7 @@ def compute_dhm(
     ``Groovist``); ``images``/``regions``/``photos`` go to the metrics that take them (G), ``sentences`` to
     the metrics that take it, ``options[dim]`` to that dimension's metric. A dimension whose model is missing
     raises `MissingDependencyError` with one sentence (and the ``dimensions`` subset that avoids it).
+    ``engine`` (`vistkit.engine`) runs the scoring elsewhere, e.g. on Ray workers.
     """
     if sentences not in ("split", "source"):
         raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
@@ -167,7 +175,7 @@ def compute_dhm(
     metrics: dict[str, Metric] = {}
     for dim in dims:
         opts = {**shared, **dict((options or {}).get(dim, {}))}
-        metrics[dim] = _build_metric(dim, specs[dim], opts, dims)
+        metrics[dim] = _build_metric(dim, specs[dim], opts, dims, engine)
 
     h_ids = {s.story_id for s in human}
     m_ids = {s.story_id for s in model}
@@ -316,6 +324,7 @@ def distance_from_story_files(
     dimensions: str = "G,C,R",
     sentences: str = "split",
     option_pairs: Sequence[str] = (),
+    engine: Engine | None = None,
 ) -> str:
     """What ``vistkit distance --human-stories H --model-stories M`` prints (and ``--per-item`` writes)."""
     if human_stories is None or model_stories is None:
@@ -335,6 +344,7 @@ def distance_from_story_files(
         photos=photos,
         dimensions=dimensions,
         sentences=sentences,
+        engine=engine,
     )
     if per_item is not None:
         write_dhm_per_story(result, per_item)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from vistkit.report.tables import OutputFormat
+
+if TYPE_CHECKING:
+    from vistkit.engine import Engine
 
 FormatOption = typer.Option(
     OutputFormat.TEXT, "--format", "-f", help="Output format: text, json, csv or latex."
@@ -23,6 +27,28 @@ KeyOption = typer.Option(
 )
 RefFormatOption = typer.Option(None, "--ref-format", help="Force the reference file format.")
 MetricOptionOption = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable.")
+
+
+# where scoring runs (score, compare, meta pairs, distance --human-stories): vistkit.engine
+EngineOption = typer.Option(
+    "local", "--engine", help="Where to score: local (this process) or ray (a Ray cluster: pip install 'vistkit[ray]')."
+)
+AddressOption = typer.Option(
+    None, "--address", help="--engine ray: the cluster (auto, or ray://HOST:PORT); default: a new local one."
+)
+WorkersOption = typer.Option(
+    None, "--workers", help="--engine ray: worker actors (default: the cluster's CPUs, or GPUs / GPUs per worker)."
+)
+GpusPerWorkerOption = typer.Option(
+    0.0, "--num-gpus-per-worker", help="--engine ray: GPUs each worker reserves (e.g. 1, or 0.5 to share one)."
+)
+
+
+def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_per_worker: float) -> Engine:
+    """The engine the command's ``--engine`` options ask for (close it, or use it in a ``with`` block)."""
+    from vistkit.engine import make_engine
+
+    return make_engine(kind, address=address, workers=workers, num_gpus_per_worker=num_gpus_per_worker)
 
 
 def parse_metric_names(value: str | list[str]) -> list[str]:

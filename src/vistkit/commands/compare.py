@@ -18,14 +18,19 @@ import typer
 
 from vistkit.cli import app
 from vistkit.commands.common import (
+    AddressOption,
+    EngineOption,
     FormatOption,
+    GpusPerWorkerOption,
     KeyOption,
     MetricOptionOption,
     MetricsOption,
     ReferencesOption,
     RefFormatOption,
     TemplateOption,
+    WorkersOption,
     echo,
+    open_engine,
     parse_metric_names,
 )
 from vistkit.data.story import Keying, StorySet
@@ -208,6 +213,10 @@ def compare(
     reference_absent: bool = typer.Option(
         False, "--reference-absent", help="Remove each scored story from its own references (Vrank Eq. 3)."
     ),
+    engine: str = EngineOption,
+    address: str | None = AddressOption,
+    workers: int | None = WorkersOption,
+    num_gpus_per_worker: float = GpusPerWorkerOption,
 ) -> None:
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
     from vistkit.commands.score import build_metrics, parse_metric_options, score_all
@@ -224,16 +233,17 @@ def compare(
     metric_names = parse_metric_names(metrics)
     if not metric_names:
         raise InputError("give at least one metric: --metrics sacrebleu,bertscore")
-    built = build_metrics(metric_names, {}, parse_metric_options(option))
     refs = read_stories(references, format=ref_format) if references is not None else None
     seqs = read_template(template) if template is not None else None
     scores: dict[str, dict[str, Any]] = {}
     stories: dict[str, StorySet] = {}
-    for label, path in zip(labels, systems, strict=True):
-        hyps = read_stories(path, format=hyp_format, field=hyp_field)
-        stories[label] = hyps
-        results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
-        scores[label] = {r.metric: r for r in results}
+    with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
+        built = build_metrics(metric_names, {}, parse_metric_options(option), engine=eng)
+        for label, path in zip(labels, systems, strict=True):
+            hyps = read_stories(path, format=hyp_format, field=hyp_field)
+            stories[label] = hyps
+            results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+            scores[label] = {r.metric: r for r in results}
     comparison = compare_scores(
         scores,
         baseline=baseline,

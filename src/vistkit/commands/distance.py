@@ -13,7 +13,15 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo
+from vistkit.commands.common import (
+    AddressOption,
+    EngineOption,
+    FormatOption,
+    GpusPerWorkerOption,
+    WorkersOption,
+    echo,
+    open_engine,
+)
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
@@ -95,6 +103,10 @@ def distance(
     ),
     per_item: Path | None = typer.Option(None, "--per-item", help="Write story_id,dG,dC,dR,dHM to this CSV."),
     fmt: OutputFormat = FormatOption,
+    engine: str = EngineOption,
+    address: str | None = AddressOption,
+    workers: int | None = WorkersOption,
+    num_gpus_per_worker: float = GpusPerWorkerOption,
 ) -> None:
     """dHM: how far model stories are from human ones in grounding (G), coherence (C) and repetition (R).
 
@@ -106,14 +118,14 @@ def distance(
     if human_stories is not None or model_stories is not None:  # end to end: vistkit.dhm
         from vistkit.dhm import distance_from_story_files
 
-        echo(
-            distance_from_story_files(
+        with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
+            text = distance_from_story_files(
                 human_stories, model_stories, fmt=fmt, per_item=per_item, human_scores=human,
                 model_scores=model, g_metric=g_metric, c_metric=c_metric, r_metric=r_metric,
                 images=images, regions=regions, photos=photos, dimensions=dimensions,
-                sentences=sentences, option_pairs=option,
+                sentences=sentences, option_pairs=option, engine=eng,
             )
-        )
+        echo(text)
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)

@@ -12,17 +12,23 @@ import typer
 
 from vistkit.cli import app
 from vistkit.commands.common import (
+    AddressOption,
+    EngineOption,
     FormatOption,
+    GpusPerWorkerOption,
     KeyOption,
     MetricOptionOption,
     MetricsOption,
     ReferencesOption,
     RefFormatOption,
     TemplateOption,
+    WorkersOption,
     echo,
+    open_engine,
     parse_metric_names,
 )
 from vistkit.data.story import Keying, StorySet
+from vistkit.engine import Engine
 from vistkit.errors import InputError
 from vistkit.metrics.base import Metric, Score, get_metric_class
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
@@ -55,9 +61,14 @@ def _parse_value(value: str) -> Any:
 
 
 def build_metrics(
-    names: list[str], shared: dict[str, Any], per_metric: dict[str, dict[str, Any]]
+    names: list[str],
+    shared: dict[str, Any],
+    per_metric: dict[str, dict[str, Any]],
+    *,
+    engine: Engine | None = None,
 ) -> list[Metric]:
-    """Instantiate each metric with the shared options it accepts plus its own ``--option`` values."""
+    """Instantiate each metric with the shared options it accepts plus its own ``--option`` values (on
+    ``engine`` when given: `vistkit.engine`)."""
     metrics: list[Metric] = []
     for name in names:
         cls = get_metric_class(name)
@@ -71,7 +82,7 @@ def build_metrics(
                 f"{name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})"
             )
         opts.update(own)
-        metrics.append(cls(**opts))
+        metrics.append(engine.metric(name, opts) if engine is not None else cls(**opts))
     return metrics
 
 
@@ -216,6 +227,10 @@ def score(
     ),
     n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for --confidence."),
     seed: int = typer.Option(12345, "--seed", help="Random seed of the bootstrap (sacreBLEU's default)."),
+    engine: str = EngineOption,
+    address: str | None = AddressOption,
+    workers: int | None = WorkersOption,
+    num_gpus_per_worker: float = GpusPerWorkerOption,
 ) -> None:
     """Score HYPOTHESES with the given metrics and print one table (or JSON/CSV/LaTeX)."""
     from vistkit.data.readers import read_stories, read_template
@@ -225,11 +240,12 @@ def score(
         raise InputError("give at least one metric: --metrics meteor-vist,rovist-nr")
     shared: dict[str, Any] = {"drop_non_ascii": drop_non_ascii or None}
     shared.update(images=images, regions=regions, photos=photos)  # grounding metrics
-    built = build_metrics(names, shared, parse_metric_options(option))
-    hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
-    refs = read_stories(references, format=ref_format) if references is not None else None
-    seqs = read_template(template) if template is not None else None
-    results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+    with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
+        built = build_metrics(names, shared, parse_metric_options(option), engine=eng)
+        hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
+        refs = read_stories(references, format=ref_format) if references is not None else None
+        seqs = read_template(template) if template is not None else None
+        results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
     if per_item is not None:
         write_per_item(per_item, results)
     cis = None

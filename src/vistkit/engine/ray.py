@@ -105,13 +105,16 @@ class _Worker:
 
 
 class RemoteMetric(Metric):
-    """A `Metric` whose `score_items` runs on the Ray workers (alignment and signatures stay shared code)."""
+    """A `Metric` whose `score_items` runs on the Ray workers (alignment and signatures stay shared code).
+
+    `RayEngine.metric` returns an instance of a subclass per metric class that copies its declared class
+    attributes (bounds, needs, default keying), so ``type(m).lower_bound`` reads as for the local object.
+    """
+
+    metric_class: type[Metric]
 
     def __init__(self, engine: RayEngine, name: str, options: dict[str, Any]) -> None:
         cls = get_metric_class(name)
-        for attr in _CLASS_ATTRS:
-            if hasattr(cls, attr):
-                setattr(self, attr, getattr(cls, attr))
         self.metric_class = cls
         self.engine = engine
         self.options = dict(options)
@@ -203,7 +206,7 @@ class RayEngine(Engine):
         return [int(p) for p in self.ray.get([a.pid.remote() for a in self.actors])]
 
     def metric(self, name: str, options: dict[str, Any] | None = None) -> Metric:
-        return RemoteMetric(self, name, dict(options or {}))
+        return _remote_class(get_metric_class(name))(self, name, dict(options or {}))
 
     def call_one(self, method: str, *args: Any) -> Any:
         """Run one call on the first worker and return its value (errors as `_get` reports them)."""
@@ -353,6 +356,16 @@ class RayEngine(Engine):
             self._actors = []
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
+
+
+_REMOTE_CLASSES: dict[type[Metric], type[RemoteMetric]] = {}
+
+
+def _remote_class(cls: type[Metric]) -> type[RemoteMetric]:
+    if cls not in _REMOTE_CLASSES:
+        attrs = {a: getattr(cls, a) for a in _CLASS_ATTRS if hasattr(cls, a)}
+        _REMOTE_CLASSES[cls] = type(f"Remote{cls.__name__}", (RemoteMetric,), attrs)
+    return _REMOTE_CLASSES[cls]
 
 
 def _check_part(part: Score, shard: Sequence[Item], name: str) -> None:
