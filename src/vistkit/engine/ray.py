@@ -36,6 +36,8 @@ from vistkit.metrics.base import Item, Metric, Score, get_metric_class
 RAY_MISSING = "--engine ray needs Ray, which is not installed: pip install 'vistkit[ray]'"
 #: how often a crashed worker is restarted and its shard re-run before the run fails
 MAX_RETRIES = 3
+#: seconds to wait for the workers to start (they wait for free CPUs / GPUs): $VISTKIT_RAY_START_TIMEOUT
+START_TIMEOUT = float(os.environ.get("VISTKIT_RAY_START_TIMEOUT", "120"))
 _CLASS_ATTRS = (
     "name",
     "higher_is_better",
@@ -70,6 +72,12 @@ class _Worker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def peak_rss(self) -> int:
+        """This worker process's peak resident memory in bytes (Linux ``ru_maxrss`` is in KiB)."""
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
     def _metric(self, name: str, options: dict[str, Any]) -> Metric:
         key = _spec_key(name, options)
@@ -199,11 +207,27 @@ class RayEngine(Engine):
                 max_task_retries=self.max_retries,
             )
             self._actors = [cls.remote() for _ in range(self.n_workers)]
+            ready, waiting = self.ray.wait(
+                [a.pid.remote() for a in self._actors], num_returns=len(self._actors), timeout=START_TIMEOUT
+            )
+            if waiting:
+                for a in self._actors:
+                    self.ray.kill(a)
+                self._actors = []
+                raise EngineError(
+                    f"only {len(ready)} of {self.n_workers} Ray workers started within {START_TIMEOUT:g} s (each "
+                    f"needs {self._cpus:g} CPU and {self._gpus:g} GPU free on the cluster); ask for fewer with "
+                    "--workers or --num-gpus-per-worker"
+                )
         return self._actors
 
     def worker_pids(self) -> list[int]:
         """Process ids of the worker actors (tests kill one to check recovery)."""
         return [int(p) for p in self.ray.get([a.pid.remote() for a in self.actors])]
+
+    def worker_peak_rss(self) -> list[int]:
+        """Peak resident memory of each worker process, in bytes (benchmarks)."""
+        return [int(p) for p in self.ray.get([a.peak_rss.remote() for a in self.actors])]
 
     def metric(self, name: str, options: dict[str, Any] | None = None) -> Metric:
         return _remote_class(get_metric_class(name))(self, name, dict(options or {}))
