@@ -153,6 +153,34 @@ def test_cli_score_engine_ray_equals_local(cluster: None, tmp_path: Path) -> Non
     assert outs[0] == outs[1]
 
 
+def _cli_json(args: list[str]) -> Any:
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    from vistkit.cli import main
+
+    buf = StringIO()
+    with redirect_stdout(buf):
+        assert main(args) == 0
+    return json.loads(buf.getvalue())
+
+
+def test_cli_meta_pairs_and_distance_engine_ray(cluster: None, tmp_path: Path) -> None:
+    """`meta pairs` and `distance --human-stories` give the local engine's JSON on Ray."""
+    pairs = Path(__file__).parent / "fixtures" / "meta" / "vhed_small.csv"
+    args = ["meta", "pairs", str(pairs), "-m", "rovist-nr", "-f", "json", "--bootstrap", "20", "--engine"]
+    assert _cli_json([*args, "local"]) == _cli_json([*args, "ray", "--workers", "2"])
+    vist = shared_file("dhm-visual-storytelling", "data", "stories", "vist")
+    small = {}
+    for name in ("gt_test.json", "llava_vc_p3.json"):
+        data = json.loads((vist / name).read_text(encoding="utf-8"))
+        small[name] = tmp_path / name
+        small[name].write_text(json.dumps({k: data[k] for k in sorted(data)[:150]}), encoding="utf-8")
+    args = ["distance", "--human-stories", str(small["gt_test.json"]), "--model-stories"]
+    args += [str(small["llava_vc_p3.json"]), "--dimensions", "R", "-f", "json", "--engine"]
+    assert _cli_json([*args, "local"]) == _cli_json([*args, "ray"])
+
+
 def _kill_first_worker_on_first_part(engine: Any) -> tuple[list[int], Any]:
     pids = engine.worker_pids()
     killed: list[int] = []

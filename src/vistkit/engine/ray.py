@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from vistkit.data.story import StorySet
 from vistkit.engine import Engine, EngineError, batched
 from vistkit.engine.merge import (
     StreamTotals,
@@ -48,6 +49,7 @@ _CLASS_ATTRS = (
     "needs_human_story",
     "default_keying",
     "card",
+    "item_scores_depend_on_corpus",
 )
 
 
@@ -87,6 +89,9 @@ class _Worker:
 
     def signature_fields(self, name: str, options: dict[str, Any]) -> dict[str, object]:
         return self._metric(name, options).signature_fields()
+
+    def prepare(self, name: str, options: dict[str, Any], hypotheses: StorySet) -> StorySet:
+        return self._metric(name, options).prepare_hypotheses(hypotheses)
 
     def score(self, name: str, options: dict[str, Any], items: list[Item], signature: str) -> Score:
         return self._metric(name, options).score_items(items, signature=signature)
@@ -132,6 +137,12 @@ class RemoteMetric(Metric):
         if self._fields is None:
             self._fields = self.engine.call_one("signature_fields", self.name, self.options)
         return dict(self._fields)
+
+    def prepare_hypotheses(self, hypotheses: StorySet) -> StorySet:
+        if self.metric_class.prepare_hypotheses is Metric.prepare_hypotheses:
+            return hypotheses
+        # e.g. grounding metrics fill in photo ids from their --photos map (options live on the workers)
+        return self.engine.call_one("prepare", self.name, self.options, hypotheses)  # type: ignore[no-any-return]
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         return self.engine.score_items(self, list(items), signature=signature)
@@ -230,7 +241,14 @@ class RayEngine(Engine):
         return [int(p) for p in self.ray.get([a.peak_rss.remote() for a in self.actors])]
 
     def metric(self, name: str, options: dict[str, Any] | None = None) -> Metric:
-        return _remote_class(get_metric_class(name))(self, name, dict(options or {}))
+        """A metric scored on the workers; a pairwise `Ranker` stays in this process (its per-pair protocol is
+        not sharded)."""
+        from vistkit.metrics.base import Ranker
+
+        cls = get_metric_class(name)
+        if issubclass(cls, Ranker):
+            return cls(**(options or {}))
+        return _remote_class(cls)(self, name, dict(options or {}))
 
     def call_one(self, method: str, *args: Any) -> Any:
         """Run one call on the first worker and return its value (errors as `_get` reports them)."""

@@ -14,7 +14,17 @@ from typing import Any
 
 import typer
 
-from vistkit.commands.common import MetricOptionOption, RefFormatOption, echo, parse_metric_names
+from vistkit.commands.common import (
+    AddressOption,
+    EngineOption,
+    GpusPerWorkerOption,
+    MetricOptionOption,
+    RefFormatOption,
+    WorkersOption,
+    echo,
+    open_engine,
+    parse_metric_names,
+)
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, VistkitError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
@@ -62,7 +72,7 @@ SKIPPED: dict[str, str] = {}
 TOLERANT: list[bool] = [False]  # --metrics all: a metric that cannot score this input is skipped, not fatal
 
 
-def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
+def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> list[Any]:
     """Build the named metrics. ``all``: every registered metric that can run here; the others (a model that
     is not installed, images not given) are skipped with their reason (stderr and ``"skipped"`` in JSON)."""
     from vistkit.commands.score import build_metrics, parse_metric_options
@@ -75,7 +85,7 @@ def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
         raise InputError("give at least one metric: --metrics NAME[,NAME] (or --metrics all)")
     per_metric = parse_metric_options(option)
     if parsed != ["all"]:
-        return build_metrics(parsed, {}, per_metric)
+        return build_metrics(parsed, {}, per_metric, engine=engine)
     TOLERANT[0] = True
     built = []
     for name, cls in list_metrics().items():
@@ -83,7 +93,7 @@ def _metrics(names: str | list[str], option: list[str]) -> list[Any]:
             SKIPPED[name] = "needs images: pass --option NAME.images=FOLDER"
             continue
         try:
-            built += build_metrics([name], {}, per_metric)
+            built += build_metrics([name], {}, per_metric, engine=engine)
         except (VistkitError, ImportError, OSError) as exc:
             SKIPPED[name] = str(exc).split(";")[0]
     for name, why in SKIPPED.items():
@@ -251,14 +261,19 @@ class PairsInput:
     reference_absent: bool = dataclasses.field(metadata={"option": RefAbsentOpt})
     option: list[str] = dataclasses.field(metadata={"option": MetricOptionOption})
     label_sign: str = dataclasses.field(metadata={"option": LabelSignOpt})
+    engine: str = dataclasses.field(metadata={"option": EngineOption})
+    address: str | None = dataclasses.field(metadata={"option": AddressOption})
+    workers: int | None = dataclasses.field(metadata={"option": WorkersOption})
+    num_gpus_per_worker: float = dataclasses.field(metadata={"option": GpusPerWorkerOption})
 
     def prepare(self) -> tuple[list[Any], list[Any]]:
         """The pairs and each metric's scores of them (`PairScores`, metrics that cannot score skipped under
-        ``--metrics all``)."""
+        ``--metrics all``), scored on ``--engine``."""
         pairs = _load_pairs(self.pairs_csv, self.label_sign)
-        built = _metrics(self.metrics, self.option)
         refs = _references(self.references, self.ref_format)
-        return pairs, _score_all_pairs(built, pairs, refs, self.key, self.reference_absent)
+        with open_engine(self.engine, self.address, self.workers, self.num_gpus_per_worker) as eng:
+            built = _metrics(self.metrics, self.option, eng)
+            return pairs, _score_all_pairs(built, pairs, refs, self.key, self.reference_absent)
 
 
 @dataclasses.dataclass(frozen=True)
