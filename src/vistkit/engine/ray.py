@@ -174,7 +174,7 @@ class RayEngine(Engine):
         if self._owns_ray:
             opts: dict[str, Any] = {
                 "include_dashboard": False,
-                "logging_level": logging.WARNING,
+                "logging_level": logging.ERROR,
                 "log_to_driver": False,
             }
             if address is None:
