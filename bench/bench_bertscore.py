@@ -1,10 +1,11 @@
 """BERTScore: speed against bert_score 0.3.13, and the layer choice of the packaged MiniLM default.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_bertscore.py speed  [--n 400]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_bertscore.py speed  [--n 400] [--device cuda] [--repeat 3]
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_bertscore.py layers [--n 300]
 
 ``speed``: VIST test stories (PR-VIST's story vs the human story of the same id), the same local model, both
-implementations timed on ONE run each (model load included), plus the largest |F1| difference.
+implementations loaded once and timed on ``score`` (model load reported apart), plus the largest |F1|
+difference.
 
 ``layers``: for each layer of minilm-l6, how often a held-out human story beats a machine story (TAPM,
 PR-VIST)
@@ -34,35 +35,63 @@ def load() -> tuple[list, dict, dict]:
     return list(humans), {s.story_id: s for s in prvist}, {s.sequence: s for s in tapm}
 
 
-def speed(n: int) -> None:
+def speed(n: int, *, device: str = "cpu", model: str | None = None, repeat: int = 1) -> None:
+    """vistkit vs bert_score 0.3.13 on the same local model: load once each, then time ``score`` (median of
+    ``repeat`` runs after a warm-up; vistkit's embedding cache is emptied before every run)."""
     import bert_score
     import torch
 
     from vistkit.metrics.bertscore import BertScore
     from vistkit.models.resolve import resolve_model
 
-    torch.set_num_threads(1)
+    if device == "cpu":
+        torch.set_num_threads(1)
     humans, prvist, _ = load()
     rng = random.Random(0)
-    sample = rng.sample(humans, n)
+    sample = rng.sample(humans, min(n, len(humans)))
     cands = [prvist[h.story_id].text for h in sample]
     refs = [h.text for h in sample]
-    path = str(resolve_model("minilm-l6"))
+    path = model or str(resolve_model("minilm-l6"))
     t0 = time.perf_counter()
-    ours = BertScore(layer=6, batch_size=64)
-    _, _, f_ours = ours.score_pairs(cands, refs)
-    t_ours = time.perf_counter() - t0
+    ours = BertScore(model=path, layer=6, batch_size=64, device=device)
+    t_load_ours = time.perf_counter() - t0
     t0 = time.perf_counter()
-    _, _, f_theirs = bert_score.score(cands, refs, model_type=path, num_layers=6, batch_size=64, device="cpu")
-    t_theirs = time.perf_counter() - t0
-    print(f"{n} pairs, minilm-l6 layer 6, batch 64, CPU 1 thread, model load included for both")
-    print(f"vistkit  {t_ours:.2f} s\nbert_score {t_theirs:.2f} s")
+    theirs = bert_score.BERTScorer(model_type=path, num_layers=6, batch_size=64, device=device)
+    t_load_theirs = time.perf_counter() - t0
+
+    def run_ours() -> np.ndarray:
+        ours._cache.clear()
+        f = ours.score_pairs(cands, refs)[2]
+        return f
+
+    def run_theirs() -> np.ndarray:
+        f = theirs.score(cands, refs)[2]
+        return f.numpy()
+
+    def timed(fn):  # type: ignore[no-untyped-def]
+        fn()  # warm-up
+        times, result = [], None
+        for _ in range(repeat):
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times)), times, result
+
+    t_ours, all_ours, f_ours = timed(run_ours)
+    t_theirs, all_theirs, f_theirs = timed(run_theirs)
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "CPU 1 thread"
+    print(f"{len(cands)} pairs, {Path(path).name} layer 6, batch 64, {device} ({name}); models loaded once")
+    print(f"vistkit    {t_ours:.3f} s (runs {', '.join(f'{t:.3f}' for t in all_ours)}; load {t_load_ours:.2f} s)")
+    print(f"bert_score {t_theirs:.3f} s (runs {', '.join(f'{t:.3f}' for t in all_theirs)}; load {t_load_theirs:.2f} s)")
     print(f"ratio (bert_score / vistkit) {t_theirs / t_ours:.2f}")
-    diff = np.abs(f_ours - f_theirs.numpy())
+    diff = np.abs(f_ours - f_theirs)
     worst = int(diff.argmax())
-    print(f"max |F1 difference| {diff.max():.2e} (pair {worst})")
+    print(f"max |F1 difference| {diff.max():.2e} (pair {worst}); identical: {bool(diff.max() == 0)}")
     # bert_score's batched matching lets padding (cosine 0) beat negative similarities; batch_size=1 avoids it
-    _, _, f_one = bert_score.score([cands[worst]], [refs[worst]], model_type=path, num_layers=6, batch_size=1)
+    one_scorer = bert_score.BERTScorer(model_type=path, num_layers=6, batch_size=1, device=device)
+    f_one = one_scorer.score([cands[worst]], [refs[worst]])[2]
     one = abs(f_ours[worst] - float(f_one[0]))
     print(f"that pair with bert_score batch_size=1: |F1 difference| {one:.2e}")
 
@@ -105,5 +134,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["speed", "layers"])
     ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--model", default=None, help="a local model folder (default: the packaged minilm-l6)")
+    ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
-    speed(args.n) if args.what == "speed" else layers(args.n)
+    if args.what == "speed":
+        speed(args.n, device=args.device, model=args.model, repeat=args.repeat)
+    else:
+        layers(args.n)

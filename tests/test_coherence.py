@@ -234,7 +234,7 @@ def test_content_cache_returns_same_scores(tiny: tuple[Path, Path], tmp_path: Pa
     a = first.score(STORIES).item_scores
     assert len(first.cache) == 5  # model pairs: s1 2, s2 1 (its repeated pair needs no model), s3 0, s4 2
     second = get_metric("rovist-c", model=tiny[1], cache=tmp_path / "c.sqlite")
-    second.model.pair_probs = None  # type: ignore[assignment]  # must not be called: everything is cached
+    second.model.submit = None  # type: ignore[assignment]  # must not be called: everything is cached
     np.testing.assert_array_equal(second.score(STORIES).item_scores, a)
 
 

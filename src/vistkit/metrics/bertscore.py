@@ -149,6 +149,7 @@ class _Encoder:
             encoder.layer = torch.nn.ModuleList(list(encoder.layer[: self.layer]))
             self.truncated = True
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.size = "small" if int(getattr(model.config, "hidden_size", 1024) or 1024) <= 768 else "large"
         self.model = model.to(self.device)
         tok = self.tokenizer
         self.special = {i for i in (tok.cls_token_id, tok.sep_token_id) if i is not None}
@@ -171,22 +172,55 @@ class _Encoder:
             kwargs["add_prefix_space"] = True
         return list(self.tokenizer.encode(text, **kwargs))
 
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode` of each text, the non-empty ones in one batched tokenizer call (identical ids)."""
+        out: list[list[int] | None] = [None] * len(texts)
+        todo = [i for i, t in enumerate(texts) if t.strip()]
+        for i, t in enumerate(texts):
+            if not t.strip():
+                out[i] = self.encode(t)
+        if todo and getattr(self.tokenizer, "is_fast", False):
+            kwargs: dict[str, Any] = {"add_special_tokens": True, "max_length": self.max_length, "truncation": True}
+            if self.prefix_space:
+                kwargs["add_prefix_space"] = True
+            enc = self.tokenizer([texts[i].strip() for i in todo], **kwargs)["input_ids"]
+            for i, ids in zip(todo, enc, strict=True):
+                out[i] = list(ids)
+        else:
+            for i in todo:
+                out[i] = self.encode(texts[i])
+        return [x if x is not None else [] for x in out]
+
     def embed(self, ids: Sequence[Sequence[int]], *, batch_size: int) -> list[np.ndarray]:
-        """Unit-norm embeddings (tokens x dim, float32) of each id sequence, batched by length."""
+        """Unit-norm embeddings (tokens x dim, float32) of each id sequence, batched by length.
+
+        On a GPU the batches are sized by a token budget (`default_token_budget`) rather than ``batch_size``,
+        every batch is launched before any result is copied back (no wait per batch), and the padded
+        embeddings come back in one copy per batch at the end.
+        """
+        from vistkit.models.runtime import DeviceBatches, default_token_budget, pad_rows, prefetch
+
         torch = self.torch
         out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(ids)
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        device = torch.device(self.device)
+        gpu = device.type == "cuda"
+        runner = DeviceBatches(
+            device,
+            token_budget=default_token_budget(device, model_size=self.size) if gpu else 10**12,
+            batch_size=4096 if gpu else batch_size,
+            max_padding=0.15 if gpu else None,
+        )
+        lengths = [len(x) for x in ids]
+        pending: list[tuple[list[int], Any]] = []
+
+        def prepare(batch: list[int]) -> Any:
+            x, mask = pad_rows([ids[i] for i in batch], pad_id=pad)
+            return torch.from_numpy(x), torch.from_numpy(mask)
+
         with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                width = max(len(ids[i]) for i in chunk)
-                x = torch.full((len(chunk), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, i in enumerate(chunk):
-                    x[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
-                    mask[row, : len(ids[i])] = 1
-                x, mask = x.to(self.device), mask.to(self.device)
+            for chunk, tensors in prefetch(runner.plan(lengths, prepare), depth=2 if gpu else 0):
+                x, mask = runner.to_device(tensors)
                 if self.truncated:
                     hidden = self.model(x, attention_mask=mask)[0]
                 else:
@@ -194,10 +228,11 @@ class _Encoder:
                         self.layer
                     ]
                 hidden = hidden.float()
-                hidden = hidden / hidden.norm(dim=-1, keepdim=True)
-                hidden = hidden.cpu().numpy()
+                pending.append((chunk, hidden / hidden.norm(dim=-1, keepdim=True)))
+            for chunk, hidden in pending:
+                values = hidden.cpu().numpy()
                 for row, i in enumerate(chunk):
-                    out[i] = hidden[row, : len(ids[i])]
+                    out[i] = values[row, : lengths[i]]
         return out
 
 
@@ -356,7 +391,7 @@ class BertScore(Metric):
         todo = sorted(wanted - self._cache.keys())
         if not todo:
             return
-        ids = [self._encoder.encode(t) for t in todo]
+        ids = self._encoder.encode_many(todo)
         embs = self._encoder.embed(ids, batch_size=self.batch_size)
         for t, i, e in zip(todo, ids, embs, strict=True):
             self._cache[t] = (i, e)
@@ -378,7 +413,11 @@ class BertScore(Metric):
 
     def _weights(self, ids: Sequence[int], idf: dict[int, float] | None) -> np.ndarray:
         if idf is None:
-            return np.array([0.0 if t in self._encoder.special else 1.0 for t in ids], dtype=np.float32)
+            arr = np.asarray(ids)
+            keep = np.ones(len(arr), dtype=bool)
+            for special in self._encoder.special:
+                keep &= arr != special
+            return keep.astype(np.float32)
         unseen = idf[-1]
         return np.array([idf.get(t, unseen) for t in ids], dtype=np.float32)
 

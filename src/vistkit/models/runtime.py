@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vistkit.errors import InputError
 
 
@@ -128,3 +130,222 @@ class ScoreCache:
 
     def close(self) -> None:
         self._db.close()
+
+
+# ------------------------------------------------------------------------------------------------------
+# batching and prefetching shared by every model metric (SOP ALBERT, BERTScore, MiniLM heads, CLIP, rankers)
+def default_token_budget(device: Any, *, model_size: str = "large") -> int:
+    """Padded tokens per batch for ``device``: large on CUDA (fills the GPU with few launches), small on CPU.
+
+    ``model_size`` is ``"large"`` (ALBERT/BERT-large: 1024-d, 24 layers) or ``"small"`` (MiniLM, BERT-base,
+    CLIP text towers): a small model gets 4x the budget, since its activations per token are 4x smaller.
+    """
+    kind = getattr(device, "type", str(device))
+    scale = 4 if model_size == "small" else 1
+    if kind == "cuda":
+        return 32_768 * scale
+    if kind == "mps":
+        return 8_192 * scale
+    return 1_024 * scale  # CPU: small batches stay in cache; 8 x 128 tokens was measured best (BENCHMARKS.md)
+
+
+def prefetch(items: Iterable[Any], *, depth: int = 2) -> Iterator[Any]:
+    """Yield ``items`` while a background thread produces up to ``depth`` of them ahead.
+
+    Use it to overlap CPU preparation (sentence splitting, tokenisation, padding) with device compute: the
+    consumer launches work on the GPU (asynchronous) while the producer prepares the next piece. An exception
+    in the producer is re-raised in the consumer; leaving the loop early stops the producer. ``depth=0`` runs
+    everything in the calling thread (no thread at all).
+    """
+    if depth <= 0:
+        yield from items
+        return
+    import queue
+
+    done = object()
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put((None, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((None, done))
+        except BaseException as exc:  # handed to the consumer
+            q.put((exc, None))
+
+    worker = threading.Thread(target=produce, name="vistkit-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            exc, item = q.get()
+            if exc is not None:
+                raise exc
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except Exception:
+                pass
+            worker.join(timeout=0.05)
+
+
+def pad_rows(rows: Sequence[Sequence[int]], *, pad_id: int = 0) -> tuple[Any, Any]:
+    """``(ids, mask)`` int64 arrays of shape (len(rows), longest) from ragged id lists (right padding)."""
+    width = max((len(r) for r in rows), default=0)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for k, r in enumerate(rows):
+        ids[k, : len(r)] = r
+        mask[k, : len(r)] = 1
+    return ids, mask
+
+
+class LengthBuckets:
+    """Streaming length buckets: items arrive one by one, full batches leave as soon as they are full.
+
+    Lengths fall into geometric bins (within a bin the shortest item is at least ``1 - max_padding`` of the
+    longest); a bin whose padded size reaches ``token_budget`` tokens (or ``batch_size`` items) is returned
+    by `add` at once, so a caller can launch it on the GPU while it prepares more input; `flush` returns
+    what is left. Unlike `batches_by_length` it needs no pass over all lengths first.
+    """
+
+    def __init__(self, *, token_budget: int, batch_size: int = 1024, max_padding: float = 0.15) -> None:
+        import math
+
+        if not 0.0 < max_padding < 1.0:
+            raise InputError(f"max_padding must be between 0 and 1, not {max_padding}")
+        self.token_budget = token_budget
+        self.batch_size = batch_size
+        self._log_step = -math.log(1.0 - max_padding)
+        self._bins: dict[int, list[tuple[int, int]]] = {}
+
+    def _key(self, length: int) -> int:
+        import math
+
+        return int(math.log(max(length, 1)) / self._log_step)
+
+    def add(self, index: int, length: int) -> list[int] | None:
+        """Put one item in its bin; returns that bin's indices when it is full (and empties the bin)."""
+        key = self._key(length)
+        items = self._bins.setdefault(key, [])
+        longest = max(length, items[0][1] if items else 0)
+        if items and (len(items) + 1 > self.batch_size or (len(items) + 1) * longest > self.token_budget):
+            full = [i for i, _ in items]
+            self._bins[key] = [(index, length)]
+            return full
+        if items and length > items[0][1]:
+            items.insert(0, (index, length))  # keep the longest first
+        else:
+            items.append((index, length))
+        return None
+
+    def flush(self) -> list[list[int]]:
+        """The remaining (partial) bins, longest lengths first."""
+        out = [[i for i, _ in self._bins[k]] for k in sorted(self._bins, reverse=True) if self._bins[k]]
+        self._bins.clear()
+        return out
+
+
+class DeviceBatches:
+    """Run a model over many inputs in length-bucketed, token-budgeted batches, outputs kept on the device.
+
+    The generic loop every model metric uses (and the one to give new model metrics, e.g. a learned ranker)::
+
+        runner = DeviceBatches(device, token_budget=default_token_budget(device))
+        for batch_ids, tensors in prefetch(runner.plan(lengths, prepare)):   # CPU work in a thread
+            runner.submit(batch_ids, model(*runner.to_device(tensors)))        # GPU work, asynchronous
+        values = runner.gather(len(lengths))                                  # ONE device->host copy
+
+    ``plan`` groups indices by length (`batches_by_length`: at most ``batch_size`` items and
+    ``token_budget`` padded tokens, no item padded by more than ``max_padding``) and calls ``prepare(indices)``
+    for each group (it returns CPU tensors or arrays); ``submit`` keeps each output (first dimension = the
+    group's items) on the device, so nothing waits for the GPU until ``gather``, which scatters the rows back
+    into input order (a NumPy array; rows that no batch covered are NaN). On CUDA, ``plan`` pins the prepared
+    tensors (in the producer thread) so that ``to_device`` copies without blocking.
+    """
+
+    def __init__(
+        self,
+        device: Any,
+        *,
+        token_budget: int | None = None,
+        batch_size: int = 1024,
+        max_padding: float | None = 0.15,
+        pin_memory: bool | None = None,
+    ) -> None:
+        self.device = device
+        self.token_budget = token_budget or default_token_budget(device)
+        self.batch_size = batch_size
+        self.max_padding = max_padding
+        kind = getattr(device, "type", str(device))
+        self.pin = (kind == "cuda") if pin_memory is None else pin_memory
+        self._parts: list[tuple[list[int], Any]] = []
+
+    def plan(self, lengths: Sequence[int], prepare: Any) -> Iterator[tuple[list[int], Any]]:
+        """``(indices, prepare(indices))`` per length bucket (longest first)."""
+        for batch in batches_by_length(
+            lengths, batch_size=self.batch_size, max_tokens=self.token_budget, max_padding=self.max_padding
+        ):
+            prepared = prepare(batch)
+            yield batch, self.host(prepared)
+
+    def host(self, tensors: Any) -> Any:
+        """``tensors`` (a tensor/array or a tuple/list of them) as CPU tensors, pinned when this runner pins
+        (CUDA), so that `to_device` copies them without blocking."""
+        import torch
+
+        if not self.pin:
+            return tensors
+
+        def pin(x: Any) -> Any:
+            if isinstance(x, np.ndarray):
+                x = torch.from_numpy(x)
+            return x.pin_memory() if isinstance(x, torch.Tensor) and x.device.type == "cpu" else x
+
+        if isinstance(tensors, (tuple, list)):
+            return type(tensors)(pin(t) for t in tensors)
+        return pin(tensors)
+
+    def to_device(self, tensors: Any) -> Any:
+        """Move a tensor/array (or a tuple/list of them) to the device (pinned, non-blocking on CUDA)."""
+        import torch
+
+        def move(x: Any) -> Any:
+            if isinstance(x, np.ndarray):
+                x = torch.from_numpy(x)
+            if not isinstance(x, torch.Tensor):
+                return x
+            return x.to(self.device, non_blocking=x.is_pinned())
+
+        if isinstance(tensors, (tuple, list)):
+            return type(tensors)(move(t) for t in tensors)
+        return move(tensors)
+
+    def submit(self, indices: list[int], output: Any) -> None:
+        """Keep ``output`` (a device tensor, one row per index) until `gather`."""
+        self._parts.append((list(indices), output))
+
+    def gather(self, n: int) -> np.ndarray:
+        """All submitted rows as one float64 NumPy array in input order (one device->host transfer)."""
+        import torch
+
+        parts, self._parts = self._parts, []
+        if not parts:
+            return np.full(n, np.nan)
+        order = [i for idx, _ in parts for i in idx]
+        flat = torch.cat([out.reshape(len(idx), -1).float() for idx, out in parts]).cpu().numpy()
+        result = np.full((n, flat.shape[1]), np.nan, dtype=np.float64)
+        result[order] = flat
+        return result[:, 0] if flat.shape[1] == 1 else result

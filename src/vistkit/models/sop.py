@@ -21,7 +21,9 @@ ordinary text.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +43,13 @@ from vistkit.models.checkpoints import (
     model_fingerprint,
     save_converted,
 )
-from vistkit.models.runtime import batches_by_length, choose_device
+from vistkit.models.runtime import (
+    DeviceBatches,
+    LengthBuckets,
+    choose_device,
+    default_token_budget,
+    pad_rows,
+)
 
 KIND = "rovist-sop-albert"
 CHECKPOINT_NAME = "sop_model_epoch4.pth.tar"
@@ -146,9 +154,69 @@ class EncodedPair:
     error: str | None = None
 
 
+PRECISIONS = ("fp32", "tf32", "bf16")
+# Measured largest |P(B follows A)| difference from the exact fp32 path (random ALBERT-large SOP model, 1,000
+# VIST test stories, H100; bench/bench_coherence.py --precision ...): named in the metric signature.
+FAST_DEVIATION: dict[str, str] = {"tf32": "1e-3", "bf16": "1e-2"}
+
+_SAFE_TEXT = re.compile(r"[\x20-\x7e]*")  # printable ASCII and plain spaces: the word-memo fast path
+
+
+def _word_separable(tokenizer: Any) -> bool:
+    """True when the fast tokenizer's pipeline tokenises space-separated printable-ASCII words independently.
+
+    That holds for the ALBERT/sentencepiece pipeline (normaliser: quote replacements, NFKD, strip accents,
+    lower case, precompiled charsmap, space collapsing; pre-tokeniser: whitespace split then Metaspace with a
+    ``▁`` before every word; model: Unigram/BPE/WordPiece over each word), so a text's ids are the
+    concatenation of its words' ids. Any other pipeline uses the general (batched, offset-checked) path.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    try:
+        spec = json.loads(backend.to_str())
+    except Exception:
+        return False
+
+    def parts(node: Any, key: str) -> list[dict[str, Any]]:
+        if node is None:
+            return []
+        if node.get("type") == "Sequence":
+            return [q for child in node.get(key, []) for q in parts(child, key)]
+        return [node]
+
+    for norm in parts(spec.get("normalizer"), "normalizers"):
+        kind = norm.get("type")
+        if kind in ("NFKD", "NFKC", "NFD", "NFC", "StripAccents", "Lowercase", "Precompiled"):
+            continue
+        if kind == "Replace":
+            pattern = norm.get("pattern", {})
+            text = pattern.get("String", pattern.get("Regex", ""))
+            content = norm.get("content", "")
+            if " " in content and not (pattern.get("Regex") == " {2,}" and content == " "):
+                return False
+            if "String" in pattern and (" " in text or not text):
+                return False
+            if "Regex" in pattern and text != " {2,}":
+                return False
+            continue
+        return False
+    pre = parts(spec.get("pre_tokenizer"), "pretokenizers")
+    if len(pre) != 2 or pre[0].get("type") != "WhitespaceSplit" or pre[1].get("type") != "Metaspace":
+        return False
+    meta = pre[1]
+    always = meta.get("prepend_scheme") == "always" or meta.get("add_prefix_space") is True
+    return bool(always and meta.get("split", True) and meta.get("replacement") == "▁")
+
+
 class SOPModel:
     """A loaded SOP classifier + tokenizer; `pair_probs` scores many pairs in padded, length-sorted
-    batches."""
+    batches.
+
+    ``precision``: ``"fp32"`` (exact; the default), or an opt-in fast path: ``"tf32"`` (CUDA TF32 matrix
+    products, fp32 weights) or ``"bf16"`` (the module cast to bfloat16, not autocast around fp32 weights); the
+    measured deviation of each is in `FAST_DEVIATION` and in the metric signature.
+    """
 
     def __init__(
         self,
@@ -160,30 +228,49 @@ class SOPModel:
         device: str | None = None,
         batch_size: int | None = None,
         precision: str = "fp32",
+        token_budget: int | None = None,
     ) -> None:
-        if precision not in ("fp32", "bf16"):
+        import torch
+
+        if precision not in PRECISIONS:
             raise InputError(
-                f"precision must be 'fp32' (exact) or 'bf16' (faster, approximate), not {precision!r}"
+                f"precision must be 'fp32' (exact), 'tf32' or 'bf16' (faster, approximate), not {precision!r}"
             )
         self.precision = precision
         self.device = choose_device(device)
-        self.module = module.to(self.device).eval()
+        module = module.to(self.device).eval()
+        if precision == "bf16":
+            module = module.to(torch.bfloat16)
+        self.module = module
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
         self.max_positions = max_positions
-        # CPU: small batches (compute-bound, cache-friendly); GPU: large ones
-        self.batch_size = batch_size or (64 if self.device.type == "cuda" else 8)
+        # CPU: small batches (compute-bound, cache-friendly); GPU: large ones, by a token budget
+        cuda = self.device.type == "cuda"
+        self.batch_size = batch_size or (1024 if cuda else 8)
+        # fp32 on a GPU is bound by arithmetic: padding costs time, so tight buckets; the fast paths are bound
+        # by Python's kernel launches (24 layers per batch): fewer, larger batches (BENCHMARKS.md, issue 12)
+        fast = cuda and precision != "fp32"
+        self.max_padding = (0.3 if fast else 0.15) if cuda else 0.25
+        self.token_budget = token_budget or (
+            default_token_budget(self.device) * (2 if fast else 1) if cuda else self.batch_size * 128
+        )
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else 0
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._word_ids: dict[str, list[int]] = {}
+        self._cls_sep: tuple[int, int] | None = None
+        self._added_re: re.Pattern[str] | None = None
+        if self._backend is not None and _word_separable(tokenizer):
+            cls_ids = self._backend.encode("[CLS]", add_special_tokens=False).ids
+            sep_ids = self._backend.encode("[SEP]", add_special_tokens=False).ids
+            if len(cls_ids) == 1 and len(sep_ids) == 1:
+                self._cls_sep = (cls_ids[0], sep_ids[0])
+                added: dict[str, int] = getattr(tokenizer, "get_added_vocab", dict)()
+                self._added_re = re.compile("|".join(re.escape(t) for t in sorted({*added, "[CLS]", "[SEP]"})))
 
     # -- encoding ----------------------------------------------------------------------------------------
-    def encode(self, a: str, b: str) -> EncodedPair:
-        """``[CLS] a [SEP] b [SEP]`` with the official segment ids (see the module docstring)."""
-        tok = self.tokenizer
-        tokens = tok.tokenize(" ".join(["[CLS]", a, "[SEP]", b, "[SEP]"]))
-        ids = list(tok.convert_tokens_to_ids(tokens))
-        len_a = len(tok.tokenize(a))
-        len_b = len(tok.tokenize(b))
+    def _pair(self, ids: list[int], len_a: int, len_b: int) -> EncodedPair:
         types = (len_a + 2) * [0] + (len_b + 1) * [1]
         if len(types) != len(ids):
             return EncodedPair(
@@ -193,35 +280,133 @@ class SOPModel:
             return EncodedPair(ids, types, f"the pair is longer than {self.max_positions} tokens")
         return EncodedPair(ids, types)
 
+    def encode(self, a: str, b: str) -> EncodedPair:
+        """``[CLS] a [SEP] b [SEP]`` with the official segment ids, by the official three tokenizer calls."""
+        tok = self.tokenizer
+        tokens = tok.tokenize(" ".join(["[CLS]", a, "[SEP]", b, "[SEP]"]))
+        ids = list(tok.convert_tokens_to_ids(tokens))
+        return self._pair(ids, len(tok.tokenize(a)), len(tok.tokenize(b)))
+
+    def _fast_ok(self, text: str) -> bool:
+        return _SAFE_TEXT.fullmatch(text) is not None and (self._added_re is None or not self._added_re.search(text))
+
+    def encode_many(self, pairs: Sequence[tuple[str, str]]) -> list[EncodedPair]:
+        """`encode` of every pair, identical ids and token types, without a tokenizer call per pair.
+
+        Fast path (tokenizers whose words tokenise independently, `_word_separable`, and printable-ASCII text
+        with no special-token string in it): each distinct word is tokenised once through the fast
+        tokenizer's batch API and memoised; a pair's ids are ``[CLS]`` + the words of A + ``[SEP]`` + the
+        words of B + ``[SEP]``, so ``len(tok(A))`` and ``len(tok(B))`` (the official token types) come from
+        the same pieces. Other pairs: one batched call over the joined strings, whose offsets give the
+        tokens of A, checked against one batched call over the parts (the official lengths).
+        """
+        out: list[EncodedPair | None] = [None] * len(pairs)
+        rest: list[int] = []
+        backend: Any = self._backend
+        if self._cls_sep is not None:
+            memo = self._word_ids
+            if len(memo) > 2_000_000:
+                memo.clear()
+            fast = [i for i, (a, b) in enumerate(pairs) if self._fast_ok(a) and self._fast_ok(b)]
+            fast_set = set(fast)
+            rest = [i for i in range(len(pairs)) if i not in fast_set]
+            split = {i: (pairs[i][0].split(), pairs[i][1].split()) for i in fast}
+            new = sorted({w for wa, wb in split.values() for w in (*wa, *wb) if w not in memo})
+            if new:
+                for w, enc in zip(new, backend.encode_batch(new, add_special_tokens=False), strict=True):
+                    memo[w] = list(enc.ids)
+            cls, sep = self._cls_sep
+            chain, get = itertools.chain.from_iterable, memo.__getitem__
+            for i in fast:
+                wa, wb = split[i]
+                ids_a = list(chain(map(get, wa)))
+                ids_b = list(chain(map(get, wb)))
+                out[i] = self._pair([cls, *ids_a, sep, *ids_b, sep], len(ids_a), len(ids_b))
+        else:
+            rest = list(range(len(pairs)))
+        if rest and self._backend is not None:
+            joined = [" ".join(["[CLS]", pairs[i][0], "[SEP]", pairs[i][1], "[SEP]"]) for i in rest]
+            encs = self._backend.encode_batch(joined, add_special_tokens=False)
+            parts = self._backend.encode_batch(
+                [p for i in rest for p in pairs[i]], add_special_tokens=False
+            )
+            for k, i in enumerate(rest):
+                out[i] = self._pair(list(encs[k].ids), len(parts[2 * k].ids), len(parts[2 * k + 1].ids))
+        elif rest:  # a slow (Python) tokenizer: the official calls
+            for i in rest:
+                out[i] = self.encode(*pairs[i])
+        return [p for p in out if p is not None]
+
     # -- scoring -----------------------------------------------------------------------------------------
-    def pair_probs(self, pairs: Sequence[EncodedPair]) -> np.ndarray:
-        """P(B follows A) = softmax(logits)[1] for each encodable pair (NaN for pairs with an error)."""
+    def _precision_context(self) -> Any:
+        import contextlib
+
         import torch
 
-        out = np.full(len(pairs), np.nan, dtype=np.float64)
-        todo = [i for i, p in enumerate(pairs) if p.error is None]
-        lengths = [len(pairs[i].input_ids) for i in todo]
-        with torch.inference_mode():
-            for batch in batches_by_length(
-                lengths, batch_size=self.batch_size, max_tokens=self.batch_size * 128, max_padding=0.25
-            ):
-                rows = [pairs[todo[j]] for j in batch]
-                width = max(len(r.input_ids) for r in rows)
-                ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-                types = torch.zeros((len(rows), width), dtype=torch.long)
-                mask = torch.zeros((len(rows), width), dtype=torch.long)
-                for k, r in enumerate(rows):
-                    n = len(r.input_ids)
-                    ids[k, :n] = torch.tensor(r.input_ids)
-                    types[k, :n] = torch.tensor(r.token_type_ids)
-                    mask[k, :n] = 1
-                # bf16 is opt-in: faster on CPUs with AVX512-BF16/AMX and on GPUs, but not exact (~1e-2)
-                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-                    logits = self.module(ids.to(self.device), mask.to(self.device), types.to(self.device))
-                probs = torch.softmax(logits.float(), dim=1)[:, 1].cpu().numpy()
-                for k, j in enumerate(batch):
-                    out[todo[j]] = float(probs[k])
-        return out
+        if self.precision != "tf32" or self.device.type != "cuda":
+            return contextlib.nullcontext()
+
+        @contextlib.contextmanager
+        def tf32() -> Any:
+            old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+            try:
+                yield
+            finally:
+                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+        return tf32()
+
+    def _prepare(self, pairs: Sequence[EncodedPair]) -> Any:
+        import torch
+
+        ids, mask = pad_rows([p.input_ids for p in pairs], pad_id=self.pad_id)
+        first_b = np.array([p.token_type_ids.count(0) for p in pairs], dtype=np.int64)
+        types = (np.arange(ids.shape[1])[None, :] >= first_b[:, None]).astype(np.int64) * mask
+        return torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types)
+
+    def launch(self, rows: Sequence[int], pairs: Sequence[EncodedPair], runner: DeviceBatches) -> None:
+        """Run the model on one batch of encodable ``pairs`` (asynchronously on a GPU); their P(B follows A)
+        become rows ``rows`` of ``runner.gather``."""
+        import torch
+
+        with torch.inference_mode(), self._precision_context():
+            ids, mask, types = runner.to_device(runner.host(self._prepare(pairs)))
+            logits = self.module(ids, mask, types)
+            runner.submit(list(rows), torch.softmax(logits.float(), dim=1)[:, 1])
+
+    def buckets(self) -> LengthBuckets:
+        """Streaming length buckets sized for this model's device (see `LengthBuckets`)."""
+        return LengthBuckets(
+            token_budget=self.token_budget,
+            batch_size=self.batch_size,
+            max_padding=self.max_padding,
+        )
+
+    def submit(self, pairs: Sequence[EncodedPair], runner: DeviceBatches, *, offset: int = 0) -> None:
+        """Launch the model on every encodable pair (asynchronously on a GPU); rows are ``offset + index``.
+
+        Collect with ``runner.gather(n)``: P(B follows A) per row (NaN for pairs with an error).
+        """
+        buckets = self.buckets()
+        full: list[list[int]] = []
+        for i, p in enumerate(pairs):
+            if p.error is None:
+                batch = buckets.add(i, len(p.input_ids))
+                if batch is not None:
+                    full.append(batch)
+        for batch in full + buckets.flush():
+            self.launch([offset + i for i in batch], [pairs[i] for i in batch], runner)
+
+    def runner(self) -> DeviceBatches:
+        """A `DeviceBatches` with this model's device, batch size and token budget."""
+        return DeviceBatches(self.device, token_budget=self.token_budget, batch_size=self.batch_size)
+
+    def pair_probs(self, pairs: Sequence[EncodedPair]) -> np.ndarray:
+        """P(B follows A) = softmax(logits)[1] for each encodable pair (NaN for pairs with an error)."""
+        runner = self.runner()
+        self.submit(pairs, runner)
+        return runner.gather(len(pairs))
 
     def pair_probs_one_by_one(self, pairs: Sequence[EncodedPair]) -> np.ndarray:
         """The official loop: one pair at a time, no padding (reference for tests and the benchmark)."""
@@ -236,7 +421,7 @@ class SOPModel:
                 types = torch.tensor([p.token_type_ids], device=self.device)
                 mask = torch.ones_like(ids)
                 logits = self.module(ids, mask, types)
-                out[i] = float(torch.softmax(logits, dim=1)[0, 1])
+                out[i] = float(torch.softmax(logits.float(), dim=1)[0, 1])
         return out
 
 
