@@ -122,9 +122,14 @@ class ClipEncoder:
         return [len(ids) for ids in self.tokenizer(list(texts), truncation=False)["input_ids"]]
 
     def encode_texts(self, texts: Sequence[str], *, truncate: bool = True) -> np.ndarray:
-        """L2-normalised text embeddings, one row per text (cached by text)."""
-        todo = list(dict.fromkeys(t for t in texts if (t, truncate) not in self._text_cache))
+        """L2-normalised text embeddings, one row per text (cached by text).
+
+        Texts are batched by length (less padding) and every batch is launched before any result is copied
+        back (one wait for the device, not one per batch).
+        """
+        todo = sorted(dict.fromkeys(t for t in texts if (t, truncate) not in self._text_cache), key=len)
         torch = self._torch
+        pending = []
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
             limit = {"truncation": True, "max_length": self.max_tokens} if truncate else {}
@@ -137,8 +142,9 @@ class ClipEncoder:
                 feats = _features(
                     self.model.get_text_features(**{k: v.to(self.device) for k, v in enc.items()})
                 )
-                feats = torch.nn.functional.normalize(feats.float(), p=2, dim=-1).cpu().numpy()
-            for t, f in zip(chunk, feats, strict=True):
+                pending.append((chunk, torch.nn.functional.normalize(feats.float(), p=2, dim=-1)))
+        for chunk, feats in pending:
+            for t, f in zip(chunk, feats.cpu().numpy(), strict=True):
                 self._text_cache[(t, truncate)] = f
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -149,18 +155,28 @@ class ClipEncoder:
         return int(self.model.config.projection_dim)
 
     def encode_images(self, images: Sequence[Any]) -> np.ndarray:
-        """L2-normalised image embeddings of RGB Pillow images, one row per image."""
+        """L2-normalised image embeddings of RGB Pillow images, one row per image.
+
+        The CPU preprocessing (resize, crop, normalise) of the next batches runs in a worker thread
+        (`vistkit.models.runtime.prefetch`) while the device encodes the current one.
+        """
+        from vistkit.models.runtime import prefetch
+
         torch = self._torch
-        rows = []
-        for start in range(0, len(images), self.batch_size):
+        starts = range(0, len(images), self.batch_size)
+
+        def pixels(start: int) -> Any:
             chunk = list(images[start : start + self.batch_size])
-            pix = self.processor(images=chunk, return_tensors="pt")["pixel_values"].to(self.device)
+            return self.processor(images=chunk, return_tensors="pt")["pixel_values"]
+
+        rows = []
+        for pix in prefetch(map(pixels, starts), depth=2 if len(starts) > 1 else 0):
             with torch.no_grad():
-                feats = _features(self.model.get_image_features(pixel_values=pix))
-                rows.append(torch.nn.functional.normalize(feats.float(), p=2, dim=-1).cpu().numpy())
+                feats = _features(self.model.get_image_features(pixel_values=pix.to(self.device)))
+                rows.append(torch.nn.functional.normalize(feats.float(), p=2, dim=-1))
         if not rows:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.concatenate(rows)
+        return np.concatenate([r.cpu().numpy() for r in rows])
 
 
 _CLIP_CACHE: dict[tuple[str, str, bool], ClipEncoder] = {}
