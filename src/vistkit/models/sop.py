@@ -48,6 +48,7 @@ from vistkit.models.runtime import (
     LengthBuckets,
     choose_device,
     default_token_budget,
+    gc_paused,
     pad_rows,
 )
 
@@ -301,6 +302,10 @@ class SOPModel:
         the same pieces. Other pairs: one batched call over the joined strings, whose offsets give the
         tokens of A, checked against one batched call over the parts (the official lengths).
         """
+        with gc_paused():
+            return self._encode_many(pairs)
+
+    def _encode_many(self, pairs: Sequence[tuple[str, str]]) -> list[EncodedPair]:
         out: list[EncodedPair | None] = [None] * len(pairs)
         rest: list[int] = []
         backend: Any = self._backend
