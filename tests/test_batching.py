@@ -67,7 +67,7 @@ def real_pairs() -> list[tuple[str, str]]:
 
 def test_encode_many_equals_official_on_real_stories(real_pairs: list[tuple[str, str]]) -> None:
     """Ids and token types of every pair equal the official three-call construction (two tokenizers)."""
-    from vistkit.models.testing import make_tiny_albert_tokenizer
+    from tests.tiny_models import make_tiny_albert_tokenizer
 
     texts = [a + " " + b for a, b in real_pairs]
     for tok in (story_vocab_tokenizer(texts), make_tiny_albert_tokenizer()):
@@ -92,7 +92,7 @@ odd_text = st.lists(st.sampled_from(_PIECES), max_size=20).map("".join)
 def test_encode_many_equals_official_on_any_text(pairs: list[tuple[str, str]]) -> None:
     """Property: for any text (special-token strings, quotes, odd whitespace, accents, ligatures) the batched
     encoding equals the official one, including its error when the parts' lengths disagree with the pair's."""
-    from vistkit.models.testing import make_tiny_albert_tokenizer
+    from tests.tiny_models import make_tiny_albert_tokenizer
 
     tok = _tiny_tok()
     model = _tiny_model()
@@ -107,7 +107,7 @@ _TINY: dict[str, object] = {}
 
 
 def _tiny_tok():  # type: ignore[no-untyped-def]
-    from vistkit.models.testing import make_tiny_albert_tokenizer
+    from tests.tiny_models import make_tiny_albert_tokenizer
 
     if "tok" not in _TINY:
         _TINY["tok"] = make_tiny_albert_tokenizer()
@@ -204,10 +204,10 @@ def test_fast_precisions_are_named_and_close() -> None:
     import tempfile
     from pathlib import Path
 
+    from tests.tiny_models import make_tiny_sop_folder
     from vistkit.data.story import Story
     from vistkit.metrics.base import get_metric
     from vistkit.models.sop import FAST_DEVIATION
-    from vistkit.models.testing import make_tiny_sop_folder
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = make_tiny_sop_folder(Path(tmp))
