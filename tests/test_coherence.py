@@ -54,32 +54,13 @@ def test_prefix_pairs_follow_official_loop() -> None:
 
 # --------------------------------------------------------------------------------------------------- tiny
 # official
-class _OfficialSOP(torch.nn.Module):
-    def __init__(self, cfg: dict) -> None:
-        super().__init__()
-        from transformers import AlbertConfig, AlbertModel
-
-        self.albert_model = AlbertModel(AlbertConfig(**{k: v for k, v in cfg.items() if k != "model_type"}))
-        self.dropout = torch.nn.Dropout(0.4)
-        self.linear = torch.nn.Linear(cfg["hidden_size"], 2)
-
-    def forward(self, ids: torch.Tensor, att: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
-        pooled = self.albert_model(ids, attention_mask=att, token_type_ids=seg)[1]
-        return self.linear(pooled)
-
-
 class _Official:
     """The official scoring loops, batch 1, by hand."""
 
     def __init__(self, ckpt: Path) -> None:
-        from tiny_models import make_tiny_albert_tokenizer
+        from tiny_models import load_official_sop
 
-        obj = torch.load(ckpt, weights_only=False)
-        self.cfg = json.loads((ckpt.parent / "config.json").read_text())
-        self.model = _OfficialSOP(self.cfg)
-        self.model.load_state_dict(obj["model"])
-        self.model.eval()
-        self.tok = make_tiny_albert_tokenizer()
+        self.model, self.cfg, self.tok = load_official_sop(ckpt)
 
     def prob(self, a: str, b: str) -> float:
         tok = self.tok

@@ -175,21 +175,6 @@ def test_clip_hf_folder_safetensors_only_unless_trusted(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------------------------------- SOP
 # (ALBERT)
-class _ReferenceSOP(torch.nn.Module):
-    """Written from rovist_c.SOPClassifier: AlbertModel pooler -> Linear(hidden, 2)."""
-
-    def __init__(self, cfg: dict) -> None:
-        super().__init__()
-        from transformers import AlbertConfig, AlbertModel
-
-        self.albert_model = AlbertModel(AlbertConfig(**{k: v for k, v in cfg.items() if k != "model_type"}))
-        self.dropout = torch.nn.Dropout(0.4)
-        self.linear = torch.nn.Linear(cfg["hidden_size"], 2)
-
-    def forward(self, ids: torch.Tensor, att: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
-        return self.linear(self.albert_model(ids, attention_mask=att, token_type_ids=seg)[1])
-
-
 @pytest.fixture(scope="module")
 def tiny_sop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tiny_models import make_tiny_sop_checkpoint
@@ -199,14 +184,9 @@ def tiny_sop(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _reference_prob(ckpt: Path, a: str, b: str) -> float:
     """The official per-pair computation, by hand, on the tiny checkpoint."""
-    from tiny_models import make_tiny_albert_tokenizer
+    from tiny_models import load_official_sop
 
-    obj = torch.load(ckpt, weights_only=False)
-    cfg = json.loads((ckpt.parent / "config.json").read_text())
-    ref = _ReferenceSOP(cfg)
-    ref.load_state_dict(obj["model"])
-    ref.eval()
-    tok = make_tiny_albert_tokenizer()
+    ref, _, tok = load_official_sop(ckpt)
     ids = tok.convert_tokens_to_ids(tok.tokenize("[CLS] " + a + " [SEP] " + b + " [SEP]"))
     seg = (len(tok.tokenize(a)) + 2) * [0] + (len(tok.tokenize(b)) + 1) * [1]
     with torch.no_grad():

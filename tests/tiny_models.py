@@ -174,12 +174,41 @@ def make_tiny_albert_tokenizer() -> Any:
     return AlbertTokenizer(vocab=vocab)
 
 
+def official_sop(cfg: dict[str, Any]) -> Any:
+    """A module written from RoViST's ``rovist_c.SOPClassifier`` (same parameter names): ALBERT's pooled
+    output -> ``Linear(hidden, 2)``; ``forward(ids, attention_mask, token_type_ids)`` gives the two logits."""
+    import torch
+    from transformers import AlbertConfig, AlbertModel
+
+    class SOPClassifier(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.albert_model = AlbertModel(AlbertConfig(**{k: v for k, v in cfg.items() if k != "model_type"}))
+            self.dropout = torch.nn.Dropout(p=0.4)
+            self.linear = torch.nn.Linear(cfg["hidden_size"], 2)
+
+        def forward(self, ids: torch.Tensor, att: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
+            return self.linear(self.albert_model(ids, attention_mask=att, token_type_ids=seg)[1])
+
+    return SOPClassifier()
+
+
+def load_official_sop(ckpt: Path) -> tuple[Any, dict[str, Any], Any]:
+    """The tiny checkpoint loaded as the official code loads it (full unpickle: the test wrote the file):
+    the `official_sop` module in eval mode, its config and the tokenizer."""
+    import torch
+
+    cfg = json.loads((ckpt.parent / "config.json").read_text())
+    module = official_sop(cfg)
+    module.load_state_dict(torch.load(ckpt, weights_only=False)["model"])
+    module.eval()
+    return module, cfg, make_tiny_albert_tokenizer()
+
+
 def make_tiny_sop_checkpoint(directory: str | Path, *, seed: int = 0, max_positions: int = 64) -> Path:
     """Write ``sop_model_epoch4.pth.tar`` (official format), ``config.json`` and tokenizer files into a
     folder."""
     import torch
-    from torch import nn
-    from transformers import AlbertConfig, AlbertModel
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -187,16 +216,7 @@ def make_tiny_sop_checkpoint(directory: str | Path, *, seed: int = 0, max_positi
     cfg_dict = dict(TINY_ALBERT, vocab_size=len(tok), max_position_embeddings=max_positions)
     torch.manual_seed(seed)
 
-    class OfficialLike(nn.Module):  # same parameter names as rovist_c.SOPClassifier
-        def __init__(self) -> None:
-            super().__init__()
-            self.albert_model = AlbertModel(
-                AlbertConfig(**{k: v for k, v in cfg_dict.items() if k != "model_type"})
-            )
-            self.dropout = nn.Dropout(p=0.4)
-            self.linear = nn.Linear(cfg_dict["hidden_size"], 2)
-
-    module = OfficialLike()
+    module = official_sop(cfg_dict)
     with torch.no_grad():  # spread the head so probabilities differ visibly between pairs
         module.linear.weight.mul_(8.0)
     opt = argparse.Namespace(
