@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -20,3 +22,14 @@ def load_dummy_metrics() -> ModuleType:
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
     return sys.modules[name]
+
+
+@contextmanager
+def dummy_metrics_registered() -> Iterator[list[str]]:
+    """The dummy metrics usable by name inside the block; the ones this block registered are removed after it."""
+    dummies = load_dummy_metrics()
+    added = dummies.ensure_registered()
+    try:
+        yield added
+    finally:
+        dummies.unregister(added)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from meta_dummies import FIX, load_dummy_metrics
+from meta_dummies import FIX, dummy_metrics_registered
 from scipy import stats
 
 from vistkit.cli import main
@@ -17,10 +17,8 @@ MetaRunner = Callable[..., tuple[int, str, str]]
 
 @pytest.fixture(scope="module", autouse=True)
 def dummy_metrics() -> Iterator[None]:
-    d = load_dummy_metrics()
-    added = d.ensure_registered()
-    yield
-    d.unregister(added)
+    with dummy_metrics_registered():
+        yield
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

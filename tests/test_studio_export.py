@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meta_dummies import load_dummy_metrics
+from meta_dummies import dummy_metrics_registered
 from studio_helpers import HUMAN, MACHINE_1, MACHINE_2, make_study, rank_by, read_page
 
 from vistkit.cli import main
@@ -23,10 +23,8 @@ TestClient = pytest.importorskip("starlette.testclient").TestClient
 
 @pytest.fixture(scope="module", autouse=True)
 def dummy_metrics() -> Iterator[None]:
-    d = load_dummy_metrics()
-    added = d.ensure_registered()
-    yield
-    d.unregister(added)
+    with dummy_metrics_registered():
+        yield
 
 
 def client_for(made):  # type: ignore[no-untyped-def]
