@@ -26,6 +26,7 @@ published scores differ).
 
 from __future__ import annotations
 
+import inspect
 import math
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -249,6 +250,15 @@ class _ClipScoreBase(PhotoMetric):
         self.prefix = prefix
         self._image_cache: dict[str, np.ndarray] = {}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A variant declares only its own option, ``__init__(self, *, OPTION=..., **options)``; its signature
+        is completed with the shared options here, so that ``vistkit score -o`` (which reads the signature)
+        lists and accepts them all."""
+        super().__init_subclass__(**kwargs)
+        own = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        shared = list(inspect.signature(_ClipScoreBase.__init__).parameters.values())[1:]
+        cls.__init__.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+
     def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
         return self.encoder.encode_images(images)
 
@@ -315,30 +325,11 @@ class ClipScore(_ClipScoreBase):
         "2021.",
     )
 
-    def __init__(
-        self,
-        *,
-        sentences: str = "split",
-        images: str | Path | None = None,
-        photos: str | Path | dict[str, Sequence[str]] | None = None,
-        clip_model: str | Path = DEFAULT_CLIP,
-        prefix: str = CLIPSCORE_PREFIX,
-        device: str | None = None,
-        batch_size: int = 64,
-        trust_checkpoint: bool = False,
-    ) -> None:
+    def __init__(self, *, sentences: str = "split", **options: Any) -> None:
         if sentences not in ("split", "source"):
             raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
         self.sentences = sentences
-        super().__init__(
-            images=images,
-            photos=photos,
-            clip_model=clip_model,
-            prefix=prefix,
-            device=device,
-            batch_size=batch_size,
-            trust_checkpoint=trust_checkpoint,
-        )
+        super().__init__(**options)
 
     def _variant_fields(self) -> dict[str, object]:
         return {"sent": self.sentences}
@@ -380,30 +371,11 @@ class ClipScoreStory(_ClipScoreBase):
         "2021.",
     )
 
-    def __init__(
-        self,
-        *,
-        long: str = "exclude",
-        images: str | Path | None = None,
-        photos: str | Path | dict[str, Sequence[str]] | None = None,
-        clip_model: str | Path = DEFAULT_CLIP,
-        prefix: str = CLIPSCORE_PREFIX,
-        device: str | None = None,
-        batch_size: int = 64,
-        trust_checkpoint: bool = False,
-    ) -> None:
+    def __init__(self, *, long: str = "exclude", **options: Any) -> None:
         if long not in ("exclude", "truncate"):
             raise InputError(f"long must be 'exclude' or 'truncate', not {long!r}")
         self.long = long
-        super().__init__(
-            images=images,
-            photos=photos,
-            clip_model=clip_model,
-            prefix=prefix,
-            device=device,
-            batch_size=batch_size,
-            trust_checkpoint=trust_checkpoint,
-        )
+        super().__init__(**options)
 
     def _variant_fields(self) -> dict[str, object]:
         return {"long": self.long}
