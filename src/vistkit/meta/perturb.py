@@ -1,0 +1,174 @@
+"""Synthetic story errors: a human story made worse in one controlled way.
+
+Used to train the default ranker (on VIST *val* stories only) and to evaluate any metric on error types it was
+never trained on (VWP stories). The kinds follow the error analysis of Vrank (Hsu et al. 2022, Sect. 3.3:
+grammar, repetition, description in isolation, absurdity) and the negative samples of UNION (Guan and Huang
+2020: repetition, substitution, reordering): each function takes the story's sentences and returns new ones.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+Sentences = list[str]
+
+GENERIC_SENTENCES: tuple[str, ...] = (
+    "we had a great time .",
+    "it was a great day .",
+    "everyone had a lot of fun .",
+    "it was a beautiful day .",
+    "we all had a great time .",
+    "the family was very happy .",
+    "this is a picture of the place .",
+    "there were a lot of people there .",
+    "it was a fun day .",
+    "we went to the place .",
+)
+
+
+def _words(sentence: str) -> list[str]:
+    return sentence.split()
+
+
+def repeat_sentence(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: int = 1) -> Sentences:
+    """Another sentence of the story overwritten with a copy of one of its sentences (``times`` copies)."""
+    if len(s) < 2:
+        return s + s
+    out = list(s)
+    src = rng.randrange(len(s))
+    targets = [i for i in range(len(s)) if i != src]
+    for i in rng.sample(targets, min(times, len(targets))):
+        out[i] = s[src]
+    return out
+
+
+def repeat_phrase(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
+    """A 3-6 word span of one sentence repeated two or three times in place ("they had a party they had a
+    party")."""
+    out = list(s)
+    i = rng.randrange(len(s))
+    w = _words(s[i])
+    if len(w) < 4:
+        return repeat_sentence(s, rng, pool)
+    n = rng.randint(3, min(6, len(w) - 1))
+    start = rng.randrange(len(w) - n)
+    span = w[start : start + n]
+    out[i] = " ".join(w[: start + n] + span * rng.randint(1, 2) + w[start + n :])
+    return out
+
+
+def shuffle(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
+    """The sentences in a random different order."""
+    if len(s) < 2:
+        return s
+    out = list(s)
+    while out == s:
+        rng.shuffle(out)
+        if len(set(s)) < 2:
+            break
+    return out
+
+
+def substitute(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: int = 1) -> Sentences:
+    """``times`` sentences replaced by random sentences of other stories (off-topic, absurd)."""
+    out = list(s)
+    for i in rng.sample(range(len(s)), min(times, len(s))):
+        out[i] = pool[rng.randrange(len(pool))]
+    return out
+
+
+def generic(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: int = 2) -> Sentences:
+    """``times`` sentences replaced by generic filler ("we had a great time .")."""
+    out = list(s)
+    for i in rng.sample(range(len(s)), min(times, len(s))):
+        out[i] = GENERIC_SENTENCES[rng.randrange(len(GENERIC_SENTENCES))]
+    return out
+
+
+def truncate(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
+    """Only the first one or two sentences."""
+    return s[: rng.randint(1, 2)] if len(s) > 2 else s[:1]
+
+
+def word_noise(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
+    """Grammar errors: in about half of the sentences a word dropped, doubled or swapped with its neighbour."""
+    out = []
+    for sent in s:
+        w = _words(sent)
+        if len(w) > 3 and rng.random() < 0.6:
+            j = rng.randrange(len(w) - 2)
+            op = rng.randrange(3)
+            if op == 0:
+                del w[j]
+            elif op == 1:
+                w.insert(j, w[j])
+            else:
+                w[j], w[j + 1] = w[j + 1], w[j]
+        out.append(" ".join(w))
+    return out
+
+
+def merge(s: Sentences, rng: random.Random, pool: Sequence[str], *, other: Sentences | None = None) -> Sentences:
+    """The first half of the story followed by sentences of another story (incoherent merge)."""
+    k = max(1, len(s) // 2)
+    tail = other if other else [pool[rng.randrange(len(pool))] for _ in range(len(s) - k)]
+    return s[:k] + list(tail[k : k + len(s) - k] or tail[: len(s) - k])
+
+
+PERTURBATIONS: dict[str, Callable[..., Sentences]] = {
+    "repeat-sentence": repeat_sentence,
+    "repeat-phrase": repeat_phrase,
+    "shuffle": shuffle,
+    "substitute": substitute,
+    "generic": generic,
+    "truncate": truncate,
+    "word-noise": word_noise,
+    "merge": merge,
+}
+
+
+def perturb(sentences: Sequence[str], kind: str, *, rng: random.Random, pool: Sequence[str]) -> Sentences:
+    """Apply the named perturbation (a key of `PERTURBATIONS`) to a story's sentences."""
+    return PERTURBATIONS[kind](list(sentences), rng, pool)
+
+
+class BlandRewriter:
+    """Machine-like rewrites: each sentence replaced by a short, generic sentence of the corpus that shares one of
+    its content words ("there were a lot of crafts ."), the on-topic blandness of VIST models trained with
+    maximum likelihood (frequent words, few specifics, the topic word repeated).
+
+    Genericness of a corpus sentence is the mean log frequency of its words in the corpus.
+    """
+
+    def __init__(self, pool: Sequence[str], *, stop: frozenset[str], max_words: int = 12) -> None:
+        import math
+        from collections import Counter
+
+        self.pool = [p for p in dict.fromkeys(pool) if 3 <= len(p.split()) <= max_words]
+        freq = Counter(w for p in pool for w in p.split())
+        total = sum(freq.values())
+        self.generic = [sum(math.log(freq[w] / total) for w in p.split()) / len(p.split()) for p in self.pool]
+        self.by_word: dict[str, list[int]] = {}
+        for i, p in enumerate(self.pool):
+            for w in set(p.split()):
+                if w not in stop and w.isalpha():
+                    self.by_word.setdefault(w, []).append(i)
+        for w, idx in self.by_word.items():
+            idx.sort(key=lambda i: -self.generic[i])
+            del idx[8:]
+        self.stop = stop
+
+    def sentence(self, sentence: str, rng: random.Random) -> str:
+        words = [w for w in sentence.split() if w not in self.stop and w.isalpha() and w in self.by_word]
+        if not words:
+            return GENERIC_SENTENCES[rng.randrange(len(GENERIC_SENTENCES))]
+        cands = [i for i in self.by_word[rng.choice(words)] if self.pool[i] != sentence]
+        if not cands:
+            return GENERIC_SENTENCES[rng.randrange(len(GENERIC_SENTENCES))]
+        return self.pool[cands[rng.randrange(min(5, len(cands)))]]
+
+    def __call__(self, s: Sentences, rng: random.Random, *, share: float = 1.0) -> Sentences:
+        k = max(1, round(share * len(s)))
+        chosen = set(rng.sample(range(len(s)), min(k, len(s))))
+        return [self.sentence(x, rng) if i in chosen else x for i, x in enumerate(s)]

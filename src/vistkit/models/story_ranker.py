@@ -1,0 +1,398 @@
+"""The offline default story ranker: a small utility model on interpretable story features.
+
+A story ``x`` gets a utility ``u(x)``; the ranker prefers ``a`` over ``b`` by ``u(a) - u(b)`` (a Bradley-Terry
+model, so the preference is antisymmetric by construction and each distinct story is featurised once).
+
+Features (all computed from the text alone, no references and no photos; `FEATURE_NAMES` lists them):
+
+- **lexical diversity and repetition** (the "Rep" errors of Vrank's error analysis, Hsu et al. 2022, Sect. 3.3):
+  type-token ratio, a moving-window type-token ratio that does not fall with length, distinct bigrams/trigrams,
+  the share of tokens inside repeated trigrams, repeated sentences, the largest word overlap between two
+  sentences, repeated sentence openings;
+- **shape**: number of words and sentences, sentence-length spread, share of function words, share of rare
+  words (split into several word pieces), placeholders such as ``[male]``;
+- **semantic flow** (the "Desc" / "Abs" errors: isolated captions, off-topic or absurd sentences): cosine
+  similarities between static sentence vectors (the mean of the packaged MiniLM's input word-piece
+  embeddings, idf-free): adjacent sentences, all sentence pairs, the first sentence against the rest, and how
+  concentrated the story is around its centroid;
+- a learned projection of the story's mean sentence vector (what the story is about and how it is phrased).
+
+The head is ``u = w . z + v . tanh(P m)`` with standardised features ``z`` (clipped to +-4) and ``m`` the mean,
+first and last sentence vectors (how a story opens and closes carries its order); it is
+trained with the pairwise logistic loss ``log(1 + exp(-(u(better) - u(worse))))`` (`scripts/train_ranker.py`).
+Static vectors keep it fast on a CPU (thousands of stories a second): the contextual MiniLM encoder is not run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_NAME = "story-ranker-v1"
+HEAD_FILE = "head.safetensors"
+CONFIG_FILE = "config.json"
+BIGRAM_FILE = "bigrams.json.gz"
+KIND = "story-ranker"
+
+_PLACEHOLDER = re.compile(r"\[\s*(male|female|neutral|location|organization|person|name|other)\s*\]", re.I)
+_WORD = re.compile(r"\[[a-z]+\]|[a-z0-9]+(?:'[a-z]+)?|'[a-z]+|[^\sa-z0-9]")
+_SENT_END = re.compile(r"(?<=[.!?])\s+")
+_PUNCT = set(".,!?;:'\"()-…")
+
+FUNCTION_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below between
+    both but by can did do does doing down during each few for from further had has have having he her here hers
+    herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
+    once only or other our ours ourselves out over own same she should so some such than that the their theirs
+    them themselves then there these they this those through to too under until up very was we were what when
+    where which while who whom why will with you your yours yourself yourselves 's n't 're 've 'll 'm 'd""".split()
+)
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "log_words",
+    "sentences",
+    "log_mean_sentence_words",
+    "sentence_length_cv",
+    "ttr",
+    "window_ttr",
+    "distinct_2",
+    "distinct_3",
+    "repeated_trigram_share",
+    "top_content_word_share",
+    "duplicate_sentence_share",
+    "max_sentence_overlap",
+    "mean_adjacent_overlap",
+    "repeated_opening_share",
+    "function_word_share",
+    "rare_word_share",
+    "placeholder_share",
+    "unseen_bigram_share",
+    "bigram_logprob",
+    "adjacent_cosine_mean",
+    "adjacent_cosine_min",
+    "pair_cosine_max",
+    "pair_cosine_mean",
+    "first_rest_cosine",
+    "centroid_norm",
+    "one_sentence",
+)
+
+
+def default_model_dir() -> Path:
+    """The packaged default ranker folder."""
+    return Path(__file__).resolve().parents[1] / "resources" / "models" / DEFAULT_NAME
+
+
+# --------------------------------------------------------------------------------------------------- text
+def normalise(text: str) -> str:
+    """Lower-case, placeholders as ``[male]``-style tokens, one space between tokens.
+
+    VIST and many story corpora are lower-cased and tokenised (``it 's a great day .``); others are not. Mapping
+    both to one form keeps the features independent of the source's tokenisation.
+    """
+    text = _PLACEHOLDER.sub(lambda m: f"[{m.group(1).lower()}]", text.replace("\u2019", "'"))
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def sentences_of(text: str) -> list[list[str]]:
+    """Normalised sentences as token lists (split after ``.``, ``!``, ``?``; a story without end punctuation
+    is one sentence)."""
+    norm = normalise(text)
+    out = [s.split() for s in _SENT_END.split(norm) if s.strip()]
+    return [s for s in out if any(t not in _PUNCT for t in s)]
+
+
+def _words(sentence: list[str]) -> list[str]:
+    return [t for t in sentence if t not in _PUNCT]
+
+
+def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def _distinct(tokens: Sequence[str], n: int) -> float:
+    grams = _ngrams(tokens, n)
+    return len(set(grams)) / len(grams) if grams else 1.0
+
+
+def _window_ttr(tokens: Sequence[str], window: int = 25) -> float:
+    if len(tokens) <= window:
+        return len(set(tokens)) / max(len(tokens), 1)
+    vals = [len(set(tokens[i : i + window])) / window for i in range(0, len(tokens) - window + 1, 5)]
+    return float(np.mean(vals))
+
+
+def _repeated_trigram_share(tokens: Sequence[str]) -> float:
+    grams = _ngrams(tokens, 3)
+    if not grams:
+        return 0.0
+    counts = Counter(grams)
+    covered = np.zeros(len(tokens), dtype=bool)
+    for i, g in enumerate(grams):
+        if counts[g] > 1:
+            covered[i : i + 3] = True
+    return float(covered.mean())
+
+
+class BigramStats:
+    """Word bigram counts of a small story corpus (the ranker's training stories and their photo captions).
+
+    ``unseen_share``: among adjacent word pairs whose two words are both frequent (>= ``min_count``), the share
+    the corpus never shows together ("was to", "the the": a cheap grammar signal). ``logprob``: mean
+    log P(w2 | w1) of a bigram model interpolated with the unigram model (Jelinek-Mercer, lambda 0.7).
+    """
+
+    def __init__(self, unigrams: dict[str, int], bigrams: dict[str, int], *, min_count: int = 30) -> None:
+        self.unigrams = unigrams
+        self.bigrams = bigrams
+        self.total = max(sum(unigrams.values()), 1)
+        self.min_count = min_count
+
+    @classmethod
+    def from_sentences(cls, sentences: Sequence[list[str]], *, keep: int = 2) -> BigramStats:
+        uni: Counter[str] = Counter()
+        bi: Counter[str] = Counter()
+        for s in sentences:
+            w = ["<s>", *_words(s), "</s>"]
+            uni.update(w)
+            bi.update(f"{a} {b}" for a, b in zip(w, w[1:], strict=False))
+        return cls(
+            {k: v for k, v in sorted(uni.items()) if v >= keep},
+            {k: v for k, v in sorted(bi.items()) if v >= keep},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"unigrams": self.unigrams, "bigrams": self.bigrams, "min_count": self.min_count}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BigramStats:
+        return cls(data["unigrams"], data["bigrams"], min_count=int(data["min_count"]))
+
+    def features(self, sentences: list[list[str]]) -> list[float]:
+        unseen, frequent, logps = 0, 0, []
+        for s in sentences:
+            w = ["<s>", *_words(s), "</s>"]
+            for a, b in zip(w, w[1:], strict=False):
+                ca, cb = self.unigrams.get(a, 0), self.unigrams.get(b, 0)
+                cab = self.bigrams.get(f"{a} {b}", 0)
+                if ca >= self.min_count and cb >= self.min_count and a != "<s>" and b != "</s>":
+                    frequent += 1
+                    unseen += cab == 0
+                p_uni = (cb + 0.5) / (self.total + 0.5 * 50000)
+                p_bi = cab / ca if ca else 0.0
+                logps.append(math.log(0.7 * p_bi + 0.3 * p_uni))
+        return [unseen / frequent if frequent else 0.0, float(np.mean(logps)) if logps else 0.0]
+
+
+def lexical_features(sentences: list[list[str]], *, rare: set[str]) -> list[float]:
+    """The lexical and shape features of one story (`FEATURE_NAMES` up to ``placeholder_share``)."""
+    words = [w for s in sentences for w in _words(s)]
+    n = len(words)
+    sent_words = [_words(s) for s in sentences]
+    lengths = np.array([len(s) for s in sent_words], dtype=float) if sent_words else np.zeros(1)
+    content = [w for w in words if w not in FUNCTION_WORDS and not w.startswith("[")]
+    top_content = max(Counter(content).values()) / len(content) if content else 0.0
+    keys = [" ".join(s) for s in sent_words]
+    dup = sum(1 for i, k in enumerate(keys) if k in keys[:i]) / max(len(keys), 1)
+    sets = [set(s) for s in sent_words]
+    overlaps = [len(a & b) / len(a | b) for i, a in enumerate(sets) for b in sets[i + 1 :] if a | b]
+    adjacent = [len(a & b) / len(a | b) for a, b in zip(sets, sets[1:], strict=False) if a | b]
+    openings = [s[0] for s in sent_words if s]
+    rep_open = sum(1 for a, b in zip(openings, openings[1:], strict=False) if a == b) / max(len(openings) - 1, 1)
+    return [
+        math.log1p(n),
+        float(min(len(sentences), 10)),
+        math.log1p(float(lengths.mean())),
+        float(lengths.std() / lengths.mean()) if lengths.mean() > 0 else 0.0,
+        len(set(words)) / n if n else 0.0,
+        _window_ttr(words),
+        _distinct(words, 2),
+        _distinct(words, 3),
+        _repeated_trigram_share(words),
+        top_content,
+        dup,
+        max(overlaps) if overlaps else 0.0,
+        float(np.mean(adjacent)) if adjacent else 0.0,
+        rep_open,
+        sum(1 for w in words if w in FUNCTION_WORDS) / n if n else 0.0,
+        sum(1 for w in words if w in rare) / n if n else 0.0,
+        sum(1 for w in words if w.startswith("[")) / n if n else 0.0,
+    ]
+
+
+def semantic_features(vectors: np.ndarray) -> tuple[list[float], np.ndarray]:
+    """Flow features from unit sentence vectors ``(n, d)`` and the mean vector (the rest of `FEATURE_NAMES`)."""
+    n = len(vectors)
+    mean = vectors.mean(0) if n else np.zeros(vectors.shape[1], dtype=np.float32)
+    if n < 2:
+        return [1.0, 1.0, 1.0, 1.0, 1.0, float(np.linalg.norm(mean)), 1.0], mean
+    sims = vectors @ vectors.T
+    adj = np.array([sims[i, i + 1] for i in range(n - 1)])
+    iu = np.triu_indices(n, 1)
+    rest = vectors[1:].mean(0)
+    first_rest = float(vectors[0] @ rest / max(np.linalg.norm(rest), 1e-9))
+    feats = [
+        float(adj.mean()),
+        float(adj.min()),
+        float(sims[iu].max()),
+        float(sims[iu].mean()),
+        first_rest,
+        float(np.linalg.norm(mean)),
+        0.0,
+    ]
+    return feats, mean
+
+
+# --------------------------------------------------------------------------------------------------- vectors
+class StaticSentenceVectors:
+    """Sentence vector = mean of the packaged MiniLM's input word-piece embeddings (no transformer layers).
+
+    Only ``tokenizer.json`` and the embedding matrix are read, so loading takes well under a second.
+    """
+
+    def __init__(self, encoder: str | Path = "minilm-l6") -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        from vistkit.models.resolve import resolve_model
+
+        folder = resolve_model(encoder)
+        self.folder = folder
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        tensors = load_file(str(folder / "model.safetensors"))
+        key = next(k for k in tensors if k.endswith("word_embeddings.weight"))
+        self.table = tensors[key].astype(np.float32)
+        self.special = {self.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")} - {None}
+        self.dim = int(self.table.shape[1])
+
+    def encode(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Unit sentence vectors ``(n, d)`` and the number of word pieces per sentence."""
+        if not sentences:
+            return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64)
+        encs = self.tokenizer.encode_batch(list(sentences), add_special_tokens=False)
+        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+        pieces = np.zeros(len(sentences), dtype=np.int64)
+        for i, e in enumerate(encs):
+            ids = [t for t in e.ids if t not in self.special]
+            pieces[i] = len(ids)
+            if ids:
+                v = self.table[ids].mean(0)
+                out[i] = v / max(float(np.linalg.norm(v)), 1e-9)
+        return out, pieces
+
+    def rare_words(self, words: set[str]) -> set[str]:
+        """Words the word-piece vocabulary splits into several pieces (rare or misspelt words)."""
+        return {w for w in words if not w.startswith("[") and len(self.tokenizer.encode(w, add_special_tokens=False).ids) > 1}
+
+
+@lru_cache(maxsize=4)
+def static_vectors(encoder: str = "minilm-l6") -> StaticSentenceVectors:
+    """One loaded `StaticSentenceVectors` per encoder name (load once)."""
+    return StaticSentenceVectors(encoder)
+
+
+class StoryFeaturizer:
+    """Story texts -> (features ``(n, len(FEATURE_NAMES))``, vectors ``(n, 3d)``: the mean, first and last
+    sentence vectors, so the head can learn how stories open and close)."""
+
+    def __init__(self, encoder: str = "minilm-l6", *, bigrams: BigramStats) -> None:
+        self.vectors = static_vectors(encoder)
+        self.bigrams = bigrams
+        self._rare: dict[str, bool] = {}
+
+    def _rare_set(self, words: set[str]) -> set[str]:
+        todo = [w for w in words if w not in self._rare]
+        if todo:
+            found = self.vectors.rare_words(set(todo))
+            for w in todo:
+                self._rare[w] = w in found
+        return {w for w in words if self._rare[w]}
+
+    def __call__(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        split = [sentences_of(t) for t in texts]
+        flat = [" ".join(s) for sents in split for s in sents]
+        vecs, _ = self.vectors.encode(flat)
+        feats = np.zeros((len(texts), len(FEATURE_NAMES)), dtype=np.float32)
+        means = np.zeros((len(texts), 3 * self.vectors.dim), dtype=np.float32)
+        pos = 0
+        for i, sents in enumerate(split):
+            words = {w for s in sents for w in _words(s)}
+            lex = lexical_features(sents, rare=self._rare_set(words)) + self.bigrams.features(sents)
+            story_vecs = vecs[pos : pos + len(sents)]
+            sem, mean = semantic_features(story_vecs)
+            sem[-1] = 1.0 if len(sents) < 2 else 0.0
+            pos += len(sents)
+            feats[i] = lex + sem
+            if len(sents):
+                means[i] = np.concatenate([mean, story_vecs[0], story_vecs[-1]])
+        return feats, means
+
+
+# --------------------------------------------------------------------------------------------------- head
+def build_head(n_features: int, width: int, hidden: int) -> Any:
+    """``u = w . z + v . tanh(P m)`` as a torch module taking ``(z, m)``."""
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(n_features, 1)
+            self.project = nn.Linear(width, hidden)
+            self.out = nn.Linear(hidden, 1, bias=False)
+            self.feature_mean = nn.Parameter(torch.zeros(n_features), requires_grad=False)
+            self.feature_std = nn.Parameter(torch.ones(n_features), requires_grad=False)
+
+        def forward(self, z: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+            # standardised and clipped, so a story far outside the training range cannot dominate a score
+            zs = ((z - self.feature_mean) / self.feature_std).clamp(-4.0, 4.0)
+            return (self.linear(zs) + self.out(torch.tanh(self.project(m)))).squeeze(-1)
+
+    return Head()
+
+
+class StoryRankerModel:
+    """The packaged (or a retrained) ranker: featurizer + head; `utility` gives one float per story."""
+
+    def __init__(self, folder: str | Path | None = None) -> None:
+        import torch
+        from safetensors.torch import load_file
+
+        self.folder = Path(folder) if folder is not None else default_model_dir()
+        cfg_path = self.folder / CONFIG_FILE
+        if not cfg_path.is_file():
+            from vistkit.errors import InputError
+
+            raise InputError(f"{self.folder} is not a story-ranker folder (no {CONFIG_FILE})")
+        self.config: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
+        import gzip
+
+        with gzip.open(self.folder / BIGRAM_FILE, "rt", encoding="utf-8") as fh:
+            bigrams = BigramStats.from_json(json.load(fh))
+        self.featurizer = StoryFeaturizer(self.config.get("encoder", "minilm-l6"), bigrams=bigrams)
+        self.head = build_head(len(FEATURE_NAMES), 3 * self.featurizer.vectors.dim, int(self.config["hidden"]))
+        self.head.load_state_dict(load_file(str(self.folder / HEAD_FILE)))
+        self.head.eval()
+        self._torch = torch
+
+    def utility(self, texts: Sequence[str]) -> np.ndarray:
+        """One utility per text (higher = better story); each distinct text is featurised once."""
+        torch = self._torch
+        distinct = sorted(set(texts))
+        if not distinct:
+            return np.zeros(0, dtype=np.float64)
+        feats, means = self.featurizer(distinct)
+        with torch.inference_mode():
+            u = self.head(torch.from_numpy(feats), torch.from_numpy(means)).double().numpy()
+        lookup = dict(zip(distinct, u, strict=True))
+        return np.array([lookup[t] for t in texts], dtype=np.float64)
