@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -28,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from vistkit.meta.perturb import PERTURBATIONS, BlandRewriter, perturb  # noqa: E402
+from vistkit.meta.perturb import PERTURBATIONS, BlandRewriter, TrigramStoryGenerator, perturb  # noqa: E402
 from vistkit.models.story_ranker import (  # noqa: E402
     BIGRAM_FILE,
     BigramStats,
@@ -43,7 +44,7 @@ from vistkit.models.story_ranker import (  # noqa: E402
     sentences_of,
 )
 
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = Path(os.environ.get("VISTKIT_SHARED", ROOT.parent / "shared")) / "data"
 VAL = SHARED / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
 VAL_CAPTIONS = SHARED / "vist-11777-baselines" / "arel_reference" / "val_reference_captions.json"
 VAL_DESC = SHARED / "vist-11777-baselines" / "arel_reference" / "val_desc_reference.json"
@@ -92,6 +93,7 @@ def make_pairs(rows, caps, gens, *, rng: random.Random) -> list[tuple[str, str, 
     """(better text, worse text, kind) pairs for the given stories."""
     pool = [s for _, _, t in rows for s in split_text(t)]
     bland = BlandRewriter(pool, stop=FUNCTION_WORDS)
+    trigram = TrigramStoryGenerator(pool)
     pairs = []
     for _, key, text in rows:
         s = split_text(text)
@@ -107,6 +109,8 @@ def make_pairs(rows, caps, gens, *, rng: random.Random) -> list[tuple[str, str, 
         half = " ".join(bland(s, rng, share=0.5))
         pairs.append((human, half, "bland-half"))
         pairs.append((half, full, "graded-bland"))
+        pairs.append((human, " ".join(bland.on_topic(s, rng)), "bland-topic"))
+        pairs.append((human, " ".join(trigram(s, rng, temperature=rng.choice([0.3, 0.6, 1.0]))), "trigram"))
         # graded: one error is better than three of the same
         one = " ".join(PERTURBATIONS["substitute"](s, rng, pool, times=1))
         three = " ".join(PERTURBATIONS["substitute"](s, rng, pool, times=3))
@@ -171,6 +175,12 @@ def train(pairs, feats, *, epochs: int, lr: float, seed: int):
             total += float(loss.detach()) * len(idx)
         if epoch % 5 == 4 or epoch == epochs - 1:
             print(f"epoch {epoch + 1}: loss {total / len(pairs):.4f}", flush=True)
+    # centre: the mean utility of the training human stories is 0 (a shift; preferences are unchanged)
+    humans = sorted({p[0] for p in pairs if p[2] in PERTURBATIONS})
+    with torch.no_grad():
+        zh = torch.from_numpy(np.stack([feats[t][0] for t in humans]))
+        mh = torch.from_numpy(np.stack([feats[t][1] for t in humans]))
+        head.linear.bias -= head(zh, mh).mean()
     return head.eval()
 
 
@@ -190,17 +200,17 @@ def accuracy_by_kind(head, pairs, feats) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=ROOT / "src" / "vistkit" / "resources" / "models" / DEFAULT_NAME)
-    ap.add_argument("--epochs", type=int, default=40)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    args = ap.parse_args()
+def build(out: Path, *, epochs: int = 40, lr: float = 3e-3, albums_limit: int | None = None) -> dict:
+    """Train and write the model folder; returns its config. ``albums_limit`` keeps the first N shuffled val
+    albums (tests use a small subset)."""
     t0 = time.time()
     rows, caps = load_val()
     gens = smollm2_continuations()
     albums = sorted({a for a, _, _ in rows})
     random.Random(SEED).shuffle(albums)
+    if albums_limit:
+        albums = albums[:albums_limit]
+        rows = [r for r in rows if r[0] in set(albums)]
     dev_albums = set(albums[: len(albums) // 10])
     train_rows = [r for r in rows if r[0] not in dev_albums]
     dev_rows = [r for r in rows if r[0] in dev_albums]
@@ -212,18 +222,18 @@ def main() -> None:
     featurizer = StoryFeaturizer(bigrams=bigrams)
     feats = featurise([t for p in train_pairs + dev_pairs for t in p[:2]], featurizer)
     print(f"features: {len(feats)} stories in {time.time() - t0:.0f} s", flush=True)
-    head = train(train_pairs, feats, epochs=args.epochs, lr=args.lr, seed=SEED)
+    head = train(train_pairs, feats, epochs=epochs, lr=lr, seed=SEED)
     dev = accuracy_by_kind(head, dev_pairs, feats)
-    print("dev accuracy:", json.dumps(dev, indent=1))
-    args.out.mkdir(parents=True, exist_ok=True)
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(args.out / HEAD_FILE))
+    print("dev accuracy (held-out val albums):", json.dumps(dev, indent=1))
+    out.mkdir(parents=True, exist_ok=True)
     import gzip
 
-    with gzip.GzipFile(args.out / BIGRAM_FILE, "wb", mtime=0) as gz:
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(out / HEAD_FILE))
+    with gzip.GzipFile(out / BIGRAM_FILE, "wb", mtime=0) as gz:
         gz.write(json.dumps(bigrams.to_json(), sort_keys=True).encode("utf-8"))
-    digest = hashlib.sha256((args.out / HEAD_FILE).read_bytes() + (args.out / BIGRAM_FILE).read_bytes()).hexdigest()
+    digest = hashlib.sha256((out / HEAD_FILE).read_bytes() + (out / BIGRAM_FILE).read_bytes()).hexdigest()
     config = {
         "kind": "story-ranker",
         "name": DEFAULT_NAME,
@@ -233,14 +243,34 @@ def main() -> None:
         "features": list(FEATURE_NAMES),
         "training_data": "vist-val-3000+synthetic-errors+dii-captions+smollm2-135m-continuations",
         "seed": SEED,
-        "epochs": args.epochs,
-        "lr": args.lr,
+        "epochs": epochs,
+        "lr": lr,
         "train_pairs": len(train_pairs),
+        "smollm2_continuations": len(gens),
         "dev_accuracy": dev,
         "head_sha256": digest,
     }
-    (args.out / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n")
-    print(f"wrote {args.out} ({digest[:12]}) in {time.time() - t0:.0f} s")
+    (out / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n")
+    print(f"wrote {out} ({digest[:12]}) in {time.time() - t0:.0f} s")
+    return config
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=ROOT / "src" / "vistkit" / "resources" / "models" / DEFAULT_NAME)
+    ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--check", action="store_true", help="rebuild into a temporary folder and compare with --out")
+    args = ap.parse_args()
+    if args.check:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            got = build(Path(tmp), epochs=args.epochs, lr=args.lr)["head_sha256"]
+        want = json.loads((args.out / CONFIG_FILE).read_text())["head_sha256"]
+        print(f"rebuilt {got[:12]}, shipped {want[:12]}: {'identical' if got == want else 'DIFFERENT'}")
+        sys.exit(0 if got == want else 1)
+    build(args.out, epochs=args.epochs, lr=args.lr)
 
 
 if __name__ == "__main__":

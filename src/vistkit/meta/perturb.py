@@ -109,6 +109,39 @@ def word_noise(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentenc
     return out
 
 
+GENERIC_WORDS: tuple[str, ...] = ("people", "place", "thing", "things", "day", "time", "fun", "great", "good", "nice")
+_STOP = frozenset(
+    "a an the and or but of to in on at for with was were is are it this that they we i he she his her their our "
+    "my you there here had have has be been very so all some one as by from up out . , ! ?".split()
+)
+
+
+def generic_words(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
+    """About 40% of the content words replaced by generic words ("the people", "a great thing"): the
+    specifics a human editor adds to a machine story, taken away."""
+    out = []
+    for sent in s:
+        w = [rng.choice(GENERIC_WORDS) if x not in _STOP and x.isalpha() and rng.random() < 0.4 else x
+             for x in _words(sent)]
+        out.append(" ".join(w))
+    return out
+
+
+def repeat_word(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
+    """Two or three content words of other sentences replaced by one content word of the story (the same noun
+    in every sentence)."""
+    content = [(i, j) for i, x in enumerate(s) for j, w in enumerate(_words(x)) if w not in _STOP and w.isalpha()]
+    if len(content) < 4:
+        return repeat_phrase(s, rng, pool)
+    i0, j0 = content[rng.randrange(len(content))]
+    word = _words(s[i0])[j0]
+    others = [(i, j) for i, j in content if i != i0]
+    out = [_words(x) for x in s]
+    for i, j in rng.sample(others, min(len(others), rng.randint(2, 3))):
+        out[i][j] = word
+    return [" ".join(x) for x in out]
+
+
 def merge(s: Sentences, rng: random.Random, pool: Sequence[str], *, other: Sentences | None = None) -> Sentences:
     """The first half of the story followed by sentences of another story (incoherent merge)."""
     k = max(1, len(s) // 2)
@@ -125,6 +158,8 @@ PERTURBATIONS: dict[str, Callable[..., Sentences]] = {
     "truncate": truncate,
     "word-noise": word_noise,
     "merge": merge,
+    "generic-words": generic_words,
+    "repeat-word": repeat_word,
 }
 
 
@@ -168,7 +203,59 @@ class BlandRewriter:
             return GENERIC_SENTENCES[rng.randrange(len(GENERIC_SENTENCES))]
         return self.pool[cands[rng.randrange(min(5, len(cands)))]]
 
+    def on_topic(self, s: Sentences, rng: random.Random) -> Sentences:
+        """Every sentence replaced by a generic corpus sentence about the story's most frequent content word:
+        the topic repeated in every sentence, as maximum-likelihood story models do ("the beach was beautiful .
+        we went to the beach . the kids played on the beach .")."""
+        from collections import Counter
+
+        words = Counter(w for x in s for w in x.split() if w in self.by_word)
+        if not words:
+            return self(s, rng)
+        top = max(words.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        cands = self.by_word[top]
+        return [self.pool[cands[rng.randrange(len(cands))]] for _ in s]
+
     def __call__(self, s: Sentences, rng: random.Random, *, share: float = 1.0) -> Sentences:
         k = max(1, round(share * len(s)))
         chosen = set(rng.sample(range(len(s)), min(k, len(s))))
         return [self.sentence(x, rng) if i in chosen else x for i, x in enumerate(s)]
+
+
+class TrigramStoryGenerator:
+    """A word trigram model of a story corpus that continues a story's first sentence with sharpened sampling.
+
+    Its output has what maximum-likelihood story generators are criticised for (Vrank Sect. 3.3; Hsu et al.
+    2019): frequent phrases, generic events, repeated words and sentence openings, weak links between
+    sentences. Temperature below 1 sharpens the distribution (more generic, more repetitive).
+    """
+
+    def __init__(self, sentences: Sequence[str]) -> None:
+        from collections import Counter, defaultdict
+
+        self.next: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        for s in sentences:
+            w = ["<s>", "<s>", *s.split(), "</s>"]
+            for a, b, c in zip(w, w[1:], w[2:], strict=False):
+                self.next[(a, b)][c] += 1
+        self.table = {k: (list(v), [float(x) for x in v.values()]) for k, v in sorted(self.next.items())}
+
+    def sentence(self, rng: random.Random, *, temperature: float, max_words: int = 16) -> str:
+        a, b = "<s>", "<s>"
+        out: list[str] = []
+        for _ in range(max_words):
+            words, counts = self.table.get((a, b), ([], []))
+            if not words:
+                break
+            weights = [c ** (1.0 / temperature) for c in counts]
+            c = rng.choices(words, weights=weights)[0]
+            if c == "</s>":
+                break
+            out.append(c)
+            a, b = b, c
+        if not out or out[-1] not in {".", "!", "?"}:
+            out.append(".")
+        return " ".join(out)
+
+    def __call__(self, s: Sentences, rng: random.Random, *, temperature: float = 0.6) -> Sentences:
+        return [s[0]] + [self.sentence(rng, temperature=temperature) for _ in s[1:]]

@@ -382,7 +382,8 @@ class StoryRankerModel:
         self.featurizer = StoryFeaturizer(self.config.get("encoder", "minilm-l6"), bigrams=bigrams)
         self.head = build_head(len(FEATURE_NAMES), 3 * self.featurizer.vectors.dim, int(self.config["hidden"]))
         self.head.load_state_dict(load_file(str(self.folder / HEAD_FILE)))
-        self.head.eval()
+        # float64 at inference: a story's utility is then the same whatever else is in the batch (to ~1e-12)
+        self.head.double().eval()
         self._torch = torch
 
     def utility(self, texts: Sequence[str]) -> np.ndarray:
@@ -393,6 +394,6 @@ class StoryRankerModel:
             return np.zeros(0, dtype=np.float64)
         feats, means = self.featurizer(distinct)
         with torch.inference_mode():
-            u = self.head(torch.from_numpy(feats), torch.from_numpy(means)).double().numpy()
+            u = self.head(torch.from_numpy(feats).double(), torch.from_numpy(means).double()).numpy()
         lookup = dict(zip(distinct, u, strict=True))
         return np.array([lookup[t] for t in texts], dtype=np.float64)

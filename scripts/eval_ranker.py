@@ -1,0 +1,152 @@
+"""Evaluate the default ranker (or any ranker / metric) against every other vistkit metric.
+
+    python scripts/eval_ranker.py [--metrics story-ranker,coherence,rovist-nr,...] [--vhed VHED.csv -r REFS]
+                                  [--json OUT.json]
+
+(a) proxy pairs: every VIST test human story vs the LLaVA, TAPM and PR-VIST story of the same photos (built as
+    `vistkit meta build-pairs` does; label "the human story is better" is a PROXY, not a human judgement);
+(b) synthetic-error pairs built from the VWP human stories (never used to train the ranker): human vs the same
+    story with one error, accuracy by error type (reference-free metrics only: VWP has one story per sequence);
+(c) a VHED-layout file, when given (`--vhed`, with `--references` for reference-based metrics).
+
+Pair accuracy is Vrank's Eq. 1-2 (a metric tie is wrong). A `ttr` baseline (type-token ratio) is always shown.
+These are development signals: the ranker's acceptance numbers come from held-out human judgements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from vistkit.data.readers import read_stories  # noqa: E402
+from vistkit.meta.human import StoryPair, build_reference_pairs, read_pairs  # noqa: E402
+from vistkit.meta.pairs import pair_correct  # noqa: E402
+from vistkit.meta.perturb import PERTURBATIONS, perturb  # noqa: E402
+from vistkit.meta.scoring import PairScores, score_pairs  # noqa: E402
+from vistkit.metrics.base import get_metric, get_metric_class  # noqa: E402
+from vistkit.models.story_ranker import sentences_of  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+REFS = SHARED / "pr-vist" / "PR_VIST.json.zip"
+REFERENCE_FREE = "story-ranker,coherence,rovist-nr,rovist-nr-jaccard"
+DEFAULT_METRICS = REFERENCE_FREE + ",bleu-4,rouge-l,cider-d,sacrebleu,meteor-vist"
+
+
+def proxy_pairs() -> list[StoryPair]:
+    refs = read_stories(REFS, system="human")
+    machines = [
+        ("llava", SHARED / "dhm-visual-storytelling/data/stories/vist/llava_vc_p3.json", None, "story"),
+        ("tapm", SHARED / "tapm-vist-outputs/vist/ours.json", None, "sequence"),
+        ("pr-vist", REFS, "predicted_story", "story"),
+    ]
+    pairs: list[StoryPair] = []
+    for name, path, field, key in machines:
+        m = read_stories(path, field=field, system=name)
+        pairs += build_reference_pairs(refs, [m], key=key)
+    return pairs
+
+
+def vwp_pairs(seed: int = 1) -> list[StoryPair]:
+    vwp = json.loads((SHARED / "dhm-visual-storytelling/data/stories/vwp/gt_test.json").read_text())
+    split = {k: [" ".join(s) for s in sentences_of(vwp[k])] for k in sorted(vwp)}
+    pool = [s for ss in split.values() for s in ss]
+    rng = random.Random(seed)
+    pairs = []
+    for kind in PERTURBATIONS:
+        for sid, ss in split.items():
+            if len(ss) < 3:
+                continue
+            worse = perturb(ss, kind, rng=rng, pool=pool)
+            if worse != ss:
+                pairs.append(StoryPair(f"{sid}:{kind}", f"{sid}:{kind}", (), " ".join(ss), " ".join(worse),
+                                       "human", kind, 1.0))
+    return pairs
+
+
+def ttr_scores(pairs: list[StoryPair]) -> PairScores:
+    def ttr(text: str) -> float:
+        words = [w for s in sentences_of(text) for w in s if w not in ".,!?;:"]
+        return len(set(words)) / len(words) if words else float("nan")
+
+    a = np.array([ttr(p.text_1) for p in pairs])
+    b = np.array([ttr(p.text_2) for p in pairs])
+    return PairScores("ttr", "ttr|type-token ratio", True, a, b, {})
+
+
+def accuracy(scores: PairScores, pairs: list[StoryPair], group) -> dict[str, tuple[float, int]]:
+    correct = pair_correct(scores, pairs)
+    out: dict[str, list[float]] = {}
+    for p, c in zip(pairs, correct, strict=True):
+        if not np.isnan(c):
+            out.setdefault(group(p), []).append(c)
+            out.setdefault("all", []).append(c)
+    return {k: (float(np.mean(v)), len(v)) for k, v in out.items()}
+
+
+def evaluate(name: str, pairs: list[StoryPair], metrics: list[str], group, refs=None) -> dict[str, dict]:
+    result = {"ttr": accuracy(ttr_scores(pairs), pairs, group)}
+    for m in metrics:
+        t = time.time()
+        try:
+            metric = get_metric(m)
+            if metric.needs_references and refs is None:
+                continue
+            scores = score_pairs(metric, pairs, references=refs)
+        except Exception as exc:  # a metric that cannot run here is reported, not fatal
+            print(f"  {name}: {m} skipped ({exc})", file=sys.stderr)
+            continue
+        result[m] = accuracy(scores, pairs, group)
+        print(f"  {name}: {m} done in {time.time() - t:.0f} s", file=sys.stderr)
+    return result
+
+
+def print_table(title: str, result: dict[str, dict]) -> None:
+    groups = sorted({g for r in result.values() for g in r}, key=lambda g: (g == "all", g))
+    print(f"\n### {title}\n")
+    print("| metric | " + " | ".join(groups) + " |")
+    print("|---" * (len(groups) + 1) + "|")
+    for m, r in result.items():
+        cells = [f"{r[g][0]:.4f}" if g in r else "" for g in groups]
+        print(f"| {m} | " + " | ".join(cells) + " |")
+    n = {g: max(r[g][1] for r in result.values() if g in r) for g in groups}
+    print("| n | " + " | ".join(str(n[g]) for g in groups) + " |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--metrics", default=DEFAULT_METRICS)
+    ap.add_argument("--vhed", type=Path, help="a VHED-layout pairs CSV (c)")
+    ap.add_argument("--references", "-r", type=Path, help="human references for (c)")
+    ap.add_argument("--skip-proxy", action="store_true")
+    ap.add_argument("--json", type=Path, help="write every number here")
+    args = ap.parse_args()
+    metrics = [m for m in args.metrics.split(",") if m]
+    out = {}
+    if not args.skip_proxy:
+        pairs = proxy_pairs()
+        refs = read_stories(REFS, system="human")
+        out["proxy"] = evaluate("proxy", pairs, metrics, lambda p: p.system_2, refs)
+        print_table("(a) proxy pairs: human story vs machine story (PROXY label: human is better)", out["proxy"])
+    free = [m for m in metrics if not get_metric_class(m).needs_references]
+    out["vwp"] = evaluate("vwp", vwp_pairs(), free, lambda p: p.system_2)
+    print_table("(b) VWP synthetic errors: human vs one error (accuracy by error type)", out["vwp"])
+    if args.vhed:
+        pairs = read_pairs(args.vhed)
+        refs = read_stories(args.references, system="human") if args.references else None
+        out["vhed"] = evaluate("vhed", pairs, metrics, lambda p: p.kind, refs)
+        print_table(f"(c) {args.vhed.name}", out["vhed"])
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
