@@ -7,7 +7,7 @@ Training data (fair to every VIST test evaluation; see ../shared/data/RESERVED.m
 - worse: the same stories with one synthetic error (`vistkit.meta.perturb`), their photos' Descriptions-in-
   Isolation captions stitched together (val_reference_captions.json; Vrank's "description in isolation"), and
   continuations of their first sentence by SmolLM2-135M (scripts/data/ranker_smollm2_val.jsonl, made by
-  scripts/ranker/gen_smollm2.py; shipped so the rebuild needs no language model);
+  scripts/gen_ranker_negatives.py; shipped so the rebuild needs no language model);
 - graded pairs: a story with one error is better than the same story with more of the same error.
 No VIST test story, no machine story of RESERVED.md and no human judgement is used. 10% of the val albums are held
 out for the development numbers printed at the end. Seeds fixed; CPU, single thread for bit-for-bit output.
@@ -31,13 +31,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from vistkit.meta.perturb import PERTURBATIONS, BlandRewriter, TrigramStoryGenerator, perturb  # noqa: E402
 from vistkit.models.story_ranker import (  # noqa: E402
-    BIGRAM_FILE,
-    BigramStats,
     CONFIG_FILE,
     DEFAULT_NAME,
     FUNCTION_WORDS,
     FEATURE_NAMES,
     HEAD_FILE,
+    MONOTONE_SIGNS,
     StoryFeaturizer,
     build_head,
     normalise,
@@ -47,7 +46,6 @@ from vistkit.models.story_ranker import (  # noqa: E402
 SHARED = Path(os.environ.get("VISTKIT_SHARED", ROOT.parent / "shared")) / "data"
 VAL = SHARED / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
 VAL_CAPTIONS = SHARED / "vist-11777-baselines" / "arel_reference" / "val_reference_captions.json"
-VAL_DESC = SHARED / "vist-11777-baselines" / "arel_reference" / "val_desc_reference.json"
 SMOLLM2 = ROOT / "scripts" / "data" / "ranker_smollm2_val.jsonl"
 SEED = 7777
 HIDDEN = 16
@@ -126,14 +124,6 @@ def make_pairs(rows, caps, gens, *, rng: random.Random) -> list[tuple[str, str, 
     return pairs
 
 
-def corpus_bigrams(rows, caps) -> BigramStats:
-    """Bigram statistics of the training stories and the photo captions of every val story."""
-    desc = json.loads(VAL_DESC.read_text())
-    sents = [s for _, _, t in rows for s in sentences_of(t)]
-    sents += [sentences_of(c)[0] for photo in sorted(desc) for c in desc[photo] if sentences_of(c)]
-    return BigramStats.from_sentences(sents)
-
-
 def featurise(texts: list[str], featurizer: StoryFeaturizer) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     distinct = sorted(set(texts))
     out = {}
@@ -161,6 +151,8 @@ def train(pairs, feats, *, epochs: int, lr: float, seed: int):
     head.feature_std.data = z.std(0).clamp_min(1e-6)
     opt = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=lr, weight_decay=1e-4)
     gen = torch.Generator().manual_seed(seed)
+    pos = torch.tensor([i for i, n in enumerate(FEATURE_NAMES) if MONOTONE_SIGNS.get(n) == 1])
+    neg = torch.tensor([i for i, n in enumerate(FEATURE_NAMES) if MONOTONE_SIGNS.get(n) == -1])
     for epoch in range(epochs):
         order = torch.randperm(len(pairs), generator=gen)
         total = 0.0
@@ -172,6 +164,10 @@ def train(pairs, feats, *, epochs: int, lr: float, seed: int):
             opt.zero_grad()
             loss.backward()
             opt.step()
+            with torch.no_grad():  # keep the monotone features' weights on their side of zero
+                w = head.linear.weight[0]
+                w[pos] = w[pos].clamp_min(0.0)
+                w[neg] = w[neg].clamp_max(0.0)
             total += float(loss.detach()) * len(idx)
         if epoch % 5 == 4 or epoch == epochs - 1:
             print(f"epoch {epoch + 1}: loss {total / len(pairs):.4f}", flush=True)
@@ -218,22 +214,17 @@ def build(out: Path, *, epochs: int = 40, lr: float = 3e-3, albums_limit: int | 
     dev_pairs = make_pairs(dev_rows, caps, gens, rng=random.Random(SEED + 1))
     print(f"{len(train_rows)} train / {len(dev_rows)} dev stories; {len(train_pairs)} / {len(dev_pairs)} pairs; "
           f"{len(gens)} SmolLM2 continuations", flush=True)
-    bigrams = corpus_bigrams(train_rows, caps)
-    featurizer = StoryFeaturizer(bigrams=bigrams)
+    featurizer = StoryFeaturizer()
     feats = featurise([t for p in train_pairs + dev_pairs for t in p[:2]], featurizer)
     print(f"features: {len(feats)} stories in {time.time() - t0:.0f} s", flush=True)
     head = train(train_pairs, feats, epochs=epochs, lr=lr, seed=SEED)
     dev = accuracy_by_kind(head, dev_pairs, feats)
     print("dev accuracy (held-out val albums):", json.dumps(dev, indent=1))
     out.mkdir(parents=True, exist_ok=True)
-    import gzip
-
     from safetensors.torch import save_file
 
     save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(out / HEAD_FILE))
-    with gzip.GzipFile(out / BIGRAM_FILE, "wb", mtime=0) as gz:
-        gz.write(json.dumps(bigrams.to_json(), sort_keys=True).encode("utf-8"))
-    digest = hashlib.sha256((out / HEAD_FILE).read_bytes() + (out / BIGRAM_FILE).read_bytes()).hexdigest()
+    digest = hashlib.sha256((out / HEAD_FILE).read_bytes()).hexdigest()
     config = {
         "kind": "story-ranker",
         "name": DEFAULT_NAME,

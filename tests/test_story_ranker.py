@@ -28,7 +28,6 @@ pytest.importorskip("safetensors")
 from vistkit.metrics.base import get_metric  # noqa: E402
 from vistkit.models.story_ranker import (  # noqa: E402
     FEATURE_NAMES,
-    BigramStats,
     StoryRankerModel,
     default_model_dir,
     lexical_features,
@@ -57,6 +56,16 @@ def test_normalise_maps_tokenised_and_raw_text_to_one_form() -> None:
     assert sentences_of("") == []
 
 
+def test_novel_word_relatedness(model: StoryRankerModel) -> None:
+    """Related sentences score higher than unrelated ones; repeating a word does not raise the score."""
+    f = model.featurizer
+    z, _ = f(["the sand was hot . we swam in the ocean .", "the sand was hot . my boss yelled at the printer ."])
+    i = FEATURE_NAMES.index("novel_adjacent_cosine_mean")
+    assert z[0, i] > z[1, i] + 0.1
+    z2, _ = f(["the sand was hot near the pier . we swam in the ocean near the pier ."])
+    assert z2[0, i] == pytest.approx(z[0, i], abs=1e-6)  # "pier" is in both sentences: in neither novel set
+
+
 def test_lexical_features_by_hand() -> None:
     sents = sentences_of("the dog ran . the dog ran .")
     f = dict(zip(FEATURE_NAMES, lexical_features(sents, rare=set()), strict=False))
@@ -66,17 +75,6 @@ def test_lexical_features_by_hand() -> None:
     assert f["distinct_2"] == pytest.approx(3 / 5)  # the dog, dog ran, ran the, (the dog), (dog ran)
     assert f["repeated_trigram_share"] == pytest.approx(1.0)
     assert f["function_word_share"] == pytest.approx(2 / 6)
-
-
-def test_bigram_stats_unseen_share() -> None:
-    corpus = [s.split() for s in ["the dog ran .", "the cat ran .", "a dog sat ."] * 40]
-    stats = BigramStats.from_sentences(corpus)
-    unseen, logp = stats.features([["the", "dog", "ran", "."]])
-    assert unseen == 0.0
-    unseen_bad, logp_bad = stats.features([["ran", "the", "dog", "."]])
-    assert unseen_bad > 0.0 and logp_bad < logp
-    assert BigramStats.from_json(json.loads(json.dumps(stats.to_json()))).features([["ran", "the"]]) == \
-        stats.features([["ran", "the"]])
 
 
 def test_packaged_model_and_signature(model: StoryRankerModel) -> None:

@@ -44,17 +44,17 @@ def repeat_sentence(s: Sentences, rng: random.Random, pool: Sequence[str], *, ti
 
 
 def repeat_phrase(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
-    """A 3-6 word span of one sentence repeated two or three times in place ("they had a party they had a
-    party")."""
+    """A 3-6 word span of one sentence written again over the words that follow it ("they had a party they had
+    a"): the length stays the same, so only the repetition differs from the original."""
     out = list(s)
     i = rng.randrange(len(s))
     w = _words(s[i])
-    if len(w) < 4:
+    if len(w) < 7:
         return repeat_sentence(s, rng, pool)
-    n = rng.randint(3, min(6, len(w) - 1))
-    start = rng.randrange(len(w) - n)
+    n = rng.randint(3, min(6, len(w) // 2))
+    start = rng.randrange(len(w) - 2 * n + 1)
     span = w[start : start + n]
-    out[i] = " ".join(w[: start + n] + span * rng.randint(1, 2) + w[start + n :])
+    out[i] = " ".join(w[: start + n] + span + w[start + 2 * n :])
     return out
 
 

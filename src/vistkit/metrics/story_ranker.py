@@ -2,7 +2,7 @@
 
 It reads a story and gives it a utility u; of two stories of the same photos it prefers the one with the larger
 u (``prefer(a, b) = u(a) - u(b)``, a Bradley-Terry model). The model (`vistkit.models.story_ranker`) is a small
-head over interpretable features (repetition, diversity, shape, a bigram grammar signal, static-vector flow) and
+head over interpretable features (repetition, diversity, shape, relatedness of sentences) and
 the mean / first / last static sentence vectors, trained with the pairwise logistic loss on VIST *val* human
 stories against synthetic errors, stitched photo captions and SmolLM2 continuations (`scripts/train_ranker.py`
 rebuilds it bit for bit; card: docs/models/story-ranker.md).
@@ -36,10 +36,11 @@ class StoryRanker(UtilityRanker):
             "(reference-free, no photos, no download)."
         ),
         definition=(
-            "u(story) = w . z + v . tanh(P m): z = 26 standardised story features (type-token ratios, distinct "
-            "n-grams, repeated trigrams / sentences / openings, sentence counts and lengths, function-word, "
-            "rare-word and placeholder shares, unseen frequent bigrams and a bigram log-probability from the "
-            "training corpus, cosine flow between static sentence vectors), m = the mean, first and last static "
+            "u(story) = w . z + v . tanh(P m): z = 22 standardised, clipped story features (type-token ratios, "
+            "distinct n-grams, repeated trigrams / sentences / words / openings, length and sentence lengths, "
+            "function-word, rare-word and placeholder shares, relatedness of the novel words of adjacent and of "
+            "all sentences, redundancy), with the repetition and diversity weights held to their sign (a more "
+            "repetitive story is never better, all else equal); m = the mean, first and last static "
             "sentence vectors (mean of the packaged MiniLM's input word-piece embeddings). Pair preference "
             "prefer(a, b) = u(a) - u(b) (> 0: a preferred); per-story score (`vistkit score`) = sigmoid(u), the "
             "modelled probability that the story is preferred over a typical VIST val human story (their mean "

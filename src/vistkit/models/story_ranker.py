@@ -5,21 +5,22 @@ model, so the preference is antisymmetric by construction and each distinct stor
 
 Features (all computed from the text alone, no references and no photos; `FEATURE_NAMES` lists them):
 
-- **lexical diversity and repetition** (the "Rep" errors of Vrank's error analysis, Hsu et al. 2022, Sect. 3.3):
+- **lexical diversity and repetition** (the "Rep" errors of Vrank's error analysis, Hsu et al. 2022, Sect. 3):
   type-token ratio, a moving-window type-token ratio that does not fall with length, distinct bigrams/trigrams,
-  the share of tokens inside repeated trigrams, repeated sentences, the largest word overlap between two
-  sentences, repeated sentence openings;
-- **shape**: number of words and sentences, sentence-length spread, share of function words, share of rare
-  words (split into several word pieces), placeholders such as ``[male]``;
-- **semantic flow** (the "Desc" / "Abs" errors: isolated captions, off-topic or absurd sentences): cosine
-  similarities between static sentence vectors (the mean of the packaged MiniLM's input word-piece
-  embeddings, idf-free): adjacent sentences, all sentence pairs, the first sentence against the rest, and how
-  concentrated the story is around its centroid;
-- a learned projection of the story's mean sentence vector (what the story is about and how it is phrased).
+  the share of tokens inside repeated trigrams, the most repeated content word, repeated sentences, the largest
+  and the mean adjacent word overlap between sentences, repeated sentence openings;
+- **shape**: number of words, sentence length and its spread, share of function words, share of rare words
+  (split into several word pieces), placeholders such as ``[male]``, one-sentence stories;
+- **relatedness** (the "Desc" / "Abs" errors: isolated captions, off-topic or absurd sentences): cosines between
+  the static vectors of the *novel* words of two sentences (words only one of them has), for adjacent sentences,
+  all sentence pairs and the first sentence against the rest, so that relatedness is not rewarded for repeating
+  words; and the largest cosine between two whole sentences (redundancy);
+- the mean, first and last static sentence vectors (mean of the packaged MiniLM's input word-piece embeddings),
+  through a learned projection (how a story opens and closes carries its order).
 
-The head is ``u = w . z + v . tanh(P m)`` with standardised features ``z`` (clipped to +-4) and ``m`` the mean,
-first and last sentence vectors (how a story opens and closes carries its order); it is
-trained with the pairwise logistic loss ``log(1 + exp(-(u(better) - u(worse))))`` (`scripts/train_ranker.py`).
+The head is ``u = w . z + v . tanh(P m)`` with standardised features ``z`` (clipped to +-4) and ``m`` the three
+vectors; it is trained with the pairwise logistic loss ``log(1 + exp(-(u(better) - u(worse))))``
+(`scripts/train_ranker.py`), the weights of `MONOTONE_SIGNS` held to their sign.
 Static vectors keep it fast on a CPU (thousands of stories a second): the contextual MiniLM encoder is not run.
 """
 
@@ -29,7 +30,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,6 @@ import numpy as np
 DEFAULT_NAME = "story-ranker-v1"
 HEAD_FILE = "head.safetensors"
 CONFIG_FILE = "config.json"
-BIGRAM_FILE = "bigrams.json.gz"
 KIND = "story-ranker"
 
 _PLACEHOLDER = re.compile(r"\[\s*(male|female|neutral|location|organization|person|name|other)\s*\]", re.I)
@@ -58,7 +58,6 @@ FUNCTION_WORDS = frozenset(
 
 FEATURE_NAMES: tuple[str, ...] = (
     "log_words",
-    "sentences",
     "log_mean_sentence_words",
     "sentence_length_cv",
     "ttr",
@@ -74,16 +73,32 @@ FEATURE_NAMES: tuple[str, ...] = (
     "function_word_share",
     "rare_word_share",
     "placeholder_share",
-    "unseen_bigram_share",
-    "bigram_logprob",
-    "adjacent_cosine_mean",
-    "adjacent_cosine_min",
+    "novel_adjacent_cosine_mean",
+    "novel_adjacent_cosine_min",
+    "novel_pair_cosine_mean",
+    "novel_first_rest_cosine",
     "pair_cosine_max",
-    "pair_cosine_mean",
-    "first_rest_cosine",
-    "centroid_norm",
     "one_sentence",
 )
+
+
+#: Signs the training keeps the weights of these standardised features to (projected gradient): all else equal,
+#: a more repetitive story is never better and a more diverse one never worse. Without them the model learns
+#: "diverse = incoherent" from the random-substitution negatives (which raise the type-token ratio), and then
+#: misses the repetition that separates machine stories from human edits of them.
+MONOTONE_SIGNS: dict[str, int] = {
+    "ttr": 1,
+    "window_ttr": 1,
+    "distinct_2": 1,
+    "distinct_3": 1,
+    "repeated_trigram_share": -1,
+    "top_content_word_share": -1,
+    "duplicate_sentence_share": -1,
+    "max_sentence_overlap": -1,
+    "mean_adjacent_overlap": -1,
+    "repeated_opening_share": -1,
+    "pair_cosine_max": -1,
+}
 
 
 def default_model_dir() -> Path:
@@ -142,56 +157,6 @@ def _repeated_trigram_share(tokens: Sequence[str]) -> float:
     return float(covered.mean())
 
 
-class BigramStats:
-    """Word bigram counts of a small story corpus (the ranker's training stories and their photo captions).
-
-    ``unseen_share``: among adjacent word pairs whose two words are both frequent (>= ``min_count``), the share
-    the corpus never shows together ("was to", "the the": a cheap grammar signal). ``logprob``: mean
-    log P(w2 | w1) of a bigram model interpolated with the unigram model (Jelinek-Mercer, lambda 0.7).
-    """
-
-    def __init__(self, unigrams: dict[str, int], bigrams: dict[str, int], *, min_count: int = 30) -> None:
-        self.unigrams = unigrams
-        self.bigrams = bigrams
-        self.total = max(sum(unigrams.values()), 1)
-        self.min_count = min_count
-
-    @classmethod
-    def from_sentences(cls, sentences: Sequence[list[str]], *, keep: int = 2) -> BigramStats:
-        uni: Counter[str] = Counter()
-        bi: Counter[str] = Counter()
-        for s in sentences:
-            w = ["<s>", *_words(s), "</s>"]
-            uni.update(w)
-            bi.update(f"{a} {b}" for a, b in zip(w, w[1:], strict=False))
-        return cls(
-            {k: v for k, v in sorted(uni.items()) if v >= keep},
-            {k: v for k, v in sorted(bi.items()) if v >= keep},
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {"unigrams": self.unigrams, "bigrams": self.bigrams, "min_count": self.min_count}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BigramStats:
-        return cls(data["unigrams"], data["bigrams"], min_count=int(data["min_count"]))
-
-    def features(self, sentences: list[list[str]]) -> list[float]:
-        unseen, frequent, logps = 0, 0, []
-        for s in sentences:
-            w = ["<s>", *_words(s), "</s>"]
-            for a, b in zip(w, w[1:], strict=False):
-                ca, cb = self.unigrams.get(a, 0), self.unigrams.get(b, 0)
-                cab = self.bigrams.get(f"{a} {b}", 0)
-                if ca >= self.min_count and cb >= self.min_count and a != "<s>" and b != "</s>":
-                    frequent += 1
-                    unseen += cab == 0
-                p_uni = (cb + 0.5) / (self.total + 0.5 * 50000)
-                p_bi = cab / ca if ca else 0.0
-                logps.append(math.log(0.7 * p_bi + 0.3 * p_uni))
-        return [unseen / frequent if frequent else 0.0, float(np.mean(logps)) if logps else 0.0]
-
-
 def lexical_features(sentences: list[list[str]], *, rare: set[str]) -> list[float]:
     """The lexical and shape features of one story (`FEATURE_NAMES` up to ``placeholder_share``)."""
     words = [w for s in sentences for w in _words(s)]
@@ -209,7 +174,6 @@ def lexical_features(sentences: list[list[str]], *, rare: set[str]) -> list[floa
     rep_open = sum(1 for a, b in zip(openings, openings[1:], strict=False) if a == b) / max(len(openings) - 1, 1)
     return [
         math.log1p(n),
-        float(min(len(sentences), 10)),
         math.log1p(float(lengths.mean())),
         float(lengths.std() / lengths.mean()) if lengths.mean() > 0 else 0.0,
         len(set(words)) / n if n else 0.0,
@@ -228,25 +192,47 @@ def lexical_features(sentences: list[list[str]], *, rare: set[str]) -> list[floa
     ]
 
 
-def semantic_features(vectors: np.ndarray) -> tuple[list[float], np.ndarray]:
-    """Flow features from unit sentence vectors ``(n, d)`` and the mean vector (the rest of `FEATURE_NAMES`)."""
+def _cos(a: np.ndarray | None, b: np.ndarray | None) -> float:
+    if a is None or b is None:
+        return 0.0
+    return float(a @ b / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-9))
+
+
+def semantic_features(
+    vectors: np.ndarray, content: list[list[str]], word_vector: Callable[[str], np.ndarray]
+) -> tuple[list[float], np.ndarray]:
+    """Flow features (the last five of `FEATURE_NAMES` before ``one_sentence``) and the mean sentence vector.
+
+    Relatedness is measured on *novel* words: for two sentences, the cosine between the mean vector of the
+    content words only the first has and that of the words only the second has. Related sentences ("the sand
+    was hot" / "we swam in the ocean") score high, a sentence from another story low, and repeating a word
+    does not raise it (a shared word is in neither set). ``pair_cosine_max`` is the largest cosine between two
+    whole sentences (redundancy).
+    """
     n = len(vectors)
     mean = vectors.mean(0) if n else np.zeros(vectors.shape[1], dtype=np.float32)
     if n < 2:
-        return [1.0, 1.0, 1.0, 1.0, 1.0, float(np.linalg.norm(mean)), 1.0], mean
+        return [1.0, 1.0, 1.0, 1.0, 1.0], mean
+    sets = [set(c) for c in content]
+
+    def novel(i: int, j: int) -> float:
+        a = [word_vector(w) for w in sorted(sets[i] - sets[j])]
+        b = [word_vector(w) for w in sorted(sets[j] - sets[i])]
+        return _cos(np.mean(a, axis=0) if a else None, np.mean(b, axis=0) if b else None)
+
+    adjacent = [novel(i, i + 1) for i in range(n - 1)]
+    pairs = [novel(i, j) for i in range(n) for j in range(i + 1, n)]
+    first = sets[0]
+    rest = [word_vector(w) for w in sorted(set().union(*sets[1:]) - first)]
+    own = [word_vector(w) for w in sorted(first)]
     sims = vectors @ vectors.T
-    adj = np.array([sims[i, i + 1] for i in range(n - 1)])
     iu = np.triu_indices(n, 1)
-    rest = vectors[1:].mean(0)
-    first_rest = float(vectors[0] @ rest / max(np.linalg.norm(rest), 1e-9))
     feats = [
-        float(adj.mean()),
-        float(adj.min()),
+        float(np.mean(adjacent)),
+        float(np.min(adjacent)),
+        float(np.mean(pairs)),
+        _cos(np.mean(own, axis=0) if own else None, np.mean(rest, axis=0) if rest else None),
         float(sims[iu].max()),
-        float(sims[iu].mean()),
-        first_rest,
-        float(np.linalg.norm(mean)),
-        0.0,
     ]
     return feats, mean
 
@@ -305,10 +291,18 @@ class StoryFeaturizer:
     """Story texts -> (features ``(n, len(FEATURE_NAMES))``, vectors ``(n, 3d)``: the mean, first and last
     sentence vectors, so the head can learn how stories open and close)."""
 
-    def __init__(self, encoder: str = "minilm-l6", *, bigrams: BigramStats) -> None:
+    def __init__(self, encoder: str = "minilm-l6") -> None:
         self.vectors = static_vectors(encoder)
-        self.bigrams = bigrams
         self._rare: dict[str, bool] = {}
+        self._word_vectors: dict[str, np.ndarray] = {}
+
+    def word_vector(self, word: str) -> np.ndarray:
+        """Mean input embedding of a word's pieces (memoised)."""
+        v = self._word_vectors.get(word)
+        if v is None:
+            v = self.vectors.encode([word])[0][0]
+            self._word_vectors[word] = v
+        return v
 
     def _rare_set(self, words: set[str]) -> set[str]:
         todo = [w for w in words if w not in self._rare]
@@ -327,10 +321,11 @@ class StoryFeaturizer:
         pos = 0
         for i, sents in enumerate(split):
             words = {w for s in sents for w in _words(s)}
-            lex = lexical_features(sents, rare=self._rare_set(words)) + self.bigrams.features(sents)
+            lex = lexical_features(sents, rare=self._rare_set(words))
             story_vecs = vecs[pos : pos + len(sents)]
-            sem, mean = semantic_features(story_vecs)
-            sem[-1] = 1.0 if len(sents) < 2 else 0.0
+            content = [[w for w in _words(x) if w not in FUNCTION_WORDS and w.isalpha()] for x in sents]
+            sem, mean = semantic_features(story_vecs, content, self.word_vector)
+            sem.append(1.0 if len(sents) < 2 else 0.0)
             pos += len(sents)
             feats[i] = lex + sem
             if len(sents):
@@ -375,11 +370,7 @@ class StoryRankerModel:
 
             raise InputError(f"{self.folder} is not a story-ranker folder (no {CONFIG_FILE})")
         self.config: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
-        import gzip
-
-        with gzip.open(self.folder / BIGRAM_FILE, "rt", encoding="utf-8") as fh:
-            bigrams = BigramStats.from_json(json.load(fh))
-        self.featurizer = StoryFeaturizer(self.config.get("encoder", "minilm-l6"), bigrams=bigrams)
+        self.featurizer = StoryFeaturizer(self.config.get("encoder", "minilm-l6"))
         self.head = build_head(len(FEATURE_NAMES), 3 * self.featurizer.vectors.dim, int(self.config["hidden"]))
         self.head.load_state_dict(load_file(str(self.folder / HEAD_FILE)))
         # float64 at inference: a story's utility is then the same whatever else is in the batch (to ~1e-12)

