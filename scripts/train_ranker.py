@@ -56,7 +56,7 @@ def split_text(text: str) -> list[str]:
 
 
 def load_val() -> tuple[list[tuple[str, str, str]], dict[str, list[str]]]:
-    """(album, story key, text) for every val story, and each story's stitched captions."""
+    """(album, story key, text) for every val story, and each story's photo captions (3 per photo)."""
     stories = json.loads(VAL.read_text())
     captions = json.loads(VAL_CAPTIONS.read_text())
     rows, caps = [], {}
@@ -66,7 +66,7 @@ def load_val() -> tuple[list[tuple[str, str, str]], dict[str, list[str]]]:
             rows.append((album, key, text))
             per_image = captions.get(album, [])
             if i < len(per_image):
-                caps[key] = [img[0] for img in per_image[i] if img]
+                caps[key] = [img for img in per_image[i] if img]
     return rows, caps
 
 
@@ -118,7 +118,9 @@ def make_pairs(rows, caps, gens, *, rng: random.Random) -> list[tuple[str, str, 
         if one != two:
             pairs.append((one, two, "graded-repeat"))
         if key in caps and len(caps[key]) >= 3:
-            pairs.append((human, " ".join(normalise(c) + " ." for c in caps[key]), "captions"))
+            pairs.append((human, " ".join(normalise(c[0]) + " ." for c in caps[key]), "captions"))
+            # every caption of every photo: long, detailed description without a narrative
+            pairs.append((human, " ".join(normalise(x) + " ." for c in caps[key] for x in c), "captions-all"))
         if key in gens:
             pairs.append((human, gens[key], "smollm2"))
     return pairs

@@ -21,6 +21,7 @@ DEMO_METRICS = (
     "bertscore",
     "rovist-nr",
     "coherence",
+    "story-ranker",
 )
 
 

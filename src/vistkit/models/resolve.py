@@ -61,6 +61,14 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
             hub_id="coherence-minilm-v1",
             description="vistkit's offline coherence head (metric `coherence`) on minilm-l6 embeddings",
         ),
+        PackagedModel(
+            name="story-ranker-v1",
+            package="vistkit",
+            pip_name="vistkit",
+            subdir="resources/models/story-ranker-v1",
+            hub_id="story-ranker-v1",
+            description="vistkit's offline default ranker (metric `story-ranker`) on minilm-l6 static vectors",
+        ),
     )
 }
 

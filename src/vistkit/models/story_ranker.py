@@ -363,7 +363,10 @@ class StoryRankerModel:
         import torch
         from safetensors.torch import load_file
 
-        self.folder = Path(folder) if folder is not None else default_model_dir()
+        from vistkit.models.resolve import resolve_model
+
+        # a folder path, or a packaged name such as "story-ranker-v1"
+        self.folder = resolve_model(folder) if folder is not None else default_model_dir()
         cfg_path = self.folder / CONFIG_FILE
         if not cfg_path.is_file():
             from vistkit.errors import InputError
