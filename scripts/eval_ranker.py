@@ -92,12 +92,15 @@ def accuracy(scores: PairScores, pairs: list[StoryPair], group) -> dict[str, tup
     return {k: (float(np.mean(v)), len(v)) for k, v in out.items()}
 
 
+OPTIONS: dict[str, dict] = {}
+
+
 def evaluate(name: str, pairs: list[StoryPair], metrics: list[str], group, refs=None) -> dict[str, dict]:
     result = {"ttr": accuracy(ttr_scores(pairs), pairs, group)}
     for m in metrics:
         t = time.time()
         try:
-            metric = get_metric(m)
+            metric = get_metric(m, **OPTIONS.get(m, {}))
             if metric.needs_references and refs is None:
                 continue
             scores = score_pairs(metric, pairs, references=refs)
@@ -128,7 +131,10 @@ def main() -> None:
     ap.add_argument("--references", "-r", type=Path, help="human references for (c)")
     ap.add_argument("--skip-proxy", action="store_true")
     ap.add_argument("--json", type=Path, help="write every number here")
+    ap.add_argument("--ranker-model", type=Path, help="a story-ranker model folder (default: the packaged one)")
     args = ap.parse_args()
+    if args.ranker_model:
+        OPTIONS["story-ranker"] = {"model": args.ranker_model}
     metrics = [m for m in args.metrics.split(",") if m]
     out = {}
     if not args.skip_proxy:
