@@ -25,8 +25,8 @@ from vistkit.meta.perturb import PERTURBATIONS, BlandRewriter, TrigramStoryGener
 pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from vistkit.metrics.base import get_metric  # noqa: E402
-from vistkit.models.story_ranker import (  # noqa: E402
+from vistkit.metrics.base import get_metric
+from vistkit.models.story_ranker import (
     FEATURE_NAMES,
     StoryRankerModel,
     default_model_dir,
@@ -114,7 +114,7 @@ def test_prefer_and_score() -> None:
     pref = metric.preference(a, b)
     assert pref[0] > 0
     assert metric.preference(b, a)[0] == pytest.approx(-pref[0], abs=1e-12)
-    score = metric.score(a + [Story(story_id="2", text="the end .")])
+    score = metric.score([*a, Story(story_id="2", text="the end .")])
     assert score.n == 2
 
 

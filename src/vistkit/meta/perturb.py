@@ -189,7 +189,7 @@ class BlandRewriter:
             for w in set(p.split()):
                 if w not in stop and w.isalpha():
                     self.by_word.setdefault(w, []).append(i)
-        for w, idx in self.by_word.items():
+        for idx in self.by_word.values():
             idx.sort(key=lambda i: -self.generic[i])
             del idx[8:]
         self.stop = stop

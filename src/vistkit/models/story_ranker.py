@@ -32,6 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -169,9 +170,9 @@ def lexical_features(sentences: list[list[str]], *, rare: set[str]) -> list[floa
     dup = sum(1 for i, k in enumerate(keys) if k in keys[:i]) / max(len(keys), 1)
     sets = [set(s) for s in sent_words]
     overlaps = [len(a & b) / len(a | b) for i, a in enumerate(sets) for b in sets[i + 1 :] if a | b]
-    adjacent = [len(a & b) / len(a | b) for a, b in zip(sets, sets[1:], strict=False) if a | b]
+    adjacent = [len(a & b) / len(a | b) for a, b in pairwise(sets) if a | b]
     openings = [s[0] for s in sent_words if s]
-    rep_open = sum(1 for a, b in zip(openings, openings[1:], strict=False) if a == b) / max(len(openings) - 1, 1)
+    rep_open = sum(1 for a, b in pairwise(openings) if a == b) / max(len(openings) - 1, 1)
     return [
         math.log1p(n),
         math.log1p(float(lengths.mean())),
@@ -278,7 +279,8 @@ class StaticSentenceVectors:
 
     def rare_words(self, words: set[str]) -> set[str]:
         """Words the word-piece vocabulary splits into several pieces (rare or misspelt words)."""
-        return {w for w in words if not w.startswith("[") and len(self.tokenizer.encode(w, add_special_tokens=False).ids) > 1}
+        encode = self.tokenizer.encode
+        return {w for w in words if not w.startswith("[") and len(encode(w, add_special_tokens=False).ids) > 1}
 
 
 @lru_cache(maxsize=4)
