@@ -269,13 +269,13 @@ class BertScore(Metric):
             "bert_score 0.3.13 (Tiiiger/bert_score): bert_score.score(cands, refs, model_type=<same local "
             "model>, num_layers=L, idf=..., rescale_with_baseline=..., baseline_path=...) gives the same P, "
             "R, F1 (tests: a tiny random BERT and the packaged MiniLM, single and multiple references, idf, "
-            "rescaling). The default model differs from the paper's: roberta-large (layer 17) cannot be "
-            "downloaded here, so the default is the packaged all-MiniLM-L6-v2 at layer "
+            "rescaling). The default model differs from the paper's: vistkit never downloads at run time and no "
+            "package ships roberta-large (layer 17), so the default is the packaged all-MiniLM-L6-v2 at layer "
             f"{DEFAULT_LAYERS['minilm-l6']} (its last layer, chosen by measurement: of its 7 outputs it "
             "prefers a held-out human VIST story to machine stories most often: 55% of 600 pairs, 48% at "
             "layer 5, 39% at layer 0); absolute values are NOT "
-            "comparable with roberta-large numbers. Pass model='roberta-large' to use the original where it "
-            "is cached."
+            "comparable with roberta-large numbers. With roberta-large in your Hugging Face cache "
+            "(huggingface-cli download roberta-large), pass model='roberta-large' to use the original."
         ),
         differences=(
             "Matching uses real tokens only; bert_score's batched matching lets padding (cosine 0) win when "
