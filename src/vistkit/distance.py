@@ -22,10 +22,8 @@ computed from stories (`table_from_scores` turns G, C, R `Score` objects into a 
 
 from __future__ import annotations
 
-import csv
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,26 +195,13 @@ def _natural_key(sid: str) -> tuple[int, int | str]:
 
 
 # --------------------------------------------------------------------------------------------------- readers
-@contextmanager
-def _csv_errors(path: str | Path) -> Iterator[None]:
-    """Turn a decoding or CSV error while reading ``path`` into one clear `InputError`."""
-    try:
-        yield
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except csv.Error as exc:
-        raise InputError(f"{path}: malformed CSV ({exc})") from None
-
-
 def _read_score_csv(path: Path) -> dict[str, float]:
     """dHM's ``<prefix>_C.csv`` / ``_R.csv``: a header row, then ``story_id,score`` (ids stripped, NaN
     dropped)."""
-    from vistkit.data.readers import open_text
+    from vistkit.data.readers import read_csv_rows
 
     out: dict[str, float] = {}
-    with open_text(path) as fh:
-        with _csv_errors(path):
-            rows = list(csv.reader(fh))
+    rows = read_csv_rows(path, delimiter=",")
     if not rows:
         raise InputError(f"{path}: empty file (expected a header row, then story_id,score rows)")
     for n, row in enumerate(rows[1:], start=2):
@@ -281,14 +266,10 @@ def read_per_item_scores(
     ``columns`` maps G, C and R to column names; a dimension left out (or ``None``) takes the first column
     found among `DEFAULT_COLUMNS`. Empty cells are missing scores.
     """
-    from vistkit.data.readers import open_text
+    from vistkit.data.readers import read_csv
 
     p = Path(path)
-    with open_text(p, newline="") as fh:
-        with _csv_errors(p):
-            reader = csv.DictReader(fh)
-            header = list(reader.fieldnames or [])
-            rows = list(reader)
+    header, rows = read_csv(p, delimiter=",")
     if not header:
         raise InputError(f"{p}: empty CSV (expected a header row id,<metric>,...)")
     id_col = header[0]
@@ -335,13 +316,10 @@ def is_per_item_csv(path: str | Path) -> bool:
 
 def per_item_header(path: str | Path) -> list[str]:
     """The column names of a per-item CSV (``[]`` for an empty file)."""
-    from vistkit.data.readers import open_text
+    from vistkit.data.readers import read_csv_rows
 
-    with open_text(path, newline="") as fh:
-        try:
-            return next(csv.reader(fh), [])
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise InputError(f"{path}: not a readable CSV ({exc})") from None
+    rows = read_csv_rows(path, delimiter=",")
+    return rows[0] if rows else []
 
 
 def read_scores(

@@ -19,9 +19,7 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -69,17 +67,18 @@ def read_regions(path: str | Path) -> dict[str, list[Region]]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such regions file (a CSV with columns image_id,bbox)")
+    from vistkit.data.readers import open_csv
+
     out: dict[str, list[Region]] = {}
-    with open(p, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        cols = reader.fieldnames or []
+    with open_csv(p, delimiter=",") as f:
+        cols = f.fieldnames
         if "image_id" not in cols or "bbox" not in cols:
             raise InputError(
-                f"{p}: the regions CSV needs the columns image_id and bbox (it has {', '.join(cols)})"
+                f"{p}: the regions CSV needs the columns image_id and bbox (it has {', '.join(cols) or 'none'})"
             )
-        for line, row in enumerate(reader, start=2):
-            iid = (row["image_id"] or "").strip()
-            text = (row["bbox"] or "").strip()
+        for line, row in f:
+            iid = row["image_id"].strip()
+            text = row["bbox"].strip()
             if not iid or not text:
                 raise InputError(f"{p}, line {line}: empty image_id or bbox")
             out.setdefault(iid, []).append((text, parse_bbox(text, where=f"{p}, line {line}: ")))
@@ -91,10 +90,9 @@ def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such photo map (a JSON object story_id -> [photo ids])")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    from vistkit.data.readers import load_json
+
+    data = load_json(p)
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise InputError(f"{p}: a photo map must be a JSON object story_id -> [photo ids]")
     return {str(k): tuple(str(x) for x in v) for k, v in data.items()}

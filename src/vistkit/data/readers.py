@@ -29,6 +29,7 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,30 +44,150 @@ _READ_ERRORS = (OSError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 # --------------------------------------------------------------------------------------------------- opening
-def open_text(path: str | Path, *, newline: str | None = None) -> io.TextIOBase:
-    """Open a text file, looking inside ``.zip`` (first non-``__MACOSX`` member) and ``.gz``.
+ENCODING = "utf-8-sig"  # UTF-8, with or without the byte-order mark Excel and many Windows tools write
 
-    ``newline`` as for `open` (CSV needs ``""`` so line breaks inside quoted fields are kept).
+
+def split_member(path: str | Path) -> tuple[Path, str | None]:
+    """``ARCHIVE.zip:MEMBER`` -> ``(ARCHIVE.zip, MEMBER)``; any other path -> ``(path, None)``.
+
+    A path that exists as given is never split (a file may have ``.zip:`` in its name).
     """
-    p = Path(path)
+    text = str(path)
+    p = Path(text)
+    if p.exists() or ".zip:" not in text:
+        return p, None
+    archive, _, member = text.rpartition(".zip:")
+    return Path(archive + ".zip"), member
+
+
+def _zip_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
+    """The one member to read: the named one, else the only file in the archive (several: an error)."""
+    names = [n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")]
+    unsafe = [n for n in names if n.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", n)]
+    if member is not None:
+        if member not in names:
+            listed = ", ".join(names[:10]) or "no file"
+            raise InputError(f"{p} has no member {member!r}; it holds {listed}")
+        if member in unsafe:
+            raise InputError(f"{p}: member {member!r} has an unsafe name (absolute or with '..'); rename it")
+        return member
+    if not names:
+        raise InputError(f"{p}: the zip archive holds no file")
+    if unsafe:
+        raise InputError(
+            f"{p}: member name {unsafe[0]!r} is unsafe (absolute or with '..'); repack the archive"
+        )
+    if len(names) > 1:
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        raise InputError(
+            f"{p} holds several files ({shown}); choose one as {p.name}:MEMBER, e.g. {p.name}:{names[0]}"
+        )
+    return names[0]
+
+
+def open_text(path: str | Path, *, newline: str | None = None) -> io.TextIOBase:
+    """Open a text file (UTF-8, a leading BOM skipped), looking inside ``.zip`` and ``.gz``.
+
+    A zip must hold one file, or the member is named as ``ARCHIVE.zip:MEMBER``. ``newline`` as for `open`
+    (CSV needs ``""`` so line breaks inside quoted fields are kept). Decoding errors surface when reading:
+    read through `read_text` or `iter_lines` (or `open_csv`) to turn them into one clear `InputError`.
+    """
+    p, member = split_member(path)
     if not p.exists():
         raise InputError(f"{p}: no such file")
     if p.is_dir():
-        raise InputError(f"{p} is a folder; give a story file")
+        raise InputError(f"{p} is a folder; give a file")
     try:
-        if p.suffix == ".zip":
+        if p.suffix == ".zip" or member is not None:
             zf = zipfile.ZipFile(p)
-            members = [n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")]
-            if not members:
-                raise InputError(f"{p}: the zip archive holds no file")
-            return io.TextIOWrapper(zf.open(members[0]), encoding="utf-8", newline=newline)
+            name = _zip_member(zf, p, member)
+            return io.TextIOWrapper(zf.open(name), encoding=ENCODING, newline=newline)
         if p.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(p), encoding="utf-8", newline=newline)
-        return open(p, encoding="utf-8", newline=newline)
+            return io.TextIOWrapper(gzip.open(p), encoding=ENCODING, newline=newline)
+        return open(p, encoding=ENCODING, newline=newline)
     except zipfile.BadZipFile as exc:
         raise InputError(f"{p}: not a valid zip archive ({exc})") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+    except (OSError, RuntimeError, NotImplementedError) as exc:  # zip: encrypted or unknown compression
+        raise InputError(f"{p}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _decode_error(p: Path | str, exc: UnicodeDecodeError) -> InputError:
+    return InputError(
+        f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8 (e.g. 'CSV UTF-8' in Excel)"
+    )
+
+
+def iter_lines(fh: io.TextIOBase, path: str | Path) -> Iterator[str]:
+    """The lines of ``fh``; a decoding or archive error becomes one `InputError` naming ``path``."""
+    try:
+        yield from fh
+    except UnicodeDecodeError as exc:
+        raise _decode_error(path, exc) from None
+    except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
+        raise InputError(f"{path}: cannot be read ({exc})") from None
+
+
+def read_text(path: str | Path) -> str:
+    """The whole text of a file (see `open_text`), with one clear error for bytes that are not UTF-8."""
+    with open_text(path) as fh:
+        try:
+            return fh.read()
+        except UnicodeDecodeError as exc:
+            raise _decode_error(path, exc) from None
+        except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
+            raise InputError(f"{path}: cannot be read ({exc})") from None
+
+
+def csv_delimiter(path: str | Path) -> str:
+    """Tab for ``.tsv`` files (also inside ``.gz``/``.zip``), else comma."""
+    return "\t" if _inner_suffix(Path(str(path).split(".zip:")[-1])) == ".tsv" else ","
+
+
+class CsvFile:
+    """Rows of a CSV file as dicts, read through the shared decoding path (see `open_csv`)."""
+
+    def __init__(self, fh: io.TextIOBase, path: str | Path, delimiter: str) -> None:
+        self.path = path
+        self._reader = csv.DictReader(iter_lines(fh, path), delimiter=delimiter)
+        try:
+            names = self._reader.fieldnames
+        except csv.Error as exc:
+            raise InputError(f"{path}: malformed CSV ({exc})") from None
+        self.fieldnames: list[str] = [n.strip() for n in names] if names else []
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
+        """``(line number, row)`` pairs; keys stripped, missing cells ``""``, extra cells dropped."""
+        try:
+            for row in self._reader:
+                yield self._reader.line_num, {
+                    k.strip(): (v if isinstance(v, str) else "") for k, v in row.items() if k is not None
+                }
+        except csv.Error as exc:
+            raise InputError(f"{self.path}: malformed CSV ({exc})") from None
+
+
+@contextmanager
+def open_csv(path: str | Path, *, delimiter: str | None = None) -> Iterator[CsvFile]:
+    """A CSV (TSV for ``.tsv``) with a header row, streamed; every reading error is one `InputError`."""
+    with open_text(path, newline="") as fh:
+        yield CsvFile(fh, path, delimiter or csv_delimiter(path))
+
+
+def read_csv(path: str | Path, *, delimiter: str | None = None) -> tuple[list[str], list[dict[str, str]]]:
+    """``(column names, rows)`` of a CSV with a header row (an empty file: an error)."""
+    with open_csv(path, delimiter=delimiter) as f:
+        if not f.fieldnames:
+            raise InputError(f"{path}: empty CSV (no header row)")
+        return f.fieldnames, [row for _, row in f]
+
+
+def read_csv_rows(path: str | Path, *, delimiter: str | None = None) -> list[list[str]]:
+    """All rows of a CSV as lists of cells (no header handling)."""
+    with open_text(path, newline="") as fh:
+        try:
+            return list(csv.reader(iter_lines(fh, path), delimiter=delimiter or csv_delimiter(path)))
+        except csv.Error as exc:
+            raise InputError(f"{path}: malformed CSV ({exc})") from None
 
 
 def _inner_suffix(path: Path) -> str:
@@ -78,21 +199,14 @@ def _inner_suffix(path: Path) -> str:
 
 
 def load_json(path: str | Path) -> Any:
-    """Parse a JSON file; a syntax error names the line and column."""
-    p = Path(path)
-    with open_text(p) as fh:
-        try:
-            text = fh.read()
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
-            raise InputError(f"{p}: cannot be read ({exc})") from None
+    """Parse a JSON file (UTF-8, BOM allowed); a syntax error names the line and column."""
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
-        raise InputError(f"{p}: JSON nested too deeply") from None
+        raise InputError(f"{path}: JSON nested too deeply") from None
 
 
 # --------------------------------------------------------------------------------------------------- detection
@@ -321,7 +435,7 @@ def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story
     """Stream stories from a JSONL file (one object per line; blank lines skipped)."""
     p = Path(path)
     with open_text(p) as fh:
-        for n, line in enumerate(_lines(fh, p), start=1):
+        for n, line in enumerate(iter_lines(fh, p), start=1):
             if not line.strip():
                 continue
             try:
@@ -333,28 +447,13 @@ def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story
 
 def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
     """Stream stories from a CSV (or TSV) file with named columns."""
-    p = Path(path)
-    delimiter = "\t" if _inner_suffix(p) == ".tsv" else ","
-    with open_text(p, newline="") as fh:
-        reader = csv.DictReader(_lines(fh, p), delimiter=delimiter)
-        if reader.fieldnames is None:
-            raise InputError(f"{p}: empty CSV (no header row)")
-        if not any(f in reader.fieldnames for f in _TEXT_FIELDS):
-            raise InputError(f"{p}: CSV needs a 'text' column; found {', '.join(reader.fieldnames)}")
-        try:
-            for n, row in enumerate(reader, start=2):
-                yield _record({k: v for k, v in row.items() if k is not None}, f"{p} line {n}", system)
-        except csv.Error as exc:
-            raise InputError(f"{p}: malformed CSV ({exc})") from None
-
-
-def _lines(fh: io.TextIOBase, p: Path) -> Iterator[str]:
-    try:
-        yield from fh
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except _READ_ERRORS as exc:
-        raise InputError(f"{p}: cannot be read ({exc})") from None
+    with open_csv(path) as f:
+        if not f.fieldnames:
+            raise InputError(f"{path}: empty CSV (no header row)")
+        if not any(c in f.fieldnames for c in _TEXT_FIELDS):
+            raise InputError(f"{path}: CSV needs a 'text' column; found {', '.join(f.fieldnames)}")
+        for n, row in f:
+            yield _record(row, f"{path} line {n}", system)
 
 
 def read_template(path: str | Path) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from vistkit.data.readers import open_text
+from vistkit.data.readers import read_csv
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 
@@ -146,19 +146,7 @@ def _float(value: str | None, where: str, name: str) -> float | None:
 
 
 def _read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    p = Path(path)
-    with open_text(p) as fh:
-        delimiter = "\t" if p.name.endswith((".tsv", ".tsv.gz")) else ","
-        reader = csv.DictReader(fh, delimiter=delimiter)
-        if reader.fieldnames is None:
-            raise InputError(f"{p}: empty CSV (no header row)")
-        try:
-            rows = [{(k or "").strip(): (v if v is not None else "") for k, v in r.items()} for r in reader]
-        except csv.Error as exc:
-            raise InputError(f"{p}: malformed CSV ({exc})") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    names = [n.strip() for n in reader.fieldnames]
+    names, rows = read_csv(path)
     if names and names[0] in ("", "Unnamed: 0"):
         names = names[1:]  # a pandas index column
     return names, rows

@@ -32,7 +32,6 @@ installed.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -72,11 +71,17 @@ def read_baseline(path: str | Path, layer: int) -> tuple[float, float, float]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"bertscore: baseline file {p} does not exist; pass a CSV with columns LAYER,P,R,F")
-    with open(p, encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
-        if row.get("LAYER") is not None and int(float(row["LAYER"])) == layer:
-            return float(row["P"]), float(row["R"]), float(row["F"])
+    from vistkit.data.readers import read_csv
+
+    names, rows = read_csv(p, delimiter=",")
+    if missing := [c for c in ("LAYER", "P", "R", "F") if c not in names]:
+        raise InputError(f"bertscore: baseline file {p} lacks the column(s) {', '.join(missing)} (LAYER,P,R,F)")
+    for n, row in enumerate(rows, start=2):
+        try:
+            if row["LAYER"].strip() and int(float(row["LAYER"])) == layer:
+                return float(row["P"]), float(row["R"]), float(row["F"])
+        except ValueError:
+            raise InputError(f"bertscore: baseline file {p} line {n} holds a value that is not a number") from None
     raise InputError(f"bertscore: baseline file {p} has no row for layer {layer}")
 
 

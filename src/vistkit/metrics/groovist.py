@@ -469,7 +469,9 @@ def _given_noun_phrases(source: Any) -> tuple[dict[str, list[str]], str]:
         p = Path(source)
         if not p.is_file():
             raise InputError(f"{p}: no such noun-phrase file (JSON story_id -> [noun phrases])")
-        data = json.loads(p.read_text(encoding="utf-8"))
+        from vistkit.data.readers import load_json
+
+        data = load_json(p)
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise InputError(
             "noun_phrases must map story ids to lists of noun phrases (extract_nphrases.py output)"

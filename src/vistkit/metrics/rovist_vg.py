@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -159,37 +158,72 @@ def load_glove(path: str | Path) -> dict[str, np.ndarray]:
             f"as "
             "glove=PATH"
         )
+    from vistkit.data.readers import iter_lines, open_text
+
     out: dict[str, np.ndarray] = {}
-    with open(p, encoding="utf-8") as fh:
-        for n, line in enumerate(fh):
+    with open_text(p) as fh:
+        for n, line in enumerate(iter_lines(fh, p)):
             parts = line.rstrip("\n").rstrip(" ").split(" ")
             if n == 0 and len(parts) == 2 and all(x.isdigit() for x in parts):
                 continue
-            out[parts[0]] = np.asarray(parts[1:], dtype=np.float32)
+            try:
+                out[parts[0]] = np.asarray(parts[1:], dtype=np.float32)
+            except ValueError:
+                raise InputError(f"{p} line {n + 1}: not 'word v1 v2 ...' with numbers") from None
     if "unk" not in out:
         raise InputError(f"{p}: the vectors have no 'unk' entry, which RoViST-VG uses for unknown words")
     return out
 
 
+# what RoViST's idf_dict.pkl may hold beyond plain dict/str/float/int (which a pickle stores without naming any
+# global): the mapping types of ``collections`` with int/float default factories, and numpy float scalars (an
+# IDF computed with ``np.log``). Anything else is refused by name: no code in the file runs.
+IDF_PICKLE_GLOBALS: dict[str, set[str]] = {
+    "builtins": {"dict", "float", "int"},
+    "__builtin__": {"dict", "float", "int"},
+    "collections": {"OrderedDict", "defaultdict", "Counter"},
+    "_codecs": {"encode"},  # how protocol-2 pickles store a numpy scalar's bytes
+    "numpy": {"dtype"},
+    "numpy.core.multiarray": {"scalar"},
+    "numpy._core.multiarray": {"scalar"},
+}
+
+
 def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
-    """The IDF table: JSON ``{word: idf}``, or RoViST's ``idf_dict.pkl`` (a pickle: only with ``trust``)."""
+    """The IDF table: JSON ``{word: idf}``, or RoViST's ``idf_dict.pkl`` (a pickle: only with ``trust``, and
+    even then through a restricted unpickler that admits only a word -> number mapping, see
+    `IDF_PICKLE_GLOBALS`)."""
+    from vistkit.data.readers import load_json
+    from vistkit.models.checkpoints import load_restricted_pickle
+
     p = Path(path)
     if not p.is_file():
         raise MissingDependencyError(
             f"IDF table not found at {p}: rovist-vg needs RoViST's idf_dict.pkl (idf=PATH)"
         )
     if p.suffix == ".json":
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = load_json(p)
     else:
         if not trust:
             raise InputError(
                 f"{p.name} is a pickle, which can run code when loaded; pass trust_checkpoint=True if you "
-                f"trust it, "
-                "or give the table as JSON {word: idf}"
+                "trust it, or give the table as JSON {word: idf}"
             )
-        with open(p, "rb") as fh:
-            data = pickle.load(fh)
-    return {str(k): float(v) for k, v in dict(data).items()}
+        data = load_restricted_pickle(
+            p, allowed=IDF_PICKLE_GLOBALS, what="an IDF table may hold only a dictionary of words and numbers"
+        )
+    if not isinstance(data, dict):
+        raise InputError(f"{p.name}: an IDF table is a dictionary {{word: idf}}, found {type(data).__name__}")
+    out: dict[str, float] = {}
+    for k, v in data.items():
+        word = k.decode("utf-8", "replace") if isinstance(k, bytes) else k
+        if not isinstance(word, str):
+            raise InputError(f"{p.name}: IDF keys must be words, found {type(k).__name__} {k!r:.40}")
+        try:
+            out[word] = float(v)
+        except (TypeError, ValueError):
+            raise InputError(f"{p.name}: the IDF of {word!r} is not a number ({v!r:.40})") from None
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------- model

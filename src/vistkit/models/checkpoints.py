@@ -2,9 +2,9 @@
 
 Default loading never unpickles arbitrary code: converted folders hold ``model.safetensors`` (tensors only)
 and ``vistkit_model.json`` (config, provenance). Legacy PyTorch checkpoints (``.pth.tar``/``.pt``/``.bin``:
-pickles) are read only with ``trust=True``, and even then first with ``torch.load(weights_only=True)`` plus
-an allow-list of harmless classes (``argparse.Namespace``, which the RoViST checkpoints pickle as ``opt``);
-a full unpickle is the last resort, still only under ``trust=True``.
+pickles) are read only with ``trust=True``, and even then only with ``torch.load(weights_only=True)`` plus an
+allow-list of harmless classes (``argparse.Namespace``, which the RoViST checkpoints pickle as ``opt``): there
+is no full unpickle, so a checkpoint that names any other class or function is refused, naming it.
 
 A converted folder::
 
@@ -59,12 +59,24 @@ def _torch() -> Any:
     return torch
 
 
+def _refused_globals(torch: Any, path: Path, allowed: set[str]) -> list[str]:
+    """Globals a checkpoint's pickle names beyond torch's tensor allow-list and ``allowed`` (read without
+    running the pickle)."""
+    try:
+        found = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception:  # not a zip checkpoint / unreadable: torch.load reports it below
+        return []
+    return [g for g in found if g not in allowed]
+
+
 def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str, Any]:
     """The object saved in a pickle-based checkpoint (for RoViST: ``{'model': state_dict, 'opt':
     Namespace}``).
 
-    Refuses without ``trust=True`` (a pickle can run code). With it, tries the restricted unpickler first
-    (tensors, containers and ``argparse.Namespace``) and only then a full unpickle. Always loads on CPU.
+    Refuses without ``trust=True`` (a pickle can run code). With it, reads the file only with torch's
+    restricted unpickler (``weights_only=True``: tensors, containers and plain values) plus
+    ``argparse.Namespace``, which the official RoViST checkpoints pickle as ``opt``. A pickle that names any
+    other class or function is refused with that name; nothing in it runs, trusted or not. Always loads on CPU.
     """
     p = Path(path)
     if not p.is_file():
@@ -77,16 +89,94 @@ def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str
         )
     torch = _torch()
     import argparse
+    import pickle
 
+    allowed = [argparse.Namespace]
+    refused = _refused_globals(torch, p, {"argparse.Namespace"})
+    if refused:
+        raise InputError(_refusal(p, refused[0]))
     try:
-        with torch.serialization.safe_globals([argparse.Namespace]):
+        with torch.serialization.safe_globals(allowed):
             obj = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception:
-        # trusted by the user: the file holds classes beyond the allow-list
-        obj = torch.load(p, map_location="cpu", weights_only=False)
+    except pickle.UnpicklingError as exc:
+        name = _global_in_message(str(exc))
+        if name:
+            raise InputError(_refusal(p, name)) from None
+        raise InputError(f"{p.name} is not a checkpoint vistkit can read safely ({_first_line(exc)})") from None
+    except (RuntimeError, OSError, EOFError, ValueError) as exc:
+        raise InputError(f"{p.name} is not a readable PyTorch checkpoint ({_first_line(exc)})") from None
     if not isinstance(obj, dict):
         raise InputError(f"{p.name} holds a {type(obj).__name__}, not a checkpoint dictionary")
     return obj
+
+
+def readable_global(name: str) -> str:
+    """A pickled global's name as Python 3 knows it (protocol-2 pickles spell ``subprocess.call`` as
+    ``commands.call`` and builtins as ``__builtin__``)."""
+    import _compat_pickle
+
+    module, _, attr = name.rpartition(".")
+    if (module, attr) in _compat_pickle.NAME_MAPPING:
+        module, attr = _compat_pickle.NAME_MAPPING[(module, attr)]
+    elif module in _compat_pickle.IMPORT_MAPPING:
+        module = _compat_pickle.IMPORT_MAPPING[module]
+    if module == "posix":
+        module = "os"
+    return f"{module}.{attr}" if module else attr
+
+
+def load_restricted_pickle(path: str | Path, *, allowed: Mapping[str, set[str]], what: str) -> Any:
+    """Unpickle ``path`` admitting only the globals in ``allowed`` (module -> names); plain containers,
+    strings and numbers need none. Any other global is refused by name before anything is called, so no
+    code in the file runs (``__reduce__`` can only call what ``allowed`` admits)."""
+    import pickle
+
+    p = Path(path)
+
+    class _Restricted(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if name in allowed.get(module, set()):
+                return super().find_class(module, name)
+            raise InputError(
+                f"{p.name} needs `{readable_global(f'{module}.{name}')}`, which vistkit does not load (it could "
+                f"run code); {what}"
+            )
+
+        def persistent_load(self, pid: Any) -> Any:
+            raise InputError(f"{p.name} refers to external objects, which vistkit does not load; {what}")
+
+    try:
+        with open(p, "rb") as fh:
+            return _Restricted(fh).load()
+    except InputError:
+        raise
+    except RecursionError:
+        raise InputError(f"{p.name}: the pickle is nested too deeply") from None
+    except Exception as exc:  # truncated or corrupt pickles raise many kinds
+        raise InputError(f"{p.name} is not a readable pickle ({type(exc).__name__}: {_first_line(exc)})") from None
+
+
+def _refusal(p: Path, name: str) -> str:
+    name = readable_global(name)
+    return (
+        f"{p.name} needs `{name}`, which vistkit does not load (it could run code); a checkpoint may hold only "
+        "tensors, containers, plain values and argparse.Namespace"
+    )
+
+
+def _global_in_message(message: str) -> str | None:
+    """The dotted name torch's restricted unpickler refused, read off its error message."""
+    import re
+
+    m = re.search(r"(?:Unsupported global: GLOBAL|Trying to call reduce for|Unsupported operand.*?global) "
+                  r"([\w.]+)", message)
+    if m is None:
+        m = re.search(r"GLOBAL ([\w.]+)", message)
+    return m.group(1) if m else None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def extract_state_dict(obj: Mapping[str, Any]) -> dict[str, Any]:
