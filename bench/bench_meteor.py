@@ -10,7 +10,16 @@ then alternating rounds of both in warm JVMs that have loaded their tables: roun
 scoring pass after the table load (the issue's protocol: the jar's first pass carries its JIT warm-up), the
 later rounds are warm; the first-pass ratio, the best warm ratio, and the cold ratio (start + load + first).
 
-    .venv/bin/python bench/bench_meteor.py [--limit N] [--rounds R] [--systems '']
+Then (``--cold N``, default 3) the END-TO-END cold comparison of issue 12: the jar = a new
+``java -jar meteor-1.5.jar - - -stdio -t hter`` process from its start to the last per-pair answer (table load
+included; reading the stories, done by Python beforehand, not counted); vistkit = a new ``vistkit score
+ours.json --references PR_VIST.json.zip --template ... --metrics meteor-vist`` process from the command line
+(Python start, imports, reading the files, helper JVM start, table load and scoring all included), with the
+compact paraphrase table already cached (built once per user; the one-time build is timed separately first, in
+a fresh cache directory). N alternating runs of each; best and median, and the ratio jar / vistkit. The CLI's
+per-item scores are checked against the jar's, pair maxima, bit for bit.
+
+    .venv/bin/python bench/bench_meteor.py [--limit N] [--rounds R] [--systems ''] [--cold N] [--cold-only]
     (VISTKIT_METEOR_THREADS=k sets the helper's threads, VISTKIT_JAVA_OPTS its JVM options)
 """
 
@@ -42,8 +51,13 @@ def main() -> None:
     ap.add_argument(
         "--systems", default="ours,no_ss,joint_ss", help="TAPM systems for the multi-system run ('' = skip)"
     )
+    ap.add_argument("--cold", type=int, default=3, help="end-to-end cold runs of each side (0 = skip)")
+    ap.add_argument("--cold-only", action="store_true", help="only the end-to-end cold comparison")
     args = ap.parse_args()
     args.rounds = max(2, args.rounds)
+    if args.cold_only:
+        cold_end_to_end(max(1, args.cold))
+        return
 
     from vistkit import java
     from vistkit.data.readers import read_stories, read_template
@@ -133,6 +147,77 @@ def main() -> None:
         raise SystemExit("scores differ from the jar's")
     if args.systems and not args.limit:
         systems_scenario(args.systems.split(","), refs, template)
+    if args.cold and not args.limit:
+        cold_end_to_end(args.cold)
+
+
+def cold_end_to_end(runs: int) -> None:
+    """New processes only: the jar's per-pair protocol vs ``vistkit score`` from the command line."""
+    import statistics
+    import subprocess
+    import sys
+    import tempfile
+
+    from vistkit import java
+    from vistkit.data.readers import read_stories, read_template
+    from vistkit.metrics.base import align
+
+    hyps_path = DATA / "tapm-vist-outputs/vist/ours.json"
+    refs_path = DATA / "pr-vist/PR_VIST.json.zip"
+    tpl_path = DATA / "vist-challenge-naacl2018/vist-challenge-template.json"
+    items = align(read_stories(hyps_path), read_stories(refs_path), keying="sequence",
+                  template=read_template(tpl_path)).items
+    tests = [it.hypothesis.text for it in items for _ in it.references]
+    gold = [r.text for it in items for r in it.references]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cli = [sys.executable, "-c", "import sys; from vistkit.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+    def ours(out: Path, extra_env: dict[str, str] | None = None) -> float:
+        t = time.perf_counter()
+        subprocess.run(
+            [*cli, "score", str(hyps_path), "--references", str(refs_path), "--template", str(tpl_path),
+             "--metrics", "meteor-vist", "--per-item", str(out), "--format", "json"],
+            env={**env, **(extra_env or {})}, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        return time.perf_counter() - t
+
+    def theirs() -> tuple[float, list[float]]:
+        t = time.perf_counter()
+        jar = java.StdioMeteor(java.MeteorConfig(task="hter"))
+        pairs = jar.pair_scores(tests, gold)
+        jar.close()
+        return time.perf_counter() - t, pairs
+
+    print(f"\nEND TO END, cold (new processes), {len(items)} sequences, {len(tests)} pairs ({load()})")
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp)
+        t_build = ours(fresh / "build.csv", {"VISTKIT_METEOR_TABLE_CACHE": str(fresh / "tables")})
+        size = sum(f.stat().st_size for f in (fresh / "tables").glob("*.bin"))
+        print(f"  one-time build (fresh cache, whole run incl. build): vistkit {t_build:.2f} s; cache "
+              f"{size / 1e6:.0f} MB ({load()})")
+        ours(fresh / "warm.csv")  # the user's cache: built here if it is not yet
+        t_ours: list[float] = []
+        t_jar: list[float] = []
+        jar_pairs: list[float] = []
+        for r in range(runs):
+            a = ours(fresh / f"run{r}.csv")
+            b, jar_pairs = theirs()
+            t_ours.append(a)
+            t_jar.append(b)
+            print(f"  run {r + 1}: jar {b:.2f} s, vistkit {a:.2f} s = {b / a:.2f}x ({load()})")
+        rows = (fresh / "run0.csv").read_text().splitlines()[1:]
+        got = {r.split(",")[0]: float(r.split(",")[1]) for r in rows}
+    it = iter(jar_pairs)
+    expected = {item.item_id: max(next(it) for _ in item.references) for item in items}
+    same = got == expected
+    print(f"  identical per-sequence scores, CLI vs jar ({len(expected)}): {same}")
+    bj, bo = min(t_jar), min(t_ours)
+    mj, mo = statistics.median(t_jar), statistics.median(t_ours)
+    print(f"  best: jar {bj:.2f} s / vistkit {bo:.2f} s = {bj / bo:.2f}x; "
+          f"median: jar {mj:.2f} s / vistkit {mo:.2f} s = {mj / mo:.2f}x")
+    if not same:
+        raise SystemExit("scores differ from the jar's")
 
 
 def systems_scenario(names: list[str], refs: StorySet, template: list[str]) -> None:

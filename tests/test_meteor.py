@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -442,3 +443,113 @@ def test_meteor_coco_full_test_set_golden(tapm_ours: StorySet, refs: StorySet) -
     s = meteor_coco_score(tapm_ours, refs, key="sequence")
     assert s.n == 1999
     assert s.corpus == pytest.approx(0.11909292788829454, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------------ compact paraphrase table
+def _tiny_table(path: Path, seed: int) -> tuple[list[str], int]:
+    """A paraphrase table in Meteor's format (probability, source, target per entry) with what could trip a
+    re-implementation: duplicate entries, phrases that are prefixes of others, empty source and target lines,
+    tabs and runs of spaces, non-ASCII and case variants. Returns query lines over its words (+ unknown ones)
+    and the number of entries."""
+    import gzip
+
+    rng = np.random.default_rng(seed)
+    vocab = "a b c the The dog dogs café naïve 東京 x-y it's ,".split()
+
+    def phrase(lo: int, hi: int) -> list[str]:
+        return [str(w) for w in rng.choice(vocab, size=int(rng.integers(lo, hi)))]
+
+    lines: list[str] = []
+    entries = 0
+    for _ in range(400):
+        src, tgt = phrase(0, 5), phrase(0, 4)
+        sep = "\t" if rng.random() < 0.1 else " " * int(rng.integers(1, 3))
+        for _ in range(2 if rng.random() < 0.1 else 1):  # duplicates
+            lines += [f"{rng.random():.6f}", sep.join(src), sep.join(tgt)]
+            entries += 1
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8")))
+    queries = [" ".join(phrase(0, 12) + (["unknown"] if rng.random() < 0.3 else [])) for _ in range(300)]
+    return queries, entries
+
+
+@pytest.fixture(scope="module")
+def paraphrase_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """java command prefix running tests/java/ParaphraseCheck.java against the helper's classes."""
+    if not HAS_JAVA:
+        pytest.skip("needs Java")
+    import subprocess
+
+    from vistkit.java import _helper_classpath, find_javac, meteor_jar, require_java
+
+    java = require_java()
+    helper = _helper_classpath(java)
+    javac = find_javac(java)
+    if helper is None or javac is None:
+        pytest.skip("needs javac")
+    out = tmp_path_factory.mktemp("paracheck")
+    src = Path(__file__).parent / "java" / "ParaphraseCheck.java"
+    subprocess.run([javac, "-nowarn", "-cp", helper, "-d", str(out), str(src)], check=True, capture_output=True)
+    cp = os.pathsep.join([str(out), helper, str(meteor_jar())])
+    return [java.path, "-Xmx512m", "-cp", cp]
+
+
+def _run_check(cmd: list[str], table: Path, queries: list[str], cache: Path | None, entries: int) -> str:
+    import subprocess
+
+    from vistkit.java import meteor_jar
+
+    props = [f"-Dvistkit.paraphrase.cache={cache}"] if cache is not None else []
+    proc = subprocess.run(
+        [*cmd[:-2], *props, *cmd[-2:], "ParaphraseCheck", str(meteor_jar()), str(table), str(entries)],
+        input="\n".join(queries).encode("utf-8"),
+        capture_output=True,
+        timeout=120,
+    )
+    out = proc.stdout.decode("utf-8")
+    assert proc.returncode == 0, out + proc.stderr.decode("utf-8", "replace")
+    assert "checked" in out
+    return out.splitlines()[0].removeprefix("load ")
+
+
+@needs_java
+def test_compact_paraphrase_table_equals_the_jars(paraphrase_check: list[str], tmp_path: Path) -> None:
+    """vistkit's ParaphraseTransducer (flat arrays, cached on disk) against the jar's own class on the same
+    table: every translate(word), every getReferencePaths(ids, start) (lengths, entries and their order) and
+    every getParaphrase(entry) are equal, parsed, freshly built, mapped from the cache and rebuilt after the
+    cache file was damaged or the table changed."""
+    table = tmp_path / "paraphrase-xx.gz"
+    queries, entries = _tiny_table(table, seed=3)
+    cache = tmp_path / "cache"
+    assert _run_check(paraphrase_check, table, queries, None, entries) == "parsed"
+    assert _run_check(paraphrase_check, table, queries, cache, entries) == "built"
+    assert _run_check(paraphrase_check, table, queries, cache, entries) == "mapped"
+    (built,) = cache.glob("paraphrase-*.bin")
+    data = bytearray(built.read_bytes())
+    data[-3] ^= 0x55  # a damaged payload fails the CRC: rebuilt, same answers
+    built.write_bytes(bytes(data))
+    assert _run_check(paraphrase_check, table, queries, cache, entries) == "built"
+    assert _run_check(paraphrase_check, table, queries, cache, entries) == "mapped"
+    built.write_bytes(built.read_bytes()[:200])  # truncated
+    assert _run_check(paraphrase_check, table, queries, cache, entries) == "built"
+    # a changed table (new content, new mtime) gets a new cache file, never the old one
+    queries2, entries2 = _tiny_table(table, seed=4)
+    os.utime(table, (1, 1))
+    assert _run_check(paraphrase_check, table, queries2, cache, entries2) == "built"
+    assert len(list(cache.glob("paraphrase-*.bin"))) == 2
+    assert _run_check(paraphrase_check, table, queries2, cache, entries2) == "mapped"
+
+
+@needs_java
+def test_compact_paraphrase_cache_survives_racing_processes(paraphrase_check: list[str], tmp_path: Path) -> None:
+    """Four JVMs on one cold cache at once: each gets the jar's answers (built, parsed while another builds,
+    or mapped), one complete cache file remains and no temporary file is left behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    table = tmp_path / "paraphrase-xx.gz"
+    queries, entries = _tiny_table(table, seed=5)
+    cache = tmp_path / "cache"
+    with ThreadPoolExecutor(4) as pool:
+        loads = list(pool.map(lambda _: _run_check(paraphrase_check, table, queries, cache, entries), range(4)))
+    assert set(loads) <= {"built", "parsed", "mapped"} and "built" in loads
+    assert [p.name.endswith(".bin") for p in cache.glob("paraphrase-*") if ".lock" not in p.name] == [True]
+    assert _run_check(paraphrase_check, table, queries, cache, entries) == "mapped"

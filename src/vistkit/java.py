@@ -6,28 +6,33 @@
 - `meteor_jar`, `paraphrase_table`, `ptb_jar`: the jars pycocoevalcap 1.2 ships (``meteor-1.5.jar`` with
   ``data/paraphrase-en.gz``, ``stanford-corenlp-3.4.1.jar``); we use those exact files so scores match.
 - `meteor_server`: ONE warm JVM per process, shared by every METEOR variant and every system scored in the
-  run. It runs a small helper class (`HELPER_SOURCE`, compiled once with ``javac`` into the user cache
-  directory) that calls Meteor's own Java API (``MeteorConfiguration``/``MeteorScorer``), keeps one scorer per
-  configuration (task, language, normalisation: the paraphrase table is loaded once per configuration), scores
+  run. It runs a small helper class (``VistkitMeteor.java``, shipped as package data in
+  ``vistkit/resources/java/`` with the classes below, compiled once with ``javac`` into the user cache directory,
+  keyed by the sources' hash) that calls Meteor's own Java API (``MeteorConfiguration``/``MeteorScorer``), keeps
+  one scorer per configuration (task, language, normalisation: the tables are loaded once per language), scores
   whole batches per round trip with a binary, length-prefixed protocol (so ``|||`` and newlines inside texts
   are harmless) and spreads a batch over threads (one ``MeteorScorer`` copy per thread sharing the read-only
   tables, which is what Meteor's copy constructor is for). Without ``javac`` (a bare JRE) it falls back to
   Meteor's own ``-stdio`` protocol, which gives the same numbers, only slower. The JVM is closed at exit.
   A second configuration of the same language (e.g. meteor-coco's default task after meteor-vist's hter)
-  reuses the loaded tables instead of loading them again (`HELPER_SOURCE`'s ``reconfigure``).
+  reuses the loaded tables instead of loading them again (``VistkitMeteor.reconfigure``).
 
-Faster alignment, same alignment: the helper's directory also holds our own ``SynonymMatcher`` and
-``ParaphraseMatcher`` (same package and name, found before the jar's on the class path; see
-`SYNONYM_MATCHER_SOURCE`, `PARAPHRASE_MATCHER_SOURCE`), which add exactly the jar's matches in the jar's order
-with memoised synsets and a position index, and it memoises Snowball stems (`HELPER_SOURCE`'s
-``CachingStemmer``). Scores are bit-identical to the jar's (tests/test_meteor.py, bench/bench_meteor.py).
+Faster alignment, same alignment: ``resources/java/edu/cmu/meteor/aligner/`` holds our own ``SynonymMatcher``,
+``ParaphraseMatcher`` and ``ParaphraseTransducer`` (same package and name, found before the jar's on the class
+path), which add exactly the jar's matches in the jar's order with memoised synsets and a position index; the
+helper also memoises Snowball stems (``VistkitMeteor.CachingStemmer``). ``ParaphraseTransducer`` reads the
+paraphrase table exactly as the jar does but holds it in flat int arrays, and caches those on disk
+(`table_cache_dir`, one file per table and jar, built once per user, checked by key and CRC-32, written
+atomically): later processes map it in well under a second instead of parsing 61 MB of gzip for 7-28 s.
+Scores are bit-identical to the jar's (tests/test_meteor.py, bench/bench_meteor.py).
 
-Costs (2-core machine shared with other jobs, OpenJDK 17): JVM start ~0.01 s, helper compile ~1-2 s once per
-user, English paraphrase/synonym table load 8-28 s per process (the dominant cold cost, identical to the
-jar's), then ~0.8 ms CPU per (hypothesis, reference) alignment (the jar: ~1.3 ms warm, ~2.5 ms on its first
-pass). Environment:
+Costs (2-core machine shared with other jobs, OpenJDK 17): JVM start ~0.01 s, helper compile ~1-5 s once per
+user, English table load 0.4-1 s per process from the compact cache (the jar: 7-28 s; the first process of a user
+parses the table as the jar does and writes the cache, +1-3 s once), then ~0.8 ms CPU per (hypothesis,
+reference) alignment (the jar: ~1.3 ms warm, ~2.5 ms on its first pass). Environment:
 ``VISTKIT_METEOR_THREADS`` (scoring threads), ``VISTKIT_JAVA_OPTS`` (helper JVM options, default -Xmx2G),
-``VISTKIT_CACHE`` (where the compiled helper lives).
+``VISTKIT_CACHE`` (where the compiled helper lives), ``VISTKIT_METEOR_TABLE_CACHE`` (the compact table's
+directory, or 0 to parse the table in every process as the jar does).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vistkit.errors import MissingDependencyError
 
@@ -179,8 +185,11 @@ def cache_dir() -> Path:
 # --------------------------------------------------------------------------------------------------- helper
 # The helper speaks a binary protocol on stdin/stdout (big-endian, strings = int32 byte length + UTF-8):
 #   'C' task lang norm(str)                   -> int32 config id, int32 load ms, int32 loaded (0: tables
-#                                                shared), 4 doubles (alpha beta gamma delta), int32 k + k
-#                                                doubles (module weights)
+#                                                shared), str paraphrase table source ("mapped": compact
+#                                                cache, "built": parsed and cached, "parsed", "shared"),
+#                                                4 doubles (alpha beta gamma delta), int32 k + k doubles
+#                                                (module weights)
+# Sources: src/vistkit/resources/java/ (VistkitMeteor.java and our edu/cmu/meteor/aligner classes).
 #   'P' cfg n (test ref)*n                    -> n doubles: getMeteorStats(test, ref).score per pair
 #   'M' cfg n (line)*n                        -> per line: int32 k + k doubles (the MeteorStats text as
 #                                                numbers), double score; then the pooled score. Each line is
@@ -188,395 +197,59 @@ def cache_dir() -> Path:
 #                                                (split on '|||', trim); its stats are re-parsed like "EVAL".
 #   'Q'                                       -> exit
 HELPER_CLASS = "VistkitMeteor"
-HELPER_SOURCE = r"""
-import java.io.*;
-import java.nio.charset.StandardCharsets;
-import java.util.*;
-import java.util.concurrent.*;
-import edu.cmu.meteor.aligner.Aligner;
-import edu.cmu.meteor.aligner.Stemmer;
-import edu.cmu.meteor.scorer.MeteorConfiguration;
-import edu.cmu.meteor.scorer.MeteorScorer;
-import edu.cmu.meteor.scorer.MeteorStats;
-import edu.cmu.meteor.util.Constants;
+JAVA_SOURCES = "resources/java"  # package data: the helper and our edu/cmu/meteor/aligner classes
 
-/** vistkit's METEOR helper: one JVM, one scorer per configuration, batched and multithreaded. */
-public class VistkitMeteor {
-    static final List<MeteorScorer> scorers = new ArrayList<>();
-    static final List<MeteorConfiguration> configs = new ArrayList<>();
-    static int threads = 1;
-    static ExecutorService pool;
 
-    static final Map<String, MeteorScorer> shared = new HashMap<>();
+def java_sources() -> dict[str, str]:
+    """The helper's Java sources shipped with vistkit: relative path (``/``-separated) -> text.
 
-    /**
-     * A scorer for another task/normalisation of an already loaded language and module list, without
-     * loading the paraphrase table again: the copy constructor shares the aligner's tables (its weights are
-     * fixed at 1/0.5 by
-     * MeteorScorer.loadConfiguration whatever the task), then we set the fields loadConfiguration would set.
-     */
-    static MeteorScorer reconfigure(MeteorScorer s, MeteorConfiguration c) throws Exception {
-        java.lang.reflect.Method norm = MeteorScorer.class.getDeclaredMethod("setNormalize", int.class);
-        norm.setAccessible(true);
-        norm.invoke(s, c.getNormalization());
-        ArrayList<Double> p = c.getParameters();
-        String[] names = {"alpha", "beta", "gamma", "delta"};
-        for (int i = 0; i < 4; i++) {
-            java.lang.reflect.Field f = MeteorScorer.class.getDeclaredField(names[i]);
-            f.setAccessible(true);
-            f.setDouble(s, p.get(i));
-        }
-        java.lang.reflect.Field mw = MeteorScorer.class.getDeclaredField("moduleWeights");
-        mw.setAccessible(true);
-        mw.set(s, c.getModuleWeights());
-        java.lang.reflect.Field cb = MeteorScorer.class.getDeclaredField("charBased");
-        cb.setAccessible(true);
-        cb.setBoolean(s, c.getCharBased());
-        return s;
-    }
+    ``VistkitMeteor.java`` (the helper: Meteor's API, batched, multithreaded, memoised stems) and, in
+    ``edu/cmu/meteor/aligner/``, our ``SynonymMatcher``, ``ParaphraseMatcher`` and ``ParaphraseTransducer``:
+    same package and names as the jar's classes, found first on the helper's class path, same matches in the same
+    order (faster lookups; the paraphrase table held in flat arrays and cached on disk). See each file's comment.
+    """
+    from importlib.resources import files
 
-    static String readStr(DataInputStream in) throws IOException {
-        int n = in.readInt();
-        byte[] b = new byte[n];
-        in.readFully(b);
-        return new String(b, StandardCharsets.UTF_8);
-    }
+    root = files("vistkit").joinpath(JAVA_SOURCES)
+    out: dict[str, str] = {}
 
-    /** Snowball stems memoised per language (stem(w) depends on w only); misses go to Meteor's stemmer. */
-    static final class CachingStemmer implements Stemmer {
-        final Stemmer inner;
-        final ConcurrentHashMap<String, String> cache;
-        CachingStemmer(Stemmer inner, ConcurrentHashMap<String, String> cache) {
-            this.inner = inner;
-            this.cache = cache;
-        }
-        public String stem(String word) {
-            String got = cache.get(word);
-            if (got == null) {
-                got = inner.stem(word);
-                cache.putIfAbsent(word, got);
-            }
-            return got;
-        }
-    }
+    def walk(node: Any, prefix: str) -> None:
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            rel = f"{prefix}{child.name}"
+            if child.is_dir():
+                walk(child, rel + "/")
+            elif child.name.endswith(".java"):
+                out[rel] = child.read_text(encoding="utf-8")
 
-    static final ConcurrentHashMap<String, ConcurrentHashMap<String, String>> stemCaches =
-        new ConcurrentHashMap<>();
+    walk(root, "")
+    if f"{HELPER_CLASS}.java" not in out:
+        raise MissingDependencyError(
+            f"vistkit's Java sources are missing ({root}); reinstall vistkit: pip install --force-reinstall vistkit"
+        )
+    return out
 
-    /** Wraps the scorer's aligner's stemmer (a private field, set once per aligner) in a CachingStemmer. */
-    static void cacheStems(MeteorScorer s, String language) {
-        try {
-            java.lang.reflect.Field af = MeteorScorer.class.getDeclaredField("aligner");
-            af.setAccessible(true);
-            Aligner aligner = (Aligner) af.get(s);
-            java.lang.reflect.Field sf = Aligner.class.getDeclaredField("stemmer");
-            sf.setAccessible(true);
-            Stemmer st = (Stemmer) sf.get(aligner);
-            if (st == null || st instanceof CachingStemmer) return;
-            sf.set(aligner, new CachingStemmer(st, stemCaches.computeIfAbsent(language,
-                k -> new ConcurrentHashMap<>())));
-        } catch (ReflectiveOperationException e) {
-            // another Meteor build: keep its stemmer (same results, no cache)
-        }
-    }
 
-    /** One scorer per worker thread; copies share the read-only tables (Meteor's copy constructor). */
-    static MeteorScorer[] workers(int cfg) {
-        MeteorScorer base = scorers.get(cfg);
-        String language = configs.get(cfg).getLanguage();
-        MeteorScorer[] w = new MeteorScorer[threads];
-        w[0] = base;
-        for (int i = 1; i < threads; i++) w[i] = new MeteorScorer(base);
-        for (MeteorScorer x : w) cacheStems(x, language);
-        return w;
-    }
+def table_cache_dir() -> Path | None:
+    """Where the helper caches Meteor's paraphrase table in compact form (None: ``VISTKIT_METEOR_TABLE_CACHE=0``).
 
-    static final Map<Integer, MeteorScorer[]> workerCache = new HashMap<>();
-
-    interface Job { void run(MeteorScorer s, int i) throws Exception; }
-
-    static void parallel(int cfg, int n, Job job) throws Exception {
-        MeteorScorer[] w = workerCache.computeIfAbsent(cfg, VistkitMeteor::workers);
-        if (threads == 1 || n < 64) {
-            for (int i = 0; i < n; i++) job.run(w[0], i);
-            return;
-        }
-        List<Future<?>> fs = new ArrayList<>();
-        int chunk = (n + threads - 1) / threads;
-        for (int t = 0; t < threads; t++) {
-            final int lo = t * chunk, hi = Math.min(n, lo + chunk);
-            final MeteorScorer s = w[t];
-            fs.add(pool.submit(() -> { for (int i = lo; i < hi; i++) job.run(s, i); return null; }));
-        }
-        for (Future<?> f : fs) f.get();
-    }
-
-    public static void main(String[] args) throws Exception {
-        threads = Math.max(1, Integer.parseInt(args.length > 0 ? args[0] : "1"));
-        pool = Executors.newFixedThreadPool(threads, r -> {
-            Thread t = new Thread(r);
-            t.setDaemon(true);
-            return t;
-        });
-        DataInputStream in = new DataInputStream(new BufferedInputStream(System.in, 1 << 16));
-        DataOutputStream out = new DataOutputStream(new BufferedOutputStream(System.out, 1 << 16));
-        while (true) {
-            int op;
-            try { op = in.readByte(); } catch (EOFException e) { break; }
-            if (op == 'Q') break;
-            if (op == 'C') {
-                String task = readStr(in), lang = readStr(in), normName = readStr(in);
-                // -norm = NORMALIZE_KEEP_PUNCT, -lower = NORMALIZE_LC_ONLY (from the jar's Constants)
-                int norm = normName.equals("norm") ? Constants.NORMALIZE_KEEP_PUNCT
-                    : normName.equals("lower") ? Constants.NORMALIZE_LC_ONLY
-                    : normName.equals("nopunct") ? Constants.NORMALIZE_NO_PUNCT : Constants.NO_NORMALIZE;
-                long t0 = System.nanoTime();
-                // the order MeteorConfiguration asks for (as Meteor's -l/-t options): language, then task
-                MeteorConfiguration config = new MeteorConfiguration();
-                config.setLanguage(lang);
-                if (!task.isEmpty()) config.setTask(task);
-                config.setNormalization(norm);
-                String key = config.getLanguage() + "|" + config.getModules() + "|" + config.getBeamSize()
-                    + "|" + config.getParaDirURL() + "|" + config.getSynDirURL()
-                    + "|" + config.getWordFileURL();
-                MeteorScorer base = shared.get(key);
-                MeteorScorer scorer;
-                int loaded;
-                if (base == null) {
-                    scorer = new MeteorScorer(config);
-                    shared.put(key, scorer);
-                    loaded = 1;
-                } else {
-                    scorer = reconfigure(new MeteorScorer(base), config);
-                    loaded = 0;
-                }
-                configs.add(config);
-                scorers.add(scorer);
-                out.writeInt(scorers.size() - 1);
-                out.writeInt((int) ((System.nanoTime() - t0) / 1000000L));
-                out.writeInt(loaded);
-                ArrayList<Double> p = config.getParameters();
-                for (int i = 0; i < 4; i++) out.writeDouble(p.get(i));
-                ArrayList<Double> mw = config.getModuleWeights();
-                out.writeInt(mw.size());
-                for (double d : mw) out.writeDouble(d);
-            } else if (op == 'P') {
-                int cfg = in.readInt(), n = in.readInt();
-                String[] test = new String[n], ref = new String[n];
-                for (int i = 0; i < n; i++) { test[i] = readStr(in); ref[i] = readStr(in); }
-                double[] score = new double[n];
-                parallel(cfg, n, (s, i) -> score[i] = s.getMeteorStats(test[i], ref[i]).score);
-                for (int i = 0; i < n; i++) out.writeDouble(score[i]);
-            } else if (op == 'M') {
-                int cfg = in.readInt(), n = in.readInt();
-                String[] line = new String[n];
-                for (int i = 0; i < n; i++) line[i] = readStr(in);
-                String[] stats = new String[n];
-                // SCORE: exactly Meteor.scoreStdio
-                parallel(cfg, n, (s, i) -> {
-                    String[] part = line[i].split("\\|\\|\\|");
-                    ArrayList<String> refs = new ArrayList<>();
-                    for (int j = 1; j < part.length - 1; j++) refs.add(part[j].trim());
-                    String test = part.length > 1 ? part[part.length - 1].trim() : "";
-                    stats[i] = s.getMeteorStats(test, refs).toString();
-                });
-                // EVAL: parse each stats text, score it, pool them
-                MeteorScorer base = scorers.get(cfg);
-                MeteorStats agg = new MeteorStats();
-                for (int i = 0; i < n; i++) {
-                    MeteorStats st = new MeteorStats(stats[i].trim());
-                    base.computeMetrics(st);
-                    String[] f = stats[i].trim().split("\\s+");
-                    out.writeInt(f.length);
-                    for (String x : f) out.writeDouble(Double.parseDouble(x));
-                    out.writeDouble(st.score);
-                    agg.addStats(st);
-                }
-                base.computeMetrics(agg);
-                out.writeDouble(agg.score);
-            } else {
-                throw new IOException("unknown op " + op);
-            }
-            out.flush();
-        }
-        out.flush();
-        pool.shutdownNow();
-    }
-}
-"""
-
-# Meteor's synonym stage (edu.cmu.meteor.aligner.SynonymMatcher.match, called by Aligner.align) rebuilt, for
-# every pair, a HashSet per word (WordNet synsets of the word and of its base forms) and tested every
-# (reference word, test word) couple by iterating one set against the other: about 40% of the alignment time.
-# This class has the same name and is compiled into the helper's directory, which comes before the jar on the
-# helper's class path, so the JVM loads it instead of the jar's. It computes the same thing: per word the
-# union getSynSets(w) + getStemSynSets(w) (pure lookups in the read-only dictionary), memoised per dictionary
-# as a sorted int array, and a couple matches when the two arrays intersect and the words differ (Stage ids).
-# Matches are added in the jar's loop order (words2 outer, words1 inner) with the jar's field values, so the
-# alignment, and every score, is bit-identical (checked against the jar on all 4,846 meteor-vist pairs).
-SYNONYM_MATCHER_SOURCE = r"""
-package edu.cmu.meteor.aligner;
-
-import java.util.*;
-import java.util.concurrent.ConcurrentHashMap;
-
-/** Meteor 1.5's synonym stage with per-word synset sets memoised (same matches, same order). */
-public class SynonymMatcher {
-    private static final Map<SynonymDictionary, ConcurrentHashMap<String, int[]>> CACHE =
-        new IdentityHashMap<>();
-
-    private static int[] synsets(ConcurrentHashMap<String, int[]> cache, SynonymDictionary d, String w) {
-        int[] got = cache.get(w);
-        if (got != null) return got;
-        TreeSet<Integer> all = new TreeSet<>(d.getSynSets(w));
-        all.addAll(d.getStemSynSets(w));
-        int[] out = new int[all.size()];
-        int k = 0;
-        for (int x : all) out[k++] = x;
-        cache.putIfAbsent(w, out);
-        return out;
-    }
-
-    private static boolean intersects(int[] a, int[] b) {
-        int i = 0, j = 0;
-        while (i < a.length && j < b.length) {
-            if (a[i] == b[j]) return true;
-            if (a[i] < b[j]) i++; else j++;
-        }
-        return false;
-    }
-
-    public static void match(int stage, Alignment a, Stage s, SynonymDictionary synonyms) {
-        ConcurrentHashMap<String, int[]> cache;
-        synchronized (CACHE) {
-            cache = CACHE.get(synonyms);
-            if (cache == null) {
-                cache = new ConcurrentHashMap<>();
-                CACHE.put(synonyms, cache);
-            }
-        }
-        int n1 = a.words1.size(), n2 = a.words2.size();
-        int[][] sets1 = new int[n1][];
-        int[][] sets2 = new int[n2][];
-        for (int i = 0; i < n1; i++) sets1[i] = synsets(cache, synonyms, a.words1.get(i));
-        for (int j = 0; j < n2; j++) sets2[j] = synsets(cache, synonyms, a.words2.get(j));
-        for (int j = 0; j < n2; j++) {
-            if (sets2[j].length == 0) continue;
-            for (int i = 0; i < n1; i++) {
-                if (!intersects(sets1[i], sets2[j]) || s.words1[i] == s.words2[j]) continue;
-                Match m = new Match();
-                m.module = stage;
-                m.prob = 1.0;
-                m.start = j;
-                m.length = 1;
-                m.matchStart = i;
-                m.matchLength = 1;
-                s.matches.get(j).add(m);
-                s.line1Coverage[i]++;
-                s.line2Coverage[j]++;
-            }
-        }
-    }
-}
-"""
-
-# Meteor's paraphrase stage (ParaphraseMatcher.match) looked for every paraphrase of every n-gram at every
-# position of the other sentence. Same class-path override: the same loops, matches and order, but only the
-# positions whose word is the paraphrase's first word are compared (an ascending position index per word id).
-PARAPHRASE_MATCHER_SOURCE = r"""
-package edu.cmu.meteor.aligner;
-
-import java.util.*;
-
-/** Meteor 1.5's paraphrase stage; candidate positions come from a first-word index (same matches, order). */
-public class ParaphraseMatcher {
-    private static final int[] NONE = new int[0];
-
-    /** word id -> ascending positions of that id in ids */
-    private static HashMap<Integer, int[]> positions(int[] ids) {
-        HashMap<Integer, int[]> out = new HashMap<>();
-        for (int i = 0; i < ids.length; i++) {
-            int[] got = out.get(ids[i]);
-            if (got == null) {
-                got = new int[] {i};
-            } else {
-                got = Arrays.copyOf(got, got.length + 1);
-                got[got.length - 1] = i;
-            }
-            out.put(ids[i], got);
-        }
-        return out;
-    }
-
-    private static int[] candidates(HashMap<Integer, int[]> index, int[] para, int n) {
-        if (para.length == 0) {  // an empty paraphrase matches everywhere, as in the jar's loop
-            int[] all = new int[n];
-            for (int i = 0; i < n; i++) all[i] = i;
-            return all;
-        }
-        int[] got = index.get(para[0]);
-        return got == null ? NONE : got;
-    }
-
-    private static boolean matchesAt(int[] ids, int at, int[] para) {
-        for (int k = 0; k < para.length; k++) {
-            if (at + k == ids.length || ids[at + k] != para[k]) return false;
-        }
-        return true;
-    }
-
-    private static void add(Stage s, int stage, int start, int length, int matchStart, int matchLength) {
-        Match m = new Match();
-        m.module = stage;
-        m.prob = 1.0;
-        m.start = start;
-        m.length = length;
-        m.matchStart = matchStart;
-        m.matchLength = matchLength;
-        s.matches.get(start).add(m);
-        for (int k = 0; k < m.matchLength; k++) s.line1Coverage[matchStart + k]++;
-        for (int k = 0; k < m.length; k++) s.line2Coverage[start + k]++;
-    }
-
-    public static void match(int stage, Alignment a, Stage s, ParaphraseTransducer t) {
-        int[] ids1 = new int[a.words1.size()];
-        int[] ids2 = new int[a.words2.size()];
-        for (int i = 0; i < ids1.length; i++) ids1[i] = t.translate(a.words1.get(i));
-        for (int j = 0; j < ids2.length; j++) ids2[j] = t.translate(a.words2.get(j));
-        HashMap<Integer, int[]> index1 = positions(ids1);
-        HashMap<Integer, int[]> index2 = positions(ids2);
-        // n-grams of words2 paraphrased into words1
-        for (int j = 0; j < ids2.length; j++) {
-            int[] paths = t.getReferencePaths(ids2, j);
-            for (int p = 0; p < paths.length; p += 2) {
-                int length = paths[p];
-                int[] para = t.getParaphrase(paths[p + 1]);
-                for (int i : candidates(index1, para, ids1.length)) {
-                    if (matchesAt(ids1, i, para)) add(s, stage, j, length, i, para.length);
-                }
-            }
-        }
-        // n-grams of words1 paraphrased into words2
-        for (int i = 0; i < ids1.length; i++) {
-            int[] paths = t.getReferencePaths(ids1, i);
-            for (int p = 0; p < paths.length; p += 2) {
-                int length = paths[p];
-                int[] para = t.getParaphrase(paths[p + 1]);
-                for (int j : candidates(index2, para, ids2.length)) {
-                    if (matchesAt(ids2, j, para)) add(s, stage, j, para.length, i, length);
-                }
-            }
-        }
-    }
-}
-"""
+    ``$VISTKIT_METEOR_TABLE_CACHE`` when set to a directory, else ``cache_dir()/meteor-tables``. The cache is one
+    file per table and jar (~200 MB for English), built once per user by the first helper that loads the table
+    (~+1-3 s once) and mapped read-only by every later process; see ``ParaphraseTransducer.java``.
+    """
+    env = os.environ.get("VISTKIT_METEOR_TABLE_CACHE")
+    if env is not None and env.strip().lower() in {"0", "off", "no", "false", ""}:
+        return None
+    if env:
+        return Path(env)
+    return cache_dir() / "meteor-tables"
 
 
 def _helper_classpath(java: JavaInfo) -> str | None:
     """Compile the helper once into the cache; returns the directory holding the class, or None (no javac)."""
     jar = meteor_jar()
-    sources = HELPER_SOURCE + SYNONYM_MATCHER_SOURCE + PARAPHRASE_MATCHER_SOURCE
-    digest = hashlib.sha256((sources + str(jar) + str(java.version)).encode()).hexdigest()[:16]
+    sources = java_sources()
+    blob = "".join(f"{name}\0{text}\0" for name, text in sorted(sources.items()))
+    digest = hashlib.sha256((blob + str(jar) + str(java.version)).encode()).hexdigest()[:16]
     target = cache_dir() / "java" / f"meteor-helper-{digest}"
     if (target / f"{HELPER_CLASS}.class").is_file():
         return str(target)
@@ -584,15 +257,14 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     if javac is None:
         return None
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    src = tmp / f"{HELPER_CLASS}.java"
-    src.write_text(HELPER_SOURCE, encoding="utf-8")
-    matcher = tmp / "SynonymMatcher.java"
-    matcher.write_text(SYNONYM_MATCHER_SOURCE, encoding="utf-8")
-    para = tmp / "ParaphraseMatcher.java"
-    para.write_text(PARAPHRASE_MATCHER_SOURCE, encoding="utf-8")
+    src_dir = tmp / "src"
+    files: list[str] = []
+    for name, text in sources.items():
+        path = src_dir.joinpath(*name.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        files.append(str(path))
     release = ["--release", "8"] if java.version >= 9 else []
-    files = [str(src), str(matcher), str(para)]
     proc = subprocess.run(
         [javac, *release, "-nowarn", "-encoding", "UTF-8", "-cp", str(jar), "-d", str(tmp), *files],
         capture_output=True,
@@ -601,6 +273,7 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         return None
+    shutil.rmtree(src_dir, ignore_errors=True)
     try:
         os.replace(tmp, target)
     except OSError:  # another process won the race
@@ -656,6 +329,7 @@ class ConfigInfo:
     delta: float
     module_weights: tuple[float, ...]
     loaded_tables: bool = True  # False: shared the tables of an earlier configuration (no load)
+    table_source: str = ""  # paraphrase table: "mapped" (compact cache), "built", "parsed", "shared"
 
 
 @dataclass
@@ -668,7 +342,7 @@ class MultiResult:
 
 
 class MeteorServer:
-    """A warm JVM running `HELPER_SOURCE` (or Meteor's stdio server as a fallback). Thread-safe."""
+    """A warm JVM running the helper (``VistkitMeteor.java``) (or Meteor's stdio server as a fallback). Thread-safe."""
 
     def __init__(self, *, threads: int | None = None) -> None:
         java = require_java()
@@ -685,9 +359,11 @@ class MeteorServer:
         self.start_seconds = 0.0
         if helper is not None:
             cp = os.pathsep.join([helper, str(meteor_jar())])
+            tables = table_cache_dir()
+            props = [f"-Dvistkit.paraphrase.cache={tables}"] if tables is not None else []
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
-                [java.path, *helper_jvm_options(), "-cp", cp, HELPER_CLASS, str(self.threads)],
+                [java.path, *helper_jvm_options(), *props, "-cp", cp, HELPER_CLASS, str(self.threads)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -746,9 +422,10 @@ class MeteorServer:
             cid = self._int()
             ms = self._int()
             loaded = self._int()
+            table = self._read(self._int()).decode("utf-8")
             a, b, g, d = self._doubles(4)
             k = self._int()
-            info = ConfigInfo(cid, ms / 1000.0, a, b, g, d, tuple(self._doubles(k)), bool(loaded))
+            info = ConfigInfo(cid, ms / 1000.0, a, b, g, d, tuple(self._doubles(k)), bool(loaded), table)
         self._configs[cfg] = info
         return info
 
