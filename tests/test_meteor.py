@@ -181,6 +181,9 @@ def _check_against_jar(
     from vistkit.metrics.base import get_metric
 
     items, tests, gold = _pairs(hyps, refs, template, limit)
+    info = meteor_server().config(MeteorConfig(task="hter"))
+    if os.environ.get("VISTKIT_METEOR_TABLE_CACHE") != "0":  # the compact table (cache built or mapped)
+        assert info.table_source in {"built", "mapped", "shared"}
     ours = meteor_server().pair_scores(MeteorConfig(task="hter"), tests, gold)
     theirs = jar.pair_scores(tests, gold)  # type: ignore[attr-defined]
     assert ours == theirs  # bit-identical doubles
@@ -553,3 +556,20 @@ def test_compact_paraphrase_cache_survives_racing_processes(paraphrase_check: li
     assert set(loads) <= {"built", "parsed", "mapped"} and "built" in loads
     assert [p.name.endswith(".bin") for p in cache.glob("paraphrase-*") if ".lock" not in p.name] == [True]
     assert _run_check(paraphrase_check, table, queries, cache, entries) == "mapped"
+
+
+@needs_java
+@pytest.mark.slow
+def test_compact_paraphrase_table_equals_the_jars_on_the_real_table(
+    paraphrase_check: list[str], tapm_ours: StorySet, refs: StorySet, tmp_path: Path
+) -> None:
+    """Meteor's own English table (paraphrase-en.gz, 5.27 M entries) through both classes: all entries' target
+    phrases, and every word and every path of every hypothesis and reference of the VIST test set (and their
+    lower-cased forms), equal to the jar's."""
+    from vistkit.java import paraphrase_table, table_cache_dir
+
+    texts = [s.text for s in tapm_ours] + [s.text for s in refs]
+    queries = texts + [t.lower() for t in texts]
+    cmd = [paraphrase_check[0], "-Xmx2G", *paraphrase_check[2:]]
+    cache = table_cache_dir() or tmp_path / "cache"  # the user's cache, as the helper uses it
+    assert _run_check(cmd, paraphrase_table(), queries, cache, 5_274_084) in {"built", "mapped"}
