@@ -59,10 +59,10 @@ def main() -> None:
         cold_end_to_end(max(1, args.cold))
         return
 
-    from vistkit import java
     from vistkit.data.readers import read_stories, read_template
     from vistkit.data.story import StorySet
     from vistkit.metrics.base import align, get_metric
+    from vistkit.models import java
 
     hyps = read_stories(DATA / "tapm-vist-outputs/vist/ours.json")
     refs = read_stories(DATA / "pr-vist/PR_VIST.json.zip")
@@ -93,7 +93,7 @@ def main() -> None:
     )
     print(f"jar -stdio: JVM start + table load {t_jar_load:.2f} s ({load()})")
 
-    import vistkit.java as vj
+    import vistkit.models.java as vj
 
     vj._SERVER = server  # the metric uses this server
     metric = get_metric("meteor-vist", prefetch=False)
@@ -158,9 +158,9 @@ def cold_end_to_end(runs: int) -> None:
     import sys
     import tempfile
 
-    from vistkit import java
     from vistkit.data.readers import read_stories, read_template
     from vistkit.metrics.base import align
+    from vistkit.models import java
 
     hyps_path = DATA / "tapm-vist-outputs/vist/ours.json"
     refs_path = DATA / "pr-vist/PR_VIST.json.zip"
@@ -222,9 +222,9 @@ def cold_end_to_end(runs: int) -> None:
 
 def systems_scenario(names: list[str], refs: StorySet, template: list[str]) -> None:
     """Several systems in one run: one vistkit JVM vs one jar process per system (as EvalVIST.jar runs)."""
-    from vistkit import java
     from vistkit.data.readers import read_stories
     from vistkit.metrics.base import align, get_metric
+    from vistkit.models import java
 
     systems = {n: read_stories(DATA / f"tapm-vist-outputs/vist/{n}.json") for n in names}
     cfg = java.MeteorConfig(task="hter")

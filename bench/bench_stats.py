@@ -1,4 +1,4 @@
-"""Paired significance tests on BLEU: vistkit.stats against sacreBLEU's own PairedTest, ONE run each.
+"""Paired significance tests on BLEU: vistkit.scores.stats against sacreBLEU's own PairedTest, ONE run each.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_stats.py
 
@@ -19,9 +19,9 @@ def main() -> None:
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import PairedTest
 
-    from vistkit import stats
     from vistkit.data.readers import read_stories
     from vistkit.metrics.sacrebleu_bleu import SacreBleu
+    from vistkit.scores import stats
 
     os.environ["SACREBLEU_SEED"] = "12345"
     refs = read_stories(DATA / "pr-vist" / "PR_VIST.json.zip")

@@ -85,9 +85,9 @@ def check(device: str) -> dict[str, float]:
     from test_vrank import BAD as B
     from test_vrank import FAST, synthetic_pairs
     from test_vrank import GOOD as G
+    from tiny_models import make_tiny_encoder
 
     from vistkit.models.vrank import VrankSettings, load_vrank, train_vrank
-    from vistkit.models.vrank_testing import make_tiny_encoder
 
     with tempfile.TemporaryDirectory() as tmp:
         enc = make_tiny_encoder(Path(tmp) / "enc", words=G + B)
@@ -118,9 +118,9 @@ def main() -> None:
     ap.add_argument("--no-check", action="store_true")
     args = ap.parse_args()
     import torch
+    from tiny_models import make_tiny_encoder
 
     from vistkit.models.vrank import VrankSettings, load_encoder, save_vrank
-    from vistkit.models.vrank_testing import make_tiny_encoder
 
     cuda = args.device.startswith("cuda")
     n_pairs = args.pairs or (8000 if cuda else 200)

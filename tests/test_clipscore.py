@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vistkit.data.images import ImageStore, attach_photos, load_photo_map, parse_bbox, read_regions
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
-from vistkit.images import ImageStore, attach_photos, load_photo_map, parse_bbox, read_regions
 from vistkit.metrics.clipscore import CLIPSCORE_PREFIX, clip_s
 
 PHOTOS = {"201": "chelsea", "202": "coffee", "203": "camera"}  # scikit-image CC0 photos

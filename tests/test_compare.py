@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from vistkit import stats
 from vistkit.cli import main
 from vistkit.data.readers import write_jsonl
 from vistkit.data.story import Story
 from vistkit.metrics.base import get_metric
 from vistkit.metrics.sacrebleu_bleu import sacrebleu_score
+from vistkit.scores import stats
 
 WORDS = "we went to the park and had a great time with our friends family dog cat beach sun cake party".split()
 

@@ -14,8 +14,8 @@ from conftest import shared_file
 
 from vistkit.data.readers import read_stories
 from vistkit.data.story import Story, StorySet
-from vistkit.dhm import compute_dhm, distance_from_tables
 from vistkit.errors import InputError, MissingDependencyError
+from vistkit.scores.dhm import compute_dhm, distance_from_tables
 
 DHM = ("dhm-visual-storytelling", "data")
 
@@ -49,8 +49,8 @@ def test_distance_arithmetic_hand_computed():
 
 
 def test_distance_matches_score_file_distance_when_complete():
-    """With all three dimensions the end-to-end distance is the official dHM.py one (vistkit.distance)."""
-    from vistkit.distance import dhm_distance
+    """With all three dimensions the end-to-end distance is the official dHM.py one (vistkit.scores.distance)."""
+    from vistkit.scores.distance import dhm_distance
 
     rng = np.random.default_rng(0)
     ids = [str(i) for i in range(40)]
@@ -215,7 +215,7 @@ def test_g_end_to_end_with_tiny_clip(tmp_path: Path):
 def test_story_file_helpers_render_and_per_story(tmp_path: Path):
     import json
 
-    from vistkit.dhm import dhm_from_story_files, exclusion_summary, render_dhm, write_dhm_per_story
+    from vistkit.scores.dhm import dhm_from_story_files, exclusion_summary, render_dhm, write_dhm_per_story
 
     human = tmp_path / "h.json"
     model = tmp_path / "m.json"
@@ -264,7 +264,7 @@ def test_vist_storylets_recover_the_unpunctuated_human_stories():
 def test_distance_from_story_files_cli_face(tmp_path: Path):
     import json
 
-    from vistkit.dhm import distance_from_story_files
+    from vistkit.scores.dhm import distance_from_story_files
 
     human = tmp_path / "h.json"
     model = tmp_path / "m.json"

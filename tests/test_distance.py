@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 
 from tests.conftest import shared_file
 from vistkit.cli import main
-from vistkit.distance import (
+from vistkit.errors import InputError
+from vistkit.scores.distance import (
     dhm_distance,
     normalize_table,
     read_dhm_scores,
     read_per_item_scores,
     read_scores,
 )
-from vistkit.errors import InputError
 
 SCORES = ("dhm-visual-storytelling", "data", "scores")
 
@@ -202,8 +202,8 @@ def test_tanh_rule_for_per_item_csvs(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_table_from_score_objects() -> None:
     """Score objects (what `vistkit score` computes) plug straight into dhm_distance; NaN items drop out."""
-    from vistkit.distance import table_from_scores
     from vistkit.metrics.base import mean_score
+    from vistkit.scores.distance import table_from_scores
 
     def side(g: list[float], c: list[float], r: list[float]) -> dict[str, dict[str, float]]:
         ids = ["1", "2"]

@@ -119,7 +119,7 @@ class TestEqualToLocal:
     @needs_java
     def test_meteor_pooled_and_bootstrap(self, engine: Any, data: dict[str, StorySet]) -> None:
         """meteor-coco (pooled statistics; one helper JVM per worker) and the bootstrap CI from merged rows."""
-        from vistkit.stats import bootstrap_ci
+        from vistkit.scores.stats import bootstrap_ci
 
         hyps = StorySet(list(data["hyps"])[:60])
         local = get_metric("meteor-coco").score(hyps, data["refs"], key="sequence")

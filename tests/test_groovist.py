@@ -401,7 +401,7 @@ def test_whole_path_tiny_clip_whole_photos(tiny_clip: Path, photo_dir: Path):
 
 @pytest.mark.slow
 def test_whole_path_tiny_clip_regions(tiny_clip: Path, photo_dir: Path, regions_csv: Path):
-    from vistkit.images import read_regions
+    from vistkit.data.images import read_regions
 
     metric = gv.Groovist(images=photo_dir, regions=regions_csv, clip_model=str(tiny_clip))
     result = metric.score(_stories()[:1])

@@ -62,7 +62,7 @@ def hter_jar() -> Iterator[object]:
     """Meteor's own stdio server, '-t hter' (as the challenge's MeteorConfiguration and vist_eval use it)."""
     if not HAS_JAVA:
         pytest.skip("needs Java")
-    from vistkit.java import MeteorConfig, StdioMeteor
+    from vistkit.models.java import MeteorConfig, StdioMeteor
 
     jar = StdioMeteor(MeteorConfig(task="hter"))
     yield jar
@@ -76,7 +76,7 @@ def story(sid: str, text: str, photos: tuple[str, ...] = ("1", "2"), album: str 
 
 # ------------------------------------------------------------------------------------------------- java layer
 def test_java_version_parsing() -> None:
-    from vistkit.java import parse_java_version
+    from vistkit.models.java import parse_java_version
 
     assert parse_java_version('java version "1.8.0_392"') == 8
     assert parse_java_version('openjdk version "17.0.15" 2025-04-15') == 17
@@ -85,7 +85,7 @@ def test_java_version_parsing() -> None:
 
 
 def test_missing_java_is_one_clear_sentence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import vistkit.java as vj
+    import vistkit.models.java as vj
     from vistkit.metrics.base import get_metric
 
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -104,7 +104,7 @@ def test_missing_java_is_one_clear_sentence(monkeypatch: pytest.MonkeyPatch, tmp
 
 
 def test_too_old_java_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import vistkit.java as vj
+    import vistkit.models.java as vj
 
     old = vj.JavaInfo("/opt/java7/bin/java", 7, 'java version "1.7.0"')
     monkeypatch.setattr(vj, "find_java", lambda: old)
@@ -113,7 +113,7 @@ def test_too_old_java_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_java_home_is_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import vistkit.java as vj
+    import vistkit.models.java as vj
 
     fake = tmp_path / "jdk" / "bin"
     fake.mkdir(parents=True)
@@ -127,7 +127,7 @@ def test_java_home_is_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 
 
 def test_jars_are_pycocoevalcaps() -> None:
-    from vistkit.java import meteor_jar, paraphrase_table, ptb_jar
+    from vistkit.models.java import meteor_jar, paraphrase_table, ptb_jar
 
     assert meteor_jar().name == "meteor-1.5.jar" and "pycocoevalcap" in str(meteor_jar())
     assert paraphrase_table().name == "paraphrase-en.gz"
@@ -177,8 +177,8 @@ def _pairs(hyps: StorySet, refs: StorySet, template: list[str], limit: int | Non
 def _check_against_jar(
     jar: object, hyps: StorySet, refs: StorySet, template: list[str], limit: int | None
 ) -> None:
-    from vistkit.java import MeteorConfig, meteor_server
     from vistkit.metrics.base import get_metric
+    from vistkit.models.java import MeteorConfig, meteor_server
 
     items, tests, gold = _pairs(hyps, refs, template, limit)
     info = meteor_server().config(MeteorConfig(task="hter"))
@@ -216,7 +216,7 @@ def test_helper_matchers_equal_jar_on_synonym_and_stem_rich_pairs(hter_jar: obje
     """The helper replaces Meteor's synonym stage by a memoised one and caches stems: same matches, so the
     same doubles as the jar's own stdio server, here on random sentences over a vocabulary rich in WordNet
     synonyms, inflections, case variants and repeats (plus duplicate pairs, which the helper scores once)."""
-    from vistkit.java import MeteorConfig, meteor_server
+    from vistkit.models.java import MeteorConfig, meteor_server
 
     vocab = (
         "the a car automobile auto big large huge great little small tiny dog dogs hound canine ran runs "
@@ -241,7 +241,7 @@ def test_helper_matchers_equal_jar_on_synonym_and_stem_rich_pairs(hter_jar: obje
 
 @needs_java
 def test_meteor_vist_texts_with_protocol_characters() -> None:
-    from vistkit.java import MeteorConfig, meteor_server
+    from vistkit.models.java import MeteorConfig, meteor_server
 
     cfg = MeteorConfig(task="hter")
     server = meteor_server()
@@ -377,7 +377,7 @@ def test_meteor_coco_equals_pycocoevalcap(tapm_ours: StorySet, refs: StorySet) -
     assert s.item_ids == list(gts)
     np.testing.assert_allclose(s.item_scores, per_item, rtol=0, atol=1e-9)
     # the Python re-implementation of computeMetrics (used for bootstrap) agrees with the jar per row
-    from vistkit.java import MeteorConfig, meteor_server
+    from vistkit.models.java import MeteorConfig, meteor_server
 
     info = meteor_server().config(MeteorConfig(norm=True))
     params = dict(alpha=info.alpha, beta=info.beta, gamma=info.gamma, delta=info.delta)
@@ -421,7 +421,7 @@ def test_fallback_without_javac_gives_the_same_scores(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A bare JRE (no javac): the server falls back to Meteor's stdio protocol, same numbers."""
-    import vistkit.java as vj
+    import vistkit.models.java as vj
 
     monkeypatch.setenv("VISTKIT_CACHE", str(tmp_path))
     monkeypatch.setattr(vj, "find_javac", lambda java: None)
@@ -482,7 +482,7 @@ def paraphrase_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.skip("needs Java")
     import subprocess
 
-    from vistkit.java import _helper_classpath, find_javac, meteor_jar, require_java
+    from vistkit.models.java import _helper_classpath, find_javac, meteor_jar, require_java
 
     java = require_java()
     helper = _helper_classpath(java)
@@ -499,7 +499,7 @@ def paraphrase_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 def _run_check(cmd: list[str], table: Path, queries: list[str], cache: Path | None, entries: int) -> str:
     import subprocess
 
-    from vistkit.java import meteor_jar
+    from vistkit.models.java import meteor_jar
 
     props = [f"-Dvistkit.paraphrase.cache={cache}"] if cache is not None else []
     proc = subprocess.run(
@@ -566,7 +566,7 @@ def test_compact_paraphrase_table_equals_the_jars_on_the_real_table(
     """Meteor's own English table (paraphrase-en.gz, 5.27 M entries) through both classes: all entries' target
     phrases, and every word and every path of every hypothesis and reference of the VIST test set (and their
     lower-cased forms), equal to the jar's."""
-    from vistkit.java import paraphrase_table, table_cache_dir
+    from vistkit.models.java import paraphrase_table, table_cache_dir
 
     texts = [s.text for s in tapm_ours] + [s.text for s in refs]
     queries = texts + [t.lower() for t in texts]

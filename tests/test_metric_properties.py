@@ -9,9 +9,9 @@ reference-based higher-is-better metrics that a hypothesis equal to its referenc
 Metrics are collected when the tests are, so a newly registered metric is picked up automatically.
 Metrics that need resources (model weights, images) are built with tiny test resources where they offer a
 way: a constructor option ``images`` gets a folder of tiny generated photos, ``clip_model`` a tiny random
-CLIP, and the metrics in `TINY_MODELS` a tiny random model; a metric class may also define a classmethod
-``tiny_test_options(folder)`` returning constructor options. Otherwise a metric whose resources are missing
-is skipped with the exact `MissingDependencyError` message.
+CLIP, and the metrics in `TINY_MODELS` the options a builder in ``tests/tiny_models.py`` returns (tiny random
+models; test support stays out of the package). Otherwise a metric whose resources are missing is skipped with
+the exact `MissingDependencyError` message.
 """
 
 from __future__ import annotations
@@ -98,7 +98,24 @@ def _tiny_sop(folder: Path) -> dict[str, Any]:
     return {"model": make_tiny_sop_folder(folder)}
 
 
-TINY_MODELS: dict[str, Callable[[Path], dict[str, Any]]] = {"rovist-c": _tiny_sop, "dhm-c": _tiny_sop}
+def _tiny_vrank(folder: Path) -> dict[str, Any]:
+    from tiny_models import make_tiny_vrank
+
+    return {"model": str(make_tiny_vrank(folder)), "device": "cpu"}
+
+
+def _tiny_rovist_vg(folder: Path) -> dict[str, Any]:
+    from tiny_models import make_tiny_rovist_vg
+
+    return make_tiny_rovist_vg(folder)
+
+
+TINY_MODELS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "rovist-c": _tiny_sop,
+    "dhm-c": _tiny_sop,
+    "vrank": _tiny_vrank,
+    "rovist-vg": _tiny_rovist_vg,
+}
 
 
 @pytest.fixture(scope="module")
@@ -141,9 +158,6 @@ def _options(name: str, cls: type[Metric], root: Path) -> dict[str, Any]:
         opts["clip_model"] = str(_tiny_clip(root))
     if name in TINY_MODELS:
         opts.update(TINY_MODELS[name](root / name))
-    hook = getattr(cls, "tiny_test_options", None)
-    if callable(hook):
-        opts.update(hook(root / f"{name}-hook"))
     return opts
 
 

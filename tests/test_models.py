@@ -131,6 +131,25 @@ def test_vit_official_format_convert_roundtrip(tmp_path: Path) -> None:
         load_converted(folder, kind="rovist-sop-albert")
 
 
+def test_save_converted_is_byte_reproducible(tmp_path: Path) -> None:
+    """The same weights give byte-equal files: safetensors writes its metadata from a hash map (order varies
+    between saves), so `save_converted` rewrites the header sorted; the file still loads with safetensors."""
+    import torch
+    from safetensors.torch import load_file
+
+    state = {"b.weight": torch.arange(6.0).reshape(2, 3), "a.bias": torch.ones(3)}
+    hashes = {
+        file_sha256(save_converted(tmp_path / f"m{i}", state, kind="tiny", config={"n": 1}) / "model.safetensors")
+        for i in range(6)
+    }
+    assert len(hashes) == 1
+    raw = (tmp_path / "m0" / "model.safetensors").read_bytes()
+    header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
+    assert list(header) == sorted(header) and list(header["__metadata__"]) == ["format", "kind"]
+    loaded = load_file(str(tmp_path / "m0" / "model.safetensors"))
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+
+
 def test_clip_hf_folder_safetensors_only_unless_trusted(tmp_path: Path) -> None:
     from transformers import CLIPConfig, CLIPModel
 

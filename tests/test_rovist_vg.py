@@ -128,7 +128,7 @@ def _reference(assets: dict[str, Path], nouns: list[str]) -> float:
     from PIL import Image
     from transformers import ViTConfig, ViTImageProcessor, ViTModel
 
-    from vistkit.images import read_regions
+    from vistkit.data.images import read_regions
 
     state = torch.load(assets["ckpt"], map_location="cpu", weights_only=False)["model"]
     vit = ViTModel(ViTConfig(**TINY_VIT), add_pooling_layer=True)

@@ -1,4 +1,4 @@
-"""Bootstrap CIs and paired significance tests (`vistkit.stats`), checked against sacreBLEU's own procedures,
+"""Bootstrap CIs and paired significance tests (`vistkit.scores.stats`), checked against sacreBLEU's own procedures,
 scipy's bootstrap and exact permutation tests.
 """
 
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vistkit import stats
 from vistkit.data.story import Story
 from vistkit.errors import InputError
 from vistkit.metrics.base import Score, mean_score
 from vistkit.metrics.sacrebleu_bleu import SacreBleu
+from vistkit.scores import stats
 
 VOCAB = (
     "the a we went to park beach party family friends had fun great day at and then it was time home dog cat "

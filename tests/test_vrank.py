@@ -79,7 +79,7 @@ def synthetic_pairs(n: int, seed: int) -> list[StoryPair]:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from vistkit.models.vrank_testing import make_tiny_encoder
+    from tiny_models import make_tiny_encoder
 
     root = tmp_path_factory.mktemp("vrank")
     write_pairs(synthetic_pairs(160, seed=1), root / "train.csv")

@@ -4,6 +4,9 @@
 - `make_tiny_sop_checkpoint`: a RoViST-style ``.pth.tar`` (``{'model': state_dict, 'opt': Namespace, ...}``) of a
   small ALBERT + ``Linear`` head, with its ``config.json`` and an ALBERT tokenizer over a small word list (`WORDS`);
   `make_tiny_sop_folder` converts it to the safe folder that ``rovist-c`` / ``dhm-c`` accept as ``model=``.
+- `make_tiny_encoder` / `make_tiny_vrank`: a random BERT with a WordPiece vocab (a stand-in for SimCSE) and an
+  untrained Vrank folder saved like a trained one.
+- `make_tiny_rovist_vg`: a converted RoViST-VG checkpoint (random ViT + heads), a 4-d GloVe file and an IDF table.
 
 The weights are random, so the numbers mean nothing; tests use them to run the whole path (tokeniser, image
 processor, model, normalisation, alignment) and compare against the same model called directly. No user-facing
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import string
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +250,111 @@ def make_tiny_sop_folder(directory: str | Path, *, seed: int = 0) -> Path:
         config=ckpt.parent / "config.json",
         tokenizer=ckpt.parent / "tokenizer",
     )
+
+
+BASIC_WORDS = (
+    "the a an and to of in on at for with we my our it was were is had have went day time fun family friends "
+    "beach park party dog cat car city night sun water game team food dinner happy great good bad very all"
+).split()
+
+
+def _vocab(words: Iterable[str]) -> list[str]:
+    letters = list(string.ascii_lowercase + string.digits)
+    pieces = [f"##{c}" for c in letters]
+    extra = sorted({w.lower() for w in words} - set(letters))
+    return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'", *letters, *pieces, *extra]
+
+
+def make_tiny_encoder(
+    folder: str | Path,
+    *,
+    words: Iterable[str] = BASIC_WORDS,
+    seed: int = 0,
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 2,
+    max_positions: int = 256,
+) -> Path:
+    """A random BERT (``hidden``-d, ``layers`` layers, ``heads`` heads, with pooler) and a WordPiece tokenizer over
+    ``words`` plus single letters, in Hugging Face format with safetensors: a stand-in for SimCSE BERT-base."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = _vocab([*BASIC_WORDS, *words])
+    (out / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    BertTokenizer(str(out / "vocab.txt"), do_lower_case=True, model_max_length=max_positions).save_pretrained(
+        str(out)
+    )
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden if heads > 2 else 2 * hidden,
+        max_position_embeddings=max_positions,
+    )
+    BertModel(config).eval().save_pretrained(str(out), safe_serialization=True)
+    return out
+
+
+def make_tiny_vrank(folder: str | Path, *, seed: int = 0) -> Path:
+    """An untrained tiny Vrank folder (random encoder and head, saved like a trained one)."""
+    import torch
+
+    from vistkit.models.checkpoints import is_converted
+    from vistkit.models.vrank import VrankSettings, load_encoder, save_vrank
+
+    out = Path(folder)
+    if is_converted(out / "vrank"):
+        return out / "vrank"
+    enc = make_tiny_encoder(out / "encoder", seed=seed)
+    torch.manual_seed(seed)
+    tok, model, _ = load_encoder(enc)
+    with torch.no_grad():  # a visible spread of predictions
+        model.classifier.weight.mul_(20.0)
+    settings = VrankSettings(max_length=256)
+    return save_vrank(out / "vrank", model, tok, encoder="tiny-random-bert", settings=settings, data={"name": "none"})
+
+
+def make_tiny_rovist_vg(folder: Path) -> dict[str, Any]:
+    """RoViST-VG options for the registry-wide property tests: a converted random checkpoint (ViT + heads), a 4-d
+    GloVe file and an IDF table (random weights: the numbers mean nothing)."""
+    import numpy as np
+    import torch
+    from transformers import ViTConfig, ViTModel
+
+    from vistkit.models import save_converted
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vit_config: dict[str, Any] = {
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 20,
+        "image_size": 16,
+        "patch_size": 8,
+    }
+    gen = torch.Generator().manual_seed(0)
+    state = {
+        f"image_encoder.image_model.{k}": v
+        for k, v in ViTModel(ViTConfig(**vit_config), add_pooling_layer=True).state_dict().items()
+    }
+    state["image_encoder.linear.weight"] = torch.randn(8, 16, generator=gen)
+    state["image_encoder.linear.bias"] = torch.zeros(8)
+    state["text_encoder.linear.weight"] = torch.randn(8, 4, generator=gen)
+    state["text_encoder.linear.bias"] = torch.zeros(8)
+    ckpt = save_converted(
+        folder / "rovist-vg-tiny", state, kind="rovist-vg", config={"vit_config": vit_config}
+    )
+    rng = np.random.default_rng(0)
+    glove = folder / "glove.tiny.4d.txt"
+    glove.write_text(
+        "".join(
+            f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) + "\n"
+            for w in ("unk", "beach", "water", "dinner", "city", "team")
+        )
+    )
+    return {"checkpoint": ckpt, "glove": glove, "idf": {"beach": 2.0, "water": 1.5}, "idf_default": 1.0}

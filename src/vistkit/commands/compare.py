@@ -2,7 +2,7 @@
 
 Every system is scored like ``vistkit score`` (same metric objects, so a model loads once), restricted to the
 items all systems share (the rest are counted and reported), and tested against the baseline system (the
-first, or ``--baseline NAME``) by paired bootstrap (default) or approximate randomisation (`vistkit.stats`).
+first, or ``--baseline NAME``) by paired bootstrap (default) or approximate randomisation (`vistkit.scores.stats`).
 
 Head to head: for every metric, the share of the items (photo sequences under ``--key sequence``) on which each
 system's story is preferred over the baseline's, with a bootstrap CI (`vistkit.meta.pairs.preference_share`).
@@ -37,7 +37,7 @@ from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError
 from vistkit.metrics.base import Metric, Score
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
-from vistkit.stats import DEFAULT_SEED, Comparison
+from vistkit.scores.stats import DEFAULT_SEED, Comparison
 
 TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomisation"}
 
@@ -221,7 +221,7 @@ def compare(
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
     from vistkit.commands.score import build_metrics, parse_metric_options, score_all
     from vistkit.data.readers import read_stories, read_template
-    from vistkit.stats import compare_scores
+    from vistkit.scores.stats import compare_scores
 
     if len(systems) < 2:
         raise InputError("compare needs at least two system files")

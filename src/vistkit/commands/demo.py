@@ -68,8 +68,8 @@ def demo() -> None:
 
 def _demo_distance(human: StorySet, llava: StorySet) -> None:
     """dHM human-model distance on the two dimensions that need no download (coherence C, non-redundancy R)."""
-    from vistkit.dhm import compute_dhm, render_dhm
     from vistkit.report.tables import OutputFormat
+    from vistkit.scores.dhm import compute_dhm, render_dhm
 
     try:
         result = compute_dhm(human, llava, c_metric="coherence", dimensions="C,R")

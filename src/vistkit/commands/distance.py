@@ -47,7 +47,7 @@ def load_tables(
     tanh_g: bool | None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], bool]:
     """Human and model score tables and whether to apply tanh to G (None = dHM's rule, see `distance`)."""
-    from vistkit.distance import DIMENSIONS, is_per_item_csv, per_item_header, read_scores, resolve_columns
+    from vistkit.scores.distance import DIMENSIONS, is_per_item_csv, per_item_header, read_scores, resolve_columns
 
     if human is None or model is None:
         raise InputError("give both --human and --model (a dHM score prefix or a per-item CSV each)")
@@ -113,10 +113,10 @@ def distance(
     Per story |human - model| for each of G (tanh), C, R, averaged over the stories scored in all six tables;
     dHM is the mean of dG, dC and dR (Surikuchi et al., 2024; the official dHM.py). Lower is closer to humans.
     """
-    from vistkit.distance import dhm_distance, per_story_rows
+    from vistkit.scores.distance import dhm_distance, per_story_rows
 
-    if human_stories is not None or model_stories is not None:  # end to end: vistkit.dhm
-        from vistkit.dhm import distance_from_story_files
+    if human_stories is not None or model_stories is not None:  # end to end: vistkit.scores.dhm
+        from vistkit.scores.dhm import distance_from_story_files
 
         with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
             text = distance_from_story_files(

@@ -250,7 +250,7 @@ def score(
         write_per_item(per_item, results)
     cis = None
     if confidence is not None:
-        from vistkit.stats import bootstrap_ci
+        from vistkit.scores.stats import bootstrap_ci
 
         cis = {}
         for r in results:

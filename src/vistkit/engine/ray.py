@@ -112,7 +112,7 @@ class _Worker:
         return cider_score_part(self._metric(name, options), items, df=df, n_docs=n_docs, signature=signature)
 
     def shutdown(self) -> None:
-        from vistkit.java import shutdown
+        from vistkit.models.java import shutdown
 
         shutdown()
 

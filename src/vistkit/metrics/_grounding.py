@@ -21,7 +21,7 @@ __all__ = ["PhotoMetric", "image_store", "with_photo_map"]
 
 def image_store(images: Any, regions: Any = None, max_regions: int = 10) -> Any:
     """An `ImageStore` from a folder (or the store itself)."""
-    from vistkit.images import ImageStore
+    from vistkit.data.images import ImageStore
 
     if images is None:
         return None
@@ -34,7 +34,7 @@ def with_photo_map(stories: StorySet, photos: Any) -> StorySet:
     """Fill in photos from a ``{story_id: [photo ids]}`` map (a dict or a JSON path)."""
     if photos is None:
         return stories
-    from vistkit.images import attach_photos, load_photo_map
+    from vistkit.data.images import attach_photos, load_photo_map
 
     mapping = photos if isinstance(photos, dict) else load_photo_map(photos)
     return attach_photos(stories, {str(k): tuple(str(x) for x in v) for k, v in mapping.items()})

@@ -1,7 +1,7 @@
 """METEOR 1.5 (Denkowski & Lavie 2014) as the VIST literature computed it, in three named variants.
 
 All three run Meteor's own Java code (``meteor-1.5.jar`` as shipped by pycocoevalcap 1.2) in one warm JVM
-shared by the whole process (`vistkit.java.meteor_server`), so they give the jar's numbers exactly:
+shared by the whole process (`vistkit.models.java.meteor_server`), so they give the jar's numbers exactly:
 
 - ``meteor-vist``: the NAACL 2018 VIST challenge evaluator (``EvalVISTSharedTask.java``): task ``hter``,
   English, no normalisation (case-sensitive, whitespace tokens), ``getMeteorStats(test, ref).score`` for every
@@ -46,13 +46,13 @@ _CITATION = (
 
 # --------------------------------------------------------------------------------------------------- helpers
 def _config(task: str, norm: bool) -> Any:
-    from vistkit.java import MeteorConfig
+    from vistkit.models.java import MeteorConfig
 
     return MeteorConfig(task=task, language="en", norm=norm)
 
 
 def _prefetch(task: str, norm: bool) -> None:
-    from vistkit.java import prefetch
+    from vistkit.models.java import prefetch
 
     if shutil.which("java") is not None or "JAVA_HOME" in os.environ:
         prefetch(_config(task, norm))
@@ -182,7 +182,7 @@ class MeteorVist(Metric):
         return _NON_ASCII.sub("", text) if self.drop_non_ascii else text
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        from vistkit.java import meteor_server
+        from vistkit.models.java import meteor_server
 
         tests: list[str] = []
         refs: list[str] = []
@@ -226,7 +226,7 @@ class _PooledMeteor(Metric):
         return [it.hypothesis.text for it in items], [[r.text for r in it.references] for it in items]
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
-        from vistkit.java import meteor_server
+        from vistkit.models.java import meteor_server
 
         hyps, refs = self._texts(items)
         server = meteor_server()

@@ -490,46 +490,6 @@ class RovistVG(PhotoMetric):
             "sent": self.sentences,
         }
 
-    @classmethod
-    def tiny_test_options(cls, folder: Path) -> dict[str, Any]:
-        """Tiny random resources for the suite-wide property tests (random weights: the numbers mean
-        nothing)."""
-        import torch
-        from transformers import ViTConfig, ViTModel
-
-        from vistkit.models import save_converted
-
-        folder.mkdir(parents=True, exist_ok=True)
-        vit_config: dict[str, Any] = {
-            "hidden_size": 16,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 2,
-            "intermediate_size": 20,
-            "image_size": 16,
-            "patch_size": 8,
-        }
-        gen = torch.Generator().manual_seed(0)
-        state = {
-            f"image_encoder.image_model.{k}": v
-            for k, v in ViTModel(ViTConfig(**vit_config), add_pooling_layer=True).state_dict().items()
-        }
-        state["image_encoder.linear.weight"] = torch.randn(8, 16, generator=gen)
-        state["image_encoder.linear.bias"] = torch.zeros(8)
-        state["text_encoder.linear.weight"] = torch.randn(8, 4, generator=gen)
-        state["text_encoder.linear.bias"] = torch.zeros(8)
-        ckpt = save_converted(
-            folder / "rovist-vg-tiny", state, kind="rovist-vg", config={"vit_config": vit_config}
-        )
-        rng = np.random.default_rng(0)
-        glove = folder / "glove.tiny.4d.txt"
-        glove.write_text(
-            "".join(
-                f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) + "\n"
-                for w in ("unk", "beach", "water", "dinner", "city", "team")
-            )
-        )
-        return {"checkpoint": ckpt, "glove": glove, "idf": {"beach": 2.0, "water": 1.5}, "idf_default": 1.0}
-
     def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
         return self.model.encode_images(images)
 

@@ -28,7 +28,7 @@ def _clip(value: float) -> float:
 
 
 class _FromStats:
-    """``Score.corpus_from_stats`` of sacrebleu; ``from_sums`` tells `vistkit.stats` the statistics are
+    """``Score.corpus_from_stats`` of sacrebleu; ``from_sums`` tells `vistkit.scores.stats` the statistics are
     additive, so resamples and randomisation trials can be summed with one matrix product."""
 
     def __init__(self, metric: SacreBleu) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -95,13 +94,6 @@ class Vrank(CrossEncoderRanker):
         from vistkit.data.readers import read_stories
 
         return list(read_stories(path))
-
-    @classmethod
-    def tiny_test_options(cls, folder: Path) -> dict[str, Any]:
-        """A tiny random Vrank for the registry-wide tests (no download)."""
-        from vistkit.models.vrank_testing import make_tiny_vrank
-
-        return {"model": str(make_tiny_vrank(folder)), "device": "cpu"}
 
     def signature_fields(self) -> dict[str, object]:
         return {**super().signature_fields(), "anchors": self._anchor_name}

@@ -228,6 +228,7 @@ def save_converted(
     # safetensors refuses shared/non-contiguous storage: store independent contiguous copies
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
     save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": FORMAT, "kind": kind})
+    _sort_header(out / WEIGHTS_FILE)
     meta = {
         "format": FORMAT,
         "kind": kind,
@@ -238,6 +239,24 @@ def save_converted(
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return out
+
+
+def _sort_header(path: Path) -> None:
+    """Rewrite a safetensors header with its keys sorted, so equal weights give byte-equal files.
+
+    safetensors writes ``__metadata__`` from a hash map, whose order varies between processes; the JSON header
+    (8-byte little-endian length, then the JSON, space-padded) is re-serialised in the same length, sorted.
+    """
+    with open(path, "r+b") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+        if isinstance(header.get("__metadata__"), dict):
+            header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+        text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        if len(text) > size:  # never: the same keys and values, compact; keep the file as written
+            return
+        fh.seek(8)
+        fh.write(text.ljust(size, b" "))
 
 
 def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

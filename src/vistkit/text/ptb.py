@@ -26,7 +26,7 @@ def ptb_tokenize(texts: Sequence[str]) -> list[str]:
     Returns one string per text: lower-cased PTB tokens joined by single spaces, punctuation tokens removed.
     Raises `vistkit.errors.MissingDependencyError` when Java is missing.
     """
-    from vistkit.java import run_ptb_tokenizer
+    from vistkit.models.java import run_ptb_tokenizer
 
     if not texts:
         return []

@@ -1,6 +1,6 @@
-// vistkit's METEOR helper (compiled by vistkit.java._helper_classpath into the user cache, with the classes in
+// vistkit's METEOR helper (compiled by vistkit.models.java._helper_classpath into the user cache, with the classes in
 // edu/cmu/meteor/aligner/, against pycocoevalcap's meteor-1.5.jar). Binary protocol on stdin/stdout: see the
-// comment above HELPER_CLASS in src/vistkit/java.py.
+// comment above HELPER_CLASS in src/vistkit/models/java.py.
 import java.io.*;
 import java.nio.charset.StandardCharsets;
 import java.util.*;

@@ -12,7 +12,7 @@ does):
     d_X(s) = |X_human(s) - X_model(s)|,   dHM(s) = mean over the chosen X of d_X(s)
 
 and the reported dX and dHM are means over the stories defined on every chosen dimension on both sides (with
-all three dimensions this is exactly ``dHM.py``; `vistkit.distance.dhm_distance` computes the same from score
+all three dimensions this is exactly ``dHM.py``; `vistkit.scores.distance.dhm_distance` computes the same from score
 files).
 
 Sentences: ``sentences="split"`` (default) splits every story with NLTK 3.8.1 Punkt as the official scripts
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from vistkit.data.story import Keying, StorySet
-from vistkit.distance import dimension_distances
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Metric, Score, get_metric_class
+from vistkit.scores.distance import dimension_distances
 
 if TYPE_CHECKING:
     from vistkit.engine import Engine

@@ -1,0 +1,2 @@
+"""What is done with scores once metrics have produced them: confidence intervals and paired significance
+between systems (`stats`), and the dHM human-model distance (`distance` from score tables, `dhm` end to end)."""
