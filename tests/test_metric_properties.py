@@ -115,6 +115,7 @@ TINY_MODELS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "dhm-c": _tiny_sop,
     "vrank": _tiny_vrank,
     "rovist-vg": _tiny_rovist_vg,
+    "rovist-vg-scaled": _tiny_rovist_vg,
 }
 
 
