@@ -305,3 +305,87 @@ def test_checkpoint_with_transformers4_vit_names(assets: dict[str, Path], tmp_pa
     new_names = vg.RovistVG(checkpoint=assets["ckpt"], **common).score(stories)
     old_names = vg.RovistVG(checkpoint=old, **common).score(stories)
     assert old_names.item_scores[0] == pytest.approx(new_names.item_scores[0], abs=1e-6)
+
+
+# ------------------------------------------------------------------------------- rovist-vg-scaled (RoViST Eq. 3)
+def _eq3(s_vg: float) -> float:
+    """RoViST Eq. 3 as printed: 1 / (1 + exp(-0.5 * S_VG)) * 2 - 1."""
+    return 1.0 / (1.0 + math.exp(-0.5 * s_vg)) * 2.0 - 1.0
+
+
+def test_scaled_sigmoid_hand_computed():
+    assert vg.scaled_sigmoid(0.0) == 0.0
+    # 2 / (1 + e^-1) - 1 = (e - 1) / (e + 1)
+    assert vg.scaled_sigmoid(2.0) == pytest.approx((math.e - 1) / (math.e + 1), abs=1e-15)
+    assert vg.scaled_sigmoid(-2.0) == pytest.approx(-(math.e - 1) / (math.e + 1), abs=1e-15)
+    assert vg.scaled_sigmoid(-5000.0) == -1.0 and vg.scaled_sigmoid(5000.0) == 1.0  # no overflow
+    assert math.isnan(vg.scaled_sigmoid(math.nan))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-1400, 1400, allow_nan=False), st.floats(-1400, 1400, allow_nan=False))
+def test_scaled_sigmoid_is_eq3_bounded_and_monotone(a: float, b: float) -> None:
+    """Eq. 3 exactly (to rounding), within [-1, 1], non-negative for S_VG >= 0, increasing, odd."""
+    fa, fb = vg.scaled_sigmoid(a), vg.scaled_sigmoid(b)
+    assert fa == pytest.approx(_eq3(a), abs=1e-12)
+    assert -1.0 <= fa <= 1.0
+    assert (fa >= 0.0) == (a >= 0.0) or fa == 0.0
+    if a < b:
+        assert fa <= fb
+    assert vg.scaled_sigmoid(-a) == -fa
+
+
+def test_scaled_is_registered_with_its_bounds():
+    from vistkit.metrics.base import list_metrics
+
+    cls = list_metrics()["rovist-vg-scaled"]
+    assert cls is vg.RovistVGScaled and issubclass(cls, vg.RovistVG)
+    assert (cls.lower_bound, cls.upper_bound) == (-1.0, 1.0) and cls.higher_is_better
+    assert (vg.RovistVG.lower_bound, vg.RovistVG.upper_bound) == (None, None)
+    assert "Eq. 3" in cls.card.definition and "rovist-vg-scaled" in vg.RovistVG.card.differences
+
+
+def test_scaled_missing_checkpoint_message_names_its_options(tmp_path: Path):
+    with pytest.raises(MissingDependencyError) as err:
+        vg.RovistVGScaled(checkpoint=tmp_path / "r2p_model_epoch2.pth.tar")
+    msg = str(err.value)
+    assert msg.startswith("rovist-vg-scaled needs") and "-o rovist-vg-scaled.checkpoint=PATH" in msg
+    assert "-o rovist-vg-scaled.idf=PATH" in msg and "\n" not in msg
+
+
+@pytest.mark.slow
+def test_scaled_equals_eq3_of_rovist_vg_per_item(assets: dict[str, Path]):
+    """Same tiny model, same stories: each rovist-vg-scaled value is Eq. 3 of rovist-vg's; same exclusions;
+    the signature is rovist-vg's plus scale:eq3; the corpus score is the mean of the scaled values."""
+    stories = StorySet(
+        [
+            Story("a", "the cat sat in the field . a cup of coffee .", photo_ids=tuple(PHOTOS)),
+            Story("b", "the horse ate grass in the field .", photo_ids=tuple(PHOTOS)),
+            Story("c", "a cup .", photo_ids=tuple(PHOTOS)[:1]),
+            Story("d", "it is what it is .", photo_ids=tuple(PHOTOS)),  # no noun: excluded by both
+        ]
+    )
+    common = dict(
+        checkpoint=assets["ckpt"],
+        glove=assets["glove"],
+        idf=assets["idf"],
+        images=assets["photos"],
+        regions=assets["regions"],
+        vit_config=TINY_VIT,
+        tagger="spacy",
+        trust_checkpoint=True,
+    )
+    raw = vg.RovistVG(**common).score(stories)
+    scaled = vg.rovist_vg_scaled_score(stories, **common)
+    assert scaled.item_ids == raw.item_ids and set(scaled.excluded) == set(raw.excluded) == {"d"}
+    assert math.isnan(scaled.item_scores[3])
+    for s_vg, value in zip(raw.item_scores[:3], scaled.item_scores[:3], strict=True):
+        assert value == pytest.approx(_eq3(float(s_vg)), abs=1e-12)
+        assert -1.0 < value < 1.0
+    assert len(set(raw.item_scores[:3].tolist())) == 3  # three distinct S_VG values were scaled
+    assert scaled.corpus == pytest.approx(float(np.mean([_eq3(float(x)) for x in raw.item_scores[:3]])))
+    assert scaled.signature == raw.signature.replace("rovist-vg|", "rovist-vg-scaled|", 1).replace(
+        "|vistkit:", "|scale:eq3|vistkit:", 1
+    )
+    # order of the S_VG values is kept (Eq. 3 is increasing)
+    assert np.argsort(raw.item_scores[:3]).tolist() == np.argsort(scaled.item_scores[:3]).tolist()

@@ -323,7 +323,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
-    """VHED-style pairs from raw rankings, built as VHED was (Hsu et al. 2022, Sec. 3):
+    """VHED-style pairs from raw rankings, built as VHED was (Hsu et al. 2022, Sec. 3.1):
 
     C(N, 2) pairs per task (stories in first-seen order, story 1 = the earlier); each story's average rank
     over the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``);

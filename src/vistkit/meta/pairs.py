@@ -1,10 +1,11 @@
 """Story-pair assessments (Hsu et al. 2022, "Learning to Rank Visual Stories from Human Ranking Data", Vrank).
 
-- `pair_correct` / `pair_accuracy`: Eq. 1-2, a pair is correct only when the metric orders it strictly like
+- `pair_correct` / `pair_accuracy`: Eq. 1-2 (Sec. 5.1), a pair is correct only when the metric orders it strictly like
   people (a metric tie is wrong, which is why BLEU-4, often 0 for both stories, scores so low); per agreement
-  subset Omega_3, Omega_4, Omega_5, Omega_{4,5}; and per pair kind (reference-machine vs machine-machine).
-- `accuracy_by_gap`: accuracy per ranking-gap bucket (Fig. 3).
-- `beats_reference`: the share of a system's stories ranked above the human reference (Fig. 4).
+  subset Omega_3, Omega_4, Omega_5, Omega_{4,5} (Sec. 3.2, Table 2; the paper reports Omega_4, Omega_5 and
+  Omega_{4,5} in Table 4, left); and per pair kind (reference-machine vs machine-machine, Table 4, right).
+- `accuracy_by_gap`: accuracy per ranking-gap bucket (Sec. 5.2, Fig. 3).
+- `beats_reference`: the share of a system's stories ranked above the human reference (appendix, Fig. 4).
 
 A ranker (a pairwise metric) is compared through its preference per pair (`PairScores.difference`).
 Pairs whose human gap is zero, or where the metric left a story undefined (NaN), count in no denominator; the
@@ -75,7 +76,7 @@ def pair_accuracy(scores: PairScores, pairs: Sequence[StoryPair]) -> dict[str, d
 
 
 def accuracy_by_kind(scores: PairScores, pairs: Sequence[StoryPair]) -> dict[str, dict[str, Any]]:
-    """Accuracy on reference-machine pairs and on machine-machine pairs (Vrank Table 3)."""
+    """Accuracy on reference-machine pairs and on machine-machine pairs (Vrank Table 4, right: R&M, M&M)."""
     correct = pair_correct(scores, pairs)
     kinds = np.array([p.kind for p in pairs])
     return {k: _acc(correct, kinds == k) for k in KINDS}

@@ -1,8 +1,8 @@
 """Synthetic story errors: a human story made worse in one controlled way.
 
 Used to train the default ranker (on VIST *val* stories only) and to evaluate any metric on error types it was
-never trained on (VWP stories). The kinds follow the error analysis of Vrank (Hsu et al. 2022, Sect. 3.3:
-grammar, repetition, description in isolation, absurdity) and the negative samples of UNION (Guan and Huang
+never trained on (VWP stories). The kinds follow the error analysis of Vrank (Hsu et al. 2022, Sec. 3.2 and
+Table 3: grammar, repetition, description in isolation, absurdity) and the negative samples of UNION (Guan and Huang
 2020: repetition, substitution, reordering): each function takes the story's sentences and returns new ones.
 """
 

@@ -187,9 +187,12 @@ def align(
       does); hypotheses with no reference are excluded with a reason.
     - ``require_all``: a reference key (inside the template) with no hypothesis is an error, as in the challenge
       ("One story is missing in this submission.").
-    - ``reference_absent``: the Reference Absent Algorithm (Vrank, Eq. 3): when the scored story is itself one of
-      its references (same story id, or the same text up to whitespace), it is removed from that item's references
-      first, so a human story is not scored against itself. Items left with no reference are excluded.
+    - ``reference_absent``: the Reference Absent Algorithm (Vrank, Sec. 5.1, Eq. 3): when the scored story is
+      itself one of its references (same story id, or the same text up to whitespace), it is removed from that
+      item's references first, so a human story is not scored against itself. Items left with no reference are
+      excluded. Eq. 3 writes the score as the max of the metric over the remaining references; here the metric
+      combines them by its own rule (max for meteor-vist, multi-reference statistics for BLEU, CIDEr-D, ...).
+      For a story pair, `vistkit.meta.scoring` removes both stories of the pair (Eq. 3's ``R - x``).
     """
     keying = Keying(keying) if keying is not None else hypotheses.default_keying()
     hyps = hypotheses.by_key(keying)

@@ -2,10 +2,11 @@
 
 - ``rovist-c`` (usydnlp/rovist ``scripts/coherence_scorer.py``; Wang et al. 2022, RoViST Sec. 3.2):
   sentences by NLTK ``sent_tokenize``; for each *adjacent* pair (A, B): 0 when ``A.strip() == B.strip()``
-  (without the model), else P(B follows A) from the SOP ALBERT classifier; the story score is the mean over
-  pairs. A one-sentence story has no pair (the official ``np.mean([])`` is NaN): excluded.
-- ``dhm-c`` (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``; Surikuchi et al. 2024): the same
-  model, but segment A is the *prefix*, all preceding sentences joined by one space. The identical-sentence
+  (without the model; not in the paper), else P(B follows A) from the SOP ALBERT classifier (Eqs. 4-5:
+  ``softmax(W_c ALBERT([CLS] A [SEP] B [SEP]) + b_c)``); the story score is the mean over pairs, as the
+  paper says. A one-sentence story has no pair (the official ``np.mean([])`` is NaN): excluded.
+- ``dhm-c`` (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``; Surikuchi et al. 2024, Sec. 3.1):
+  the same model, but segment A is the *prefix*, all preceding sentences joined by one space. The identical-sentence
   rule compares the prefix with the sentence, and on a match the prefix is *not* extended (the official
   ``continue`` skips ``prefix += ' ' + sentence``), so in practice it only fires while the story repeats its
   first sentence. Stories whose input exceeds 512 tokens, or that have one sentence, are excluded (the
@@ -113,8 +114,8 @@ def _checkpoint_missing(name: str) -> MissingDependencyError:
 
 
 _SOP_CARD_COMMON = (
-    "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]) "
-    "from "
+    "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]; "
+    "RoViST Sec. 3.2, Eqs. 4-5) from "
     "sop_model_epoch4.pth.tar. Input per pair: `[CLS] A [SEP] B [SEP]`, token types 0 for A (+2) and 1 for B "
     "(+1), no truncation. Sentences: NLTK sent_tokenize."
 )
@@ -129,7 +130,7 @@ class RovistC(Metric):
     card: ClassVar[MetricCard] = MetricCard(
         summary="RoViST coherence: mean probability that each sentence follows the one before (ALBERT SOP).",
         definition=(
-            "C = mean over adjacent sentence pairs (A, B) of P(B follows A); a pair with A.strip() == "
+            "RoViST Sec. 3.2: C = mean over adjacent sentence pairs (A, B) of P(B follows A); a pair with A.strip() == "
             "B.strip() "
             "scores 0 without the model. " + _SOP_CARD_COMMON
         ),
@@ -140,7 +141,8 @@ class RovistC(Metric):
             "The paper describes the same adjacent-pair mean; the identical-pair rule is only in the code. "
             "The official script would crash on a pair longer than 512 tokens; here that story is excluded."
         ),
-        citation="Wang et al. 2022, RoViST: Learning Robust Metrics for Visual Storytelling (NAACL 2022).",
+        citation="Wang, Han & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, Findings of "
+        "NAACL 2022.",
     )
 
     def __init__(
@@ -275,17 +277,16 @@ class DhmC(RovistC):
     card: ClassVar[MetricCard] = MetricCard(
         summary="dHM coherence: mean probability that each sentence follows all preceding ones (ALBERT SOP).",
         definition=(
-            "C = mean over sentences i >= 2 of P(s_i follows prefix), prefix = s_1 ... s_i-1 joined by one "
-            "space; "
-            "a sentence equal (after strip) to the prefix scores 0 and does not extend it. "
+            "dHM Sec. 3.1: C = mean over sentences i >= 2 of P(s_i follows prefix), prefix = s_1 ... s_i-1 "
+            "joined by one space; a sentence equal (after strip) to the prefix scores 0 and does not extend it. "
             + _SOP_CARD_COMMON
         ),
         range="[0, 1], higher is more coherent; excludes one-sentence stories and inputs over 512 tokens.",
         signature_fields="model (checkpoint name + SHA-256 prefix), context:prefix, sentence splitter.",
         reproduces="akskuchi/dHM-visual-storytelling evaluate/eval_C_R.py (the data/scores/*/*_C.csv files).",
         differences=(
-            "The dHM paper describes RoViST-C with the preceding context; the code's identical rule "
-            "compares the "
+            "The dHM paper (Sec. 3.1) describes RoViST-C with the concatenated prefix of all preceding "
+            "sentences as context and no identical-sentence rule; the code's identical rule compares the "
             "whole prefix, so it only catches a repeated first sentence. We follow the code."
         ),
         citation=(

@@ -332,8 +332,8 @@ class Groovist(PhotoMetric):
             "theta "
             "when s < theta (theta VIST 0.6159, AESOP 0.5950, VWP 0.6194); score = mean of weight x s."
         ),
-        range="Unbounded (typically about -1 to 3); dHM uses tanh(score) in [-1, 1]. Higher = better "
-        "grounded.",
+        range="Unbounded (typically about -1 to 3); dHM's code takes tanh(score), in [-1, 1], which is why "
+        "the dHM paper (Sec. 3.1) calls G bounded to [-1, 1]. Higher = better grounded.",
         signature_fields="CLIP model id + weights hash, theta/dataset, spaCy model, WordNet source, regions "
         "(whole photos or the CSV's hash and B), sentence source.",
         reproduces="akskuchi/groovist (groovist.py + utils.py + extract_nphrases.py); samples 48454 -> "

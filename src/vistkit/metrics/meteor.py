@@ -135,9 +135,9 @@ class MeteorVist(Metric):
             "with "
             'MeteorConfiguration.setTask("hter") (alpha 0.4, beta 1.5, gamma 0.35, delta 0.55; modules '
             "exact/stem/synonym/paraphrase with weights 1.0/0.2/0.6/0.8), English, no normalisation. "
-            "Corpus = mean of score_s. Keyed by sequence (photo ids joined by '-'); --template restricts to "
-            "the "
-            "challenge's 1,938 sequences and makes a missing hypothesis an error, as the evaluator does."
+            "Corpus = mean of score_s (the challenge README's evaluation procedure, steps 1-2). Keyed by "
+            "sequence (photo ids joined by '-'); --template restricts to the challenge's 1,938 sequences and "
+            "makes a missing hypothesis an error, as the evaluator does."
         ),
         range="[0, 1]; an empty hypothesis scores 0.",
         signature_fields=(
@@ -155,14 +155,17 @@ class MeteorVist(Metric):
             "drop_non_ascii=True (CLI --drop-non-ascii) follows the README and deletes non-ASCII characters "
             "from hypotheses and references first. Unlike meteor-coco there is no -norm: METEOR here is "
             "case-sensitive and splits on whitespace only, so 'Dog.' does not match 'dog .'. The task is "
-            "hter, not Meteor's default task (other parameters, see definition). Meteor reads text through "
-            "its "
+            "hter, not Meteor's default task (other parameters, see definition), as in Huang et al. 2016 "
+            "(Sec. 5, footnote 8: 'Meteor version 1.5 with hter weights'). The challenge's gold standard "
+            "also held 3 extra, non-public stories per test sequence (README, gsFile), so its leaderboard "
+            "scores used more references than the public test set scored here. Meteor reads text through its "
             "Java API here, so '|||' and line breaks inside a story are ordinary characters / spaces."
         ),
         citation=(
             "Mitchell et al., Proceedings of the First Workshop on Storytelling (NAACL 2018), VIST "
             "challenge; "
-            "code github.com/windx0303/VIST-Challenge-NAACL-2018. " + _CITATION
+            "code github.com/windx0303/VIST-Challenge-NAACL-2018. Huang et al., Visual Storytelling, NAACL "
+            "2016. " + _CITATION
         ),
     )
 

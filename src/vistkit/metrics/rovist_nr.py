@@ -1,4 +1,4 @@
-"""RoViST-NR: non-redundancy of a story (Wang et al., Findings of NAACL 2022), as dHM uses it for R.
+"""RoViST-NR: non-redundancy of a story (Wang et al., Findings of NAACL 2022, Sec. 3.3), as dHM uses it for R.
 
 ``rovist-nr`` reproduces the official code: usydnlp/rovist ``scripts/non_redun_scorer.py`` (``jaccard_sim``)
 in the form dHM runs it (akskuchi/dHM-visual-storytelling ``evaluate/eval_C_R.py``, ``eval_repetition``),
@@ -22,13 +22,13 @@ which made the committed ``data/scores/{vist,vwp}/*_R.csv``. Step by step (every
 6. No inter pair (a one-sentence story, or every pair skipped): the code's mean of nothing is NaN and dHM
    drops the story from the CSV; we mark it undefined (NaN) with the reason in ``Score.excluded``.
 
-Paper vs code: the paper describes the similarity as the Jaccard similarity |A ∩ B| / |A ∪ B| of the two
-token sets. The code's numerator counts equal pairs, so a repeated word counts many times: the ratio can
-exceed 1 (``"the the the"`` vs ``"the"``: 3 / 1) and NR can go below 0; it never exceeds 1. ``rovist-nr``
-follows the code (it reproduces the published numbers); ``rovist-nr-jaccard`` follows the paper: the true
-set-Jaccard |set(a) ∩ set(b)| / |set(a) ∪ set(b)| in both places, everything else unchanged, so every ratio is
-in [0, 1] and so is NR. The two agree on a story unless a token shared by two compared sentences (or
-blocks) occurs more than once in one of them.
+Paper vs code: the paper describes the similarity as the Jaccard similarity |A ∩ B| / |A ∪ B| of the two token sets
+(RoViST Eq. 7; dHM Sec. 3.1 likewise), and says the score lies between 0 and 1. The code's numerator counts equal
+pairs, so a repeated word counts many times: the ratio can exceed 1 (``"the the the"`` vs ``"the"``: 3 / 1) and NR
+can go below 0; it never exceeds 1. ``rovist-nr`` follows the code (it reproduces the published numbers);
+``rovist-nr-jaccard`` follows the paper: the true set-Jaccard |set(a) ∩ set(b)| / |set(a) ∪ set(b)| in both places,
+everything else unchanged, so every ratio is in [0, 1] and so is NR. The two agree on a story unless a token shared
+by two compared sentences (or blocks) occurs more than once in one of them.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ __all__ = [
 ]
 
 BLOCK = 4
-"""The intra-sentence block length (``--intra_sent_ngram_len`` 4 in RoViST; fixed 4 in dHM)."""
+"""The intra-sentence block length (``--intra_sent_ngram_len`` 4 in RoViST's code; its paper says only
+"non-overlapping n-grams", Sec. 3.3; dHM's code and paper, Sec. 3.1, use 4)."""
 
 _UNDEFINED_ONE = "fewer than two sentences: RoViST-NR has no inter-sentence pair (dHM drops such stories)"
 _UNDEFINED_EMPTY = (
@@ -129,14 +130,15 @@ def rovist_nr_story(sentences: Sequence[str], *, jaccard: bool = False) -> tuple
 
 # --------------------------------------------------------------------------------------------------- metric
 _DEFINITION = (
-    "Sentences = NLTK 3.8.1 Punkt; tokens = NLTK word_tokenize of each sentence minus its last token. "
+    "RoViST Sec. 3.3 (Eq. 7 for sim). Sentences = NLTK 3.8.1 Punkt; tokens = NLTK word_tokenize of each "
+    "sentence minus its last token. "
     "inter = mean over sentence pairs (j < i) of sim(s_i, s_j); intra = mean over each sentence's "
     "consecutive non-overlapping 4-token blocks of sim(block k, block k+1), 0 when there is none; "
     "NR = 1 - (inter + intra) / 2. Pairs whose token-set union is empty are skipped; a story with no inter "
     "pair (one sentence) is undefined."
 )
 _CITATION = (
-    "Wang, Han, Lim, Long & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, Findings of NAACL "
+    "Wang, Han & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, Findings of NAACL "
     "2022; as used for R in Surikuchi, Fernández & Pezzelle, Not (yet) the whole story: Evaluating Visual "
     "Storytelling Requires More than Measuring Coherence, Grounding, and Repetition, Findings of EMNLP 2024."
 )
@@ -165,8 +167,9 @@ class RovistNR(Metric):
         "scripts/non_redun_scorer.py plus dHM's union-0 guard: all 11,124 committed R scores "
         "(data/scores/{vist,vwp}/*_R.csv) to 1e-9, e.g. 48454 -> 0.9658162011308464, 50392 -> "
         "0.9197617252029017; the 158 stories missing from those CSVs are exactly the one-sentence stories.",
-        differences="The paper calls the similarity Jaccard (|A ∩ B| / |A ∪ B|); the code counts equal token "
-        "pairs over the union of the sets, which is not Jaccard for repeated words (see rovist-nr-jaccard). "
+        differences="The paper calls the similarity Jaccard (|A ∩ B| / |A ∪ B|, RoViST Sec. 3.3, Eq. 7) and "
+        "the score 'between 0 and 1' (as dHM Sec. 3.1); the code counts equal token pairs over the union of "
+        "the sets, which is not Jaccard for repeated words (see rovist-nr-jaccard) and can go below 0. "
         "The code also drops the last token of each sentence even when it is a word, and sets intra to 0 "
         "(not undefined) when no sentence has more than 4 tokens; both kept. The RoViST script divides by "
         "zero on two sentences of at most one token each; dHM skips those pairs, and we follow dHM.",
@@ -211,7 +214,8 @@ class RovistNRJaccard(RovistNR):
     upper_bound: ClassVar[float | None] = 1.0
     jaccard: ClassVar[bool] = True
     card: ClassVar[MetricCard] = MetricCard(
-        summary="Non-redundancy with true set-Jaccard overlap (the RoViST paper's definition); in [0, 1].",
+        summary="Non-redundancy with true set-Jaccard overlap (the RoViST paper's definition, Eq. 7); in "
+        "[0, 1].",
         definition=_DEFINITION + " sim(a, b) = |set(a) ∩ set(b)| / |set(a) ∪ set(b)|.",
         range="[0, 1]: every similarity is a Jaccard index in [0, 1], so both means and NR are too. "
         "Higher = less redundant.",

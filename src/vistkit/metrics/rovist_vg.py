@@ -1,4 +1,4 @@
-"""RoViST-VG: visual grounding of a story's nouns (Wang et al., Findings of NAACL 2022, "RoViST").
+"""RoViST-VG: visual grounding of a story's nouns (Wang et al., Findings of NAACL 2022, "RoViST", Sec. 3.1).
 
 Reproduces the official scorer (usydnlp/rovist ``scripts/visual_grounding_scorer.py`` with ``rovist_vg.py``
 and ``extract_nouns.py``):
@@ -6,18 +6,22 @@ and ``extract_nouns.py``):
 1. Nouns (``extract_nouns.py``): sentences by ``nltk.sent_tokenize`` (NLTK 3.8.1 Punkt, `vistkit.text`), VIST
    placeholders ``[male]``... replaced by the bare word, ``nltk.word_tokenize``, POS tags ``NN/NNS/NNP/NNPS``,
    the token ``i`` skipped, de-duplicated within each sentence (a noun in two sentences counts twice).
-2. Text side: the GloVe-300 vector of the noun (``"unk"``'s vector for an unknown word; the lookup is
-   case-sensitive, as gensim's) -> ``Linear(300, 1024)`` -> ``tanh`` -> L2-normalise.
-3. Image side: each region through ViT (``google/vit-base-patch16-224-in21k`` architecture, weights fine-tuned
-   inside the RoViST checkpoint) pooler output -> ``Linear(768, 1024)`` -> ``tanh`` -> L2-normalise; the first
-   10 regions of each photo, all photos of the sequence.
-4. ``recall`` = per noun the max cosine over regions and photos; ``x = idf(noun) * recall``; story score =
-   ``log(sum(exp(x)))`` (log-sum-exp over nouns).
+2. Text side (Algorithm 1, line 3): the GloVe-300 vector of the noun (``"unk"``'s vector for an unknown word;
+   the lookup is case-sensitive, as gensim's) -> ``Linear(300, 1024)`` -> ``tanh`` -> L2-normalise.
+3. Image side (Algorithm 1, lines 1-2): each region through ViT (``google/vit-base-patch16-224-in21k``
+   architecture, weights fine-tuned inside the RoViST checkpoint) pooler output -> ``Linear(768, 1024)`` ->
+   ``tanh`` -> L2-normalise; the first 10 regions of each photo (the paper's "top 10 by Faster R-CNN
+   confidence": the order of the regions file), all photos of the sequence.
+4. Eq. 2: ``recall`` = per noun the max cosine over regions and photos; ``x = idf(noun) * recall``; story
+   score ``S_VG = log(sum(exp(x)))`` (log-sum-exp over nouns). ``idf`` is Eq. 1, ``log(N / (1 + df))``, as
+   stored in the release's table.
 
-Official code vs paper: ``--use_idf`` is parsed as a string, so ``bool("0")`` is True and IDF weighting is
-always applied; we always apply it (the IDF table, ``idf_dict.pkl`` of the RoViST release, is required). The
-paper also maps the score through a scaled sigmoid; that is not in the released scorer, and we do not guess
-its constants. The official code would crash on a noun without an IDF entry or a story with no noun
+Official code vs paper: the paper presents IDF weighting as an option ("we further experiment by
+multiplying ..."); in the code ``--use_idf`` is parsed as a string, so ``bool("0")`` is True and IDF weighting
+is always applied; we always apply it (the IDF table, ``idf_dict.pkl`` of the RoViST release, is required).
+The paper's optional scaling (Eq. 3, ``2 / (1 + exp(-0.5 * S_VG)) - 1``) is not in the released scorer:
+``rovist-vg`` returns the unscaled ``S_VG`` as the code does, and `RovistVGScaled` (``rovist-vg-scaled``)
+applies Eq. 3 to it. The official code would crash on a noun without an IDF entry or a story with no noun
 (``log(0)``); we exclude such stories with the reason.
 
 POS tagging: NLTK's averaged-perceptron tagger when its data is installed (``nltk.download(
@@ -51,9 +55,12 @@ __all__ = [
     "NOUN_TAGS",
     "RovistVG",
     "RovistVGModel",
+    "RovistVGScaled",
     "load_glove",
     "log_sum_exp_score",
+    "rovist_vg_scaled_score",
     "rovist_vg_score",
+    "scaled_sigmoid",
     "sentence_nouns",
     "story_nouns",
 ]
@@ -135,8 +142,8 @@ def story_nouns(sentences: Sequence[str], **kwargs: Any) -> list[str]:
 def log_sum_exp_score(
     recall: Sequence[float] | np.ndarray, idf: Sequence[float] | np.ndarray, *, aggregate: str = "log_sum_exp"
 ) -> float:
-    """``vg_score``: x = idf * recall; ``log(sum(exp(x)))`` (or ``sum`` / ``mean``, the code's other
-    options)."""
+    """``vg_score``: x = idf * recall; ``log(sum(exp(x)))`` (RoViST Eq. 2; or ``sum`` / ``mean``, the code's
+    other options)."""
     x = np.asarray(recall, dtype=np.float64) * np.asarray(idf, dtype=np.float64)
     if aggregate == "log_sum_exp":
         return float(np.log(np.exp(x).sum()))
@@ -145,6 +152,14 @@ def log_sum_exp_score(
     if aggregate == "mean":
         return float(x.mean())
     raise InputError(f"aggregate must be log_sum_exp, sum or mean, not {aggregate!r}")
+
+
+def scaled_sigmoid(s_vg: float) -> float:
+    """RoViST Eq. 3, the optional scaling of ``S_VG``: ``2 / (1 + exp(-0.5 * S_VG)) - 1``.
+
+    Computed as ``tanh(S_VG / 4)``, the same function (no overflow for a very negative ``S_VG``). Strictly
+    increasing, odd, in (-1, 1); in [0, 1) when ``S_VG >= 0``, the case the paper describes."""
+    return math.tanh(0.25 * s_vg)
 
 
 # ----------------------------------------------------------------------------------------------- GloVe / IDF
@@ -385,20 +400,23 @@ class RovistVG(PhotoMetric):
     needs_images: ClassVar[bool] = True
     card: ClassVar[MetricCard] = MetricCard(
         summary="Visual grounding: IDF-weighted best region match of each noun, pooled by log-sum-exp.",
-        definition="Nouns (NLTK PTB tags NN*, minus 'i', distinct per sentence); GloVe-300 -> "
-        "Linear(300,1024) "
-        "+ tanh; regions (first 10 per photo) -> ViT-B/16 pooler -> Linear(768,1024) + tanh; recall = max "
-        "cosine over regions and photos; score = log(sum_n exp(idf(n) * recall(n))).",
-        range="Unbounded above (grows with the number of nouns); higher = better grounded.",
+        definition="RoViST Sec. 3.1. Nouns (NLTK PTB tags NN*, minus 'i', distinct per sentence); GloVe-300 "
+        "-> Linear(300,1024) + tanh; regions (first 10 per photo) -> ViT-B/16 pooler -> Linear(768,1024) + "
+        "tanh (Algorithm 1); recall = max cosine over regions and photos; score S_VG = log(sum_n exp(idf(n) "
+        "* recall(n))) (Eq. 2), idf(n) = log(N / (1 + df(n))) (Eq. 1) from the release's IDF table.",
+        range="Unbounded (grows with the number of nouns; negative only when every noun's idf * recall is "
+        "negative); higher = better grounded.",
         signature_fields="checkpoint hash, GloVe file, IDF table hash, POS tagger, regions, aggregate.",
-        reproduces="usydnlp/rovist scripts/visual_grounding_scorer.py (vg_score, log_sum_exp).",
-        differences="The code always applies IDF (a string flag: bool('0') is True) - we follow the code. "
-        "The "
-        "paper's scaled sigmoid is not in the code and not offered. Stories with no noun or a noun "
-        "missing from the IDF table are excluded (the code crashes).",
-        citation="Wang, Han, Lim, Long & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, "
-        "Findings "
-        "of NAACL 2022.",
+        reproduces="usydnlp/rovist scripts/visual_grounding_scorer.py (vg_score, log_sum_exp); checked by "
+        "tests/test_rovist_vg.py::test_whole_path_tiny_checkpoint against the same weights run through "
+        "transformers' ViT image processor.",
+        differences="The paper offers IDF weighting as an experiment (Sec. 3.1); the code always applies "
+        "it (a string flag: bool('0') is True) - we follow the code. The paper's optional scaling to "
+        "(-1, 1) (Eq. 3) is not in the code: rovist-vg returns S_VG unscaled, as the code does; "
+        "rovist-vg-scaled applies Eq. 3. Stories with no noun or a noun missing from the IDF table are "
+        "excluded (the code crashes).",
+        citation="Wang, Han & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, Findings of "
+        "NAACL 2022.",
     )
 
     def __init__(
@@ -429,17 +447,17 @@ class RovistVG(PhotoMetric):
             what
             for what, value, ok in (
                 (
-                    "the RoViST-VG checkpoint (r2p_model_epoch2.pth.tar, -o rovist-vg.checkpoint=PATH)",
+                    f"the RoViST-VG checkpoint (r2p_model_epoch2.pth.tar, -o {self.name}.checkpoint=PATH)",
                     checkpoint,
                     Path(checkpoint).exists(),
                 ),
                 (
-                    "GloVe 6B 300-d vectors (glove.6B.300d.txt, -o rovist-vg.glove=PATH)",
+                    f"GloVe 6B 300-d vectors (glove.6B.300d.txt, -o {self.name}.glove=PATH)",
                     glove,
                     Path(glove).is_file(),
                 ),
                 (
-                    "RoViST's IDF table (idf_dict.pkl, -o rovist-vg.idf=PATH)",
+                    f"RoViST's IDF table (idf_dict.pkl, -o {self.name}.idf=PATH)",
                     idf,
                     isinstance(idf, dict) or (idf is not None and Path(idf).is_file()),
                 ),
@@ -448,7 +466,7 @@ class RovistVG(PhotoMetric):
         ]
         if missing:
             raise MissingDependencyError(
-                f"rovist-vg needs {', '.join(missing)}, which are not on this machine: get them from the "
+                f"{self.name} needs {', '.join(missing)}, which are not on this machine: get them from the "
                 "RoViST release (usydnlp/rovist) and Stanford GloVe, and pass them as shown (pickles also "
                 "need trust_checkpoint=true)"
             )
@@ -464,7 +482,7 @@ class RovistVG(PhotoMetric):
             )
         if idf is None:
             raise MissingDependencyError(
-                "rovist-vg needs RoViST's IDF table (idf_dict.pkl, always applied by the official scorer): "
+                f"{self.name} needs RoViST's IDF table (idf_dict.pkl, always applied by the official scorer): "
                 "pass idf=PATH"
             )
         self.idf = dict(idf) if isinstance(idf, dict) else load_idf(idf, trust=trust_checkpoint)
@@ -519,10 +537,54 @@ class RovistVG(PhotoMetric):
             recall = np.max(np.stack(per_photo), axis=0)
             default = math.nan if self.idf_default is None else self.idf_default  # not reached when None
             idf = [self.idf.get(n, default) for n in nouns]
-            values.append(log_sum_exp_score(recall, idf, aggregate=self.aggregate))
+            values.append(self._scale(log_sum_exp_score(recall, idf, aggregate=self.aggregate)))
         return mean_score(self.name, [i.item_id for i in items], values, signature, excluded=excluded)
+
+    def _scale(self, s_vg: float) -> float:
+        """The story score from ``S_VG`` (Eq. 2): unchanged here, as the official scorer returns it."""
+        return s_vg
+
+
+@register
+class RovistVGScaled(RovistVG):
+    """RoViST-VG mapped through the paper's scaled sigmoid (Eq. 3); options and scoring as `RovistVG`."""
+
+    name: ClassVar[str] = "rovist-vg-scaled"
+    lower_bound: ClassVar[float | None] = -1.0
+    upper_bound: ClassVar[float | None] = 1.0
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="RoViST-VG scaled by the paper's shifted sigmoid: 2 / (1 + exp(-0.5 * S_VG)) - 1.",
+        definition="RoViST Sec. 3.1, Eq. 3 applied per story to rovist-vg's S_VG (Eq. 2: nouns, GloVe + "
+        "ViT region embeddings, IDF-weighted max cosine, log-sum-exp; see rovist-vg): "
+        "2 / (1 + exp(-0.5 * S_VG)) - 1 = tanh(S_VG / 4). Corpus score = mean over stories.",
+        range="(-1, 1), strictly increasing in S_VG; [0, 1) whenever S_VG >= 0 (the paper's 'between 0 and "
+        "1'), which holds as soon as one noun has idf * recall >= 0; higher = better grounded.",
+        signature_fields="those of rovist-vg (checkpoint hash, GloVe file, IDF table hash, POS tagger, "
+        "regions, aggregate) plus scale:eq3.",
+        reproduces="RoViST Eq. 3 on the official scorer's S_VG (the released code does not scale); "
+        "tests/test_rovist_vg.py checks it equals Eq. 3 applied to rovist-vg's per-story values.",
+        differences="Eq. 3 is in the paper only ('one can optionally scale'); the released scorer returns "
+        "S_VG, so published RoViST-VG numbers are reproduced by rovist-vg. The paper says the scaled score "
+        "lies between 0 and 1; that needs S_VG >= 0, and S_VG < 0 (every noun with a negative idf * "
+        "recall) gives a value in (-1, 0), which we keep rather than clip. Everything else as rovist-vg "
+        "(IDF always on, as the code).",
+        citation="Wang, Han & Poon, RoViST: Learning Robust Metrics for Visual Storytelling, Findings of "
+        "NAACL 2022.",
+    )
+
+    def signature_fields(self) -> dict[str, object]:
+        return {**super().signature_fields(), "scale": "eq3"}
+
+    def _scale(self, s_vg: float) -> float:
+        """Eq. 3: ``2 / (1 + exp(-0.5 * S_VG)) - 1``."""
+        return scaled_sigmoid(s_vg)
 
 
 def rovist_vg_score(stories: StorySet | Sequence[Story], **options: Any) -> Score:
     """Functional face: ``rovist_vg_score(stories, checkpoint=..., glove=..., idf=..., images=...)``."""
     return RovistVG(**options).score(stories)
+
+
+def rovist_vg_scaled_score(stories: StorySet | Sequence[Story], **options: Any) -> Score:
+    """Functional face of ``rovist-vg-scaled`` (Eq. 3); the options of `rovist_vg_score`."""
+    return RovistVGScaled(**options).score(stories)

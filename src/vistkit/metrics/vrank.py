@@ -1,11 +1,11 @@
-"""``vrank``: Vrank (Hsu et al., ACL 2022) as a pairwise metric (a `CrossEncoderRanker`).
+"""``vrank``: Vrank (Hsu et al., ACL 2022, Sec. 4) as a pairwise metric (a `CrossEncoderRanker`).
 
-A trained Vrank folder (``vistkit vrank train``) reads ``story1 [SEP] story2`` and predicts the ranking gap
-g(s1, s2) (> 0: story 1 preferred). As a ranker, ``prefer(a, b) = (g(a, b) - g(b, a)) / 2`` (antisymmetric by
-construction; the published Vrank reads only g(a, b), which ``vistkit vrank predict`` also writes). The per-story
-score (``vistkit score``, story-level correlations) is the mean of ``prefer(story, anchor)`` over eight fixed human
-VIST val stories packaged with vistkit (resources/vrank/anchors.json, see its SOURCE.md), or over the stories of
-``anchors=FILE``.
+A trained Vrank folder (``vistkit vrank train``) reads ``story1 [SEP] story2`` and predicts the ranking gap g(s1,
+s2) (> 0: story 1 preferred; the paper's story-pair accuracy, Eqs. 1-2, takes its sign). As a ranker, ``prefer(a, b)
+= (g(a, b) - g(b, a)) / 2`` (antisymmetric by construction; the published Vrank reads only g(a, b), which ``vistkit
+vrank predict`` also writes). The per-story score (``vistkit score``, story-level correlations) is the mean of
+``prefer(story, anchor)`` over eight fixed human VIST val stories packaged with vistkit
+(resources/vrank/anchors.json, see its SOURCE.md), or over the stories of ``anchors=FILE``.
 """
 
 from __future__ import annotations
@@ -40,22 +40,28 @@ class Vrank(CrossEncoderRanker):
         summary="Vrank (Hsu et al. 2022): a reference-free pairwise metric that predicts which of two stories of "
         "the same photos people prefer; trained with `vistkit vrank train` on VHED-layout pairs.",
         definition="g(s1, s2) = a regression layer on the pooled embedding of `s1 [SEP] s2` through a SimCSE BERT "
-        "(optionally MLM-pre-trained on human stories), trained with MSE on the ranking gap of a symmetric pair set "
-        "(every pair also swapped, gap negated); Adam lr 2e-5, batch 32, 30 epochs, seed 7777, mixed precision "
-        "(Vrank Sect. 4 and training details). As a ranker: prefer(a, b) = (g(a, b) - g(b, a)) / 2. Per-story "
-        "score: the mean of prefer(story, anchor) over 8 human VIST val stories packaged with vistkit "
-        "(resources/vrank/anchors.json; the first story of every 111th val album) or over `anchors=FILE`.",
-        range="unbounded; prefer > 0 means story a is preferred, in ranking-gap units (average ranks among N "
-        "stories; VHED: N around 5); the per-story score is in the same units",
+        "(MLM-pre-trained on human stories when given them), trained with MSE on the ranking gap of a symmetric pair "
+        "set (every pair also swapped, gap negated; all agreement levels); Adam lr 2e-5, batch 32, 30 epochs, seed "
+        "7777, mixed precision (Vrank Sec. 4 and the appendix 'Training Details'). As a ranker: prefer(a, b) = "
+        "(g(a, b) - g(b, a)) / 2. Per-story score: the mean of prefer(story, anchor) over 8 human VIST val "
+        "stories packaged with vistkit (resources/vrank/anchors.json; the first story of every 111th val album) "
+        "or over `anchors=FILE`.",
+        range="unbounded; prefer > 0 means story a is preferred, in the units of the training target: by default "
+        "VHED's label, the difference of the two stories' average ranks among the N stories of a task (N = 2-5, "
+        "Vrank Table 1); with target=normalised, that difference divided by N, the paper's ranking gap (Sec. 3.1), "
+        "in (-1, 1) for the data; the per-story score is in the same units",
         signature_fields="model (hash of the trained weights), encoder (id the model was trained from), data "
         "(training data name), anchors (packaged or the anchor file's name)",
         reproduces="the Vrank training recipe of the paper (no checkpoint is shipped: train one on VHED, "
-        "AcademiaSinicaNLPLab/VHED; `vistkit vrank train --help`). Pair accuracy of the paper: .786 (all VHED "
-        "test pairs).",
+        "AcademiaSinicaNLPLab/VHED; `vistkit vrank train --help`). Pair accuracy of the paper (Table 4, VHED "
+        "test pairs, Eqs. 1-2): .786 on Omega_4, .826 on Omega_5, .796 on Omega_{4,5}; .816 reference-machine and "
+        ".789 machine-machine pairs of Omega_{4,5}.",
         differences="The published model reads g(s1, s2) once and takes its sign; the ranker averages both orders "
         "(antisymmetrised), which can differ on pairs where g is not antisymmetric. `vistkit vrank predict` writes "
-        "both. Unstated training details follow the Hugging Face Trainer defaults the paper's setup implies "
-        "(linear decay, no warm-up, clipping 1.0).",
+        "both. The paper always MLM-pre-trains SimCSE on SIND reference stories first (Sec. 4); vistkit does so "
+        "only with --mlm-stories, with settings the paper does not give (run_mlm.py defaults). Unstated training "
+        "details follow the Hugging Face Trainer defaults the paper's setup implies (linear decay, no warm-up, "
+        "clipping 1.0).",
         citation=CITATION,
     )
 

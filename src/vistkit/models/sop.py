@@ -1,18 +1,19 @@
 """The RoViST sentence-order (SOP) classifier behind ``rovist-c`` and ``dhm-c``.
 
-Architecture of usydnlp/rovist ``scripts/rovist_c.py`` (``SOPClassifier``): an ``AlbertModel``
-(``albert-large-v1``), its pooler output (tanh(W h_[CLS]), 1024-d) -> ``Linear(1024, 2)``; the probability
-that B follows A is ``softmax(logits)[1]``. The official forward computes a dropout but feeds the
-*undropped* pooler output to the linear layer; at evaluation both are the same. The checkpoint
-``sop_model_epoch4.pth.tar`` is ``{'model': state_dict, 'opt': argparse.Namespace(hidden_dim=1024,
+Architecture of usydnlp/rovist ``scripts/rovist_c.py`` (``SOPClassifier``; RoViST Sec. 3.2, Eqs. 4-5): an
+``AlbertModel`` (``albert-large-v1``), its pooler output (tanh(W h_[CLS]), 1024-d; Eq. 4) -> ``Linear(1024,
+2)``; the probability that B follows A is ``softmax(logits)[1]`` (Eq. 5). The official forward computes a
+dropout but feeds the *undropped* pooler output to the linear layer; at evaluation both are the same. The
+checkpoint ``sop_model_epoch4.pth.tar`` is ``{'model': state_dict, 'opt': argparse.Namespace(hidden_dim=1024,
 dropout_prob=0.4, ...), 'epoch', ...}`` with keys ``albert_model.*``, ``linear.weight``, ``linear.bias``; it
 holds neither the ALBERT config nor the tokenizer (the official code takes both from the hub id
 ``albert-large-v1``).
 
-Pair encoding follows the official code exactly: the text ``"[CLS] A [SEP] B [SEP]"`` is tokenised as one
-string, token types are ``(len(tok(A)) + 2) * [0] + (len(tok(B)) + 1) * [1]``, no truncation. Where the two
-lengths disagree, or the input is longer than the position table, the official code raises; we report such a
-pair as unscorable (`EncodedPair.error`) and the metric excludes its story.
+Pair encoding follows the official code exactly (the paper's ``[CLS], s_i-1, [SEP], s_i, [SEP]``, Sec. 3.2):
+the text ``"[CLS] A [SEP] B [SEP]"`` is tokenised as one string, token types are ``(len(tok(A)) + 2) * [0] +
+(len(tok(B)) + 1) * [1]``, no truncation. Where the two lengths disagree, or the input is longer than the
+position table, the official code raises; we report such a pair as unscorable (`EncodedPair.error`) and the
+metric excludes its story.
 
 The official code uses the slow (sentencepiece) ``AlbertTokenizer`` of transformers 4.x; transformers 5 only
 has the ``tokenizers``-backed one converted from the same ``spiece.model``, which gives the same pieces on

@@ -5,7 +5,7 @@ model, so the preference is antisymmetric by construction and each distinct stor
 
 Features (all computed from the text alone, no references and no photos; `FEATURE_NAMES` lists them):
 
-- **lexical diversity and repetition** (the "Rep" errors of Vrank's error analysis, Hsu et al. 2022, Sect. 3):
+- **lexical diversity and repetition** (the "Rep" errors of Vrank's error analysis, Hsu et al. 2022, Sec. 3.2, Table 3):
   type-token ratio, a moving-window type-token ratio that does not fall with length, distinct bigrams/trigrams,
   the share of tokens inside repeated trigrams, the most repeated content word, repeated sentences, the largest
   and the mean adjacent word overlap between sentences, repeated sentence openings;

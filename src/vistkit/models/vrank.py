@@ -1,27 +1,31 @@
 """Vrank (Hsu et al., ACL 2022, "Learning to Rank Visual Stories From Human Ranking Data"): training, saving,
 loading and prediction.
 
-As published (Sect. 4 and "Training Details" of the appendix):
+As published (Sec. 4 and "Training Details" of the appendix):
 
-- the encoder is SimCSE BERT-base (default id ``princeton-nlp/sup-simcse-bert-base-uncased``), optionally first
-  pre-trained with the masked-language-model objective on human stories (the paper used the VIST/SIND train
-  references; ``mlm_stories``);
+- the encoder is SimCSE BERT-base (default id ``princeton-nlp/sup-simcse-bert-base-uncased``), first
+  pre-trained with the masked-language-model objective on human stories (the paper always does, on the SIND
+  reference stories; here only when ``mlm_stories`` are given);
 - the input is ``story1 [SEP] story2`` (BERT's pair encoding: ``[CLS] s1 [SEP] s2 [SEP]``) and a regression
   layer on the pooled embedding predicts the ranking gap, trained with mean squared error;
-- the training set is made symmetric: every pair also appears swapped with its gap negated (Sect. 4, "to
+- the training set is made symmetric: every pair also appears swapped with its gap negated (Sec. 4, "to
   minimize dataset bias"), and every VHED pair is used, agreement 3 included;
 - Adam, learning rate 2e-5, batch size 32, 30 epochs, seed 7777, mixed precision (fp16 on a CUDA device).
 
-The paper trained with the Hugging Face ``Trainer`` (checkpoints every 500 steps, fp16 and a seed are that
-class's options), so the unstated details follow its defaults: Adam(W) with weight decay 0, betas (0.9, 0.999),
-eps 1e-8, a learning rate decaying linearly to 0 without warm-up, gradient norm clipped at 1.0, and the regression
-head of ``AutoModelForSequenceClassification`` (``num_labels=1``: dropout then a linear layer on BERT's pooler
-output, MSE loss). The MLM stage's settings are not given; vistkit uses Hugging Face ``run_mlm.py``'s defaults
-(3 epochs, learning rate 5e-5, 15% masking).
+The paper does not name its training loop, but its setup (a Hugging Face model, checkpoints every 500 steps, mixed
+precision, a seed) is that of the Hugging Face ``Trainer``, so the unstated details follow its defaults: Adam(W)
+with weight decay 0, betas (0.9, 0.999), eps 1e-8, a learning rate decaying linearly to 0 without warm-up, gradient
+norm clipped at 1.0, and the regression head of ``AutoModelForSequenceClassification`` (``num_labels=1``: dropout
+then a linear layer on BERT's pooler output, MSE loss). The MLM stage's settings are not given; vistkit uses Hugging
+Face ``run_mlm.py``'s defaults (3 epochs, learning rate 5e-5, 15% masking).
 
 Sign convention: vistkit regresses ``StoryPair.gap`` (``avg_rank_2 - avg_rank_1``, > 0 when story 1 is
 preferred), the negation of VHED's ``label`` column; a negated regression target gives the same model up to the
 sign of the last layer, so predictions are the published ones with the sign vistkit uses everywhere.
+Units: the paper's ranking gap (Sec. 3.1) is the difference of average ranks divided by N, the number of
+stories in the task (N = 2-5, Table 1; its Table 2 gaps 0.12-0.42 are in these units); VHED's ``label``, the
+default target (``target="gap"``), is the same difference before the division; ``target="normalised"``
+regresses the paper's normalised gap (the two differ by the per-task factor 1/N).
 
 A trained model is saved as a converted folder (`vistkit.models.checkpoints`): ``model.safetensors`` (no pickle),
 ``vistkit_model.json`` (kind ``vrank``, the encoder config, training settings, data name and hash) and the
@@ -93,7 +97,7 @@ def pair_target(pair: Any, target: str) -> float:
 
 
 def symmetric_examples(pairs: Sequence[Any], *, target: str = "gap") -> list[tuple[str, str, float]]:
-    """(story 1, story 2, target) for every pair and its swap with the target negated (Vrank Sect. 4)."""
+    """(story 1, story 2, target) for every pair and its swap with the target negated (Vrank Sec. 4)."""
     out: list[tuple[str, str, float]] = []
     for p in pairs:
         y = pair_target(p, target)
@@ -387,7 +391,7 @@ def train_vrank(
 ) -> Path:
     """Train Vrank on ``pairs`` (`StoryPair`; zero-gap pairs are kept: their target is 0) and save it to ``out``.
 
-    Returns the folder. ``mlm_texts``: optional MLM pre-training stories (Sect. 4); ``progress(stage, done,
+    Returns the folder. ``mlm_texts``: optional MLM pre-training stories (Sec. 4); ``progress(stage, done,
     total)`` is called after every optimiser step. ``threads``: CPU threads for torch (process-wide; e.g. 1 for tiny
     models on a busy machine).
     """

@@ -11,6 +11,8 @@ does):
 
     d_X(s) = |X_human(s) - X_model(s)|,   dHM(s) = mean over the chosen X of d_X(s)
 
+(Surikuchi et al. 2024, Sec. 3.2: Eq. 1 and, with all three dimensions, Eq. 2)
+
 and the reported dX and dHM are means over the stories defined on every chosen dimension on both sides (with
 all three dimensions this is exactly ``dHM.py``; `vistkit.scores.distance.dhm_distance` computes the same from score
 files).

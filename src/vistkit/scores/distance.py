@@ -1,17 +1,20 @@
-"""The dHM human-model distance (Surikuchi et al., "Not (yet) the whole story", EMNLP 2024 Findings).
+"""The dHM human-model distance (Surikuchi et al., "Not (yet) the whole story", EMNLP 2024 Findings, Sec. 3.2).
 
 dHM compares model stories with the human stories of the same image sequences along three reference-free
-dimensions: visual grounding G (GROOViST), coherence C (RoViST-C) and non-redundancy R (RoViST-NR). For every
-story id s scored in all six tables (human and model x G, C, R), with tanh applied to the raw GROOViST score:
+dimensions (Sec. 3.1): visual grounding G (GROOViST), coherence C (RoViST-C with the prefix of all preceding
+sentences as context: ``dhm-c``) and non-redundancy R (RoViST-NR). For every story id s scored in all six
+tables (human and model x G, C, R), with tanh applied to the raw GROOViST score:
 
-    d_X(s) = |X_human(s) - X_model(s)|            for X in {G, C, R}
-    dHM(s) = (d_G(s) + d_C(s) + d_R(s)) / 3
+    d_X(s) = |X_human(s) - X_model(s)|            for X in {G, C, R}        (Eq. 1)
+    dHM(s) = (d_G(s) + d_C(s) + d_R(s)) / 3                                   (Eq. 2)
 
 and the reported values are the means over those stories: dG, dC, dR and dHM (= the mean of dG, dC, dR). Lower
-is closer to humans; each lies in [0, 2] for G (tanh range) and [0, 1] for C and R.
+is closer to humans; each lies in [0, 2] for G (tanh range), in [0, 1] for C, and in practice in [0, 1] for R
+(the official R is at most 1 but not bounded below, see ``rovist-nr``).
 
 This follows the official ``dHM.py`` (akskuchi/dHM-visual-storytelling) exactly: it reads GROOViST ``G`` as
-``tanh(G)`` (GROOViST's own code writes the unbounded score and prints ``tanh`` as its [-1, 1] form), drops
+``tanh(G)`` (GROOViST's own code writes the unbounded score and prints ``tanh`` as its [-1, 1] form; the paper,
+Sec. 3.1, calls G "bound to range [-1, 1]", while its figures show the raw, unbounded scores), drops
 ``NaN`` and empty scores, keeps only the story ids present in all six tables, and averages per story. The
 official script rounds to 4 decimals; we keep full precision and round only for display.
 
