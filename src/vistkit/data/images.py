@@ -67,14 +67,14 @@ def read_regions(path: str | Path) -> dict[str, list[Region]]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such regions file (a CSV with columns image_id,bbox)")
-    from vistkit.data.readers import open_csv
+    from vistkit.data.readers import open_csv, shown_names
 
     out: dict[str, list[Region]] = {}
     with open_csv(p, delimiter=",") as f:
         cols = f.fieldnames
         if "image_id" not in cols or "bbox" not in cols:
             raise InputError(
-                f"{p}: the regions CSV needs the columns image_id and bbox (it has {', '.join(cols) or 'none'})"
+                f"{p}: the regions CSV needs the columns image_id and bbox (it has {shown_names(cols)})"
             )
         for line, row in f:
             iid = row["image_id"].strip()

@@ -221,7 +221,7 @@ def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
             raise InputError(f"{p.name}: IDF keys must be words, found {type(k).__name__} {k!r:.40}")
         try:
             out[word] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise InputError(f"{p.name}: the IDF of {word!r} is not a number ({v!r:.40})") from None
     return out
 
