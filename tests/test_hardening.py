@@ -642,12 +642,15 @@ def good(tmp_path: Path) -> dict[str, Path]:
 
 
 def _in_folder(bad: Path, name: str) -> Path | None:
-    """A model folder whose ``name`` (config.json...) holds the bad bytes (None: no bytes to copy)."""
+    """A model folder whose ``name`` (config.json, or vistkit_model.json of a converted folder) holds the bad
+    bytes (None: no bytes to copy)."""
     if not bad.is_file():
         return None
-    folder = bad.parent / f"model-{bad.name}"
+    folder = bad.parent / f"model-{name}-{bad.name}"
     folder.mkdir(exist_ok=True)
     (folder / name).write_bytes(bad.read_bytes())
+    if name == "vistkit_model.json":
+        (folder / "model.safetensors").write_bytes(b"")
     return folder
 
 

@@ -313,12 +313,22 @@ def _sort_header(path: Path) -> None:
         fh.write(text.ljust(size, b" "))
 
 
+def _read_meta(folder: Path) -> dict[str, Any]:
+    """A converted folder's ``vistkit_model.json`` (one clear error when it is not a JSON object)."""
+    from vistkit.data.readers import load_json
+
+    meta = load_json(folder / META_FILE)
+    if not isinstance(meta, dict):
+        raise InputError(f"{folder / META_FILE}: expected a JSON object, found {type(meta).__name__}")
+    return meta
+
+
 def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(state_dict, meta)`` of a converted folder (no pickle involved); checks ``kind`` when given."""
     p = Path(folder)
     if not is_converted(p):
         raise InputError(f"{p} is not a converted model folder (needs {WEIGHTS_FILE} and {META_FILE})")
-    meta = json.loads((p / META_FILE).read_text(encoding="utf-8"))
+    meta = _read_meta(p)
     if meta.get("format") != FORMAT:
         raise InputError(f"{p / META_FILE} has format {meta.get('format')!r}; expected {FORMAT!r}")
     if kind is not None and meta.get("kind") != kind:
@@ -337,9 +347,9 @@ def model_fingerprint(path: str | Path) -> str:
     """
     p = Path(path)
     if is_converted(p):
-        meta = json.loads((p / META_FILE).read_text(encoding="utf-8"))
+        meta = _read_meta(p)
         digest = (
-            meta.get("source", {}).get("sha256")
+            (meta["source"].get("sha256") if isinstance(meta.get("source"), dict) else None)
             or meta.get("weights_sha256")
             or file_sha256(p / WEIGHTS_FILE)
         )
