@@ -312,9 +312,11 @@ def resolve_columns(header: Iterable[str], wanted: Mapping[str, str | None], *, 
 
 def is_per_item_csv(path: str | Path) -> bool:
     """Whether ``path`` is a per-item CSV file (``.csv``, also inside ``.gz`` / ``.zip``)."""
-    p = Path(path)
-    name = p.name.lower()
-    return p.is_file() and any(name.endswith(ext) for ext in (".csv", ".csv.gz", ".csv.zip"))
+    from vistkit.data.readers import split_member
+
+    archive, member = split_member(path)
+    name = (member or archive.name).lower()
+    return archive.is_file() and any(name.endswith(ext) for ext in (".csv", ".csv.gz", ".csv.zip"))
 
 
 def per_item_header(path: str | Path) -> list[str]:
