@@ -1,4 +1,5 @@
-"""``vistkit formats``: the story formats vistkit reads (and how each is keyed)."""
+"""``vistkit formats``: every input vistkit reads (stories, and the other files the verbs take), with the
+encoding and archive rules shared by all of them (`vistkit.data.readers`)."""
 
 from __future__ import annotations
 
@@ -36,18 +37,55 @@ FORMAT_ROWS = [
         "header row with the same column names (photo_ids '-'-joined, sentences '|||'-joined)",
         "any given",
     ],
+    [
+        "pairs",
+        "CSV in the VHED layout: sent1, sent2, label (or avg_rank_base/avg_rank_comp), story_id, img_seq, "
+        "model_base, model_comp, agreement, order, rank_norm (meta pairs/gap/beats-ref/compare, vrank)",
+        "pair (one row each)",
+    ],
+    ["rankings", "CSV: task, worker, story, rank (+ text, system, story_id, img_seq) (meta rankings-to-pairs)", "task"],
+    [
+        "likert",
+        "CSV: system (or model), item (or story_id), worker, one numeric column per aspect (+ text) "
+        "(meta correlate); empty or nan = missing, infinity refused",
+        "system + item",
+    ],
+    ["error labels", "CSV: system, item, one 0/1 column per error type, e.g. Gram, Rep (meta errors)", "system + item"],
+    [
+        "per-item scores",
+        "CSV: id, then one column per metric, as `vistkit score --per-item` writes (distance --human/--model)",
+        "id",
+    ],
+    [
+        "dHM scores",
+        "a prefix DIR/run naming run_G.json {story_id: score}, run_C.csv and run_R.csv (story_id,score) "
+        "(distance --human/--model)",
+        "story",
+    ],
+    ["regions", "CSV: image_id, bbox '[x1, y1, x2, y2]' (as vist_entities.csv) (score/distance --regions)", "photo"],
+    ["photo map", "JSON {story_id: [photo ids in order]} (score/distance --photos)", "story"],
+    ["IDF table", "JSON {word: idf} for rovist-vg (-o rovist-vg.idf=PATH; idf_dict.pkl only with trust)", "word"],
 ]
+
+CAPTION = (
+    "Every file: UTF-8, with or without a byte-order mark (BOM; Excel's 'CSV UTF-8'); other encodings are "
+    "refused with one error naming the byte. .gz and .zip are opened transparently; a zip must hold one file "
+    "(__MACOSX litter ignored), a zip with several is refused naming them: choose one as ARCHIVE.zip:MEMBER; "
+    "member names with '..' or a leading '/' are refused. .tsv reads as tab-separated; JSONL and CSV are "
+    "streamed."
+)
 
 
 @app.command()
 def formats(fmt: OutputFormat = FormatOption) -> None:
-    """List the story formats vistkit reads (auto-detected; force one with --hyp-format/--ref-format)."""
+    """List every input vistkit reads: story formats (auto-detected; force one with --hyp-format/--ref-format),
+    human judgements, score tables, regions and photo maps, with the encoding and zip rules."""
     echo(
         render_table(
             ["format", "shape", "keys it supports"],
             FORMAT_ROWS,
             fmt,
-            title="story formats",
-            caption=".zip and .gz are opened transparently; JSONL and CSV are streamed.",
+            title="input formats",
+            caption=CAPTION,
         )
     )

@@ -3,8 +3,8 @@ conversion."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -14,6 +14,15 @@ from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 models_app = typer.Typer(help="List, inspect and convert models (offline defaults, official checkpoints).")
 app.add_typer(models_app, name="models")
+
+
+def _json_object(data: object, path: Path) -> dict[str, Any]:
+    """``data`` if it is a JSON object, else one clear error naming ``path``."""
+    from vistkit.errors import InputError
+
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
 
 
 @models_app.command("list")
@@ -38,20 +47,21 @@ def info(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Show where a model resolves to, its kind, and its fingerprint (the hash used in metric signatures)."""
+    from vistkit.data.readers import load_json
     from vistkit.models.checkpoints import META_FILE, is_converted, is_legacy_checkpoint, model_fingerprint
     from vistkit.models.resolve import resolve_model
 
     path = resolve_model(model)
     data: dict[str, object] = {"model": model, "path": str(path), "fingerprint": model_fingerprint(path)}
     if is_converted(path):
-        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+        meta = _json_object(load_json(path / META_FILE), path / META_FILE)
         data.update(kind=meta.get("kind"), source=meta.get("source"), format=meta.get("format"))
     elif is_legacy_checkpoint(path):
         data.update(
             kind="pickle checkpoint (needs --trust-checkpoint; convert it with `vistkit models convert`)"
         )
     elif (path / "config.json").is_file():
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        cfg = _json_object(load_json(path / "config.json"), path / "config.json")
         kind = cfg.get("kind")  # vistkit's own heads (e.g. coherence-head) name their kind
         data.update(kind=kind if isinstance(kind, str) else f"huggingface {cfg.get('model_type', '?')}")
     if fmt is OutputFormat.JSON:
@@ -80,6 +90,7 @@ def convert(
     ),
 ) -> None:
     """Convert a pickle checkpoint once into a safe folder that loads without unpickling."""
+    from vistkit.data.readers import load_json
     from vistkit.errors import InputError
     from vistkit.models.checkpoints import (
         extract_state_dict,
@@ -89,20 +100,23 @@ def convert(
         save_converted,
     )
 
+    cfg = None  # read here, so a bad config.json is one clear error (a folder means its config.json)
+    if config is not None:
+        config_file = config / "config.json" if config.is_dir() else config
+        cfg = _json_object(load_json(config_file), config_file)
     if kind == "rovist-sop":
         from vistkit.models.sop import convert_sop_checkpoint
 
         folder = convert_sop_checkpoint(
-            checkpoint, out, trust_checkpoint=trust_checkpoint, config=config, tokenizer=tokenizer
+            checkpoint, out, trust_checkpoint=trust_checkpoint, config=cfg, tokenizer=tokenizer
         )
     elif kind == "state-dict":
         obj = load_legacy_checkpoint(checkpoint, trust=trust_checkpoint)
-        cfg = json.loads(config.read_text(encoding="utf-8")) if config else {}
         folder = save_converted(
             out,
             extract_state_dict(obj),
             kind="state-dict",
-            config=cfg,
+            config=cfg or {},
             source={"file": checkpoint.name, "sha256": file_sha256(checkpoint)},
             extra={"opt": jsonable(obj.get("opt", {}))},
         )

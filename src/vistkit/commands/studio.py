@@ -43,9 +43,15 @@ def _need_extra() -> None:
 
 def _open(study: str, db_url: str | None) -> Any:
     _need_extra()
-    from vistkit.studio.db import open_study
+    from vistkit.studio.db import display_name, open_study
 
-    return open_study(db_url or study)
+    st = open_study(db_url or study)
+    if st.setting("task") is None:  # an empty database (e.g. an empty file): nothing was ever initialised
+        raise InputError(
+            f"{display_name(db_url or study)} holds no study; create one with `vistkit studio init STUDY --task "
+            "rank --stories NAME=FILE ...`"
+        )
+    return st
 
 
 def _parse_stories(values: list[str]) -> dict[str, tuple[Path, str]]:

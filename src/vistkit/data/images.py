@@ -64,17 +64,18 @@ def parse_bbox(text: str, *, where: str = "") -> Box | None:
 
 def read_regions(path: str | Path) -> dict[str, list[Region]]:
     """``image_id -> [(bbox text, box), ...]`` in file order, from a ``vist_entities.csv``-shaped file."""
+    from vistkit.data.readers import open_csv, shown_names, split_member
+
     p = Path(path)
-    if not p.is_file():
+    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a file inside a zip
         raise InputError(f"{p}: no such regions file (a CSV with columns image_id,bbox)")
-    from vistkit.data.readers import open_csv
 
     out: dict[str, list[Region]] = {}
     with open_csv(p, delimiter=",") as f:
         cols = f.fieldnames
         if "image_id" not in cols or "bbox" not in cols:
             raise InputError(
-                f"{p}: the regions CSV needs the columns image_id and bbox (it has {', '.join(cols) or 'none'})"
+                f"{p}: the regions CSV needs the columns image_id and bbox (it has {shown_names(cols)})"
             )
         for line, row in f:
             iid = row["image_id"].strip()
@@ -87,10 +88,11 @@ def read_regions(path: str | Path) -> dict[str, list[Region]]:
 
 def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
     """``{story_id: [photo ids in story order]}`` from a JSON file."""
+    from vistkit.data.readers import load_json, split_member
+
     p = Path(path)
-    if not p.is_file():
+    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a file inside a zip
         raise InputError(f"{p}: no such photo map (a JSON object story_id -> [photo ids])")
-    from vistkit.data.readers import load_json
 
     data = load_json(p)
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):

@@ -47,6 +47,19 @@ _READ_ERRORS = (OSError, EOFError, zipfile.BadZipFile, zlib.error)
 ENCODING = "utf-8-sig"  # UTF-8, with or without the byte-order mark Excel and many Windows tools write
 
 
+def shown_names(names: Iterable[str], *, limit: int = 12, none: str = "none") -> str:
+    """Column or member names for an error message: at most ``limit``, each shortened, control characters
+    escaped (a header that is really one huge line of data must not flood the terminal)."""
+    names = list(names)
+
+    def short(name: str) -> str:
+        text = name if name.isprintable() else repr(name)[1:-1]
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    shown = ", ".join(short(n) for n in names[:limit]) or none
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def split_member(path: str | Path) -> tuple[Path, str | None]:
     """``ARCHIVE.zip:MEMBER`` -> ``(ARCHIVE.zip, MEMBER)``; any other path -> ``(path, None)``.
 
@@ -66,21 +79,23 @@ def _zip_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
     unsafe = [n for n in names if n.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", n)]
     if member is not None:
         if member not in names:
-            listed = ", ".join(names[:10]) or "no file"
+            listed = shown_names(names, limit=10, none="no file")
             raise InputError(f"{p} has no member {member!r}; it holds {listed}")
         if member in unsafe:
-            raise InputError(f"{p}: member {member!r} has an unsafe name (absolute or with '..'); rename it")
+            raise InputError(
+                f"{p}: member {shown_names([member])!r} has an unsafe name (absolute or with '..'); rename it"
+            )
         return member
     if not names:
         raise InputError(f"{p}: the zip archive holds no file")
     if unsafe:
         raise InputError(
-            f"{p}: member name {unsafe[0]!r} is unsafe (absolute or with '..'); repack the archive"
+            f"{p}: member name {shown_names(unsafe[:1])!r} is unsafe (absolute or with '..'); repack the archive"
         )
     if len(names) > 1:
-        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         raise InputError(
-            f"{p} holds several files ({shown}); choose one as {p.name}:MEMBER, e.g. {p.name}:{names[0]}"
+            f"{p} holds several files ({shown_names(names, limit=10)}); choose one as {p.name}:MEMBER, e.g. "
+            f"{p.name}:{shown_names(names[:1])}"
         )
     return names[0]
 
@@ -207,6 +222,12 @@ def load_json(path: str | Path) -> Any:
         raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer literal over Python's 4300-digit limit
+        raise InputError(f"{path}: invalid JSON ({_first_clause(exc)})") from None
+
+
+def _first_clause(exc: BaseException) -> str:
+    return str(exc).split(";")[0].strip()[:200]
 
 
 # --------------------------------------------------------------------------------------------------- detection
@@ -442,6 +463,10 @@ def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+            except RecursionError:
+                raise InputError(f"{p} line {n}: JSON nested too deeply") from None
+            except ValueError as exc:  # an integer literal over Python's 4300-digit limit
+                raise InputError(f"{p} line {n}: invalid JSON ({_first_clause(exc)})") from None
             yield _record(rec, f"{p} line {n}", system)
 
 
@@ -451,7 +476,7 @@ def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
         if not f.fieldnames:
             raise InputError(f"{path}: empty CSV (no header row)")
         if not any(c in f.fieldnames for c in _TEXT_FIELDS):
-            raise InputError(f"{path}: CSV needs a 'text' column; found {', '.join(f.fieldnames)}")
+            raise InputError(f"{path}: CSV needs a 'text' column; found {shown_names(f.fieldnames)}")
         for n, row in f:
             yield _record(row, f"{path} line {n}", system)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from vistkit.data.readers import read_csv
+from vistkit.data.readers import read_csv, shown_names
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 
@@ -137,12 +137,16 @@ def parse_img_seq(value: str) -> tuple[str, ...]:
 
 
 def _float(value: str | None, where: str, name: str) -> float | None:
-    if value is None or str(value).strip() == "":
+    """A cell as a number; empty or ``nan`` (pandas' missing value) is ``None``; infinity is an error."""
+    if value is None or str(value).strip() == "" or str(value).strip().lower() == "nan":
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
-        raise InputError(f"{where}: column {name!r} must be a number, got {value!r}") from None
+        raise InputError(f"{where}: column {name!r} must be a number, got {value!r:.60}") from None
+    if not math.isfinite(number):
+        raise InputError(f"{where}: column {name!r} must be a finite number, got {value!r:.60}")
+    return number
 
 
 def _read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -192,7 +196,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     if missing or ("label" not in names and not {"avg_rank_base", "avg_rank_comp"} <= set(names)):
         raise InputError(
             f"{p}: a pairs CSV needs columns sent1, sent2 and label (or avg_rank_base/avg_rank_comp); "
-            f"found {', '.join(names)}"
+            f"found {shown_names(names)}"
         )
     if label_sign not in ("auto", "base-minus-comp", "comp-minus-base"):
         raise InputError(f"--label-sign must be auto, base-minus-comp or comp-minus-base, not {label_sign!r}")
@@ -454,11 +458,15 @@ def _read_judgements(path: str | Path, *, aspects: Sequence[str] | None, binary:
     sys_col = "system" if "system" in names else ("model" if "model" in names else None)
     item_col = "item" if "item" in names else ("story_id" if "story_id" in names else None)
     if sys_col is None or item_col is None:
-        raise InputError(f"{p}: needs columns system and item (one row per story and worker); found {names}")
+        raise InputError(
+            f"{p}: needs columns system and item (one row per story and worker); found {shown_names(names)}"
+        )
     cols = list(aspects) if aspects else [c for c in names if c not in _NON_ASPECT]
     bad = [c for c in cols if c not in names]
     if bad or not cols:
-        raise InputError(f"{p}: no aspect column {bad[0] if bad else ''!r}; columns are {', '.join(names)}")
+        raise InputError(
+            f"{p}: no aspect column {bad[0] if bad else ''!r}; columns are {shown_names(names)}"
+        )
     groups: dict[tuple[str, str], list[list[float]]] = {}
     texts: dict[tuple[str, str], str] = {}
     for n, row in enumerate(rows, start=2):

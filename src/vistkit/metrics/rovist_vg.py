@@ -208,15 +208,16 @@ def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
     """The IDF table: JSON ``{word: idf}``, or RoViST's ``idf_dict.pkl`` (a pickle: only with ``trust``, and
     even then through a restricted unpickler that admits only a word -> number mapping, see
     `IDF_PICKLE_GLOBALS`)."""
-    from vistkit.data.readers import load_json
+    from vistkit.data.readers import load_json, split_member
     from vistkit.models.checkpoints import load_restricted_pickle
 
     p = Path(path)
-    if not p.is_file():
+    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a JSON table inside a zip
         raise MissingDependencyError(
             f"IDF table not found at {p}: rovist-vg needs RoViST's idf_dict.pkl (idf=PATH)"
         )
-    if p.suffix == ".json":
+    archive, member = split_member(p)
+    if (member or archive.name).lower().endswith((".json", ".json.gz", ".json.zip")):
         data = load_json(p)
     else:
         if not trust:
@@ -236,7 +237,7 @@ def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
             raise InputError(f"{p.name}: IDF keys must be words, found {type(k).__name__} {k!r:.40}")
         try:
             out[word] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise InputError(f"{p.name}: the IDF of {word!r} is not a number ({v!r:.40})") from None
     return out
 

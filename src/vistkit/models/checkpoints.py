@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -96,15 +97,20 @@ def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str
     if refused:
         raise InputError(_refusal(p, refused[0]))
     try:
-        with torch.serialization.safe_globals(allowed):
+        with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")  # refused or read: no advice
             obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        name = _global_in_message(str(exc))
+        name = _first_foreign_global(p) or _global_in_message(str(exc))
         if name:
             raise InputError(_refusal(p, name)) from None
-        raise InputError(f"{p.name} is not a checkpoint vistkit can read safely ({_first_line(exc)})") from None
+        raise InputError(f"{p.name} is not a checkpoint vistkit can read safely ({_torch_reason(exc)})") from None
     except (RuntimeError, OSError, EOFError, ValueError) as exc:
         raise InputError(f"{p.name} is not a readable PyTorch checkpoint ({_first_line(exc)})") from None
+    except Exception as exc:  # a corrupt pickle stream fails in many ways (IndexError, KeyError, ...)
+        raise InputError(
+            f"{p.name} is not a readable PyTorch checkpoint ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     if not isinstance(obj, dict):
         raise InputError(f"{p.name} holds a {type(obj).__name__}, not a checkpoint dictionary")
     return obj
@@ -154,6 +160,54 @@ def load_restricted_pickle(path: str | Path, *, allowed: Mapping[str, set[str]],
         raise InputError(f"{p.name}: the pickle is nested too deeply") from None
     except Exception as exc:  # truncated or corrupt pickles raise many kinds
         raise InputError(f"{p.name} is not a readable pickle ({type(exc).__name__}: {_first_line(exc)})") from None
+
+
+# globals a plain-pickle checkpoint may name that torch's restricted unpickler admits (tensor rebuilding)
+_TENSOR_GLOBALS = ("torch.", "collections.OrderedDict", "argparse.Namespace")
+
+
+def _first_foreign_global(path: Path) -> str | None:
+    """The first global a legacy (non-zip) checkpoint or bare pickle names outside torch's tensor machinery,
+    read with an unpickler that records every global and returns an inert stub instead (nothing in the file
+    runs); ``None`` when there is none or the file cannot be scanned.
+
+    torch's own refusal of such files names protocol-2 builtins without their module (``eval``) and does not
+    name the globals of protocol-0/1 pickles at all, hence this scan.
+    """
+    import pickle
+
+    class _Stub:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __setstate__(self, state: Any) -> None:
+            pass
+
+    found: list[str] = []
+
+    class _Scanner(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            found.append(readable_global(f"{module}.{name}"))
+            return _Stub
+
+        def persistent_load(self, pid: Any) -> Any:
+            return None
+
+    try:
+        with open(path, "rb") as fh:
+            for _ in range(4):  # legacy torch.save: magic number, protocol, sys info, then the object
+                _Scanner(fh).load()
+    except Exception:  # end of the pickles, raw storage bytes, or a malformed file: keep what was found
+        pass
+    return next((g for g in found if not g.startswith(_TENSOR_GLOBALS)), None)
+
+
+def _torch_reason(exc: BaseException) -> str:
+    """The cause in torch's long weights-only error (which ends in advice to unpickle everything)."""
+    import re
+
+    m = re.search(r"WeightsUnpickler error:\s*(.+?)\s*(?:\n\n|$)", str(exc), re.S)
+    return " ".join(m.group(1).split())[:200] if m else _first_line(exc)
 
 
 def _refusal(p: Path, name: str) -> str:
@@ -259,12 +313,22 @@ def _sort_header(path: Path) -> None:
         fh.write(text.ljust(size, b" "))
 
 
+def _read_meta(folder: Path) -> dict[str, Any]:
+    """A converted folder's ``vistkit_model.json`` (one clear error when it is not a JSON object)."""
+    from vistkit.data.readers import load_json
+
+    meta = load_json(folder / META_FILE)
+    if not isinstance(meta, dict):
+        raise InputError(f"{folder / META_FILE}: expected a JSON object, found {type(meta).__name__}")
+    return meta
+
+
 def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(state_dict, meta)`` of a converted folder (no pickle involved); checks ``kind`` when given."""
     p = Path(folder)
     if not is_converted(p):
         raise InputError(f"{p} is not a converted model folder (needs {WEIGHTS_FILE} and {META_FILE})")
-    meta = json.loads((p / META_FILE).read_text(encoding="utf-8"))
+    meta = _read_meta(p)
     if meta.get("format") != FORMAT:
         raise InputError(f"{p / META_FILE} has format {meta.get('format')!r}; expected {FORMAT!r}")
     if kind is not None and meta.get("kind") != kind:
@@ -283,9 +347,9 @@ def model_fingerprint(path: str | Path) -> str:
     """
     p = Path(path)
     if is_converted(p):
-        meta = json.loads((p / META_FILE).read_text(encoding="utf-8"))
+        meta = _read_meta(p)
         digest = (
-            meta.get("source", {}).get("sha256")
+            (meta["source"].get("sha256") if isinstance(meta.get("source"), dict) else None)
             or meta.get("weights_sha256")
             or file_sha256(p / WEIGHTS_FILE)
         )

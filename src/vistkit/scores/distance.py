@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from vistkit.data.readers import shown_names
 from vistkit.errors import InputError
 
 DIMENSIONS = ("G", "C", "R")
@@ -67,7 +68,7 @@ def _is_missing(value: Any) -> bool:
         return True
     try:
         return math.isnan(float(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
 
 
@@ -75,7 +76,9 @@ def _as_float(value: Any, where: str) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"{where}: {value!r} is not a number") from None
+        raise InputError(f"{where}: {value!r:.60} is not a number") from None
+    except OverflowError:
+        raise InputError(f"{where}: the score is too large") from None
     if math.isinf(out):
         raise InputError(f"{where}: the score is infinite")
     return out
@@ -88,7 +91,7 @@ def normalize_table(table: Any, *, side: str = "scores") -> dict[str, dict[str, 
         missing = [d for d in DIMENSIONS if d not in cols]
         if missing:
             raise InputError(
-                f"{side}: the table needs columns G, C and R; it has {', '.join(cols) or 'none'}"
+                f"{side}: the table needs columns G, C and R; it has {shown_names(cols)}"
             )
         table = {
             d: dict(zip((str(i) for i in table.index), table[d].tolist(), strict=True)) for d in DIMENSIONS
@@ -297,14 +300,14 @@ def resolve_columns(header: Iterable[str], wanted: Mapping[str, str | None], *, 
         name = wanted.get(d)
         if name is not None:
             if name not in cols:
-                raise InputError(f"{where}: no column {name!r} for {d}; the columns are {', '.join(cols)}")
+                raise InputError(f"{where}: no column {name!r} for {d}; the columns are {shown_names(cols)}")
             out[d] = name
             continue
         found = next((c for c in DEFAULT_COLUMNS[d] if c in cols), None)
         if found is None:
             raise InputError(
                 f"{where}: no {d} column (looked for {', '.join(DEFAULT_COLUMNS[d])}); the columns are "
-                f"{', '.join(cols) or 'none'}: name it with --{d.lower()}-metric"
+                f"{shown_names(cols)}: name it with --{d.lower()}-metric"
             )
         out[d] = found
     return out
@@ -312,9 +315,11 @@ def resolve_columns(header: Iterable[str], wanted: Mapping[str, str | None], *, 
 
 def is_per_item_csv(path: str | Path) -> bool:
     """Whether ``path`` is a per-item CSV file (``.csv``, also inside ``.gz`` / ``.zip``)."""
-    p = Path(path)
-    name = p.name.lower()
-    return p.is_file() and any(name.endswith(ext) for ext in (".csv", ".csv.gz", ".csv.zip"))
+    from vistkit.data.readers import split_member
+
+    archive, member = split_member(path)
+    name = (member or archive.name).lower()
+    return archive.is_file() and any(name.endswith(ext) for ext in (".csv", ".csv.gz", ".csv.zip"))
 
 
 def per_item_header(path: str | Path) -> list[str]:

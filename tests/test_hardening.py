@@ -1,0 +1,875 @@
+"""Issue 9, items 1-3: nothing vistkit reads can run code, crash with a traceback, or hang.
+
+1. Malicious pickles (``os.system`` / ``subprocess.call`` / ``eval`` / ``exec`` through ``__reduce__``, nested in a
+   dict or an ``argparse.Namespace``; zip-format torch checkpoints, legacy ``torch.save`` files, bare protocol 0
+   and 2 pickles) given to `load_legacy_checkpoint`, RoViST's `load_idf` and the CLI (``models convert``,
+   ``score -m rovist-c / rovist-vg`` with ``trust_checkpoint``): a marker file the pickle would create never
+   appears and the error is one sentence naming the refused global.
+2. Every file reader, fuzzed with hypothesis (random bytes, BOM + junk, Latin-1, truncated UTF-8, NUL, wrong
+   columns, NaN/inf cells, .gz/.zip containers, deep JSON), returns or raises `VistkitError`, never another
+   exception; and every CLI verb that reads a file, fed the bad files through `typer.testing.CliRunner` in
+   process, exits 1 or 2 with a one-line message and no traceback. Verbs that serve or block are excluded by
+   name, and every invocation runs under a hard ``SIGALRM`` timeout.
+3. The UTF-8 BOM and the zip rules (one member, or ``ARCHIVE.zip:MEMBER``; several members refused naming them;
+   missing and ``../`` members refused), for every reader, and `vistkit formats` documenting all of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import csv
+import gzip
+import io
+import json
+import os
+import pickle
+import signal
+import subprocess
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+import typer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from vistkit.cli import _load_commands, app, main
+from vistkit.data import images, readers
+from vistkit.data.validate import validate_submission
+from vistkit.errors import InputError, VistkitError
+from vistkit.meta import human
+from vistkit.scores import distance
+
+# VISTKIT_FUZZ_EXAMPLES=500 for a longer local hunt; 40 keeps the file well under its time budget
+FUZZ = settings(
+    max_examples=int(os.environ.get("VISTKIT_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+# --------------------------------------------------------------------------------------------------- timeouts
+class HardTimeout(BaseException):  # a BaseException: CliRunner and `except Exception` cannot swallow it
+    """Raised by SIGALRM when a call runs past its limit."""
+
+
+@contextmanager
+def hard_timeout(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (restores an enclosing timer, e.g. the per-test one)."""
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        raise HardTimeout(f"still running after {seconds} s")
+
+    old_handler = signal.signal(signal.SIGALRM, on_alarm)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(0.01, outer - (time.monotonic() - start)))
+
+
+@pytest.fixture(autouse=True)
+def _per_test_limit() -> Iterator[None]:
+    with hard_timeout(60):
+        yield
+
+
+def one_sentence(message: str) -> None:
+    """A user error: one line, no traceback, not a dump of the input."""
+    assert message.strip(), "empty error message"
+    assert "\n" not in message.strip(), f"multi-line error: {message!r}"
+    assert "Traceback" not in message
+    assert len(message) < 1500, f"error of {len(message)} characters"
+
+
+def returns_or_vistkit_error(call: Callable[[], Any]) -> None:
+    try:
+        call()
+    except VistkitError as exc:
+        one_sentence(str(exc))
+
+
+# =========================================================================================== 1. pickles
+class _Evil:
+    """Pickles as ``func(*args)``: what a malicious checkpoint's ``__reduce__`` runs on load."""
+
+    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.func, self.args = func, args
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self.func, self.args
+
+
+def _payloads(marker: Path) -> dict[str, _Evil]:
+    """Refused global name -> a payload that creates ``marker`` when unpickled."""
+    return {
+        "os.system": _Evil(os.system, (f"touch {marker}",)),
+        "subprocess.call": _Evil(subprocess.call, (["touch", str(marker)],)),
+        "builtins.eval": _Evil(builtins.eval, (f"open({str(marker)!r}, 'w')",)),
+        "builtins.exec": _Evil(builtins.exec, (f"open({str(marker)!r}, 'w').close()",)),
+    }
+
+
+PICKLE_KINDS = ("torch-zip", "torch-legacy", "pickle-p0", "pickle-p2", "pickle-p5")
+
+
+def _write_evil(path: Path, kind: str, payload: _Evil) -> Path:
+    """A checkpoint-shaped object with the payload nested in the Namespace RoViST pickles as ``opt``."""
+    torch = pytest.importorskip("torch")
+    obj = {"model": {"w": torch.zeros(2)}, "opt": argparse.Namespace(lr=0.1, hook=[{"x": payload}])}
+    if kind == "torch-zip":
+        torch.save(obj, path)
+    elif kind == "torch-legacy":
+        torch.save(obj, path, _use_new_zipfile_serialization=False)
+    else:
+        plain = {"the": 1.5, "nested": {"deeper": [payload]}}  # no tensor: a bare pickle (idf_dict.pkl-like)
+        path.write_bytes(pickle.dumps(plain, protocol=int(kind[-1])))
+    return path
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Iterator[Path]:
+    m = tmp_path / "PWNED"
+    yield m
+    assert not m.exists(), "a pickle ran code"
+
+
+def test_the_payloads_do_run_code_when_fully_unpickled(tmp_path: Path) -> None:
+    """The control: each payload really creates the marker under a plain unpickle (so the tests below mean
+    something)."""
+    for name, payload in _payloads(tmp_path / "m").items():
+        pickle.loads(pickle.dumps(payload))
+        assert (tmp_path / "m").exists(), name
+        (tmp_path / "m").unlink()
+
+
+@pytest.mark.parametrize("kind", PICKLE_KINDS)
+def test_load_legacy_checkpoint_refuses_code_naming_the_global(tmp_path: Path, marker: Path, kind: str) -> None:
+    from vistkit.models.checkpoints import load_legacy_checkpoint
+
+    for name, payload in _payloads(marker).items():
+        p = _write_evil(tmp_path / f"evil-{kind}.pth.tar", kind, payload)
+        with pytest.raises(InputError) as untrusted:
+            load_legacy_checkpoint(p, trust=False)
+        assert "--trust-checkpoint" in str(untrusted.value)
+        one_sentence(str(untrusted.value))
+        with pytest.raises(InputError) as trusted:
+            load_legacy_checkpoint(p, trust=True)
+        one_sentence(str(trusted.value))
+        assert f"`{name}`" in str(trusted.value), (kind, str(trusted.value))
+        assert not marker.exists(), (kind, name)
+
+
+def test_load_legacy_checkpoint_refuses_protocol0_global_opcode(tmp_path: Path, marker: Path) -> None:
+    """A hand-written protocol-0 pickle (``c`` GLOBAL + ``R`` REDUCE), as exploit kits write them."""
+    from vistkit.models.checkpoints import load_legacy_checkpoint
+
+    p = tmp_path / "raw.pt"
+    p.write_bytes(b"cposix\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
+    with pytest.raises(InputError, match=r"needs `os\.system`"):
+        load_legacy_checkpoint(p, trust=True)
+
+
+@pytest.mark.parametrize("kind", ["pickle-p0", "pickle-p2", "pickle-p5"])
+def test_load_idf_refuses_code_naming_the_global(tmp_path: Path, marker: Path, kind: str) -> None:
+    from vistkit.metrics.rovist_vg import load_idf
+
+    for name, payload in _payloads(marker).items():
+        p = _write_evil(tmp_path / "idf_dict.pkl", kind, payload)
+        with pytest.raises(InputError, match="trust_checkpoint"):
+            load_idf(p, trust=False)
+        with pytest.raises(InputError) as exc:
+            load_idf(p, trust=True)
+        one_sentence(str(exc.value))
+        assert f"`{name}`" in str(exc.value)
+        # the payload as the whole table, and as a value of a plain word -> number dict
+        p.write_bytes(pickle.dumps({"word": payload}, protocol=2))
+        with pytest.raises(InputError, match=f"`{name}`"):
+            load_idf(p, trust=True)
+
+
+@pytest.mark.parametrize("kind", ["torch-zip", "torch-legacy"])
+def test_load_idf_refuses_a_torch_checkpoint(tmp_path: Path, marker: Path, kind: str) -> None:
+    """A torch file given as the IDF table is refused (not a pickle of a dict) without running anything."""
+    from vistkit.metrics.rovist_vg import load_idf
+
+    p = _write_evil(tmp_path / "idf_dict.pkl", kind, _payloads(marker)["os.system"])
+    with pytest.raises(InputError) as exc:
+        load_idf(p, trust=True)
+    one_sentence(str(exc.value))
+
+
+def test_load_idf_reads_a_real_table_and_numpy_scalars(tmp_path: Path) -> None:
+    """The restricted unpickler still admits what RoViST's idf_dict.pkl holds."""
+    np = pytest.importorskip("numpy")
+    from vistkit.metrics.rovist_vg import load_idf
+
+    p = tmp_path / "idf_dict.pkl"
+    p.write_bytes(pickle.dumps({"dog": np.float64(2.5), "cat": 1, b"sky": 0.5}, protocol=2))
+    assert load_idf(p, trust=True) == {"dog": 2.5, "cat": 1.0, "sky": 0.5}
+
+
+def test_no_other_unpickling_in_the_package() -> None:
+    """Every pickle / torch.load / np.load / joblib use in src is one of the two restricted readers above."""
+    src = Path(__file__).resolve().parents[1] / "src" / "vistkit"
+    needles = ("pickle.load", "pickle.Unpickler", "torch.load(", "allow_pickle", "joblib", "dill", "shelve",
+               "marshal.load", "yaml.load(", "np.load(", "numpy.load(")  # fmt: skip
+    hits = []
+    for f in src.rglob("*.py"):
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            if any(x in code for x in needles):
+                hits.append(f"{f.relative_to(src)}:{n}")
+    allowed = {"models/checkpoints.py"}
+    assert {h.split(":")[0] for h in hits} <= allowed, hits
+
+
+# --------------------------------------------------------------------------------------------------- CLI runner
+_shim = typer.Typer(add_completion=False)
+
+
+@_shim.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+)
+def _vistkit(ctx: typer.Context) -> None:
+    """The real entry point (`vistkit.cli.main`: error mapping included) under CliRunner."""
+    raise SystemExit(main(list(ctx.args)))
+
+
+RUNNER = CliRunner()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _click_command_built_once() -> Iterator[None]:
+    """`main` calls ``app(args=...)``, which rebuilds the click command from the typer app on every call (~75 ms,
+    most of a failing run); here it is built once and reused, with `main`'s error mapping untouched."""
+    import vistkit.cli as cli_module
+
+    _load_commands()
+    command = typer.main.get_command(app)
+
+    def run(*, args: list[str], standalone_mode: bool) -> Any:
+        return command.main(args=args, standalone_mode=standalone_mode)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(cli_module, "app", run)
+    yield
+    patch.undo()
+
+
+def cli(*args: str | Path, limit: float = 15.0) -> tuple[int, str, str]:
+    """Run ``vistkit ARGS`` in process under a hard timeout; asserts no traceback; (code, stdout, stderr)."""
+    with hard_timeout(limit):
+        result = RUNNER.invoke(_shim, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args,
+        "".join(__import__("traceback").format_exception(result.exception)),
+    )
+    assert "Traceback" not in result.output
+    return result.exit_code, result.stdout, result.stderr
+
+
+def cli_fails_cleanly(*args: str | Path) -> str:
+    code, out, err = cli(*args)
+    assert code in (1, 2), (args, code, out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if code == 1 and not lines and args[0] == "validate":  # a failed check: the findings are the report
+        assert "Error" in out, (args, out)
+    elif code == 1:
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, err)
+        one_sentence(lines[0])
+    else:
+        assert any("Error" in ln or "error" in ln for ln in lines), (args, err)
+    return err
+
+
+# --------------------------------------------------------------------------------------------------- CLI pickles
+def _stories(path: Path) -> Path:
+    rows = [
+        {"story_id": "s1", "text": "we went to the park . the park was nice . we left .", "photo_ids": ["1", "2"]},
+        {"story_id": "s2", "text": "the cake was big . everyone sang . we danced .", "photo_ids": ["3", "4"]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["torch-zip", "torch-legacy", "pickle-p2"])
+def test_cli_never_runs_a_malicious_checkpoint(tmp_path: Path, marker: Path, kind: str) -> None:
+    evil = _write_evil(tmp_path / "EVIL.pth.tar", kind, _payloads(marker)["os.system"])
+    hyps = _stories(tmp_path / "h.jsonl")
+    glove = tmp_path / "glove.txt"
+    glove.write_text("unk 0.1 0.2\n", encoding="utf-8")
+    idf = tmp_path / "idf.json"
+    idf.write_text('{"park": 1.0}', encoding="utf-8")
+    trusted = [
+        ("models", "convert", evil, tmp_path / "out1", "--trust-checkpoint", "--kind", "state-dict"),
+        ("models", "convert", evil, tmp_path / "out2", "--trust-checkpoint"),
+        ("score", hyps, "-m", "rovist-c", "-o", f"rovist-c.model={evil}", "-o", "rovist-c.trust_checkpoint=true"),
+        ("score", hyps, "-m", "dhm-c", "-o", f"dhm-c.model={evil}", "-o", "dhm-c.trust_checkpoint=true"),
+        ("score", hyps, "-m", "rovist-vg", "-o", f"rovist-vg.checkpoint={evil}", "-o", f"rovist-vg.glove={glove}",
+         "-o", f"rovist-vg.idf={idf}", "-o", "rovist-vg.trust_checkpoint=true"),
+    ]  # fmt: skip
+    for args in trusted:
+        err = cli_fails_cleanly(*args)
+        assert "`os.system`" in err, (args, err)
+    for args in [
+        ("models", "convert", evil, tmp_path / "out3", "--kind", "state-dict"),
+        ("models", "convert", evil, tmp_path / "out4"),
+        ("score", hyps, "-m", "rovist-c", "-o", f"rovist-c.model={evil}"),
+    ]:
+        err = cli_fails_cleanly(*args)
+        assert "trust" in err, (args, err)
+    code, out, _ = cli("models", "info", evil, "-f", "json")  # hashes the file; never unpickles it
+    assert code == 0 and "pickle checkpoint" in out
+    assert not any((tmp_path / f"out{i}").exists() for i in range(1, 5))
+
+
+def test_cli_never_runs_a_malicious_idf_pickle(tmp_path: Path, marker: Path) -> None:
+    """rovist-vg loads its IDF table after the checkpoint: checked through the library with trust."""
+    from vistkit.metrics.rovist_vg import load_idf
+
+    p = _write_evil(tmp_path / "idf_dict.pkl", "pickle-p5", _payloads(marker)["subprocess.call"])
+    with pytest.raises(InputError, match=r"`subprocess\.call`"):
+        load_idf(p, trust=True)
+
+
+# =========================================================================================== 2. readers
+def _csv_text(header: list[str], rows: list[list[str]], delimiter: str = ",") -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _dhm_prefix(folder: Path, *, g: str | None = None, c: str | None = None, r: str | None = None) -> Path:
+    """A dHM score prefix ``folder/run`` (``run_G.json``, ``run_C.csv``, ``run_R.csv``); any of the three texts
+    may be replaced."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run_G.json").write_text(g if g is not None else '{"1": 0.5, "2": 0.25}', encoding="utf-8")
+    (folder / "run_C.csv").write_text(c if c is not None else "story_id,score\n1,0.5\n2,0.75\n", encoding="utf-8")
+    (folder / "run_R.csv").write_text(r if r is not None else "story_id,score\n1,0.9\n2,0.8\n", encoding="utf-8")
+    return folder / "run"
+
+
+def _dhm_from(part: str) -> Callable[[Path], Any]:
+    def read(p: Path) -> Any:
+        text = p.read_bytes().decode("utf-8", "surrogateescape")
+        prefix = _dhm_prefix(p.parent / f"dhm-{p.stem}", **{part: ""})
+        (prefix.parent / f"run_{part.upper()}.{'json' if part == 'g' else 'csv'}").write_bytes(p.read_bytes())
+        del text
+        return distance.read_scores(prefix)
+
+    return read
+
+
+def _validate(p: Path) -> Any:
+    return validate_submission(p)
+
+
+def _idf_json(p: Path) -> Any:
+    from vistkit.metrics.rovist_vg import load_idf
+
+    return load_idf(p)
+
+
+def _glove(p: Path) -> Any:
+    from vistkit.metrics.rovist_vg import load_glove
+
+    return load_glove(p)
+
+
+# name -> (file suffix, reader, the columns / keys its well-formed input uses)
+READERS: dict[str, tuple[str, Callable[[Path], Any], tuple[str, ...]]] = {
+    "stories-json": (".json", readers.read_stories,
+                     ("annotations", "output_stories", "story_id", "text", "photo_flickr_id",
+                      "worker_arranged_photo_order", "album_id", "photo_sequence", "story_text_normalized")),
+    "stories-jsonl": (".jsonl", readers.read_stories,
+                      ("story_id", "text", "story", "photo_ids", "album_id", "sentences", "system")),
+    "stories-csv": (".csv", readers.read_stories,
+                    ("story_id", "text", "story", "photo_ids", "album_id", "sentences", "system")),
+    "stories-tsv": (".tsv", readers.read_stories, ("story_id", "text", "photo_ids", "sentences")),
+    "template": (".json", readers.read_template,
+                 ("output_stories", "album_id", "photo_sequence", "story_text_normalized")),
+    "pairs": (".csv", human.read_pairs, (*human.VHED_COLUMNS, "pair_id", "label_source")),
+    "rankings": (".csv", human.read_rankings, ("task", "worker", "story", "rank", "text", "system", "img_seq")),
+    "likert": (".csv", human.read_likert,
+               ("system", "model", "item", "story_id", "worker", "text", *human.VIST_ASPECTS)),
+    "error-labels": (".csv", human.read_error_labels, ("system", "item", "worker", *human.VRANK_ERRORS)),
+    "per-item-scores": (".csv", distance.read_scores, ("id", "groovist", "rovist-c", "rovist-nr", "G", "C", "R")),
+    "dhm-G.json": (".json", _dhm_from("g"), ("1", "2", "3")),
+    "dhm-C.csv": (".csv", _dhm_from("c"), ("story_id", "score")),
+    "dhm-R.csv": (".csv", _dhm_from("r"), ("story_id", "score")),
+    "regions": (".csv", images.read_regions, ("image_id", "bbox")),
+    "photo-map": (".json", images.load_photo_map, ("s1", "s2")),
+    "idf-json": (".json", _idf_json, ("dog", "park")),
+    "glove": (".txt", _glove, ("unk", "dog")),
+    "submission": (".json", _validate,
+                   ("team_name", "output_stories", "album_id", "photo_sequence", "story_text_normalized")),
+}  # fmt: skip
+
+CELLS = st.sampled_from(
+    ["", "nan", "NaN", "inf", "-inf", "1e999", "-1e999", "0", "1", "-1", "2.5", "3", "5", "x", "é", "1-2-3",
+     "[0, 0, 10, 10]", "[10, 10, 0, 0]", "whole", "human", "gt", '"', "a,b", "a\nb", "\x00", "0.5", "unk 0.1 0.2"]
+)  # fmt: skip
+JSON_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 10**20), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6), CELLS,
+)  # fmt: skip
+
+
+@st.composite
+def _csv_doc(draw: st.DrawFn, columns: tuple[str, ...], delimiter: str) -> str:
+    names = st.one_of(st.sampled_from(columns), st.text(max_size=4))
+    header = draw(st.lists(names, max_size=len(columns) + 1))
+    if draw(st.booleans()):  # a well-formed header: every column the reader knows
+        header = list(columns)
+    cell = st.one_of(CELLS, st.text(max_size=8))
+    rows = draw(st.lists(st.lists(cell, max_size=len(header) + 1), max_size=4))
+    if delimiter == " ":  # glove: word v1 v2 ...
+        return "\n".join(" ".join(r) for r in [header, *rows]) + "\n"
+    return _csv_text(header, rows, delimiter)
+
+
+@st.composite
+def _json_doc(draw: st.DrawFn, keys: tuple[str, ...]) -> str:
+    key = st.one_of(st.sampled_from(keys), st.text(max_size=5))
+    value = st.recursive(
+        JSON_SCALARS,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(key, inner, max_size=4)),
+        max_leaves=14,
+    )
+    doc = draw(st.one_of(st.dictionaries(key, value, max_size=5), st.lists(value, max_size=4), value))
+    if draw(st.booleans()) and isinstance(doc, list):  # jsonl: one value per line
+        return "\n".join(json.dumps(v) for v in doc)
+    return json.dumps(doc)
+
+
+@st.composite
+def _damaged(draw: st.DrawFn, text: str) -> bytes:
+    """The text's bytes, left alone or damaged as real files are."""
+    raw = text.encode("utf-8", "surrogatepass")
+    kind = draw(st.sampled_from(["utf8", "bom", "bom-junk", "latin1", "truncated", "nul", "junk", "crlf"]))
+    if kind == "bom":
+        return b"\xef\xbb\xbf" + raw
+    if kind == "bom-junk":
+        return b"\xef\xbb\xbf" + draw(st.binary(max_size=40)) + raw
+    if kind == "latin1":
+        return (text + " café").encode("latin-1", "replace")
+    if kind == "truncated":
+        whole = (text + " é€😀").encode("utf-8", "surrogatepass")
+        return whole[: draw(st.integers(0, len(whole) - 1))]
+    if kind == "nul":
+        cut = draw(st.integers(0, len(raw)))
+        return raw[:cut] + b"\x00" + raw[cut:]
+    if kind == "junk":
+        return draw(st.binary(max_size=120))
+    if kind == "crlf":
+        return raw.replace(b"\n", b"\r\n") + b"\r"
+    return raw
+
+
+def _bad_bytes(suffix: str, columns: tuple[str, ...]) -> st.SearchStrategy[bytes]:
+    if suffix in (".csv", ".tsv", ".txt"):
+        doc = _csv_doc(columns, {".csv": ",", ".tsv": "\t", ".txt": " "}[suffix])
+    else:
+        doc = _json_doc(columns)
+    return st.one_of(st.binary(max_size=200), doc.flatmap(_damaged))
+
+
+def _write(folder: Path, name: str, suffix: str, data: bytes, container: str) -> Path:
+    """``data`` as ``name+suffix``, plain, gzipped, or the one member of a zip (as users hand files over)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if container == "gz":
+        p = folder / f"{name}{suffix}.gz"
+        p.write_bytes(gzip.compress(data))
+    elif container == "zip":
+        p = folder / f"{name}{suffix}.zip"
+        with zipfile.ZipFile(p, "w") as zf:
+            zf.writestr(f"inner{suffix}", data)
+    else:
+        p = folder / f"{name}{suffix}"
+        p.write_bytes(data)
+    return p
+
+
+_COUNTER = iter(range(10**9))
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_reader_fuzz_returns_or_raises_vistkit_error(reader: str, tmp_path: Path) -> None:
+    suffix, read, columns = READERS[reader]
+
+    @FUZZ
+    @given(data=_bad_bytes(suffix, columns), container=st.sampled_from(["plain", "plain", "plain", "gz", "zip"]))
+    def check(data: bytes, container: str) -> None:
+        if reader in ("submission",) or reader.startswith("dhm-"):
+            container = "plain"  # the validator reads the bytes itself; dHM prefixes name plain files
+        p = _write(tmp_path, f"f{next(_COUNTER)}", suffix, data, container)
+        with hard_timeout(10):
+            returns_or_vistkit_error(lambda: read(p))
+
+    check()
+
+
+def _bad_files(folder: Path, suffix: str) -> dict[str, Path]:
+    """The fixed bad inputs of the brief, as files with ``suffix`` (what a reader or verb expects)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    junk = bytes(range(256)) * 3
+    good_csv = "story_id,text\ns1,café crème\n"
+    contents = {
+        "empty": b"",
+        "random": junk,
+        "bom-junk": b"\xef\xbb\xbf" + junk[::-1],
+        "latin1": good_csv.encode("latin-1"),
+        "truncated-utf8": good_csv.encode("utf-8")[:-8],
+        "nul": b"story_id,text\ns1,a\x00b\n",
+        "huge-field": b"story_id,text\ns1," + b"x" * 200_000 + b"\n",
+        "huge-quoted": b'story_id,text\ns1,"' + b"y" * 200_000 + b"\n",
+        "wrong-columns": b"foo,bar\n1,2\n",
+        "nan-inf": _csv_text(
+            ["sent1", "sent2", "label", "avg_rank_base", "avg_rank_comp", "agreement", "order", "rank_norm",
+             "task", "worker", "story", "rank", "system", "item", "id", "groovist", "rovist-c", "rovist-nr",
+             "image_id", "bbox", "text", "story_id", "focused", "Gram", "score"],
+            [["a", "b", "nan", "inf", "-inf", "nan", "inf", "nan", "t", "w", "s", "nan", "A", "1", "1", "nan",
+              "inf", "-inf", "1", "[0, 0, inf, inf]", "a b .", "1", "inf", "nan", "nan"],
+             ["c", "d", "1e999", "1", "2", "inf", "-inf", "inf", "t", "w", "s2", "inf", "A", "1", "2", "inf",
+              "nan", "1e999", "1", "[nan, 0, 1, 1]", "c d .", "2", "nan", "inf", "inf"]],
+        ).encode(),
+        "json-nan": b'{"1": NaN, "2": Infinity, "output_stories": NaN}',
+        "json-deep": b"[" * 100_000,
+        "json-huge-int": b'{"1": 1' + b"0" * 400 + b', "output_stories": [{"photo_sequence": [1' + b"0" * 400 + b"]}]}",
+        "json-long-int": b'{"1": 1' + b"0" * 5000 + b"}",
+        "zip-corrupt": b"PK\x03\x04" + junk,
+        "gz-corrupt": b"\x1f\x8b\x08\x00" + junk,
+    }  # fmt: skip
+    out = {name: _write(folder, name, suffix, data, "plain") for name, data in contents.items()}
+    out["gz-corrupt"] = out["gz-corrupt"].rename(out["gz-corrupt"].with_name(f"gz-corrupt{suffix}.gz"))
+    out["zip-corrupt"] = out["zip-corrupt"].rename(out["zip-corrupt"].with_name(f"zip-corrupt{suffix}.zip"))
+    out["gz-latin1"] = _write(folder, "gz-latin1", suffix, contents["latin1"], "gz")
+    out["zip-random"] = _write(folder, "zip-random", suffix, junk, "zip")
+    (folder / f"folder{suffix}").mkdir()
+    out["folder"] = folder / f"folder{suffix}"
+    out["missing"] = folder / f"missing{suffix}"
+    for name, members in (
+        ("zip-0-members", {}),
+        ("zip-2-members", {f"a{suffix}": b"x", f"b{suffix}": b"y"}),
+        ("zip-dotdot", {f"../evil{suffix}": b"x"}),
+        ("zip-absolute", {f"/etc/evil{suffix}": b"x"}),
+    ):
+        p = folder / f"{name}{suffix}.zip"
+        with zipfile.ZipFile(p, "w") as zf:
+            for member, data in members.items():
+                zf.writestr(member, data)
+        out[name] = p
+    return out
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_reader_on_every_fixed_bad_file(reader: str, tmp_path: Path) -> None:
+    suffix, read, _ = READERS[reader]
+    for name, p in _bad_files(tmp_path / "bad", suffix).items():
+        plain_only = reader.startswith("dhm-") or reader == "submission"  # no .gz/.zip for these
+        if (reader.startswith("dhm-") and name in ("folder", "missing")) or (
+            plain_only and name.startswith(("zip", "gz"))
+        ):
+            continue
+        with hard_timeout(10):
+            try:
+                read(p)
+            except VistkitError as exc:
+                one_sentence(str(exc))
+            except Exception as exc:  # pragma: no cover - the failure message
+                raise AssertionError(f"{reader} on {name}: {type(exc).__name__}: {exc}") from exc
+
+
+# =========================================================================================== 2b. every CLI verb
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "meta"
+
+# verbs that serve or wait (never run here: a previous attempt at this file hung the suite)
+BLOCKING = {"studio serve": "serves HTTP until stopped", "studio demo": "builds a study and can serve it (--serve)"}
+# verbs that read no user file (their options are names and formats)
+NO_FILE = {"metrics", "formats", "demo", "models list"}
+
+
+def cli_verbs() -> list[str]:
+    """Every leaf command of the typer app, as typed (``meta pairs``)."""
+    _load_commands()
+    found: list[str] = []
+
+    def walk(cmd: Any, prefix: tuple[str, ...]) -> None:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, (*prefix, name))
+        else:
+            found.append(" ".join(prefix))
+
+    walk(typer.main.get_command(app), ())
+    return sorted(found)
+
+
+@pytest.fixture
+def good(tmp_path: Path) -> dict[str, Path]:
+    """Well-formed companions for the argument not under test."""
+    torch = pytest.importorskip("torch")
+    g = {"stories": _stories(tmp_path / "good-stories.jsonl")}
+    sub = {"team_name": "t", "output_stories": [
+        {"album_id": "a", "photo_sequence": ["1", "2"], "story_text_normalized": "a b ."}]}  # fmt: skip
+    g["submission"] = tmp_path / "good-sub.json"
+    g["submission"].write_text(json.dumps(sub), encoding="utf-8")
+    fixtures = (("pairs", "vhed_small.csv"), ("likert", "likert_small.csv"), ("labels", "errors_small.csv"))
+    for name, fixture in fixtures:
+        g[name] = tmp_path / fixture
+        g[name].write_bytes((FIXTURES / fixture).read_bytes())
+    g["per_item"] = tmp_path / "good-per-item.csv"
+    g["per_item"].write_text("id,groovist,rovist-c,rovist-nr\ns1,0.5,0.5,0.9\n", encoding="utf-8")
+    g["ckpt"] = tmp_path / "good.pth.tar"
+    torch.save({"model": {"w": torch.zeros(2)}}, g["ckpt"])
+    g["out"] = tmp_path / "out"
+    return g
+
+
+def _in_folder(bad: Path, name: str) -> Path | None:
+    """A model folder whose ``name`` (config.json, or vistkit_model.json of a converted folder) holds the bad
+    bytes (None: no bytes to copy)."""
+    if not bad.is_file():
+        return None
+    folder = bad.parent / f"model-{name}-{bad.name}"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_bytes(bad.read_bytes())
+    if name == "vistkit_model.json":
+        (folder / "model.safetensors").write_bytes(b"")
+    return folder
+
+
+Slot = tuple[str, Callable[[Path, dict[str, Path]], list[Any] | None]]
+
+# verb -> slots: (suffix of the bad file, argv with the bad file in one place); cheap metrics only
+VERB_SLOTS: dict[str, list[Slot]] = {
+    "score": [
+        (".jsonl", lambda b, g: ["score", b, "-m", "rovist-nr"]),
+        (".json", lambda b, g: ["score", g["stories"], "-m", "bleu-4", "-r", b]),
+        (".json", lambda b, g: ["score", g["stories"], "-m", "rovist-nr", "--template", b]),
+    ],
+    "compare": [
+        (".csv", lambda b, g: ["compare", b, g["stories"], "-m", "rovist-nr", "--n-samples", "20"]),
+        (".json", lambda b, g: ["compare", g["stories"], g["stories"], "-m", "bleu-4", "-r", b, "--n-samples",
+                                "20"]),
+    ],
+    "validate": [
+        (".json", lambda b, g: ["validate", b]),
+        (".json", lambda b, g: ["validate", g["submission"], "--template", b]),
+        (".json", lambda b, g: ["validate", g["submission"], "-r", b]),
+    ],
+    "distance": [
+        (".csv", lambda b, g: ["distance", "--human", b, "--model", g["per_item"]]),
+        (".jsonl", lambda b, g: ["distance", "--human-stories", b, "--model-stories", g["stories"], "--dimensions",
+                                 "R"]),
+    ],
+    **{
+        f"meta {verb}": [
+            (".csv", lambda b, g, verb=verb, m=metrics: ["meta", verb, b, "-m", m]),
+            (".json", lambda b, g, verb=verb, m=metrics: ["meta", verb, g["pairs"], "-m", m, "-r", b]),
+        ]
+        for verb, metrics in (("pairs", "rovist-nr"), ("gap", "rovist-nr"), ("beats-ref", "rovist-nr"),
+                              ("compare", "rovist-nr,rovist-nr-jaccard"))
+    },
+    "meta correlate": [
+        (".csv", lambda b, g: ["meta", "correlate", b, "-m", "rovist-nr", "-s", f"human={g['stories']}"]),
+        (".jsonl", lambda b, g: ["meta", "correlate", g["likert"], "-m", "rovist-nr", "-s", f"human={b}"]),
+    ],
+    "meta errors": [
+        (".csv", lambda b, g: ["meta", "errors", b, "-m", "rovist-nr", "-s", f"human={g['stories']}"]),
+        (".jsonl", lambda b, g: ["meta", "errors", g["labels"], "-m", "rovist-nr", "-s", f"human={b}"]),
+    ],
+    "meta build-pairs": [
+        (".jsonl", lambda b, g: ["meta", "build-pairs", "-r", b, "--machine", f"m={g['stories']}", "-o",
+                                 g["out"] / "p.csv"]),
+        (".json", lambda b, g: ["meta", "build-pairs", "-r", g["stories"], "--machine", f"m={b}", "-o",
+                                g["out"] / "p.csv"]),
+    ],
+    "meta rankings-to-pairs": [(".csv", lambda b, g: ["meta", "rankings-to-pairs", b, "-o", g["out"] / "r.csv"])],
+    "models info": [
+        (".json", lambda b, g: (f := _in_folder(b, "config.json")) and ["models", "info", f]),
+        (".json", lambda b, g: (f := _in_folder(b, "vistkit_model.json")) and ["models", "info", f]),
+    ],
+    "models convert": [
+        (".pth.tar", lambda b, g: ["models", "convert", b, g["out"] / "c1", "--trust-checkpoint", "--kind",
+                                   "state-dict"]),
+        (".pth.tar", lambda b, g: ["models", "convert", b, g["out"] / "c2", "--trust-checkpoint"]),
+        (".json", lambda b, g: ["models", "convert", g["ckpt"], g["out"] / "c3", "--trust-checkpoint", "--kind",
+                                "state-dict", "--config", b]),
+        (".json", lambda b, g: ["models", "convert", g["ckpt"], g["out"] / "c4", "--trust-checkpoint", "--config",
+                                b]),
+    ],
+    "vrank train": [
+        (".csv", lambda b, g: ["vrank", "train", b, "--out", g["out"] / "v", "--encoder", g["out"] / "no-encoder"]),
+        (".jsonl", lambda b, g: ["vrank", "train", g["pairs"], "--out", g["out"] / "v", "--encoder",
+                                 g["out"] / "no-encoder", "--mlm-stories", b]),
+    ],
+    "vrank predict": [(".csv", lambda b, g: ["vrank", "predict", b, "-m", g["out"] / "no-model"])],
+    "studio init": [
+        (".jsonl", lambda b, g: ["studio", "init", g["out"] / "s.db", "--task", "rank", "-s", f"a={b}", "-s",
+                                 f"b={g['stories']}"]),
+    ],
+    **{
+        f"studio {verb}": [(".db", lambda b, g, extra=extra, verb=verb: ["studio", verb, b, *extra])]
+        for verb, extra in (("invite", ["--n", "1"]), ("status", []), ("export", ["-o", "/dev/null"]),
+                            ("report", ["-m", "rovist-nr"]))
+    },
+}  # fmt: skip
+
+
+CORE_BAD = {"empty", "random", "latin1", "nan-inf", "json-nan", "folder", "missing", "zip-2-members", "zip-dotdot"}
+
+
+def test_every_cli_verb_is_covered_or_excluded_by_name() -> None:
+    verbs = set(cli_verbs())
+    assert verbs == set(VERB_SLOTS) | set(BLOCKING) | NO_FILE, (
+        "a new verb: add it to VERB_SLOTS (it reads a file), NO_FILE or BLOCKING",
+        verbs ^ (set(VERB_SLOTS) | set(BLOCKING) | NO_FILE),
+    )
+
+
+@pytest.mark.parametrize("verb", sorted(VERB_SLOTS))
+def test_cli_verb_on_bad_files(verb: str, tmp_path: Path, good: dict[str, Path]) -> None:
+    """Each bad file in each file argument of the verb: exit 1 or 2, one line, no traceback."""
+    good["out"].mkdir()
+    for n, (suffix, argv) in enumerate(VERB_SLOTS[verb]):
+        for name, bad in _bad_files(tmp_path / f"bad{n}", suffix).items():
+            if n > 0 and name not in CORE_BAD:  # every bad file in the first slot, the main kinds elsewhere
+                continue
+            if name in ("json-nan", "json-huge-int") and verb.startswith("models"):  # readable JSON objects
+                continue
+            args = argv(bad, good)
+            if args is None:
+                continue
+            try:
+                cli_fails_cleanly(*args)
+            except AssertionError as exc:
+                raise AssertionError(f"{verb} with {name} in slot {n}: {exc}") from None
+
+
+# =========================================================================================== 3. BOM and zip rules
+GOOD_INPUTS: dict[str, str] = {
+    "stories-json": json.dumps({"s1": "we went to the park .", "s2": "a café ."}),
+    "stories-jsonl": '{"story_id": "s1", "text": "a café ."}\n{"story_id": "s2", "text": "b ."}\n',
+    "stories-csv": "story_id,text,photo_ids\ns1,a café .,1-2\ns2,b .,3-4\n",
+    "stories-tsv": "story_id\ttext\ns1\ta café .\n",
+    "template": json.dumps({"output_stories": [
+        {"album_id": "a", "photo_sequence": ["1", "2"], "story_text_normalized": "x ."}]}),
+    "pairs": (FIXTURES / "vhed_small.csv").read_text(encoding="utf-8"),
+    "rankings": (FIXTURES / "rankings_small.csv").read_text(encoding="utf-8"),
+    "likert": (FIXTURES / "likert_small.csv").read_text(encoding="utf-8"),
+    "error-labels": (FIXTURES / "errors_small.csv").read_text(encoding="utf-8"),
+    "per-item-scores": "id,groovist,rovist-c,rovist-nr\ns1,0.5,0.25,0.9\ns2,,0.5,1.0\n",
+    "dhm-G.json": '{"1": 0.5, "2": 0.25}',
+    "dhm-C.csv": "story_id,score\n1,0.5\n2,0.75\n",
+    "dhm-R.csv": "story_id,score\n1,0.9\n2,nan\n",
+    "regions": "image_id,bbox\n1,\"[0, 0, 10, 10]\"\n1,\"[5, 5, 20, 30]\"\n2,\"[1, 2, 3, 4]\"\n",
+    "photo-map": '{"s1": ["1", "2"], "s2": [3]}',
+    "idf-json": '{"dog": 2.5, "park": 1}',
+    "glove": "unk 0.1 0.2\ndog 0.5 -0.5\n",
+    "submission": GOOD_SUBMISSION if (GOOD_SUBMISSION := json.dumps({"team_name": "t", "output_stories": [
+        {"album_id": "a", "photo_sequence": ["1", "2"], "story_text_normalized": "x ."}]})) else "",
+}  # fmt: skip
+ZIP_READERS = sorted(r for r in READERS if not r.startswith("dhm-") and r != "submission")
+
+
+def _comparable(value: Any) -> Any:
+    """What a reader returned, without the path it came from (story sets record their source)."""
+    if isinstance(value, readers.StorySet):
+        return [(s.story_id, s.text, s.photo_ids, s.sentences, s.system) for s in value]
+    if hasattr(value, "findings"):
+        return sorted(str(f) for f in value.findings if "BOM" not in str(f) and "byte-order" not in str(f))
+    text = repr(value)
+    return text if "array(" not in text else repr(getattr(value, "__dict__", value))
+
+
+def test_good_inputs_cover_every_reader() -> None:
+    assert set(GOOD_INPUTS) == set(READERS)
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_utf8_bom_is_accepted_by_every_reader(reader: str, tmp_path: Path) -> None:
+    suffix, read, _ = READERS[reader]
+    text = GOOD_INPUTS[reader]
+    plain = _write(tmp_path / "plain", "in", suffix, text.encode("utf-8"), "plain")
+    bom = _write(tmp_path / "bom", "in", suffix, b"\xef\xbb\xbf" + text.encode("utf-8"), "plain")
+    expected = _comparable(read(plain))
+    assert _comparable(read(bom)) == expected
+    if reader not in ZIP_READERS:
+        return
+    for container in ("gz", "zip"):  # the BOM inside a container too
+        p = _write(tmp_path / container, "in", suffix, b"\xef\xbb\xbf" + text.encode("utf-8"), container)
+        assert _comparable(read(p)) == expected, container
+
+
+@pytest.mark.parametrize("reader", ZIP_READERS)
+def test_zip_rules_for_every_reader(reader: str, tmp_path: Path) -> None:
+    """One member: read; several: refused naming them; ``ARCHIVE.zip:MEMBER`` chooses; a missing member and
+    ``../`` or absolute member names are refused."""
+    suffix, read, _ = READERS[reader]
+    data = GOOD_INPUTS[reader].encode("utf-8")
+    expected = _comparable(read(_write(tmp_path, "plain", suffix, data, "plain")))
+    assert _comparable(read(_write(tmp_path, "one", suffix, data, "zip"))) == expected
+
+    several = tmp_path / f"several{suffix}.zip"
+    with zipfile.ZipFile(several, "w") as zf:
+        zf.writestr(f"first{suffix}", data)
+        zf.writestr(f"dir/second{suffix}", b"junk \xff")
+        zf.writestr("__MACOSX/._first", b"resource fork")  # macOS litter is not a member
+    with pytest.raises(InputError) as exc:
+        read(several)
+    one_sentence(str(exc.value))
+    assert f"first{suffix}" in str(exc.value) and f"dir/second{suffix}" in str(exc.value)
+    assert "__MACOSX" not in str(exc.value) and f"{several.name}:MEMBER" in str(exc.value)
+    if reader == "glove":  # load_glove (metrics/rovist_vg.py) checks Path.is_file() first: no member syntax yet
+        return
+    assert _comparable(read(Path(f"{several}:first{suffix}"))) == expected
+    with pytest.raises(VistkitError):
+        read(Path(f"{several}:dir/second{suffix}"))  # chosen, read, and not valid UTF-8: one clear error
+    with pytest.raises(InputError, match="has no member 'absent"):
+        read(Path(f"{several}:absent{suffix}"))
+
+    for bad_name in (f"../evil{suffix}", f"/abs/evil{suffix}", f"a/../../evil{suffix}"):
+        unsafe = tmp_path / f"unsafe{suffix}.zip"
+        with zipfile.ZipFile(unsafe, "w") as zf:
+            zf.writestr(bad_name, data)
+        with pytest.raises(InputError, match="unsafe") as exc:
+            read(unsafe)
+        one_sentence(str(exc.value))
+        with pytest.raises(InputError, match="unsafe"):
+            read(Path(f"{unsafe}:{bad_name}"))
+        unsafe.unlink()
+
+    empty = tmp_path / f"empty{suffix}.zip"
+    with zipfile.ZipFile(empty, "w"):
+        pass
+    with pytest.raises(InputError, match="holds no file"):
+        read(empty)
+
+
+def test_formats_documents_every_input_kind_bom_and_zip_rules() -> None:
+    code, out, err = cli("formats")
+    assert code == 0, err
+    for kind in ("sis", "storylets", "challenge", "story-dict", "tapm", "arel", "jsonl", "csv", "pairs",
+                 "rankings", "likert", "error labels", "per-item scores", "dHM scores", "regions", "photo map",
+                 "IDF"):  # fmt: skip
+        assert kind in out, kind
+    flat = " ".join(out.split())
+    assert "BOM" in flat and "ARCHIVE.zip:MEMBER" in flat and "several" in flat and ".." in flat
+    code, out, _ = cli("formats", "-f", "json")
+    assert code == 0 and json.loads(out)
