@@ -259,8 +259,8 @@ def _click_command_built_once() -> Iterator[None]:
     _load_commands()
     command = typer.main.get_command(app)
 
-    def run(*, args: list[str], standalone_mode: bool) -> Any:
-        return command.main(args=args, standalone_mode=standalone_mode)
+    def run(*, args: list[str], standalone_mode: bool, **kwargs: Any) -> Any:
+        return command.main(args=args, standalone_mode=standalone_mode, **kwargs)
 
     patch = pytest.MonkeyPatch()
     patch.setattr(cli_module, "app", run)
@@ -390,6 +390,36 @@ def _glove(p: Path) -> Any:
     return load_glove(p)
 
 
+def _bertscore_baseline(p: Path) -> Any:
+    from vistkit.metrics.bertscore import read_baseline
+
+    return read_baseline(p, 1)
+
+
+def _concreteness(p: Path) -> Any:
+    from vistkit.metrics.groovist import read_concreteness
+
+    return read_concreteness(p)
+
+
+def _wordnet_index(p: Path) -> Any:
+    from vistkit.metrics.groovist import read_wordnet_lemmas
+
+    return sorted(read_wordnet_lemmas(p))
+
+
+def _wordnet_exc(p: Path) -> Any:
+    from vistkit.metrics.groovist import read_wordnet_exceptions
+
+    return read_wordnet_exceptions(p)
+
+
+def _sop_config(p: Path) -> Any:
+    from vistkit.models.sop import _config_from
+
+    return _config_from(p, {})
+
+
 # name -> (file suffix, reader, the columns / keys its well-formed input uses)
 READERS: dict[str, tuple[str, Callable[[Path], Any], tuple[str, ...]]] = {
     "stories-json": (".json", readers.read_stories,
@@ -415,6 +445,11 @@ READERS: dict[str, tuple[str, Callable[[Path], Any], tuple[str, ...]]] = {
     "photo-map": (".json", images.load_photo_map, ("s1", "s2")),
     "idf-json": (".json", _idf_json, ("dog", "park")),
     "glove": (".txt", _glove, ("unk", "dog")),
+    "bertscore-baseline": (".csv", _bertscore_baseline, ("LAYER", "P", "R", "F")),
+    "concreteness": (".csv", _concreteness, ("Word", "Concreteness", "Brysbaert")),
+    "wordnet-index": (".txt", _wordnet_index, ("dog", "n", "1", "@", "geese")),
+    "wordnet-exc": (".txt", _wordnet_exc, ("geese", "goose", "mice", "mouse")),
+    "sop-config": (".json", _sop_config, ("hidden_size", "num_attention_heads", "vocab_size", "model_type")),
     "submission": (".json", _validate,
                    ("team_name", "output_stories", "album_id", "photo_sequence", "story_text_normalized")),
 }  # fmt: skip
@@ -523,6 +558,30 @@ def test_reader_fuzz_returns_or_raises_vistkit_error(reader: str, tmp_path: Path
     check()
 
 
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [("inf,0.5,0.5,0.5", "has no row"), ("-1e999,0.5,0.5,0.5", "has no row"), ("nan,0.5,0.5,0.5", "has no row"),
+     ("1.5,0.5,0.5,0.5", "has no row"), ("x,0.5,0.5,0.5", "line 2 holds a value that is not a finite number"),
+     ("1,inf,0.5,0.5", "line 2 holds a value that is not a finite number"),
+     ("1,0.5,nan,0.5", "line 2 holds a value that is not a finite number"),
+     ("1,0.5,0.5,1e999", "line 2 holds a value that is not a finite number"),
+     ("1,0.5,0.5,", "line 2 holds a value that is not a finite number")],
+)  # fmt: skip
+def test_bertscore_baseline_bad_cells(tmp_path: Path, row: str, expected: str) -> None:
+    """bert_score's ``LAYER,P,R,F`` file: a non-finite or fractional LAYER matches no layer (an ``inf`` LAYER
+    was an OverflowError), a non-finite P/R/F of the layer's row is one clear error; ``2.0`` is layer 2."""
+    from vistkit.metrics.bertscore import read_baseline
+
+    p = tmp_path / "baseline.tsv"  # bert_score names its comma-separated baselines .tsv
+    p.write_text(f"LAYER,P,R,F\n{row}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=expected) as exc:
+        read_baseline(p, 1)
+    one_sentence(str(exc.value))
+    p.write_text(f"LAYER,P,R,F\n{row}\n2.0,0.25,0.5,0.75\n", encoding="utf-8")
+    if "has no row" in expected:
+        assert read_baseline(p, 2) == (0.25, 0.5, 0.75)
+
+
 def _bad_files(folder: Path, suffix: str) -> dict[str, Path]:
     """The fixed bad inputs of the brief, as files with ``suffix`` (what a reader or verb expects)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -541,11 +600,14 @@ def _bad_files(folder: Path, suffix: str) -> dict[str, Path]:
         "nan-inf": _csv_text(
             ["sent1", "sent2", "label", "avg_rank_base", "avg_rank_comp", "agreement", "order", "rank_norm",
              "task", "worker", "story", "rank", "system", "item", "id", "groovist", "rovist-c", "rovist-nr",
-             "image_id", "bbox", "text", "story_id", "focused", "Gram", "score"],
+             "image_id", "bbox", "text", "story_id", "focused", "Gram", "score", "LAYER", "P", "R", "F", "Word",
+             "Brysbaert"],
             [["a", "b", "nan", "inf", "-inf", "nan", "inf", "nan", "t", "w", "s", "nan", "A", "1", "1", "nan",
-              "inf", "-inf", "1", "[0, 0, inf, inf]", "a b .", "1", "inf", "nan", "nan"],
+              "inf", "-inf", "1", "[0, 0, inf, inf]", "a b .", "1", "inf", "nan", "nan", "inf", "0.5", "0.5", "0.5",
+              "dog", "inf"],
              ["c", "d", "1e999", "1", "2", "inf", "-inf", "inf", "t", "w", "s2", "inf", "A", "1", "2", "inf",
-              "nan", "1e999", "1", "[nan, 0, 1, 1]", "c d .", "2", "nan", "inf", "inf"]],
+              "nan", "1e999", "1", "[nan, 0, 1, 1]", "c d .", "2", "nan", "inf", "inf", "1", "inf", "nan", "1e999",
+              "cat", "nan"]],
         ).encode(),
         "json-nan": b'{"1": NaN, "2": Infinity, "output_stories": NaN}',
         "json-deep": b"[" * 100_000,
@@ -782,6 +844,11 @@ GOOD_INPUTS: dict[str, str] = {
     "photo-map": '{"s1": ["1", "2"], "s2": [3]}',
     "idf-json": '{"dog": 2.5, "park": 1}',
     "glove": "unk 0.1 0.2\ndog 0.5 -0.5\n",
+    "bertscore-baseline": "LAYER,P,R,F\n0,0.9,0.9,0.9\n1,0.8,0.7,0.75\n",
+    "concreteness": "Word,Concreteness,Brysbaert\ndog,4.85,4.85\ncafé,4.1,\nidea,1.61,1.61\n",
+    "wordnet-index": "  1 This software and database is being provided\ndog n 7 5 @ ~ #m 1 0 02084071\ngeese n 1\n",
+    "wordnet-exc": "geese goose\nmice mouse\nbureaux bureau\n",
+    "sop-config": json.dumps({"model_type": "albert", "hidden_size": 8, "num_attention_heads": 2}),
     "submission": GOOD_SUBMISSION if (GOOD_SUBMISSION := json.dumps({"team_name": "t", "output_stories": [
         {"album_id": "a", "photo_sequence": ["1", "2"], "story_text_normalized": "x ."}]})) else "",
 }  # fmt: skip
@@ -836,8 +903,6 @@ def test_zip_rules_for_every_reader(reader: str, tmp_path: Path) -> None:
     one_sentence(str(exc.value))
     assert f"first{suffix}" in str(exc.value) and f"dir/second{suffix}" in str(exc.value)
     assert "__MACOSX" not in str(exc.value) and f"{several.name}:MEMBER" in str(exc.value)
-    if reader == "glove":  # load_glove (metrics/rovist_vg.py) checks Path.is_file() first: no member syntax yet
-        return
     assert _comparable(read(Path(f"{several}:first{suffix}"))) == expected
     with pytest.raises(VistkitError):
         read(Path(f"{several}:dir/second{suffix}"))  # chosen, read, and not valid UTF-8: one clear error

