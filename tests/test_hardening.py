@@ -824,6 +824,73 @@ def test_cli_verb_on_bad_files(verb: str, tmp_path: Path, good: dict[str, Path])
                 raise AssertionError(f"{verb} with {name} in slot {n}: {exc}") from None
 
 
+# =========================================================================================== 2c. leftovers
+def _storylets_zip(tmp_path: Path) -> tuple[Path, Path]:
+    """PR-VIST-like storylets (``text`` and ``predicted_story``) for items i1, i2: a plain file and a zip that holds
+    it as ``m.json`` next to another member."""
+    recs = [
+        {"story_id": sid, "photo_flickr_id": f"{sid}{k}", "worker_arranged_photo_order": k, "album_id": "al",
+         "text": f"{sid} {word} number {k} was fine .", "predicted_story": "the dog . the dog . the dog ."}
+        for sid in ("i1", "i2") for k, word in enumerate(("park", "lake", "cake"))
+    ]  # fmt: skip
+    plain = tmp_path / "m.json"
+    plain.write_text(json.dumps(recs), encoding="utf-8")
+    archive = tmp_path / "A.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("m.json", plain.read_bytes())
+        zf.writestr("other.jsonl", b'{"story_id": "i1", "text": "x ."}\n')
+    return plain, archive
+
+
+def test_stories_option_takes_zip_members_and_fields(tmp_path: Path) -> None:
+    """``-s NAME=FILE:FIELD`` (studio init, meta correlate/errors, build-pairs) and ``ARCHIVE.zip:MEMBER``: FIELD
+    is split off only when it is a plain name without a file suffix and what precedes it is a file."""
+    from vistkit.commands.meta.common import _parse_story_files
+    from vistkit.commands.studio import _parse_stories
+    from vistkit.data.readers import split_field
+
+    plain, archive = _storylets_zip(tmp_path)
+    odd = tmp_path / "odd.json:predicted_story"  # a file whose name looks like FILE:FIELD is never split
+    odd.write_bytes(plain.read_bytes())
+    cases = {
+        f"{archive}:m.json": (f"{archive}:m.json", "text"),  # the member, not FILE A.zip with FIELD m.json
+        f"{archive}:other.jsonl": (f"{archive}:other.jsonl", "text"),
+        f"{archive}:m.json:predicted_story": (f"{archive}:m.json", "predicted_story"),
+        f"{plain}:predicted_story": (str(plain), "predicted_story"),
+        f"{plain}:story-v2.1": (str(plain), "story-v2.1"),
+        str(plain): (str(plain), "text"),
+        str(odd): (str(odd), "text"),
+        f"{tmp_path}/missing.json:predicted_story": (f"{tmp_path}/missing.json:predicted_story", "text"),
+        f"{plain}:dir/x": (f"{plain}:dir/x", "text"),
+        f"{plain}:m.csv": (f"{plain}:m.csv", "text"),
+    }
+    for text, expected in cases.items():
+        assert split_field(text) == expected, text
+        assert _parse_story_files([f"s={text}"]) == {"s": (Path(expected[0]), expected[1])}, text
+    assert _parse_stories([f"a={archive}:m.json:predicted_story"]) == {
+        "a": (Path(f"{archive}:m.json"), "predicted_story")
+    }
+    with pytest.raises(InputError, match="no file"):
+        _parse_stories([f"a={tmp_path}/missing.json:predicted_story"])
+
+    likert = tmp_path / "likert.csv"
+    likert.write_bytes((FIXTURES / "likert_small.csv").read_bytes())
+    runs = {}
+    for label, files in {
+        "zip-text": f"{archive}:m.json", "plain-text": str(plain),
+        "zip-field": f"{archive}:m.json:predicted_story", "plain-field": f"{plain}:predicted_story",
+    }.items():  # fmt: skip
+        code, out, err = cli("meta", "correlate", likert, "-m", "rovist-nr", "-s", f"m1={files}", "-f", "json")
+        assert code == 0, (label, err)
+        runs[label] = json.loads(out)
+    assert runs["zip-text"] == runs["plain-text"] and runs["zip-field"] == runs["plain-field"]
+    assert runs["zip-text"] != runs["zip-field"]  # the field was read: predicted_story is repetitive
+
+    code, _, err = cli("studio", "init", tmp_path / "s.db", "--task", "rank", "-s",
+                       f"a={archive}:m.json:predicted_story", "-s", f"b={archive}:m.json")  # fmt: skip
+    assert code == 0, err
+
+
 # =========================================================================================== 3. BOM and zip rules
 GOOD_INPUTS: dict[str, str] = {
     "stories-json": json.dumps({"s1": "we went to the park .", "s2": "a café ."}),

@@ -55,17 +55,17 @@ def _open(study: str, db_url: str | None) -> Any:
 
 
 def _parse_stories(values: list[str]) -> dict[str, tuple[Path, str]]:
+    from vistkit.data.readers import split_field, split_member
+
     out: dict[str, tuple[Path, str]] = {}
     for v in values:
         if "=" not in v:
             raise InputError(f"--stories {v!r}: write NAME=FILE or NAME=FILE:FIELD (e.g. human=refs.json)")
         name, path = (x.strip() for x in v.split("=", 1))
-        field = "text"
-        if ":" in path and not Path(path).exists():
-            path, field = path.rsplit(":", 1)
+        path, field = split_field(path)  # FILE:FIELD, not ARCHIVE.zip:MEMBER
         if not name or name in out:
             raise InputError(f"--stories {v!r}: every system needs its own, non-empty name")
-        if not Path(path).exists():
+        if not split_member(path)[0].exists():
             raise InputError(f"--stories {name}: no file {path}")
         out[name] = (Path(path), field)
     return out

@@ -73,6 +73,32 @@ def split_member(path: str | Path) -> tuple[Path, str | None]:
     return Path(archive + ".zip"), member
 
 
+# FILE:FIELD (a storylet field, e.g. predicted_story): a plain name that is not a file name
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_FILE_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".gz", ".zip")
+
+
+def split_field(path: str, *, default: str = "text") -> tuple[str, str]:
+    """``FILE:FIELD`` -> ``(FILE, FIELD)``; any other path -> ``(path, default)``.
+
+    Unambiguous next to ``ARCHIVE.zip:MEMBER``: the part after the last ``:`` is a field only when it is a plain
+    name (letters, digits, ``_``, ``-``, ``.``) not ending in a file suffix (``.json``, ``.jsonl``, ``.csv``,
+    ``.tsv``, ``.txt``, ``.gz``, ``.zip``) and the part before is an existing file (or a member of an existing
+    zip). So ``A.zip:m.json`` is a member, ``PR_VIST.json.zip:predicted_story`` a file and a field, and
+    ``A.zip:m.json:predicted_story`` a member and a field. A path that exists as given is never split.
+    """
+    if ":" not in path or Path(path).exists():
+        return path, default
+    before, _, field = path.rpartition(":")
+    if (
+        _FIELD_NAME.fullmatch(field)
+        and not field.lower().endswith(_FILE_SUFFIXES)
+        and split_member(before)[0].is_file()
+    ):
+        return before, field
+    return path, default
+
+
 def _zip_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
     """The one member to read: the named one, else the only file in the archive (several: an error)."""
     names = [n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")]

@@ -231,6 +231,8 @@ def pairs_assessment(
 
 
 def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
+    from vistkit.data.readers import split_field
+
     out: dict[str, tuple[Path, str]] = {}
     for v in values:
         if "=" not in v:
@@ -239,9 +241,7 @@ def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
                 "(e.g. pr-vist=PR_VIST.json.zip:predicted_story)"
             )
         name, path = v.split("=", 1)
-        field = "text"
-        if ":" in path and not Path(path).exists():
-            path, field = path.rsplit(":", 1)
+        path, field = split_field(path)  # FILE:FIELD, not ARCHIVE.zip:MEMBER
         out[name.strip()] = (Path(path), field)
     return out
 
