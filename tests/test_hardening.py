@@ -787,8 +787,9 @@ VERB_SLOTS: dict[str, list[Slot]] = {
                                  f"b={g['stories']}"]),
     ],
     **{
-        f"studio {verb}": [(".db", lambda b, g, extra=extra, verb=verb: ["studio", verb, b, *extra])]
-        for verb, extra in (("invite", ["--n", "1"]), ("status", []), ("export", ["-o", "/dev/null"]),
+        f"studio {verb}": [(".db", lambda b, g, extra=extra, verb=verb: [
+            "studio", verb, b, *extra, *(["-o", g["out"] / "x.csv"] if verb == "export" else [])])]
+        for verb, extra in (("invite", ["--n", "1"]), ("status", []), ("export", ["-f", "pairs"]),
                             ("report", ["-m", "rovist-nr"]))
     },
 }  # fmt: skip
@@ -889,6 +890,27 @@ def test_stories_option_takes_zip_members_and_fields(tmp_path: Path) -> None:
     code, _, err = cli("studio", "init", tmp_path / "s.db", "--task", "rank", "-s",
                        f"a={archive}:m.json:predicted_story", "-s", f"b={archive}:m.json")  # fmt: skip
     assert code == 0, err
+
+
+def test_empty_file_is_refused_as_a_study_without_writing_to_it(tmp_path: Path) -> None:
+    """A 0-byte file given as a study database: one sentence, and the file stays byte-identical (SQLite used to
+    write its header and the migrations' tables into it before the refusal)."""
+    pytest.importorskip("sqlalchemy")
+    from vistkit.studio.db import open_study
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match="empty file, not a study") as exc:
+        open_study(empty)
+    one_sentence(str(exc.value))
+    for args in (("status",), ("invite", "--n", "1"), ("export", "-f", "pairs", "-o", tmp_path / "x.csv"),
+                 ("report", "-m", "rovist-nr")):
+        err = cli_fails_cleanly("studio", args[0], empty, *args[1:])
+        assert "empty file" in err, (args, err)
+    assert empty.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]  # no -wal
+    stories = _stories(tmp_path / "a.jsonl")
+    err = cli_fails_cleanly("studio", "init", empty, "--task", "rank", "-s", f"a={stories}", "-s", f"b={stories}")
+    assert "exists already" in err and empty.read_bytes() == b""  # init never overwrites it either
 
 
 # =========================================================================================== 3. BOM and zip rules

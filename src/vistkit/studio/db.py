@@ -253,8 +253,12 @@ def put_settings(conn: Connection, values: dict[str, Any]) -> None:
 def open_study(study: str | Path, *, create: bool = False) -> Study:
     """Open (and migrate) a study; ``create`` allows a new empty database, otherwise it must exist."""
     url = study_url(study)
-    if url.startswith("sqlite") and not create and not Path(str(study)).exists():
-        raise InputError(f"no study file {study}; create it with `vistkit studio init {study} ...`")
+    if url.startswith("sqlite") and not create:
+        path = Path(str(study))
+        if not path.exists():
+            raise InputError(f"no study file {study}; create it with `vistkit studio init {study} ...`")
+        if path.is_file() and path.stat().st_size == 0:  # refused before connecting: SQLite would write into it
+            raise InputError(f"{study} is an empty file, not a study; create one with `vistkit studio init STUDY ...`")
     engine = make_engine(study)
     try:
         migrate(engine)
