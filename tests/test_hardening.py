@@ -913,6 +913,32 @@ def test_empty_file_is_refused_as_a_study_without_writing_to_it(tmp_path: Path) 
     assert "exists already" in err and empty.read_bytes() == b""  # init never overwrites it either
 
 
+def test_python_dash_m_behaves_like_the_vistkit_command(tmp_path: Path) -> None:
+    """``python -m vistkit.cli ...`` ran cli.py as ``__main__``, a second copy of the module whose app had no verbs
+    (the verbs register on `vistkit.cli.app`): "No such command". It and ``python -m vistkit ...`` now give what
+    the entry point gives (`main`, run in process here): same exit code, stdout and stderr, usage line included."""
+    import sys
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
+    expected = {args: cli(*args) for args in (("formats", "-f", "json"), ("nonsense",))}
+    assert expected[("formats", "-f", "json")][0] == 0 and "Usage: vistkit " in expected[("nonsense",)][2]
+    procs = {
+        (module, args): subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        for module in ("vistkit.cli", "vistkit") for args in expected
+    }  # fmt: skip
+    try:
+        for (module, args), proc in procs.items():
+            out, err = proc.communicate(timeout=60)
+            assert (proc.returncode, out, err) == expected[args], (module, args)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 # =========================================================================================== 3. BOM and zip rules
 GOOD_INPUTS: dict[str, str] = {
     "stories-json": json.dumps({"s1": "we went to the park .", "s2": "a café ."}),

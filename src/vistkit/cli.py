@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     _load_commands()
     try:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`
-        rv = app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False, prog_name="vistkit")  # also under `python -m`
     except VistkitError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         return 1
@@ -85,4 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m vistkit.cli`: this file runs as `__main__`, a copy of the module, while the verbs register on
+    # `vistkit.cli.app` (the module they import); run that module's entry point, not this copy's empty app
+    from vistkit.cli import main as _main
+
+    sys.exit(_main())
