@@ -235,6 +235,66 @@ def test_no_other_unpickling_in_the_package() -> None:
     assert {h.split(":")[0] for h in hits} <= allowed, hits
 
 
+# --------------------------------------------------------------------------------------------------- HF folders
+def _hf_folder_with_bin(source: Path, folder: Path, state: dict[str, Any], *, zip_format: bool) -> Path:
+    """``source`` (a Hugging Face model folder) with its safetensors replaced by ``pytorch_model.bin`` = ``state``."""
+    torch = pytest.importorskip("torch")
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.is_file() and f.suffix != ".safetensors":
+            (folder / f.name).write_bytes(f.read_bytes())
+    torch.save(state, folder / "pytorch_model.bin", _use_new_zipfile_serialization=zip_format)
+    return folder
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["torch-zip", "torch-legacy"])
+def test_hf_folders_with_a_malicious_pytorch_model_bin(tmp_path: Path, marker: Path, zip_format: bool) -> None:
+    """Every vistkit API that loads a Hugging Face folder (bertscore, Vrank's encoder, the coherence sentence
+    encoder, CLIP with and without trust, `load_pretrained`; all resolve it with `resolve_model`) refuses a
+    ``pytorch_model.bin`` that names code, naming the global, without running it; a tensors-only
+    ``pytorch_model.bin`` still loads (transformers reads it with ``weights_only=True``), with the same weights."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from safetensors.torch import load_file
+    from tiny_models import make_tiny_clip, make_tiny_encoder
+    from transformers import BertModel
+
+    from vistkit.metrics.bertscore import BertScore
+    from vistkit.metrics.clipscore import load_clip
+    from vistkit.models.checkpoints import load_pretrained
+    from vistkit.models.coherence_head import SentenceEncoder
+    from vistkit.models.vrank import load_encoder
+
+    bert = make_tiny_encoder(tmp_path / "bert")
+    clip = make_tiny_clip(tmp_path / "clip")
+    weights = load_file(str(bert / "model.safetensors"))
+    evil = {**weights, "pooler.hook": _payloads(marker)["os.system"]}
+    bad_bert = _hf_folder_with_bin(bert, tmp_path / "bad-bert", evil, zip_format=zip_format)
+    clip_state = {**load_file(str(clip / "model.safetensors")), "x": _payloads(marker)["os.system"]}
+    bad_clip = _hf_folder_with_bin(clip, tmp_path / "bad-clip", clip_state, zip_format=zip_format)
+    loads: dict[str, Callable[[], Any]] = {
+        "bertscore": lambda: BertScore(model=str(bad_bert), layer=1, device="cpu"),
+        "vrank encoder": lambda: load_encoder(bad_bert),
+        "vrank mlm": lambda: load_encoder(bad_bert, mlm=True),
+        "coherence encoder": lambda: SentenceEncoder(str(bad_bert), device="cpu"),
+        "clip": lambda: load_clip(bad_clip, device="cpu"),
+        "clip trusted": lambda: load_clip(bad_clip, device="cpu", trust=True),
+        "load_pretrained trusted": lambda: load_pretrained(BertModel, bad_bert, trust=True),
+    }
+    for name, load in loads.items():
+        with pytest.raises(InputError, match=r"`os\.system`") as exc:
+            load()
+        one_sentence(str(exc.value))
+        assert not marker.exists(), name
+
+    clean = _hf_folder_with_bin(bert, tmp_path / "clean-bert", weights, zip_format=zip_format)
+    _, model, _ = load_encoder(clean)
+    loaded = model.state_dict()
+    same = [torch.equal(loaded[f"bert.{k}"], v) for k, v in weights.items() if f"bert.{k}" in loaded]
+    assert len(same) > 10 and all(same)
+    assert BertScore(model=str(clean), layer=1, device="cpu").signature_fields()
+
+
 # --------------------------------------------------------------------------------------------------- CLI runner
 _shim = typer.Typer(add_completion=False)
 

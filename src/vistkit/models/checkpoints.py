@@ -202,6 +202,37 @@ def _first_foreign_global(path: Path) -> str | None:
     return next((g for g in found if not g.startswith(_TENSOR_GLOBALS)), None)
 
 
+def check_pickled_weights(folder: Path) -> None:
+    """Refuse a Hugging Face model folder whose only weights are pickles (``pytorch_model*.bin``) that name
+    anything beyond torch's tensor machinery, naming it; the pickles are scanned, never run.
+
+    transformers reads such files with ``torch.load(weights_only=True)``, so nothing in them runs either way;
+    this turns its multi-line refusal into one sentence before any loading (tensor-only files pass).
+    """
+    import zipfile
+
+    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return
+    bins = sorted(folder.glob("pytorch_model*.bin"))
+    if not bins:
+        return
+    try:
+        import torch
+    except ImportError:  # nothing can load them: the loader says what is missing
+        return
+    for b in bins:
+        if zipfile.is_zipfile(b):
+            refused = _refused_globals(torch, b, set())
+            name = refused[0] if refused else None
+        else:
+            name = _first_foreign_global(b)
+        if name:
+            raise InputError(
+                f"{b} needs `{readable_global(name)}`, which vistkit does not load (it could run code); model "
+                "weights may hold only tensors: use a folder with model.safetensors"
+            )
+
+
 def _torch_reason(exc: BaseException) -> str:
     """The cause in torch's long weights-only error (which ends in advice to unpickle everything)."""
     import re

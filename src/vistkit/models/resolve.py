@@ -85,17 +85,23 @@ def register_packaged_model(model: PackagedModel) -> None:
 def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> Path:
     """Local directory (or file) of a model named by path, packaged name, or hub id.
 
-    Raises `MissingDependencyError` with one sentence saying what is missing and how to provide it.
+    Raises `MissingDependencyError` with one sentence saying what is missing and how to provide it, and
+    `InputError` for a folder whose ``pytorch_model.bin`` names code (see `check_pickled_weights`).
     """
+    from vistkit.models.checkpoints import check_pickled_weights
+
     text = str(name_or_path)
     p = Path(text).expanduser()
     if p.exists():
+        check_pickled_weights(p.resolve())  # pytorch_model.bin naming code: one sentence, nothing run
         return p.resolve()
     key = _HUB_ALIASES.get(text, text)
     if key in PACKAGED_MODELS:
         return PACKAGED_MODELS[key].path()
     if "/" in text and not text.startswith((".", "/", "~")):
-        return _from_hub(text, allow_download=allow_download)
+        folder = _from_hub(text, allow_download=allow_download)
+        check_pickled_weights(folder)
+        return folder
     known = ", ".join(sorted(PACKAGED_MODELS))
     raise MissingDependencyError(
         f"model {text!r} is neither a local path, a packaged model ({known}) nor a hub id like 'org/name'"
