@@ -12,6 +12,9 @@
    name, and every invocation runs under a hard ``SIGALRM`` timeout.
 3. The UTF-8 BOM and the zip rules (one member, or ``ARCHIVE.zip:MEMBER``; several members refused naming them;
    missing and ``../`` members refused), for every reader, and `vistkit formats` documenting all of it.
+4. The leftovers: GloVe, bertscore baselines, GROOViST's concreteness and WordNet files and the SOP config in the
+   reader fuzz; ``-s NAME=FILE:FIELD`` next to ``ARCHIVE.zip:MEMBER``; an empty study file left untouched;
+   ``python -m vistkit(.cli)``; Hugging Face folders with a malicious ``pytorch_model.bin``.
 """
 
 from __future__ import annotations

@@ -85,7 +85,9 @@ def _print_kv(data: dict[str, Any], fmt: OutputFormat, title: str) -> None:
 def init_cmd(
     study: str = StudyArg,
     task: str = typer.Option(..., "--task", help="rank, pairwise or likert."),
-    stories: list[str] = typer.Option(..., "--stories", "-s", help="NAME=FILE[:FIELD], one per system."),
+    stories: list[str] = typer.Option(
+        ..., "--stories", "-s", help="NAME=FILE[:FIELD], one per system (FILE may be ARCHIVE.zip:MEMBER)."
+    ),
     key: str = typer.Option("story", "--key", "-k", help="Match the systems' stories by story, sequence or album."),
     photos: Path | None = typer.Option(None, "--photos", help="Folder of photos named PHOTO_ID.jpg (or .png...)."),
     photo_url: str | None = typer.Option(None, "--photo-url", help="Photo URL template with {id}."),

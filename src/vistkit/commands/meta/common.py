@@ -42,7 +42,9 @@ ReportOpt = typer.Option(None, "--report", help="Also write tables, figures (PNG
 LabelSignOpt = typer.Option(
     "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
 )
-StoriesOpt = typer.Option([], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files, repeatable.")
+StoriesOpt = typer.Option(
+    [], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files (FILE may be ARCHIVE.zip:MEMBER), repeatable."
+)
 JudgedKeyOpt = typer.Option(None, "--key", "-k", help="How items match stories/references (story).")
 RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
 SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
