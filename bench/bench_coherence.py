@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics", default="rovist-c,dhm-c")
     ap.add_argument("--chunk", type=int, default=100, help="stories per alternation of the two sides (CPU)")
     ap.add_argument(
-        "--precision", default="fp32", help="comma-separated: fp32 (exact, default), tf32, bf16 (opt-in fast)"
+        "--precision", default="fp32", help="comma-separated: fp32 (exact, default), tf32x3, tf32, bf16 (opt-in)"
     )
     ap.add_argument("--repeat", type=int, default=1, help="timed runs of vistkit per precision (median)")
     ap.add_argument("--cpu-only", action="store_true", help="only the CPU-side (splitting + tokenisation) table")

@@ -117,7 +117,10 @@ _SOP_CARD_COMMON = (
     "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]; "
     "RoViST Sec. 3.2, Eqs. 4-5) from "
     "sop_model_epoch4.pth.tar. Input per pair: `[CLS] A [SEP] B [SEP]`, token types 0 for A (+2) and 1 for B "
-    "(+1), no truncation. Sentences: NLTK sent_tokenize."
+    "(+1), no truncation. Sentences: NLTK sent_tokenize. Option precision: fp32 (default, exact); tf32x3 "
+    "(fp32-accurate linear layers as three TF32 tensor-core products, CUTLASS's split; measured 7.5e-8 from "
+    "fp32 with the tensor cores' rounding emulated); tf32 / bf16 (faster, ~3e-4 / ~2e-3): a non-fp32 mode "
+    "adds precision and maxdev to the signature."
 )
 
 
@@ -181,7 +184,7 @@ class RovistC(Metric):
         if self.model.precision != "fp32":
             from vistkit.models.sop import FAST_DEVIATION
 
-            fields["precision"] = self.model.precision  # opt-in approximate mode
+            fields["precision"] = self.model.precision  # opt-in mode (tf32x3: fp32-accurate; tf32/bf16: faster)
             fields["maxdev"] = FAST_DEVIATION[self.model.precision]  # measured, see BENCHMARKS.md
         return fields
 

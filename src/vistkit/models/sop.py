@@ -161,11 +161,11 @@ class EncodedPair:
     error: str | None = None
 
 
-PRECISIONS = ("fp32", "tf32", "bf16")
+PRECISIONS = ("fp32", "tf32x3", "tf32", "bf16")
 # Largest |story score - exact fp32 story score| measured for each opt-in fast path (random ALBERT-large SOP
 # model, 1,000 dHM VIST test stories, H100, bench/bench_coherence.py): tf32 2.45e-4, bf16 1.8e-3 (rovist-c and
 # dhm-c alike). Rounded up and named in the metric signature (``maxdev``); the trained checkpoint may differ.
-FAST_DEVIATION: dict[str, str] = {"tf32": "3e-4", "bf16": "2e-3"}
+FAST_DEVIATION: dict[str, str] = {"tf32x3": "1e-6", "tf32": "3e-4", "bf16": "2e-3"}
 
 _SAFE_TEXT = re.compile(r"[\x20-\x7e]*")  # printable ASCII and plain spaces: the word-memo fast path
 
@@ -221,9 +221,10 @@ class SOPModel:
     """A loaded SOP classifier + tokenizer; `pair_probs` scores many pairs in padded, length-sorted
     batches.
 
-    ``precision``: ``"fp32"`` (exact; the default), or an opt-in fast path: ``"tf32"`` (CUDA TF32 matrix
-    products, fp32 weights) or ``"bf16"`` (the module cast to bfloat16, not autocast around fp32 weights); the
-    measured deviation of each is in `FAST_DEVIATION` and in the metric signature.
+    ``precision``: ``"fp32"`` (exact; the default), ``"tf32x3"`` (fp32-accurate linear layers as three TF32
+    products on the tensor cores, `vistkit.models.precision`), or an opt-in fast path: ``"tf32"`` (CUDA TF32
+    matrix products, fp32 weights) or ``"bf16"`` (the module cast to bfloat16, not autocast around fp32
+    weights); the measured deviation of each is in `FAST_DEVIATION` and in the metric signature.
     """
 
     def __init__(
@@ -242,13 +243,18 @@ class SOPModel:
 
         if precision not in PRECISIONS:
             raise InputError(
-                f"precision must be 'fp32' (exact), 'tf32' or 'bf16' (faster, approximate), not {precision!r}"
+                f"precision must be 'fp32' (exact), 'tf32x3' (fp32-accurate on tensor cores), 'tf32' or 'bf16' "
+                f"(faster, approximate), not {precision!r}"
             )
         self.precision = precision
         self.device = choose_device(device)
         module = module.to(self.device).eval()
         if precision == "bf16":
             module = module.to(torch.bfloat16)
+        elif precision == "tf32x3":
+            from vistkit.models.precision import use_split_tf32
+
+            module = use_split_tf32(module)
         self.module = module
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
@@ -351,23 +357,9 @@ class SOPModel:
 
     # -- scoring -----------------------------------------------------------------------------------------
     def _precision_context(self) -> Any:
-        import contextlib
+        from vistkit.models.precision import tf32_matmuls
 
-        import torch
-
-        if self.precision != "tf32" or self.device.type != "cuda":
-            return contextlib.nullcontext()
-
-        @contextlib.contextmanager
-        def tf32() -> Any:
-            old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            try:
-                yield
-            finally:
-                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
-
-        return tf32()
+        return tf32_matmuls(self.precision == "tf32" and self.device.type == "cuda")
 
     def _prepare(self, pairs: Sequence[EncodedPair]) -> Any:
         import torch

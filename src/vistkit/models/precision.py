@@ -1,0 +1,102 @@
+"""Matrix-product precision modes for the model metrics: TF32 for one call, and fp32-accurate "3xTF32".
+
+On NVIDIA GPUs since Ampere, plain fp32 matrix products run without tensor cores (about 50 TFLOP/s on an H100)
+while TF32 products run on them (about 330 TFLOP/s) with 10 mantissa bits instead of 23, so a TF32 forward pass
+deviates by ~1e-4 (BENCHMARKS.md, issue 12). ``tf32x3`` recovers fp32 accuracy on the tensor cores by the
+split-precision trick of NVIDIA's CUTLASS ("3xTF32"): each fp32 operand is written as ``hi + lo`` with ``hi``
+exactly representable in TF32 and ``lo = x - hi`` (exact in fp32, ``|lo| <= 2**-11 |x|``), and
+
+    x @ W.T  ~=  (x_lo @ W_hi.T + x_hi @ W_lo.T) + x_hi @ W_hi.T
+
+drops only ``x_lo @ W_lo.T`` (relative size ``2**-22``) and the TF32 rounding of the ``lo`` terms (the same
+order), with fp32 accumulation throughout: the error is a few fp32 units in the last place, like a change of
+summation order, at three TF32 products' cost (~2x plain fp32 on an H100 for the linear layers, which hold
+almost all of a transformer's arithmetic). Only ``torch.nn.Linear`` layers are split; attention products stay
+plain fp32 (TF32 off around them), so nothing else changes.
+
+On a CPU the three products run in fp32 (TF32 does not exist there): same result as fp32 to rounding, slower;
+`tf32_round` lets tests emulate the tensor cores' input rounding on any machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+_TF32_DROP = 13  # fp32 has 23 mantissa bits, TF32 10
+
+
+def tf32_round(x: Any) -> Any:
+    """``x`` (fp32 tensor) rounded to the nearest TF32 value (ties away from zero), still stored as fp32."""
+    import torch
+
+    bits = x.contiguous().view(torch.int32)
+    half = 1 << (_TF32_DROP - 1)
+    mask = ~((1 << _TF32_DROP) - 1)
+    # adding half an ulp of TF32 to the magnitude bits rounds |x| to nearest (sign bit untouched for finite x)
+    return torch.bitwise_and(bits + half, mask).view(torch.float32)
+
+
+def split_tf32(x: Any) -> tuple[Any, Any]:
+    """``(hi, lo)`` with ``hi = tf32_round(x)`` and ``lo = x - hi`` (exact): ``hi + lo == x``."""
+    hi = tf32_round(x)
+    return hi, x - hi
+
+
+@contextlib.contextmanager
+def tf32_matmuls(enabled: bool = True) -> Iterator[None]:
+    """CUDA matrix products in TF32 inside the block (restored after; no effect on a CPU)."""
+    import torch
+
+    if not enabled:
+        yield
+        return
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _split_linear_class() -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    class SplitTF32Linear(torch.nn.Module):
+        """``torch.nn.Linear`` computed as three TF32 products of split operands (see the module docstring).
+
+        ``emulate=True`` rounds every product's inputs to TF32 first, as the tensor cores do: a CPU test of
+        the GPU's arithmetic."""
+
+        def __init__(self, linear: torch.nn.Linear, *, emulate: bool = False) -> None:
+            super().__init__()
+            w_hi, w_lo = split_tf32(linear.weight.detach().float())
+            self.register_buffer("w_hi", w_hi)
+            self.register_buffer("w_lo", w_lo)
+            bias = linear.bias.detach().float() if linear.bias is not None else None
+            self.register_buffer("bias", bias)
+            self.emulate = emulate
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x_hi, x_lo = split_tf32(x.float())
+            r = tf32_round if self.emulate else (lambda t: t)
+            with tf32_matmuls(x.is_cuda):
+                small = F.linear(r(x_lo), r(self.w_hi)) + F.linear(r(x_hi), r(self.w_lo))
+                return F.linear(r(x_hi), r(self.w_hi), self.bias) + small
+
+    return SplitTF32Linear
+
+
+def use_split_tf32(module: Any, *, emulate: bool = False) -> Any:
+    """Replace every ``torch.nn.Linear`` inside ``module`` (in place) by its 3xTF32 form; returns ``module``."""
+    import torch
+
+    cls = _split_linear_class()
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.Linear):
+            setattr(module, name, cls(child, emulate=emulate))
+        else:
+            use_split_tf32(child, emulate=emulate)
+    return module
