@@ -84,7 +84,8 @@ def _split_linear_class() -> Any:
             r = tf32_round if self.emulate else (lambda t: t)
             with tf32_matmuls(x.is_cuda):
                 small = F.linear(r(x_lo), r(self.w_hi)) + F.linear(r(x_hi), r(self.w_lo))
-                return F.linear(r(x_hi), r(self.w_hi), self.bias) + small
+                bias: torch.Tensor | None = self.bias  # type: ignore[assignment]  # a buffer (or None)
+                return F.linear(r(x_hi), r(self.w_hi), bias) + small
 
     return SplitTF32Linear
 
