@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# the CLI turns an unforeseen exception into one sentence; in tests it must surface as a failure instead
+os.environ.setdefault("VISTKIT_DEBUG", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("VISTKIT_SHARED", REPO.parent / "shared")).resolve()
 DATA = SHARED / "data"

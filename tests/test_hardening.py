@@ -976,6 +976,29 @@ def test_empty_file_is_refused_as_a_study_without_writing_to_it(tmp_path: Path) 
     assert "exists already" in err and empty.read_bytes() == b""  # init never overwrites it either
 
 
+def test_another_programs_database_is_refused_as_a_study_without_writing_to_it(tmp_path: Path) -> None:
+    """An SQLite database that is not a vistkit study (another program's), and a file that is no database at all:
+    one sentence each, and both files stay byte-identical (no tables, no WAL switch, no -wal file)."""
+    pytest.importorskip("sqlalchemy")
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    con.execute("INSERT INTO notes (text) VALUES ('keep me')")
+    con.commit()
+    con.close()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database at all\n" * 100)
+    before = {p: p.read_bytes() for p in (other, text)}
+    for path, words in ((other, "not a vistkit study"), (text, "cannot open study")):
+        for args in (("status",), ("invite", "--n", "1"), ("report", "-m", "rovist-nr")):
+            err = cli_fails_cleanly("studio", args[0], path, *args[1:])
+            assert words in err, (path, args, err)
+        assert path.read_bytes() == before[path]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "other.db"]
+
+
 def test_python_dash_m_behaves_like_the_vistkit_command(tmp_path: Path) -> None:
     """``python -m vistkit.cli ...`` ran cli.py as ``__main__``, a second copy of the module whose app had no verbs
     (the verbs register on `vistkit.cli.app`): "No such command". It and ``python -m vistkit ...`` now give what
@@ -1116,3 +1139,22 @@ def test_formats_documents_every_input_kind_bom_and_zip_rules() -> None:
     assert "BOM" in flat and "ARCHIVE.zip:MEMBER" in flat and "several" in flat and ".." in flat
     code, out, _ = cli("formats", "-f", "json")
     assert code == 0 and json.loads(out)
+
+
+def test_an_unforeseen_exception_is_one_sentence_unless_debugging(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug (an exception vistkit did not foresee) still ends in one `error:` line and exit code 1, saying it is a
+    bug and how to see where; with VISTKIT_DEBUG=1 (as in the test suite) it propagates, so tests catch bugs."""
+    import vistkit.commands.formats as formats_cmd
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    monkeypatch.setattr(formats_cmd, "render_table", broken, raising=True)
+    monkeypatch.delenv("VISTKIT_DEBUG", raising=False)
+    err = cli_fails_cleanly("formats")
+    assert "unexpected ZeroDivisionError: division by zero - this is a bug in vistkit" in err
+    assert "VISTKIT_DEBUG=1" in err and "second line" not in err
+    monkeypatch.setenv("VISTKIT_DEBUG", "1")
+    with hard_timeout(15.0):
+        result = RUNNER.invoke(_shim, ["formats"])
+    assert isinstance(result.exception, ZeroDivisionError)

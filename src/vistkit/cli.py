@@ -80,7 +80,17 @@ def main(argv: list[str] | None = None) -> int:
         if callable(show) and isinstance(code, int):
             show()
             return code
-        raise
+        if os.environ.get("VISTKIT_DEBUG"):
+            raise
+        # not a user error we foresaw: still one sentence, never a traceback (VISTKIT_DEBUG=1 shows it)
+        first = (str(exc).splitlines() or [""])[0][:300]
+        typer.secho(
+            f"error: unexpected {type(exc).__name__}: {first} - this is a bug in vistkit; please report it with "
+            "the same command run with VISTKIT_DEBUG=1 (which shows where it happened)",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        return 1
     return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
 

@@ -15,7 +15,6 @@ The shipped folder (``resources/models/coherence-minilm-v1``) holds ``head.safet
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -166,8 +165,10 @@ class CoherenceModel:
             raise InputError(
                 f"{self.folder} is not a coherence model folder (needs config.json and {HEAD_FILE})"
             )
-        self.config = json.loads(cfg_path.read_text(encoding="utf-8"))
-        if self.config.get("kind") != KIND:
+        from vistkit.data.readers import load_json
+
+        self.config = load_json(cfg_path)
+        if not isinstance(self.config, dict) or self.config.get("kind") != KIND:
             raise InputError(f"{cfg_path} is not a {KIND!r} model config")
         self.encoder = SentenceEncoder(
             self.config.get("encoder", "minilm-l6"),

@@ -26,7 +26,6 @@ Static vectors keep it fast on a CPU (thousands of stories a second): the contex
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -370,14 +369,21 @@ class StoryRankerModel:
         # a folder path, or a packaged name such as "story-ranker-v1"
         self.folder = resolve_model(folder) if folder is not None else default_model_dir()
         cfg_path = self.folder / CONFIG_FILE
-        if not cfg_path.is_file():
-            from vistkit.errors import InputError
+        from vistkit.data.readers import load_json
+        from vistkit.errors import InputError
 
-            raise InputError(f"{self.folder} is not a story-ranker folder (no {CONFIG_FILE})")
-        self.config: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if not cfg_path.is_file() or not (self.folder / HEAD_FILE).is_file():
+            raise InputError(f"{self.folder} is not a story-ranker folder (needs {CONFIG_FILE} and {HEAD_FILE})")
+        self.config: dict[str, Any] = load_json(cfg_path)
+        if not isinstance(self.config, dict) or not isinstance(self.config.get("hidden"), int):
+            raise InputError(f"{cfg_path} is not a story-ranker config (no integer 'hidden')")
         self.featurizer = StoryFeaturizer(self.config.get("encoder", "minilm-l6"))
         self.head = build_head(len(FEATURE_NAMES), 3 * self.featurizer.vectors.dim, int(self.config["hidden"]))
-        self.head.load_state_dict(load_file(str(self.folder / HEAD_FILE)))
+        try:
+            self.head.load_state_dict(load_file(str(self.folder / HEAD_FILE)))
+        except Exception as exc:  # a damaged or foreign weights file (safetensors or shape errors)
+            message = f"{self.folder / HEAD_FILE} is not this story-ranker head's weights ({exc})"
+            raise InputError(message[:400]) from None
         # float64 at inference: a story's utility is then the same whatever else is in the batch (to ~1e-12)
         self.head.double().eval()
         self._torch = torch

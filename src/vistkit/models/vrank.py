@@ -153,14 +153,21 @@ def load_encoder(encoder: str | Path, *, mlm: bool = False) -> tuple[Any, Any, P
     from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
     folder = resolve_encoder(encoder)
-    tok = AutoTokenizer.from_pretrained(str(folder))
-    kw = {"use_safetensors": _use_safetensors(folder)}
-    if mlm:
-        model = AutoModelForMaskedLM.from_pretrained(str(folder), **kw)
-    else:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(folder), num_labels=1, problem_type="regression", **kw
-        )
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        kw = {"use_safetensors": _use_safetensors(folder)}
+        if mlm:
+            model = AutoModelForMaskedLM.from_pretrained(str(folder), **kw)
+        else:
+            model = AutoModelForSequenceClassification.from_pretrained(
+                str(folder), num_labels=1, problem_type="regression", **kw
+            )
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:  # a damaged or foreign folder
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise InputError(
+            f"cannot load the encoder in {folder} ({type(exc).__name__}: {first}); is it a complete Hugging Face "
+            "model folder (config.json, tokenizer files, weights)?"
+        ) from None
     return tok, model, folder
 
 

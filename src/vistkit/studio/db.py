@@ -250,6 +250,31 @@ def put_settings(conn: Connection, values: dict[str, Any]) -> None:
         _put_setting(conn, k, v)
 
 
+def _check_is_study(path: Path) -> None:
+    """Refuse, without writing a byte, an SQLite file that is not a vistkit study (another program's database,
+    or not a database): it is read through a read-only connection before the engine (WAL mode) touches it."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            row = (
+                con.execute("SELECT value FROM settings WHERE key = 'schema_version'").fetchone()
+                if "settings" in tables
+                else None
+            )
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot open study {path}: {exc} (is it a vistkit study?)") from None
+    if row is None:
+        raise InputError(
+            f"{path} is not a vistkit study (no schema version in it); create one with `vistkit studio init STUDY "
+            "...`"
+        )
+
+
 def open_study(study: str | Path, *, create: bool = False) -> Study:
     """Open (and migrate) a study; ``create`` allows a new empty database, otherwise it must exist."""
     url = study_url(study)
@@ -259,6 +284,8 @@ def open_study(study: str | Path, *, create: bool = False) -> Study:
             raise InputError(f"no study file {study}; create it with `vistkit studio init {study} ...`")
         if path.is_file() and path.stat().st_size == 0:  # refused before connecting: SQLite would write into it
             raise InputError(f"{study} is an empty file, not a study; create one with `vistkit studio init STUDY ...`")
+        if path.is_file():
+            _check_is_study(path)
     engine = make_engine(study)
     try:
         migrate(engine)
