@@ -81,6 +81,20 @@ def test_idf_pickle_needs_trust(tmp_path: Path):
 
 
 # ------------------------------------------------------------------------------------------------ whole path
+def tiny_options(assets: dict[str, Path]) -> dict[str, object]:
+    """RovistVG options for the tiny official-format checkpoint, GloVe, IDF, photos and regions of `assets`."""
+    return dict(
+        checkpoint=assets["ckpt"],
+        glove=assets["glove"],
+        idf=assets["idf"],
+        images=assets["photos"],
+        regions=assets["regions"],
+        vit_config=TINY_VIT,
+        tagger="spacy",
+        trust_checkpoint=True,
+    )
+
+
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     torch = pytest.importorskip("torch")
@@ -179,16 +193,7 @@ def test_whole_path_tiny_checkpoint(assets: dict[str, Path]):
             Story("c", "the zebra ran .", photo_ids=tuple(PHOTOS)),  # zebra has no IDF
         ]
     )
-    metric = vg.RovistVG(
-        checkpoint=assets["ckpt"],
-        glove=assets["glove"],
-        idf=assets["idf"],
-        images=assets["photos"],
-        regions=assets["regions"],
-        vit_config=TINY_VIT,
-        tagger="spacy",
-        trust_checkpoint=True,
-    )
+    metric = vg.RovistVG(**tiny_options(assets))
     res = metric.score(stories)
     nouns = vg.story_nouns(
         ["the cat sat in the field .", "a cup of coffee .", "the horse ate grass ."], tagger="spacy"
@@ -365,16 +370,7 @@ def test_scaled_equals_eq3_of_rovist_vg_per_item(assets: dict[str, Path]):
             Story("d", "it is what it is .", photo_ids=tuple(PHOTOS)),  # no noun: excluded by both
         ]
     )
-    common = dict(
-        checkpoint=assets["ckpt"],
-        glove=assets["glove"],
-        idf=assets["idf"],
-        images=assets["photos"],
-        regions=assets["regions"],
-        vit_config=TINY_VIT,
-        tagger="spacy",
-        trust_checkpoint=True,
-    )
+    common = tiny_options(assets)
     raw = vg.RovistVG(**common).score(stories)
     scaled = vg.rovist_vg_scaled_score(stories, **common)
     assert scaled.item_ids == raw.item_ids and set(scaled.excluded) == set(raw.excluded) == {"d"}
