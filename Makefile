@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_bertscore.py speed --n 400
 	# BENCHMARKS.md's run is --stories 1000 --chunk 100 (about 65 min on a 2-core CPU; fewer here)
 	$(BIN)/python bench/bench_coherence.py --stories 40 --chunk 20
+	$(BIN)/python bench/bench_precision.py --stories 12
 	$(BIN)/python bench/bench_gemm_roofline.py
 
 clean:
