@@ -25,6 +25,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import os
 import pickle
 import signal
@@ -1158,3 +1159,81 @@ def test_an_unforeseen_exception_is_one_sentence_unless_debugging(monkeypatch: p
     with hard_timeout(15.0):
         result = RUNNER.invoke(_shim, ["formats"])
     assert isinstance(result.exception, ZeroDivisionError)
+
+
+# ------------------------------------------------------------------------------------- the issue's other probes
+needs_java = pytest.mark.skipif(__import__("shutil").which("java") is None, reason="needs Java (METEOR)")
+
+
+@needs_java
+def test_meteor_helper_killed_mid_run_is_one_sentence_then_recovers() -> None:
+    """The warm METEOR JVM killed between calls: the next call starts a fresh one (same scores); killed while a
+    call talks to it: one sentence (MissingDependencyError), never a traceback or a hang."""
+    from vistkit.errors import MissingDependencyError
+    from vistkit.models.java import MeteorConfig, meteor_server
+
+    cfg = MeteorConfig(task="hter", norm=False)
+    tests, refs = ["the dog ran to the park ."] * 3, ["a dog runs in the park .", "the cat sat .", "dogs run ."]
+    with hard_timeout(120):
+        server = meteor_server()
+        want = server.pair_scores(cfg, tests, refs)
+        if not server.uses_helper:
+            pytest.skip("no javac: the jar's own stdio protocol is used")
+        assert server.proc is not None
+        server.proc.kill()
+        server.proc.wait()
+        with pytest.raises(MissingDependencyError, match="stopped unexpectedly") as exc:
+            server.pair_scores(cfg, ["a new text the helper must score ."], ["another reference ."])
+        one_sentence(str(exc.value))
+        fresh = meteor_server()
+        assert fresh is not server and fresh.pair_scores(cfg, tests, refs) == want
+
+
+@needs_java
+def test_three_processes_racing_on_a_cold_helper_cache(tmp_path: Path) -> None:
+    """Three processes compile the METEOR helper into one empty cache at once: all get the same class folder, it
+    works, and no temporary folder is left behind."""
+    import sys
+
+    code = (
+        "from vistkit.models.java import _helper_classpath, require_java\n"
+        "print(_helper_classpath(require_java()))\n"
+    )
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "VISTKIT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(src)}
+    pipe = subprocess.PIPE
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=pipe, stderr=pipe, text=True, env=env) for _ in range(3)
+    ]
+    try:
+        outs = [p.communicate(timeout=180) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
+    paths = {o.strip() for o, _ in outs}
+    if paths == {"None"}:
+        pytest.skip("no javac here")
+    (folder,) = paths
+    assert (Path(folder) / "VistkitMeteor.class").is_file()
+    assert [p.name for p in (tmp_path / "cache" / "java").iterdir()] == [Path(folder).name]  # no .tmp left
+
+
+def test_ten_thousand_word_story_is_scored_or_excluded_never_a_traceback(tmp_path: Path) -> None:
+    """A 10,000-word story (and its references) through the CLI with n-gram, redundancy and learned metrics:
+    exit 0 and finite scores; where a model cannot take it, an exclusion with the reason, not a crash."""
+    words = "the family went to the beach and we saw a big boat on the water".split()
+    long_text = " ".join(words[i % len(words)] + (" ." if i % 20 == 19 else "") for i in range(10_000))
+    hyp = tmp_path / "hyp.jsonl"
+    ref = tmp_path / "ref.jsonl"
+    photos = ["1", "2", "3", "4", "5"]
+    hyp.write_text(json.dumps({"story_id": "s1", "text": long_text, "photo_ids": photos}) + "\n")
+    ref.write_text(json.dumps({"story_id": "r1", "text": long_text[::-1], "photo_ids": photos}) + "\n")
+    metrics = ["bleu-4", "rouge-l", "rovist-nr", "story-ranker", "coherence"]
+    code, out, err = cli("score", hyp, "-r", ref, "-m", ",".join(metrics), "--format", "json", limit=120)
+    assert code == 0, err
+    result = json.loads(out)
+    assert all(math.isfinite(result["scores"][m]) for m in metrics), result["scores"]
+    assert result["n"] == dict.fromkeys(metrics, 1) and result["excluded"] == {}
+    assert result["scores"]["story-ranker"] < 1e-6  # a 13-word loop repeated: the ranker is sure it is bad
