@@ -19,6 +19,7 @@ import csv
 import itertools
 import math
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -483,7 +484,9 @@ def _read_judgements(path: str | Path, *, aspects: Sequence[str] | None, binary:
     if not groups:
         raise InputError(f"{p}: holds no judgements")
     keys = list(groups)
-    values = np.array([np.nanmean(np.array(groups[k], dtype=float), axis=0) for k in keys], dtype=float)
+    with warnings.catch_warnings():  # an aspect nobody rated for an item: NaN (missing), not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        values = np.array([np.nanmean(np.array(groups[k], dtype=float), axis=0) for k in keys], dtype=float)
     if binary:
         # several annotators: majority vote (ties count as an error being present)
         values = np.where(np.isnan(values), np.nan, (values >= 0.5).astype(float))
