@@ -3,6 +3,9 @@
     .venv/bin/python bench/bench_precision.py --stories 30                 # CPU: emulated tensor-core rounding
     python bench/bench_precision.py --stories 1000 --device cuda --repeat 3  # GPU: real TF32, times and ratios
 
+``--metrics bertscore,coherence`` measures the packaged MiniLM of those two metrics instead (tf32x3 emulated and
+bf16 on the CPU; bertscore scores each story against the next one).
+
 Same random ALBERT-large SOP model and stories as ``bench_coherence.py``. For each metric it prints the largest
 |story score - exact fp32 story score| of:
 
@@ -71,6 +74,44 @@ def _timed(metric, stories, repeat: int, device) -> tuple[np.ndarray, float]:  #
     return np.asarray(scores, dtype=float), float(np.median(times))
 
 
+def _encoder_metrics(names: list[str], texts: list[str], repeat: int) -> None:
+    """bertscore (each story against the next one) and the offline coherence metric: the packaged MiniLM in
+    tf32x3 (tensor-core rounding emulated) and bf16 (real, on this CPU) against exact fp32."""
+    from vistkit.data.story import Story, StorySet
+    from vistkit.metrics.base import get_metric
+    from vistkit.models.precision import use_split_tf32
+
+    hyps = StorySet([Story(str(i), t) for i, t in enumerate(texts)])
+    refs = StorySet([Story(str(i), texts[(i + 1) % len(texts)]) for i in range(len(texts))])
+
+    def module_of(metric):  # type: ignore[no-untyped-def]
+        return metric._encoder if metric.name == "bertscore" else metric.model.encoder
+
+    def run(metric) -> tuple[np.ndarray, float]:  # type: ignore[no-untyped-def]
+        args = (hyps, refs) if metric.name == "bertscore" else (hyps,)
+        times, got = [], None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            got = metric.score(*args, key="story").item_scores
+            times.append(time.perf_counter() - t0)
+        return np.asarray(got, dtype=float), float(np.median(times))
+
+    for name in names:
+        base, t_fp32 = run(get_metric(name, device="cpu"))
+        print(f"| {name} | fp32 (exact) | 0 | {t_fp32:.3f} | 1.00x |")
+        emulated = get_metric(name, device="cpu")
+        enc = module_of(emulated)
+        enc.model = use_split_tf32(copy.deepcopy(enc.model), emulate=True)
+        if name != "bertscore":
+            enc._memo.clear()
+        bf16 = get_metric(name, device="cpu", precision="bf16")
+        for label, metric in (("tf32x3 (emulated)", emulated), ("bf16", bf16)):
+            got, t = run(metric)
+            ok = ~np.isnan(base)
+            diff = float(np.max(np.abs(got[ok] - base[ok])))
+            print(f"| {name} | {label} | {diff:.2e} | {t:.3f} | {t_fp32 / t:.2f}x |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stories", type=int, default=30)
@@ -93,9 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {len(stories)} stories, {where}, torch {torch.__version__}")
     print("| metric | mode | max diff vs fp32 | time s | vs fp32 |")
     print("|---|---|---|---|---|")
+    names = args.metrics.split(",")
+    encoder_metrics = [n for n in names if n in ("bertscore", "coherence")]
+    if encoder_metrics:
+        _encoder_metrics(encoder_metrics, texts, args.repeat)
+    names = [n for n in names if n not in encoder_metrics]
+    if not names:
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_model(texts, Path(tmp) / "albert-large-random")
-        for name in args.metrics.split(","):
+        for name in names:
             exact = get_metric(name, model=folder, device=args.device)
             base, t_fp32 = _timed(exact, stories, args.repeat, device)
             print(f"| {name} | fp32 (exact) | 0 | {t_fp32:.3f} | 1.00x |")

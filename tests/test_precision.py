@@ -69,3 +69,35 @@ def test_dhm_c_tf32x3_named_and_equal_to_fp32_on_a_cpu() -> None:
         split = get_metric("dhm-c", model=folder, precision="tf32x3")
         assert f"|precision:tf32x3|maxdev:{FAST_DEVIATION['tf32x3']}|" in split.signature()
         np.testing.assert_allclose(split.score(stories).item_scores, base, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["bertscore", "coherence"])
+def test_minilm_metrics_offer_tf32x3_and_bf16(name: str) -> None:
+    """bertscore and the offline coherence metric take ``precision=``: tf32x3 (three fp32 products on a CPU)
+    equals fp32 to rounding, bf16 stays within the bound its signature states; plain tf32 and unknown modes are
+    refused in one sentence."""
+    from vistkit.data.story import Story, StorySet
+    from vistkit.errors import InputError
+    from vistkit.metrics.base import get_metric
+
+    texts = [
+        "we went to the beach . the water was cold . my brother built a castle . we ate lunch . the sun set .",
+        "the family met for dinner . grandma made a turkey . the kids played games . it was a good night .",
+        "our team won the game . the crowd cheered . the players lifted the coach . we celebrated all night .",
+    ]
+    hyps = StorySet([Story(str(i), t) for i, t in enumerate(texts)])
+    refs = StorySet([Story(str(i), texts[(i + 1) % 3]) for i in range(3)])
+    args = (hyps, refs) if name == "bertscore" else (hyps,)
+    base = get_metric(name, device="cpu")
+    want = base.score(*args, key="story").item_scores
+    assert "precision:" not in base.signature()
+    for precision, atol in (("tf32x3", 1e-6), ("bf16", None)):
+        metric = get_metric(name, device="cpu", precision=precision)
+        sig = metric.signature()
+        bound = float(sig.split("|maxdev:")[1].split("|")[0])
+        assert f"|precision:{precision}|maxdev:" in sig
+        got = metric.score(*args, key="story").item_scores
+        np.testing.assert_allclose(got, want, rtol=0, atol=atol if atol is not None else bound)
+    for bad in ("tf32", "fp16"):
+        with pytest.raises(InputError, match="must be one of fp32, tf32x3, bf16"):
+            get_metric(name, device="cpu", precision=bad)

@@ -43,6 +43,7 @@ import numpy as np
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, register
+from vistkit.models.precision import precision_fields
 
 DEFAULT_MODEL = "minilm-l6"
 # Layer of each packaged model. minilm-l6: measured (bench/bench_bertscore.py layers: 300 VIST test
@@ -50,6 +51,13 @@ DEFAULT_MODEL = "minilm-l6"
 # sequence): the human story wins 0.393 / 0.403 / 0.418 / 0.423 / 0.467 / 0.480 / 0.552 of pairs at layers
 # 0-6, so the default is the last layer (the one all-MiniLM-L6-v2 was trained to pool).
 DEFAULT_LAYERS: dict[str, int] = {"minilm-l6": 6}
+#: opt-in modes (``precision=``): fp32 exact (default), tf32x3 fp32-accurate on tensor cores, bf16 faster; plain
+#: tf32 is not offered here (its deviation needs a GPU to measure: attention products run in TF32 too)
+PRECISIONS = ("fp32", "tf32x3", "bf16")
+#: largest |F1 - exact fp32 F1| measured per mode (bench/bench_precision.py --metrics bertscore --stories 200:
+#: MiniLM-L6 layer 6, VIST stories; tf32x3 1.5e-7 with the tensor cores' rounding emulated, bf16 1.8e-3 on a CPU),
+#: rounded up with room for other stories and a GPU's summation order
+FAST_DEVIATION: dict[str, str] = {"tf32x3": "1e-6", "bf16": "3e-3"}
 _CACHE_FLOATS = 64_000_000  # 256 MB of float32 token embeddings kept between calls
 
 
@@ -124,7 +132,14 @@ class _Encoder:
     """A tokenizer + encoder truncated to the chosen layer; embeds texts into unit-norm token vectors."""
 
     def __init__(
-        self, path: Path, *, layer: int | None, model_name: str, fast_tokenizer: bool, device: str | None
+        self,
+        path: Path,
+        *,
+        layer: int | None,
+        model_name: str,
+        fast_tokenizer: bool,
+        device: str | None,
+        precision: str = "fp32",
     ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
@@ -160,7 +175,10 @@ class _Encoder:
             self.truncated = True
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.size = "small" if int(getattr(model.config, "hidden_size", 1024) or 1024) <= 768 else "large"
-        self.model = model.to(self.device)
+        from vistkit.models.precision import apply_precision
+
+        self.precision = precision
+        self.model = apply_precision(model.to(self.device), precision)
         tok = self.tokenizer
         self.special = {i for i in (tok.cls_token_id, tok.sep_token_id) if i is not None}
         limit = getattr(tok, "model_max_length", None) or 512
@@ -228,7 +246,9 @@ class _Encoder:
             x, mask = pad_rows([ids[i] for i in batch], pad_id=pad)
             return torch.from_numpy(x), torch.from_numpy(mask)
 
-        with torch.inference_mode():
+        from vistkit.models.precision import precision_context
+
+        with torch.inference_mode(), precision_context(self.precision, device):
             for chunk, tensors in prefetch(runner.plan(lengths, prepare), depth=2 if gpu else 0):
                 x, mask = runner.to_device(tensors)
                 if self.truncated:
@@ -273,7 +293,8 @@ class BertScore(Metric):
             "nrefs, key, refabsent as for every reference-based metric; model (packaged name, hub id or "
             "folder name), layer (the encoder layer whose output is used; 0 = embeddings), idf (yes/no), "
             "rescale (no, or the baseline file's name / the b values used), tok (slow or fast tokenizer), hf"
-            " (transformers version), then the vistkit version."
+            " (transformers version); with precision=tf32x3 (fp32-accurate on tensor cores) or bf16, "
+            "precision and maxdev (the measured largest F1 deviation: 1e-6 / 3e-3); then the vistkit version."
         ),
         reproduces=(
             "bert_score 0.3.13 (Tiiiger/bert_score): bert_score.score(cands, refs, model_type=<same local "
@@ -315,6 +336,7 @@ class BertScore(Metric):
         device: str | None = None,
         fast_tokenizer: bool = False,
         num_threads: int | None = None,
+        precision: str = "fp32",
     ) -> None:
 
         try:
@@ -334,9 +356,17 @@ class BertScore(Metric):
         self.idf = bool(idf)
         self.batch_size = int(batch_size)
         self.fast_tokenizer = bool(fast_tokenizer)
+        from vistkit.models.precision import check_precision
+
+        self.precision = check_precision(precision, offered=PRECISIONS, what="bertscore: precision")
         path = _resolve(self.model_name)
         self._encoder = _Encoder(
-            path, layer=layer, model_name=self.model_name, fast_tokenizer=self.fast_tokenizer, device=device
+            path,
+            layer=layer,
+            model_name=self.model_name,
+            fast_tokenizer=self.fast_tokenizer,
+            device=device,
+            precision=self.precision,
         )
         self.layer = self._encoder.layer
         self._model_label = self.model_name if not Path(self.model_name).exists() else path.name
@@ -391,6 +421,7 @@ class BertScore(Metric):
             "rescale": self._rescale_label,
             "tok": "fast" if self.fast_tokenizer else "slow",
             "hf": transformers.__version__,
+            **precision_fields(self.precision, FAST_DEVIATION),
         }
 
     # -- arithmetic ------------------------------------------------------------------------------------------

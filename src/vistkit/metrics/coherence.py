@@ -32,6 +32,7 @@ import numpy as np
 from vistkit.data.story import Story
 from vistkit.errors import MissingDependencyError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.models.precision import precision_fields
 from vistkit.models.runtime import content_key
 
 SENT_SPLITTER = "punkt-nltk3.8.1"
@@ -113,6 +114,11 @@ def _checkpoint_missing(name: str) -> MissingDependencyError:
     )
 
 
+#: largest |story score - exact fp32 story score| of the offline `coherence` metric per opt-in mode of its MiniLM
+#: encoder (bench/bench_precision.py --metrics coherence --stories 200: tf32x3 2.2e-7 with the tensor cores'
+#: rounding emulated, bf16 5.8e-3 on a CPU), rounded up; plain tf32 is not offered (a GPU must measure it)
+COHERENCE_DEVIATION: dict[str, str] = {"tf32x3": "1e-6", "bf16": "1e-2"}
+
 _SOP_CARD_COMMON = (
     "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]; "
     "RoViST Sec. 3.2, Eqs. 4-5) from "
@@ -138,7 +144,8 @@ class RovistC(Metric):
             "scores 0 without the model. " + _SOP_CARD_COMMON
         ),
         range="[0, 1], higher is more coherent; one-sentence stories are excluded (no pair).",
-        signature_fields="model (checkpoint name + SHA-256 prefix), context:adjacent, sentence splitter.",
+        signature_fields="model (checkpoint name + SHA-256 prefix), context:adjacent, sentence splitter; "
+        "precision and maxdev when a mode other than fp32 is chosen.",
         reproduces="usydnlp/rovist scripts/coherence_scorer.py given the official checkpoint.",
         differences=(
             "The paper describes the same adjacent-pair mean; the identical-pair rule is only in the code. "
@@ -181,11 +188,10 @@ class RovistC(Metric):
             "context": self.context,
             "sent": SENT_SPLITTER,
         }
-        if self.model.precision != "fp32":
-            from vistkit.models.sop import FAST_DEVIATION
+        from vistkit.models.sop import FAST_DEVIATION
 
-            fields["precision"] = self.model.precision  # opt-in mode (tf32x3: fp32-accurate; tf32/bf16: faster)
-            fields["maxdev"] = FAST_DEVIATION[self.model.precision]  # measured, see BENCHMARKS.md
+        # an opt-in mode (tf32x3: fp32-accurate; tf32/bf16: faster) and its measured bound (BENCHMARKS.md)
+        fields.update(precision_fields(self.model.precision, FAST_DEVIATION))
         return fields
 
     def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
@@ -285,7 +291,8 @@ class DhmC(RovistC):
             + _SOP_CARD_COMMON
         ),
         range="[0, 1], higher is more coherent; excludes one-sentence stories and inputs over 512 tokens.",
-        signature_fields="model (checkpoint name + SHA-256 prefix), context:prefix, sentence splitter.",
+        signature_fields="model (checkpoint name + SHA-256 prefix), context:prefix, sentence splitter; "
+        "precision and maxdev when a mode other than fp32 is chosen.",
         reproduces="akskuchi/dHM-visual-storytelling evaluate/eval_C_R.py (the data/scores/*/*_C.csv files).",
         differences=(
             "The dHM paper (Sec. 3.1) describes RoViST-C with the concatenated prefix of all preceding "
@@ -316,7 +323,8 @@ class Coherence(Metric):
             "stories (swap / future / other-story / repeat negatives). See docs/models/coherence.md."
         ),
         range="[0, 1], higher is more coherent; one-sentence stories are excluded.",
-        signature_fields="model (name + head SHA-256 prefix), encoder, context:prefix, sentence splitter.",
+        signature_fields="model (name + head SHA-256 prefix), encoder, context:prefix, sentence splitter; with "
+        "precision=tf32x3 (fp32-accurate on tensor cores) or bf16, precision and maxdev (measured: 1e-6 / 1e-2).",
         reproduces=(
             "Not an official metric: an offline stand-in for dHM-C / RoViST-C. Agreement with the official "
             "dHM C "
@@ -331,11 +339,12 @@ class Coherence(Metric):
         model: str | Path | None = None,
         device: str | None = None,
         batch_size: int = 64,
+        precision: str = "fp32",
     ) -> None:
         from vistkit.models.coherence_head import CoherenceModel
 
         try:
-            self.model = CoherenceModel(model, device=device, batch_size=batch_size)
+            self.model = CoherenceModel(model, device=device, batch_size=batch_size, precision=precision)
         except ImportError:
             raise MissingDependencyError(
                 "the coherence metric needs torch and transformers: pip install 'vistkit[models]'"
@@ -347,6 +356,7 @@ class Coherence(Metric):
             "encoder": "all-MiniLM-L6-v2",
             "context": "prefix",
             "sent": SENT_SPLITTER,
+            **precision_fields(self.model.encoder.precision, COHERENCE_DEVIATION),
         }
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:

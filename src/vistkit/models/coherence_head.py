@@ -89,15 +89,21 @@ class SentenceEncoder:
         device: str | None = None,
         batch_size: int = 64,
         max_length: int = 256,
+        precision: str = "fp32",
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
 
+        from vistkit.models.precision import apply_precision, check_precision
         from vistkit.models.resolve import resolve_model
 
         folder = resolve_model(model)
         self.device = choose_device(device)
+        self.precision = check_precision(precision, offered=("fp32", "tf32x3", "bf16"))
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        self.model = AutoModel.from_pretrained(str(folder), use_safetensors=True).to(self.device).eval()
+        model_fp32 = AutoModel.from_pretrained(str(folder), use_safetensors=True).eval()
+        # the static word-piece table (`first_pieces`) stays fp32 whatever the transformer's mode
+        self._piece_table = model_fp32.get_input_embeddings().weight.detach().float().clone()
+        self.model = apply_precision(model_fp32.to(self.device), self.precision)
         self.batch_size = batch_size
         self.max_length = max_length
         self.dim = int(self.model.config.hidden_size)
@@ -108,7 +114,7 @@ class SentenceEncoder:
         (0-padded)."""
         import torch
 
-        table = self.model.get_input_embeddings().weight.detach().float().cpu()
+        table = self._piece_table
         out = torch.zeros(len(texts), k * self.dim)
         for row, text in enumerate(texts):
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:k]
@@ -124,7 +130,9 @@ class SentenceEncoder:
         if todo:
             enc = self.tokenizer(todo, truncation=True, max_length=self.max_length)
             lengths = [len(x) for x in enc["input_ids"]]
-            with torch.inference_mode():
+            from vistkit.models.precision import precision_context
+
+            with torch.inference_mode(), precision_context(self.precision, self.device):
                 for batch in batches_by_length(lengths, batch_size=self.batch_size):
                     padded = self.tokenizer.pad(
                         {
@@ -149,7 +157,12 @@ class CoherenceModel:
     """The packaged (or a retrained) coherence head + its sentence encoder."""
 
     def __init__(
-        self, folder: str | Path | None = None, *, device: str | None = None, batch_size: int = 64
+        self,
+        folder: str | Path | None = None,
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
+        precision: str = "fp32",
     ) -> None:
         import torch
         from safetensors.torch import load_file
@@ -175,6 +188,7 @@ class CoherenceModel:
             device=device,
             batch_size=batch_size,
             max_length=int(self.config.get("max_length", 256)),
+            precision=precision,
         )
         self.features = str(self.config.get("features", "v1"))
         self.objective = str(self.config.get("objective", "pointwise"))

@@ -90,6 +90,49 @@ def _split_linear_class() -> Any:
     return SplitTF32Linear
 
 
+#: every mode a model metric may offer: "fp32" exact (the default), "tf32x3" fp32-accurate on tensor cores,
+#: "tf32" and "bf16" faster and approximate (each metric says which it offers and their measured deviation)
+PRECISIONS = ("fp32", "tf32x3", "tf32", "bf16")
+
+
+def check_precision(precision: str, *, offered: tuple[str, ...] = PRECISIONS, what: str = "precision") -> str:
+    """``precision`` if the metric offers it, else one sentence naming the choices."""
+    if precision not in offered:
+        from vistkit.errors import InputError
+
+        raise InputError(
+            f"{what} must be one of {', '.join(offered)} (fp32 is exact; tf32x3 keeps fp32's accuracy on tensor "
+            f"cores; tf32 / bf16 are faster and approximate), not {precision!r}"
+        )
+    return precision
+
+
+def apply_precision(module: Any, precision: str) -> Any:
+    """``module`` set up for ``precision`` (in place where possible): bf16 casts the module (not autocast around
+    fp32 weights), tf32x3 splits its linear layers; fp32 and tf32 leave it as it is (tf32 is a mode of the
+    matrix units: `precision_context`)."""
+    import torch
+
+    if precision == "bf16":
+        return module.to(torch.bfloat16)
+    if precision == "tf32x3":
+        return use_split_tf32(module)
+    return module
+
+
+def precision_context(precision: str, device: Any) -> contextlib.AbstractContextManager[None]:
+    """The context to run a forward pass in: TF32 matrix products for ``tf32`` on a CUDA device, else
+    nothing."""
+    return tf32_matmuls(precision == "tf32" and getattr(device, "type", str(device)) == "cuda")
+
+
+def precision_fields(precision: str, maxdev: dict[str, str]) -> dict[str, object]:
+    """Signature fields of a non-default mode: its name and its measured largest deviation (none for fp32)."""
+    if precision == "fp32":
+        return {}
+    return {"precision": precision, "maxdev": maxdev[precision]}
+
+
 def use_split_tf32(module: Any, *, emulate: bool = False) -> Any:
     """Replace every ``torch.nn.Linear`` inside ``module`` (in place) by its 3xTF32 form; returns ``module``."""
     import torch

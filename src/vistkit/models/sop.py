@@ -161,7 +161,6 @@ class EncodedPair:
     error: str | None = None
 
 
-PRECISIONS = ("fp32", "tf32x3", "tf32", "bf16")
 # Largest |story score - exact fp32 story score| measured for each opt-in fast path (random ALBERT-large SOP
 # model, 1,000 dHM VIST test stories, H100, bench/bench_coherence.py): tf32 2.45e-4, bf16 1.8e-3 (rovist-c and
 # dhm-c alike). Rounded up and named in the metric signature (``maxdev``); the trained checkpoint may differ.
@@ -239,23 +238,12 @@ class SOPModel:
         precision: str = "fp32",
         token_budget: int | None = None,
     ) -> None:
-        import torch
 
-        if precision not in PRECISIONS:
-            raise InputError(
-                f"precision must be 'fp32' (exact), 'tf32x3' (fp32-accurate on tensor cores), 'tf32' or 'bf16' "
-                f"(faster, approximate), not {precision!r}"
-            )
-        self.precision = precision
+        from vistkit.models.precision import apply_precision, check_precision
+
+        self.precision = check_precision(precision)
         self.device = choose_device(device)
-        module = module.to(self.device).eval()
-        if precision == "bf16":
-            module = module.to(torch.bfloat16)
-        elif precision == "tf32x3":
-            from vistkit.models.precision import use_split_tf32
-
-            module = use_split_tf32(module)
-        self.module = module
+        self.module = apply_precision(module.to(self.device).eval(), precision)
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
         self.max_positions = max_positions
@@ -357,9 +345,9 @@ class SOPModel:
 
     # -- scoring -----------------------------------------------------------------------------------------
     def _precision_context(self) -> Any:
-        from vistkit.models.precision import tf32_matmuls
+        from vistkit.models.precision import precision_context
 
-        return tf32_matmuls(self.precision == "tf32" and self.device.type == "cuda")
+        return precision_context(self.precision, self.device)
 
     def _prepare(self, pairs: Sequence[EncodedPair]) -> Any:
         import torch
