@@ -46,7 +46,7 @@ def _errors(seed: int) -> tuple[float, float, float]:
 @pytest.mark.parametrize("seed", range(4))
 def test_three_tf32_products_are_as_accurate_as_fp32(seed: int) -> None:
     fp32, tf32, split = _errors(seed)
-    assert tf32 > 1e-4 * 0.1  # one TF32 product: ~1e-4 relative (10 mantissa bits)
+    assert tf32 > 1e-5  # one TF32 product: ~3e-4 relative here (10 mantissa bits)
     assert split < 4 * max(fp32, 2.0**-24)  # 3xTF32: fp32's accuracy
     assert split * 100 < tf32
 
