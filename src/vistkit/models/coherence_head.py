@@ -101,8 +101,9 @@ class SentenceEncoder:
         self.precision = check_precision(precision, offered=("fp32", "tf32x3", "bf16"))
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
         model_fp32 = AutoModel.from_pretrained(str(folder), use_safetensors=True).eval()
-        # the static word-piece table (`first_pieces`) stays fp32 whatever the transformer's mode
-        self._piece_table = model_fp32.get_input_embeddings().weight.detach().float().clone()
+        # the static word-piece table (`first_pieces`) stays fp32 on the CPU whatever the transformer's mode: this
+        # keeps the loaded tensor (no copy), which a later device move or bf16 cast replaces, never changes
+        self._piece_table = model_fp32.get_input_embeddings().weight.detach()
         self.model = apply_precision(model_fp32.to(self.device), self.precision)
         self.batch_size = batch_size
         self.max_length = max_length
