@@ -64,10 +64,10 @@ def parse_bbox(text: str, *, where: str = "") -> Box | None:
 
 def read_regions(path: str | Path) -> dict[str, list[Region]]:
     """``image_id -> [(bbox text, box), ...]`` in file order, from a ``vist_entities.csv``-shaped file."""
-    from vistkit.data.readers import open_csv, shown_names, split_member
+    from vistkit.data.readers import is_input_file, open_csv, shown_names
 
     p = Path(path)
-    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a file inside a zip
+    if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise InputError(f"{p}: no such regions file (a CSV with columns image_id,bbox)")
 
     out: dict[str, list[Region]] = {}
@@ -88,10 +88,10 @@ def read_regions(path: str | Path) -> dict[str, list[Region]]:
 
 def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
     """``{story_id: [photo ids in story order]}`` from a JSON file."""
-    from vistkit.data.readers import load_json, split_member
+    from vistkit.data.readers import is_input_file, load_json
 
     p = Path(path)
-    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a file inside a zip
+    if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise InputError(f"{p}: no such photo map (a JSON object story_id -> [photo ids])")
 
     data = load_json(p)

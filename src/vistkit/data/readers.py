@@ -73,6 +73,12 @@ def split_member(path: str | Path) -> tuple[Path, str | None]:
     return Path(archive + ".zip"), member
 
 
+def is_input_file(path: str | Path) -> bool:
+    """True when ``path`` is a file, or ``ARCHIVE.zip:MEMBER`` names an existing archive (the member itself is
+    checked when it is opened)."""
+    return split_member(path)[0].is_file()
+
+
 # FILE:FIELD (a storylet field, e.g. predicted_story): a plain name that is not a file name
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _FILE_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".gz", ".zip")
@@ -93,7 +99,7 @@ def split_field(path: str, *, default: str = "text") -> tuple[str, str]:
     if (
         _FIELD_NAME.fullmatch(field)
         and not field.lower().endswith(_FILE_SUFFIXES)
-        and split_member(before)[0].is_file()
+        and is_input_file(before)
     ):
         return before, field
     return path, default

@@ -76,10 +76,10 @@ def _default_layer(model: str, n_layers: int) -> int:
 
 def read_baseline(path: str | Path, layer: int) -> tuple[float, float, float]:
     """P, R, F baselines of ``layer`` from a bert_score baseline file (CSV ``LAYER,P,R,F``)."""
-    from vistkit.data.readers import read_csv, split_member
+    from vistkit.data.readers import is_input_file, read_csv
 
     p = Path(path)
-    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names the baseline inside a zip
+    if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise InputError(f"bertscore: baseline file {p} does not exist; pass a CSV with columns LAYER,P,R,F")
     names, rows = read_csv(p, delimiter=",")
     if missing := [c for c in ("LAYER", "P", "R", "F") if c not in names]:

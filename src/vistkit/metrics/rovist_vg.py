@@ -166,10 +166,10 @@ def scaled_sigmoid(s_vg: float) -> float:
 def load_glove(path: str | Path) -> dict[str, np.ndarray]:
     """GloVe (``word v1 v2 ...`` per line) or word2vec text (a ``count dim`` first line) -> ``{word:
     vector}``."""
-    from vistkit.data.readers import iter_lines, open_text, split_member
+    from vistkit.data.readers import is_input_file, iter_lines, open_text
 
     p = Path(path)
-    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names the vectors inside a zip
+    if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise MissingDependencyError(
             f"GloVe vectors not found at {p}: rovist-vg needs glove.6B.300d.txt (Stanford GloVe 6B), passed "
             "as glove=PATH"
@@ -208,11 +208,11 @@ def load_idf(path: str | Path, *, trust: bool = False) -> dict[str, float]:
     """The IDF table: JSON ``{word: idf}``, or RoViST's ``idf_dict.pkl`` (a pickle: only with ``trust``, and
     even then through a restricted unpickler that admits only a word -> number mapping, see
     `IDF_PICKLE_GLOBALS`)."""
-    from vistkit.data.readers import load_json, split_member
+    from vistkit.data.readers import is_input_file, load_json, split_member
     from vistkit.models.checkpoints import load_restricted_pickle
 
     p = Path(path)
-    if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a JSON table inside a zip
+    if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise MissingDependencyError(
             f"IDF table not found at {p}: rovist-vg needs RoViST's idf_dict.pkl (idf=PATH)"
         )

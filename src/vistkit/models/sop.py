@@ -122,11 +122,11 @@ def _config_from(config: str | Path | Mapping[str, Any] | None, state: Mapping[s
             return dict(config)
         if hasattr(config, "to_dict"):
             return dict(config.to_dict())  # an AlbertConfig
-        from vistkit.data.readers import load_json, split_member
+        from vistkit.data.readers import is_input_file, load_json
 
         p = Path(config)
         p = p / "config.json" if p.is_dir() else p
-        if not split_member(p)[0].is_file():  # ARCHIVE.zip:MEMBER names a config inside a zip
+        if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
             raise InputError(f"ALBERT config {p} does not exist")
         data = load_json(p)
         if not isinstance(data, dict):
