@@ -32,3 +32,18 @@ def shared() -> Path:
     if not DATA.is_dir():
         pytest.skip(f"needs the ../shared data folder ({DATA} not found)")
     return DATA
+
+
+# Java's Math.pow (a JIT intrinsic) and C's pow may round differently in the last bit, and which one a value went
+# through depends on the CPU; between two different arithmetic implementations (Java vs numpy, BLAS with other
+# thread counts) compare within this relative tolerance (2 ulp of a double), never bit for bit.
+CROSS_IMPLEMENTATION_RTOL = 4e-16
+
+
+def assert_close_across_implementations(ours: object, theirs: object) -> None:
+    """``ours`` equals ``theirs`` (scalars or sequences) within ``CROSS_IMPLEMENTATION_RTOL`` relative."""
+    import numpy as np
+
+    np.testing.assert_allclose(
+        np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float), rtol=CROSS_IMPLEMENTATION_RTOL, atol=0
+    )

@@ -124,8 +124,8 @@ class TestEqualToLocal:
         hyps = StorySet(list(data["hyps"])[:60])
         local = get_metric("meteor-coco").score(hyps, data["refs"], key="sequence")
         remote = engine.metric("meteor-coco").score(hyps, data["refs"], key="sequence")
-        # items and pooled statistics are bit for bit; the local corpus value is the jar's own EVAL, the merged
-        # one Meteor's formula (`meteor_from_stats`, Java's operation order) on the pooled integer statistics
+        # items and pooled statistics are bit for bit; both corpus values are Meteor's formula in Python
+        # (`meteor_from_stats`, Java's operation order) on the same pooled integer statistics: the same code
         assert local.corpus == remote.corpus
         assert_same(local, remote)
         assert bootstrap_ci(local, n_bootstrap=200) == bootstrap_ci(remote, n_bootstrap=200)

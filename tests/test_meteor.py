@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import shared_file
+from tests.conftest import assert_close_across_implementations, shared_file
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import MissingDependencyError
 
@@ -349,19 +349,19 @@ def test_meteor_album_equals_jar_stdio(hter_jar: object, refs: StorySet) -> None
         [stdio_line(it.hypothesis.text, [r.text for r in it.references]) for it in items]
     )
     assert s.item_ids == [it.item_id for it in items]
-    assert list(s.item_scores) == jar.scores
-    assert s.corpus == jar.corpus
-    assert s.stats is not None and s.stats.tolist() == jar.stats
-    # resampling from the statistics reproduces the jar's pooled EVAL, to the last bit (the Ray engine's merged
-    # corpus relies on it), and so does any subset of rows
-    assert s.resample(np.arange(len(items))) == jar.corpus
+    assert list(s.item_scores) == jar.scores  # jar vs jar: the same Java code
+    assert s.stats is not None and s.stats.tolist() == jar.stats  # integer statistics: exact
+    # the corpus is Meteor's formula in Python on the pooled statistics (the code the Ray merge and the bootstrap
+    # use: bit for bit the same); against the jar's pooled EVAL it agrees within 1 ulp (Java's Math.pow vs C's pow)
+    assert s.resample(np.arange(len(items))) == s.corpus
+    assert_close_across_implementations(s.corpus, jar.corpus)
     rng = np.random.default_rng(0)
     for _ in range(3):
         rows = np.sort(rng.choice(len(items), size=40, replace=False))
         part = hter_jar.score_lines(  # type: ignore[attr-defined]
             [stdio_line(items[i].hypothesis.text, [r.text for r in items[i].references]) for i in rows]
         )
-        assert s.resample(rows) == part.corpus
+        assert_close_across_implementations(s.resample(rows), part.corpus)
 
 
 # ------------------------------------------------------------------------------------------------ meteor-coco
@@ -384,7 +384,8 @@ def test_meteor_coco_equals_pycocoevalcap(tapm_ours: StorySet, refs: StorySet) -
     assert s.corpus == pytest.approx(corpus, abs=1e-9)
     assert s.item_ids == list(gts)
     np.testing.assert_allclose(s.item_scores, per_item, rtol=0, atol=1e-9)
-    # the Python re-implementation of computeMetrics (bootstrap, Ray merge) equals the jar per row, bit for bit
+    # the Python re-implementation of computeMetrics (bootstrap, Ray merge) equals the jar per row within 1 ulp
+    # (Java's Math.pow and numpy's power need not agree in the last bit: 1 ulp off on some x86-64 machines)
     from vistkit.models.java import MeteorConfig, meteor_server
 
     info = meteor_server().config(MeteorConfig(norm=True))
@@ -392,8 +393,8 @@ def test_meteor_coco_equals_pycocoevalcap(tapm_ours: StorySet, refs: StorySet) -
     assert s.stats is not None
     for row, value in zip(s.stats, s.item_scores, strict=True):
         again = meteor_from_stats(row, weights=info.module_weights, **params)
-        assert again == value
-    assert s.resample(np.arange(len(items))) == s.corpus
+        assert_close_across_implementations(again, value)
+    assert s.resample(np.arange(len(items))) == s.corpus  # the same Python code on both sides: exact
 
 
 @needs_java

@@ -15,8 +15,12 @@ shared by the whole process (`vistkit.models.java.meteor_server`), so they give 
 Meteor's score for one set of statistics (``MeteorScorer.computeMetrics``; Denkowski & Lavie 2014, Sec. 2.3):
 P and R are weighted match ratios (content/function words weighted by delta, modules by their weights),
 Fmean = P R / (alpha P + (1 - alpha) R), Pen = gamma (ch / m)^beta, score = Fmean (1 - Pen).
-`meteor_from_stats` re-implements it in Python only to score resampled rows (bootstrap); reported scores come
-from the jar's code.
+`meteor_from_stats` re-implements it in Python (same operation order) for resampled rows (bootstrap) and for
+pooled corpus scores, so that the local engine, merged Ray shards and bootstrap resamples all run the same code
+on the same integer statistics and agree bit for bit. Per-item scores come from the jar. Against the jar's own
+``EVAL`` the Python formula agrees to within 1 ulp, not always bit for bit: ``Math.pow`` in the JVM (an intrinsic
+whose last bit may depend on the CPU and on whether the method is JIT-compiled yet) and C's ``pow`` need not
+round alike (tests/test_meteor.py compares them within 4e-16 relative).
 """
 
 from __future__ import annotations
@@ -249,9 +253,12 @@ class _PooledMeteor(Metric):
                 weights=info.module_weights,
             )
 
+        # the pooled corpus score from the statistics with Meteor's formula in Python, the code the Ray merge and
+        # the bootstrap use, so all three agree bit for bit; the jar's EVAL (result.corpus) may differ by 1 ulp
+        exact = math.isfinite(info.alpha) and len(items) > 0
         return Score(
             metric=self.name,
-            corpus=float(result.corpus),
+            corpus=corpus_from_stats(stats) if exact else float(result.corpus),
             item_ids=[it.item_id for it in items],
             item_scores=np.asarray(result.scores, dtype=float),
             signature=signature,
@@ -293,7 +300,9 @@ class MeteorAlbum(_PooledMeteor):
             "the test set lacks 9 of them (10 test albums are missing there), so the pooled score differs a "
             "little: 0.353637 vs 0.353795 (IRL-XE-ss-init), 0.349053 vs 0.348813 (IRL-init-iter100), "
             "0.352645 vs 0.352446 (IRL-init-iter100-tahn), |diff| <= 2.4e-4. Equal to the jar's stdio "
-            "protocol (-t hter) item by item, statistics included (tests/test_meteor.py)."
+            "protocol (-t hter) item by item, statistics included (tests/test_meteor.py); the pooled corpus "
+            "score is Meteor's formula in Python on those statistics, within 1 ulp of the jar's EVAL (Java's "
+            "Math.pow and C's pow may differ in the last bit) and bit for bit the Ray engine's."
         ),
         differences=(
             "vist_eval's wrapper says 'MSR VIST group's measurement' and uses -t hter without -norm, while "
@@ -338,7 +347,8 @@ class MeteorCoco(_PooledMeteor):
         reproduces=(
             "pycocoevalcap 1.2 Meteor().compute_score after PTBTokenizer().tokenize, equal to 1e-9 corpus "
             "and per item (tests/test_meteor.py); on TAPM's ours.json, all 1,999 test sequences: "
-            "0.11909292788829454, exactly pycocoevalcap's value."
+            "0.11909292788829454, pycocoevalcap's value (the corpus score is Meteor's formula in Python on the "
+            "pooled statistics: within 1 ulp of the jar's EVAL, bit for bit the Ray engine's)."
         ),
         differences=(
             "pycocoevalcap writes one text per line to the jar: a line break inside a text breaks its "
