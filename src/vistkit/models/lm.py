@@ -171,7 +171,7 @@ class Unigram:
         return float(sum(self.logprob(w) for w, _, _ in sentence.words))
 
     def slor(self, sentence: SentenceLogprobs) -> float:
-        """SLOR of a sentence on its ALONE pass (Kann et al. 2018, Eq. 2):
+        """SLOR of a sentence on its ALONE pass (Kann et al. 2018, Sec. 3, Eq. 1, p_u by Eq. 2):
         ``(ln p_M(S) - ln p_u(S)) / |S|``, |S| = the number of LM tokens. NaN for a sentence with no token."""
         n = len(sentence.token_ids)
         if n == 0:
@@ -761,7 +761,8 @@ class CausalLM:
         else:
             logits = self.model(input_ids=ids, use_cache=False).logits[:, :-1][keep_dev].float()
             scored = _target_logprob(logits, targets)
-        flat = scored.double().cpu().numpy()
+        # a log-probability is <= 0; rounding in logsumexp may leave +1e-7 on a certain token
+        flat = scored.clamp(max=0.0).double().cpu().numpy()
         out = []
         start = 0
         for r in rows:
