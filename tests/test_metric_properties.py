@@ -110,7 +110,19 @@ def _tiny_rovist_vg(folder: Path) -> dict[str, Any]:
     return make_tiny_rovist_vg(folder)
 
 
+def _tiny_lm(folder: Path) -> dict[str, Any]:
+    from tiny_models import make_tiny_causal_lm
+
+    shared = folder.parent / "tiny-causal-lm"  # one LM for the three LM metrics
+    if not shared.is_dir():
+        make_tiny_causal_lm(shared)
+    return {"lm": str(shared), "device": "cpu"}
+
+
 TINY_MODELS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "lm-perplexity": _tiny_lm,
+    "lm-fluency": _tiny_lm,
+    "lm-coherence": _tiny_lm,
     "rovist-c": _tiny_sop,
     "dhm-c": _tiny_sop,
     "vrank": _tiny_vrank,

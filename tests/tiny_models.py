@@ -358,3 +358,59 @@ def make_tiny_rovist_vg(folder: Path) -> dict[str, Any]:
         )
     )
     return {"checkpoint": ckpt, "glove": glove, "idf": {"beach": 2.0, "water": 1.5}, "idf_default": 1.0}
+
+
+# --------------------------------------------------------------------------------------------------- causal LM
+LM_WORDS = (
+    "we went to the beach today the water was blue and cold my brother built a sand castle ate sandwiches on "
+    "blanket sun set over sea family gathered for dinner grandma cooked big turkey everyone sat at long table "
+    "kids played games after it wonderful night city busy this morning people walked work in rain man sold "
+    "flowers corner buses were full found quiet cafe our team won game crowd cheered loudly players lifted "
+    "coach fans waved flags stands celebrated all i you he she they had fun day great time of with "
+    "did n't 's 're was is were be so very then"
+).split()
+
+
+def make_tiny_causal_lm(folder: str | Path, *, seed: int = 0, max_positions: int = 256) -> Path:
+    """Write a random 2-layer Llama causal LM (width 32) with a WordLevel tokenizer over `LM_WORDS`.
+
+    The tokenizer splits on whitespace and punctuation (``tokenizers``' ``Whitespace``), maps unknown words to
+    ``[UNK]`` and has ``<|endoftext|>`` (id 0), which vistkit's LM layer uses as the start token. Weights are
+    drawn with a large initializer range so that the random LM's predictions vary from token to token.
+    """
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = {"<|endoftext|>": 0, "[UNK]": 1}
+    for w in [*LM_WORDS, *string.punctuation]:
+        vocab.setdefault(w, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+    fast.save_pretrained(str(out))
+    cfg = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        initializer_range=0.3,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    LlamaForCausalLM(cfg).save_pretrained(str(out))
+    return out

