@@ -9,7 +9,9 @@
     story with one error, accuracy by error type (reference-free metrics only: VWP has one story per sequence);
 (c) a VHED-layout file, when given (`--vhed`, with `--references` for reference-based metrics).
 
-Pair accuracy is Vrank's Eq. 1-2 (a metric tie is wrong). A `ttr` baseline (type-token ratio) is always shown.
+Pair accuracy is Vrank's Eq. 1-2 (a metric tie is wrong). Trivial baselines are always shown beside the metrics:
+type-token ratio, word count and mean sentence length (the longer story preferred). `--per-group N` samples N
+pairs per system / error kind (seeded) for the LM metrics, which are slow on a CPU.
 These are development signals: the ranker's acceptance numbers come from held-out human judgements.
 """
 
@@ -37,7 +39,9 @@ from vistkit.models.story_ranker import sentences_of  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 REFS = SHARED / "pr-vist" / "PR_VIST.json.zip"
-REFERENCE_FREE = "story-ranker,coherence,rovist-nr,rovist-nr-jaccard"
+REFERENCE_FREE = (
+    "story-ranker,story-ranker-v1,lm-perplexity,lm-fluency,lm-coherence,coherence,rovist-nr,rovist-nr-jaccard"
+)
 DEFAULT_METRICS = REFERENCE_FREE + ",bleu-4,rouge-l,cider-d,sacrebleu,meteor-vist"
 
 
@@ -72,14 +76,53 @@ def vwp_pairs(seed: int = 1) -> list[StoryPair]:
     return pairs
 
 
-def ttr_scores(pairs: list[StoryPair]) -> PairScores:
-    def ttr(text: str) -> float:
-        words = [w for s in sentences_of(text) for w in s if w not in ".,!?;:"]
-        return len(set(words)) / len(words) if words else float("nan")
+def _words(text: str) -> list[list[str]]:
+    return [[w for w in s if w not in ".,!?;:"] for s in sentences_of(text)]
 
-    a = np.array([ttr(p.text_1) for p in pairs])
-    b = np.array([ttr(p.text_2) for p in pairs])
-    return PairScores("ttr", "ttr|type-token ratio", True, a, b, {})
+
+def _ttr(text: str) -> float:
+    words = [w for s in _words(text) for w in s]
+    return len(set(words)) / len(words) if words else float("nan")
+
+
+def _word_count(text: str) -> float:
+    return float(sum(len(s) for s in _words(text)))
+
+
+def _mean_sentence_words(text: str) -> float:
+    lengths = [len(s) for s in _words(text)]
+    return float(np.mean(lengths)) if lengths else float("nan")
+
+
+#: trivial baselines shown beside every learned number (higher value = preferred)
+BASELINES = {"ttr": _ttr, "word-count": _word_count, "mean-sentence-words": _mean_sentence_words}
+
+
+def baseline_scores(name: str, pairs: list[StoryPair]) -> PairScores:
+    f = BASELINES[name]
+    a = np.array([f(p.text_1) for p in pairs])
+    b = np.array([f(p.text_2) for p in pairs])
+    return PairScores(name, f"{name}|baseline", True, a, b, {})
+
+
+def ttr_scores(pairs: list[StoryPair]) -> PairScores:
+    return baseline_scores("ttr", pairs)
+
+
+def sample_per_group(pairs: list[StoryPair], group, n: int | None, seed: int = 0) -> list[StoryPair]:
+    """At most ``n`` pairs of each group (seeded), for metrics too slow for every pair (the LM ones)."""
+    if not n:
+        return pairs
+    by: dict[str, list[StoryPair]] = {}
+    for p in pairs:
+        by.setdefault(group(p), []).append(p)
+    rng = random.Random(seed)
+    out: list[StoryPair] = []
+    for g in sorted(by):
+        ps = list(by[g])
+        rng.shuffle(ps)
+        out += ps[:n]
+    return out
 
 
 def accuracy(scores: PairScores, pairs: list[StoryPair], group) -> dict[str, tuple[float, int]]:
@@ -96,7 +139,7 @@ OPTIONS: dict[str, dict] = {}
 
 
 def evaluate(name: str, pairs: list[StoryPair], metrics: list[str], group, refs=None) -> dict[str, dict]:
-    result = {"ttr": accuracy(ttr_scores(pairs), pairs, group)}
+    result = {name: accuracy(baseline_scores(name, pairs), pairs, group) for name in BASELINES}
     for m in metrics:
         t = time.time()
         try:
@@ -132,18 +175,20 @@ def main() -> None:
     ap.add_argument("--skip-proxy", action="store_true")
     ap.add_argument("--json", type=Path, help="write every number here")
     ap.add_argument("--ranker-model", type=Path, help="a story-ranker model folder (default: the packaged one)")
+    ap.add_argument("--per-group", type=int, default=None, help="at most N pairs per system / error kind")
     args = ap.parse_args()
     if args.ranker_model:
         OPTIONS["story-ranker"] = {"model": args.ranker_model}
     metrics = [m for m in args.metrics.split(",") if m]
     out = {}
     if not args.skip_proxy:
-        pairs = proxy_pairs()
+        pairs = sample_per_group(proxy_pairs(), lambda p: p.system_2, args.per_group)
         refs = read_stories(REFS, system="human")
         out["proxy"] = evaluate("proxy", pairs, metrics, lambda p: p.system_2, refs)
         print_table("(a) proxy pairs: human story vs machine story (PROXY label: human is better)", out["proxy"])
     free = [m for m in metrics if not get_metric_class(m).needs_references]
-    out["vwp"] = evaluate("vwp", vwp_pairs(), free, lambda p: p.system_2)
+    vwp = sample_per_group(vwp_pairs(), lambda p: p.system_2, args.per_group)
+    out["vwp"] = evaluate("vwp", vwp, free, lambda p: p.system_2)
     print_table("(b) VWP synthetic errors: human vs one error (accuracy by error type)", out["vwp"])
     if args.vhed:
         pairs = read_pairs(args.vhed)

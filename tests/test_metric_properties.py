@@ -123,6 +123,7 @@ TINY_MODELS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "lm-perplexity": _tiny_lm,
     "lm-fluency": _tiny_lm,
     "lm-coherence": _tiny_lm,
+    "story-ranker": _tiny_lm,
     "rovist-c": _tiny_sop,
     "dhm-c": _tiny_sop,
     "vrank": _tiny_vrank,

@@ -80,7 +80,7 @@ def test_lexical_features_by_hand() -> None:
 def test_packaged_model_and_signature(model: StoryRankerModel) -> None:
     config = json.loads((default_model_dir() / "config.json").read_text())
     assert config["features"] == list(FEATURE_NAMES)
-    metric = get_metric("story-ranker")
+    metric = get_metric("story-ranker-v1")
     sig = metric.signature()
     assert f"model:story-ranker-v1@{config['head_sha256'][:12]}" in sig
     assert "encoder:static:minilm-l6" in sig and "data:vist-val-3000" in sig
@@ -108,7 +108,7 @@ def test_utility_is_per_story_and_deterministic(model: StoryRankerModel) -> None
 
 
 def test_prefer_and_score() -> None:
-    metric = get_metric("story-ranker")
+    metric = get_metric("story-ranker-v1")
     a = [Story(story_id="1", text=HUMAN)]
     b = [Story(story_id="1", text="we had a great time . we had a great time . we had a great time .")]
     pref = metric.preference(a, b)
