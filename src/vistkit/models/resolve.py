@@ -67,7 +67,15 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
             pip_name="vistkit",
             subdir="resources/models/story-ranker-v1",
             hub_id="story-ranker-v1",
-            description="vistkit's offline default ranker (metric `story-ranker`) on minilm-l6 static vectors",
+            description="vistkit's first offline ranker (metric `story-ranker-v1`) on minilm-l6 static vectors",
+        ),
+        PackagedModel(
+            name="story-ranker-v2",
+            package="vistkit",
+            pip_name="vistkit",
+            subdir="resources/models/story-ranker-v2",
+            hub_id="story-ranker-v2",
+            description="vistkit's default ranker (metric `story-ranker`): feature statistics; reads smollm2-135m",
         ),
     )
 }
