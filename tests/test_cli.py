@@ -207,7 +207,7 @@ def test_exit_codes(
     bad.write_text('{"1": "a",}')
     code, _, err = _run(capsys, "score", bad, "-m", word_ratio, "-r", bad)
     assert code == 1 and "line 1, column" in err and len(err.strip().splitlines()) == 1
-    code, _, err = _run(capsys, "score", hyp_file, "-m", word_ratio, "-o", "nonsense")
+    code, _, err = _run(capsys, "score", hyp_file, "-m", word_ratio, "-O", "nonsense")
     assert code == 1 and "METRIC.OPTION=VALUE" in err
     # 2: usage errors
     assert _run(capsys, "score", hyp_file)[0] == 2  # --metrics is required

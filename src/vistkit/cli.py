@@ -6,11 +6,104 @@ stderr, never a traceback.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
+
+
+# ------------------------------------------------------------------------------------------- help conventions
+class _Argument(TyperArgument):
+    """An argument shown as ``FILE`` / ``NAME`` in usage lines (typer would write ``{hypotheses}``)."""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None  # the name column says it (FILE, SYSTEMS...)
+
+
+class _Option(TyperOption):
+    """An option whose value is shown as a plain metavar (FILE, INTEGER, local|ray), never ``<bool>``."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        if self.is_flag or self.count:
+            return None
+        if self.metavar is not None:
+            return self.metavar
+        return plain_metavar(self)
+
+
+def plain_metavar(param: Any) -> str:
+    """``text|json|csv|latex`` for choices, ``FILE`` for paths, ``INTEGER``, ``FLOAT``, ``TEXT``."""
+    from typing import get_args
+
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None:
+        return "TEXT"
+    if desc.is_choice:
+        return "|".join(str(getattr(c, "value", c)) for c in desc.choices or ())
+    if desc.is_path:
+        return "PATH"
+    annotation = desc.annotation
+    if desc.is_list and get_args(annotation):
+        annotation = get_args(annotation)[0]
+    return {int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}.get(annotation, "TEXT")
+
+
+def _escape(text: str | None) -> str | None:
+    """Help is rendered as rich markup: ``[ray]`` would vanish, ``\\[ray]`` shows ``[ray]``."""
+    return text.replace("[", "\\[") if text else text
+
+
+def _conventions(command: Any, quiet: Any, seen: set[int]) -> None:
+    """Every verb: plain metavars, brackets kept in help, and the shared ``-q/--quiet`` option."""
+    if id(command) in seen:
+        return
+    seen.add(id(command))
+    command.help = _escape(command.help)
+    command.short_help = _escape(command.short_help)
+    for param in command.params:
+        if isinstance(param, TyperArgument):
+            if param.metavar is None:
+                param.metavar = (param.name or "").upper()
+            param.__class__ = _Argument
+        elif isinstance(param, TyperOption):
+            param.__class__ = _Option
+            param.help = _escape(param.help)
+    original_help_option = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:  # built on demand by click: same plain display
+        option = original_help_option(ctx)
+        if isinstance(option, TyperOption):
+            option.__class__ = _Option
+        return option
+
+    command.get_help_option = get_help_option
+    for sub in getattr(command, "commands", {}).values():
+        _conventions(sub, quiet, seen)
+    if quiet is not None and not getattr(command, "commands", None) and not any(
+        "--quiet" in p.opts for p in command.params
+    ):
+        own = copy.copy(quiet)
+        own.expose_value = False
+        command.params.append(own)
+
+
+class VistkitGroup(TyperGroup):
+    """The top-level group: applies `_conventions` to every verb once the click command is built."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        quiet = next((p for p in self.params if "--quiet" in getattr(p, "opts", ())), None)
+        _conventions(self, quiet, set())
+
 
 app = typer.Typer(
     name="vistkit",
@@ -18,6 +111,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=VistkitGroup,
 )
 
 # Each module registers its command(s) on `app` when imported. A missing module (work in progress) is skipped.
@@ -44,10 +138,24 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _set_quiet(value: bool) -> None:
+    from vistkit import progress
+
+    if value:
+        progress.set_quiet(True)
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+        False, "--version", "-V", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress display and no notes on stderr (errors still show); also VISTKIT_QUIET=1.",
+        callback=_set_quiet,
     ),
 ) -> None:
     """Evaluate visual stories and the metrics themselves."""
@@ -61,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     _load_commands()
+    from vistkit import progress
+
+    progress.set_quiet(None)  # VISTKIT_QUIET decides until a -q/--quiet says otherwise (in-process reruns)
     try:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`
         rv = app(args=argv, standalone_mode=False, prog_name="vistkit")  # also under `python -m`

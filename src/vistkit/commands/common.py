@@ -23,10 +23,16 @@ TemplateOption = typer.Option(
     None, "--template", help="Challenge template: score only its sequences, require a story for each."
 )
 KeyOption = typer.Option(
-    None, "--key", "-k", help="Match stories by story, sequence or album (default: sequence if known)."
+    None,
+    "--key",
+    "-k",
+    metavar="KEY",
+    help="Match stories by story, sequence or album (default: sequence if known).",
 )
 RefFormatOption = typer.Option(None, "--ref-format", help="Force the reference file format.")
-MetricOptionOption = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable.")
+MetricOptionOption = typer.Option(
+    [], "--option", "-O", metavar="M.OPT=VALUE", help="A metric option, e.g. bertscore.idf=true (repeatable)."
+)
 
 
 # where scoring runs (score, compare, meta pairs, distance --human-stories): vistkit.engine

@@ -92,7 +92,9 @@ def distance(
     sentences: str = typer.Option(
         "split", "--sentences", help="With --*-stories: split (Punkt, as dHM) or source (VIST storylets)."
     ),
-    option: list[str] = typer.Option([], "--option", "-o", help="With --*-stories: METRIC.OPTION=VALUE."),
+    option: list[str] = typer.Option(
+        [], "--option", "-O", metavar="M.OPT=VALUE", help="With --*-stories: a metric option (repeatable)."
+    ),
     g_metric: str | None = typer.Option(None, "--g-metric", help="Column for G (default groovist)."),
     c_metric: str | None = typer.Option(None, "--c-metric", help="Column for C (default rovist-c)."),
     r_metric: str | None = typer.Option(None, "--r-metric", help="Column for R (default rovist-nr)."),

@@ -95,33 +95,20 @@ def score_all(
     template: list[str] | None,
     reference_absent: bool = False,
 ) -> list[Score]:
-    """Run every metric with a progress display on stderr."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    """Run every metric (each shows its progress on stderr: `vistkit.progress`, opened by `Metric.score`)."""
     results: list[Score] = []
-    console = Console(stderr=True)
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        for metric in metrics:
-            task = progress.add_task(f"scoring {metric.name}", total=None)
-            refs = references if metric.needs_references else None
-            results.append(
-                metric.score(
-                    hypotheses,
-                    refs,
-                    key=key,
-                    template=template,
-                    require_all=template is not None,
-                    reference_absent=reference_absent,
-                )
+    for metric in metrics:
+        refs = references if metric.needs_references else None
+        results.append(
+            metric.score(
+                hypotheses,
+                refs,
+                key=key,
+                template=template,
+                require_all=template is not None,
+                reference_absent=reference_absent,
             )
-            progress.remove_task(task)
+        )
     return results
 
 
@@ -212,7 +199,7 @@ def score(
         None, "--images", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
     ),
     regions: Path | None = typer.Option(
-        None, "--regions", help="Grounding metrics: regions CSV (image_id,bbox as vist_entities.csv)."
+        None, "--regions", help="Grounding metrics: regions CSV (columns image_id, bbox, as in VIST entities)."
     ),
     photos: Path | None = typer.Option(
         None,

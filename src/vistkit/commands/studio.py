@@ -255,7 +255,9 @@ def report_cmd(
     metrics: list[str] = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated."),
     references: Path | None = typer.Option(None, "--references", "-r", help="Human reference stories."),
     key: str | None = typer.Option(None, "--key", "-k", help="Match pairs/items to references by story/sequence."),
-    option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    option: list[str] = typer.Option(
+        [], "--option", "-O", metavar="M.OPT=VALUE", help="A metric option (repeatable)."
+    ),
     report: Path | None = typer.Option(None, "--report", help="Also write tables, figures and index.html here."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples."),
     drop_failed_gold: bool = typer.Option(False, "--drop-failed-gold", help="Leave out annotators below gold."),

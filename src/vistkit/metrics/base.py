@@ -17,14 +17,16 @@ import importlib
 import math
 import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, UnavailableMetricError, UnknownMetricError
+
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------------------------------- cards
@@ -328,7 +330,12 @@ class Metric(ABC):
         signature = self.signature(
             keying=alignment.keying, n_refs=alignment.n_refs, reference_absent=reference_absent
         )
-        result = self.score_items(alignment.items, signature=signature)
+        from vistkit import progress
+
+        # every metric shows its count; metrics with a long inner loop move it with `progress.fraction`
+        with progress.task(self.name, len(alignment.items), unit="stories", outermost=True) as task:
+            result = self.score_items(alignment.items, signature=signature)
+            task.update(len(alignment.items))
         result.excluded = {**alignment.excluded, **result.excluded}
         result.keying = alignment.keying
         return result
@@ -461,6 +468,16 @@ class CrossEncoderRanker(Ranker):
         return mean_score(
             self.name, [i.item_id for i in items], values, signature, excluded=excluded, extra={"anchors": len(anchors)}
         )
+
+
+def progress_items(items: Sequence[T]) -> Iterator[T]:
+    """``for item in progress_items(items)``: a metric's loop over its items that moves the progress count of
+    the task `Metric.score` opened (one per item; `vistkit.progress`)."""
+    from vistkit import progress
+
+    for item in items:
+        yield item
+        progress.advance()
 
 
 def is_ranker(metric: Metric | type[Metric]) -> bool:

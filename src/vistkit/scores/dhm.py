@@ -241,7 +241,7 @@ def dhm_from_story_files(
     **kwargs: Any,
 ) -> DhmResult:
     """`compute_dhm` on two story files (any VIST format); ``metrics`` maps G/C/R to metric names (None =
-    default) and ``option_pairs`` are ``METRIC.OPTION=VALUE`` strings as ``vistkit score -o`` takes."""
+    default) and ``option_pairs`` are ``METRIC.OPTION=VALUE`` strings as ``vistkit score -O`` takes."""
     from vistkit.commands.score import parse_metric_options
     from vistkit.data.readers import read_stories
 

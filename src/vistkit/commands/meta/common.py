@@ -124,26 +124,17 @@ def _references(path: Path | None, fmt: str | None) -> StorySet | None:
 def _score_all_pairs(
     metrics: list[Any], pairs: list[Any], refs: StorySet | None, key: Keying | None, reference_absent: bool
 ) -> list[Any]:
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    from vistkit import progress
     from vistkit.meta.scoring import score_pairs
 
     out = []
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as progress:
-        for metric in metrics:
-            task = progress.add_task(f"scoring {len(pairs)} pairs with {metric.name}", total=None)
+    for metric in metrics:
+        with progress.task(metric.name, len(pairs), unit="pairs") as task:
             try:
                 out.append(score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent))
+                task.update(len(pairs))
             except VistkitError as exc:
                 _skip_or_raise(metric.name, exc)
-            progress.remove_task(task)
     if not out:
         raise InputError("no metric could score these pairs (see the reasons above)")
     return out
