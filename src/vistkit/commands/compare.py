@@ -22,6 +22,7 @@ from vistkit.commands.common import (
     EngineOption,
     FormatOption,
     GpusPerWorkerOption,
+    HypFormatOption,
     KeyOption,
     MetricOptionOption,
     MetricsOption,
@@ -46,7 +47,7 @@ def system_names(paths: list[Path], names: list[str]) -> list[str]:
     """``--name`` values, else file stems (made unique with a counter)."""
     if names and len(names) != len(paths):
         raise InputError(f"give one --name per system file ({len(paths)} files, {len(names)} names)")
-    raw = names or [p.name.split(".")[0] or p.name for p in paths]
+    raw = names or [("stdin" if str(p) == "-" else p.name.split(".")[0] or p.name) for p in paths]
     out: list[str] = []
     for name in raw:
         candidate, k = name, 2
@@ -102,12 +103,13 @@ def head_to_head(
 
 
 def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: float) -> list[str]:
-    """One sentence per metric and system: "A's story is preferred over B's for X% of the photo sequences"."""
+    """One sentence per metric and system: "the story of A is preferred over that of B for X% of the photo
+    sequences" (no possessive: system names such as "ours" stay grammatical)."""
     lines = []
     for metric, per_system in h2h.items():
         for system, r in per_system.items():
             lines.append(
-                f"{metric}: {system}'s story is preferred over {r['over']}'s for {r['share']:.1%} of the "
+                f"{metric}: the story of {system} is preferred over that of {r['over']} for {r['share']:.1%} of the "
                 f"{UNITS.get(r['unit'], r['unit'])} [{r['ci'][0]:.1%}, {r['ci'][1]:.1%}] "
                 f"(ties {r['ties']:.1%}, n={r['n']}, {confidence:.0%} CI)"
             )
@@ -187,16 +189,20 @@ def render_comparison(
 
 @app.command()
 def compare(
-    systems: list[Path] = typer.Argument(..., help="Two or more system story files (any VIST format)."),
+    systems: list[Path] = typer.Argument(
+        ..., metavar="FILE...", help="Two or more system story files (any VIST format; one may be - for stdin)."
+    ),
     metrics: list[str] = MetricsOption,
     references: Path | None = ReferencesOption,
     baseline: str | None = typer.Option(
-        None, "--baseline", "-b", help="System the others are tested against (default: the first)."
+        None, "--baseline", metavar="NAME", help="System the others are tested against (default: the first)."
     ),
     names: list[str] = typer.Option(
         [], "--name", help="Display name per system file, in order (repeatable)."
     ),
-    test: str = typer.Option("bs", "--test", help="bs: paired bootstrap; ar: approximate randomisation."),
+    test: str = typer.Option(
+        "bs", "--test", metavar="bs|ar", help="bs: paired bootstrap; ar: approximate randomisation."
+    ),
     n_samples: int | None = typer.Option(
         None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar)."
     ),
@@ -206,7 +212,7 @@ def compare(
     template: Path | None = TemplateOption,
     key: Keying | None = KeyOption,
     fmt: OutputFormat = FormatOption,
-    hyp_format: str | None = typer.Option(None, "--hyp-format", help="Force the system files' format."),
+    hyp_format: str | None = HypFormatOption,
     ref_format: str | None = RefFormatOption,
     hyp_field: str = typer.Option("text", "--hyp-field", help="Storylet field holding the story."),
     option: list[str] = MetricOptionOption,

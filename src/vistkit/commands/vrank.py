@@ -93,7 +93,7 @@ def train_cmd(
     label_sign: str = LabelSignOpt,
     device: str | None = DeviceOpt,
     threads: int | None = ThreadsOpt,
-    force: bool = typer.Option(False, "--force", help="Overwrite a model already in --out."),
+    force: bool = typer.Option(False, "--force", help="Overwrite a model already in --output."),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Train Vrank as published: symmetric pairs, 'story1 [SEP] story2' -> ranking gap, MSE (Vrank Sect. 4)."""

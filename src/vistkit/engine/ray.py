@@ -22,8 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from vistkit.data.story import StorySet
 from vistkit import progress
+from vistkit.data.story import StorySet
 from vistkit.engine import Engine, EngineError, batched
 from vistkit.engine.merge import (
     StreamTotals,

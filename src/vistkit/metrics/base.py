@@ -261,6 +261,8 @@ class Metric(ABC):
     needs_references: ClassVar[bool] = False
     needs_images: ClassVar[bool] = False
     needs_human_story: ClassVar[bool] = False
+    #: model weights the metric needs that vistkit does not ship ("" = none, or all shipped)
+    weights: ClassVar[str] = ""
     #: keying used when the caller gives none (``None``: sequence when every story has photos, else story)
     default_keying: ClassVar[Keying | None] = None
     card: ClassVar[MetricCard]
@@ -478,6 +480,18 @@ def progress_items(items: Sequence[T]) -> Iterator[T]:
     for item in items:
         yield item
         progress.advance()
+
+
+def range_label(cls: type[Metric] | Metric) -> str:
+    """A metric's declared range for a table column: ``0-1``, ``0-100``, ``-1 to 1``, ``>= 0``, ``unbounded``."""
+    lo, hi = cls.lower_bound, cls.upper_bound
+    if lo is None and hi is None:
+        return "unbounded"
+    if hi is None:
+        return f">= {lo:g}"
+    if lo is None:
+        return f"<= {hi:g}"
+    return f"{lo:g}-{hi:g}" if lo >= 0 else f"{lo:g} to {hi:g}"
 
 
 def is_ranker(metric: Metric | type[Metric]) -> bool:

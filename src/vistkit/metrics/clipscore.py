@@ -311,6 +311,7 @@ class ClipScore(_ClipScoreBase):
     """Per-sentence CLIPScore against each sentence's own photo, averaged over the story."""
 
     name: ClassVar[str] = "clipscore"
+    weights: ClassVar[str] = "CLIP ViT-B/32 (openai/clip-vit-base-patch32 in the Hugging Face cache; not shipped)"
     card: ClassVar[MetricCard] = MetricCard(
         summary="CLIPScore per sentence against its own photo (sentence i <-> photo i), mean over the story.",
         definition=_CARD_COMMON + " Story score = mean over sentences; sentences over 77 CLIP tokens are "
@@ -356,6 +357,7 @@ class ClipScoreStory(_ClipScoreBase):
     """Whole-story CLIPScore against every photo of the sequence, mean over photos."""
 
     name: ClassVar[str] = "clipscore-story"
+    weights: ClassVar[str] = "CLIP ViT-B/32 (openai/clip-vit-base-patch32 in the Hugging Face cache; not shipped)"
     card: ClassVar[MetricCard] = MetricCard(
         summary="CLIPScore of the whole story text against each photo of its sequence, mean over the photos.",
         definition=_CARD_COMMON + " The whole story must fit CLIP's 77 tokens: longer stories are excluded "

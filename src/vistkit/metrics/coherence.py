@@ -136,6 +136,7 @@ class RovistC(Metric):
     """RoViST-C (official ``coherence_scorer.py``): mean SOP probability over adjacent sentence pairs."""
 
     name: ClassVar[str] = "rovist-c"
+    weights: ClassVar[str] = "the official RoViST-C checkpoint (sop_model_epoch4.pth.tar; not shipped)"
     context: ClassVar[str] = "adjacent"
     card: ClassVar[MetricCard] = MetricCard(
         summary="RoViST coherence: mean probability that each sentence follows the one before (ALBERT SOP).",

@@ -351,6 +351,7 @@ class Groovist(PhotoMetric):
     regions."""
 
     name: ClassVar[str] = "groovist"
+    weights: ClassVar[str] = "CLIP ViT-B/32 (openai/clip-vit-base-patch32 in the Hugging Face cache; not shipped)"
     higher_is_better: ClassVar[bool] = True
     lower_bound: ClassVar[float | None] = None
     upper_bound: ClassVar[float | None] = None

@@ -397,6 +397,9 @@ class RovistVG(PhotoMetric):
     """RoViST-VG as the released scorer computes it (IDF always on, log-sum-exp)."""
 
     name: ClassVar[str] = "rovist-vg"
+    weights: ClassVar[str] = (
+        "the official RoViST-VG checkpoint, GloVe 6B 300-d vectors and RoViST's IDF table (not shipped)"
+    )
     higher_is_better: ClassVar[bool] = True
     lower_bound: ClassVar[float | None] = None
     upper_bound: ClassVar[float | None] = None

@@ -368,7 +368,7 @@ def load_vrank(folder: str | Path, *, device: str | None = None, batch_size: int
     p = Path(folder).expanduser()
     if not p.exists():
         raise MissingDependencyError(
-            f"no Vrank model at {p}; train one with `vistkit vrank train PAIRS.csv --out DIR` and pass that folder"
+            f"no Vrank model at {p}; train one with `vistkit vrank train PAIRS.csv --output DIR` and pass that folder"
         )
     if not is_converted(p):
         raise InputError(f"{p} is not a trained Vrank folder (it needs model.safetensors and vistkit_model.json)")
