@@ -57,18 +57,26 @@ def plain_metavar(param: Any) -> str:
     return {int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}.get(annotation, "TEXT")
 
 
-def _escape(text: str | None) -> str | None:
-    """Help is rendered as rich markup: ``[ray]`` would vanish, ``\\[ray]`` shows ``[ray]``."""
-    return text.replace("[", "\\[") if text else text
+def first_sentence(text: str) -> str:
+    """The first sentence of a help text ("Vrank (Hsu et al. 2022): train ..." is not cut after "al.")."""
+    import re
+
+    para = " ".join(text.strip().split("\n\n")[0].split())
+    for m in re.finditer(r"\.(?:\s|$)", para):
+        if not re.search(r"\b(?:al|e\.g|i\.e|vs|Eqs?|Figs?|Sects?|Tab)$", para[: m.start()]):
+            return para[: m.start() + 1]
+    return para
 
 
 def _conventions(command: Any, quiet: Any, seen: set[int]) -> None:
-    """Every verb: plain metavars, brackets kept in help, and the shared ``-q/--quiet`` option."""
+    """Every verb: plain metavars (FILE, INTEGER, local|ray) and the shared ``-q/--quiet`` option. Help is
+    plain click text (``rich_markup_mode=None``): nothing in it is read as markup, so ``[ray]`` shows as
+    written, and it wraps at the terminal width instead of truncating option names."""
     if id(command) in seen:
         return
     seen.add(id(command))
-    command.help = _escape(command.help)
-    command.short_help = _escape(command.short_help)
+    if command.help and not command.short_help:  # `vistkit --help` lists whole first sentences, wrapped
+        command.short_help = first_sentence(command.help)
     for param in command.params:
         if isinstance(param, TyperArgument):
             if param.metavar is None:
@@ -76,7 +84,6 @@ def _conventions(command: Any, quiet: Any, seen: set[int]) -> None:
             param.__class__ = _Argument
         elif isinstance(param, TyperOption):
             param.__class__ = _Option
-            param.help = _escape(param.help)
     original_help_option = command.get_help_option
 
     def get_help_option(ctx: Any) -> Any:  # built on demand by click: same plain display
@@ -112,6 +119,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     cls=VistkitGroup,
+    rich_markup_mode=None,
 )
 
 # Each module registers its command(s) on `app` when imported. A missing module (work in progress) is skipped.

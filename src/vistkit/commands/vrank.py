@@ -24,9 +24,14 @@ vrank_app = typer.Typer(help="Vrank (Hsu et al. 2022): train on human story rank
 app.add_typer(vrank_app, name="vrank")
 
 LabelSignOpt = typer.Option(
-    "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
+    "auto",
+    "--label-sign",
+    metavar="auto|base-minus-comp|comp-minus-base",
+    help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base.",
 )
-DeviceOpt = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps (default: a GPU when present).")
+DeviceOpt = typer.Option(
+    None, "--device", metavar="DEVICE", help="cpu, cuda, cuda:1, mps (default: a GPU when present)."
+)
 ThreadsOpt = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice).")
 
 
@@ -77,11 +82,18 @@ def train_cmd(
     epochs: int = typer.Option(30, "--epochs", help="Training epochs (paper: 30)."),
     seed: int = typer.Option(7777, "--seed", help="Random seed (paper: 7777)."),
     precision: str = typer.Option(
-        "auto", "--precision", help="auto (fp16 mixed precision on CUDA, else fp32), fp32, fp16 or bf16."
+        "auto",
+        "--precision",
+        metavar="auto|fp32|fp16|bf16",
+        help="auto (fp16 mixed precision on CUDA, else fp32), fp32, fp16 or bf16.",
     ),
     max_length: int = typer.Option(512, "--max-length", help="Tokens of 'story1 [SEP] story2' kept."),
-    target: str = typer.Option("gap", "--target", help="Regress the ranking gap (gap) or gap / N (normalised)."),
-    schedule: str = typer.Option("linear", "--schedule", help="Learning rate: linear decay to 0, or constant."),
+    target: str = typer.Option(
+        "gap", "--target", metavar="gap|normalised", help="Regress the ranking gap (gap) or gap / N (normalised)."
+    ),
+    schedule: str = typer.Option(
+        "linear", "--schedule", metavar="linear|constant", help="Learning rate: linear decay to 0, or constant."
+    ),
     mlm_stories: Path | None = typer.Option(
         None, "--mlm-stories", help="Story file or folder: masked-LM pre-training first (paper: VIST train refs)."
     ),

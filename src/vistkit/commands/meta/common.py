@@ -30,22 +30,39 @@ from vistkit.errors import InputError, VistkitError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 # ------------------------------------------------------------------------------------------ shared options
-MetricsOpt = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated (`vistkit metrics`).")
-RefsOpt = typer.Option(None, "--references", "-r", help="Human reference stories (for reference-based metrics).")
-KeyOpt = typer.Option(None, "--key", "-k", help="Match pairs to references by sequence (img_seq) or story.")
+MetricsOpt = typer.Option(
+    ..., "--metrics", "-m", metavar="METRICS", help="Metric names, comma-separated (`vistkit metrics`), or all."
+)
+RefsOpt = typer.Option(
+    None, "--references", "-r", metavar="FILE", help="Human reference stories (for reference-based metrics)."
+)
+KeyOpt = typer.Option(
+    None, "--key", "-k", metavar="KEY", help="Match pairs to references by sequence (img_seq) or story."
+)
 RefAbsentOpt = typer.Option(
     True,
     "--reference-absent/--no-reference-absent",
     help="Reference Absent Algorithm (Vrank Eq. 3): remove a pair's human story from the references.",
 )
-ReportOpt = typer.Option(None, "--report", help="Also write tables, figures (PNG+PDF) and index.html here.")
+ReportOpt = typer.Option(
+    None, "--report", metavar="FOLDER", help="Also write tables, figures (PNG+PDF) and index.html here."
+)
 LabelSignOpt = typer.Option(
-    "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
+    "auto",
+    "--label-sign",
+    metavar="auto|base-minus-comp|comp-minus-base",
+    help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base.",
 )
 StoriesOpt = typer.Option(
-    [], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files (FILE may be ARCHIVE.zip:MEMBER), repeatable."
+    [],
+    "--stories",
+    "-s",
+    metavar="SYSTEM=FILE",
+    help="SYSTEM=FILE[:FIELD] story files (FILE may be ARCHIVE.zip:MEMBER), repeatable.",
 )
-JudgedKeyOpt = typer.Option(None, "--key", "-k", help="How items match stories/references (story).")
+JudgedKeyOpt = typer.Option(
+    None, "--key", "-k", metavar="KEY", help="How items match stories/references (story or sequence)."
+)
 RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
 SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
 ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
