@@ -171,15 +171,22 @@ def _root(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
-    from vistkit.errors import VistkitError
-
     # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     _load_commands()
     from vistkit import progress
 
-    progress.set_quiet(None)  # VISTKIT_QUIET decides until a -q/--quiet says otherwise (in-process reruns)
+    progress.set_quiet(None)  # shown (VISTKIT_QUIET=1 hides it) until a -q/--quiet says otherwise
+    try:
+        return _run(argv)
+    finally:
+        progress.set_quiet("library")  # in-process callers (tests, scripts) get the library default back
+
+
+def _run(argv: list[str] | None) -> int:
+    from vistkit.errors import VistkitError
+
     try:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`
         rv = app(args=argv, standalone_mode=False, prog_name="vistkit")  # also under `python -m`

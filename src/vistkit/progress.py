@@ -5,6 +5,8 @@
   seconds (default 10) and a final line, e.g. ``bertscore: scored 1,200/2,019 stories (37.1/s, ETA 0:00:22)``.
   The final line is printed only for a task that took at least 2 s or already printed a line.
 - Silent under ``vistkit -q`` / ``--quiet`` (`set_quiet`) or ``VISTKIT_QUIET=1``.
+- In the Python API (``vistkit.score`` in a script or notebook) progress is off unless ``VISTKIT_PROGRESS=1``
+  (or `set_quiet(False)`); the ``vistkit`` command turns it on.
 
 Library code opens a task with `task` (or wraps an iterable with `track`) and advances it; code deep inside a
 loop that cannot see the task (a metric's batched model loop) reports through `advance` / `fraction`, which move
@@ -30,22 +32,33 @@ DEFAULT_INTERVAL = 10.0
 #: a task shorter than this prints no final line when it printed nothing before (plain mode)
 QUIET_BELOW_S = 2.0
 
-_quiet: bool | None = None  # None: VISTKIT_QUIET decides
+_LIBRARY = "library"
+_quiet: bool | str | None = _LIBRARY  # None: VISTKIT_QUIET decides (the CLI); "library": VISTKIT_PROGRESS decides
 _local = threading.local()
 clock: Callable[[], float] = time.monotonic  # tests replace it with a fake clock
 
 
-def set_quiet(value: bool | None) -> None:
-    """Silence progress (True), show it (False) or follow ``VISTKIT_QUIET`` again (None)."""
+def set_quiet(value: bool | str | None) -> None:
+    """Silence progress (True), show it (False), follow ``VISTKIT_QUIET`` (None: the command line's default) or
+    go back to the library default (``"library"``: off unless ``VISTKIT_PROGRESS=1``)."""
     global _quiet
     _quiet = value
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "no", "false")
+
+
 def is_quiet() -> bool:
-    """Whether progress and chatter are off (``-q``/``--quiet`` or ``VISTKIT_QUIET=1``)."""
-    if _quiet is not None:
+    """Whether progress and chatter are off (``-q``/``--quiet`` or ``VISTKIT_QUIET=1``; in the Python API
+    unless ``VISTKIT_PROGRESS=1``)."""
+    if _env_flag("VISTKIT_QUIET"):
+        return True
+    if _quiet == _LIBRARY:
+        return not _env_flag("VISTKIT_PROGRESS")
+    if isinstance(_quiet, bool):
         return _quiet
-    return os.environ.get("VISTKIT_QUIET", "").strip().lower() not in ("", "0", "no", "false")
+    return False
 
 
 def interval() -> float:

@@ -97,6 +97,14 @@ def echo(text: str) -> None:
     typer.echo(text.rstrip("\n"))
 
 
+def note(text: str) -> None:
+    """An informative line on stderr (a metric skipped and why); silent under -q/--quiet."""
+    from vistkit import progress
+
+    if not progress.is_quiet():
+        typer.secho(text, fg=typer.colors.YELLOW, err=True)
+
+
 def emit(text: str, *, to_stderr: bool = False) -> None:
     """The command's result: on stdout, or on stderr when stdout carries a ``--per-item -`` CSV."""
     typer.echo(text.rstrip("\n"), err=to_stderr)

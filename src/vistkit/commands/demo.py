@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-import typer
-
 from vistkit.cli import app
-from vistkit.commands.common import echo
+from vistkit.commands.common import echo, note
 from vistkit.data.story import StorySet
 from vistkit.errors import VistkitError
 
@@ -61,7 +59,7 @@ def demo() -> None:
     if results:
         echo(render_scores(results, OutputFormat.TEXT))
     for line in skipped:
-        typer.secho(f"skipped {line}", fg=typer.colors.YELLOW, err=True)
+        note(f"skipped {line}")
     _demo_distance(human, llava)
     echo("\nNext: `vistkit metrics` lists every metric; `vistkit metrics --info NAME` shows its card.")
 
@@ -74,6 +72,6 @@ def _demo_distance(human: StorySet, llava: StorySet) -> None:
     try:
         result = compute_dhm(human, llava, c_metric="coherence", dimensions="C,R")
     except VistkitError as exc:
-        typer.secho(f"skipped dHM distance: {exc}", fg=typer.colors.YELLOW, err=True)
+        note(f"skipped dHM distance: {exc}")
         return
     echo("\n" + render_dhm(result, OutputFormat.TEXT, title="dHM, human vs LLaVA"))

@@ -25,6 +25,7 @@ from vistkit.commands.common import (
     TemplateOption,
     WorkersOption,
     echo,
+    note,
     open_engine,
     output_file,
     parse_metric_names,
@@ -290,7 +291,6 @@ def score(
     Each metric's range is in the table (sacrebleu is 0-100, bleu-4 0-1); --metrics all runs every metric
     that can run on the inputs given and says why the others were skipped.
     """
-    from vistkit import progress
     from vistkit.data.readers import read_stories, read_template
 
     names = parse_metric_names(metrics)
@@ -312,8 +312,7 @@ def score(
             built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped
         )
     for name, why in (skipped or {}).items():
-        if not progress.is_quiet():
-            typer.secho(f"skipped {name}: {why}", fg=typer.colors.YELLOW, err=True)
+        note(f"skipped {name}: {why}")
     if not results:
         raise InputError("no metric could score these stories (see the reasons above)")
     if per_item is not None:

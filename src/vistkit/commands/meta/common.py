@@ -22,6 +22,7 @@ from vistkit.commands.common import (
     RefFormatOption,
     WorkersOption,
     echo,
+    note,
     open_engine,
     parse_metric_names,
 )
@@ -116,7 +117,7 @@ def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> l
         except (VistkitError, ImportError, OSError) as exc:
             SKIPPED[name] = str(exc).split(";")[0]
     for name, why in SKIPPED.items():
-        typer.secho(f"skipped {name}: {why}", err=True, fg=typer.colors.YELLOW)
+        note(f"skipped {name}: {why}")
     if not built:
         raise InputError("no registered metric can run here; see `vistkit metrics`")
     return built
@@ -127,7 +128,7 @@ def _skip_or_raise(name: str, exc: VistkitError) -> None:
     if not TOLERANT[0]:
         raise exc
     SKIPPED[name] = str(exc)
-    typer.secho(f"skipped {name}: {exc}", err=True, fg=typer.colors.YELLOW)
+    note(f"skipped {name}: {exc}")
 
 
 def _references(path: Path | None, fmt: str | None) -> StorySet | None:
