@@ -309,7 +309,8 @@ def as_story_sets(
     else:
         bad = [k for k, v in hypotheses.items() if not isinstance(v, str)]
         if bad:
-            raise InputError(f"prediction {bad[0]!r} is a {type(hypotheses[bad[0]]).__name__}, not a text: {_SHAPES}")
+            kind = type(hypotheses[bad[0]]).__name__
+            raise InputError(f"prediction {bad[0]!r} is not a text but {kind}: {_SHAPES}")
         ids, texts = [str(k) for k in hypotheses], list(hypotheses.values())
     hyps = StorySet(Story(story_id=i, text=t, system="prediction") for i, t in zip(ids, texts, strict=True))
     if rk is None:
