@@ -212,3 +212,14 @@ def test_quiet_cli_prints_no_progress(
     out, err = capsys.readouterr()
     assert err == "" and re.fullmatch(r"\d\.\d{4}\n", out)
     assert progress._quiet == "library"  # the flag does not outlive the command
+
+
+def test_labelled_tasks_name_their_system(clock: FakeClock, capsys: pytest.CaptureFixture[str]) -> None:
+    with progress.labelled("sysA"), progress.task("bertscore", 2) as t:
+        clock.now += 4
+        t.update(2)
+    assert _lines(capsys) == ["sysA: bertscore: scored 2/2 stories (0.5/s, 0:00:04)"]
+    with progress.task("bertscore", 1) as t:  # the label does not outlive its block
+        clock.now += 4
+        t.update(1)
+    assert _lines(capsys) == ["bertscore: scored 1/1 stories (0.2/s, 0:00:04)"]

@@ -258,6 +258,7 @@ def task(
     systems) it is hidden and moves the open task instead (`Metric.score` opens its tasks so).
     """
     stack = _stack()
+    label = _label(label)
     if outermost and stack:
         t = Task(label, total, unit=unit, verb=verb, display=None, parent=stack[-1])
     else:
@@ -280,6 +281,24 @@ def track(
         for x in items:
             yield x
             t.advance()
+
+
+@contextmanager
+def labelled(prefix: str) -> Iterator[None]:
+    """Tasks opened in the block are labelled ``PREFIX: label`` (e.g. the system a metric scores in compare)."""
+    prefixes = getattr(_local, "prefixes", None)
+    if prefixes is None:
+        prefixes = _local.prefixes = []
+    prefixes.append(prefix)
+    try:
+        yield
+    finally:
+        prefixes.pop()
+
+
+def _label(label: str) -> str:
+    prefixes = getattr(_local, "prefixes", None) or []
+    return ": ".join([*prefixes, label]) if label else ": ".join(prefixes)
 
 
 def current() -> Task | None:

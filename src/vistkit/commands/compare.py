@@ -75,6 +75,7 @@ def head_to_head(
     ``prefer(system story, baseline story)``; another metric compares the two item scores (oriented)."""
     import numpy as np
 
+    from vistkit import progress
     from vistkit.meta.pairs import preference_share
     from vistkit.metrics.base import Ranker
 
@@ -91,7 +92,10 @@ def head_to_head(
             common = [k for k in base.item_ids if k in theirs]
             if isinstance(metric, Ranker):
                 mine, ref = stories[system].by_key(keying), stories[baseline].by_key(keying)
-                diff = metric.preference([mine[k] for k in common], [ref[k] for k in common])
+                label = f"{metric.name}: {system} vs {baseline}"
+                with progress.task(label, len(common), unit="pairs", verb="compared") as task:
+                    diff = metric.preference([mine[k] for k in common], [ref[k] for k in common])
+                    task.update(len(common))
             else:
                 va = dict(zip(other.item_ids, other.item_scores, strict=True))
                 vb = dict(zip(base.item_ids, base.item_scores, strict=True))
@@ -225,6 +229,7 @@ def compare(
     num_gpus_per_worker: float = GpusPerWorkerOption,
 ) -> None:
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
+    from vistkit import progress
     from vistkit.commands.score import build_metrics, parse_metric_options, score_all
     from vistkit.data.readers import read_stories, read_template
     from vistkit.scores.stats import compare_scores
@@ -248,7 +253,8 @@ def compare(
         for label, path in zip(labels, systems, strict=True):
             hyps = read_stories(path, format=hyp_format, field=hyp_field)
             stories[label] = hyps
-            results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+            with progress.labelled(label):  # "sysA: bertscore: scored 1,200/2,019 stories ..."
+                results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
             scores[label] = {r.metric: r for r in results}
     comparison = compare_scores(
         scores,

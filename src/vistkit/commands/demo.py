@@ -26,6 +26,7 @@ DEMO_METRICS = (
 @app.command()
 def demo() -> None:
     """Score 50 LLaVA stories against their human VIST references with every offline metric."""
+    from vistkit import progress
     from vistkit.commands.score import render_scores
     from vistkit.data.readers import read_stories
     from vistkit.metrics.base import Score, get_metric, list_metrics
@@ -49,9 +50,11 @@ def demo() -> None:
         try:
             metric = get_metric(name)
             refs = human if metric.needs_references else None
-            results.append(metric.score(llava, refs, key="story"))
+            with progress.labelled("llava"):
+                results.append(metric.score(llava, refs, key="story"))
             if not metric.needs_references:  # reference-free: show the human stories too
-                human_score = metric.score(human, None, key="story")
+                with progress.labelled("human"):
+                    human_score = metric.score(human, None, key="story")
                 human_score.metric = f"{name} (human)"
                 results.append(human_score)
         except VistkitError as exc:

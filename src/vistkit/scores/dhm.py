@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Metric, Score, get_metric_class
@@ -199,7 +200,8 @@ def compute_dhm(
         if _accepts(metric, "sentences"):
             sent_note = f"sentences={getattr(metric, 'sentences', sentences)}"
         for side, stories in sides.items():
-            score: Score = metric.score(stories, key=Keying.STORY)
+            with progress.labelled(f"{side} {dim}"):
+                score: Score = metric.score(stories, key=Keying.STORY)
             values = dict(zip(score.item_ids, (float(v) for v in score.item_scores), strict=True))
             tables[side][dim] = values
             for sid, value in values.items():
