@@ -65,7 +65,7 @@ def _parse_stories(values: list[str]) -> dict[str, tuple[Path, str]]:
         path, field = split_field(path)  # FILE:FIELD, not ARCHIVE.zip:MEMBER
         if not name or name in out:
             raise InputError(f"--stories {v!r}: every system needs its own, non-empty name")
-        if not split_member(path)[0].exists():
+        if path != "-" and not split_member(path)[0].exists():  # - : standard input
             raise InputError(f"--stories {name}: no file {path}")
         out[name] = (Path(path), field)
     return out
