@@ -163,8 +163,10 @@ def test_terminal_mode_draws_a_bar_and_clears_it(clock: FakeClock, monkeypatch: 
     with progress.task("bertscore", 4) as t:
         assert t._bar is not None  # a rich task, not plain lines
         t.advance(2)
+        clock.now += 3
         t.advance(2)
     assert progress._displays[id(fake)].progress is None  # stopped once its last task ended
+    assert "bertscore: scored 4/4 stories (1.3/s, 0:00:03)" in fake.getvalue()  # its final line stays
 
 
 # --------------------------------------------------------------------------------------------------- the CLI

@@ -156,12 +156,13 @@ class Task:
     def finish(self) -> None:
         if self._display is None:
             return
-        if self._bar is not None:
-            self._display.remove(self)
-            return
         elapsed = clock() - self.start
+        final = format_line(self.label, self.verb, self.done, self.total, self.unit, elapsed)
+        if self._bar is not None:  # the bar goes; a task that took a while leaves its final line above
+            self._display.remove(self, final if elapsed >= QUIET_BELOW_S else None)
+            return
         if self._printed or elapsed >= QUIET_BELOW_S:
-            self._display.line(format_line(self.label, self.verb, self.done, self.total, self.unit, elapsed))
+            self._display.line(final)
 
 
 class _Display:
@@ -213,7 +214,9 @@ class _Display:
     def refresh(self, task: Task) -> None:
         self.progress.update(task._bar, completed=task.done)
 
-    def remove(self, task: Task) -> None:
+    def remove(self, task: Task, final: str | None) -> None:
+        if final is not None:
+            self.progress.console.print(final, markup=False, highlight=False)
         self.progress.remove_task(task._bar)
         if not self.progress.tasks:
             self.progress.stop()
