@@ -135,10 +135,11 @@ def _build_metric(
     try:
         return engine.metric(spec, accepted) if engine is not None else cls(**accepted)
     except MissingDependencyError as exc:
-        others = ",".join(d for d in dims if d != dim) or "C,R"
+        others = ",".join(d for d in dims if d != dim)
+        instead = f"--{dim.lower()}-metric coherence (offline)" if dim == "C" else f"--{dim.lower()}-metric NAME"
+        way_out = f"leave it out with --dimensions {others}" if others else f"score it with another metric: {instead}"
         raise MissingDependencyError(
-            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or leave it out with "
-            f"--dimensions {others})"
+            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or {way_out})"
         ) from None
 
 
