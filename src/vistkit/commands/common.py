@@ -31,7 +31,7 @@ ReferencesOption = typer.Option(
     None, "--references", "-r", metavar="FILE", help="Reference (human) stories (- : standard input)."
 )
 TemplateOption = typer.Option(
-    None, "--template", help="Challenge template: score only its sequences, require a story for each."
+    None, "--template", metavar="FILE", help="Challenge template: score only its sequences, require a story for each."
 )
 KeyOption = typer.Option(
     None,
@@ -49,7 +49,7 @@ RefFormatOption = typer.Option(
     None, "--ref-format", metavar="FORMAT", help="Force the reference file format (as --hyp-format)."
 )
 MetricOptionOption = typer.Option(
-    [], "--option", "-O", metavar="M.OPT=VALUE", help="A metric option, e.g. bertscore.idf=true (repeatable)."
+    [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="A metric option, e.g. bertscore.idf=true (repeatable)."
 )
 
 

@@ -103,7 +103,7 @@ def distance(
         help="With --*-stories: split (Punkt, as dHM) or source (VIST storylets).",
     ),
     option: list[str] = typer.Option(
-        [], "--option", "-O", metavar="M.OPT=VALUE", help="With --*-stories: a metric option (repeatable)."
+        [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="With --*-stories: a metric option (repeatable)."
     ),
     g_metric: str | None = typer.Option(
         None,

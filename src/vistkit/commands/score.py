@@ -254,7 +254,10 @@ def score(
     hyp_format: str | None = HypFormatOption,
     ref_format: str | None = RefFormatOption,
     hyp_field: str = typer.Option(
-        "text", "--hyp-field", help="Storylet field holding the story (e.g. predicted_story for PR-VIST)."
+        "text",
+        "--hyp-field",
+        metavar="FIELD",
+        help="Storylet field holding the story (e.g. predicted_story for PR-VIST).",
     ),
     drop_non_ascii: bool = typer.Option(
         False,
@@ -263,14 +266,18 @@ def score(
     ),
     option: list[str] = MetricOptionOption,
     images: Path | None = typer.Option(
-        None, "--images", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
+        None, "--images", metavar="FOLDER", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
     ),
     regions: Path | None = typer.Option(
-        None, "--regions", help="Grounding metrics: regions CSV (columns image_id, bbox, as in VIST entities)."
+        None,
+        "--regions",
+        metavar="FILE",
+        help="Grounding metrics: regions CSV (columns image_id, bbox, as in VIST entities).",
     ),
     photos: Path | None = typer.Option(
         None,
         "--photos",
+        metavar="FILE",
         help="Grounding metrics: JSON mapping story_id to its list of photo ids (for files without photos).",
     ),
     reference_absent: bool = typer.Option(

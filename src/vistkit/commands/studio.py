@@ -275,7 +275,7 @@ def report_cmd(
         None, "--key", "-k", metavar="KEY", help="Match pairs/items to references by story or sequence."
     ),
     option: list[str] = typer.Option(
-        [], "--option", "-O", metavar="M.OPT=VALUE", help="A metric option (repeatable)."
+        [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="A metric option (repeatable)."
     ),
     report: Path | None = typer.Option(None, "--report", help="Also write tables, figures and index.html here."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples."),
