@@ -122,7 +122,9 @@ def test_metrics_lists_every_registered_and_unavailable_metric(capsys: pytest.Ca
 def test_metrics_info(capsys: pytest.CaptureFixture[str]) -> None:
     name = next(iter(list_metrics()))
     code, out, _ = _run(capsys, "metrics", "--info", name)
-    assert code == 0 and out.startswith(f"# {name}") and "## Definition" in out and "## Range" in out
+    # rendered Markdown (rich): the headings' words, not their '#' marks
+    assert code == 0 and out.split()[0] == name and "Definition" in out and "Range" in out
+    assert "## " not in out and "# " + name not in out
     code, out, _ = _run(capsys, "metrics", "--info", name, "--format", "json")
     card = json.loads(out)
     assert code == 0 and card["name"] == name and card["summary"] == list_metrics()[name].card.summary
@@ -165,13 +167,15 @@ def test_score_csv_latex_and_text(hyp_file: Path, capsys: pytest.CaptureFixture[
     _need_rovist_nr()
     code, out, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--format", "csv")
     rows = list(csv.reader(io.StringIO(out)))
-    assert code == 0 and rows[0] == ["metric", "score", "n", "key"]
+    # the range (declared bounds: rovist-nr is at most 1, unbounded below) and the signature stay in the CSV
+    assert code == 0 and rows[0] == ["metric", "score", "range", "n", "key", "signature"]
     assert rows[1][0] == "rovist-nr" and float(rows[1][1]) == pytest.approx(NR_CORPUS, abs=1e-12)
-    assert rows[1][2:] == ["2", "sequence"]
+    assert rows[1][2:5] == ["<= 1", "2", "sequence"] and rows[1][5].startswith("rovist-nr|key:sequence|")
     code, out, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--format", "latex")
     assert code == 0 and r"\begin{tabular}" in out and f"{NR_CORPUS:.4f}" in out and r"\end{table}" in out
+    assert "range" in out and r"rovist-nr\textbar{}key:sequence\textbar{}" in out  # | escaped in the caption
     code, out, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr")
-    assert code == 0 and f"{NR_CORPUS:.4f}" in out and "1 item(s) excluded" in out
+    assert code == 0 and f"{NR_CORPUS:.4f}" in out and "1 item(s) excluded" in out and "<= 1" in out
 
 
 def test_score_reference_metric_and_two_metrics(
@@ -207,7 +211,7 @@ def test_exit_codes(
     bad.write_text('{"1": "a",}')
     code, _, err = _run(capsys, "score", bad, "-m", word_ratio, "-r", bad)
     assert code == 1 and "line 1, column" in err and len(err.strip().splitlines()) == 1
-    code, _, err = _run(capsys, "score", hyp_file, "-m", word_ratio, "-o", "nonsense")
+    code, _, err = _run(capsys, "score", hyp_file, "-m", word_ratio, "-O", "nonsense")
     assert code == 1 and "METRIC.OPTION=VALUE" in err
     # 2: usage errors
     assert _run(capsys, "score", hyp_file)[0] == 2  # --metrics is required

@@ -196,7 +196,7 @@ def test_missing_clip_is_one_sentence(tmp_path: Path):
     with pytest.raises(MissingDependencyError) as err:
         ClipScore(images=tmp_path, clip_model="openai/not-a-cached-clip")
     assert "clipscore needs CLIP ViT-B/32 weights" in str(err.value)
-    assert "-o clipscore.clip_model=PATH" in str(err.value)
+    assert "-O clipscore.clip_model=PATH" in str(err.value)
 
 
 def test_needs_images(tiny_clip: Path):

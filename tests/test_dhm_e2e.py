@@ -153,6 +153,11 @@ def test_missing_coherence_checkpoint_is_one_sentence():
         compute_dhm(h, m, dimensions="C,R")  # dhm-c needs the RoViST ALBERT checkpoint
     msg = str(err.value)
     assert msg.startswith("dHM's coherence dimension C cannot run:") and "--dimensions R" in msg
+    with pytest.raises(MissingDependencyError) as err:
+        compute_dhm(h, m, dimensions="C")  # nothing else to keep: another C metric, not "--dimensions C,R"
+    msg = str(err.value)
+    assert msg.endswith("(or score it with another metric: --c-metric coherence (offline))")
+    assert "--dimensions" not in msg
 
 
 def test_missing_clip_is_one_sentence(tmp_path: Path):

@@ -425,7 +425,7 @@ def test_missing_clip_weights_cli(tmp_path: Path, capsys: pytest.CaptureFixture[
 
     stories = tmp_path / "s.jsonl"
     stories.write_text('{"story_id": "1", "text": "a cat ."}\n')
-    code = main(["score", str(stories), "-m", "groovist", "-o", "groovist.clip_model=no/such-clip-model"])
+    code = main(["score", str(stories), "-m", "groovist", "-O", "groovist.clip_model=no/such-clip-model"])
     err = capsys.readouterr().err
     assert code == 1
     assert "groovist needs CLIP ViT-B/32 weights" in err and "Traceback" not in err
@@ -466,7 +466,7 @@ def test_score_command_with_images(
             str(photo_dir),
             "--photos",
             str(photo_map),
-            "-o",
+            "-O",
             f"groovist.clip_model={tiny_clip}",
             "--format",
             "json",

@@ -379,10 +379,10 @@ def test_cli_never_runs_a_malicious_checkpoint(tmp_path: Path, marker: Path, kin
     trusted = [
         ("models", "convert", evil, tmp_path / "out1", "--trust-checkpoint", "--kind", "state-dict"),
         ("models", "convert", evil, tmp_path / "out2", "--trust-checkpoint"),
-        ("score", hyps, "-m", "rovist-c", "-o", f"rovist-c.model={evil}", "-o", "rovist-c.trust_checkpoint=true"),
-        ("score", hyps, "-m", "dhm-c", "-o", f"dhm-c.model={evil}", "-o", "dhm-c.trust_checkpoint=true"),
-        ("score", hyps, "-m", "rovist-vg", "-o", f"rovist-vg.checkpoint={evil}", "-o", f"rovist-vg.glove={glove}",
-         "-o", f"rovist-vg.idf={idf}", "-o", "rovist-vg.trust_checkpoint=true"),
+        ("score", hyps, "-m", "rovist-c", "-O", f"rovist-c.model={evil}", "-O", "rovist-c.trust_checkpoint=true"),
+        ("score", hyps, "-m", "dhm-c", "-O", f"dhm-c.model={evil}", "-O", "dhm-c.trust_checkpoint=true"),
+        ("score", hyps, "-m", "rovist-vg", "-O", f"rovist-vg.checkpoint={evil}", "-O", f"rovist-vg.glove={glove}",
+         "-O", f"rovist-vg.idf={idf}", "-O", "rovist-vg.trust_checkpoint=true"),
     ]  # fmt: skip
     for args in trusted:
         err = cli_fails_cleanly(*args)
@@ -390,7 +390,7 @@ def test_cli_never_runs_a_malicious_checkpoint(tmp_path: Path, marker: Path, kin
     for args in [
         ("models", "convert", evil, tmp_path / "out3", "--kind", "state-dict"),
         ("models", "convert", evil, tmp_path / "out4"),
-        ("score", hyps, "-m", "rovist-c", "-o", f"rovist-c.model={evil}"),
+        ("score", hyps, "-m", "rovist-c", "-O", f"rovist-c.model={evil}"),
     ]:
         err = cli_fails_cleanly(*args)
         assert "trust" in err, (args, err)
@@ -841,11 +841,11 @@ VERB_SLOTS: dict[str, list[Slot]] = {
                                 b]),
     ],
     "vrank train": [
-        (".csv", lambda b, g: ["vrank", "train", b, "--out", g["out"] / "v", "--encoder", g["out"] / "no-encoder"]),
-        (".jsonl", lambda b, g: ["vrank", "train", g["pairs"], "--out", g["out"] / "v", "--encoder",
+        (".csv", lambda b, g: ["vrank", "train", b, "--output", g["out"] / "v", "--encoder", g["out"] / "no-encoder"]),
+        (".jsonl", lambda b, g: ["vrank", "train", g["pairs"], "--output", g["out"] / "v", "--encoder",
                                  g["out"] / "no-encoder", "--mlm-stories", b]),
     ],
-    "vrank predict": [(".csv", lambda b, g: ["vrank", "predict", b, "-m", g["out"] / "no-model"])],
+    "vrank predict": [(".csv", lambda b, g: ["vrank", "predict", b, "--model", g["out"] / "no-model"])],
     "studio init": [
         (".jsonl", lambda b, g: ["studio", "init", g["out"] / "s.db", "--task", "rank", "-s", f"a={b}", "-s",
                                  f"b={g['stories']}"]),

@@ -324,7 +324,7 @@ def test_compare_says_how_often_a_system_is_preferred(tmp_path: Path, capsys: py
     text = capsys.readouterr().out
     assert code == 0
     share = f"{np.mean(dy > dx):.1%}"
-    assert f"test-distinct-words: y's story is preferred over x's for {share} of the photo sequences" in text
+    assert f"test-distinct-words: the story of y is preferred over that of x for {share} of the photo sequences" in text
 
 
 def test_preference_share_counts_ties_for_neither() -> None:

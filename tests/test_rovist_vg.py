@@ -219,7 +219,7 @@ def test_missing_checkpoint_message(tmp_path: Path):
         "r2p_model_epoch2.pth.tar",
         "glove.6B.300d.txt",
         "idf_dict.pkl",
-        "-o rovist-vg.checkpoint=PATH",
+        "-O rovist-vg.checkpoint=PATH",
     ):
         assert what in msg
     assert "\n" not in msg
@@ -354,8 +354,8 @@ def test_scaled_missing_checkpoint_message_names_its_options(tmp_path: Path):
     with pytest.raises(MissingDependencyError) as err:
         vg.RovistVGScaled(checkpoint=tmp_path / "r2p_model_epoch2.pth.tar")
     msg = str(err.value)
-    assert msg.startswith("rovist-vg-scaled needs") and "-o rovist-vg-scaled.checkpoint=PATH" in msg
-    assert "-o rovist-vg-scaled.idf=PATH" in msg and "\n" not in msg
+    assert msg.startswith("rovist-vg-scaled needs") and "-O rovist-vg-scaled.checkpoint=PATH" in msg
+    assert "-O rovist-vg-scaled.idf=PATH" in msg and "\n" not in msg
 
 
 @pytest.mark.slow

@@ -221,10 +221,13 @@ def test_demo_builds_without_serving_and_is_reused(tmp_path: Path, capsys: pytes
     assert main(["studio", "demo", "--dir", str(folder), "--no-serve", "--items", "4", "--annotators", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("/a/") == 2 and "/admin/" in out
+    # the links need a server: --no-serve says how to start it
+    assert f"start it with: vistkit studio serve {folder / 'study.db'}" in out
     assert len(list((folder / "photos").iterdir())) >= 5
     assert main(["studio", "demo", "--dir", str(folder), "--no-serve", "--port", "8123"]) == 0
     again = capsys.readouterr().out
     assert again.count("/a/") == 2 and again.count(":8123/") == 3  # the same links, on the port asked for
+    assert again.rstrip().endswith("--host 127.0.0.1 --port 8123")
     assert [line.split("/a/")[1] for line in again.splitlines() if "/a/" in line] == [
         line.split("/a/")[1] for line in out.splitlines() if "/a/" in line
     ]

@@ -109,7 +109,7 @@ def trained(data: dict[str, Path]) -> Path:
             str(data["train"]),
             "--encoder",
             str(data["encoder"]),
-            "--out",
+            "--output",
             str(out),
             *FAST,
             "-f",
@@ -250,7 +250,7 @@ def test_missing_encoder_is_one_clear_sentence(
 ) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    code = main(["vrank", "train", str(data["train"]), "--out", str(tmp_path / "m")])
+    code = main(["vrank", "train", str(data["train"]), "--output", str(tmp_path / "m")])
     err = capsys.readouterr().err
     assert code == 1
     assert "princeton-nlp/sup-simcse-bert-base-uncased" in err and "--encoder" in err and "Traceback" not in err

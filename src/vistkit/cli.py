@@ -6,11 +6,111 @@ stderr, never a traceback.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
+
+
+# ------------------------------------------------------------------------------------------- help conventions
+class _Argument(TyperArgument):
+    """An argument shown as ``FILE`` / ``NAME`` in usage lines (typer would write ``{hypotheses}``)."""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None  # the name column says it (FILE, SYSTEMS...)
+
+
+class _Option(TyperOption):
+    """An option whose value is shown as a plain metavar (FILE, INTEGER, local|ray), never ``<bool>``."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        if self.is_flag or self.count:
+            return None
+        if self.metavar is not None:
+            return self.metavar
+        return plain_metavar(self)
+
+
+def plain_metavar(param: Any) -> str:
+    """``text|json|csv|latex`` for choices, ``FILE`` for paths, ``INTEGER``, ``FLOAT``, ``TEXT``."""
+    from typing import get_args
+
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None:
+        return "TEXT"
+    if desc.is_choice:
+        return "|".join(str(getattr(c, "value", c)) for c in desc.choices or ())
+    if desc.is_path:
+        return "PATH"
+    annotation = desc.annotation
+    if desc.is_list and get_args(annotation):
+        annotation = get_args(annotation)[0]
+    return {int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}.get(annotation, "TEXT")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a help text ("Vrank (Hsu et al. 2022): train ..." is not cut after "al.")."""
+    import re
+
+    para = " ".join(text.strip().split("\n\n")[0].split())
+    for m in re.finditer(r"\.(?:\s|$)", para):
+        if not re.search(r"\b(?:al|e\.g|i\.e|vs|Eqs?|Figs?|Sects?|Tab)$", para[: m.start()]):
+            return para[: m.start() + 1]
+    return para
+
+
+def _conventions(command: Any, quiet: Any, seen: set[int]) -> None:
+    """Every verb: plain metavars (FILE, INTEGER, local|ray) and the shared ``-q/--quiet`` option. Help is
+    plain click text (``rich_markup_mode=None``): nothing in it is read as markup, so ``[ray]`` shows as
+    written, and it wraps at the terminal width instead of truncating option names."""
+    if id(command) in seen:
+        return
+    seen.add(id(command))
+    if command.help and not command.short_help:  # `vistkit --help` lists whole first sentences, wrapped
+        command.short_help = first_sentence(command.help)
+    for param in command.params:
+        if isinstance(param, TyperArgument):
+            if param.metavar is None:
+                param.metavar = (param.name or "").upper()
+            param.__class__ = _Argument
+        elif isinstance(param, TyperOption):
+            param.__class__ = _Option
+    original_help_option = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:  # built on demand by click: same plain display
+        option = original_help_option(ctx)
+        if isinstance(option, TyperOption):
+            option.__class__ = _Option
+        return option
+
+    command.get_help_option = get_help_option
+    for sub in getattr(command, "commands", {}).values():
+        _conventions(sub, quiet, seen)
+    if quiet is not None and not getattr(command, "commands", None) and not any(
+        "--quiet" in p.opts for p in command.params
+    ):
+        own = copy.copy(quiet)
+        own.expose_value = False
+        command.params.append(own)
+
+
+class VistkitGroup(TyperGroup):
+    """The top-level group: applies `_conventions` to every verb once the click command is built."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        quiet = next((p for p in self.params if "--quiet" in getattr(p, "opts", ())), None)
+        _conventions(self, quiet, set())
+
 
 app = typer.Typer(
     name="vistkit",
@@ -18,6 +118,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=VistkitGroup,
+    rich_markup_mode=None,
 )
 
 # Each module registers its command(s) on `app` when imported. A missing module (work in progress) is skipped.
@@ -44,10 +146,24 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _set_quiet(value: bool) -> None:
+    from vistkit import progress
+
+    if value:
+        progress.set_quiet(True)
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+        False, "--version", "-V", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress display and no notes on stderr (errors still show); also VISTKIT_QUIET=1.",
+        callback=_set_quiet,
     ),
 ) -> None:
     """Evaluate visual stories and the metrics themselves."""
@@ -55,12 +171,22 @@ def _root(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
-    from vistkit.errors import VistkitError
-
     # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     _load_commands()
+    from vistkit import progress
+
+    progress.set_quiet(None)  # shown (VISTKIT_QUIET=1 hides it) until a -q/--quiet says otherwise
+    try:
+        return _run(argv)
+    finally:
+        progress.set_quiet("library")  # in-process callers (tests, scripts) get the library default back
+
+
+def _run(argv: list[str] | None) -> int:
+    from vistkit.errors import VistkitError
+
     try:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`
         rv = app(args=argv, standalone_mode=False, prog_name="vistkit")  # also under `python -m`

@@ -22,6 +22,7 @@ from vistkit.commands.common import (
     EngineOption,
     FormatOption,
     GpusPerWorkerOption,
+    HypFormatOption,
     KeyOption,
     MetricOptionOption,
     MetricsOption,
@@ -46,7 +47,7 @@ def system_names(paths: list[Path], names: list[str]) -> list[str]:
     """``--name`` values, else file stems (made unique with a counter)."""
     if names and len(names) != len(paths):
         raise InputError(f"give one --name per system file ({len(paths)} files, {len(names)} names)")
-    raw = names or [p.name.split(".")[0] or p.name for p in paths]
+    raw = names or [("stdin" if str(p) == "-" else p.name.split(".")[0] or p.name) for p in paths]
     out: list[str] = []
     for name in raw:
         candidate, k = name, 2
@@ -74,6 +75,7 @@ def head_to_head(
     ``prefer(system story, baseline story)``; another metric compares the two item scores (oriented)."""
     import numpy as np
 
+    from vistkit import progress
     from vistkit.meta.pairs import preference_share
     from vistkit.metrics.base import Ranker
 
@@ -90,7 +92,10 @@ def head_to_head(
             common = [k for k in base.item_ids if k in theirs]
             if isinstance(metric, Ranker):
                 mine, ref = stories[system].by_key(keying), stories[baseline].by_key(keying)
-                diff = metric.preference([mine[k] for k in common], [ref[k] for k in common])
+                label = f"{metric.name}: {system} vs {baseline}"
+                with progress.task(label, len(common), unit="pairs", verb="compared") as task:
+                    diff = metric.preference([mine[k] for k in common], [ref[k] for k in common])
+                    task.update(len(common))
             else:
                 va = dict(zip(other.item_ids, other.item_scores, strict=True))
                 vb = dict(zip(base.item_ids, base.item_scores, strict=True))
@@ -102,12 +107,13 @@ def head_to_head(
 
 
 def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: float) -> list[str]:
-    """One sentence per metric and system: "A's story is preferred over B's for X% of the photo sequences"."""
+    """One sentence per metric and system: "the story of A is preferred over that of B for X% of the photo
+    sequences" (no possessive: system names such as "ours" stay grammatical)."""
     lines = []
     for metric, per_system in h2h.items():
         for system, r in per_system.items():
             lines.append(
-                f"{metric}: {system}'s story is preferred over {r['over']}'s for {r['share']:.1%} of the "
+                f"{metric}: the story of {system} is preferred over that of {r['over']} for {r['share']:.1%} of the "
                 f"{UNITS.get(r['unit'], r['unit'])} [{r['ci'][0]:.1%}, {r['ci'][1]:.1%}] "
                 f"(ties {r['ties']:.1%}, n={r['n']}, {confidence:.0%} CI)"
             )
@@ -187,16 +193,20 @@ def render_comparison(
 
 @app.command()
 def compare(
-    systems: list[Path] = typer.Argument(..., help="Two or more system story files (any VIST format)."),
+    systems: list[Path] = typer.Argument(
+        ..., metavar="FILE...", help="Two or more system story files (any VIST format; one may be - for stdin)."
+    ),
     metrics: list[str] = MetricsOption,
     references: Path | None = ReferencesOption,
     baseline: str | None = typer.Option(
-        None, "--baseline", "-b", help="System the others are tested against (default: the first)."
+        None, "--baseline", metavar="NAME", help="System the others are tested against (default: the first)."
     ),
     names: list[str] = typer.Option(
         [], "--name", help="Display name per system file, in order (repeatable)."
     ),
-    test: str = typer.Option("bs", "--test", help="bs: paired bootstrap; ar: approximate randomisation."),
+    test: str = typer.Option(
+        "bs", "--test", metavar="bs|ar", help="bs: paired bootstrap; ar: approximate randomisation."
+    ),
     n_samples: int | None = typer.Option(
         None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar)."
     ),
@@ -206,7 +216,7 @@ def compare(
     template: Path | None = TemplateOption,
     key: Keying | None = KeyOption,
     fmt: OutputFormat = FormatOption,
-    hyp_format: str | None = typer.Option(None, "--hyp-format", help="Force the system files' format."),
+    hyp_format: str | None = HypFormatOption,
     ref_format: str | None = RefFormatOption,
     hyp_field: str = typer.Option("text", "--hyp-field", help="Storylet field holding the story."),
     option: list[str] = MetricOptionOption,
@@ -219,6 +229,7 @@ def compare(
     num_gpus_per_worker: float = GpusPerWorkerOption,
 ) -> None:
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
+    from vistkit import progress
     from vistkit.commands.score import build_metrics, parse_metric_options, score_all
     from vistkit.data.readers import read_stories, read_template
     from vistkit.scores.stats import compare_scores
@@ -242,7 +253,8 @@ def compare(
         for label, path in zip(labels, systems, strict=True):
             hyps = read_stories(path, format=hyp_format, field=hyp_field)
             stories[label] = hyps
-            results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+            with progress.labelled(label):  # "sysA: bertscore: scored 1,200/2,019 stories ..."
+                results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
             scores[label] = {r.metric: r for r in results}
     comparison = compare_scores(
         scores,

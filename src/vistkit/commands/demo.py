@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-import typer
-
 from vistkit.cli import app
-from vistkit.commands.common import echo
+from vistkit.commands.common import echo, note
 from vistkit.data.story import StorySet
 from vistkit.errors import VistkitError
 
@@ -28,6 +26,7 @@ DEMO_METRICS = (
 @app.command()
 def demo() -> None:
     """Score 50 LLaVA stories against their human VIST references with every offline metric."""
+    from vistkit import progress
     from vistkit.commands.score import render_scores
     from vistkit.data.readers import read_stories
     from vistkit.metrics.base import Score, get_metric, list_metrics
@@ -51,9 +50,11 @@ def demo() -> None:
         try:
             metric = get_metric(name)
             refs = human if metric.needs_references else None
-            results.append(metric.score(llava, refs, key="story"))
+            with progress.labelled("llava"):
+                results.append(metric.score(llava, refs, key="story"))
             if not metric.needs_references:  # reference-free: show the human stories too
-                human_score = metric.score(human, None, key="story")
+                with progress.labelled("human"):
+                    human_score = metric.score(human, None, key="story")
                 human_score.metric = f"{name} (human)"
                 results.append(human_score)
         except VistkitError as exc:
@@ -61,7 +62,7 @@ def demo() -> None:
     if results:
         echo(render_scores(results, OutputFormat.TEXT))
     for line in skipped:
-        typer.secho(f"skipped {line}", fg=typer.colors.YELLOW, err=True)
+        note(f"skipped {line}")
     _demo_distance(human, llava)
     echo("\nNext: `vistkit metrics` lists every metric; `vistkit metrics --info NAME` shows its card.")
 
@@ -74,6 +75,6 @@ def _demo_distance(human: StorySet, llava: StorySet) -> None:
     try:
         result = compute_dhm(human, llava, c_metric="coherence", dimensions="C,R")
     except VistkitError as exc:
-        typer.secho(f"skipped dHM distance: {exc}", fg=typer.colors.YELLOW, err=True)
+        note(f"skipped dHM distance: {exc}")
         return
     echo("\n" + render_dhm(result, OutputFormat.TEXT, title="dHM, human vs LLaVA"))

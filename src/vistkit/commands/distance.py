@@ -19,8 +19,9 @@ from vistkit.commands.common import (
     FormatOption,
     GpusPerWorkerOption,
     WorkersOption,
-    echo,
+    emit,
     open_engine,
+    output_file,
 )
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
@@ -79,29 +80,57 @@ def distance(
     human_stories: Path | None = typer.Option(
         None,
         "--human-stories",
-        help="Human stories (any VIST format): score G, C, R from stories, then dHM (metrics: "
-        "--g/c/r-metric, default groovist, dhm-c, rovist-nr).",
+        metavar="FILE",
+        help="Human stories (any VIST format; - : standard input): score G, C, R from the stories, then dHM "
+        "(metrics: --g-metric, --c-metric, --r-metric; default groovist, dhm-c, rovist-nr).",
     ),
     model_stories: Path | None = typer.Option(
-        None, "--model-stories", help="Model stories (any VIST format), matched to the human ones by id."
+        None,
+        "--model-stories",
+        metavar="FILE",
+        help="Model stories (any VIST format), matched to the human ones by id.",
     ),
     images: Path | None = typer.Option(None, "--images", help="With --*-stories: photo folder for G."),
     regions: Path | None = typer.Option(None, "--regions", help="With --*-stories: regions CSV for G."),
     photos: Path | None = typer.Option(None, "--photos", help="With --*-stories: JSON story_id -> photos."),
-    dimensions: str = typer.Option("G,C,R", "--dimensions", help="With --*-stories: subset of G,C,R."),
-    sentences: str = typer.Option(
-        "split", "--sentences", help="With --*-stories: split (Punkt, as dHM) or source (VIST storylets)."
+    dimensions: str = typer.Option(
+        "G,C,R", "--dimensions", metavar="G,C,R", help="With --*-stories: the dimensions to score, a subset of G,C,R."
     ),
-    option: list[str] = typer.Option([], "--option", "-o", help="With --*-stories: METRIC.OPTION=VALUE."),
-    g_metric: str | None = typer.Option(None, "--g-metric", help="Column for G (default groovist)."),
-    c_metric: str | None = typer.Option(None, "--c-metric", help="Column for C (default rovist-c)."),
-    r_metric: str | None = typer.Option(None, "--r-metric", help="Column for R (default rovist-nr)."),
+    sentences: str = typer.Option(
+        "split",
+        "--sentences",
+        metavar="split|source",
+        help="With --*-stories: split (Punkt, as dHM) or source (VIST storylets).",
+    ),
+    option: list[str] = typer.Option(
+        [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="With --*-stories: a metric option (repeatable)."
+    ),
+    g_metric: str | None = typer.Option(
+        None,
+        "--g-metric",
+        metavar="METRIC",
+        help="G: the metric (--*-stories) or score column (--human/--model); default groovist (tables: also G).",
+    ),
+    c_metric: str | None = typer.Option(
+        None,
+        "--c-metric",
+        metavar="METRIC",
+        help="C: the metric or score column; default dhm-c (dHM's C; tables: else rovist-c, coherence, C).",
+    ),
+    r_metric: str | None = typer.Option(
+        None,
+        "--r-metric",
+        metavar="METRIC",
+        help="R: the metric or score column; default rovist-nr (tables: also R).",
+    ),
     tanh_g: bool | None = typer.Option(
         None,
         "--tanh-g/--no-tanh-g",
         help="Apply tanh to G as dHM does to raw GROOViST (default: yes, unless the G metric is in [-1, 1]).",
     ),
-    per_item: Path | None = typer.Option(None, "--per-item", help="Write story_id,dG,dC,dR,dHM to this CSV."),
+    per_item: Path | None = typer.Option(
+        None, "--per-item", metavar="FILE", help="Write story_id,dG,dC,dR,dHM to this CSV (- : standard output)."
+    ),
     fmt: OutputFormat = FormatOption,
     engine: str = EngineOption,
     address: str | None = AddressOption,
@@ -125,7 +154,7 @@ def distance(
                 images=images, regions=regions, photos=photos, dimensions=dimensions,
                 sentences=sentences, option_pairs=option, engine=eng,
             )
-        echo(text)
+        emit(text, to_stderr=per_item is not None and str(per_item) == "-")
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
@@ -133,7 +162,7 @@ def distance(
     if per_item is not None:
         import csv
 
-        with open(per_item, "w", encoding="utf-8", newline="") as fh:
+        with output_file(per_item) as fh:
             w = csv.writer(fh)
             w.writerow(["story_id", "dG", "dC", "dR", "dHM"])
             w.writerows([[r[0], *map(repr, r[1:])] for r in per_story_rows(result)])
@@ -142,4 +171,5 @@ def distance(
         f"tables ({result.dropped['human']} human-side and {result.dropped['model']} model-side ids left out)"
     )
     title = f"dHM: {human.name if human else ''} vs {model.name if model else ''}"
-    echo(render_distance(result, fmt, title=title, caption=caption))
+    to_stderr = per_item is not None and str(per_item) == "-"
+    emit(render_distance(result, fmt, title=title, caption=caption), to_stderr=to_stderr)

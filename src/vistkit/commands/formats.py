@@ -64,11 +64,11 @@ FORMAT_ROWS = [
     ],
     ["regions", "CSV: image_id, bbox '[x1, y1, x2, y2]' (as vist_entities.csv) (score/distance --regions)", "photo"],
     ["photo map", "JSON {story_id: [photo ids in order]} (score/distance --photos)", "story"],
-    ["IDF table", "JSON {word: idf} for rovist-vg (-o rovist-vg.idf=PATH; idf_dict.pkl only with trust)", "word"],
-    ["word vectors", "GloVe / word2vec text: 'word v1 v2 ...' per line (-o rovist-vg.glove=PATH)", "word"],
-    ["noun phrases", "JSON {story_id: [phrases]} as GROOViST's extract_nphrases.py writes (-o groovist.noun_phrases=)",
+    ["IDF table", "JSON {word: idf} for rovist-vg (-O rovist-vg.idf=PATH; idf_dict.pkl only with trust)", "word"],
+    ["word vectors", "GloVe / word2vec text: 'word v1 v2 ...' per line (-O rovist-vg.glove=PATH)", "word"],
+    ["noun phrases", "JSON {story_id: [phrases]} as GROOViST's extract_nphrases.py writes (-O groovist.noun_phrases=)",
      "story"],
-    ["BERTScore baseline", "CSV LAYER,P,R,F as bert_score's rescale_baseline files (-o bertscore.baseline_path=)",
+    ["BERTScore baseline", "CSV LAYER,P,R,F as bert_score's rescale_baseline files (-O bertscore.baseline_path=)",
      "layer"],
 ]
 

@@ -26,21 +26,39 @@ def _needs(cls: type[Metric]) -> str:
         )
         if flag
     ]
-    return ", ".join(needs) or "-"
+    if cls.weights:
+        needs.append(f"weights: {cls.weights}")
+    return ", ".join(needs) or "nothing"
+
+
+def render_markdown(text: str) -> str:
+    """Markdown as a terminal shows it (rich: headings, emphasis, code), at the table width."""
+    import io
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from vistkit.report.tables import table_width
+
+    console = Console(file=io.StringIO(), width=table_width(), force_terminal=False, color_system=None)
+    console.print(Markdown(text))
+    return str(console.file.getvalue())  # type: ignore[attr-defined]
 
 
 @app.command()
 def metrics(
-    info: str | None = typer.Option(None, "--info", help="Show the card of this metric."),
+    info: str | None = typer.Option(
+        None, "--info", metavar="NAME", help="Show the card of this metric (Markdown, rendered; -f json: raw)."
+    ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """List the metrics (with what they need and their range), or show one card with --info NAME."""
     if info is not None:
         cls = get_metric_class(info)
         if fmt is OutputFormat.JSON:
-            echo(dumps_json({"name": cls.name, **cls.card.__dict__}))
+            echo(dumps_json({"name": cls.name, **cls.card.__dict__, "weights": cls.weights or None}))
         else:
-            echo(cls.card.render(cls.name))
+            echo(render_markdown(cls.card.render(cls.name)))
         return
     rows = [
         [name, cls.card.summary, _needs(cls), _bounds(cls), "higher" if cls.higher_is_better else "lower"]

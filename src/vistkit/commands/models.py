@@ -80,7 +80,10 @@ def convert(
         help="Allow reading a pickle-based checkpoint (only for files you trust).",
     ),
     kind: str = typer.Option(
-        "rovist-sop", "--kind", help="rovist-sop (RoViST-C ALBERT) or state-dict (generic)."
+        "rovist-sop",
+        "--kind",
+        metavar="rovist-sop|state-dict",
+        help="rovist-sop (RoViST-C ALBERT) or state-dict (generic).",
     ),
     config: Path | None = typer.Option(
         None, "--config", help="Model config.json when the checkpoint lacks one."

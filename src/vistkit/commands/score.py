@@ -16,6 +16,7 @@ from vistkit.commands.common import (
     EngineOption,
     FormatOption,
     GpusPerWorkerOption,
+    HypFormatOption,
     KeyOption,
     MetricOptionOption,
     MetricsOption,
@@ -24,14 +25,16 @@ from vistkit.commands.common import (
     TemplateOption,
     WorkersOption,
     echo,
+    note,
     open_engine,
+    output_file,
     parse_metric_names,
 )
 from vistkit.data.story import Keying, StorySet
 from vistkit.engine import Engine
-from vistkit.errors import InputError
-from vistkit.metrics.base import Metric, Score, get_metric_class
-from vistkit.report.tables import OutputFormat, dumps_json, render_table
+from vistkit.errors import InputError, VistkitError
+from vistkit.metrics.base import Metric, Score, get_metric_class, list_metrics, range_label
+from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
 
 
 def parse_metric_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
@@ -94,23 +97,16 @@ def score_all(
     key: Keying | None,
     template: list[str] | None,
     reference_absent: bool = False,
+    skipped: dict[str, str] | None = None,
 ) -> list[Score]:
-    """Run every metric with a progress display on stderr."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    """Run every metric (each shows its progress on stderr: `vistkit.progress`, opened by `Metric.score`).
 
+    ``skipped`` (``--metrics all``): a metric that fails on this input is left out with its reason there
+    instead of failing the command."""
     results: list[Score] = []
-    console = Console(stderr=True)
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        for metric in metrics:
-            task = progress.add_task(f"scoring {metric.name}", total=None)
-            refs = references if metric.needs_references else None
+    for metric in metrics:
+        refs = references if metric.needs_references else None
+        try:
             results.append(
                 metric.score(
                     hypotheses,
@@ -121,12 +117,16 @@ def score_all(
                     reference_absent=reference_absent,
                 )
             )
-            progress.remove_task(task)
+        except VistkitError as exc:
+            if skipped is None:
+                raise
+            skipped[metric.name] = str(exc)
     return results
 
 
 def write_per_item(path: Path, results: list[Score]) -> None:
-    """CSV ``id,<metric>,...``: one row per item, empty cell where a metric left the item undefined."""
+    """CSV ``id,<metric>,...``: one row per item, empty cell where a metric left the item undefined (``-``:
+    standard output)."""
     ids: list[str] = []
     seen: set[str] = set()
     columns: list[dict[str, float]] = []
@@ -138,8 +138,8 @@ def write_per_item(path: Path, results: list[Score]) -> None:
                 seen.add(i)
                 ids.append(i)
         columns.append(col)
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
+    with output_file(path) as fh:
+        w = csv.writer(fh, lineterminator="\n" if str(path) == "-" else "\r\n")
         w.writerow(["id", *(r.metric for r in results)])
         for i in ids:
             row: list[str] = [i]
@@ -171,12 +171,18 @@ def render_scores(
         if extra:
             payload.update(extra)
         return dumps_json(payload)
-    columns = ["metric", "score", "n", "key"]
-    rows: list[list[Any]] = [[r.metric, r.corpus, r.n, r.keying.value if r.keying else ""] for r in results]
+    # each metric's declared range beside its score: sacrebleu (0-100) and bleu-4 (0-1) share one table
+    columns = ["metric", "score", "range", "n", "key"]
+    rows: list[list[Any]] = [
+        [r.metric, r.corpus, range_of(r.metric), r.n, r.keying.value if r.keying else ""] for r in results
+    ]
     if cis:
         columns[2:2] = ["ci_low", "ci_high"]
         for row, r in zip(rows, results, strict=True):
             row[2:2] = list(cis.get(r.metric, (math.nan, math.nan)))
+    if fmt is OutputFormat.CSV:  # the signature stays with its number: one column, one row per metric
+        signed = [[*row, r.signature] for row, r in zip(rows, results, strict=True)]
+        return render_table([*columns, "signature"], signed, fmt)
     caption = "\n".join(f"{r.metric}: {r.signature}" for r in results)
     if fmt is OutputFormat.TEXT:
         notes = [
@@ -188,19 +194,70 @@ def render_scores(
     return render_table(columns, rows, fmt, title="vistkit score", caption=caption)
 
 
+def range_of(name: str) -> str:
+    """The declared range of the metric a result is named after (``bleu-4``, ``rovist-nr (human)``): "0-1"."""
+    try:
+        return range_label(get_metric_class(name.split(" (")[0]))
+    except VistkitError:
+        return ""
+
+
+def all_runnable(
+    shared: dict[str, Any], per_metric: dict[str, dict[str, Any]], *, has_references: bool, engine: Engine | None
+) -> tuple[list[Metric], dict[str, str]]:
+    """``--metrics all``: every registered metric that can run on these inputs, and why each other one cannot."""
+    built: list[Metric] = []
+    skipped: dict[str, str] = {}
+    for name, cls in list_metrics().items():
+        if cls.needs_references and not has_references:
+            skipped[name] = "needs reference stories (--references FILE)"
+            continue
+        if cls.needs_images and not (shared.get("images") or per_metric.get(name, {}).get("images")):
+            skipped[name] = "needs the story photos (--images FOLDER)"
+            continue
+        if cls.needs_human_story:
+            skipped[name] = "compares a human and a model story (vistkit distance)"
+            continue
+        try:
+            built += build_metrics([name], shared, per_metric, engine=engine)
+        except (VistkitError, ImportError, OSError) as exc:
+            skipped[name] = str(exc)
+    return built, skipped
+
+
+def score_only(results: list[Score]) -> str:
+    """``--score-only``: the corpus score of each metric, one per line (as sacreBLEU's ``-b``)."""
+    return "\n".join(fmt_number(r.corpus) for r in results)
+
+
 @app.command()
 def score(
-    hypotheses: Path = typer.Argument(..., help="Stories to score (any VIST format; see `vistkit formats`)."),
+    hypotheses: Path = typer.Argument(
+        ...,
+        metavar="FILE",
+        help="Stories to score (any VIST format, see `vistkit formats`; - reads them from standard input).",
+    ),
     metrics: list[str] = MetricsOption,
     references: Path | None = ReferencesOption,
     template: Path | None = TemplateOption,
     key: Keying | None = KeyOption,
     fmt: OutputFormat = FormatOption,
-    per_item: Path | None = typer.Option(None, "--per-item", help="Write per-item scores to this CSV."),
-    hyp_format: str | None = typer.Option(None, "--hyp-format", help="Force the hypothesis file format."),
+    per_item: Path | None = typer.Option(
+        None,
+        "--per-item",
+        metavar="FILE",
+        help="Write per-item scores to this CSV (- : to standard output, the table then goes to stderr).",
+    ),
+    score_only_: bool = typer.Option(
+        False, "--score-only", "-b", help="Print only the score of each metric, one per line (as sacreBLEU -b)."
+    ),
+    hyp_format: str | None = HypFormatOption,
     ref_format: str | None = RefFormatOption,
     hyp_field: str = typer.Option(
-        "text", "--hyp-field", help="Storylet field holding the story (e.g. predicted_story for PR-VIST)."
+        "text",
+        "--hyp-field",
+        metavar="FIELD",
+        help="Storylet field holding the story (e.g. predicted_story for PR-VIST).",
     ),
     drop_non_ascii: bool = typer.Option(
         False,
@@ -209,14 +266,18 @@ def score(
     ),
     option: list[str] = MetricOptionOption,
     images: Path | None = typer.Option(
-        None, "--images", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
+        None, "--images", metavar="FOLDER", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
     ),
     regions: Path | None = typer.Option(
-        None, "--regions", help="Grounding metrics: regions CSV (image_id,bbox as vist_entities.csv)."
+        None,
+        "--regions",
+        metavar="FILE",
+        help="Grounding metrics: regions CSV (columns image_id, bbox, as in VIST entities).",
     ),
     photos: Path | None = typer.Option(
         None,
         "--photos",
+        metavar="FILE",
         help="Grounding metrics: JSON mapping story_id to its list of photo ids (for files without photos).",
     ),
     reference_absent: bool = typer.Option(
@@ -232,20 +293,35 @@ def score(
     workers: int | None = WorkersOption,
     num_gpus_per_worker: float = GpusPerWorkerOption,
 ) -> None:
-    """Score HYPOTHESES with the given metrics and print one table (or JSON/CSV/LaTeX)."""
+    """Score FILE with the given metrics and print one table (or JSON/CSV/LaTeX, or just the numbers with -b).
+
+    Each metric's range is in the table (sacrebleu is 0-100, bleu-4 0-1); --metrics all runs every metric
+    that can run on the inputs given and says why the others were skipped.
+    """
     from vistkit.data.readers import read_stories, read_template
 
     names = parse_metric_names(metrics)
     if not names:
-        raise InputError("give at least one metric: --metrics meteor-vist,rovist-nr")
+        raise InputError("give at least one metric: --metrics meteor-vist,rovist-nr (or --metrics all)")
     shared: dict[str, Any] = {"drop_non_ascii": drop_non_ascii or None}
     shared.update(images=images, regions=regions, photos=photos)  # grounding metrics
+    per_metric = parse_metric_options(option)
+    skipped: dict[str, str] | None = None
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
-        built = build_metrics(names, shared, parse_metric_options(option), engine=eng)
+        if names == ["all"]:
+            built, skipped = all_runnable(shared, per_metric, has_references=references is not None, engine=eng)
+        else:
+            built = build_metrics(names, shared, per_metric, engine=eng)
         hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
         refs = read_stories(references, format=ref_format) if references is not None else None
         seqs = read_template(template) if template is not None else None
-        results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+        results = score_all(
+            built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped
+        )
+    for name, why in (skipped or {}).items():
+        note(f"skipped {name}: {why}")
+    if not results:
+        raise InputError("no metric could score these stories (see the reasons above)")
     if per_item is not None:
         write_per_item(per_item, results)
     cis = None
@@ -256,4 +332,10 @@ def score(
         for r in results:
             ci = bootstrap_ci(r, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
             cis[r.metric] = (ci.low, ci.high)
-    echo(render_scores(results, fmt, cis=cis))
+    text = score_only(results) if score_only_ else render_scores(
+        results, fmt, cis=cis, extra={"skipped": skipped} if skipped else None
+    )
+    if per_item is not None and str(per_item) == "-":  # stdout holds the per-item CSV
+        typer.echo(text.rstrip("\n"), err=True)
+    else:
+        echo(text)

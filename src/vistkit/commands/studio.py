@@ -65,7 +65,7 @@ def _parse_stories(values: list[str]) -> dict[str, tuple[Path, str]]:
         path, field = split_field(path)  # FILE:FIELD, not ARCHIVE.zip:MEMBER
         if not name or name in out:
             raise InputError(f"--stories {v!r}: every system needs its own, non-empty name")
-        if not split_member(path)[0].exists():
+        if path != "-" and not split_member(path)[0].exists():  # - : standard input
             raise InputError(f"--stories {name}: no file {path}")
         out[name] = (Path(path), field)
     return out
@@ -84,16 +84,25 @@ def _print_kv(data: dict[str, Any], fmt: OutputFormat, title: str) -> None:
 @studio_app.command("init")
 def init_cmd(
     study: str = StudyArg,
-    task: str = typer.Option(..., "--task", help="rank, pairwise or likert."),
+    task: str = typer.Option(..., "--task", metavar="rank|pairwise|likert", help="rank, pairwise or likert."),
     stories: list[str] = typer.Option(
-        ..., "--stories", "-s", help="NAME=FILE[:FIELD], one per system (FILE may be ARCHIVE.zip:MEMBER)."
+        ...,
+        "--stories",
+        "-s",
+        metavar="NAME=FILE",
+        help="NAME=FILE[:FIELD], one per system (FILE may be ARCHIVE.zip:MEMBER).",
     ),
-    key: str = typer.Option("story", "--key", "-k", help="Match the systems' stories by story, sequence or album."),
+    key: str = typer.Option(
+        "story", "--key", "-k", metavar="KEY", help="Match the systems' stories by story, sequence or album."
+    ),
     photos: Path | None = typer.Option(None, "--photos", help="Folder of photos named PHOTO_ID.jpg (or .png...)."),
     photo_url: str | None = typer.Option(None, "--photo-url", help="Photo URL template with {id}."),
     per_item: int = typer.Option(5, "--per-item", help="Annotators per unit (k; VHED used 5)."),
     aspects: str = typer.Option(
-        "focused,coherent,share,human,grounded,detailed", "--aspects", help="Likert statements to ask."
+        "focused,coherent,share,human,grounded,detailed",
+        "--aspects",
+        metavar="ASPECTS",
+        help="Likert statements to ask, comma-separated.",
     ),
     gold: int = typer.Option(0, "--gold", help="Attention-check items (human story vs its shuffled copy)."),
     gold_pass: float = typer.Option(0.8, "--gold-pass", help="Gold pass rate an annotator must reach."),
@@ -233,8 +242,12 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
 @studio_app.command("export")
 def export_cmd(
     study: str = StudyArg,
-    fmt: str = typer.Option(..., "--format", "-f", help="rankings, pairs, likert, jsonl or tasks."),
-    output: Path = typer.Option(..., "--output", "-o", help="File to write (provenance goes to FILE.provenance.json)."),
+    fmt: str = typer.Option(
+        ..., "--format", "-f", metavar="rankings|pairs|likert|jsonl|tasks", help="What to write (see below)."
+    ),
+    output: Path = typer.Option(
+        ..., "--output", "-o", metavar="FILE", help="File to write (provenance goes to FILE.provenance.json)."
+    ),
     include_gold: bool = typer.Option(False, "--include-gold", help="Keep the attention-check items."),
     drop_failed_gold: bool = typer.Option(
         False, "--drop-failed-gold", help="Leave out annotators below the study's gold pass rate."
@@ -252,10 +265,18 @@ def export_cmd(
 @studio_app.command("report")
 def report_cmd(
     study: str = StudyArg,
-    metrics: list[str] = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated."),
-    references: Path | None = typer.Option(None, "--references", "-r", help="Human reference stories."),
-    key: str | None = typer.Option(None, "--key", "-k", help="Match pairs/items to references by story/sequence."),
-    option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
+    metrics: list[str] = typer.Option(
+        ..., "--metrics", "-m", metavar="METRICS", help="Metric names, comma-separated (or all)."
+    ),
+    references: Path | None = typer.Option(
+        None, "--references", "-r", metavar="FILE", help="Human reference stories."
+    ),
+    key: str | None = typer.Option(
+        None, "--key", "-k", metavar="KEY", help="Match pairs/items to references by story or sequence."
+    ),
+    option: list[str] = typer.Option(
+        [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="A metric option (repeatable)."
+    ),
     report: Path | None = typer.Option(None, "--report", help="Also write tables, figures and index.html here."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples."),
     drop_failed_gold: bool = typer.Option(False, "--drop-failed-gold", help="Leave out annotators below gold."),
@@ -293,13 +314,15 @@ def report_cmd(
 @studio_app.command("demo")
 def demo_cmd(
     folder: Path = typer.Option(Path("vistkit-studio-demo"), "--dir", help="Where the demo study is written."),
-    task: str = typer.Option("rank", "--task", help="rank, pairwise or likert."),
+    task: str = typer.Option("rank", "--task", metavar="rank|pairwise|likert", help="rank, pairwise or likert."),
     items: int = typer.Option(10, "--items", help="How many of the 50 shipped story pairs to use."),
     annotators: int = typer.Option(3, "--annotators", help="Invite links to create."),
     per_item: int = typer.Option(3, "--per-item", help="Annotators per unit."),
     serve: bool = typer.Option(True, "--serve/--no-serve", help="Serve the study after building it."),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8000, "--port"),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface the server listens on and the links point to (loopback by default)."
+    ),
+    port: int = typer.Option(8000, "--port", help="TCP port of the server (and of the links)."),
 ) -> None:
     """Build a small study from the shipped dHM sample (human vs LLaVA-NeXT stories, CC0 stand-in photos),
     print the annotator and admin links, and serve it."""
@@ -320,3 +343,8 @@ def demo_cmd(
         echo(f"serving on http://{host}:{port}/  (Ctrl-C stops)")
         sys.stdout.flush()  # the links must show before the server blocks, also when stdout is a file
         run_server(info["study"], host=host, port=port)
+    else:
+        serve_line = f"vistkit studio serve {info['study']}"
+        if (host, port) != ("127.0.0.1", 8000):
+            serve_line += f" --host {host} --port {port}"
+        echo(f"The links work once the server runs; start it with: {serve_line}")

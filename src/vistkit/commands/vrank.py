@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -22,33 +24,33 @@ vrank_app = typer.Typer(help="Vrank (Hsu et al. 2022): train on human story rank
 app.add_typer(vrank_app, name="vrank")
 
 LabelSignOpt = typer.Option(
-    "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
+    "auto",
+    "--label-sign",
+    metavar="auto|base-minus-comp|comp-minus-base",
+    help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base.",
 )
-DeviceOpt = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps (default: a GPU when present).")
+DeviceOpt = typer.Option(
+    None, "--device", metavar="DEVICE", help="cpu, cuda, cuda:1, mps (default: a GPU when present)."
+)
 ThreadsOpt = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice).")
 
 
-def _progress() -> tuple[Any, Any]:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+def _progress() -> tuple[ExitStack, Callable[[str, int, int], None]]:
+    """A ``with`` block and the ``progress(stage, done, total)`` callback of `train_vrank`: one task per stage
+    (`vistkit.progress`: a bar on a terminal, a line every 10 s in a log, nothing with --quiet)."""
+    from vistkit import progress
 
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+    stack = ExitStack()
     tasks: dict[str, Any] = {}
 
     def update(stage: str, done: int, total: int) -> None:
         if stage not in tasks:
+            stack.close()  # the previous stage is over
             label = {"mlm": "MLM pre-training", "train": "training Vrank"}.get(stage, stage)
-            tasks[stage] = progress.add_task(f"{label} (steps)", total=total)
-        progress.update(tasks[stage], completed=done)
+            tasks[stage] = stack.enter_context(progress.task(label, total, unit="steps", verb="ran"))
+        tasks[stage].update(done)
 
-    return progress, update
+    return stack, update
 
 
 def _mlm_texts(path: Path) -> list[str]:
@@ -69,7 +71,7 @@ def _mlm_texts(path: Path) -> list[str]:
 @vrank_app.command("train")
 def train_cmd(
     pairs_csv: Path = typer.Argument(..., help="Training pairs in the VHED layout (sent1, sent2, label, ...)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write the trained model to."),
+    out: Path = typer.Option(..., "--output", "-o", metavar="FOLDER", help="Folder to write the trained model to."),
     encoder: str = typer.Option(
         "princeton-nlp/sup-simcse-bert-base-uncased",
         "--encoder",
@@ -80,11 +82,18 @@ def train_cmd(
     epochs: int = typer.Option(30, "--epochs", help="Training epochs (paper: 30)."),
     seed: int = typer.Option(7777, "--seed", help="Random seed (paper: 7777)."),
     precision: str = typer.Option(
-        "auto", "--precision", help="auto (fp16 mixed precision on CUDA, else fp32), fp32, fp16 or bf16."
+        "auto",
+        "--precision",
+        metavar="auto|fp32|fp16|bf16",
+        help="auto (fp16 mixed precision on CUDA, else fp32), fp32, fp16 or bf16.",
     ),
     max_length: int = typer.Option(512, "--max-length", help="Tokens of 'story1 [SEP] story2' kept."),
-    target: str = typer.Option("gap", "--target", help="Regress the ranking gap (gap) or gap / N (normalised)."),
-    schedule: str = typer.Option("linear", "--schedule", help="Learning rate: linear decay to 0, or constant."),
+    target: str = typer.Option(
+        "gap", "--target", metavar="gap|normalised", help="Regress the ranking gap (gap) or gap / N (normalised)."
+    ),
+    schedule: str = typer.Option(
+        "linear", "--schedule", metavar="linear|constant", help="Learning rate: linear decay to 0, or constant."
+    ),
     mlm_stories: Path | None = typer.Option(
         None, "--mlm-stories", help="Story file or folder: masked-LM pre-training first (paper: VIST train refs)."
     ),
@@ -96,7 +105,7 @@ def train_cmd(
     label_sign: str = LabelSignOpt,
     device: str | None = DeviceOpt,
     threads: int | None = ThreadsOpt,
-    force: bool = typer.Option(False, "--force", help="Overwrite a model already in --out."),
+    force: bool = typer.Option(False, "--force", help="Overwrite a model already in --output."),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Train Vrank as published: symmetric pairs, 'story1 [SEP] story2' -> ranking gap, MSE (Vrank Sect. 4)."""
@@ -118,7 +127,7 @@ def train_cmd(
     )
     settings.check()
     if (out / META_FILE).exists() and not force:
-        raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --out")
+        raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --output")
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
     texts = _mlm_texts(mlm_stories) if mlm_stories is not None else None
     progress, update = _progress()
@@ -161,7 +170,9 @@ def train_cmd(
 @vrank_app.command("predict")
 def predict_cmd(
     pairs_csv: Path = typer.Argument(..., help="Pairs in the VHED layout."),
-    model: Path = typer.Option(..., "--model", "-m", help="A trained Vrank folder (`vistkit vrank train`)."),
+    model: Path = typer.Option(
+        ..., "--model", metavar="FOLDER", help="A trained Vrank folder (`vistkit vrank train`)."
+    ),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="CSV to write (default: the CSV goes to stdout and no summary is printed)."
     ),
@@ -185,10 +196,11 @@ def predict_cmd(
         torch.set_num_threads(threads)
     vr = load_vrank(model, device=device, batch_size=batch_size)
     t1, t2 = [p.text_1 for p in pairs], [p.text_2 for p in pairs]
-    from rich.console import Console
+    from vistkit import progress
 
-    with Console(stderr=True).status(f"predicting {len(pairs)} pairs (both orders)"):
+    with progress.task("vrank", 2 * len(pairs), unit="pairs (both orders)", verb="predicted") as task:
         both = vr.predict([*t1, *t2], [*t2, *t1])
+        task.update(2 * len(pairs))
     raw, rev = both[: len(pairs)], both[len(pairs) :]
     sym = (raw - rev) / 2.0
     columns = ["pair_id", "story_id", "img_seq", "model_base", "model_comp", "gap", "pred_gap", "pred_gap_sym"]

@@ -300,7 +300,12 @@ def read_stories(
     system: str | None = None,
     field: str = "text",
 ) -> StorySet:
-    """Read stories from ``path`` in any supported format (auto-detected unless ``format`` is given)."""
+    """Read stories from ``path`` in any supported format (auto-detected unless ``format`` is given).
+
+    ``-`` reads standard input (the format detected from the content: JSON, JSONL or CSV with a header).
+    """
+    if str(path) == STDIN:
+        return _read_stdin(format=format, system=system, field=field)
     p = Path(path)
     fmt = format
     suffix = _inner_suffix(p)
@@ -325,6 +330,67 @@ def read_stories(
     if not stories:
         raise InputError(f"{p}: holds no stories")
     return StorySet(stories, source=str(p))
+
+
+STDIN = "-"
+
+
+def _read_stdin(*, format: str | None, system: str | None, field: str) -> StorySet:
+    """Stories piped into standard input (``-`` as the path), any format `read_stories` reads."""
+    import sys
+
+    name = Path("<stdin>")
+    if format is not None and format not in FORMATS:
+        raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    stream = sys.stdin
+    if stream is None or (hasattr(stream, "isatty") and stream.isatty()):
+        raise InputError("- reads stories from standard input, but nothing is piped in (e.g. cat stories.json | ...)")
+    raw = getattr(stream, "buffer", None)
+    try:
+        text = raw.read().decode(ENCODING) if raw is not None else stream.read().lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise _decode_error("<stdin>", exc) from None
+    if not text.strip():
+        raise InputError("standard input is empty (only one argument can be -, and it needs stories piped in)")
+    fmt = format or sniff_format(text)
+    if fmt == "jsonl":
+        stories = list(_jsonl_stories(io.StringIO(text), name, system))
+    elif fmt == "csv":
+        delimiter = "\t" if "\t" in text.split("\n", 1)[0] else ","
+        with io.StringIO(text, newline="") as fh:
+            stories = list(_csv_stories(CsvFile(fh, name, delimiter), name, system))
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"<stdin>: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        except (RecursionError, ValueError) as exc:
+            raise InputError(f"<stdin>: invalid JSON ({_first_clause(exc)})") from None
+        if fmt is None:
+            try:
+                fmt = detect_format(data)
+            except InputError as exc:
+                raise InputError(f"<stdin>: {exc}") from None
+        stories = list(_from_json(data, fmt, name, system=system, field=field))
+    if not stories:
+        raise InputError("<stdin>: holds no stories")
+    return StorySet(stories, source="<stdin>")
+
+
+def sniff_format(text: str) -> str | None:
+    """``jsonl``, ``csv`` or None (one JSON document: `detect_format` decides) for text piped in."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    head = lines[0].lstrip() if lines else ""
+    if not head.startswith(("{", "[")):
+        return "csv"
+    if head.startswith("{") and head.rstrip().endswith("}"):
+        try:
+            first = json.loads(head)
+        except (ValueError, RecursionError):
+            return None
+        if len(lines) > 1 or (isinstance(first, dict) and ("text" in first or "story" in first)):
+            return "jsonl"
+    return None
 
 
 def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) -> Iterator[Story]:
@@ -488,29 +554,37 @@ def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story
     """Stream stories from a JSONL file (one object per line; blank lines skipped)."""
     p = Path(path)
     with open_text(p) as fh:
-        for n, line in enumerate(iter_lines(fh, p), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {exc.msg}") from None
-            except RecursionError:
-                raise InputError(f"{p} line {n}: JSON nested too deeply") from None
-            except ValueError as exc:  # an integer literal over Python's 4300-digit limit
-                raise InputError(f"{p} line {n}: invalid JSON ({_first_clause(exc)})") from None
-            yield _record(rec, f"{p} line {n}", system)
+        yield from _jsonl_stories(fh, p, system)
+
+
+def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[Story]:
+    for n, line in enumerate(iter_lines(fh, p), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise InputError(f"{p} line {n}: JSON nested too deeply") from None
+        except ValueError as exc:  # an integer literal over Python's 4300-digit limit
+            raise InputError(f"{p} line {n}: invalid JSON ({_first_clause(exc)})") from None
+        yield _record(rec, f"{p} line {n}", system)
 
 
 def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
     """Stream stories from a CSV (or TSV) file with named columns."""
     with open_csv(path) as f:
-        if not f.fieldnames:
-            raise InputError(f"{path}: empty CSV (no header row)")
-        if not any(c in f.fieldnames for c in _TEXT_FIELDS):
-            raise InputError(f"{path}: CSV needs a 'text' column; found {shown_names(f.fieldnames)}")
-        for n, row in f:
-            yield _record(row, f"{path} line {n}", system)
+        yield from _csv_stories(f, path, system)
+
+
+def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[Story]:
+    if not f.fieldnames:
+        raise InputError(f"{path}: empty CSV (no header row)")
+    if not any(c in f.fieldnames for c in _TEXT_FIELDS):
+        raise InputError(f"{path}: CSV needs a 'text' column; found {shown_names(f.fieldnames)}")
+    for n, row in f:
+        yield _record(row, f"{path} line {n}", system)
 
 
 def read_template(path: str | Path) -> list[str]:

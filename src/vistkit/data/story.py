@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import overload
 
 from vistkit.errors import InputError
 
@@ -89,7 +90,16 @@ class StorySet:
     def __len__(self) -> int:
         return len(self._stories)
 
-    def __getitem__(self, index: int) -> Story:
+    @overload
+    def __getitem__(self, index: int) -> Story: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> StorySet: ...
+
+    def __getitem__(self, index: int | slice) -> Story | StorySet:
+        """``stories[0]`` is a `Story`; ``stories[:100]`` a `StorySet` (same source), as a list slices."""
+        if isinstance(index, slice):
+            return StorySet(self._stories[index], source=self.source)
         return self._stories[index]
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from vistkit import progress
 from vistkit.data.story import StorySet
 from vistkit.engine import Engine, EngineError, batched
 from vistkit.engine.merge import (
@@ -347,6 +348,7 @@ class RayEngine(Engine):
         for shard, part in zip(shards, self._ordered(calls), strict=True):
             _check_part(part, shard, name)
             parts.append(part)
+            progress.advance(len(shard))  # the task `Metric.score` opened
         return merge_scores(parts, signature=signature)
 
     def score_stream(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 from vistkit.meta.human import StoryPair, is_reference_system
@@ -182,7 +183,10 @@ def _score_each_story(
         for rnd in rounds:
             present = {u.key for u, _ in rnd}
             rnd += [(u, -1) for k, u in first.items() if k not in present]
+    done = 0
     for rnd in rounds:
+        progress.fraction(done, len(units))  # the caller's task over the pairs, if any
+        done += sum(1 for _, i in rnd if i >= 0)
         hyps: list[Story] = []
         refs: list[Story] = []
         index: dict[str, int] = {}

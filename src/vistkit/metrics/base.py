@@ -17,14 +17,16 @@ import importlib
 import math
 import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, UnavailableMetricError, UnknownMetricError
+
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------------------------------- cards
@@ -243,6 +245,99 @@ def is_same_story(a: Story, b: Story) -> bool:
     return " ".join(a.text.split()) == " ".join(b.text.split())
 
 
+# --------------------------------------------------------------------------------------------------- inputs
+#: what `Metric.score` and `score` accept as stories (see `as_story_sets`)
+Stories = StorySet | Sequence[Story] | Sequence[str] | Mapping[str, str]
+References = StorySet | Sequence[Story] | Sequence[str] | Sequence[Sequence[str]] | Mapping[str, Any]
+
+
+def _kind(value: Any) -> str:
+    """``storyset``, ``stories``, ``texts``, ``groups`` (lists of lists of texts), ``dict`` or ``other``."""
+    if isinstance(value, StorySet):
+        return "storyset"
+    if isinstance(value, Mapping):
+        return "dict"
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        return "other"
+    if all(isinstance(v, Story) for v in value):
+        return "stories"
+    if all(isinstance(v, str) for v in value):
+        return "texts"
+    if all(isinstance(v, Sequence) and not isinstance(v, str | bytes) for v in value):
+        return "groups"
+    return "other"
+
+
+_SHAPES = (
+    "give stories as a StorySet (vistkit.read_stories), a list of Story objects, a list of strings (matched by "
+    "position) or a dict {id: text} (matched by id); references likewise, one string or a list of strings each"
+)
+
+
+def as_story_sets(
+    hypotheses: Any, references: Any = None
+) -> tuple[StorySet, StorySet | None, Keying | None]:
+    """Turn the inputs people pass (HF evaluate style) into StorySets, and the keying they imply.
+
+    - StorySet / list of `Story`: as they are (keying: the caller's, else the metric's default);
+    - list of strings: predictions by position (ids ``"0"``, ``"1"``, ...); references a list of strings (one each)
+      or a list of lists (several each), of the same length;
+    - dict ``{id: text}``: by id; references ``{id: text}`` or ``{id: [texts]}``.
+
+    Lists and dicts are keyed by story (returned keying ``story``). Anything else is one `InputError`.
+    """
+    hk = _kind(hypotheses)
+    if hk == "other":
+        raise InputError(f"cannot score {type(hypotheses).__name__} stories: {_SHAPES}")
+    rk = None if references is None else _kind(references)
+    if rk == "other":
+        raise InputError(f"cannot use {type(references).__name__} references: {_SHAPES}")
+    if hk in ("storyset", "stories"):
+        hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
+        if rk is None or rk in ("storyset", "stories"):
+            refs = references if (references is None or isinstance(references, StorySet)) else StorySet(references)
+            return hyps, refs, None
+        raise InputError(
+            "Story objects are matched to references by key: give the references as Story objects or a "
+            f"StorySet too ({_SHAPES})"
+        )
+    if hk == "groups":
+        raise InputError(f"predictions must be one text each, not lists: {_SHAPES}")
+    if hk == "texts":
+        ids = [str(i) for i in range(len(hypotheses))]
+        texts = list(hypotheses)
+    else:
+        bad = [k for k, v in hypotheses.items() if not isinstance(v, str)]
+        if bad:
+            kind = type(hypotheses[bad[0]]).__name__
+            raise InputError(f"prediction {bad[0]!r} is not a text but {kind}: {_SHAPES}")
+        ids, texts = [str(k) for k in hypotheses], list(hypotheses.values())
+    hyps = StorySet(Story(story_id=i, text=t, system="prediction") for i, t in zip(ids, texts, strict=True))
+    if rk is None:
+        return hyps, None, Keying.STORY
+    if hk == "texts":
+        if rk not in ("texts", "groups"):
+            raise InputError(f"predictions given by position (a list) need references by position too: {_SHAPES}")
+        if len(references) != len(hypotheses):
+            raise InputError(
+                f"{len(hypotheses)} predictions but {len(references)} references: give one reference (or one list "
+                "of references) per prediction, in the same order"
+            )
+        groups = [[r] if isinstance(r, str) else list(r) for r in references]
+        ref_ids = ids
+    else:
+        if rk != "dict":
+            raise InputError(f"predictions given by id (a dict) need references by id too: {_SHAPES}")
+        groups = [[r] if isinstance(r, str) else list(r) for r in references.values()]
+        ref_ids = [str(k) for k in references]
+    for rid, group in zip(ref_ids, groups, strict=True):
+        if not group or not all(isinstance(r, str) for r in group):
+            raise InputError(f"the references of {rid!r} must be one text or a non-empty list of texts: {_SHAPES}")
+    pairs = zip(ref_ids, groups, strict=True)
+    refs = StorySet(Story(story_id=rid, text=r, system="reference") for rid, group in pairs for r in group)
+    return hyps, refs, Keying.STORY
+
+
 # --------------------------------------------------------------------------------------------------- protocol
 class Metric(ABC):
     """Base class of every metric.
@@ -259,6 +354,8 @@ class Metric(ABC):
     needs_references: ClassVar[bool] = False
     needs_images: ClassVar[bool] = False
     needs_human_story: ClassVar[bool] = False
+    #: model weights the metric needs that vistkit does not ship ("" = none, or all shipped)
+    weights: ClassVar[str] = ""
     #: keying used when the caller gives none (``None``: sequence when every story has photos, else story)
     default_keying: ClassVar[Keying | None] = None
     card: ClassVar[MetricCard]
@@ -296,8 +393,8 @@ class Metric(ABC):
 
     def score(
         self,
-        hypotheses: StorySet | Sequence[Story],
-        references: StorySet | Sequence[Story] | None = None,
+        hypotheses: Stories,
+        references: References | None = None,
         *,
         key: Keying | str | None = None,
         template: Sequence[str] | None = None,
@@ -306,12 +403,14 @@ class Metric(ABC):
     ) -> Score:
         """Score ``hypotheses`` (against ``references`` when the metric needs them).
 
+        Stories may be StorySets, lists of `Story`, plain lists of texts (matched by position; references one text
+        or a list of texts each) or dicts ``{id: text}`` / ``{id: [texts]}`` (matched by id): `as_story_sets`.
         ``reference_absent`` applies the Reference Absent Algorithm (Vrank Eq. 3; see `align`).
         """
-        hyps = self.prepare_hypotheses(hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses))
-        refs = (
-            references if (references is None or isinstance(references, StorySet)) else StorySet(references)
-        )
+        hyps, refs, implied = as_story_sets(hypotheses, references)
+        if key is None and implied is not None:
+            key = implied
+        hyps = self.prepare_hypotheses(hyps)
         if len(hyps) == 0:
             raise InputError(f"{self.name}: there are no stories to score")
         if self.needs_references and refs is None:
@@ -328,7 +427,12 @@ class Metric(ABC):
         signature = self.signature(
             keying=alignment.keying, n_refs=alignment.n_refs, reference_absent=reference_absent
         )
-        result = self.score_items(alignment.items, signature=signature)
+        from vistkit import progress
+
+        # every metric shows its count; metrics with a long inner loop move it with `progress.fraction`
+        with progress.task(self.name, len(alignment.items), unit="stories", outermost=True) as task:
+            result = self.score_items(alignment.items, signature=signature)
+            task.update(len(alignment.items))
         result.excluded = {**alignment.excluded, **result.excluded}
         result.keying = alignment.keying
         return result
@@ -463,6 +567,28 @@ class CrossEncoderRanker(Ranker):
         )
 
 
+def progress_items(items: Sequence[T]) -> Iterator[T]:
+    """``for item in progress_items(items)``: a metric's loop over its items that moves the progress count of
+    the task `Metric.score` opened (one per item; `vistkit.progress`)."""
+    from vistkit import progress
+
+    for item in items:
+        yield item
+        progress.advance()
+
+
+def range_label(cls: type[Metric] | Metric) -> str:
+    """A metric's declared range for a table column: ``0-1``, ``0-100``, ``-1 to 1``, ``>= 0``, ``unbounded``."""
+    lo, hi = cls.lower_bound, cls.upper_bound
+    if lo is None and hi is None:
+        return "unbounded"
+    if hi is None:
+        return f">= {lo:g}"
+    if lo is None:
+        return f"<= {hi:g}"
+    return f"{lo:g}-{hi:g}" if lo >= 0 else f"{lo:g} to {hi:g}"
+
+
 def is_ranker(metric: Metric | type[Metric]) -> bool:
     """Whether ``metric`` (an instance or a class) is a pairwise `Ranker`."""
     cls = metric if isinstance(metric, type) else type(metric)
@@ -530,15 +656,17 @@ def get_metric(name: str, **options: Any) -> Metric:
 
 def score(
     name: str,
-    hypotheses: StorySet | Sequence[Story],
-    references: StorySet | Sequence[Story] | None = None,
+    hypotheses: Stories,
+    references: References | None = None,
     *,
     key: Keying | str | None = None,
     template: Sequence[str] | None = None,
     reference_absent: bool = False,
     **options: Any,
 ) -> Score:
-    """Functional face: ``score("meteor-vist", hyps, refs, key="sequence")``; ``options`` go to the metric."""
+    """Functional face, as Hugging Face evaluate: ``score("bleu-4", ["a story"], [["a reference"]])``,
+    ``score("rovist-nr", ["a story ."])``, ``score("meteor-vist", hyps, refs, key="sequence")`` with StorySets, or
+    dicts by id (`as_story_sets`); ``options`` go to the metric."""
     return get_metric(name, **options).score(
         hypotheses, references, key=key, template=template, reference_absent=reference_absent
     )

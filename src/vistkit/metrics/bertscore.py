@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, register
@@ -241,6 +242,7 @@ class _Encoder:
         )
         lengths = [len(x) for x in ids]
         pending: list[tuple[list[int], Any]] = []
+        launched = 0
 
         def prepare(batch: list[int]) -> Any:
             x, mask = pad_rows([ids[i] for i in batch], pad_id=pad)
@@ -259,6 +261,8 @@ class _Encoder:
                     ]
                 hidden = hidden.float()
                 pending.append((chunk, hidden / hidden.norm(dim=-1, keepdim=True)))
+                launched += len(chunk)
+                progress.fraction(0.9 * launched, len(ids))  # embedding is most of the time
             for chunk, hidden in pending:
                 values = hidden.cpu().numpy()
                 for row, i in enumerate(chunk):

@@ -40,7 +40,7 @@ from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics._grounding import PhotoMetric
 from vistkit.metrics._grounding import image_store as image_store  # re-exported (moved to _grounding)
 from vistkit.metrics._grounding import with_photo_map as with_photo_map
-from vistkit.metrics.base import Item, MetricCard, Score, mean_score, register
+from vistkit.metrics.base import Item, MetricCard, Score, mean_score, progress_items, register
 
 __all__ = [
     "CLIPSCORE_PREFIX",
@@ -211,7 +211,7 @@ def load_clip(
             f"{metric} needs CLIP ViT-B/32 weights ({name_or_path}), which are not on this machine: download "
             f"them once where you have internet (huggingface-cli download {DEFAULT_CLIP}) and pass the "
             f"folder "
-            f"with -o {metric}.clip_model=PATH (Python: clip_model=PATH)"
+            f"with -O {metric}.clip_model=PATH (Python: clip_model=PATH)"
         ) from None
     enc = ClipEncoder(folder, name=str(name_or_path), device=device, trust=trust, batch_size=batch_size)
     _CLIP_CACHE[key] = enc
@@ -252,7 +252,7 @@ class _ClipScoreBase(PhotoMetric):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A variant declares only its own option, ``__init__(self, *, OPTION=..., **options)``; its signature
-        is completed with the shared options here, so that ``vistkit score -o`` (which reads the signature)
+        is completed with the shared options here, so that ``vistkit score -O`` (which reads the signature)
         lists and accepts them all."""
         super().__init_subclass__(**kwargs)
         own = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is not p.VAR_KEYWORD]
@@ -292,7 +292,7 @@ class _ClipScoreBase(PhotoMetric):
         excluded: dict[str, str] = {}
         values: list[float] = []
         extra = self._empty_extra()
-        for item in items:
+        for item in progress_items(items):
             story = item.hypothesis
             problem = self._photo_problem(story)
             result = problem if problem is not None else self._story_value(story, item.item_id, extra)
@@ -311,6 +311,7 @@ class ClipScore(_ClipScoreBase):
     """Per-sentence CLIPScore against each sentence's own photo, averaged over the story."""
 
     name: ClassVar[str] = "clipscore"
+    weights: ClassVar[str] = "CLIP ViT-B/32 (openai/clip-vit-base-patch32 in the Hugging Face cache; not shipped)"
     card: ClassVar[MetricCard] = MetricCard(
         summary="CLIPScore per sentence against its own photo (sentence i <-> photo i), mean over the story.",
         definition=_CARD_COMMON + " Story score = mean over sentences; sentences over 77 CLIP tokens are "
@@ -356,6 +357,7 @@ class ClipScoreStory(_ClipScoreBase):
     """Whole-story CLIPScore against every photo of the sequence, mean over photos."""
 
     name: ClassVar[str] = "clipscore-story"
+    weights: ClassVar[str] = "CLIP ViT-B/32 (openai/clip-vit-base-patch32 in the Hugging Face cache; not shipped)"
     card: ClassVar[MetricCard] = MetricCard(
         summary="CLIPScore of the whole story text against each photo of its sequence, mean over the photos.",
         definition=_CARD_COMMON + " The whole story must fit CLIP's 77 tokens: longer stories are excluded "

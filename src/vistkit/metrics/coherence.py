@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.data.story import Story
 from vistkit.errors import MissingDependencyError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
@@ -108,8 +109,8 @@ def _checkpoint_missing(name: str) -> MissingDependencyError:
     from vistkit.models.sop import CHECKPOINT_HELP
 
     return MissingDependencyError(
-        f"{name} needs {CHECKPOINT_HELP}: pass model=PATH (CLI: -o {name}.model=PATH), the .pth.tar with "
-        f"trust_checkpoint=True (-o {name}.trust_checkpoint=true) or its folder converted by `vistkit models "
+        f"{name} needs {CHECKPOINT_HELP}: pass model=PATH (CLI: -O {name}.model=PATH), the .pth.tar with "
+        f"trust_checkpoint=True (-O {name}.trust_checkpoint=true) or its folder converted by `vistkit models "
         "convert`; the offline metric `coherence` needs no download"
     )
 
@@ -135,6 +136,7 @@ class RovistC(Metric):
     """RoViST-C (official ``coherence_scorer.py``): mean SOP probability over adjacent sentence pairs."""
 
     name: ClassVar[str] = "rovist-c"
+    weights: ClassVar[str] = "the official RoViST-C checkpoint (sop_model_epoch4.pth.tar; not shipped)"
     context: ClassVar[str] = "adjacent"
     card: ClassVar[MetricCard] = MetricCard(
         summary="RoViST coherence: mean probability that each sentence follows the one before (ALBERT SOP).",
@@ -246,6 +248,7 @@ class RovistC(Metric):
                 else:
                     slots.append((known[keys[i]], None, -1))
             n_rows += len(todo)
+            progress.fraction(0.9 * len(plans), len(items))
         for batch in buckets.flush():
             self.model.launch(batch, [waiting.pop(r) for r in batch], runner)
         fresh = runner.gather(n_rows)

@@ -47,7 +47,7 @@ import numpy as np
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics._grounding import PhotoMetric
-from vistkit.metrics.base import Item, MetricCard, Score, mean_score, register
+from vistkit.metrics.base import Item, MetricCard, Score, mean_score, progress_items, register
 from vistkit.metrics.clipscore import DEFAULT_CLIP, load_clip, story_sentences
 
 __all__ = [
@@ -351,6 +351,7 @@ class Groovist(PhotoMetric):
     regions."""
 
     name: ClassVar[str] = "groovist"
+    weights: ClassVar[str] = "CLIP ViT-B/32 (openai/clip-vit-base-patch32 in the Hugging Face cache; not shipped)"
     higher_is_better: ClassVar[bool] = True
     lower_bound: ClassVar[float | None] = None
     upper_bound: ClassVar[float | None] = None
@@ -465,7 +466,7 @@ class Groovist(PhotoMetric):
         self.encoder.encode_texts(
             list(dict.fromkeys(p for nps, _ in phrases.values() for p in nps)), truncate=False
         )
-        for item in items:
+        for item in progress_items(items):
             story = item.hypothesis
             problem = self._photo_problem(story)
             if problem is not None:

@@ -41,7 +41,7 @@ import numpy as np
 
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError
-from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, progress_items, register
 from vistkit.text.sentences import PUNKT_MODEL, sent_tokenize
 from vistkit.text.tokenize import word_tokenize
 
@@ -197,7 +197,7 @@ class RovistNR(Metric):
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         values: list[float] = []
         excluded: dict[str, str] = {}
-        for item in items:
+        for item in progress_items(items):
             value, reason = rovist_nr_story(self.story_sentences(item.hypothesis), jaccard=self.jaccard)
             values.append(value)
             if reason is not None:

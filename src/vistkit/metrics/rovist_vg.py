@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.data.story import Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics._grounding import PhotoMetric
@@ -354,6 +355,7 @@ class RovistVGModel:
                 pooled = self.vit(pixel_values=pix).pooler_output
                 emb = torch.tanh(self.image_linear(pooled))
                 rows.append(torch.nn.functional.normalize(emb, p=2, dim=-1).cpu().numpy())
+            progress.fraction(0.9 * (start + len(pix)), len(images))
         return np.concatenate(rows)
 
     def encode_words(self, vectors: np.ndarray) -> np.ndarray:
@@ -395,6 +397,9 @@ class RovistVG(PhotoMetric):
     """RoViST-VG as the released scorer computes it (IDF always on, log-sum-exp)."""
 
     name: ClassVar[str] = "rovist-vg"
+    weights: ClassVar[str] = (
+        "the official RoViST-VG checkpoint, GloVe 6B 300-d vectors and RoViST's IDF table (not shipped)"
+    )
     higher_is_better: ClassVar[bool] = True
     lower_bound: ClassVar[float | None] = None
     upper_bound: ClassVar[float | None] = None
@@ -448,17 +453,17 @@ class RovistVG(PhotoMetric):
             what
             for what, value, ok in (
                 (
-                    f"the RoViST-VG checkpoint (r2p_model_epoch2.pth.tar, -o {self.name}.checkpoint=PATH)",
+                    f"the RoViST-VG checkpoint (r2p_model_epoch2.pth.tar, -O {self.name}.checkpoint=PATH)",
                     checkpoint,
                     Path(checkpoint).exists(),
                 ),
                 (
-                    f"GloVe 6B 300-d vectors (glove.6B.300d.txt, -o {self.name}.glove=PATH)",
+                    f"GloVe 6B 300-d vectors (glove.6B.300d.txt, -O {self.name}.glove=PATH)",
                     glove,
                     Path(glove).is_file(),
                 ),
                 (
-                    f"RoViST's IDF table (idf_dict.pkl, -o {self.name}.idf=PATH)",
+                    f"RoViST's IDF table (idf_dict.pkl, -O {self.name}.idf=PATH)",
                     idf,
                     isinstance(idf, dict) or (idf is not None and Path(idf).is_file()),
                 ),

@@ -36,6 +36,7 @@ class Vrank(CrossEncoderRanker):
     """Vrank: a trained ``story1 [SEP] story2`` regressor of the human ranking gap (see the module docstring)."""
 
     name = "vrank"
+    weights = "a trained Vrank folder (`vistkit vrank train`; none is shipped)"
     card = MetricCard(
         summary="Vrank (Hsu et al. 2022): a reference-free pairwise metric that predicts which of two stories of "
         "the same photos people prefer; trained with `vistkit vrank train` on VHED-layout pairs.",
@@ -78,7 +79,7 @@ class Vrank(CrossEncoderRanker):
         if model is None:
             raise MissingDependencyError(
                 "vrank needs a trained Vrank folder (no model is shipped): train one with `vistkit vrank train "
-                "PAIRS.csv --out DIR` and pass --option vrank.model=DIR"
+                "PAIRS.csv --output DIR` and pass --option vrank.model=DIR"
             )
         from vistkit.models.checkpoints import model_fingerprint
         from vistkit.models.vrank import load_vrank

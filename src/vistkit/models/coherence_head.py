@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.errors import InputError
 from vistkit.models.checkpoints import file_sha256
 from vistkit.models.runtime import batches_by_length, choose_device
@@ -131,6 +132,7 @@ class SentenceEncoder:
         if todo:
             enc = self.tokenizer(todo, truncation=True, max_length=self.max_length)
             lengths = [len(x) for x in enc["input_ids"]]
+            done = 0
             from vistkit.models.precision import precision_context
 
             with torch.inference_mode(), precision_context(self.precision, self.device):
@@ -149,6 +151,8 @@ class SentenceEncoder:
                     pooled = torch.nn.functional.normalize(pooled, p=2, dim=1).float().cpu().numpy()
                     for k, i in enumerate(batch):
                         self._memo[todo[i]] = pooled[k]
+                    done += len(batch)
+                    progress.fraction(0.9 * done, len(todo))  # the metric's task (vistkit.progress), if any
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts]).astype(np.float32)

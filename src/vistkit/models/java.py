@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vistkit import progress
 from vistkit.errors import MissingDependencyError
 
 MIN_JAVA = 8
@@ -463,10 +464,12 @@ class MeteorServer:
             self._send(b"".join(parts))
             stats: list[list[float]] = []
             scores: list[float] = []
-            for _ in lines:
+            for j in range(len(lines)):
                 k = self._int()
                 stats.append(self._doubles(k))
                 scores.append(self._doubles(1)[0])
+                if j % 256 == 255:
+                    progress.fraction(j + 1, len(lines))  # the metric's task (vistkit.progress)
             corpus = self._doubles(1)[0]
             return MultiResult(stats, scores, corpus)
 

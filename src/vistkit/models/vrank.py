@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.errors import InputError, MissingDependencyError
 
 KIND = "vrank"
@@ -298,12 +299,15 @@ class VrankModel:
             return out
         enc = self.tokenizer(list(texts_1), list(texts_2), truncation=True, max_length=self.max_length)
         ids = enc["input_ids"]
+        done = 0
         with torch.inference_mode():
             for batch in batches_by_length([len(x) for x in ids], batch_size=self.batch_size):
                 feats = self.tokenizer.pad({k: [enc[k][i] for i in batch] for k in enc.keys()}, return_tensors="pt")
                 feats = {k: v.to(self.device) for k, v in feats.items()}
                 logits = self.model(**feats).logits.float().squeeze(-1)
                 out[batch] = logits.cpu().numpy().astype(float)
+                done += len(batch)
+                progress.fraction(done, len(ids))  # the open task (vistkit.progress), if any
         return out
 
 
@@ -364,7 +368,7 @@ def load_vrank(folder: str | Path, *, device: str | None = None, batch_size: int
     p = Path(folder).expanduser()
     if not p.exists():
         raise MissingDependencyError(
-            f"no Vrank model at {p}; train one with `vistkit vrank train PAIRS.csv --out DIR` and pass that folder"
+            f"no Vrank model at {p}; train one with `vistkit vrank train PAIRS.csv --output DIR` and pass that folder"
         )
     if not is_converted(p):
         raise InputError(f"{p} is not a trained Vrank folder (it needs model.safetensors and vistkit_model.json)")

@@ -74,6 +74,14 @@ def render_table(
     return text_table(columns, rows, title=title, caption=caption, digits=digits)
 
 
+def table_width() -> int:
+    """Width of text tables: the terminal's (``COLUMNS`` when set), 200 when the output is not a terminal;
+    at least 40. Long cells wrap inside their column instead of widening the table."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size(fallback=(200, 24)).columns)
+
+
 def text_table(
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -94,17 +102,33 @@ def text_table(
         table.add_column(escape(str(c)), justify="right" if numeric else "left", overflow="fold")
     for r in rows:
         table.add_row(*(escape(fmt_number(v, digits)) for v in r))
-    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    console = Console(file=io.StringIO(), width=table_width(), force_terminal=False, color_system=None)
     console.print(table)
     text: str = console.file.getvalue()  # type: ignore[attr-defined]
     # the caption (signatures, notes) goes below the table unwrapped, so long signatures stay copyable
     return text + (caption.rstrip("\n") + "\n" if caption else "")
 
 
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "|": r"\textbar{}",  # signatures: a bare | prints as an em dash in LaTeX's default font encoding
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+
+
 def _latex_escape(s: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
-        s = s.replace(a, b)
-    return s
+    """Text safe in a LaTeX table cell or caption (one pass, so escapes are not escaped again)."""
+    return "".join(_LATEX.get(ch, ch) for ch in s)
 
 
 def latex_table(

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from vistkit import progress
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Metric, Score, get_metric_class
@@ -134,10 +135,11 @@ def _build_metric(
     try:
         return engine.metric(spec, accepted) if engine is not None else cls(**accepted)
     except MissingDependencyError as exc:
-        others = ",".join(d for d in dims if d != dim) or "C,R"
+        others = ",".join(d for d in dims if d != dim)
+        instead = f"--{dim.lower()}-metric coherence (offline)" if dim == "C" else f"--{dim.lower()}-metric NAME"
+        way_out = f"leave it out with --dimensions {others}" if others else f"score it with another metric: {instead}"
         raise MissingDependencyError(
-            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or leave it out with "
-            f"--dimensions {others})"
+            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or {way_out})"
         ) from None
 
 
@@ -199,7 +201,8 @@ def compute_dhm(
         if _accepts(metric, "sentences"):
             sent_note = f"sentences={getattr(metric, 'sentences', sentences)}"
         for side, stories in sides.items():
-            score: Score = metric.score(stories, key=Keying.STORY)
+            with progress.labelled(f"{side} {dim}"):
+                score: Score = metric.score(stories, key=Keying.STORY)
             values = dict(zip(score.item_ids, (float(v) for v in score.item_scores), strict=True))
             tables[side][dim] = values
             for sid, value in values.items():
@@ -241,7 +244,7 @@ def dhm_from_story_files(
     **kwargs: Any,
 ) -> DhmResult:
     """`compute_dhm` on two story files (any VIST format); ``metrics`` maps G/C/R to metric names (None =
-    default) and ``option_pairs`` are ``METRIC.OPTION=VALUE`` strings as ``vistkit score -o`` takes."""
+    default) and ``option_pairs`` are ``METRIC.OPTION=VALUE`` strings as ``vistkit score -O`` takes."""
     from vistkit.commands.score import parse_metric_options
     from vistkit.data.readers import read_stories
 
@@ -296,12 +299,17 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
 
 
 def write_dhm_per_story(result: DhmResult, path: Any) -> None:
-    """CSV ``story_id,dG,dC,dR,dHM,excluded``: a row per story; the reason instead of numbers if left out."""
+    """CSV ``story_id,dG,dC,dR,dHM,excluded``: a row per story; the reason instead of numbers if left out
+    (``path`` ``-``: standard output)."""
+    import contextlib
     import csv
+    import sys
 
     dims = result.distance.dimensions
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
+    with contextlib.ExitStack() as stack:
+        to_stdout = str(path) == "-"
+        fh = sys.stdout if to_stdout else stack.enter_context(open(path, "w", encoding="utf-8", newline=""))
+        w = csv.writer(fh, lineterminator="\n" if to_stdout else "\r\n")
         w.writerow(["story_id", *[f"d{d}" for d in dims], "dHM", "excluded"])
         for sid, row in result.distance.per_story.items():
             w.writerow([sid, *[repr(row[d]) for d in dims], repr(row["HM"]), ""])

@@ -259,7 +259,7 @@ def read_dhm_scores(prefix: str | Path) -> dict[str, dict[str, float]]:
 
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
     "G": ("groovist", "G", "G_score"),
-    "C": ("rovist-c", "coherence", "C", "C_score"),
+    "C": ("dhm-c", "rovist-c", "coherence", "C", "C_score"),  # dhm-c first: the metric --human-stories uses
     "R": ("rovist-nr", "non-redundancy", "R", "R_score"),
 }
 

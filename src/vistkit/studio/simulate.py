@@ -161,10 +161,14 @@ async def run_annotators(
     stop_after_acks: int | None = None,
     on_stop: Any = None,
     pending: dict[int, dict[str, str]] | None = None,
+    expected: int | None = None,
 ) -> RunResult:
     """Run one coroutine per token concurrently; with ``stop_after_acks``, call ``on_stop()`` (e.g. kill -9 the
-    server) once that many judgements were acknowledged."""
+    server) once that many judgements were acknowledged. Progress (acknowledged judgements of ``expected``, when
+    known) shows on stderr (`vistkit.progress`)."""
     import httpx
+
+    from vistkit import progress
 
     res = RunResult(pending=dict(pending or {}))
     stop = asyncio.Event()
@@ -188,8 +192,17 @@ async def run_annotators(
             if stop_after_acks is not None and on_stop is not None:
                 await asyncio.get_running_loop().run_in_executor(None, on_stop)
 
+        async def report(task: progress.Task) -> None:
+            while True:
+                task.update(len(res.acked))
+                await asyncio.sleep(0.25)
+
         watcher = asyncio.create_task(watch())
-        await asyncio.wait(workers, timeout=deadline)
+        with progress.task("simulated annotators", expected, unit="judgements", verb="acknowledged") as task:
+            reporter = asyncio.create_task(report(task))
+            await asyncio.wait(workers, timeout=deadline)
+            reporter.cancel()
+            task.update(len(res.acked))
         stop.set()
         for w in workers:
             if not w.done():

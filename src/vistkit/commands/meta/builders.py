@@ -15,8 +15,12 @@ from vistkit.errors import InputError
 @meta_app.command("build-pairs")
 def build_pairs_cmd(
     references: Path = typer.Option(..., "--references", "-r", help="Human stories (e.g. PR_VIST.json.zip)."),
-    machine: list[str] = typer.Option(..., "--machine", help="SYSTEM=FILE[:FIELD] machine stories, repeatable."),
-    key: list[str] = typer.Option([], "--key", "-k", help="SYSTEM=story|sequence per machine file (default story)."),
+    machine: list[str] = typer.Option(
+        ..., "--machine", metavar="SYSTEM=FILE", help="SYSTEM=FILE[:FIELD] machine stories, repeatable."
+    ),
+    key: list[str] = typer.Option(
+        [], "--key", "-k", metavar="SYSTEM=KEY", help="SYSTEM=story|sequence per machine file (default story)."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
     ref_format: str | None = RefFormatOption,
     limit: int | None = typer.Option(None, "--limit", help="Keep only the first N pairs per system."),

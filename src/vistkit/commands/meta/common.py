@@ -22,6 +22,7 @@ from vistkit.commands.common import (
     RefFormatOption,
     WorkersOption,
     echo,
+    note,
     open_engine,
     parse_metric_names,
 )
@@ -30,22 +31,39 @@ from vistkit.errors import InputError, VistkitError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 # ------------------------------------------------------------------------------------------ shared options
-MetricsOpt = typer.Option(..., "--metrics", "-m", help="Metric names, comma-separated (`vistkit metrics`).")
-RefsOpt = typer.Option(None, "--references", "-r", help="Human reference stories (for reference-based metrics).")
-KeyOpt = typer.Option(None, "--key", "-k", help="Match pairs to references by sequence (img_seq) or story.")
+MetricsOpt = typer.Option(
+    ..., "--metrics", "-m", metavar="METRICS", help="Metric names, comma-separated (`vistkit metrics`), or all."
+)
+RefsOpt = typer.Option(
+    None, "--references", "-r", metavar="FILE", help="Human reference stories (for reference-based metrics)."
+)
+KeyOpt = typer.Option(
+    None, "--key", "-k", metavar="KEY", help="Match pairs to references by sequence (img_seq) or story."
+)
 RefAbsentOpt = typer.Option(
     True,
     "--reference-absent/--no-reference-absent",
     help="Reference Absent Algorithm (Vrank Eq. 3): remove a pair's human story from the references.",
 )
-ReportOpt = typer.Option(None, "--report", help="Also write tables, figures (PNG+PDF) and index.html here.")
+ReportOpt = typer.Option(
+    None, "--report", metavar="FOLDER", help="Also write tables, figures (PNG+PDF) and index.html here."
+)
 LabelSignOpt = typer.Option(
-    "auto", "--label-sign", help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base."
+    "auto",
+    "--label-sign",
+    metavar="auto|base-minus-comp|comp-minus-base",
+    help="How 'label' was subtracted: auto, base-minus-comp or comp-minus-base.",
 )
 StoriesOpt = typer.Option(
-    [], "--stories", "-s", help="SYSTEM=FILE[:FIELD] story files (FILE may be ARCHIVE.zip:MEMBER), repeatable."
+    [],
+    "--stories",
+    "-s",
+    metavar="SYSTEM=FILE",
+    help="SYSTEM=FILE[:FIELD] story files (FILE may be ARCHIVE.zip:MEMBER), repeatable.",
 )
-JudgedKeyOpt = typer.Option(None, "--key", "-k", help="How items match stories/references (story).")
+JudgedKeyOpt = typer.Option(
+    None, "--key", "-k", metavar="KEY", help="How items match stories/references (story or sequence)."
+)
 RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
 SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
 ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
@@ -99,7 +117,7 @@ def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> l
         except (VistkitError, ImportError, OSError) as exc:
             SKIPPED[name] = str(exc).split(";")[0]
     for name, why in SKIPPED.items():
-        typer.secho(f"skipped {name}: {why}", err=True, fg=typer.colors.YELLOW)
+        note(f"skipped {name}: {why}")
     if not built:
         raise InputError("no registered metric can run here; see `vistkit metrics`")
     return built
@@ -110,7 +128,7 @@ def _skip_or_raise(name: str, exc: VistkitError) -> None:
     if not TOLERANT[0]:
         raise exc
     SKIPPED[name] = str(exc)
-    typer.secho(f"skipped {name}: {exc}", err=True, fg=typer.colors.YELLOW)
+    note(f"skipped {name}: {exc}")
 
 
 def _references(path: Path | None, fmt: str | None) -> StorySet | None:
@@ -124,26 +142,17 @@ def _references(path: Path | None, fmt: str | None) -> StorySet | None:
 def _score_all_pairs(
     metrics: list[Any], pairs: list[Any], refs: StorySet | None, key: Keying | None, reference_absent: bool
 ) -> list[Any]:
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    from vistkit import progress
     from vistkit.meta.scoring import score_pairs
 
     out = []
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as progress:
-        for metric in metrics:
-            task = progress.add_task(f"scoring {len(pairs)} pairs with {metric.name}", total=None)
+    for metric in metrics:
+        with progress.task(metric.name, len(pairs), unit="pairs") as task:
             try:
                 out.append(score_pairs(metric, pairs, references=refs, key=key, reference_absent=reference_absent))
+                task.update(len(pairs))
             except VistkitError as exc:
                 _skip_or_raise(metric.name, exc)
-            progress.remove_task(task)
     if not out:
         raise InputError("no metric could score these pairs (see the reasons above)")
     return out

@@ -107,9 +107,13 @@ def correlate_cmd(
     ctx: typer.Context,
     inputs: JudgedInput,
     likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
-    aspects: str | None = typer.Option(None, "--aspects", help="Aspect columns (default: all numeric columns)."),
-    level: str = typer.Option("both", "--level", help="story, system or both."),
-    kendall: str = typer.Option("b", "--kendall", help="Kendall tau variant: b (ties corrected) or c."),
+    aspects: str | None = typer.Option(
+        None, "--aspects", metavar="COLUMNS", help="Aspect columns (default: all numeric columns)."
+    ),
+    level: str = typer.Option("both", "--level", metavar="story|system|both", help="story, system or both."),
+    kendall: str = typer.Option(
+        "b", "--kendall", metavar="b|c", help="Kendall tau variant: b (ties corrected) or c."
+    ),
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
     fmt: OutputFormat = FormatOption,
@@ -205,7 +209,9 @@ def errors_cmd(
     ctx: typer.Context,
     inputs: JudgedInput,
     labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
-    errors: str | None = typer.Option(None, "--errors", help="Error columns (default: all; e.g. Gram,Rep,Desc)."),
+    errors: str | None = typer.Option(
+        None, "--errors", metavar="COLUMNS", help="Error columns (default: all; e.g. Gram,Rep,Desc)."
+    ),
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:

@@ -33,7 +33,9 @@ from vistkit.report.tables import OutputFormat
 def pairs_cmd(
     ctx: typer.Context,
     inputs: PairsInput,
-    gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Ranking-gap bucket edges."),
+    gap_edges: str = typer.Option(
+        "0,0.2,0.4,0.6,1", "--gap-edges", metavar="EDGES", help="Ranking-gap bucket edges, comma-separated."
+    ),
     raw_gap: bool = RawGapOpt,
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
@@ -68,7 +70,9 @@ def pairs_cmd(
 def gap_cmd(
     ctx: typer.Context,
     inputs: PairsInput,
-    gap_edges: str = typer.Option("0,0.2,0.4,0.6,1", "--gap-edges", help="Bucket edges, comma-separated."),
+    gap_edges: str = typer.Option(
+        "0,0.2,0.4,0.6,1", "--gap-edges", metavar="EDGES", help="Bucket edges, comma-separated."
+    ),
     raw_gap: bool = RawGapOpt,
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
@@ -130,7 +134,9 @@ def beats_ref_cmd(
 @option_group(PairsInput)
 def compare_cmd(
     inputs: PairsInput,
-    subset: str = typer.Option("all", "--subset", help="all, omega_3, omega_4, omega_5 or omega_4_5."),
+    subset: str = typer.Option(
+        "all", "--subset", metavar="all|omega_3|omega_4|omega_5|omega_4_5", help="The agreement subset of pairs."
+    ),
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
     fmt: OutputFormat = FormatOption,

@@ -1,0 +1,324 @@
+"""Progress of long loops (stories, pairs, batches), on stderr, in one place.
+
+- On a terminal: a rich progress bar per task with items done / total, rate and ETA (removed when done).
+- When stderr is not a terminal (a log file, a pipe, CI): one plain line every ``VISTKIT_PROGRESS_INTERVAL``
+  seconds (default 10) and a final line, e.g. ``bertscore: scored 1,200/2,019 stories (37.1/s, ETA 0:00:22)``.
+  The final line is printed only for a task that took at least 2 s or already printed a line.
+- Silent under ``vistkit -q`` / ``--quiet`` (`set_quiet`) or ``VISTKIT_QUIET=1``.
+- In the Python API (``vistkit.score`` in a script or notebook) progress is off unless ``VISTKIT_PROGRESS=1``
+  (or `set_quiet(False)`); the ``vistkit`` command turns it on.
+
+Library code opens a task with `task` (or wraps an iterable with `track`) and advances it; code deep inside a
+loop that cannot see the task (a metric's batched model loop) reports through `advance` / `fraction`, which move
+the innermost open task of this thread and do nothing when there is none. ``Metric.score`` opens the task of
+each metric (`vistkit.metrics.base`), so every metric shows its count; metrics with a long inner loop report
+their batches with `fraction`. This module imports nothing heavy (rich only when a terminal shows a bar).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO, TypeVar
+
+T = TypeVar("T")
+
+#: seconds between two plain lines when stderr is not a terminal (``VISTKIT_PROGRESS_INTERVAL`` overrides)
+DEFAULT_INTERVAL = 10.0
+#: a task shorter than this prints no final line when it printed nothing before (plain mode)
+QUIET_BELOW_S = 2.0
+
+_LIBRARY = "library"
+_quiet: bool | str | None = _LIBRARY  # None: VISTKIT_QUIET decides (the CLI); "library": VISTKIT_PROGRESS decides
+_local = threading.local()
+clock: Callable[[], float] = time.monotonic  # tests replace it with a fake clock
+
+
+def set_quiet(value: bool | str | None) -> None:
+    """Silence progress (True), show it (False), follow ``VISTKIT_QUIET`` (None: the command line's default) or
+    go back to the library default (``"library"``: off unless ``VISTKIT_PROGRESS=1``)."""
+    global _quiet
+    _quiet = value
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "no", "false")
+
+
+def is_quiet() -> bool:
+    """Whether progress and chatter are off (``-q``/``--quiet`` or ``VISTKIT_QUIET=1``; in the Python API
+    unless ``VISTKIT_PROGRESS=1``)."""
+    if _env_flag("VISTKIT_QUIET"):
+        return True
+    if _quiet == _LIBRARY:
+        return not _env_flag("VISTKIT_PROGRESS")
+    if isinstance(_quiet, bool):
+        return _quiet
+    return False
+
+
+def interval() -> float:
+    """Seconds between two plain progress lines (``VISTKIT_PROGRESS_INTERVAL``, default 10)."""
+    raw = os.environ.get("VISTKIT_PROGRESS_INTERVAL", "")
+    try:
+        return max(0.0, float(raw)) if raw.strip() else DEFAULT_INTERVAL
+    except ValueError:
+        return DEFAULT_INTERVAL
+
+
+def note(message: str) -> None:
+    """One line of chatter on stderr (a warning the user can act on goes through `warn` instead); silent when quiet."""
+    if not is_quiet():
+        print(message, file=sys.stderr, flush=True)
+
+
+def format_duration(seconds: float) -> str:
+    """``0:00:22`` (hours:minutes:seconds)."""
+    s = int(max(0.0, seconds) + 0.5)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def format_line(label: str, verb: str, done: int, total: int | None, unit: str, elapsed: float) -> str:
+    """``label: verb 1,200/2,019 stories (37.1/s, ETA 0:00:22)``; the final line gives the time taken instead."""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    count = f"{done:,}/{total:,}" if total is not None else f"{done:,}"
+    timing = f"{rate:.1f}/s"
+    if total is not None and done >= total:
+        timing += f", {format_duration(elapsed)}"
+    elif total is not None and rate > 0:
+        timing += f", ETA {format_duration((total - done) / rate)}"
+    prefix = f"{label}: " if label else ""
+    return f"{prefix}{verb} {count} {unit} ({timing})"
+
+
+class Task:
+    """One progress task: ``done`` of ``total`` ``unit`` (a story, a pair, a batch)."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int | None,
+        *,
+        unit: str,
+        verb: str,
+        display: _Display | None,
+        parent: Task | None = None,
+    ) -> None:
+        self.label, self.total, self.unit, self.verb = label, total, unit, verb
+        self.done = 0
+        # a hidden task inside another one moves its parent over the next `span` of the parent's items
+        self.parent = parent
+        self.base = parent.done if parent is not None else 0
+        self.span = 0
+        if parent is not None and parent.total is not None and total:
+            self.span = min(total, parent.total - parent.done)
+        self.start = clock()
+        self._last_line = self.start
+        self._printed = False
+        self._display = display
+        self._bar: Any = None
+        if display is not None:
+            self._bar = display.add(self)
+
+    def advance(self, n: int = 1) -> None:
+        """``n`` more items done."""
+        self.update(self.done + n)
+
+    def fraction(self, done: float, total: float) -> None:
+        """An inner loop's ``done`` of ``total`` (batches, sentence pairs), mapped onto this task's items."""
+        if self.total is None or total <= 0:
+            return
+        self.update(int(self.total * min(1.0, max(0.0, done / total))))
+
+    def update(self, done: int) -> None:
+        if self.total is not None:
+            done = min(done, self.total)
+        if done <= self.done:
+            return
+        self.done = done
+        if self.parent is not None and self.total:
+            self.parent.update(self.base + int(self.span * done / self.total))
+        if self._display is None:
+            return
+        if self._bar is not None:
+            self._display.refresh(self)
+            return
+        now = clock()
+        if now - self._last_line >= interval() and (self.total is None or done < self.total):
+            self._last_line = now
+            self._printed = True
+            self._display.line(format_line(self.label, self.verb, done, self.total, self.unit, now - self.start))
+
+    def finish(self) -> None:
+        if self._display is None:
+            return
+        elapsed = clock() - self.start
+        final = format_line(self.label, self.verb, self.done, self.total, self.unit, elapsed)
+        if self._bar is not None:  # the bar goes; a task that took a while leaves its final line above
+            self._display.remove(self, final if elapsed >= QUIET_BELOW_S else None)
+            return
+        if self._printed or elapsed >= QUIET_BELOW_S:
+            self._display.line(final)
+
+
+class _Display:
+    """Where tasks show: a rich live display on a terminal, else plain lines on ``stream``."""
+
+    def __init__(self, stream: TextIO, rich: bool) -> None:
+        self.stream = stream
+        self.progress: Any = None
+        self.rich = rich
+
+    def add(self, task: Task) -> Any:
+        if not self.rich:
+            return None
+        if self.progress is None:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            class _Rate(TextColumn):
+                def render(self, t: Any) -> Any:  # items per second, as the plain lines show it
+                    from rich.text import Text
+
+                    speed = t.finished_speed or t.speed
+                    return Text(f"{speed:.1f}/s" if speed else "", style="progress.data.speed")
+
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(bar_width=24),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[unit]}"),
+                TaskProgressColumn(),
+                _Rate(""),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
+                transient=True,
+            )
+            self.progress.start()
+        return self.progress.add_task(task.label or task.verb, total=task.total, unit=task.unit)
+
+    def refresh(self, task: Task) -> None:
+        self.progress.update(task._bar, completed=task.done)
+
+    def remove(self, task: Task, final: str | None) -> None:
+        if final is not None:
+            self.progress.console.print(final, markup=False, highlight=False)
+        self.progress.remove_task(task._bar)
+        if not self.progress.tasks:
+            self.progress.stop()
+            self.progress = None
+
+    def line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+
+_displays: dict[int, _Display] = {}
+
+
+def _display() -> _Display | None:
+    if is_quiet():
+        return None
+    stream = sys.stderr
+    key = id(stream)
+    found = _displays.get(key)
+    if found is None or found.stream is not stream:
+        _displays.clear()
+        isatty = getattr(stream, "isatty", None)
+        rich = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+        found = _displays[key] = _Display(stream, rich)
+    return found
+
+
+def _stack() -> list[Task]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+@contextmanager
+def task(
+    label: str, total: int | None, *, unit: str = "stories", verb: str = "scored", outermost: bool = False
+) -> Iterator[Task]:
+    """A progress task for the ``with`` block: ``t.advance(n)`` as items finish; the innermost open task also
+    receives `advance` / `fraction` calls from code that cannot see ``t``.
+
+    ``outermost``: show the task only when no other task is open; inside one (a command's loop over pairs or
+    systems) it is hidden and moves the open task instead (`Metric.score` opens its tasks so).
+    """
+    stack = _stack()
+    label = _label(label)
+    if outermost and stack:
+        t = Task(label, total, unit=unit, verb=verb, display=None, parent=stack[-1])
+    else:
+        t = Task(label, total, unit=unit, verb=verb, display=_display())
+    stack.append(t)
+    try:
+        yield t
+    finally:
+        stack.remove(t)
+        t.finish()
+
+
+def track(
+    items: Iterable[T], label: str, *, total: int | None = None, unit: str = "stories", verb: str = "scored"
+) -> Iterator[T]:
+    """``for x in track(xs, "label")``: advance one item per element (``total`` defaults to ``len(items)``)."""
+    if total is None and hasattr(items, "__len__"):
+        total = len(items)  # type: ignore[arg-type]
+    with task(label, total, unit=unit, verb=verb) as t:
+        for x in items:
+            yield x
+            t.advance()
+
+
+@contextmanager
+def labelled(prefix: str) -> Iterator[None]:
+    """Tasks opened in the block are labelled ``PREFIX: label`` (e.g. the system a metric scores in compare)."""
+    prefixes = getattr(_local, "prefixes", None)
+    if prefixes is None:
+        prefixes = _local.prefixes = []
+    prefixes.append(prefix)
+    try:
+        yield
+    finally:
+        prefixes.pop()
+
+
+def _label(label: str) -> str:
+    prefixes = getattr(_local, "prefixes", None) or []
+    return ": ".join([*prefixes, label]) if label else ": ".join(prefixes)
+
+
+def current() -> Task | None:
+    """The innermost open task of this thread (None when there is none)."""
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+def advance(n: int = 1) -> None:
+    """Advance the innermost open task by ``n`` items (no-op without one)."""
+    t = current()
+    if t is not None:
+        t.advance(n)
+
+
+def fraction(done: float, total: float) -> None:
+    """Report an inner loop's ``done`` of ``total`` to the innermost open task (no-op without one)."""
+    t = current()
+    if t is not None:
+        t.fraction(done, total)
