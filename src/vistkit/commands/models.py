@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo
+from vistkit.commands.common import FormatOption, echo, writes_output
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 models_app = typer.Typer(help="List, inspect and convert models (offline defaults, official checkpoints).")
@@ -71,6 +71,7 @@ def info(
 
 
 @models_app.command("convert")
+@writes_output(out="model")
 def convert(
     checkpoint: Path = typer.Argument(..., help="The official checkpoint, e.g. sop_model_epoch4.pth.tar."),
     out: Path = typer.Argument(..., help="Folder to write (safetensors + vistkit_model.json)."),
@@ -104,6 +105,11 @@ def convert(
     if config is not None:
         config_file = config / "config.json" if config.is_dir() else config
         cfg = _json_object(load_json(config_file), config_file)
+    if kind not in ("rovist-sop", "state-dict"):
+        raise InputError(f"unknown --kind {kind!r}; use rovist-sop or state-dict")
+    from vistkit.data.output import MODEL_MARKERS, prepare_folder
+
+    prepare_folder(out, markers=MODEL_MARKERS)  # new, empty, or vistkit's (with --force); never a folder of yours
     if kind == "rovist-sop":
         from vistkit.models.sop import convert_sop_checkpoint
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import inspect
 import math
 from pathlib import Path
@@ -26,6 +25,7 @@ from vistkit.commands.common import (
     echo,
     open_engine,
     parse_metric_names,
+    writes_output,
 )
 from vistkit.data.story import Keying, StorySet
 from vistkit.engine import Engine
@@ -138,8 +138,9 @@ def write_per_item(path: Path, results: list[Score]) -> None:
                 seen.add(i)
                 ids.append(i)
         columns.append(col)
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
+    from vistkit.data.output import open_csv_output
+
+    with open_csv_output(path) as w:
         w.writerow(["id", *(r.metric for r in results)])
         for i in ids:
             row: list[str] = [i]
@@ -189,6 +190,7 @@ def render_scores(
 
 
 @app.command()
+@writes_output(per_item="file")
 def score(
     hypotheses: Path = typer.Argument(..., help="Stories to score (any VIST format; see `vistkit formats`)."),
     metrics: list[str] = MetricsOption,

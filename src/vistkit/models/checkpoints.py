@@ -308,12 +308,15 @@ def save_converted(
     _torch()
     from safetensors.torch import save_file
 
+    from vistkit.data.output import output_path, write_text
+
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # the CLI checked and marked it first (`prepare_folder`)
     # safetensors refuses shared/non-contiguous storage: store independent contiguous copies
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
-    save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": FORMAT, "kind": kind})
-    _sort_header(out / WEIGHTS_FILE)
+    with output_path(out / WEIGHTS_FILE, force=True) as tmp:  # temp file + rename: never half a weights file
+        save_file(tensors, str(tmp), metadata={"format": FORMAT, "kind": kind})
+        _sort_header(tmp)
     meta = {
         "format": FORMAT,
         "kind": kind,
@@ -322,7 +325,7 @@ def save_converted(
         "weights_sha256": file_sha256(out / WEIGHTS_FILE),
         **jsonable(dict(extra or {})),
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text(out / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n", force=True)
     return out
 
 

@@ -297,11 +297,10 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
 
 def write_dhm_per_story(result: DhmResult, path: Any) -> None:
     """CSV ``story_id,dG,dC,dR,dHM,excluded``: a row per story; the reason instead of numbers if left out."""
-    import csv
+    from vistkit.data.output import open_csv_output
 
     dims = result.distance.dimensions
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
+    with open_csv_output(path) as w:
         w.writerow(["story_id", *[f"d{d}" for d in dims], "dHM", "excluded"])
         for sid, row in result.distance.per_story.items():
             w.writerow([sid, *[repr(row[d]) for d in dims], repr(row["HM"]), ""])
