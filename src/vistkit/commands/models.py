@@ -107,9 +107,6 @@ def convert(
         cfg = _json_object(load_json(config_file), config_file)
     if kind not in ("rovist-sop", "state-dict"):
         raise InputError(f"unknown --kind {kind!r}; use rovist-sop or state-dict")
-    from vistkit.data.output import MODEL_MARKERS, prepare_folder
-
-    prepare_folder(out, markers=MODEL_MARKERS)  # new, empty, or vistkit's (with --force); never a folder of yours
     if kind == "rovist-sop":
         from vistkit.models.sop import convert_sop_checkpoint
 

@@ -304,14 +304,19 @@ def save_converted(
     source: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``model.safetensors`` + ``vistkit_model.json`` into ``folder`` (created); returns the folder."""
+    """Write ``model.safetensors`` + ``vistkit_model.json`` into ``folder``; returns the folder.
+
+    The folder must be new, empty or vistkit's (`vistkit.data.output.prepare_folder`; in the CLI an earlier
+    model needs ``--force``); each file is written to a temporary file and renamed into place."""
     _torch()
     from safetensors.torch import save_file
 
-    from vistkit.data.output import output_path, write_text
+    from vistkit.data.output import MARKER, MODEL_MARKERS, output_path, prepare_folder, write_text
 
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)  # the CLI checked and marked it first (`prepare_folder`)
+    if not (out / MARKER).is_file():  # a folder this run has not marked yet: new, empty or vistkit's (--force)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        prepare_folder(out, markers=MODEL_MARKERS)
     # safetensors refuses shared/non-contiguous storage: store independent contiguous copies
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
     with output_path(out / WEIGHTS_FILE, force=True) as tmp:  # temp file + rename: never half a weights file
