@@ -32,7 +32,7 @@ from meta_dummies import FIX, dummy_metrics_registered
 
 from vistkit.cli import _load_commands, app, main
 from vistkit.data import output
-from vistkit.data.output import CSV_TRIGGERS, MARKER, neutralise_cell, restore_cell
+from vistkit.data.output import CSV_TRIGGERS, MARKER, is_number_text, neutralise_cell, restore_cell
 from vistkit.errors import OutputError
 
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -131,7 +131,8 @@ def study(tmp_path: Path) -> Path:
 
     p = tmp_path / "in-study" / "S.db"
     p.parent.mkdir()
-    items = [PlanItem(key="s0", photo_ids=(), stories=[PlanStory("human", "s0", "a b c ."), PlanStory("m", "s0", "d .")])]
+    stories = [PlanStory("human", "s0", "a b c ."), PlanStory("m", "s0", "d .")]
+    items = [PlanItem(key="s0", photo_ids=(), stories=stories)]
     create_study(p, task="rank", items=items, per_item=1)
     return p
 
@@ -268,7 +269,7 @@ def test_existing_output_needs_force(
     assert code == 1, (verb, err)
     assert "--force" in one_sentence_error(err, names=out)
     assert kept.read_text(encoding="utf-8") == "precious\n"
-    code, stdout, err = run(capsys, *w.argv(g, out), "--force")
+    code, _, err = run(capsys, *w.argv(g, out), "--force")
     if w.heavy:  # no model here: it fails later, but not because the output exists
         assert code == 1 and "--force" not in err and "exists" not in err, err
         return
@@ -372,16 +373,20 @@ def test_never_overwriting_writers_report_faults_in_one_sentence(
     pytest.importorskip("sqlalchemy")
     ro = _read_only_folder(tmp_path)
     if verb == "studio init":
+
         def argv(o: Path) -> list[Any]:
             return ["studio", "init", o, "--task", "rank", "-s", f"a={g['stories']}", "-s", f"b={g['stories']}"]
+
         cases = [(ro / "s.db", "read-only"), (tmp_path / "no" / "s.db", "does not exist"), (tmp_path, "is a folder")]
         before = g["stories"].read_bytes()
         code, _, err = run(capsys, *argv(g["stories"]))
         assert code == 1 and g["stories"].read_bytes() == before
         one_sentence_error(err)
     else:
+
         def argv(o: Path) -> list[Any]:
             return ["studio", "demo", "--dir", o, "--no-serve", "--items", "2"]
+
         mine = tmp_path / "mine"
         mine.mkdir()
         (mine / "index.html").write_text("mine", encoding="utf-8")
@@ -475,7 +480,8 @@ TRIGGERED = st.builds(
 )
 ANY_TEXT = st.one_of(TRIGGERED, st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")))
 NAME = st.one_of(
-    st.builds(lambda t, r: t + r, st.sampled_from(["=", "+", "-", "@"]), st.from_regex(r"[A-Za-z0-9(|!) ]{0,12}", fullmatch=True)),
+    st.builds(lambda t, r: t + r, st.sampled_from(["=", "+", "-", "@"]),
+              st.from_regex(r"[A-Za-z0-9(|!) ]{0,12}", fullmatch=True)),
     st.from_regex(r"[A-Za-z'][A-Za-z0-9 ]{0,10}[A-Za-z0-9]", fullmatch=True),
 ).map(str.strip).filter(bool)  # fmt: skip
 
@@ -485,7 +491,7 @@ NAME = st.one_of(
 def test_neutralise_then_restore_is_the_identity(text: str) -> None:
     safe = neutralise_cell(text)
     assert restore_cell(safe) == text
-    assert safe[:1] not in CSV_TRIGGERS or output._NUMBER.fullmatch(safe), safe  # noqa: SLF001
+    assert safe[:1] not in CSV_TRIGGERS or is_number_text(safe), safe
 
 
 @pytest.mark.parametrize(
@@ -512,7 +518,7 @@ def test_csv_rows_round_trip(tmp_path: Path, rows: list[list[str]]) -> None:
     assert read_csv_rows(p)[1:] == rows
     with open(p, encoding="utf-8", newline="") as fh:  # what a spreadsheet sees: no cell starts a formula
         for row in csv.reader(fh):
-            assert all(c[:1] not in CSV_TRIGGERS or output._NUMBER.fullmatch(c) for c in row)  # noqa: SLF001
+            assert all(c[:1] not in CSV_TRIGGERS or is_number_text(c) for c in row)
 
 
 @PROPS
@@ -568,7 +574,7 @@ def test_cli_round_trips_keep_formula_texts(
     beats-ref -f csv`; `score --per-item`: every cell a spreadsheet would run is quoted, and reads back as it was."""
     from vistkit.meta.human import read_pairs, read_rankings
 
-    evil = {"A": "=HYPERLINK(\"http://x\",\"y\")", "B": "+1+cmd|' /C calc'!A0", "C": "-2 dogs ran", "D": "@SUM(A1)"}
+    evil = {"A": '=HYPERLINK("http://x","y")', "B": "+1+cmd|' /C calc'!A0", "C": "-2 dogs ran", "D": "@SUM(A1)"}
     rk = tmp_path / "rk.csv"
     output.write_csv_rows(rk, ["task", "worker", "story", "rank", "system", "text"],
                           [["T1", w, k, r, f"={k}sys", evil[k]] for w, order in (("w1", "ABCD"), ("w2", "ABDC"))
@@ -633,7 +639,7 @@ def test_studio_export_round_trip_keeps_formula_texts(tmp_path: Path, capsys: py
         assert run(capsys, "studio", "export", path, "-f", fmt, "-o", out)[0] == 0
         with open(out, encoding="utf-8", newline="") as fh:
             cells = [c for row in csv.reader(fh) for c in row]
-        assert not [c for c in cells if c[:1] in CSV_TRIGGERS and not output._NUMBER.fullmatch(c)]  # noqa: SLF001
+        assert not [c for c in cells if c[:1] in CSV_TRIGGERS and not is_number_text(c)]
     assert run(capsys, "meta", "rankings-to-pairs", rk, "-o", p1)[0] == 0
     assert p1.read_text(encoding="utf-8") == p2.read_text(encoding="utf-8")
     back = read_pairs(p1)

@@ -80,11 +80,12 @@ ForceOption = typer.Option(False, "--force", help="Overwrite an existing output 
 
 def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Decorator (below ``@app.command``) for a verb that writes files: ``outputs`` names its output parameters,
-    each ``"file"``, ``"folder"`` or ``"model"``. The verb gets ``--force`` (unless it declares ``force`` itself); before it
-    runs, each given output (``"model"``: a model folder) is checked (not an input of the command, not an existing file without ``--force``,
-    a folder that is new, empty or vistkit's, an existing parent folder), and while it runs every writer of
-    `vistkit.data.output` applies the same rules with every other argument as the command's inputs.
-    ``force_flag=False``: a verb that never overwrites (its own refusal says why) gets no ``--force``."""
+    each ``"file"``, ``"folder"`` or ``"model"`` (a model folder). The verb gets ``--force`` (unless it declares
+    ``force`` itself). Before it runs, each given output is checked: not an input of the command, not an existing
+    file without ``--force``, a folder that is new, empty or vistkit's, an existing writable parent folder. While
+    it runs, every writer of `vistkit.data.output` applies the same rules, with every other argument as the
+    command's inputs. ``force_flag=False``: a verb that never overwrites (its own refusal says why) gets no
+    ``--force``."""
     from vistkit.data.output import (
         MARKER,
         MODEL_MARKERS,

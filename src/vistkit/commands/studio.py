@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, ForceOption, echo, parse_metric_names, writes_output
+from vistkit.commands.common import ForceOption, FormatOption, echo, parse_metric_names, writes_output
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.report.tables import OutputFormat
 

@@ -54,12 +54,17 @@ CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
+def is_number_text(text: str) -> bool:
+    """Whether ``text`` is a plain number (``-0.5``, ``+3``, ``1e-3``, ``-inf``, ``nan``): never quoted."""
+    return _NUMBER.fullmatch(text) is not None
+
+
 def neutralise_cell(value: Any) -> Any:
     """A CSV cell safe to open in a spreadsheet: text starting with a formula trigger (after any leading ``'``)
     gets one more leading ``'``; numbers and text that is a plain number are returned unchanged."""
     if not isinstance(value, str):
         return value
-    if value.lstrip("'")[:1] in CSV_TRIGGERS and not _NUMBER.fullmatch(value):
+    if value.lstrip("'")[:1] in CSV_TRIGGERS and not is_number_text(value):
         return "'" + value
     return value
 
@@ -101,7 +106,8 @@ class OutputPolicy:
     cli: bool = False
 
 
-_POLICY: ContextVar[OutputPolicy] = ContextVar("vistkit_output_policy", default=OutputPolicy())
+_DEFAULT_POLICY = OutputPolicy()
+_POLICY: ContextVar[OutputPolicy] = ContextVar("vistkit_output_policy", default=_DEFAULT_POLICY)
 
 
 @contextlib.contextmanager
@@ -412,7 +418,7 @@ def open_output(
     text_kwargs: dict[str, Any] = {} if binary else {"encoding": encoding, "newline": newline}
     if _is_stream(target):
         try:
-            fh = open(target, mode, **text_kwargs)  # noqa: SIM115 - closed below, errors mapped
+            fh = open(target, mode, **text_kwargs)
         except OSError as exc:
             raise _os_error(target, exc) from None
         try:
