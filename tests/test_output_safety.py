@@ -452,6 +452,25 @@ def test_a_full_disk_at_fsync_is_one_sentence_and_keeps_the_old_file(
     assert out.read_text(encoding="utf-8") == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
 
 
+def test_a_machine_error_from_any_writer_is_one_sentence(
+    g: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk or a read-only file system met by code outside `vistkit.data.output` (a library writing its own
+    files) is still one sentence, not the "unexpected ... bug" catch-all."""
+    from vistkit.meta import human
+
+    for code_, words in ((errno.ENOSPC, "disk is full"), (errno.EROFS, "read-only")):
+
+        def fail(pairs: Any, path: Any, code_: int = code_) -> None:
+            raise OSError(code_, os.strerror(code_), str(path))
+
+        monkeypatch.setattr(human, "write_pairs", fail)
+        out = tmp_path / "p.csv"
+        code, _, err = run(capsys, "meta", "rankings-to-pairs", g["rankings"], "-o", out)
+        assert code == 1 and words in one_sentence_error(err, names=out)
+    assert output.environment_error(ValueError("x")) is None
+
+
 def test_output_keeps_the_permissions_a_plain_open_gives(tmp_path: Path) -> None:
     mask = os.umask(0o022)
     try:

@@ -234,6 +234,14 @@ def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> Output
     return OutputError(f"cannot write {p}: {reason.lower()}; check the output path and try again")
 
 
+def environment_error(exc: BaseException) -> str | None:
+    """One sentence for an error of the machine while writing that escaped a writer of this module (a full disk,
+    a read-only file system, a file too large), or None for any other exception."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
+        return str(_os_error(exc.filename or "the output", exc))
+    return None
+
+
 def check_output(path: str | Path, *, force: bool | None = None) -> Path:
     """Check that a file may be written at ``path`` (see module doc) without writing anything; returns it.
 
