@@ -120,9 +120,6 @@ def train_cmd(
         raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --out")
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
     texts = _mlm_texts(mlm_stories) if mlm_stories is not None else None
-    from vistkit.data.output import MODEL_MARKERS, prepare_folder
-
-    prepare_folder(out, markers=MODEL_MARKERS)  # new, empty, or vistkit's (with --force); never a folder of yours
     progress, update = _progress()
     with progress:
         folder = train_vrank(
