@@ -97,6 +97,8 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
 
     def decorate(func: Callable[..., None]) -> Callable[..., None]:
         sig = inspect.signature(func, eval_str=True)
+        if unknown := [name for name in outputs if name not in sig.parameters]:  # a renamed option: fail loudly
+            raise TypeError(f"writes_output: {func.__name__} has no parameter {', '.join(unknown)}")
         own_force = "force" in sig.parameters
         params = list(sig.parameters.values())
         if force_flag and not own_force:

@@ -105,8 +105,6 @@ def convert(
     if config is not None:
         config_file = config / "config.json" if config.is_dir() else config
         cfg = _json_object(load_json(config_file), config_file)
-    if kind not in ("rovist-sop", "state-dict"):
-        raise InputError(f"unknown --kind {kind!r}; use rovist-sop or state-dict")
     if kind == "rovist-sop":
         from vistkit.models.sop import convert_sop_checkpoint
 
