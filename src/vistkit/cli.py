@@ -206,6 +206,11 @@ def _run(argv: list[str] | None) -> int:
         if callable(show) and isinstance(code, int):
             show()
             return code
+        from vistkit.data.output import environment_error  # a full disk or a read-only file system: not a bug
+
+        if (machine := environment_error(exc)) is not None:
+            typer.secho(f"error: {machine}", fg=typer.colors.RED, err=True)
+            return 1
         if os.environ.get("VISTKIT_DEBUG"):
             raise
         # not a user error we foresaw: still one sentence, never a traceback (VISTKIT_DEBUG=1 shows it)

@@ -24,3 +24,8 @@ class UnavailableMetricError(VistkitError, LookupError):
 
 class UnknownMetricError(VistkitError, LookupError):
     """A metric name that vistkit does not know."""
+
+
+class OutputError(VistkitError):
+    """An output vistkit may not or cannot write (an input, an existing file without --force, a read-only
+    folder, a full disk): names the path and the fix."""

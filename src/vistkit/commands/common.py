@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 
@@ -123,3 +125,58 @@ def output_file(path: Path | str) -> Iterator[TextIO]:
 
 def existing(path: Path | None) -> Path | None:
     return path
+
+
+# ------------------------------------------------------------------------------------------ writing files
+ForceOption = typer.Option(False, "--force", help="Overwrite an existing output (never one of the inputs).")
+
+
+def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorator (below ``@app.command``) for a verb that writes files: ``outputs`` names its output parameters,
+    each ``"file"``, ``"folder"`` or ``"model"`` (a model folder). The verb gets ``--force`` (unless it declares
+    ``force`` itself). Before it runs, each given output is checked: not an input of the command, not an existing
+    file without ``--force``, a folder that is new, empty or vistkit's, an existing writable parent folder. While
+    it runs, every writer of `vistkit.data.output` applies the same rules, with every other argument as the
+    command's inputs. ``force_flag=False``: a verb that never overwrites (its own refusal says why) gets no
+    ``--force``."""
+    from vistkit.data.output import (
+        MARKER,
+        MODEL_MARKERS,
+        check_output,
+        check_output_folder,
+        output_policy,
+        probe_writable,
+    )
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        sig = inspect.signature(func, eval_str=True)
+        if unknown := [name for name in outputs if name not in sig.parameters]:  # a renamed option: fail loudly
+            raise TypeError(f"writes_output: {func.__name__} has no parameter {', '.join(unknown)}")
+        own_force = "force" in sig.parameters
+        params = list(sig.parameters.values())
+        if force_flag and not own_force:
+            params.append(
+                inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, default=ForceOption, annotation=bool)
+            )
+
+        @functools.wraps(func)
+        def command(*args: Any, **kwargs: Any) -> None:
+            force = bool(kwargs["force"] if own_force else kwargs.pop("force", False)) or not force_flag
+            inputs = [v for k, v in kwargs.items() if k not in outputs and k != "force"]
+            with output_policy(force=force, inputs=[*args, *inputs]):
+                for name, kind in outputs.items():
+                    value = kwargs.get(name)
+                    if value is None or str(value) == "-" or "://" in str(value):
+                        continue
+                    if kind in ("folder", "model"):
+                        markers = MODEL_MARKERS if kind == "model" else (MARKER,)
+                        probe_writable(check_output_folder(value, markers=markers))
+                    else:
+                        probe_writable(check_output(value))
+                func(*args, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        return command
+
+    return decorate

@@ -21,7 +21,7 @@ from vistkit.commands.common import (
     WorkersOption,
     emit,
     open_engine,
-    output_file,
+    writes_output,
 )
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
@@ -72,6 +72,7 @@ def render_distance(result: Any, fmt: OutputFormat, *, title: str, caption: str)
 
 
 @app.command()
+@writes_output(per_item="file")
 def distance(
     human: Path | None = typer.Option(
         None, "--human", help="Human scores: a dHM prefix (DIR/gt_test) or a per-item CSV (vistkit score)."
@@ -160,12 +161,11 @@ def distance(
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
     result = dhm_distance(h, m, tanh_g=use_tanh)
     if per_item is not None:
-        import csv
+        from vistkit.data.output import write_csv_rows
 
-        with output_file(per_item) as fh:
-            w = csv.writer(fh)
-            w.writerow(["story_id", "dG", "dC", "dR", "dHM"])
-            w.writerows([[r[0], *map(repr, r[1:])] for r in per_story_rows(result)])
+        write_csv_rows(
+            per_item, ["story_id", "dG", "dC", "dR", "dHM"], [[r[0], *map(repr, r[1:])] for r in per_story_rows(result)]
+        )
     caption = (
         f"G: {'tanh of the raw score' if use_tanh else 'as given'}; {result.n} stories scored in all six "
         f"tables ({result.dropped['human']} human-side and {result.dropped['model']} model-side ids left out)"

@@ -80,6 +80,18 @@ CAPTION = (
     "streamed."
 )
 
+WRITING = (
+    "Every output vistkit writes (--per-item, -o/--output, --report, --out, --keep, models convert OUT): never onto "
+    "one of the command's inputs (the same path, a symlink or a hard link; ARCHIVE.zip:MEMBER counts as the "
+    "archive); an existing file is replaced only with --force; a report or model folder is written only if it is "
+    "new, empty or marked by vistkit (its .vistkit-output file; replacing it needs --force), never a folder of "
+    "yours; each file goes to a temporary file in the same folder and is renamed into place, so a crash or a "
+    "full disk never leaves half a file. CSV files: a text cell that starts with =, +, -, @, a tab or a carriage "
+    "return (a spreadsheet formula) is written with a leading ' (OWASP); numbers, and text that is a plain "
+    "number such as -0.5, are written as they are. vistkit's CSV readers drop exactly that one ' again, so "
+    "exported files read back unchanged."
+)
+
 
 @app.command()
 def formats(fmt: OutputFormat = FormatOption) -> None:
@@ -94,3 +106,5 @@ def formats(fmt: OutputFormat = FormatOption) -> None:
             caption=CAPTION,
         )
     )
+    if fmt is OutputFormat.TEXT:
+        echo("\n" + WRITING)

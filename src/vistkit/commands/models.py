@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo
+from vistkit.commands.common import FormatOption, echo, writes_output
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 models_app = typer.Typer(help="List, inspect and convert models (offline defaults, official checkpoints).")
@@ -71,6 +71,7 @@ def info(
 
 
 @models_app.command("convert")
+@writes_output(out="model")
 def convert(
     checkpoint: Path = typer.Argument(..., help="The official checkpoint, e.g. sop_model_epoch4.pth.tar."),
     out: Path = typer.Argument(..., help="Folder to write (safetensors + vistkit_model.json)."),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import inspect
 import math
 from pathlib import Path
@@ -27,8 +26,8 @@ from vistkit.commands.common import (
     echo,
     note,
     open_engine,
-    output_file,
     parse_metric_names,
+    writes_output,
 )
 from vistkit.data.story import Keying, StorySet
 from vistkit.engine import Engine
@@ -138,8 +137,9 @@ def write_per_item(path: Path, results: list[Score]) -> None:
                 seen.add(i)
                 ids.append(i)
         columns.append(col)
-    with output_file(path) as fh:
-        w = csv.writer(fh, lineterminator="\n" if str(path) == "-" else "\r\n")
+    from vistkit.data.output import open_csv_output
+
+    with open_csv_output(path, lineterminator="\n" if str(path) == "-" else "\r\n") as w:
         w.writerow(["id", *(r.metric for r in results)])
         for i in ids:
             row: list[str] = [i]
@@ -231,6 +231,7 @@ def score_only(results: list[Score]) -> str:
 
 
 @app.command()
+@writes_output(per_item="file")
 def score(
     hypotheses: Path = typer.Argument(
         ...,

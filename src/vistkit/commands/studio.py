@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.commands.common import ForceOption, FormatOption, echo, parse_metric_names, writes_output
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.report.tables import OutputFormat
 
@@ -82,6 +82,7 @@ def _print_kv(data: dict[str, Any], fmt: OutputFormat, title: str) -> None:
 
 
 @studio_app.command("init")
+@writes_output(force_flag=False, study="file", db_url="file")  # a study is never overwritten
 def init_cmd(
     study: str = StudyArg,
     task: str = typer.Option(..., "--task", metavar="rank|pairwise|likert", help="rank, pairwise or likert."),
@@ -240,6 +241,7 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
 
 
 @studio_app.command("export")
+@writes_output(output="file")
 def export_cmd(
     study: str = StudyArg,
     fmt: str = typer.Option(
@@ -263,6 +265,7 @@ def export_cmd(
 
 
 @studio_app.command("report")
+@writes_output(report="folder", keep="file")
 def report_cmd(
     study: str = StudyArg,
     metrics: list[str] = typer.Option(
@@ -283,6 +286,7 @@ def report_cmd(
     keep: Path | None = typer.Option(None, "--keep", help="Keep the exported judgements file here."),
     db_url: str | None = DbOpt,
     fmt: OutputFormat = FormatOption,
+    force: bool = ForceOption,
 ) -> None:
     """Meta-evaluate metrics against the collected judgements in one step: exports the study and runs
     `vistkit meta pairs` (rank, pairwise) or `vistkit meta correlate` (Likert) on it."""
@@ -305,7 +309,7 @@ def report_cmd(
         for o in option:
             args += ["--option", o]
         if report is not None:
-            args += ["--report", str(report)]
+            args += ["--report", str(report)] + (["--force"] if force else [])
         rv = app(args=args, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool) and rv:
             raise typer.Exit(rv)

@@ -6,8 +6,6 @@ A trained folder is also the ``vrank`` metric: ``--metrics vrank --option vrank.
 
 from __future__ import annotations
 
-import csv
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo
+from vistkit.commands.common import FormatOption, echo, writes_output
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
@@ -69,6 +67,7 @@ def _mlm_texts(path: Path) -> list[str]:
 
 
 @vrank_app.command("train")
+@writes_output(out="model")
 def train_cmd(
     pairs_csv: Path = typer.Argument(..., help="Training pairs in the VHED layout (sent1, sent2, label, ...)."),
     out: Path = typer.Option(..., "--output", "-o", metavar="FOLDER", help="Folder to write the trained model to."),
@@ -168,6 +167,7 @@ def train_cmd(
 
 
 @vrank_app.command("predict")
+@writes_output(output="file")
 def predict_cmd(
     pairs_csv: Path = typer.Argument(..., help="Pairs in the VHED layout."),
     model: Path = typer.Option(
@@ -204,9 +204,9 @@ def predict_cmd(
     raw, rev = both[: len(pairs)], both[len(pairs) :]
     sym = (raw - rev) / 2.0
     columns = ["pair_id", "story_id", "img_seq", "model_base", "model_comp", "gap", "pred_gap", "pred_gap_sym"]
-    fh = open(output, "w", encoding="utf-8", newline="") if output is not None else sys.stdout
-    try:
-        w = csv.writer(fh)
+    from vistkit.data.output import open_csv_output
+
+    with open_csv_output(output if output is not None else "-") as w:
         w.writerow(columns)
         for p, g, s in zip(pairs, raw, sym, strict=True):
             w.writerow(
@@ -221,9 +221,6 @@ def predict_cmd(
                     repr(float(s)),
                 ]
             )
-    finally:
-        if output is not None:
-            fh.close()
     if output is None:
         return
     gold = np.array([p.gap for p in pairs])

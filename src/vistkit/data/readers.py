@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from vistkit.data.output import restore_cell
 from vistkit.data.story import Story, StorySet, sequence_key
 from vistkit.errors import InputError
 
@@ -200,14 +201,16 @@ class CsvFile:
             names = self._reader.fieldnames
         except csv.Error as exc:
             raise InputError(f"{path}: malformed CSV ({exc})") from None
-        self.fieldnames: list[str] = [n.strip() for n in names] if names else []
+        self.fieldnames: list[str] = [restore_cell(n.strip()) for n in names] if names else []
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
         """``(line number, row)`` pairs; keys stripped, missing cells ``""``, extra cells dropped."""
         try:
             for row in self._reader:
                 yield self._reader.line_num, {
-                    k.strip(): (v if isinstance(v, str) else "") for k, v in row.items() if k is not None
+                    restore_cell(k.strip()): (restore_cell(v) if isinstance(v, str) else "")
+                    for k, v in row.items()
+                    if k is not None
                 }
         except csv.Error as exc:
             raise InputError(f"{self.path}: malformed CSV ({exc})") from None
@@ -232,7 +235,8 @@ def read_csv_rows(path: str | Path, *, delimiter: str | None = None) -> list[lis
     """All rows of a CSV as lists of cells (no header handling)."""
     with open_text(path, newline="") as fh:
         try:
-            return list(csv.reader(iter_lines(fh, path), delimiter=delimiter or csv_delimiter(path)))
+            rows = csv.reader(iter_lines(fh, path), delimiter=delimiter or csv_delimiter(path))
+            return [[restore_cell(c) for c in row] for row in rows]
         except csv.Error as exc:
             raise InputError(f"{path}: malformed CSV ({exc})") from None
 
@@ -608,15 +612,19 @@ def _record_of(story: Story) -> dict[str, Any]:
 
 def write_jsonl(stories: Iterable[Story], path: str | Path) -> None:
     """One JSON object per story (readable back with `read_stories`)."""
-    with open(path, "w", encoding="utf-8") as fh:
+    from vistkit.data.output import open_output
+
+    with open_output(path) as fh:
         for s in stories:
             fh.write(json.dumps(_record_of(s), ensure_ascii=False) + "\n")
 
 
 def write_csv(stories: Iterable[Story], path: str | Path) -> None:
-    """CSV with columns story_id, album_id, photo_ids (``-``-joined), system, sentences (``|||``), text."""
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
+    """CSV with columns story_id, album_id, photo_ids (``-``-joined), system, sentences (``|||``), text (cells
+    neutralised against formula injection, see `vistkit.data.output`)."""
+    from vistkit.data.output import open_csv_output
+
+    with open_csv_output(path) as w:
         w.writerow(["story_id", "album_id", "photo_ids", "system", "sentences", "text"])
         for s in stories:
             w.writerow(
@@ -651,5 +659,6 @@ def write_challenge(
         "evaluation_info": {"additional_description": description},
         "output_stories": out,
     }
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False)
+    from vistkit.data.output import write_text
+
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False))

@@ -15,7 +15,6 @@ Which way ``label`` is subtracted is checked against the rows' own ``avg_rank_ba
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import re
@@ -254,8 +253,9 @@ def write_pairs(pairs: Iterable[StoryPair], path: str | Path) -> None:
     """
     pairs = list(pairs)
     proxy = any(pr.meta.get("label") for pr in pairs)
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
+    from vistkit.data.output import open_csv_output
+
+    with open_csv_output(path) as w:
         w.writerow([*VHED_COLUMNS, "label_source"] if proxy else VHED_COLUMNS)
         for pr in pairs:
             n = pr.n_stories

@@ -6,8 +6,9 @@ stories in any number of pairs cost n stories' work).
 
 - ``story-ranker`` (v2, `vistkit.models.story_ranker_v2`): seven interpretable features on one z scale
   (type-token ratio, window type-token ratio, repeated trigrams, sentence overlap, LM fluency as SLOR, LM
-  coherence of sentence openings as PMI, topic relatedness) with signs and weights fixed beforehand; only the features' means and SDs on VIST *val* human stories are
-  fitted (`scripts/train_ranker_v2.py`). Card: docs/models/story-ranker-v2.md.
+  coherence of sentence openings as PMI, topic relatedness) with signs and weights fixed beforehand; only the
+  features' means and SDs on VIST *val* human stories are fitted (`scripts/train_ranker_v2.py`).
+  Card: docs/models/story-ranker-v2.md.
 - ``story-ranker-v1`` (`vistkit.models.story_ranker`): the first default, a small head trained on synthetic
   negatives; kept loadable by name with its held-out numbers in its card (it agrees with people less than a
   type-token ratio does).

@@ -304,16 +304,24 @@ def save_converted(
     source: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``model.safetensors`` + ``vistkit_model.json`` into ``folder`` (created); returns the folder."""
+    """Write ``model.safetensors`` + ``vistkit_model.json`` into ``folder``; returns the folder.
+
+    The folder must be new, empty or vistkit's (`vistkit.data.output.prepare_folder`; in the CLI an earlier
+    model needs ``--force``); each file is written to a temporary file and renamed into place."""
     _torch()
     from safetensors.torch import save_file
 
+    from vistkit.data.output import MARKER, MODEL_MARKERS, output_path, prepare_folder, write_text
+
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    if not (out / MARKER).is_file():  # a folder this run has not marked yet: new, empty or vistkit's (--force)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        prepare_folder(out, markers=MODEL_MARKERS)
     # safetensors refuses shared/non-contiguous storage: store independent contiguous copies
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
-    save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": FORMAT, "kind": kind})
-    _sort_header(out / WEIGHTS_FILE)
+    with output_path(out / WEIGHTS_FILE, force=True) as tmp:  # temp file + rename: never half a weights file
+        save_file(tensors, str(tmp), metadata={"format": FORMAT, "kind": kind})
+        _sort_header(tmp)
     meta = {
         "format": FORMAT,
         "kind": kind,
@@ -322,7 +330,7 @@ def save_converted(
         "weights_sha256": file_sha256(out / WEIGHTS_FILE),
         **jsonable(dict(extra or {})),
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text(out / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n", force=True)
     return out
 
 

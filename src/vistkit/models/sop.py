@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -527,7 +526,9 @@ def convert_sop_checkpoint(
 def copy_tokenizer_files(src: str | Path, dst: str | Path) -> None:
     """Copy the tokenizer files of an HF folder into ``dst`` (used to make a converted folder
     self-contained)."""
+    from vistkit.data.output import copy_file
+
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spiece.model"):
         f = Path(src) / name
         if f.is_file():
-            shutil.copy2(f, Path(dst) / name)
+            copy_file(f, Path(dst) / name, force=True)  # into the model folder being written

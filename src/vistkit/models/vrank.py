@@ -417,6 +417,11 @@ def train_vrank(
         raise InputError("there are no pairs to train on")
     dev = choose_device(device)
     out = Path(out)
+    from vistkit.data.output import MARKER, MODEL_MARKERS, prepare_folder
+
+    if not (out / MARKER).is_file():  # new, empty or vistkit's; marked before the MLM stage writes into it
+        out.parent.mkdir(parents=True, exist_ok=True)
+        prepare_folder(out, markers=MODEL_MARKERS)
     start = time.time()
     source: str | Path = encoder
     pooler: dict[str, Any] = {}

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from vistkit.data.output import prepare_folder, write_text
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
 
 _CSS = """
@@ -79,20 +80,16 @@ def write_html(
     parts.append("<p>Metric signatures:</p>")
     parts.append(html_table(["metric", "signature"], [[m, s] for m, s in signatures.items()]))
     parts.append("</body></html>")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(parts), encoding="utf-8")
-    return path
+    write_text(path, "\n".join(parts), force=True)  # inside a report folder (`prepare_folder`)
+    return Path(path)
 
 
 def write_table_files(
     folder: Path, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str
 ) -> None:
-    """``name.csv`` and ``name.tex`` (booktabs) next to the page."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.csv").write_text(render_table(columns, rows, OutputFormat.CSV), encoding="utf-8")
-    (folder / f"{name}.tex").write_text(
-        render_table(columns, rows, OutputFormat.LATEX, caption=caption), encoding="utf-8"
-    )
+    """``name.csv`` and ``name.tex`` (booktabs) next to the page (in a folder made by `prepare_folder`)."""
+    write_text(folder / f"{name}.csv", render_table(columns, rows, OutputFormat.CSV), force=True)
+    write_text(folder / f"{name}.tex", render_table(columns, rows, OutputFormat.LATEX, caption=caption), force=True)
 
 
 # --------------------------------------------------------------------------------------------------- pages
@@ -121,9 +118,8 @@ def pairs_report(
     from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row
     from vistkit.report import plots
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "result.json").write_text(dumps_json(result), encoding="utf-8")
+    folder = prepare_folder(folder)  # new, empty or an earlier vistkit report (with --force)
+    write_text(folder / "result.json", dumps_json(result), force=True)
     sections: list[tuple[str, str]] = []
 
     cols, rows = accuracy_table(result)
@@ -212,9 +208,8 @@ def correlation_report(
     """Correlation report: heatmaps (metrics x aspects) per level, tables, score distributions per system."""
     from vistkit.report import plots
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "result.json").write_text(dumps_json(result), encoding="utf-8")
+    folder = prepare_folder(folder)  # new, empty or an earlier vistkit report (with --force)
+    write_text(folder / "result.json", dumps_json(result), force=True)
     metrics = list(values)
     aspects = list(table.aspects)
     sections: list[tuple[str, str]] = []
@@ -318,9 +313,8 @@ def errors_report(
     """Point-biserial report: heatmap (metrics x error types), table, page."""
     from vistkit.report import plots
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "result.json").write_text(dumps_json(payload), encoding="utf-8")
+    folder = prepare_folder(folder)  # new, empty or an earlier vistkit report (with --force)
+    write_text(folder / "result.json", dumps_json(payload), force=True)
     result = payload["point_biserial"]
     metrics = list(result)
     mat = np.array([[result[m][e]["r"] for e in errors] for m in metrics], dtype=float)

@@ -40,12 +40,17 @@ def _pyplot() -> Any:
 
 def save_figure(fig: Any, stem: Path) -> Path:
     """Save ``stem.png`` (150 dpi) and ``stem.pdf``; close the figure; return the PNG path."""
+    from vistkit.data.output import output_path
+
     plt = _pyplot()
-    stem.parent.mkdir(parents=True, exist_ok=True)
     png = stem.with_suffix(".png")
-    fig.savefig(png, dpi=150, bbox_inches="tight", metadata={"Software": "vistkit"})
-    fig.savefig(stem.with_suffix(".pdf"), bbox_inches="tight")
-    plt.close(fig)
+    try:  # in a report folder (`prepare_folder`): temp file + rename, as every vistkit output
+        with output_path(png, force=True) as tmp:
+            fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight", metadata={"Software": "vistkit"})
+        with output_path(stem.with_suffix(".pdf"), force=True) as tmp:
+            fig.savefig(tmp, format="pdf", bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return png
 
 

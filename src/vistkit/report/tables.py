@@ -5,7 +5,6 @@ Numbers keep full precision in JSON and CSV; text and LaTeX round for display (4
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -63,8 +62,10 @@ def render_table(
     if fmt is OutputFormat.JSON:
         return dumps_json([dict(zip(columns, r, strict=True)) for r in rows])
     if fmt is OutputFormat.CSV:
+        from vistkit.data.output import csv_writer  # cells neutralised against formula injection
+
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv_writer(buf, lineterminator="\n")
         w.writerow(columns)
         for r in rows:
             w.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in r])

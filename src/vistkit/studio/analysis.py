@@ -4,7 +4,6 @@ reads (raw rankings, VHED-layout pairs, Likert tables) plus JSON lines and a tas
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from collections import defaultdict
@@ -480,10 +479,9 @@ def task_rows(st: db.Study) -> list[dict[str, Any]]:
 
 
 def _write_csv(rows: list[dict[str, Any]], path: Path, columns: Sequence[str]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(columns))
-        w.writeheader()
-        w.writerows(rows)
+    from vistkit.data.output import write_csv_rows
+
+    write_csv_rows(path, list(columns), [[r.get(c, "") for c in columns] for r in rows])
 
 
 def export(
@@ -500,6 +498,10 @@ def export(
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
     out = Path(output)
+    from vistkit.data.output import check_output
+
+    check_output(out)  # before any work: not an input, not an existing file without --force, a folder that exists
+    check_output(f"{out}.provenance.json")
     data = load(st)
     js = _kept(data, include_gold=include_gold, drop_failed_gold=drop_failed_gold)
     n = len(js)
@@ -523,7 +525,9 @@ def export(
             raise InputError("the study has no judgements to export yet")
         _write_csv(rows, out, ["system", "item", "worker", *data.settings["aspects"], "text", "story_id", "img_seq"])
     elif fmt == "jsonl":
-        with open(out, "w", encoding="utf-8") as fh:
+        from vistkit.data.output import open_output
+
+        with open_output(out) as fh:
             for rec in jsonl_records(data, js):
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
     else:
@@ -555,5 +559,7 @@ def export(
         "exported_at": iso(db.now()),
         "vistkit": __version__,
     }
-    Path(f"{out}.provenance.json").write_text(json.dumps(prov, indent=2) + "\n", encoding="utf-8")
+    from vistkit.data.output import write_text
+
+    write_text(f"{out}.provenance.json", json.dumps(prov, indent=2) + "\n")
     return prov

@@ -9,7 +9,6 @@ what the stories tell.
 
 from __future__ import annotations
 
-import shutil
 import struct
 import zlib
 from importlib import resources
@@ -43,6 +42,8 @@ def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
 
 def stand_in_photos(folder: Path) -> tuple[list[str], str]:
     """Write the stand-in photos into ``folder``; returns their photo ids and where they came from."""
+    from vistkit.data.output import copy_file, write_bytes
+
     folder.mkdir(parents=True, exist_ok=True)
     try:
         import skimage.data
@@ -53,12 +54,12 @@ def stand_in_photos(folder: Path) -> tuple[list[str], str]:
         found = []
     if len(found) >= 5:
         for name in found:
-            shutil.copyfile(src / name, folder / name)
+            copy_file(src / name, folder / name, force=True)
         return [Path(name).stem for name in found], "scikit-image sample photos (public domain / CC0), stand-ins"
     colours = [(200, 90, 80), (80, 150, 200), (90, 170, 110), (210, 180, 70), (150, 110, 190), (120, 120, 120)]
     ids = []
     for n, c in enumerate(colours, start=1):
-        (folder / f"placeholder-{n}.png").write_bytes(_png(64, 48, c))
+        write_bytes(folder / f"placeholder-{n}.png", _png(64, 48, c), force=True)
         ids.append(f"placeholder-{n}")
     return ids, "generated placeholder images"
 
@@ -96,7 +97,9 @@ def build_demo(
         }
     if not 1 <= items <= 50:
         raise InputError("--items must be between 1 and 50 (the demo ships 50 story pairs)")
-    out.mkdir(parents=True, exist_ok=True)
+    from vistkit.data.output import prepare_folder, write_text
+
+    prepare_folder(out, force=True)  # new, empty or an unfinished demo of vistkit's; never a folder of yours
     photo_ids, photo_note = stand_in_photos(out / "photos")
     root = resources.files("vistkit.resources") / "demo"
     with resources.as_file(root) as demo_dir:
@@ -128,7 +131,7 @@ def build_demo(
         "admin_path": f"/admin/{summary['admin_token']}",
     }
     # the demo's links are kept beside it (a real study shows its tokens once and stores only their hashes)
-    links_file.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    write_text(links_file, json.dumps(info, indent=2) + "\n", force=True)
     return {
         **info,
         "links": [(name, f"{base}{path}") for name, path in paths],

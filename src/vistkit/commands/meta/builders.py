@@ -6,13 +6,14 @@ from pathlib import Path
 
 import typer
 
-from vistkit.commands.common import RefFormatOption, echo
+from vistkit.commands.common import RefFormatOption, echo, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import _parse_story_files
 from vistkit.errors import InputError
 
 
 @meta_app.command("build-pairs")
+@writes_output(output="file")
 def build_pairs_cmd(
     references: Path = typer.Option(..., "--references", "-r", help="Human stories (e.g. PR_VIST.json.zip)."),
     machine: list[str] = typer.Option(
@@ -48,6 +49,7 @@ def _split_eq(v: str, opt: str) -> tuple[str, str]:
 
 
 @meta_app.command("rankings-to-pairs")
+@writes_output(output="file")
 def rankings_to_pairs_cmd(
     rankings_csv: Path = typer.Argument(..., help="Raw rankings: task, worker, story, rank (+ text, system, ...)."),
     output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from vistkit.commands.common import FormatOption, parse_metric_names
+from vistkit.commands.common import FormatOption, parse_metric_names, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     JudgedInput,
@@ -102,6 +102,7 @@ def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict
 
 
 @meta_app.command("correlate")
+@writes_output(report="folder")
 @option_group(JudgedInput)
 def correlate_cmd(
     ctx: typer.Context,
@@ -204,6 +205,7 @@ def correlation_assessment(
 
 
 @meta_app.command("errors")
+@writes_output(report="folder")
 @option_group(JudgedInput)
 def errors_cmd(
     ctx: typer.Context,

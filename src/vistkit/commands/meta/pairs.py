@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from vistkit.commands.common import FormatOption
+from vistkit.commands.common import FormatOption, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     PairsInput,
@@ -29,6 +29,7 @@ from vistkit.report.tables import OutputFormat
 
 
 @meta_app.command("pairs")
+@writes_output(report="folder")
 @option_group(PairsInput)
 def pairs_cmd(
     ctx: typer.Context,
@@ -66,6 +67,7 @@ def pairs_cmd(
 
 
 @meta_app.command("gap")
+@writes_output(report="folder")
 @option_group(PairsInput)
 def gap_cmd(
     ctx: typer.Context,

@@ -1,0 +1,513 @@
+"""One writer for every file vistkit produces (DESIGN.md, "Writing files").
+
+- **Never onto an input.** A command that writes declares its inputs (`output_policy`; the CLI does it for every
+  writing verb); an output that is the same file as one of them (same path, a symlink or a hard link to it;
+  ``ARCHIVE.zip:MEMBER`` counts as ``ARCHIVE.zip``) is refused, ``--force`` or not.
+- **Never over an existing file without ``--force``.** In the CLI an existing output file is refused unless the
+  verb got ``--force``; the Python API overwrites (as `open(path, "w")` would), atomically.
+- **Folders** (reports, converted or trained models, the studio demo) are written only if they are new, empty or
+  carry vistkit's marker file `MARKER` (replacing an earlier vistkit output needs ``--force``); a folder holding
+  anything else (a user's ``index.html``) is never written into.
+- **Atomic.** Every file is written to a temporary file in the same folder, flushed to disk (``fsync``) and renamed
+  over the final name (`os.replace`): a crash or a full disk never leaves a half-written file under that name, and
+  the temporary file is removed on failure. Devices and pipes (``/dev/null``, ``/dev/stdout``) are written
+  directly; ``-`` means standard output where a verb allows it.
+- **One sentence per failure** (`vistkit.errors.OutputError`, exit 1): a missing parent folder, a read-only
+  folder, a full disk, a folder where a file is expected and the reverse, each naming the path and the fix.
+- **CSV cells are neutralised against formula injection** (OWASP): a text cell that starts with ``=``, ``+``,
+  ``-``, ``@``, a tab or a carriage return (after any leading single quotes) is written with one more leading
+  ``'``; numbers, and text that is a plain number (``-0.5``, ``1e-3``, ``-inf``), are written as they are. Every
+  CSV reader of vistkit removes exactly that one quote again (`restore_cell`), so writing and reading back is
+  lossless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import errno
+import os
+import re
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
+from pathlib import Path
+from typing import IO, Any
+
+from vistkit.errors import OutputError
+
+MARKER = ".vistkit-output"
+"""The file that marks a folder as written by vistkit (a report, a converted model, the studio demo)."""
+
+MODEL_MARKERS = (MARKER, "vistkit_model.json")
+"""What marks a model folder as vistkit's: the marker, or the ``vistkit_model.json`` of a converted folder."""
+
+STDOUT = "-"
+
+# ----------------------------------------------------------------------------------------------- CSV cells
+CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+"""Leading characters a spreadsheet reads as the start of a formula (OWASP, "CSV Injection")."""
+
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+
+
+def is_number_text(text: str) -> bool:
+    """Whether ``text`` is a plain number (``-0.5``, ``+3``, ``1e-3``, ``-inf``, ``nan``): never quoted."""
+    return _NUMBER.fullmatch(text) is not None
+
+
+def neutralise_cell(value: Any) -> Any:
+    """A CSV cell safe to open in a spreadsheet: text starting with a formula trigger (after any leading ``'``)
+    gets one more leading ``'``; numbers and text that is a plain number are returned unchanged."""
+    if not isinstance(value, str):
+        return value
+    if value.lstrip("'")[:1] in CSV_TRIGGERS and not is_number_text(value):
+        return "'" + value
+    return value
+
+
+def restore_cell(text: str) -> str:
+    """Undo `neutralise_cell`: drop one leading ``'`` when the rest (after any more quotes) starts with a formula
+    trigger; any other text is returned unchanged."""
+    if text[:1] == "'" and text.lstrip("'")[:1] in CSV_TRIGGERS:
+        return text[1:]
+    return text
+
+
+class CsvWriter:
+    """`csv.writer` whose every cell goes through `neutralise_cell` (the one CSV writer of vistkit)."""
+
+    def __init__(self, fh: IO[str], **kwargs: Any) -> None:
+        self._writer = csv.writer(fh, **kwargs)
+
+    def writerow(self, row: Iterable[Any]) -> None:
+        self._writer.writerow([neutralise_cell(v) for v in row])
+
+    def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+def csv_writer(fh: IO[str], **kwargs: Any) -> CsvWriter:
+    """A CSV writer on ``fh`` that neutralises formula cells (see module doc); ``kwargs`` as for `csv.writer`."""
+    return CsvWriter(fh, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------- policy
+@dataclasses.dataclass(frozen=True)
+class OutputPolicy:
+    """What the running command allows: overwrite existing outputs (``force``), and the files it reads."""
+
+    force: bool = True  # the Python API overwrites like open(path, "w"); the CLI sets False unless --force
+    inputs: tuple[str, ...] = ()
+    cli: bool = False
+
+
+_DEFAULT_POLICY = OutputPolicy()
+_POLICY: ContextVar[OutputPolicy] = ContextVar("vistkit_output_policy", default=_DEFAULT_POLICY)
+
+
+@contextlib.contextmanager
+def output_policy(*, force: bool, inputs: Iterable[Any] = (), cli: bool = True) -> Iterator[OutputPolicy]:
+    """Within the block, writers refuse existing outputs unless ``force`` and refuse to write onto any path
+    found in ``inputs`` (paths, ``NAME=FILE[:FIELD]`` strings, ``ARCHIVE.zip:MEMBER``, lists, dataclasses)."""
+    policy = OutputPolicy(force=force, inputs=tuple(input_paths(inputs)), cli=cli)
+    token = _POLICY.set(policy)
+    try:
+        yield policy
+    finally:
+        _POLICY.reset(token)
+
+
+def current_policy() -> OutputPolicy:
+    return _POLICY.get()
+
+
+def _path_candidates(text: str) -> Iterator[str]:
+    """Paths a command-line value may name: itself, the part after ``NAME=``, a SQLite URL's file, and each
+    prefix before a ``:`` (``FILE:FIELD``, ``ARCHIVE.zip:MEMBER``)."""
+    if not text or text == STDOUT:
+        return
+    values = [text]
+    if "=" in text:
+        values.append(text.split("=", 1)[1])
+    if text.startswith("sqlite:///"):
+        values.append(text[len("sqlite:///") :].split("?", 1)[0])
+    for value in values:
+        yield value
+        rest = value
+        for _ in range(3):
+            if ":" not in rest:
+                break
+            rest = rest.rpartition(":")[0]
+            if rest:
+                yield rest
+
+
+def input_paths(values: Iterable[Any]) -> list[str]:
+    """The existing files and folders named in ``values`` (see `output_policy`)."""
+    found: list[str] = []
+
+    def visit(v: Any) -> None:
+        if v is None or isinstance(v, bool | int | float):
+            return
+        if isinstance(v, os.PathLike):
+            v = os.fspath(v)
+        if isinstance(v, str):
+            for c in _path_candidates(v):
+                try:
+                    if os.path.exists(c) and c not in found:
+                        found.append(c)
+                except (OSError, ValueError):  # a NUL byte, a name too long
+                    continue
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            for f in dataclasses.fields(v):
+                visit(getattr(v, f.name))
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x)
+        elif isinstance(v, list | tuple | set | frozenset):
+            for x in v:
+                visit(x)
+
+    visit(list(values))
+    return found
+
+
+# ----------------------------------------------------------------------------------------------- checks
+def _shown(path: Path | str) -> str:
+    return str(path)
+
+
+def _same_file(a: Path, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _refuse_inputs(target: Path, policy: OutputPolicy, what: str = "file") -> None:
+    if not os.path.lexists(target):
+        return
+    for inp in policy.inputs:
+        if _same_file(target, inp):
+            same = "" if os.path.abspath(inp) == os.path.abspath(target) else f" (the same {what} as {inp})"
+            raise OutputError(
+                f"{_shown(target)} is an input of this command{same}; writing it would destroy that input, "
+                "so choose another output name"
+            )
+
+
+def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> OutputError:
+    """One sentence for an operating-system error while writing ``path``."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    code = exc.errno
+    if code == errno.ENOENT:
+        return OutputError(
+            f"cannot write {p}: the folder {parent} does not exist; create it first (mkdir -p {parent}) or choose "
+            "another output path"
+        )
+    if code == errno.ENOTDIR:
+        return OutputError(f"cannot write {p}: a part of its path is a file, not a folder; choose another output path")
+    if code == errno.EISDIR:
+        return OutputError(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        where = p if folder else parent
+        return OutputError(
+            f"cannot write {p}: the folder {where} is read-only or not writable by you; choose a writable folder "
+            "for the output"
+        )
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return OutputError(
+            f"cannot write {p}: the disk is full (or over its quota); free some space or write the output to "
+            "another disk"
+        )
+    if code == errno.ENAMETOOLONG:
+        return OutputError(f"cannot write {p}: the file name is too long; choose a shorter output name")
+    if code == errno.EEXIST:
+        return OutputError(f"{p} exists already; choose another output path")
+    reason = exc.strerror or type(exc).__name__
+    return OutputError(f"cannot write {p}: {reason.lower()}; check the output path and try again")
+
+
+def environment_error(exc: BaseException) -> str | None:
+    """One sentence for an error of the machine while writing that escaped a writer of this module (a full disk,
+    a read-only file system, a file too large), or None for any other exception."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
+        return str(_os_error(exc.filename or "the output", exc))
+    return None
+
+
+def check_output(path: str | Path, *, force: bool | None = None) -> Path:
+    """Check that a file may be written at ``path`` (see module doc) without writing anything; returns it.
+
+    ``force`` overrides the running command's ``--force`` (`output_policy`).
+    """
+    policy = current_policy()
+    force = policy.force if force is None else force
+    if str(path) == "":
+        raise OutputError("the output path is empty; give a file name")
+    p = Path(path)
+    if os.path.isdir(p):
+        raise OutputError(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
+    _refuse_inputs(p, policy)
+    if os.path.lexists(p):
+        if _is_stream(p):
+            return p
+        if not force:
+            raise OutputError(f"{p} exists already; pass --force to overwrite it, or choose another output file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.exists():
+        raise _os_error(p, OSError(errno.ENOENT, "no such folder"))
+    if not parent.is_dir():
+        raise _os_error(p, OSError(errno.ENOTDIR, "not a folder"))
+    return p
+
+
+def _is_stream(p: Path) -> bool:
+    """A device or a pipe (``/dev/null``, ``/dev/full``, a FIFO): written in place, never replaced."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode)
+
+
+def check_output_folder(path: str | Path, *, force: bool | None = None, markers: Sequence[str] = (MARKER,)) -> Path:
+    """Check that an output folder may be written (new, empty, or vistkit's with ``--force``); writes nothing."""
+    policy = current_policy()
+    force = policy.force if force is None else force
+    p = Path(path)
+    if str(p) in ("", STDOUT):
+        raise OutputError("the output folder is empty or '-'; give a folder name")
+    if os.path.lexists(p) and not p.is_dir():
+        raise OutputError(f"{p} is a file, not a folder; give a new or empty folder for the output")
+    _refuse_inputs(p, policy, what="folder")
+    if not p.exists():
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.exists():
+            raise OutputError(
+                f"cannot write {p}: the folder {parent} does not exist; create it first (mkdir -p {parent}) or "
+                "choose another output folder"
+            )
+        if not parent.is_dir():
+            raise OutputError(f"cannot write {p}: {parent} is a file, not a folder; choose another output folder")
+        return p
+    try:
+        entries = sorted(os.listdir(p))
+    except OSError as exc:
+        raise _os_error(p, exc, folder=True) from None
+    own = [e for e in entries if e in markers]
+    others = [e for e in entries if e not in (MARKER,)]
+    if not others:
+        return p
+    if not own:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise OutputError(
+            f"{p} holds files vistkit did not write ({shown}); give a new or empty folder (vistkit never writes "
+            "into a folder it did not make)"
+        )
+    if not force:
+        raise OutputError(f"{p} holds an earlier vistkit output; pass --force to replace it, or choose another folder")
+    return p
+
+
+def probe_writable(path: str | Path) -> None:
+    """Create and remove a temporary file where ``path`` (a file or a folder to be written) will go, so that a
+    read-only or missing folder is reported before any work is done (root ignores permission bits, not a
+    read-only file system). Devices and pipes are left alone."""
+    p = Path(path)
+    if _is_stream(p):
+        return
+    folder = p if p.is_dir() else (p.parent if str(p.parent) else Path("."))
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".vistkit-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise _os_error(p, exc, folder=p.is_dir()) from None
+
+
+def prepare_folder(path: str | Path, *, force: bool | None = None, markers: Sequence[str] = (MARKER,)) -> Path:
+    """`check_output_folder`, then create the folder and its marker file; returns the folder."""
+    p = check_output_folder(path, force=force, markers=markers)
+    try:
+        p.mkdir(exist_ok=True)
+        marker = p / MARKER
+        if not marker.exists():
+            from vistkit import __version__
+
+            marker.write_text(
+                f"written by vistkit {__version__}; vistkit replaces this folder's files only with --force\n",
+                encoding="utf-8",
+            )
+    except OSError as exc:
+        raise _os_error(p / MARKER if p.exists() else p, exc, folder=p.exists()) from None
+    return p
+
+
+# ----------------------------------------------------------------------------------------------- writing
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+
+
+@contextlib.contextmanager
+def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path]:
+    """A temporary path beside ``path`` for a library that wants a file name (matplotlib, safetensors): fill it
+    in the block; it is then flushed to disk and renamed to ``path`` (removed if the block fails)."""
+    target = check_output(path, force=force)
+    if _is_stream(target):
+        raise OutputError(f"{target} is a device or a pipe; give a regular file name for this output")
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise _os_error(target, exc) from None
+    tmp = Path(tmp_name)
+    try:
+        try:
+            yield tmp
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS:
+                raise _os_error(target, exc) from None
+            raise
+        try:
+            mode = os.stat(target).st_mode & 0o7777 if target.exists() else _umask_mode()
+            os.chmod(tmp, mode)
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            _refuse_inputs(target, current_policy())
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise _os_error(target, exc) from None
+        _fsync_folder(parent)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+@contextlib.contextmanager
+def open_output(
+    path: str | Path,
+    *,
+    binary: bool = False,
+    encoding: str = "utf-8",
+    newline: str | None = None,
+    force: bool | None = None,
+) -> Iterator[IO[Any]]:
+    """A file object that becomes ``path`` when the block ends without an error (temp file + fsync + rename; see
+    module doc). ``-`` is standard output; a device or a pipe is written in place."""
+    if str(path) == STDOUT:
+        stream: IO[Any] = sys.stdout.buffer if binary else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    target = check_output(path, force=force)
+    mode = "wb" if binary else "w"
+    text_kwargs: dict[str, Any] = {} if binary else {"encoding": encoding, "newline": newline}
+    if _is_stream(target):
+        try:
+            fh = open(target, mode, **text_kwargs)
+        except OSError as exc:
+            raise _os_error(target, exc) from None
+        try:
+            yield fh
+            fh.flush()
+            fh.close()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                fh.close()
+            if exc.errno in _WRITE_ERRNOS:
+                raise _os_error(target, exc) from None
+            raise
+        except BaseException:
+            with contextlib.suppress(OSError):
+                fh.close()
+            raise
+        return
+    with output_path(target, force=True) as tmp:
+        try:
+            with open(tmp, mode, **text_kwargs) as fh:
+                yield fh
+                fh.flush()
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS:
+                raise _os_error(target, exc) from None
+            raise
+
+
+def write_text(path: str | Path, text: str, *, force: bool | None = None, newline: str | None = None) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through `open_output`; returns the path."""
+    with open_output(path, force=force, newline=newline) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def write_bytes(path: str | Path, data: bytes, *, force: bool | None = None) -> Path:
+    """Write ``data`` to ``path`` through `open_output`; returns the path."""
+    with open_output(path, binary=True, force=force) as fh:
+        fh.write(data)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def open_csv_output(path: str | Path, *, force: bool | None = None, **kwargs: Any) -> Iterator[CsvWriter]:
+    """A neutralising `CsvWriter` on `open_output` (UTF-8, no newline translation)."""
+    with open_output(path, newline="", force=force) as fh:
+        yield csv_writer(fh, **kwargs)
+
+
+def write_csv_rows(
+    path: str | Path, columns: Sequence[Any], rows: Iterable[Sequence[Any]], *, force: bool | None = None
+) -> Path:
+    """A header and rows as CSV through the one writer; returns the path."""
+    with open_csv_output(path, force=force) as w:
+        w.writerow(columns)
+        w.writerows(rows)
+    return Path(path)
+
+
+def copy_file(src: str | Path, dst: str | Path, *, force: bool | None = None) -> Path:
+    """Copy ``src`` to ``dst`` through `open_output` (atomic)."""
+    import shutil
+
+    with open(src, "rb") as fin, open_output(dst, binary=True, force=force) as fout:
+        shutil.copyfileobj(fin, fout)
+    return Path(dst)
+
+
+def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator for library writers: an `OSError` escaping ``func`` becomes one `OutputError` naming its first
+    argument (the path written)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except OutputError:
+            raise
+        except OSError as exc:
+            target = exc.filename or (args[0] if args else "the output")
+            raise _os_error(target, exc) from None
+
+    return wrapper
