@@ -86,9 +86,8 @@ def fluency_sentences(story: StoryLogprobs, unigram: Unigram) -> list[float]:
     return _dedupe(values, [s.normalised() for s in story.sentences], first=0)
 
 
-def pmi_sentences(story: StoryLogprobs, *, first_tokens: int | None = None) -> list[float]:
-    """Raw PMI of every sentence (NaN for the first), copied words' gains capped at 0, no duplicate rule;
-    ``first_tokens=k``: over each sentence's first k tokens only (its opening, where the context matters)."""
+def pmi_sentences(story: StoryLogprobs) -> list[float]:
+    """Raw PMI of every sentence (NaN for the first), copied words' gains capped at 0, no duplicate rule."""
     out: list[float] = []
     earlier: set[str] = set()
     for i, s in enumerate(story.sentences):
@@ -99,15 +98,15 @@ def pmi_sentences(story: StoryLogprobs, *, first_tokens: int | None = None) -> l
             gain = s.in_story - s.alone
             copied = np.asarray([w >= 0 and words[w] in earlier for w in s.token_word.tolist()], dtype=bool)
             gain = np.where(copied, np.minimum(gain, 0.0), gain)
-            out.append(float(gain[:first_tokens].mean()))
+            out.append(float(gain.mean()))
         earlier.update(words)
     return out
 
 
-def coherence_sentences(story: StoryLogprobs, *, first_tokens: int | None = None) -> list[float]:
+def coherence_sentences(story: StoryLogprobs) -> list[float]:
     """``lm-coherence`` per sentence: NaN for the first, PMI for the others, a duplicate of an earlier
-    sentence set to the minimum over sentences 2..n (`pmi_sentences`; ``first_tokens`` as there)."""
-    values = pmi_sentences(story, first_tokens=first_tokens)
+    sentence set to the minimum over sentences 2..n (`pmi_sentences`)."""
+    values = pmi_sentences(story)
     return _dedupe(values, [s.normalised() for s in story.sentences], first=1)
 
 

@@ -4,9 +4,9 @@ Each reads a story and gives it a utility u; of two stories of the same photos i
 larger u (``prefer(a, b) = u(a) - u(b)``, a Bradley-Terry model; each distinct story is featurised once, so n
 stories in any number of pairs cost n stories' work).
 
-- ``story-ranker`` (v2, `vistkit.models.story_ranker_v2`): seven interpretable features on one z scale
-  (type-token ratio, window type-token ratio, repeated trigrams, sentence overlap, LM fluency as SLOR, LM
-  coherence of sentence openings as PMI, topic relatedness) with signs and weights fixed beforehand; only the
+- ``story-ranker`` (v2, `vistkit.models.story_ranker_v2`): six interpretable features on one z scale
+  (type-token ratio, repeated trigrams, sentence overlap, LM fluency as SLOR, LM coherence as PMI, topic
+  relatedness) with signs and weights fixed beforehand; only the
   features' means and SDs on VIST *val* human stories are fitted (`scripts/train_ranker_v2.py`).
   Card: docs/models/story-ranker-v2.md.
 - ``story-ranker-v1`` (`vistkit.models.story_ranker`): the first default, a small head trained on synthetic
@@ -121,22 +121,21 @@ class StoryRanker(UtilityRanker):
             "coherence, each standardised on VIST val human stories, with signs and weights fixed beforehand."
         ),
         definition=(
-            "u(x) = sum_k w_k s_k clip((f_k(x) - m_k) / d_k, -3, 3) over seven features f_k with a-priori signs "
-            "s_k and weights w_k: type-token ratio (+, 1.0); 25-word window type-token ratio on the story "
-            "without repeated sentences (+, 0.5); share of words in repeated trigrams (-, 0.5); largest word "
-            "Jaccard overlap of two sentences (-, 0.25); lm-fluency = mean SLOR of the sentences read alone "
-            "(Kann et al. 2018, Eq. 1) (+, 0.25); opening coherence = mean PMI of the first 5 tokens of each "
-            "sentence given the story before it, copied words not counted as gain (+, 2.0); topic relatedness "
-            "= mean cosine of each distinct sentence's content-word vector (packaged MiniLM static vectors) "
-            "with the other sentences' (+, 2.0). m_k, d_k: mean and SD over 400 VIST val human stories (the "
-            "only fitted numbers; scripts/train_ranker_v2.py). The LM (SmolLM2-135M-Instruct by default) reads "
-            "the sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is "
-            "u (0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature "
+            "u(x) = sum_k w_k s_k clip((f_k(x) - m_k) / d_k, -3, 3) over six features f_k with a-priori signs "
+            "s_k and weights w_k: type-token ratio (+, 0.5); share of words in repeated trigrams (-, 1.0); "
+            "largest word Jaccard overlap of two sentences (-, 1.0); lm-fluency = mean SLOR of the sentences "
+            "read alone (Kann et al. 2018, Eq. 1) (+, 0.25); lm-coherence = mean PMI of each sentence given the "
+            "story before it, copied words not counted as gain (+, 1.0); topic relatedness = mean cosine of "
+            "each distinct sentence's content-word vector (packaged MiniLM static vectors) with the other "
+            "sentences' (+, 1.0). m_k, d_k: mean and SD over 400 VIST val human stories (the only fitted "
+            "numbers; scripts/train_ranker_v2.py). The LM (SmolLM2-135M-Instruct by default) reads the "
+            "sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
+            "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature "
             "(coherence or relatedness of a one-sentence story; LM features of a story longer than the LM's "
             "context) counts as typical (z = 0). See docs/models/story-ranker-v2.md."
         ),
         range=(
-            "Within +-19.5 (each clipped |z| at most 3, weights summing to 6.5); "
+            "Within +-14.25 (each clipped |z| at most 3, weights summing to 4.75); "
             "0 = a typical VIST val human story; higher is better."
         ),
         signature_fields="model (story-ranker-v2@SHA-256 prefix of its config), lm (name@weights hash12), "
@@ -198,7 +197,7 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     from vistkit.metrics.coherence import split_sentences
     from vistkit.metrics.lm import coherence_sentences, fluency_sentences
     from vistkit.models.story_ranker import _words, sentences_of, static_vectors
-    from vistkit.models.story_ranker_v2 import FEATURES, OPENING_TOKENS, lexical_features
+    from vistkit.models.story_ranker_v2 import FEATURES, lexical_features
     from vistkit.text.detokenize import natural_sentence
 
     names = [f.name for f in FEATURES]
@@ -214,8 +213,7 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
         if lp.error is not None or not lp.sentences:
             continue
         table[row, names.index("lm_fluency")] = _mean_defined(fluency_sentences(lp, scorer.unigram))
-        opening = coherence_sentences(lp, first_tokens=OPENING_TOKENS)[1:]
-        table[row, names.index("lm_opening_coherence")] = _mean_defined(opening)
+        table[row, names.index("lm_coherence")] = _mean_defined(coherence_sentences(lp)[1:])
     return table
 
 

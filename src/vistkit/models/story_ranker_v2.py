@@ -16,17 +16,14 @@ Dawes (1979), which predict human judgements out of sample about as well as fitt
 
 The features (all reference-free, text only):
 
-- repetition and diversity, on lower-cased word tokens: the type-token ratio (the strongest single signal on
-  people's edits of machine stories), a moving-window type-token ratio (25 words; computed on the story with
-  repeated sentences removed, so copying a sentence cannot raise it) that does not fall with length, the
-  share of words inside a repeated word trigram, and the largest word overlap (Jaccard) between two sentences;
+- repetition, on lower-cased word tokens: the type-token ratio (the strongest single signal on people's edits
+  of machine stories, but it also rewards any new word, a sentence from another story included), the share of
+  words inside a repeated word trigram (phrase repetition), and the largest word overlap (Jaccard) between two
+  sentences (near-duplicates);
 - fluency: SLOR (Kann et al. 2018) of each sentence read on its own by the causal LM (`vistkit.models.lm`),
   mean over sentences, a repeated sentence counted at the story's minimum (``lm-fluency``);
-- coherence: the PMI of the *opening* (first 5 tokens) of each sentence given the story before it, copied
-  words not counted as gain (``lm-coherence`` restricted to the openings: the full-sentence PMI falls with
-  sentence length, r = -0.41 with word count on VIST val, and with every "and" that joins two sentences, because
-  a long sentence's later tokens are predicted from the sentence itself; the openings, r = -0.15, are where the
-  story before matters);
+- coherence: the PMI of each sentence given the story before it, copied words not counted as gain, mean over
+  sentences 2..n (``lm-coherence``);
 - relatedness: the mean cosine of each distinct sentence's content words (mean of the packaged MiniLM's static
   input vectors) with the other sentences' (a sentence about something else lowers it).
 
@@ -52,7 +49,6 @@ from vistkit.models.story_ranker import FUNCTION_WORDS
 DEFAULT_NAME = "story-ranker-v2"
 CONFIG_FILE = "config.json"
 KIND = "story-ranker-v2"
-WINDOW = 25
 
 
 @dataclass(frozen=True)
@@ -65,32 +61,24 @@ class Feature:
     what: str
 
 
-#: The features, their a-priori signs and weights. Repetition and diversity (2.25 in all) lead the lexical side;
-#: coherence and relatedness (4 in all) are weighted so that a sentence from another story lowers most stories
-#: although its new words raise every diversity measure (the guard rails of tests/test_story_ranker_v2.py).
+#: The features, their a-priori signs and weights. Repetition (2.5 in all) leads; coherence and relatedness (2 in
+#: all) are weighted so that a sentence from another story lowers most stories although its new words raise the
+#: type-token ratio, and so that the score is no length score (tests/test_story_ranker_v2.py).
 FEATURES: tuple[Feature, ...] = (
-    Feature("ttr", +1, 1.0, "type-token ratio of the story's words"),
-    Feature("window_ttr", +1, 0.5, "mean type-token ratio of 25-word windows (repeated sentences removed)"),
-    Feature("repeated_trigram_share", -1, 0.5, "share of words inside a word trigram that occurs twice or more"),
-    Feature("max_sentence_overlap", -1, 0.25, "largest word Jaccard overlap between two sentences"),
+    Feature("ttr", +1, 0.5, "type-token ratio of the story's words"),
+    Feature("repeated_trigram_share", -1, 1.0, "share of words inside a word trigram that occurs twice or more"),
+    Feature("max_sentence_overlap", -1, 1.0, "largest word Jaccard overlap between two sentences"),
     Feature("lm_fluency", +1, 0.25, "SLOR of each sentence alone, mean over sentences (lm-fluency)"),
-    Feature(
-        "lm_opening_coherence",
-        +1,
-        2.0,
-        "PMI of the first 5 tokens of each sentence given the story before it, mean over sentences 2..n",
-    ),
+    Feature("lm_coherence", +1, 1.0, "PMI of each sentence given the story before it, mean over 2..n (lm-coherence)"),
     Feature(
         "topic_relatedness",
         +1,
-        2.0,
+        1.0,
         "mean cosine of each distinct sentence's content-word vector with the mean of the others",
     ),
 )
-LEXICAL = ("ttr", "window_ttr", "repeated_trigram_share", "max_sentence_overlap", "topic_relatedness")
-LM_FEATURES = ("lm_fluency", "lm_opening_coherence")
-#: tokens of a sentence's opening read by ``lm_opening_coherence``
-OPENING_TOKENS = 5
+LEXICAL = ("ttr", "repeated_trigram_share", "max_sentence_overlap", "topic_relatedness")
+LM_FEATURES = ("lm_fluency", "lm_coherence")
 
 
 def default_model_dir() -> Path:
@@ -99,12 +87,6 @@ def default_model_dir() -> Path:
 
 
 # --------------------------------------------------------------------------------------------------- lexical
-def _window_ttr(words: Sequence[str], window: int = WINDOW) -> float:
-    if len(words) <= window:
-        return len(set(words)) / len(words) if words else float("nan")
-    return float(np.mean([len(set(words[i : i + window])) / window for i in range(len(words) - window + 1)]))
-
-
 def _repeated_trigram_share(words: Sequence[str]) -> float:
     grams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
     if not grams:
@@ -151,13 +133,10 @@ def lexical_features(
     words = [w for s in sentences for w in s]
     if not words:
         return dict.fromkeys(LEXICAL, float("nan"))
-    keys = [" ".join(s) for s in sentences]
-    distinct = [w for i, s in enumerate(sentences) if keys[i] not in keys[:i] for w in s]
     sets = [set(s) for s in sentences if s]
     overlaps = [len(a & b) / len(a | b) for i, a in enumerate(sets) for b in sets[i + 1 :]]
     return {
         "ttr": len(set(words)) / len(words),
-        "window_ttr": _window_ttr(distinct),
         "repeated_trigram_share": _repeated_trigram_share(words),
         "max_sentence_overlap": max(overlaps) if overlaps else 0.0,
         "topic_relatedness": topic_relatedness(sentences, word_vector) if word_vector else float("nan"),
