@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -66,18 +67,29 @@ def flop_count(lm, stories: list[list[str]]) -> tuple[int, int, float]:  # type:
     return positions, scored, 2.0 * (body * positions + head * scored)
 
 
-def gemm_rate(rows: int, inner: int, cols: int) -> float:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_gemm_roofline import gflops
+def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32") -> tuple[float, float]:
+    """(GFLOP/s by wall time, GFLOP per CPU-second) of ``(rows x inner) @ (inner x cols)``, the product
+    `bench_gemm_roofline.py` times (its default shape is 1024 x 4096), in float32 or bfloat16."""
+    import torch
 
-    return gflops(rows, inner=inner, cols=cols)
+    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
+    if dtype == "bf16":
+        a, b = a.bfloat16(), b.bfloat16()
+    for _ in range(3):
+        a @ b
+    reps = max(5, int(2e10 / (2 * rows * inner * cols)))
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(reps):
+        a @ b
+    work = 2 * rows * inner * cols * reps / 1e9
+    return work / (time.perf_counter() - start), work / (time.process_time() - cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stories", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "both"))
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch-tokens", type=int, default=None)
     ap.add_argument("--deviation", action="store_true", help="bf16 vs fp32: largest differences")
@@ -86,41 +98,60 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from vistkit.metrics.lm import get_scorer
 
     stories = val_stories(args.stories, skip=20)
     if args.deviation:
         return deviation(stories, args)
+    results = {}
+    for precision in ("fp32", "bf16") if args.precision == "both" else (args.precision,):
+        results[precision] = speed(stories, args, precision)
+    if len(results) == 2:
+        names = ("lm-perplexity", "lm-fluency", "lm-coherence")
+        for k, name in enumerate(names):
+            d = [abs(x[k] - y[k]) for x, y in zip(results["fp32"], results["bf16"], strict=True)
+                 if not (math.isnan(x[k]) or math.isnan(y[k]))]
+            print(f"bf16 vs fp32 on these stories, {name}: max |diff| {max(d):.4g}")
+    return 0
+
+
+def speed(stories: list[list[str]], args: argparse.Namespace, precision: str) -> list[tuple[float, float, float]]:
+    import torch
+
+    from vistkit.metrics.lm import get_scorer
+
     t0 = time.perf_counter()
-    scorer = get_scorer(None, device=args.device, precision=args.precision, batch_tokens=args.batch_tokens)
+    scorer = get_scorer(None, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
     load_s = time.perf_counter() - t0
     lm = scorer.lm
     run_metrics(scorer, val_stories(8))  # warm-up (other stories)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     values = run_metrics(scorer, stories)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     positions, scored, flops = flop_count(lm, stories)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {lm.device}, {lm.precision}, "
           f"batch_tokens {lm.batch_tokens}; LM {lm.name}@{lm.fingerprint} loaded in {load_s:.2f} s")
     print(f"{len(stories)} stories, {positions} positions ({positions / len(stories):.1f}/story), "
           f"{scored} scored tokens; {lm.flops_per_token / 1e9:.3f} GFLOP/token incl. LM head")
     print(f"time {seconds:.2f} s: {len(stories) / seconds:.2f} stories/s, {positions / seconds:.0f} tokens/s, "
-          f"{flops / seconds / 1e9:.1f} GFLOP/s achieved")
+          f"{flops / seconds / 1e9:.1f} GFLOP/s achieved; process CPU time {cpu:.2f} s "
+          f"({len(stories) / cpu:.2f} stories per CPU-second); load average {os.getloadavg()[0]:.1f}")
     ppl = [v[0] for v in values]
     print(f"mean lm-perplexity {sum(ppl) / len(ppl):.2f}, lm-fluency "
           f"{sum(v[1] for v in values) / len(values):.4f}, lm-coherence "
           f"{sum(v[2] for v in values if not math.isnan(v[2])) / len(values):.4f}")
     if not args.no_roofline and args.device == "cpu":
-        r1 = gemm_rate(560, 1024, 4096)
-        r2 = gemm_rate(560, 576, 1536)
-        print(f"roofline (fp32 GEMM, 560 rows): {r1:.1f} GFLOP/s on 1024x4096 (bench_gemm_roofline.py), "
-              f"{r2:.1f} GFLOP/s on SmolLM2's 576x1536; achieved / roofline = "
-              f"{flops / seconds / 1e9 / r1:.2f} / {flops / seconds / 1e9 / r2:.2f}")
-    return 0
+        achieved, per_cpu = flops / seconds / 1e9, flops / cpu / 1e9
+        for dtype in ("fp32", "bf16") if lm.precision == "bf16" else ("fp32",):
+            for shape in ((1024, 4096), (576, 1536)):
+                wall, cpu_rate = gemm_rate(560, *shape, dtype=dtype)
+                print(f"roofline {dtype} GEMM 560 x {shape[0]} @ {shape[0]} x {shape[1]}: {wall:.1f} GFLOP/s wall, "
+                      f"{cpu_rate:.1f} GFLOP per CPU-s; achieved / roofline = {achieved / wall:.2f} (wall), "
+                      f"{per_cpu / cpu_rate:.2f} (CPU time)")
+    return values
 
 
 def deviation(stories: list[list[str]], args: argparse.Namespace) -> int:
