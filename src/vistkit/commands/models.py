@@ -38,7 +38,20 @@ def list_models(fmt: OutputFormat = FormatOption) -> None:
         except MissingDependencyError:
             where = f"not installed (pip install {m.pip_name})"
         rows.append([name, m.description, m.hub_id, where])
+    from vistkit.models.lm import lm_list_row
+
+    rows.append(lm_list_row())
     echo(render_table(["model", "what it is", "stands in for", "location"], rows, fmt, title="models"))
+
+
+@models_app.command("prepare-lm")
+def prepare_lm() -> None:
+    """Convert the packaged language model (SmolLM2-135M) once into the user cache and check its hash."""
+    from vistkit.models.lm import convert_packaged, verify_converted
+
+    folder = convert_packaged()
+    verify_converted(folder)
+    echo(f"language model ready: {folder}")
 
 
 @models_app.command("info")

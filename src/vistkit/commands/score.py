@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,8 @@ def score_all(
 
 def write_per_item(path: Path, results: list[Score]) -> None:
     """CSV ``id,<metric>,...``: one row per item, empty cell where a metric left the item undefined (``-``:
-    standard output)."""
+    standard output); a metric with per-sentence values (``Score.extra["item_sentences"]``, the lm-* metrics)
+    adds a column ``<metric> sentences`` holding a JSON list (null: no value for that sentence)."""
     ids: list[str] = []
     seen: set[str] = set()
     columns: list[dict[str, float]] = []
@@ -139,13 +141,22 @@ def write_per_item(path: Path, results: list[Score]) -> None:
         columns.append(col)
     from vistkit.data.output import open_csv_output
 
+    names = [r.metric for r in results]
+    sentence_cols = []  # (header, item id -> JSON list)
+    for r in results:
+        per = r.extra.get("item_sentences")
+        if isinstance(per, list) and len(per) == len(r.item_ids):
+            sentence_cols.append(
+                (f"{r.metric} sentences", {i: json.dumps(v) for i, v in zip(r.item_ids, per, strict=True)})
+            )
     with open_csv_output(path, lineterminator="\n" if str(path) == "-" else "\r\n") as w:
-        w.writerow(["id", *(r.metric for r in results)])
+        w.writerow(["id", *names, *(h for h, _ in sentence_cols)])
         for i in ids:
             row: list[str] = [i]
             for col in columns:
                 v = col.get(i)
                 row.append("" if v is None or math.isnan(v) else repr(v))
+            row += [lists.get(i, "") for _, lists in sentence_cols]
             w.writerow(row)
 
 

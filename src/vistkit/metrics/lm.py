@@ -331,8 +331,9 @@ class LMFluency(_LMMetric):
         "one gets the story's minimum sentence value, so adding a copy of a sentence can never raise the "
         "score. Each sentence is scored alone, so the story value does not depend on sentence order."
         + _CARD_COMMON,
-        range="Unbounded (nats per token); higher = more fluent. Typical VIST human sentences lie around 0 to "
-        "+3 with SmolLM2. An empty story is excluded.",
+        range="Unbounded (nats per token); higher = more fluent. With SmolLM2, human VIST val stories average "
+        "about 0.1 (sentences mostly between -3 and +1; bench/bench_lm.py prints the mean). An empty story is "
+        "excluded.",
         signature_fields="lm (name@weights hash12), precision + maxdev for bf16, unigram "
         "(wordfreq-VERSION-en-floor1e-08), sentence source and splitter.",
         reproduces="SLOR as defined by Kann et al. (2018) with a subword LM and a word unigram model; "
@@ -359,8 +360,9 @@ class LMCoherence(_LMMetric):
         "Story = mean over sentences 2..n; a sentence equal (case, whitespace aside) to an earlier one gets the "
         "minimum over the story's other sentences 2..n (if all are copies: the minimum of their own values and "
         "0), so adding a copy of a sentence at the end never raises the score." + _CARD_COMMON,
-        range="Unbounded (nats per token); higher = each sentence follows better from the story. Typical VIST "
-        "human stories: around +0.5 to +2 with SmolLM2. One-sentence (and empty) stories are excluded.",
+        range="Unbounded (nats per token); higher = each sentence follows better from the story. With SmolLM2, "
+        "human VIST val stories average about 1.6 (bench/bench_lm.py prints the mean). One-sentence (and "
+        "empty) stories are excluded.",
         signature_fields="lm (name@weights hash12), precision + maxdev for bf16, sentence source and splitter.",
         reproduces="Not an official metric: the PMI coherence of the issue (Deliver 2), computed from the same "
         "shared passes as lm-fluency; tests/test_lm.py checks the in-story pass against per-prefix "

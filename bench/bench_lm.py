@@ -1,0 +1,183 @@
+"""Speed of the three LM metrics together (one shared LM pass per story) on VIST val stories.
+
+    nice .venv/bin/python bench/bench_lm.py --stories 200 --threads 2            # speed (BENCHMARKS.md)
+    nice .venv/bin/python bench/bench_lm.py --stories 100 --deviation            # bf16 vs fp32 bound
+
+Stories: the human VIST *validation* stories of ../shared/data/vist-11777-baselines/arel_reference/
+val_reference.json (free to use, RESERVED.md), in file order, split into sentences with NLTK Punkt as the
+metrics do. Timed: `LMScorer.logprobs` (tokenise, one pass over each story, one over each of its sentences
+alone) plus the per-sentence and story values of lm-perplexity, lm-fluency and lm-coherence, after a warm-up
+on other stories. FLOPs: 2 x (weights of every linear layer) per token through the transformer, the LM head
+(vocabulary x width) counted only on the positions whose next token is scored (as computed); attention
+scores are left out (short rows). The roofline is `bench_gemm_roofline.py`'s float32 rate on its own shape,
+plus the same measurement on SmolLM2's MLP shape (rows x 576 @ 576 x 1536).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VAL = REPO.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
+
+
+def val_stories(n: int, *, skip: int = 0) -> list[list[str]]:
+    from vistkit.metrics.coherence import split_sentences
+
+    data = json.loads(VAL.read_text(encoding="utf-8"))
+    texts = [t for album in data.values() for t in album]
+    return [split_sentences(t) for t in texts[skip : skip + n]]
+
+
+def run_metrics(scorer, stories: list[list[str]]) -> list[tuple[float, float, float]]:  # type: ignore[no-untyped-def]
+    from vistkit.metrics.lm import coherence_sentences, fluency_sentences, perplexity_of
+
+    out = []
+    for lp in scorer.logprobs(stories):
+        flu = fluency_sentences(lp, scorer.unigram)
+        coh = coherence_sentences(lp)
+        f = [v for v in flu if not math.isnan(v)]
+        c = [v for v in coh[1:] if not math.isnan(v)]
+        out.append(
+            (perplexity_of(lp), sum(f) / len(f) if f else math.nan, sum(c) / len(c) if c else math.nan)
+        )
+    return out
+
+
+def flop_count(lm, stories: list[list[str]]) -> tuple[int, int, float]:  # type: ignore[no-untyped-def]
+    """(positions through the transformer, positions through the LM head, FLOPs) of scoring ``stories``."""
+    import torch
+
+    head = lm.model.get_output_embeddings().weight.numel()
+    body = sum(m.weight.numel() for m in lm.model.modules() if isinstance(m, torch.nn.Linear)) - head
+    positions = scored = 0
+    for s in stories:
+        p = lm._prepare(list(s))
+        if not len(p.ids):
+            continue
+        rows = [len(p.ids) + 1] + [int((p.owner == j).sum()) + 1 for j in range(1, len(p.sentences))]
+        positions += sum(rows)
+        scored += sum(r - 1 for r in rows)
+    return positions, scored, 2.0 * (body * positions + head * scored)
+
+
+def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32") -> tuple[float, float]:
+    """(GFLOP/s by wall time, GFLOP per CPU-second) of ``(rows x inner) @ (inner x cols)``, the product
+    `bench_gemm_roofline.py` times (its default shape is 1024 x 4096), in float32 or bfloat16."""
+    import torch
+
+    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
+    if dtype == "bf16":
+        a, b = a.bfloat16(), b.bfloat16()
+    for _ in range(3):
+        a @ b
+    reps = max(5, int(2e10 / (2 * rows * inner * cols)))
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(reps):
+        a @ b
+    work = 2 * rows * inner * cols * reps / 1e9
+    return work / (time.perf_counter() - start), work / (time.process_time() - cpu)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stories", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "both"))
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch-tokens", type=int, default=None)
+    ap.add_argument("--deviation", action="store_true", help="bf16 vs fp32: largest differences")
+    ap.add_argument("--no-roofline", action="store_true")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+
+    stories = val_stories(args.stories, skip=20)
+    if args.deviation:
+        return deviation(stories, args)
+    results = {}
+    for precision in ("fp32", "bf16") if args.precision == "both" else (args.precision,):
+        results[precision] = speed(stories, args, precision)
+    if len(results) == 2:
+        names = ("lm-perplexity", "lm-fluency", "lm-coherence")
+        for k, name in enumerate(names):
+            d = [abs(x[k] - y[k]) for x, y in zip(results["fp32"], results["bf16"], strict=True)
+                 if not (math.isnan(x[k]) or math.isnan(y[k]))]
+            print(f"bf16 vs fp32 on these stories, {name}: max |diff| {max(d):.4g}")
+    return 0
+
+
+def speed(stories: list[list[str]], args: argparse.Namespace, precision: str) -> list[tuple[float, float, float]]:
+    import torch
+
+    from vistkit.metrics.lm import get_scorer
+
+    t0 = time.perf_counter()
+    scorer = get_scorer(None, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
+    load_s = time.perf_counter() - t0
+    lm = scorer.lm
+    run_metrics(scorer, val_stories(8))  # warm-up (other stories)
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0, c0 = time.perf_counter(), time.process_time()
+    values = run_metrics(scorer, stories)
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    positions, scored, flops = flop_count(lm, stories)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {lm.device}, {lm.precision}, "
+          f"batch_tokens {lm.batch_tokens}; LM {lm.name}@{lm.fingerprint} loaded in {load_s:.2f} s")
+    print(f"{len(stories)} stories, {positions} positions ({positions / len(stories):.1f}/story), "
+          f"{scored} scored tokens; {lm.flops_per_token / 1e9:.3f} GFLOP/token incl. LM head")
+    print(f"time {seconds:.2f} s: {len(stories) / seconds:.2f} stories/s, {positions / seconds:.0f} tokens/s, "
+          f"{flops / seconds / 1e9:.1f} GFLOP/s achieved; process CPU time {cpu:.2f} s "
+          f"({len(stories) / cpu:.2f} stories per CPU-second); load average {os.getloadavg()[0]:.1f}")
+    ppl = [v[0] for v in values]
+    print(f"mean lm-perplexity {sum(ppl) / len(ppl):.2f}, lm-fluency "
+          f"{sum(v[1] for v in values) / len(values):.4f}, lm-coherence "
+          f"{sum(v[2] for v in values if not math.isnan(v[2])) / len(values):.4f}")
+    if not args.no_roofline and args.device == "cpu":
+        achieved, per_cpu = flops / seconds / 1e9, flops / cpu / 1e9
+        for dtype in ("fp32", "bf16") if lm.precision == "bf16" else ("fp32",):
+            for shape in ((1024, 4096), (576, 1536)):
+                wall, cpu_rate = gemm_rate(560, *shape, dtype=dtype)
+                print(f"roofline {dtype} GEMM 560 x {shape[0]} @ {shape[0]} x {shape[1]}: {wall:.1f} GFLOP/s wall, "
+                      f"{cpu_rate:.1f} GFLOP per CPU-s; achieved / roofline = {achieved / wall:.2f} (wall), "
+                      f"{per_cpu / cpu_rate:.2f} (CPU time)")
+    return values
+
+
+def deviation(stories: list[list[str]], args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from vistkit.metrics.lm import get_scorer
+
+    a = get_scorer(None, device=args.device, precision="fp32")
+    b = get_scorer(None, device=args.device, precision="bf16")
+    la, lb = a.logprobs(stories), b.logprobs(stories)
+    token = max(float(np.abs(x.in_story() - y.in_story()).max()) for x, y in zip(la, lb, strict=True))
+    alone = max(
+        float(np.abs(sx.alone - sy.alone).max())
+        for x, y in zip(la, lb, strict=True)
+        for sx, sy in zip(x.sentences, y.sentences, strict=True)
+    )
+    va, vb = run_metrics(a, stories), run_metrics(b, stories)
+    names = ("lm-perplexity", "lm-fluency", "lm-coherence")
+    print(f"{len(stories)} stories, bf16 vs fp32, device {a.lm.device}")
+    print(f"token log-probability: max |diff| in story {token:.4g}, alone {alone:.4g}")
+    for k, name in enumerate(names):
+        d = [abs(x[k] - y[k]) for x, y in zip(va, vb, strict=True) if not (math.isnan(x[k]) or math.isnan(y[k]))]
+        rel = [abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(va, vb, strict=True) if x[k] and not math.isnan(x[k])]
+        print(f"{name}: max |diff| {max(d):.4g} (max relative {max(rel):.3g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

