@@ -24,3 +24,15 @@ class UnavailableMetricError(VistkitError, LookupError):
 
 class UnknownMetricError(VistkitError, LookupError):
     """A metric name that vistkit does not know."""
+
+
+def warn(message: str) -> None:
+    """One sentence on stderr about something vistkit does not refuse but a user should know (``warning: ...``).
+
+    Library code calls this instead of printing, so the CLI can silence all of them at once (``VISTKIT_QUIET``).
+    """
+    import os
+    import sys
+
+    if not os.environ.get("VISTKIT_QUIET"):
+        print(f"warning: {message}", file=sys.stderr)

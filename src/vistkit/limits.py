@@ -34,7 +34,8 @@ def _env_int(name: str, default: int, *, scale: int = 1) -> int:
     try:
         value = int(raw.strip())
     except ValueError:
-        raise InputError(f"{name}={raw!r} is not a whole number; unset it or give e.g. {name}={default // scale}") from None
+        example = f"{name}={default // scale}"
+        raise InputError(f"{name}={raw!r} is not a whole number; unset it or give e.g. {example}") from None
     if value <= 0:
         raise InputError(f"{name}={raw!r} must be a positive whole number")
     return value * scale

@@ -69,3 +69,19 @@ def echo(text: str) -> None:
 
 def existing(path: Path | None) -> Path | None:
     return path
+
+
+def check_resamples(value: int | None) -> int | None:
+    """Typer callback of the resample counts (--n-bootstrap, --bootstrap, --n-samples): 1 to MAX_BOOTSTRAP."""
+    from vistkit.limits import MAX_BOOTSTRAP
+
+    if value is not None and not 1 <= value <= MAX_BOOTSTRAP:
+        raise typer.BadParameter(f"must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {value:,}")
+    return value
+
+
+def check_seed(value: int) -> int:
+    """Typer callback of --seed: a whole number from 0 (numpy's generators take no negative seed)."""
+    if value < 0:
+        raise typer.BadParameter(f"must be 0 or more, got {value}")
+    return value

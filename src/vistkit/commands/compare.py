@@ -29,6 +29,8 @@ from vistkit.commands.common import (
     RefFormatOption,
     TemplateOption,
     WorkersOption,
+    check_resamples,
+    check_seed,
     echo,
     open_engine,
     parse_metric_names,
@@ -198,11 +200,16 @@ def compare(
     ),
     test: str = typer.Option("bs", "--test", help="bs: paired bootstrap; ar: approximate randomisation."),
     n_samples: int | None = typer.Option(
-        None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar)."
+        None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar).",
+        callback=check_resamples,
     ),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the intervals."),
-    n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for the intervals."),
-    seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Random seed (sacreBLEU's default 12345)."),
+    n_bootstrap: int = typer.Option(
+        1000, "--n-bootstrap", help="Bootstrap resamples for the intervals.", callback=check_resamples
+    ),
+    seed: int = typer.Option(
+        DEFAULT_SEED, "--seed", help="Random seed (sacreBLEU's default 12345).", callback=check_seed
+    ),
     template: Path | None = TemplateOption,
     key: Keying | None = KeyOption,
     fmt: OutputFormat = FormatOption,

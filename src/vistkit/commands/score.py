@@ -23,6 +23,8 @@ from vistkit.commands.common import (
     RefFormatOption,
     TemplateOption,
     WorkersOption,
+    check_resamples,
+    check_seed,
     echo,
     open_engine,
     parse_metric_names,
@@ -225,8 +227,12 @@ def score(
     confidence: float | None = typer.Option(
         None, "--confidence", help="Add bootstrap confidence intervals at this level (e.g. 0.95)."
     ),
-    n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for --confidence."),
-    seed: int = typer.Option(12345, "--seed", help="Random seed of the bootstrap (sacreBLEU's default)."),
+    n_bootstrap: int = typer.Option(
+        1000, "--n-bootstrap", help="Bootstrap resamples for --confidence.", callback=check_resamples
+    ),
+    seed: int = typer.Option(
+        12345, "--seed", help="Random seed of the bootstrap (sacreBLEU's default).", callback=check_seed
+    ),
     engine: str = EngineOption,
     address: str | None = AddressOption,
     workers: int | None = WorkersOption,

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo, parse_metric_names
+from vistkit.commands.common import FormatOption, check_resamples, check_seed, echo, parse_metric_names
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.report.tables import OutputFormat
 
@@ -101,7 +101,7 @@ def init_cmd(
     same: bool = typer.Option(True, "--same/--no-same", help="Offer 'about the same' in pairwise tasks."),
     max_items: int | None = typer.Option(None, "--max-items", help="Use only the first N shared items."),
     claim_timeout: float = typer.Option(3600.0, "--claim-timeout", help="Seconds before an open task is reassigned."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the story orders and gold items."),
+    seed: int = typer.Option(0, "--seed", callback=check_seed, help="Seed of the story orders and gold items."),
     title: str = typer.Option("", "--title", help="Shown on every page."),
     db_url: str | None = DbOpt,
     base_url: str = BaseUrlOpt,
@@ -257,7 +257,7 @@ def report_cmd(
     key: str | None = typer.Option(None, "--key", "-k", help="Match pairs/items to references by story/sequence."),
     option: list[str] = typer.Option([], "--option", "-o", help="METRIC.OPTION=VALUE, repeatable."),
     report: Path | None = typer.Option(None, "--report", help="Also write tables, figures and index.html here."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", callback=check_resamples, help="Bootstrap resamples."),
     drop_failed_gold: bool = typer.Option(False, "--drop-failed-gold", help="Leave out annotators below gold."),
     keep: Path | None = typer.Option(None, "--keep", help="Keep the exported judgements file here."),
     db_url: str | None = DbOpt,

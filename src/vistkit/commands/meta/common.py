@@ -21,6 +21,8 @@ from vistkit.commands.common import (
     MetricOptionOption,
     RefFormatOption,
     WorkersOption,
+    check_resamples,
+    check_seed,
     echo,
     open_engine,
     parse_metric_names,
@@ -47,8 +49,8 @@ StoriesOpt = typer.Option(
 )
 JudgedKeyOpt = typer.Option(None, "--key", "-k", help="How items match stories/references (story).")
 RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
-SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
-ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
+SeedOpt = typer.Option(12345, "--seed", callback=check_seed, help="Seed of the bootstrap resampling.")
+ResamplesOpt = typer.Option(1000, "--bootstrap", callback=check_resamples, help="Number of bootstrap resamples.")
 
 
 def _command_line(ctx: typer.Context) -> str:
