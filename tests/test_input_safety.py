@@ -1,0 +1,470 @@
+"""Issue 16 (items 2, 4, 5, 6, 7): nothing a user gives vistkit is dropped silently, exhausts memory or time, or
+ends in the catch-all "unexpected ... bug" message.
+
+Bombs are small synthetic files; every run that could grow without bound runs in a subprocess under a 2 GiB
+address-space limit (``resource.setrlimit(RLIMIT_AS)``), so a regression fails instead of eating the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vistkit.cli import main
+from vistkit.data.readers import load_json, read_stories
+from vistkit.data.story import Story
+from vistkit.errors import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+META = REPO / "tests" / "fixtures" / "meta"
+GiB = 1 << 30
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    """``vistkit ARGS`` in process: (exit code, stdout, stderr). VISTKIT_DEBUG=1 (conftest) turns a catch-all
+    "unexpected" error into a test failure."""
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(err: str) -> str:
+    """The one ``error:`` line of a refused command (never the catch-all)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "unexpected" not in lines[0]
+    return lines[0]
+
+
+def limited_run(args: list[str], *, env: dict[str, str] | None = None, limit: int = 2 * GiB) -> subprocess.CompletedProcess:
+    """``python -m vistkit ARGS`` in a subprocess whose address space is capped at ``limit`` bytes."""
+    code = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
+        "from vistkit.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        **(env or {}),
+    }
+    full_env.pop("VISTKIT_DEBUG", None)  # a MemoryError must read as a failure, not pass as a traceback
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=full_env, timeout=300
+    )
+
+
+def deflated(size: int, *, prefix: bytes = b'{"1": "') -> bytes:
+    """A raw deflate stream of ``prefix`` + ``size`` bytes of 'a' (compresses ~1000:1), made in 1 MiB steps."""
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    out = [c.compress(prefix)]
+    block = b"a" * (1 << 20)
+    left = size
+    while left > 0:
+        out.append(c.compress(block[: min(left, len(block))]))
+        left -= len(block)
+    out.append(c.flush())
+    return b"".join(out)
+
+
+def zip_with(path: Path, name: str, data: bytes, *, declared: int, crc: int = 0) -> Path:
+    """A one-member zip whose headers declare ``declared`` uncompressed bytes for the deflate stream
+    ``data`` (headers can lie)."""
+    fn = name.encode()
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data), declared, len(fn), 0) + fn
+    central = (
+        struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, crc, len(data), declared, len(fn), 0, 0, 0, 0, 0, 0)
+        + fn
+    )
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(local) + len(data), 0)
+    path.write_bytes(local + data + central + end)
+    return path
+
+
+# =========================================================================================== 2. nothing dropped
+def test_duplicate_key_in_a_story_dict_is_refused_naming_it(tmp_path: Path) -> None:
+    f = tmp_path / "dup.json"
+    f.write_text('{"1": "a story", "2": "x", "1": "another story"}', encoding="utf-8")
+    with pytest.raises(InputError, match=r"dup.json: the key '1' appears twice"):
+        read_stories(f)
+
+
+def test_duplicate_key_inside_zipped_json_and_nested_objects(tmp_path: Path) -> None:
+    f = tmp_path / "s.json.zip"
+    with zipfile.ZipFile(f, "w") as zf:
+        zf.writestr("s.json", '{"album": {"1_2": "a", "1_2": "b"}}')
+    with pytest.raises(InputError, match=r"the key '1_2' appears twice"):
+        read_stories(f)
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"hidden_size": 8, "hidden_size": 16}', encoding="utf-8")
+    with pytest.raises(InputError, match="hidden_size"):
+        load_json(cfg)
+
+
+def test_duplicate_field_in_a_jsonl_record(tmp_path: Path) -> None:
+    f = tmp_path / "s.jsonl"
+    f.write_text('{"story_id": "a", "text": "one"}\n{"story_id": "b", "text": "x", "text": "y"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"line 2: the key 'text' appears twice"):
+        read_stories(f)
+
+
+def test_validate_reports_a_duplicate_key(tmp_path: Path) -> None:
+    from vistkit.data.validate import validate_submission
+
+    sub = {"team_name": "t", "evaluation_info": {"additional_description": ""}, "output_stories": []}
+    text = json.dumps(sub)[:-1] + ', "team_name": "u"}'
+    report = validate_submission(text.encode())
+    assert any(f.check == "json-duplicate-key" and "team_name" in f.message for f in report.findings)
+
+
+def test_build_pairs_refuses_a_negative_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    refs = tmp_path / "r.json"
+    refs.write_text('{"1": "a b c", "2": "d e f"}', encoding="utf-8")
+    code, _, err = cli(
+        capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={refs}", "-o", tmp_path / "p.csv", "--limit", "-1"
+    )
+    assert code == 1 and "--limit must be 0 or more" in one_error(err)
+    assert not (tmp_path / "p.csv").exists()
+    code, out, _ = cli(
+        capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={refs}", "-o", tmp_path / "p.csv", "--limit", "0"
+    )
+    assert code == 0 and "wrote 0 pairs" in out
+
+
+LIKERT_HEAD = "system,item,worker,coherent\n"
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("a,i1,w1,3\na,i1,w1,3\nb,i1,w1,2\n", r"1 row judge a story a worker already judged \(first: line 3 .* line 2\)"),
+        ("a,i1,w1,3\nb,i1,w1,42\n", r"line 3: rating 'coherent' is '42', outside the scale 1-5"),
+        ("a,i1,w1,0\n", "outside the scale 1-5"),
+        ("", "has a header but no rows"),
+    ],
+)
+def test_likert_refuses_repeats_and_ratings_off_the_scale(tmp_path: Path, rows: str, message: str) -> None:
+    from vistkit.meta.human import read_likert
+
+    f = tmp_path / "likert.csv"
+    f.write_text(LIKERT_HEAD + rows, encoding="utf-8")
+    with pytest.raises(InputError, match=message):
+        read_likert(f)
+
+
+def test_likert_scale_can_be_declared(tmp_path: Path) -> None:
+    from vistkit.meta.human import parse_scale, read_likert
+
+    f = tmp_path / "likert.csv"
+    f.write_text(LIKERT_HEAD + "a,i1,w1,42\nb,i1,w1,0\n", encoding="utf-8")
+    t = read_likert(f, scale=parse_scale("0-100"))
+    assert t.values[:, 0].tolist() == [42.0, 0.0]
+    with pytest.raises(InputError, match="--scale must be LOW-HIGH"):
+        parse_scale("five")
+    with pytest.raises(InputError, match="lowest rating must be below"):
+        parse_scale("5-1")
+
+
+def _pairs(tmp_path: Path, rows: list[str]) -> Path:
+    head = (META / "vhed_small.csv").read_text(encoding="utf-8").splitlines()[0]
+    f = tmp_path / "pairs.csv"
+    f.write_text("\n".join([head, *rows]) + "\n", encoding="utf-8")
+    return f
+
+
+@pytest.mark.parametrize("agreement", ["-1", "42000", "3.5"])
+def test_pairs_refuse_agreement_that_is_not_a_count(tmp_path: Path, agreement: str) -> None:
+    from vistkit.meta.human import read_pairs
+
+    f = _pairs(tmp_path, [f"a b c d e,a b c,-1.6,s1,1-2-3-4-5,gt,m1,{agreement},1.4,3.0,5,-0.32"])
+    with pytest.raises(InputError, match=r"line 2: column 'agreement' must be a whole number from 0 to 100"):
+        read_pairs(f)
+
+
+def test_pairs_refuse_agreement_over_the_workers_column(tmp_path: Path) -> None:
+    from vistkit.meta.human import read_pairs
+
+    f = tmp_path / "p.csv"
+    f.write_text("sent1,sent2,label,agreement,workers\na,b,1,4,3\n", encoding="utf-8")
+    with pytest.raises(InputError, match="agreement 4 is more than the 3 workers"):
+        read_pairs(f, label_sign="base-minus-comp")
+
+
+def test_pairs_warn_once_about_repeated_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vistkit.meta.human import read_pairs
+
+    row = "a b c d e,a b c,-1.6,s1,1-2-3-4-5,gt,m1,5,1.4,3.0,5,-0.32"
+    other = "a b,a b c d,-1.2,s2,6-7-8-9-10,m1,m2,4,2.0,3.2,5,-0.24"
+    pairs = read_pairs(_pairs(tmp_path, [row, other, row, row]))
+    assert len(pairs) == 4  # still counted, but said
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1
+    assert "2 rows repeat an earlier row exactly (first: line 4 = line 2)" in err
+
+
+def test_header_only_pairs_csv_says_no_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _pairs(tmp_path, [])
+    code, _, err = cli(capsys, "meta", "pairs", f, "-m", "bleu-4")
+    assert code == 1
+    line = one_error(err)
+    assert "has a header but no rows" in line and "column" not in line
+
+
+# =========================================================================================== 4. bounded
+def test_zip_member_declared_over_the_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    bomb = zip_with(tmp_path / "bomb.zip", "bomb.json", deflated(1 << 20), declared=4 * GiB - 1)
+    with pytest.raises(InputError, match=r"bomb.zip:bomb.json holds more than 256 MiB once decompressed"):
+        read_stories(bomb)
+
+
+def test_zip_member_that_lies_about_its_size_is_stopped(tmp_path: Path) -> None:
+    """Declared 100 bytes, inflates to 8 MiB: never more than the declared bytes come out (then the CRC fails)."""
+    liar = zip_with(tmp_path / "liar.zip", "s.json", deflated(8 << 20), declared=100)
+    with pytest.raises(InputError, match="liar.zip"):
+        read_stories(liar)
+
+
+def test_gzip_is_counted_while_streaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    monkeypatch.setenv("VISTKIT_MAX_INPUT_MB", "1")
+    f = tmp_path / "s.json.gz"
+    f.write_bytes(gzip.compress(b'{"1": "' + b"a" * (2 << 20) + b'"}'))
+    with pytest.raises(InputError, match=r"s.json.gz holds more than 1 MiB once decompressed.*VISTKIT_MAX_INPUT_MB"):
+        read_stories(f)
+    jsonl = tmp_path / "s.jsonl.gz"
+    lines = "".join(f'{{"story_id": "{i}", "text": "b"}}\n' for i in range(50_000)).encode()
+    jsonl.write_bytes(gzip.compress(lines))  # 1.6 MB: streamed line by line, still capped
+    with pytest.raises(InputError, match="holds more than 1 MiB"):
+        read_stories(jsonl)
+    monkeypatch.setenv("VISTKIT_MAX_INPUT_MB", "2")
+    assert len(read_stories(jsonl)) == 50_000
+
+
+def test_input_limit_env_must_be_a_number(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("VISTKIT_MAX_INPUT_MB", "lots")
+    f = tmp_path / "s.json"
+    f.write_text('{"1": "a"}', encoding="utf-8")
+    with pytest.raises(InputError, match="VISTKIT_MAX_INPUT_MB='lots' is not a whole number"):
+        read_stories(f)
+
+
+def test_plain_file_over_the_limit_is_refused_by_its_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VISTKIT_MAX_INPUT_MB", "1")
+    f = tmp_path / "big.json"
+    f.write_text('{"1": "' + "a" * (1 << 20) + '"}', encoding="utf-8")
+    with pytest.raises(InputError, match="big.json holds more than 1 MiB"):
+        read_stories(f)
+
+
+def test_story_length_is_capped_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InputError, match=r"story 'x' holds 1,000,001 characters, over vistkit's limit of 1,000,000"):
+        Story("x", "a" * 1_000_001)
+    monkeypatch.setenv("VISTKIT_MAX_STORY_CHARS", "10")
+    with pytest.raises(InputError, match="VISTKIT_MAX_STORY_CHARS"):
+        Story("x", "a" * 11)
+    assert Story("x", "a" * 10).text == "a" * 10
+
+
+@pytest.mark.slow
+def test_score_on_a_4_gib_zip_bomb_stays_under_2_gib(tmp_path: Path) -> None:
+    """The issue's bomb: a member declared honestly at 4 GiB (refused from the header)."""
+    bomb = zip_with(tmp_path / "bomb.zip", "bomb.json", deflated(1 << 20), declared=4 * GiB - 1)
+    refs = tmp_path / "r.json"
+    refs.write_text('{"1": "a b c"}', encoding="utf-8")
+    run = limited_run(["score", str(bomb), "-r", str(refs), "-m", "bleu-4"])
+    assert run.returncode == 1, run.stderr
+    assert "holds more than 256 MiB once decompressed" in run.stderr
+
+
+@pytest.mark.slow
+def test_gzip_bomb_over_the_default_limit_stays_under_2_gib(tmp_path: Path) -> None:
+    """300 MiB of one story in a 300 KB .gz: counted while inflating, stopped at the default 256 MiB."""
+    import gzip
+
+    f = tmp_path / "bomb.json.gz"
+    with gzip.open(f, "wb", compresslevel=1) as fh:
+        fh.write(b'{"1": "')
+        block = b"a" * (1 << 20)
+        for _ in range(300):
+            fh.write(block)
+        fh.write(b'"}')
+    run = limited_run(["score", str(f), "-m", "rovist-nr"])
+    assert run.returncode == 1, run.stderr
+    assert "bomb.json.gz holds more than 256 MiB once decompressed" in run.stderr
+
+
+@pytest.mark.slow
+def test_a_200_mb_story_is_refused_quickly_under_2_gib(tmp_path: Path) -> None:
+    f = tmp_path / "long.jsonl"
+    with open(f, "w", encoding="utf-8") as fh:
+        fh.write('{"story_id": "big", "text": "')
+        sentence = "we went to the park and it was great . " * 1000
+        for _ in range(200 * (1 << 20) // len(sentence)):
+            fh.write(sentence)
+        fh.write('"}\n')
+    run = limited_run(["score", str(f), "-m", "rovist-nr"])
+    assert run.returncode == 1, run.stderr
+    assert "story 'big' holds" in run.stderr and "VISTKIT_MAX_STORY_CHARS" in run.stderr
+
+
+# ------------------------------------------------------------------------------------------------ bootstrap
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    samples=st.integers(1, 300),
+    cells=st.integers(1, 200),
+    seed=st.integers(0, 2**32),
+)
+def test_blocked_draws_are_the_one_call_draws(n: int, samples: int, cells: int, seed: int) -> None:
+    """sacreBLEU's draws (one call for all B rows) equal vistkit's blocks, for any block size."""
+    import vistkit.scores.stats as stats
+
+    old = stats._BLOCK_CELLS
+    stats._BLOCK_CELLS = cells
+    try:
+        got = np.concatenate(list(stats.resample_blocks(np.random.default_rng(seed), n, samples)))
+        masks = np.concatenate(list(stats._mask_blocks(np.random.default_rng(seed), n, samples)))
+    finally:
+        stats._BLOCK_CELLS = old
+    assert (got == np.random.default_rng(seed).choice(n, size=(samples, n), replace=True)).all()
+    assert (masks == np.random.default_rng(seed).integers(2, size=(samples, n), dtype=bool)).all()
+
+
+def test_bootstrap_results_do_not_depend_on_the_block_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    import vistkit.scores.stats as stats
+    from vistkit.metrics.base import mean_score
+
+    rng = np.random.default_rng(0)
+    a = mean_score("m", [str(i) for i in range(50)], rng.random(50).tolist(), "sig")
+    b = mean_score("m", [str(i) for i in range(50)], rng.random(50).tolist(), "sig")
+    whole = (
+        stats.bootstrap_ci(a, n_bootstrap=500).as_list(),
+        stats.paired_bootstrap(a, b, n_samples=500).p_value,
+        stats.approximate_randomization(a, b, n_samples=500).p_value,
+    )
+    monkeypatch.setattr(stats, "_BLOCK_CELLS", 77)
+    blocked = (
+        stats.bootstrap_ci(a, n_bootstrap=500).as_list(),
+        stats.paired_bootstrap(a, b, n_samples=500).p_value,
+        stats.approximate_randomization(a, b, n_samples=500).p_value,
+    )
+    assert whole == blocked
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--n-bootstrap", "100000000", "--confidence", "0.95"], "'--n-bootstrap': must be from 1 to 1,000,000"),
+        (["--n-bootstrap", "0", "--confidence", "0.95"], "'--n-bootstrap': must be from 1 to 1,000,000"),
+        (["--seed", "-1", "--confidence", "0.95"], "'--seed': must be 0 or more, got -1"),
+    ],
+)
+def test_resample_counts_and_seeds_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    f = tmp_path / "s.json"
+    f.write_text('{"1": "a b c", "2": "d e f"}', encoding="utf-8")
+    code, _, err = cli(capsys, "score", f, "-m", "rovist-nr", *args)
+    assert code == 2 and message in err
+    code, _, err = cli(capsys, "meta", "correlate", META / "likert_small.csv", "-m", "bleu-4", "--bootstrap", "-1")
+    assert code == 2 and "'--bootstrap': must be from 1 to 1,000,000 resamples, got -1" in err
+
+
+def test_library_refuses_negative_seed_and_absurd_resamples() -> None:
+    from vistkit.metrics.base import mean_score
+    from vistkit.scores.stats import bootstrap_ci
+
+    s = mean_score("m", ["a", "b"], [0.1, 0.2], "sig")
+    with pytest.raises(InputError, match="seed must be 0 or more"):
+        bootstrap_ci(s, seed=-1)
+    with pytest.raises(InputError, match="from 1 to 1,000,000"):
+        bootstrap_ci(s, n_bootstrap=10**8)
+
+
+@pytest.mark.slow
+def test_a_million_resamples_run_in_bounded_memory(tmp_path: Path) -> None:
+    """The most resamples allowed: memory must not grow with the count (one call would draw 1.6 GB of indices)."""
+    f = tmp_path / "s.jsonl"
+    f.write_text(
+        "".join(json.dumps({"story_id": str(i), "text": f"a b c d {i} e f"}) + "\n" for i in range(200)),
+        encoding="utf-8",
+    )
+    run = limited_run(
+        ["score", str(f), "-r", str(f), "-m", "rovist-nr", "--confidence", "0.95", "--n-bootstrap", "1000000"],
+        limit=GiB + GiB // 2,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+# ------------------------------------------------------------------------------------------------ rovist-nr
+def test_streamed_mean_is_numpy_mean_to_the_bit() -> None:
+    from vistkit.metrics.rovist_nr import streamed_mean
+
+    rng = np.random.default_rng(3)
+    for n in [*range(1, 300), 1000, 8191, 8192, 8193, 20_000, 100_003]:
+        values = (rng.random(n) * 10.0 ** rng.integers(-3, 3, n)).tolist()
+        assert streamed_mean(n, iter(values)) == float(np.mean(values)), n
+    assert math.isnan(streamed_mean(0, iter([])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c", "the", "."]), max_size=12), min_size=2, max_size=30))
+def test_rovist_nr_streamed_equals_the_official_list_mean(tokens: list[list[str]]) -> None:
+    """The metric's streamed inter mean equals np.mean of the code's full list (built here, as the code does)."""
+    from vistkit.metrics import rovist_nr as nr
+
+    for jaccard in (False, True):
+        inter, intra = nr.nr_components(tokens, jaccard=jaccard)
+        bags = [nr._Sentence(t) for t in tokens]
+        empty = sum(1 for t in tokens if not t)
+        count = len(tokens) * (len(tokens) - 1) // 2 - empty * (empty - 1) // 2
+        assert count == len(inter)
+        if inter:
+            assert nr.streamed_mean(count, nr._inter_ratios(bags, jaccard=jaccard)) == float(np.mean(inter))
+
+
+def test_rovist_nr_ratio_is_the_code_ratio() -> None:
+    """The counted ratio equals the code's ``sum(b.count(x) for x in a) / len(set(a) | set(b))``."""
+    from vistkit.metrics.rovist_nr import _pair_count_ratio
+
+    a, b = ["the", "the", "the", "cat"], ["the", "dog", "cat", "cat"]
+    assert _pair_count_ratio(a, b) == sum(b.count(x) for x in a) / len(set(a) | set(b)) == 5 / 3
+
+
+def test_rovist_nr_memory_is_linear_in_the_story() -> None:
+    """800 sentences: 319,600 inter-sentence ratios, which the code's list holds (12.9 MB traced at 062defd);
+    the metric's peak must stay near the size of the story's tokens instead (0.8 MB traced now)."""
+    import random
+    import tracemalloc
+
+    from vistkit.metrics.rovist_nr import rovist_nr_story
+
+    rnd = random.Random(0)
+    words = "the a cat dog sat on mat log ran we went to park beach and had fun it was great day".split()
+    sentences = [" ".join(rnd.choice(words) for _ in range(8)).capitalize() + "." for _ in range(800)]
+    rovist_nr_story(sentences[:3])  # warm up (Punkt model, caches)
+    tracemalloc.start()
+    try:
+        value, reason = rovist_nr_story(sentences)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert reason is None and 0.0 < value < 1.0
+    assert peak < 4 * (1 << 20), peak
