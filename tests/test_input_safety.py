@@ -468,3 +468,112 @@ def test_rovist_nr_memory_is_linear_in_the_story() -> None:
         tracemalloc.stop()
     assert reason is None and 0.0 < value < 1.0
     assert peak < 4 * (1 << 20), peak
+
+
+# =========================================================================================== 5. fingerprint
+def _converted(tmp_path: Path) -> Path:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    from vistkit.models import save_converted
+
+    state = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)}
+    return save_converted(tmp_path / "m", state, kind="state-dict", config={}, source={"file": "x.pt", "sha256": "ab" * 32})
+
+
+def test_models_info_prints_the_weights_hash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vistkit.models.checkpoints import file_sha256
+
+    folder = _converted(tmp_path)
+    code, out, _ = cli(capsys, "models", "info", folder, "-f", "json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["weights_sha256"] == file_sha256(folder / "model.safetensors")
+    assert data["fingerprint"] == "ab" * 6  # the source checkpoint's hash: conversion keeps signatures
+
+
+def test_rewritten_weights_are_refused_on_info_and_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    from vistkit.models import load_converted, model_fingerprint
+
+    folder = _converted(tmp_path)
+    save_file({"w": torch.zeros(2, 3)}, str(folder / "model.safetensors"))  # same shapes, other weights
+    code, _, err = cli(capsys, "models", "info", folder)
+    line = one_error(err)
+    assert code == 1 and "model.safetensors is not the file this folder was converted with" in line
+    for fn in (load_converted, model_fingerprint):
+        with pytest.raises(InputError, match="weights_sha256"):
+            fn(folder)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda b: b[:5], "shorter than its 8-byte header length"),
+        (lambda b: (10**12).to_bytes(8, "little") + b[8:], "the header claims 1,000,000,000,000 bytes"),
+        (lambda b: b[8 : 8 + 0] + len(b"[1]").to_bytes(8, "little") + b"[1]", "the header is not a JSON object"),
+        (lambda b: b[: len(b) - 8], "tensor 'w' lies outside the file"),
+    ],
+)
+def test_corrupt_safetensors_names_the_file(tmp_path: Path, damage: object, why: str) -> None:
+    from vistkit.models import resolve_model
+
+    folder = _converted(tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(damage(weights.read_bytes()))  # type: ignore[operator]
+    with pytest.raises(InputError, match=rf"{weights}: not a valid safetensors file \({why}"):
+        resolve_model(folder)
+
+
+def test_damaged_weights_with_a_matching_hash_still_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vistkit.models.checkpoints import META_FILE, file_sha256
+
+    folder = _converted(tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-4])
+    meta = json.loads((folder / META_FILE).read_text())
+    meta["weights_sha256"] = file_sha256(weights)
+    (folder / META_FILE).write_text(json.dumps(meta))
+    code, _, err = cli(capsys, "models", "info", folder)
+    assert code == 1 and f"{weights}: not a valid safetensors file" in one_error(err)
+
+
+def _torch_zip(tmp_path: Path, *, deflate: bool, declared: int | None = None) -> Path:
+    torch = pytest.importorskip("torch")
+    plain = tmp_path / "plain.pt"
+    torch.save({"model": {"w": torch.ones(3)}}, plain)
+    out = tmp_path / "ckpt.pt"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("data.pkl") and deflate:
+                dst.writestr(info.filename, data, compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                dst.writestr(info.filename, data, compress_type=zipfile.ZIP_STORED)
+    if declared is not None:  # rewrite the first record's declared size in both headers
+        raw = bytearray(out.read_bytes())
+        first = zipfile.ZipFile(out).infolist()[0]
+        struct.pack_into("<L", raw, first.header_offset + 22, declared)
+        cd = raw.find(b"PK\x01\x02")
+        struct.pack_into("<L", raw, cd + 24, declared)
+        out.write_bytes(bytes(raw))
+    return out
+
+
+def test_trusted_checkpoint_with_a_deflated_record_is_refused_before_inflating(tmp_path: Path) -> None:
+    from vistkit.models import load_legacy_checkpoint
+
+    ckpt = _torch_zip(tmp_path, deflate=True)
+    with pytest.raises(InputError, match=r"ckpt.pt: record '.*data.pkl' is compressed .* torch.save never compresses"):
+        load_legacy_checkpoint(ckpt, trust=True)
+    (tmp_path / "ok").mkdir()
+    assert set(load_legacy_checkpoint(_torch_zip(tmp_path / "ok", deflate=False), trust=True)) == {"model"}
+
+
+def test_trusted_checkpoint_record_claiming_16_gib_is_refused(tmp_path: Path) -> None:
+    from vistkit.models import load_legacy_checkpoint
+
+    ckpt = _torch_zip(tmp_path, deflate=False, declared=(1 << 32) - 1)
+    with pytest.raises(InputError, match="ckpt.pt: record"):
+        load_legacy_checkpoint(ckpt, trust=True)

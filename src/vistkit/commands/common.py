@@ -48,6 +48,11 @@ def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_pe
     """The engine the command's ``--engine`` options ask for (close it, or use it in a ``with`` block)."""
     from vistkit.engine import make_engine
 
+    if kind == "local" and (workers is not None or num_gpus_per_worker):
+        from vistkit.errors import warn
+
+        given = "--workers" if workers is not None else "--num-gpus-per-worker"
+        warn(f"{given} is ignored: it applies to --engine ray, and this runs on the local engine")
     return make_engine(kind, address=address, workers=workers, num_gpus_per_worker=num_gpus_per_worker)
 
 

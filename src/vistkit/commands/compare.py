@@ -226,7 +226,7 @@ def compare(
     num_gpus_per_worker: float = GpusPerWorkerOption,
 ) -> None:
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
-    from vistkit.commands.score import build_metrics, parse_metric_options, score_all
+    from vistkit.commands.score import build_metrics, parse_metric_options, score_all, warn_unused_options
     from vistkit.data.readers import read_stories, read_template
     from vistkit.scores.stats import compare_scores
 
@@ -245,7 +245,9 @@ def compare(
     scores: dict[str, dict[str, Any]] = {}
     stories: dict[str, StorySet] = {}
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
-        built = build_metrics(metric_names, {}, parse_metric_options(option), engine=eng)
+        per_metric = parse_metric_options(option)
+        warn_unused_options(metric_names, per_metric)
+        built = build_metrics(metric_names, {}, per_metric, engine=eng)
         for label, path in zip(labels, systems, strict=True):
             hyps = read_stories(path, format=hyp_format, field=hyp_field)
             stories[label] = hyps

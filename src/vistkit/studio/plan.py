@@ -173,8 +173,10 @@ def create_study(
         raise InputError("give --photos or --photo-url, not both")
     if photos_dir is not None and not Path(photos_dir).is_dir():
         raise InputError(f"--photos {photos_dir}: not a folder")
-    if photo_url is not None and "{id}" not in photo_url:
-        raise InputError("--photo-url must contain {id}, e.g. https://example.org/photos/{id}.jpg")
+    if photo_url is not None:
+        from vistkit.studio.service import check_photo_url
+
+        check_photo_url(photo_url)
     if not 0.0 <= gold_pass <= 1.0:
         raise InputError("--gold-pass must be between 0 and 1")
     items = list(items)

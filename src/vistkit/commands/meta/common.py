@@ -79,7 +79,7 @@ TOLERANT: list[bool] = [False]  # --metrics all: a metric that cannot score this
 def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> list[Any]:
     """Build the named metrics. ``all``: every registered metric that can run here; the others (a model that
     is not installed, images not given) are skipped with their reason (stderr and ``"skipped"`` in JSON)."""
-    from vistkit.commands.score import build_metrics, parse_metric_options
+    from vistkit.commands.score import build_metrics, parse_metric_options, warn_unused_options
     from vistkit.metrics.base import list_metrics
 
     SKIPPED.clear()
@@ -89,6 +89,7 @@ def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> l
         raise InputError("give at least one metric: --metrics NAME[,NAME] (or --metrics all)")
     per_metric = parse_metric_options(option)
     if parsed != ["all"]:
+        warn_unused_options(parsed, per_metric)
         return build_metrics(parsed, {}, per_metric, engine=engine)
     TOLERANT[0] = True
     built = []
