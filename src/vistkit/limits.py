@@ -21,7 +21,6 @@ STORY_CHARS_ENV = "VISTKIT_MAX_STORY_CHARS"
 STORY_CHARS_DEFAULT = 1_000_000
 # bootstrap resamples (memory does not grow with the number: they are drawn in chunks; time does)
 MAX_BOOTSTRAP = 1_000_000
-BOOTSTRAP_CHUNK = 1000
 # a checkpoint's zip records (torch.save's format) are read only when stored, never deflated, and each must fit
 # the archive's own size; a safetensors header may be at most this large (as the safetensors library's limit)
 SAFETENSORS_HEADER_MAX = 100_000_000
@@ -69,7 +68,8 @@ LIMIT_ROWS = [
     ["story length", f"{STORY_CHARS_DEFAULT:,} characters of text per story", f"{STORY_CHARS_ENV}=<characters>"],
     [
         "bootstrap resamples",
-        f"--n-bootstrap at most {MAX_BOOTSTRAP:,}; drawn {BOOTSTRAP_CHUNK} at a time (memory does not grow with it)",
+        f"--n-bootstrap, --bootstrap, --n-samples: 1 to {MAX_BOOTSTRAP:,}; drawn in blocks of at most 2 million "
+        "indices (16 MiB), so memory does not grow with the count; --seed 0 or more",
         "-",
     ],
     [
@@ -79,4 +79,5 @@ LIMIT_ROWS = [
         "-",
     ],
     ["CSV cell", "131,072 characters (Python's csv limit)", "-"],
+    ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
 ]
