@@ -283,8 +283,8 @@ def test_plain_file_over_the_limit_is_refused_by_its_size(tmp_path: Path, monkey
 
 
 def test_story_length_is_capped_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(InputError, match=r"story 'x' holds 1,000,001 characters, over vistkit's limit of 1,000,000"):
-        Story("x", "a" * 1_000_001)
+    with pytest.raises(InputError, match=r"story 'x' holds 100,001 characters, over vistkit's limit of 100,000"):
+        Story("x", "a" * 100_001)
     monkeypatch.setenv("VISTKIT_MAX_STORY_CHARS", "10")
     with pytest.raises(InputError, match="VISTKIT_MAX_STORY_CHARS"):
         Story("x", "a" * 11)
@@ -785,3 +785,22 @@ def test_existing_study_files_are_tightened_on_open(tmp_path: Path) -> None:
         assert not wal.exists() or wal.stat().st_mode & 0o777 == 0o600
     finally:
         st.engine.dispose()
+
+
+def test_studio_refuses_a_form_field_given_twice(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from tests.studio_helpers import make_study
+    from vistkit.studio.app import create_app
+
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    c = TestClient(create_app(made.study))
+    tok = made.tokens[0]
+    c.get(f"/a/{tok}")
+    for body, ctype in (
+        ('{"assignment": "1", "assignment": "2", "csrf": "x"}', "application/json"),
+        ("assignment=1&assignment=2&csrf=x", "application/x-www-form-urlencoded"),
+    ):
+        r = c.post(f"/a/{tok}/submit", content=body, headers={"content-type": ctype, "accept": "application/json"})
+        assert r.status_code == 400 and r.json() == {"error": "the request body is not a valid form"}

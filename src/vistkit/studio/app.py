@@ -74,11 +74,16 @@ async def _read_form(request: Request) -> dict[str, str]:
     try:
         text = body.decode("utf-8")
         if ctype.startswith("application/json"):
-            data = json.loads(text or "{}")
+            from vistkit.data.readers import unique_pairs
+
+            data = json.loads(text or "{}", object_pairs_hook=unique_pairs)  # a field given twice: refused
             if not isinstance(data, dict):
                 raise ValueError
             return {str(k): str(v) for k, v in data.items()}
-        return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=64, strict_parsing=False))
+        fields = parse_qsl(text, keep_blank_values=True, max_num_fields=64, strict_parsing=False)
+        if len({k for k, _ in fields}) != len(fields):  # a field given twice: which one counts is ambiguous
+            raise ValueError
+        return dict(fields)
     except (ValueError, UnicodeDecodeError):
         raise StudioError(400, "the request body is not a valid form") from None
 
