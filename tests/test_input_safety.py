@@ -804,3 +804,33 @@ def test_studio_refuses_a_form_field_given_twice(tmp_path: Path) -> None:
     ):
         r = c.post(f"/a/{tok}/submit", content=body, headers={"content-type": ctype, "accept": "application/json"})
         assert r.status_code == 400 and r.json() == {"error": "the request body is not a valid form"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gold", "-1"], "--gold must be 0 or more"),
+        (["--max-items", "-1"], "--max-items must be at least 1, not -1"),
+        (["--claim-timeout", "-5"], "--claim-timeout must be a positive number of seconds"),
+    ],
+)
+def test_studio_init_refuses_negative_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    pytest.importorskip("sqlalchemy")
+    s = tmp_path / "s.jsonl"
+    s.write_text(
+        "".join(json.dumps({"story_id": f"k{i}", "text": "a b c"}) + "\n" for i in range(3)), encoding="utf-8"
+    )
+    code, _, err = cli(
+        capsys, "studio", "init", tmp_path / "t.db", "-s", f"a={s}", "-s", f"b={s}", "--task", "pairwise", *args
+    )
+    assert code == 1 and message in one_error(err)
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_studio_demo_and_invite_refuse_no_annotators(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sqlalchemy")
+    code, _, err = cli(capsys, "studio", "demo", "--dir", tmp_path / "d", "--no-serve", "--annotators", "-1")
+    assert code == 1 and "--annotators must be at least 1, not -1" in one_error(err)
+    assert not (tmp_path / "d").exists()

@@ -65,6 +65,8 @@ def items_from_story_sets(
     if not shared:
         raise InputError(f"no {keying.value} key is shared by every system ({', '.join(sets)}); check --key")
     if max_items is not None:
+        if max_items < 1:
+            raise InputError(f"--max-items must be at least 1, not {max_items}")
         shared = shared[:max_items]
     out = []
     for k in shared:
@@ -162,6 +164,10 @@ def create_study(
         raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
     if per_item < 1:
         raise InputError("--per-item must be at least 1")
+    if gold < 0:
+        raise InputError(f"--gold must be 0 or more (attention-check items), not {gold}")
+    if not claim_timeout > 0:
+        raise InputError(f"--claim-timeout must be a positive number of seconds, not {claim_timeout}")
     bad = [a for a in aspects if a not in LIKERT_STATEMENTS]
     if bad:
         raise InputError(f"unknown aspect {bad[0]!r}; choose from {', '.join(LIKERT_STATEMENTS)}")
