@@ -398,9 +398,13 @@ def test_photos_are_served_only_from_the_photo_folder(tmp_path: Path) -> None:
     (photos / "link.png").symlink_to(tmp_path / "secret.png")
     made = make_study(tmp_path, n_items=1, per_item=1, annotators=1, photos_dir=photos)
     c = client_for(made)
-    assert c.get("/photos/p00.png").content == b"\x89PNG fake"
-    page = read_page(c, made.tokens[0])
-    assert 'src="/photos/p00.png"' in page.html
+    tok = made.tokens[0]
+    assert c.get(f"/a/{tok}/photos/p00.png").content == b"\x89PNG fake"
+    assert c.get(f"/a/{made.admin}/photos/p00.png").content == b"\x89PNG fake"
+    for no_token in ("/photos/p00.png", "/a/not-a-token/photos/p00.png", "/a//photos/p00.png"):
+        assert c.get(no_token).status_code == 404, no_token  # only holders of a study link see photos
+    page = read_page(c, tok)
+    assert f'src="/a/{tok}/photos/p00.png"' in page.html
     for bad in (
         "../secret.png",
         "..%2Fsecret.png",
@@ -413,7 +417,7 @@ def test_photos_are_served_only_from_the_photo_folder(tmp_path: Path) -> None:
         "rank.db",
         ".hidden.png",
     ):
-        r = c.get(f"/photos/{bad}")
+        r = c.get(f"/a/{tok}/photos/{bad}")
         assert r.status_code == 404, bad
         assert b"secret" not in r.content
 

@@ -236,10 +236,12 @@ def test_demo_builds_without_serving_and_is_reused(tmp_path: Path, capsys: pytes
 
     info = json.loads((folder / "links.json").read_text())
     c = TestClient(create_app(open_study(folder / "study.db")))
-    page = read_page(c, info["paths"][0][1].rsplit("/", 1)[1])
-    assert page.status == 200 and len(page.texts) == 2 and page.html.count('<img src="/photos/') == 5
-    for src in set(__import__("re").findall(r'src="(/photos/[^"]+)"', page.html)):
+    tok = info["paths"][0][1].rsplit("/", 1)[1]
+    page = read_page(c, tok)
+    assert page.status == 200 and len(page.texts) == 2 and page.html.count(f'<img src="/a/{tok}/photos/') == 5
+    for src in set(__import__("re").findall(r'src="(/a/[^"]+/photos/[^"]+)"', page.html)):
         assert c.get(src).status_code == 200
+        assert c.get("/photos/" + src.rsplit("/", 1)[1]).status_code == 404  # not without a study link
 
 
 def test_placeholder_png_is_a_valid_image(tmp_path: Path) -> None:

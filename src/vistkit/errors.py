@@ -29,3 +29,15 @@ class UnknownMetricError(VistkitError, LookupError):
 class OutputError(VistkitError):
     """An output vistkit may not or cannot write (an input, an existing file without --force, a read-only
     folder, a full disk): names the path and the fix."""
+
+
+def warn(message: str) -> None:
+    """One sentence on stderr about something vistkit does not refuse but a user should know (``warning: ...``).
+
+    Library code calls this instead of printing, so the CLI can silence all of them at once (``VISTKIT_QUIET``).
+    """
+    import os
+    import sys
+
+    if not os.environ.get("VISTKIT_QUIET"):
+        print(f"warning: {message}", file=sys.stderr)

@@ -80,6 +80,11 @@ def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_pe
     """The engine the command's ``--engine`` options ask for (close it, or use it in a ``with`` block)."""
     from vistkit.engine import make_engine
 
+    if kind == "local" and (workers is not None or num_gpus_per_worker):
+        from vistkit.errors import warn
+
+        given = "--workers" if workers is not None else "--num-gpus-per-worker"
+        warn(f"{given} is ignored: it applies to --engine ray, and this runs on the local engine")
     return make_engine(kind, address=address, workers=workers, num_gpus_per_worker=num_gpus_per_worker)
 
 
@@ -180,3 +185,19 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
         return command
 
     return decorate
+
+
+def check_resamples(value: int | None) -> int | None:
+    """Typer callback of the resample counts (--n-bootstrap, --bootstrap, --n-samples): 1 to MAX_BOOTSTRAP."""
+    from vistkit.limits import MAX_BOOTSTRAP
+
+    if value is not None and not 1 <= value <= MAX_BOOTSTRAP:
+        raise typer.BadParameter(f"must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {value:,}")
+    return value
+
+
+def check_seed(value: int) -> int:
+    """Typer callback of --seed: a whole number from 0 (numpy's generators take no negative seed)."""
+    if value < 0:
+        raise typer.BadParameter(f"must be 0 or more, got {value}")
+    return value

@@ -30,6 +30,8 @@ from vistkit.commands.common import (
     RefFormatOption,
     TemplateOption,
     WorkersOption,
+    check_resamples,
+    check_seed,
     echo,
     open_engine,
     parse_metric_names,
@@ -208,11 +210,16 @@ def compare(
         "bs", "--test", metavar="bs|ar", help="bs: paired bootstrap; ar: approximate randomisation."
     ),
     n_samples: int | None = typer.Option(
-        None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar)."
+        None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar).",
+        callback=check_resamples,
     ),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the intervals."),
-    n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for the intervals."),
-    seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Random seed (sacreBLEU's default 12345)."),
+    n_bootstrap: int = typer.Option(
+        1000, "--n-bootstrap", help="Bootstrap resamples for the intervals.", callback=check_resamples
+    ),
+    seed: int = typer.Option(
+        DEFAULT_SEED, "--seed", help="Random seed (sacreBLEU's default 12345).", callback=check_seed
+    ),
     template: Path | None = TemplateOption,
     key: Keying | None = KeyOption,
     fmt: OutputFormat = FormatOption,
@@ -230,7 +237,7 @@ def compare(
 ) -> None:
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
     from vistkit import progress
-    from vistkit.commands.score import build_metrics, parse_metric_options, score_all
+    from vistkit.commands.score import build_metrics, parse_metric_options, score_all, warn_unused_options
     from vistkit.data.readers import read_stories, read_template
     from vistkit.scores.stats import compare_scores
 
@@ -249,7 +256,9 @@ def compare(
     scores: dict[str, dict[str, Any]] = {}
     stories: dict[str, StorySet] = {}
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
-        built = build_metrics(metric_names, {}, parse_metric_options(option), engine=eng)
+        per_metric = parse_metric_options(option)
+        warn_unused_options(metric_names, per_metric)
+        built = build_metrics(metric_names, {}, per_metric, engine=eng)
         for label, path in zip(labels, systems, strict=True):
             hyps = read_stories(path, format=hyp_format, field=hyp_field)
             stories[label] = hyps

@@ -40,14 +40,17 @@ FORMAT_ROWS = [
     [
         "pairs",
         "CSV in the VHED layout: sent1, sent2, label (or avg_rank_base/avg_rank_comp), story_id, img_seq, "
-        "model_base, model_comp, agreement, order, rank_norm (meta pairs/gap/beats-ref/compare, vrank)",
+        "model_base, model_comp, agreement, order, rank_norm (meta pairs/gap/beats-ref/compare, vrank); agreement "
+        "and order are whole counts (agreement 0-100, at most the optional 'workers' column); a header without "
+        "rows is refused; rows repeating an earlier row exactly are counted, with one warning",
         "pair (one row each)",
     ],
     ["rankings", "CSV: task, worker, story, rank (+ text, system, story_id, img_seq) (meta rankings-to-pairs)", "task"],
     [
         "likert",
         "CSV: system (or model), item (or story_id), worker, one numeric column per aspect (+ text) "
-        "(meta correlate); empty or nan = missing, infinity refused",
+        "(meta correlate); empty or nan = missing, infinity refused; ratings must lie on --scale (default 1-5); "
+        "a system + item + worker given twice is refused",
         "system + item",
     ],
     ["error labels", "CSV: system, item, one 0/1 column per error type, e.g. Gram, Rep (meta errors)", "system + item"],
@@ -77,7 +80,8 @@ CAPTION = (
     "refused with one error naming the byte. .gz and .zip are opened transparently; a zip must hold one file "
     "(__MACOSX litter ignored), a zip with several is refused naming them: choose one as ARCHIVE.zip:MEMBER; "
     "member names with '..' or a leading '/' are refused. .tsv reads as tab-separated; JSONL and CSV are "
-    "streamed."
+    "streamed. A key given twice in one JSON object (two stories with one id, a setting twice) is refused "
+    "naming it. The 'limit:' rows bound memory and time on any input (the third column: how to change one)."
 )
 
 WRITING = (
@@ -93,6 +97,12 @@ WRITING = (
 )
 
 
+def _limit_rows() -> list[list[str]]:
+    from vistkit.limits import LIMIT_ROWS
+
+    return [[f"limit: {name}", what, "override: " + how if how != "-" else "fixed"] for name, what, how in LIMIT_ROWS]
+
+
 @app.command()
 def formats(fmt: OutputFormat = FormatOption) -> None:
     """List every input vistkit reads: story formats (auto-detected; force one with --hyp-format/--ref-format),
@@ -100,7 +110,7 @@ def formats(fmt: OutputFormat = FormatOption) -> None:
     echo(
         render_table(
             ["format", "shape", "keys it supports"],
-            FORMAT_ROWS,
+            FORMAT_ROWS + _limit_rows(),
             fmt,
             title="input formats",
             caption=CAPTION,

@@ -61,14 +61,28 @@ def info(
 ) -> None:
     """Show where a model resolves to, its kind, and its fingerprint (the hash used in metric signatures)."""
     from vistkit.data.readers import load_json
-    from vistkit.models.checkpoints import META_FILE, is_converted, is_legacy_checkpoint, model_fingerprint
+    from vistkit.models.checkpoints import (
+        META_FILE,
+        WEIGHTS_FILE,
+        check_safetensors,
+        is_converted,
+        is_legacy_checkpoint,
+        model_fingerprint,
+        weights_sha256,
+    )
     from vistkit.models.resolve import resolve_model
 
     path = resolve_model(model)
     data: dict[str, object] = {"model": model, "path": str(path), "fingerprint": model_fingerprint(path)}
     if is_converted(path):
         meta = _json_object(load_json(path / META_FILE), path / META_FILE)
-        data.update(kind=meta.get("kind"), source=meta.get("source"), format=meta.get("format"))
+        check_safetensors(path / WEIGHTS_FILE)
+        data.update(
+            kind=meta.get("kind"),
+            source=meta.get("source"),
+            format=meta.get("format"),
+            weights_sha256=weights_sha256(path, meta),  # checked against the one recorded at conversion
+        )
     elif is_legacy_checkpoint(path):
         data.update(
             kind="pickle checkpoint (needs --trust-checkpoint; convert it with `vistkit models convert`)"

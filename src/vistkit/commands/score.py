@@ -24,6 +24,8 @@ from vistkit.commands.common import (
     RefFormatOption,
     TemplateOption,
     WorkersOption,
+    check_resamples,
+    check_seed,
     echo,
     note,
     open_engine,
@@ -38,18 +40,24 @@ from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_t
 
 
 def parse_metric_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
-    """``["meteor-vist.drop_non_ascii=true", "bertscore.idf=yes"]`` -> per-metric option dicts."""
+    """``["meteor-vist.drop_non_ascii=true", "bertscore.idf=yes"]`` -> per-metric option dicts.
+
+    Each value is read as the type the metric's option declares (`coerce_option`): a value of the wrong type is
+    one clear error naming the option (``--option bertscore.layer=abc``), and booleans are strict.
+    """
     out: dict[str, dict[str, Any]] = {}
     for pair in pairs:
         if "=" not in pair or "." not in pair.split("=", 1)[0]:
             raise InputError(f"--option {pair!r}: write METRIC.OPTION=VALUE, e.g. bertscore.idf=true")
         left, value = pair.split("=", 1)
         metric, option = left.split(".", 1)
-        out.setdefault(metric, {})[option.replace("-", "_")] = _parse_value(value)
+        option = option.replace("-", "_")
+        out.setdefault(metric, {})[option] = coerce_option(metric, option, value)
     return out
 
 
 def _parse_value(value: str) -> Any:
+    """A value for an option whose type is not declared: a boolean word, a number, else the text."""
     low = value.lower()
     if low in ("true", "yes", "on"):
         return True
@@ -61,6 +69,104 @@ def _parse_value(value: str) -> Any:
         except ValueError:
             pass
     return value
+
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def _declared_types(metric: str, option: str) -> set[str] | None:
+    """The type names an option's annotation allows (``"int | None"`` -> {"int", "None"}); None when unknown."""
+    from vistkit.errors import VistkitError
+
+    try:
+        cls = get_metric_class(metric)
+    except VistkitError:  # unknown or unavailable metric: building it says so
+        return None
+    param = inspect.signature(cls.__init__).parameters.get(option)
+    if param is None or param.annotation is inspect.Parameter.empty:
+        return None
+    ann = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "Any")
+    names = {part.strip().split("[")[0] for part in ann.split("|")}
+    return None if "Any" in names else names
+
+
+def coerce_option(metric: str, option: str, value: str) -> Any:
+    """``value`` (text from the command line) as the type ``metric``'s ``option`` declares."""
+    types = _declared_types(metric, option)
+    if types is None:
+        return _parse_value(value)
+    low = value.strip().lower()
+    if "None" in types and low in ("none", "null"):
+        return None
+    if "bool" in types:
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+    if "int" in types:
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    if "float" in types:
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if types & {"str", "Path", "Sequence", "dict"}:
+        return value
+    wanted = [
+        text
+        for name, text in (("bool", "true or false"), ("int", "a whole number"), ("float", "a number"))
+        if name in types
+    ]
+    raise InputError(
+        f"--option {metric}.{option}={value}: {option} takes {' or '.join(wanted) or 'another kind of value'}, not "
+        f"{value!r}"
+    )
+
+
+def warn_unused_options(names: list[str], per_metric: dict[str, dict[str, Any]]) -> None:
+    """One warning per ``--option`` given for a metric that is not being run (it would be silently ignored)."""
+    from vistkit.errors import VistkitError, warn
+
+    for metric, opts in per_metric.items():
+        if metric not in names and "all" not in names:
+            shown = ", ".join(f"--option {metric}.{k}" for k in opts)
+            try:
+                get_metric_class(metric)
+            except VistkitError:
+                warn(f"{shown} is ignored: vistkit has no metric {metric!r} (see `vistkit metrics`)")
+                continue
+            warn(f"{shown} is ignored: {metric} is not among the metrics run ({', '.join(names)})")
+
+
+_SHARED_FLAGS = {
+    "drop_non_ascii": "--drop-non-ascii",
+    "images": "--images",
+    "regions": "--regions",
+    "photos": "--photos",
+}
+
+
+def warn_unused_shared(names: list[str], shared: dict[str, Any]) -> None:
+    """One warning for a shared flag (``--drop-non-ascii``, ``--images`` ...) that no selected metric takes."""
+    from vistkit.errors import VistkitError, warn
+
+    takers: dict[str, list[str]] = {k: [] for k in shared}
+    for name in names:
+        try:
+            params = inspect.signature(get_metric_class(name).__init__).parameters
+        except VistkitError:  # building the metric says what is wrong with the name
+            return
+        for k in shared:
+            if k in params:
+                takers[k].append(name)
+    for k, v in shared.items():
+        if v not in (None, False) and not takers[k]:
+            flag = _SHARED_FLAGS.get(k, k)
+            warn(f"{flag} is ignored: none of the metrics run ({', '.join(names)}) uses it")
 
 
 def build_metrics(
@@ -298,8 +404,12 @@ def score(
     confidence: float | None = typer.Option(
         None, "--confidence", help="Add bootstrap confidence intervals at this level (e.g. 0.95)."
     ),
-    n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for --confidence."),
-    seed: int = typer.Option(12345, "--seed", help="Random seed of the bootstrap (sacreBLEU's default)."),
+    n_bootstrap: int = typer.Option(
+        1000, "--n-bootstrap", help="Bootstrap resamples for --confidence.", callback=check_resamples
+    ),
+    seed: int = typer.Option(
+        12345, "--seed", help="Random seed of the bootstrap (sacreBLEU's default).", callback=check_seed
+    ),
     engine: str = EngineOption,
     address: str | None = AddressOption,
     workers: int | None = WorkersOption,
@@ -319,6 +429,9 @@ def score(
     shared.update(images=images, regions=regions, photos=photos)  # grounding metrics
     per_metric = parse_metric_options(option)
     skipped: dict[str, str] | None = None
+    if names != ["all"]:
+        warn_unused_options(names, per_metric)
+        warn_unused_shared(names, shared)
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
         if names == ["all"]:
             built, skipped = all_runnable(shared, per_metric, has_references=references is not None, engine=eng)

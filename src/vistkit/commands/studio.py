@@ -15,7 +15,15 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import ForceOption, FormatOption, echo, parse_metric_names, writes_output
+from vistkit.commands.common import (
+    ForceOption,
+    FormatOption,
+    check_resamples,
+    check_seed,
+    echo,
+    parse_metric_names,
+    writes_output,
+)
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.report.tables import OutputFormat
 
@@ -111,7 +119,7 @@ def init_cmd(
     same: bool = typer.Option(True, "--same/--no-same", help="Offer 'about the same' in pairwise tasks."),
     max_items: int | None = typer.Option(None, "--max-items", help="Use only the first N shared items."),
     claim_timeout: float = typer.Option(3600.0, "--claim-timeout", help="Seconds before an open task is reassigned."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the story orders and gold items."),
+    seed: int = typer.Option(0, "--seed", callback=check_seed, help="Seed of the story orders and gold items."),
     title: str = typer.Option("", "--title", help="Shown on every page."),
     db_url: str | None = DbOpt,
     base_url: str = BaseUrlOpt,
@@ -281,7 +289,7 @@ def report_cmd(
         [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="A metric option (repeatable)."
     ),
     report: Path | None = typer.Option(None, "--report", help="Also write tables, figures and index.html here."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", callback=check_resamples, help="Bootstrap resamples."),
     drop_failed_gold: bool = typer.Option(False, "--drop-failed-gold", help="Leave out annotators below gold."),
     keep: Path | None = typer.Option(None, "--keep", help="Keep the exported judgements file here."),
     db_url: str | None = DbOpt,

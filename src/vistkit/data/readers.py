@@ -22,9 +22,11 @@ Formats (``format=`` name, auto-detected from the content when not given):
 from __future__ import annotations
 
 import csv
+import errno
 import gzip
 import io
 import json
+import os
 import re
 import zipfile
 import zlib
@@ -133,30 +135,101 @@ def _zip_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
     return names[0]
 
 
-def open_text(path: str | Path, *, newline: str | None = None) -> io.TextIOBase:
+def missing_file(path: str | Path) -> InputError:
+    """The error for a path that cannot be found: "no such file", or what is really wrong (a symbolic link
+    loop, a link to nothing, a parent that is a file)."""
+    p = Path(path)
+    try:
+        p.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return InputError(f"{p}: a symbolic link loop (a link that leads back to itself); fix or remove the link")
+        if p.is_symlink():
+            return InputError(f"{p}: a symbolic link to {os.readlink(p)!r}, which does not exist")
+        if exc.errno == errno.ENOTDIR:
+            return InputError(f"{p}: no such file (a folder on its path is a file)")
+    return InputError(f"{p}: no such file")
+
+
+class _Capped(io.RawIOBase):
+    """A binary stream that stops with one `InputError` once more than ``limit`` bytes came out of it (an
+    archive's header can lie about the size; the bytes are counted as they are inflated)."""
+
+    def __init__(self, raw: Any, limit: int, where: str) -> None:
+        super().__init__()
+        self._raw = raw
+        self._left = limit
+        self._limit = limit
+        self._where = where
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)
+        want = min(len(view), self._left + 1)  # one byte more than allowed tells "over the limit"
+        data = self._raw.read(want)
+        n = len(data)
+        if n > self._left:
+            from vistkit.limits import input_too_large
+
+            raise input_too_large(self._where, self._limit)
+        self._left -= n
+        view[:n] = data
+        return n
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.BufferedReader:
+    """The decompressed bytes of a file (see `open_text`), capped at ``max_bytes`` (default:
+    `vistkit.limits.max_input_bytes`)."""
+    from vistkit.limits import input_too_large, max_input_bytes
+
+    p, member = split_member(path)
+    try:
+        if not p.exists():
+            raise missing_file(p)
+        if p.is_dir():
+            raise InputError(f"{p} is a folder; give a file")
+        limit = max_input_bytes() if max_bytes is None else max_bytes
+        if p.suffix == ".zip" or member is not None:
+            zf = zipfile.ZipFile(p)
+            name = _zip_member(zf, p, member)
+            where = f"{p}:{name}"
+            if zf.getinfo(name).file_size > limit:  # what the header declares; the stream is counted too
+                zf.close()
+                raise input_too_large(where, limit)
+            raw: Any = zf.open(name)
+        elif p.suffix == ".gz":
+            where, raw = str(p), gzip.open(p)
+        else:
+            where, raw = str(p), open(p, "rb")
+            if p.stat().st_size > limit:
+                raw.close()
+                raise input_too_large(where, limit)
+        return io.BufferedReader(_Capped(raw, limit, where))
+    except zipfile.BadZipFile as exc:
+        raise InputError(f"{p}: not a valid zip archive ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+    except (RuntimeError, NotImplementedError) as exc:  # zip: encrypted or unknown compression
+        raise InputError(f"{p}: cannot be read ({exc})") from None
+
+
+def open_text(path: str | Path, *, newline: str | None = None, max_bytes: int | None = None) -> io.TextIOBase:
     """Open a text file (UTF-8, a leading BOM skipped), looking inside ``.zip`` and ``.gz``.
 
     A zip must hold one file, or the member is named as ``ARCHIVE.zip:MEMBER``. ``newline`` as for `open`
     (CSV needs ``""`` so line breaks inside quoted fields are kept). Decoding errors surface when reading:
-    read through `read_text` or `iter_lines` (or `open_csv`) to turn them into one clear `InputError`.
+    read through `read_text` or `iter_lines` (or `open_csv`) to turn them into one clear `InputError`. Reading
+    past ``max_bytes`` decompressed bytes (default: `vistkit.limits.max_input_bytes`) raises one `InputError`.
     """
-    p, member = split_member(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p} is a folder; give a file")
-    try:
-        if p.suffix == ".zip" or member is not None:
-            zf = zipfile.ZipFile(p)
-            name = _zip_member(zf, p, member)
-            return io.TextIOWrapper(zf.open(name), encoding=ENCODING, newline=newline)
-        if p.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(p), encoding=ENCODING, newline=newline)
-        return open(p, encoding=ENCODING, newline=newline)
-    except zipfile.BadZipFile as exc:
-        raise InputError(f"{p}: not a valid zip archive ({exc})") from None
-    except (OSError, RuntimeError, NotImplementedError) as exc:  # zip: encrypted or unknown compression
-        raise InputError(f"{p}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    return io.TextIOWrapper(open_binary(path, max_bytes=max_bytes), encoding=ENCODING, newline=newline)
 
 
 def _decode_error(p: Path | str, exc: UnicodeDecodeError) -> InputError:
@@ -165,10 +238,19 @@ def _decode_error(p: Path | str, exc: UnicodeDecodeError) -> InputError:
     )
 
 
-def iter_lines(fh: io.TextIOBase, path: str | Path) -> Iterator[str]:
-    """The lines of ``fh``; a decoding or archive error becomes one `InputError` naming ``path``."""
+def iter_lines(fh: io.TextIOBase, path: str | Path, *, max_line: int | None = None) -> Iterator[str]:
+    """The lines of ``fh``; a decoding or archive error becomes one `InputError` naming ``path``, and so does a
+    line longer than ``max_line`` characters (when given)."""
     try:
-        yield from fh
+        if max_line is None:
+            yield from fh
+            return
+        n = 0
+        while line := fh.readline(max_line + 1):
+            n += 1
+            if len(line) > max_line:
+                raise InputError(f"{path} line {n}: longer than {max_line:,} characters; is this the right file?")
+            yield line
     except UnicodeDecodeError as exc:
         raise _decode_error(path, exc) from None
     except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
@@ -249,17 +331,43 @@ def _inner_suffix(path: Path) -> str:
     return Path(name).suffix.lower()
 
 
-def load_json(path: str | Path) -> Any:
-    """Parse a JSON file (UTF-8, BOM allowed); a syntax error names the line and column."""
-    text = read_text(path)
+class DuplicateKeyError(ValueError):
+    """A JSON object that holds the same key twice (Python's json keeps the last one and drops the others)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {shown_names([key])!r} appears twice in one JSON object")
+        self.key = key
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for `json.loads`: a dict, refusing a key given twice (`DuplicateKeyError`)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def parse_json(text: str | bytes, where: str | Path) -> Any:
+    """Parse JSON text read from ``where`` (named in every error): a syntax error names the line and column, a
+    key given twice in one object is refused naming it (nothing is dropped silently)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_pairs)
+    except DuplicateKeyError as exc:
+        raise InputError(f"{where}: {exc}; each story (and each setting) must appear once") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise InputError(f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
+        raise InputError(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:  # an integer literal over Python's 4300-digit limit
-        raise InputError(f"{path}: invalid JSON ({_first_clause(exc)})") from None
+        raise InputError(f"{where}: invalid JSON ({_first_clause(exc)})") from None
+
+
+def load_json(path: str | Path) -> Any:
+    """Parse a JSON file (UTF-8, BOM allowed); a syntax error names the line and column, a duplicate key is
+    refused naming it."""
+    return parse_json(read_text(path), path)
 
 
 def _first_clause(exc: BaseException) -> str:
@@ -566,7 +674,9 @@ def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[S
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, object_pairs_hook=unique_pairs)
+        except DuplicateKeyError as exc:
+            raise InputError(f"{p} line {n}: {exc}; give each field once") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {exc.msg}") from None
         except RecursionError:

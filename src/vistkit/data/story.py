@@ -44,6 +44,17 @@ class Story:
     system: str | None = None
     meta: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
+    def __post_init__(self) -> None:
+        from vistkit.limits import STORY_CHARS_ENV, max_story_chars
+
+        limit = max_story_chars()
+        if len(self.text) > limit:
+            shown = self.story_id if len(self.story_id) <= 60 else self.story_id[:57] + "..."
+            raise InputError(
+                f"story {shown!r} holds {len(self.text):,} characters, over vistkit's limit of {limit:,} per "
+                f"story (a VIST story has a few hundred); split it, or raise the limit with {STORY_CHARS_ENV}"
+            )
+
     @property
     def sequence(self) -> str:
         """The sequence key (photo ids joined by ``-``); empty when the photos are unknown."""

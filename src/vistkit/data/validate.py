@@ -379,10 +379,16 @@ def validate_submission(
         p = Path(submission)
         path = name or str(p)
         if not p.exists():
-            raise InputError(f"{p}: no such file")
+            from vistkit.data.readers import missing_file
+
+            raise missing_file(p)
         if p.is_dir():
             raise InputError(f"{p} is a folder; give the submission JSON file")
+        from vistkit.limits import input_too_large, max_input_bytes
+
         try:
+            if p.stat().st_size > max_input_bytes():
+                raise input_too_large(p, max_input_bytes())
             raw = p.read_bytes()
         except OSError as exc:
             raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
@@ -406,8 +412,27 @@ def _challenge_checks(
     """Checks 1-4 of the challenge; returns the bound stories when they could be bound."""
     add = report.findings.append
     # 1. JSON syntax
+    from vistkit.data.readers import DuplicateKeyError, unique_pairs
+
     try:
-        data = json.loads(text, parse_int=_Number, parse_float=_Number, parse_constant=_reject_constant)
+        data = json.loads(
+            text,
+            parse_int=_Number,
+            parse_float=_Number,
+            parse_constant=_reject_constant,
+            object_pairs_hook=unique_pairs,
+        )
+    except DuplicateKeyError as exc:
+        add(
+            Finding(
+                "json-duplicate-key",
+                Level.ERROR,
+                Origin.VISTKIT,
+                f"[Error] (vistkit) {_printable(str(exc))[:1].upper()}{_printable(str(exc))[1:]}: a JSON reader "
+                "keeps only the last one and silently drops the others; give each key once.",
+            )
+        )
+        return None
     except json.JSONDecodeError as exc:
         add(
             _syntax_error(

@@ -149,6 +149,45 @@ def _float(value: str | None, where: str, name: str) -> float | None:
     return number
 
 
+# the most workers one pair's agreement can count: VHED has 5 per ranking, the studio's default is 5; a count over
+# this (or below 0, or not whole) is a broken file, not a judgement
+MAX_AGREEMENT = 100
+
+
+def _count(value: str | None, where: str, name: str, *, high: int | None = None) -> int | None:
+    """A cell that counts something (agreement, order): empty is ``None``; else a whole number in
+    ``0..high``."""
+    number = _float(value, where, name)
+    if number is None:
+        return None
+    if number != int(number) or number < 0 or (high is not None and number > high):
+        bound = f"0 to {high}" if high is not None else "0 or more"
+        raise InputError(f"{where}: column {name!r} must be a whole number from {bound}, got {value!r:.60}")
+    return int(number)
+
+
+def _warn_repeated_rows(rows: Sequence[dict[str, str]], p: Path) -> None:
+    """One warning when rows repeat an earlier row cell for cell (each still counts: two tasks may judge the
+    same two stories alike, but a copy-paste slip counts one judgement twice)."""
+    seen: dict[tuple[tuple[str, str], ...], int] = {}
+    repeats = 0
+    first: tuple[int, int] | None = None
+    for n, row in enumerate(rows, start=2):
+        k = tuple(sorted(row.items()))
+        if k in seen:
+            repeats += 1
+            first = first or (n, seen[k])
+        else:
+            seen[k] = n
+    if repeats and first:
+        from vistkit.errors import warn
+
+        warn(
+            f"{p}: {repeats} row{'s' if repeats > 1 else ''} repeat an earlier row exactly (first: line {first[0]} "
+            f"= line {first[1]}); each is counted as a separate pair: remove copies that are not separate judgements"
+        )
+
+
 def _read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     names, rows = read_csv(path)
     if names and names[0] in ("", "Unnamed: 0"):
@@ -200,14 +239,17 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
         )
     if label_sign not in ("auto", "base-minus-comp", "comp-minus-base"):
         raise InputError(f"--label-sign must be auto, base-minus-comp or comp-minus-base, not {label_sign!r}")
+    if not rows:
+        raise InputError(f"{p}: has a header but no rows: no pairs to read")
     if "label" in names and label_sign == "auto":
         label_sign = detect_label_sign(rows, where=str(p))
+    _warn_repeated_rows(rows, p)
     pairs: list[StoryPair] = []
     for n, row in enumerate(rows, start=2):
         where = f"{p} line {n}"
         a = _float(row.get("avg_rank_base"), where, "avg_rank_base")
         b = _float(row.get("avg_rank_comp"), where, "avg_rank_comp")
-        order = _float(row.get("order"), where, "order")
+        order = _count(row.get("order"), where, "order")
         label = _float(row.get("label"), where, "label")
         if label is None:
             if a is None or b is None:
@@ -217,7 +259,12 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                 gap *= order
         else:
             gap = -label if label_sign == "base-minus-comp" else label
-        agreement = _float(row.get("agreement"), where, "agreement")
+        agreement = _count(row.get("agreement"), where, "agreement", high=MAX_AGREEMENT)
+        n_workers = _count(row.get("workers"), where, "workers")  # optional: who judged the pair
+        if agreement is not None and n_workers is not None and agreement > n_workers:
+            raise InputError(
+                f"{where}: agreement {agreement} is more than the {n_workers} workers who judged the pair"
+            )
         rank_norm = _float(row.get("rank_norm"), where, "rank_norm")
         pairs.append(
             StoryPair(
@@ -229,8 +276,8 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                 system_1=(row.get("model_base") or "story1").strip(),
                 system_2=(row.get("model_comp") or "story2").strip(),
                 gap=float(gap),
-                agreement=None if agreement is None else int(agreement),
-                n_stories=None if order is None else int(order),
+                agreement=agreement,
+                n_stories=order,
                 avg_rank_1=a,
                 avg_rank_2=b,
                 gap_norm=rank_norm,
@@ -453,7 +500,29 @@ class HumanScores:
 _NON_ASPECT = {"system", "item", "worker", "text", "story_id", "img_seq", "task", "model", "story"}
 
 
-def _read_judgements(path: str | Path, *, aspects: Sequence[str] | None, binary: bool) -> HumanScores:
+def parse_scale(text: str | Sequence[float]) -> tuple[float, float]:
+    """``"1-5"`` (or ``"1,5"``, ``"0:100"``, a pair of numbers) -> ``(1.0, 5.0)``: the lowest and highest rating."""
+    import re
+
+    if isinstance(text, str):
+        m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*[-,:]\s*(-?\d+(?:\.\d+)?)\s*", text)
+        if m is None:
+            raise InputError(f"--scale must be LOW-HIGH, e.g. 1-5, got {text!r}")
+        low, high = float(m.group(1)), float(m.group(2))
+    else:
+        low, high = (float(x) for x in text)
+    if not low < high:
+        raise InputError(f"--scale {text!r}: the lowest rating must be below the highest")
+    return low, high
+
+
+def _read_judgements(
+    path: str | Path,
+    *,
+    aspects: Sequence[str] | None,
+    binary: bool,
+    scale: tuple[float, float] | None = None,
+) -> HumanScores:
     p = Path(path)
     names, rows = _read_csv_rows(p)
     sys_col = "system" if "system" in names else ("model" if "model" in names else None)
@@ -470,19 +539,38 @@ def _read_judgements(path: str | Path, *, aspects: Sequence[str] | None, binary:
         )
     groups: dict[tuple[str, str], list[list[float]]] = {}
     texts: dict[tuple[str, str], str] = {}
+    judged: dict[tuple[str, str, str], int] = {}  # (system, item, worker) -> first line
+    repeated: list[tuple[int, int]] = []
     for n, row in enumerate(rows, start=2):
         k = (row[sys_col].strip(), row[item_col].strip())
+        if "worker" in names:
+            wk = (*k, row["worker"].strip())
+            if wk in judged:
+                repeated.append((n, judged[wk]))
+            else:
+                judged[wk] = n
         vals = []
         for c in cols:
             v = _float(row.get(c), f"{p} line {n}", c)
             if binary and v not in (None, 0.0, 1.0):
                 raise InputError(f"{p} line {n}: error label {c!r} must be 0 or 1, got {row.get(c)!r}")
+            if scale is not None and v is not None and not scale[0] <= v <= scale[1]:
+                raise InputError(
+                    f"{p} line {n}: rating {c!r} is {row.get(c)!r:.30}, outside the scale "
+                    f"{scale[0]:g}-{scale[1]:g}; fix the file or pass the scale it uses with --scale LOW-HIGH"
+                )
             vals.append(math.nan if v is None else v)
         groups.setdefault(k, []).append(vals)
         if row.get("text"):
             texts.setdefault(k, row["text"])
     if not groups:
-        raise InputError(f"{p}: holds no judgements")
+        raise InputError(f"{p}: has a header but no rows: no judgements to read")
+    if repeated:
+        n, first = repeated[0]
+        raise InputError(
+            f"{p}: {len(repeated)} row{'s' if len(repeated) > 1 else ''} judge a story a worker already judged "
+            f"(first: line {n} repeats system, item and worker of line {first}); remove the copies"
+        )
     keys = list(groups)
     with warnings.catch_warnings():  # an aspect nobody rated for an item: NaN (missing), not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -501,10 +589,18 @@ def _read_judgements(path: str | Path, *, aspects: Sequence[str] | None, binary:
     )
 
 
-def read_likert(path: str | Path, *, aspects: Sequence[str] | None = None) -> HumanScores:
+LIKERT_SCALE = (1.0, 5.0)
+
+
+def read_likert(
+    path: str | Path, *, aspects: Sequence[str] | None = None, scale: tuple[float, float] | None = LIKERT_SCALE
+) -> HumanScores:
     """Likert table: ``system, item, worker`` + one numeric column per aspect (e.g. `VIST_ASPECTS`); averaged
-    over workers per (system, item). An optional ``text`` column holds the story."""
-    return _read_judgements(path, aspects=aspects, binary=False)
+    over workers per (system, item). An optional ``text`` column holds the story.
+
+    Every rating must lie on ``scale`` (default 1-5, the studio's; ``None``: any finite number), and a
+    (system, item, worker) may appear once: a rating outside the scale or a repeated row is refused."""
+    return _read_judgements(path, aspects=aspects, binary=False, scale=scale)
 
 
 def read_error_labels(path: str | Path, *, errors: Sequence[str] | None = None) -> HumanScores:

@@ -191,8 +191,10 @@ def preference_share(
     if n == 0:
         return {"share": math.nan, "ties": math.nan, "losses": math.nan, "n": 0, "ci": [math.nan, math.nan]}
     wins = (d > 0).astype(float)
-    idx = np.random.default_rng(seed).choice(n, size=(n_bootstrap, n), replace=True)
-    dist = wins[idx].mean(axis=1)
+    from vistkit.scores.stats import _check_args, _rng, resample_blocks
+
+    _check_args(n=n, n_samples=n_bootstrap)
+    dist = np.concatenate([wins[idx].mean(axis=1) for idx in resample_blocks(_rng(seed), n, n_bootstrap)])
     alpha = 1.0 - confidence
     low, high = np.quantile(dist, [alpha / 2.0, 1.0 - alpha / 2.0])
     return {

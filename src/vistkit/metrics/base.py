@@ -173,6 +173,21 @@ class Alignment:
     n_refs: str
 
 
+def _no_hypothesis_in_template(hyp_keys: list[str], template: list[str], keying: Keying) -> None:
+    """One sentence for a template that none of the hypotheses is in, saying how each side is keyed."""
+    h, t = hyp_keys[0], template[0] if template else ""
+    if keying is not Keying.SEQUENCE:
+        raise InputError(
+            f"none of the {len(hyp_keys)} hypotheses is in the template: they are keyed by {keying.value} "
+            f"(e.g. {h!r}) and a template by photo sequence (e.g. {t!r}); give hypotheses that carry photo "
+            "sequences (challenge, SIS, or JSONL/CSV with photo_ids) and --key sequence"
+        )
+    raise InputError(
+        f"none of the {len(hyp_keys)} hypotheses' photo sequences is in the template (e.g. {h!r} vs the "
+        f"template's {t!r}); check that the template is for the same split as the stories"
+    )
+
+
 def align(
     hypotheses: StorySet,
     references: StorySet | None,
@@ -200,6 +215,8 @@ def align(
     hyps = hypotheses.by_key(keying)
     excluded: dict[str, str] = {}
     keep = set(template) if template is not None else None
+    if keep is not None and hyps and keep.isdisjoint(hyps):
+        _no_hypothesis_in_template(list(hyps), list(template or ()), keying)
     if references is None:
         return Alignment([Item(k, s) for k, s in hyps.items() if keep is None or k in keep], excluded, keying, "0")
     refs = references.group(keying)

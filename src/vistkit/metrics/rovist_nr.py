@@ -34,7 +34,7 @@ by two compared sentences (or blocks) occurs more than once in one of them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -74,56 +74,131 @@ def sentence_tokens(sentences: Sequence[str]) -> list[list[str]]:
 
 def _pair_count_ratio(a: list[str], b: list[str]) -> float | None:
     """Official similarity: equal (x, y) pairs over |set(a) ∪ set(b)|; None when the union is empty."""
-    union = len(set(a) | set(b))
-    if union == 0:
-        return None
-    if len(a) > len(b):
-        a, b = b, a
-    pairs = sum(b.count(x) for x in a)  # = sum over x in a, y in b of [x == y]
-    return pairs / union
+    return _Sentence(a).pair_count_ratio(_Sentence(b))
 
 
 def _set_jaccard(a: list[str], b: list[str]) -> float | None:
     """Set-Jaccard |A ∩ B| / |A ∪ B|; None when the union is empty."""
-    sa, sb = set(a), set(b)
-    union = len(sa | sb)
-    if union == 0:
-        return None
-    return len(sa & sb) / union
+    return _Sentence(a).jaccard(_Sentence(b))
 
 
-def nr_components(tokens: Sequence[list[str]], *, jaccard: bool = False) -> tuple[list[float], list[float]]:
-    """The inter- and intra-sentence ratios of a story given its per-sentence tokens (steps 3-4).
+class _Sentence:
+    """A sentence's tokens as a multiset, counted once (the same integers as the code's ``list.count`` loop and
+    set union, so every ratio is the same float)."""
 
-    Inter: pairs (j, i) with j < i in the code's order (i = 1.., j = 0..i-1); intra: block k vs block k + 1 of
-    every sentence. ``jaccard=True`` uses set-Jaccard instead of the official pair count.
-    """
-    sim = _set_jaccard if jaccard else _pair_count_ratio
-    inter: list[float] = []
-    for i in range(1, len(tokens)):
+    __slots__ = ("counts", "types")
+
+    def __init__(self, tokens: list[str]) -> None:
+        counts: dict[str, int] = {}
+        for t in tokens:
+            counts[t] = counts.get(t, 0) + 1
+        self.counts = counts
+        self.types = counts.keys()
+
+    def pair_count_ratio(self, other: _Sentence) -> float | None:
+        shared = self.types & other.types
+        union = len(self.counts) + len(other.counts) - len(shared)
+        if union == 0:
+            return None
+        # sum over x in a, y in b of [x == y] = sum over shared types of count_a * count_b
+        return sum(self.counts[t] * other.counts[t] for t in shared) / union
+
+    def jaccard(self, other: _Sentence) -> float | None:
+        shared = len(self.types & other.types)
+        union = len(self.counts) + len(other.counts) - shared
+        return None if union == 0 else shared / union
+
+
+def _inter_ratios(sentences: Sequence[_Sentence], *, jaccard: bool) -> Iterator[float]:
+    """The inter-sentence ratios in the code's order (i = 1.., j = 0..i-1), skipping empty unions."""
+    for i in range(1, len(sentences)):
+        a = sentences[i]
         for j in range(i):
-            r = sim(tokens[i], tokens[j])
+            r = a.jaccard(sentences[j]) if jaccard else a.pair_count_ratio(sentences[j])
             if r is not None:  # dHM: `if union == 0: continue`
-                inter.append(r)
+                yield r
+
+
+def _intra_ratios(tokens: Sequence[list[str]], *, jaccard: bool) -> list[float]:
+    """Block k vs block k + 1 of every sentence (linear in the story's length)."""
     intra: list[float] = []
     for words in tokens:
         for start in range(0, len(words), BLOCK):
             block, following = words[start : start + BLOCK], words[start + BLOCK : start + 2 * BLOCK]
             if not following:
                 continue
-            r = sim(block, following)
+            a, b = _Sentence(block), _Sentence(following)
+            r = a.jaccard(b) if jaccard else a.pair_count_ratio(b)
             if r is not None:  # never None here (following is non-empty); kept as in dHM
                 intra.append(r)
-    return inter, intra
+    return intra
+
+
+def nr_components(tokens: Sequence[list[str]], *, jaccard: bool = False) -> tuple[list[float], list[float]]:
+    """The inter- and intra-sentence ratios of a story given its per-sentence tokens (steps 3-4).
+
+    Inter: pairs (j, i) with j < i in the code's order (i = 1.., j = 0..i-1); intra: block k vs block k + 1 of
+    every sentence. ``jaccard=True`` uses set-Jaccard instead of the official pair count. (The metric itself
+    never holds the quadratic list of inter ratios: see `rovist_nr_story`.)
+    """
+    return (
+        list(_inter_ratios([_Sentence(t) for t in tokens], jaccard=jaccard)),
+        _intra_ratios(tokens, jaccard=jaccard),
+    )
+
+
+def _pairwise_sum(n: int, values: Iterator[float]) -> float:
+    """numpy's pairwise summation (``pairwise_sum`` in its add loops: 8 accumulators up to 128 values, halves
+    at multiples of 8 above) over the next ``n`` values, consumed one at a time: the same float as
+    ``np.add.reduce`` of the array, in memory logarithmic in ``n``."""
+    if n < 8:
+        total = 0.0
+        for _ in range(n):
+            total += next(values)
+        return total
+    if n <= 128:
+        r = [next(values) for _ in range(8)]
+        i = 8
+        while i < n - n % 8:
+            for k in range(8):
+                r[k] += next(values)
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for _ in range(i, n):
+            total += next(values)
+        return total
+    half = n // 2
+    half -= half % 8
+    first = _pairwise_sum(half, values)
+    return first + _pairwise_sum(n - half, values)
+
+
+def streamed_mean(n: int, values: Iterator[float]) -> float:
+    """``float(np.mean(list(values)))`` for ``n`` values, bit for bit, without holding them (NaN for none)."""
+    if n == 0:
+        return math.nan
+    total = _pairwise_sum(n, values)
+    if next(values, None) is not None:
+        raise AssertionError("streamed_mean: more values than counted")
+    return total / n
 
 
 def rovist_nr_story(sentences: Sequence[str], *, jaccard: bool = False) -> tuple[float, str | None]:
-    """NR of one story from its sentences (step 5): ``(value, None)``, or ``(nan, reason)`` when undefined."""
-    inter, intra = nr_components(sentence_tokens(sentences), jaccard=jaccard)
-    if not inter:
+    """NR of one story from its sentences (step 5): ``(value, None)``, or ``(nan, reason)`` when undefined.
+
+    Memory is linear in the story: the quadratic number of inter-sentence ratios is averaged as it is made,
+    with numpy's own summation order, so the value equals the code's ``np.mean`` of the list to the last bit.
+    """
+    tokens = sentence_tokens(sentences)
+    bags = [_Sentence(t) for t in tokens]
+    empty = sum(1 for t in tokens if not t)
+    # every pair j < i except those of two empty sentences (an empty union, skipped)
+    n_inter = len(tokens) * (len(tokens) - 1) // 2 - empty * (empty - 1) // 2
+    if n_inter == 0:
         return math.nan, (_UNDEFINED_ONE if len(sentences) < 2 else _UNDEFINED_EMPTY)
     # np.mean (pairwise summation) as the code does, so values match it to the last bit.
-    inter_mean = float(np.mean(inter))
+    inter_mean = streamed_mean(n_inter, _inter_ratios(bags, jaccard=jaccard))
+    intra = _intra_ratios(tokens, jaccard=jaccard)
     intra_mean = float(np.mean(intra)) if intra else 0.0
     return 1.0 - float(np.mean([inter_mean, intra_mean])), None
 

@@ -164,6 +164,10 @@ def scaled_sigmoid(s_vg: float) -> float:
 
 
 # ----------------------------------------------------------------------------------------------- GloVe / IDF
+GLOVE_MAX_BYTES = 16 << 30
+GLOVE_MAX_LINE = 1 << 20
+
+
 def load_glove(path: str | Path) -> dict[str, np.ndarray]:
     """GloVe (``word v1 v2 ...`` per line) or word2vec text (a ``count dim`` first line) -> ``{word:
     vector}``."""
@@ -177,8 +181,10 @@ def load_glove(path: str | Path) -> dict[str, np.ndarray]:
         )
 
     out: dict[str, np.ndarray] = {}
-    with open_text(p) as fh:
-        for n, line in enumerate(iter_lines(fh, p)):
+    # the vectors are streamed line by line: the 1 GB glove.6B.300d.txt (and the 5.6 GB 840B) exceed the input
+    # limit for stories, so only a line (a 300-d vector is ~3 KB) is bounded
+    with open_text(p, max_bytes=GLOVE_MAX_BYTES) as fh:
+        for n, line in enumerate(iter_lines(fh, p, max_line=GLOVE_MAX_LINE)):
             parts = line.rstrip("\n").rstrip(" ").split(" ")
             if n == 0 and len(parts) == 2 and all(x.isdigit() for x in parts):
                 continue

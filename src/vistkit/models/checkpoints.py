@@ -93,6 +93,7 @@ def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str
     import pickle
 
     allowed = [argparse.Namespace]
+    check_zip_records(p)
     refused = _refused_globals(torch, p, {"argparse.Namespace"})
     if refused:
         raise InputError(_refusal(p, refused[0]))
@@ -202,6 +203,34 @@ def _first_foreign_global(path: Path) -> str | None:
     return next((g for g in found if not g.startswith(_TENSOR_GLOBALS)), None)
 
 
+def check_zip_records(path: str | Path) -> None:
+    """Refuse a zip-format checkpoint (``torch.save``'s format) with a record that would inflate, or that
+    claims more bytes than the file holds, naming it, before torch reads any record: torch writes every record
+    stored (uncompressed), so a deflated record can only be a decompression bomb."""
+    import zipfile
+
+    p = Path(path)
+    if not zipfile.is_zipfile(p):
+        return
+    size = p.stat().st_size
+    try:
+        with zipfile.ZipFile(p) as zf:
+            for info in zf.infolist():
+                if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+                    raise InputError(
+                        f"{p.name}: record {info.filename[:80]!r} is compressed ({info.compress_size:,} bytes that "
+                        f"would inflate to {info.file_size:,}); torch.save never compresses, so vistkit does not "
+                        "read it"
+                    )
+                if info.header_offset + info.compress_size > size:
+                    raise InputError(
+                        f"{p.name}: record {info.filename[:80]!r} claims {info.file_size:,} bytes, more than the "
+                        "file holds; the checkpoint is damaged"
+                    )
+    except zipfile.BadZipFile as exc:
+        raise InputError(f"{p.name} is not a readable PyTorch checkpoint ({exc})") from None
+
+
 def check_pickled_weights(folder: Path) -> None:
     """Refuse a Hugging Face model folder whose only weights are pickles (``pytorch_model*.bin``) that name
     anything beyond torch's tensor machinery, naming it; the pickles are scanned, never run.
@@ -222,6 +251,7 @@ def check_pickled_weights(folder: Path) -> None:
         return
     for b in bins:
         if zipfile.is_zipfile(b):
+            check_zip_records(b)
             refused = _refused_globals(torch, b, set())
             name = refused[0] if refused else None
         else:
@@ -362,6 +392,80 @@ def _read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
+_VERIFIED: dict[tuple[str, int, int], str] = {}  # (weights file, size, mtime) -> its SHA-256, per process
+
+
+def weights_sha256(folder: str | Path, meta: Mapping[str, Any] | None = None) -> str:
+    """The SHA-256 of a converted folder's ``model.safetensors``, checked against the ``weights_sha256`` that
+    `save_converted` recorded: a file changed after conversion is refused in one sentence naming it (so a
+    fingerprint, which names the source checkpoint, can never stand for other weights)."""
+    p = Path(folder)
+    weights = p / WEIGHTS_FILE
+    meta = _read_meta(p) if meta is None else meta
+    try:
+        st = weights.stat()
+    except OSError as exc:
+        raise InputError(f"{weights}: cannot be read ({exc.strerror or exc})") from None
+    key = (str(weights.resolve()), st.st_size, st.st_mtime_ns)
+    actual = _VERIFIED.get(key)
+    if actual is None:
+        try:
+            actual = file_sha256(weights)
+        except OSError as exc:
+            raise InputError(f"{weights}: cannot be read ({exc.strerror or exc})") from None
+    expected = meta.get("weights_sha256")
+    if expected is not None and str(expected).lower() != actual:
+        raise InputError(
+            f"{weights} is not the file this folder was converted with (its SHA-256 {actual[:12]}... differs "
+            f"from weights_sha256 {str(expected)[:12]}... in {META_FILE}); convert the checkpoint again"
+        )
+    _VERIFIED[key] = actual
+    return actual
+
+
+def check_safetensors(path: str | Path) -> None:
+    """Refuse a ``.safetensors`` file whose header is not what the format says (8-byte length, a JSON object of
+    tensors whose byte ranges lie inside the file), naming the file, before any tensor is read."""
+    p = Path(path)
+    from vistkit.limits import SAFETENSORS_HEADER_MAX
+
+    def bad(why: str) -> InputError:
+        return InputError(f"{p}: not a valid safetensors file ({why}); convert or download it again")
+
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise bad("shorter than its 8-byte header length")
+            n = int.from_bytes(head, "little")
+            if n > SAFETENSORS_HEADER_MAX or n > size - 8:
+                raise bad(f"the header claims {n:,} bytes, more than the file holds")
+            raw = fh.read(n)
+    except OSError as exc:
+        raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+    from vistkit.data.readers import unique_pairs
+
+    try:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_pairs)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise bad(f"the header is not JSON: {_first_line(exc)}") from None
+    if not isinstance(header, dict):
+        raise bad("the header is not a JSON object")
+    data = size - 8 - n
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in offsets)
+            or not 0 <= offsets[0] <= offsets[1] <= data
+        ):
+            raise bad(f"tensor {name[:60]!r} lies outside the file")
+
+
 def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(state_dict, meta)`` of a converted folder (no pickle involved); checks ``kind`` when given."""
     p = Path(folder)
@@ -372,26 +476,31 @@ def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict
         raise InputError(f"{p / META_FILE} has format {meta.get('format')!r}; expected {FORMAT!r}")
     if kind is not None and meta.get("kind") != kind:
         raise InputError(f"{p} holds a {meta.get('kind')!r} model, not a {kind!r} model")
+    weights_sha256(p, meta)
+    check_safetensors(p / WEIGHTS_FILE)
     _torch()
     from safetensors.torch import load_file
 
-    return load_file(str(p / WEIGHTS_FILE), device="cpu"), meta
+    try:
+        return load_file(str(p / WEIGHTS_FILE), device="cpu"), meta
+    except Exception as exc:  # safetensors' own SafetensorError (and OSError) on a file it cannot read
+        raise InputError(
+            f"{p / WEIGHTS_FILE}: not a valid safetensors file ({_first_line(exc)}); convert the checkpoint again"
+        ) from None
 
 
 def model_fingerprint(path: str | Path) -> str:
     """A short content hash naming a checkpoint in signatures (12 hex digits).
 
     A converted folder reports the hash of the file it was converted from, so the original checkpoint and its
-    conversion give the same signature; a legacy file or a folder without provenance hashes its weights.
+    conversion give the same signature, after checking that its ``model.safetensors`` is still the file the
+    conversion wrote (`weights_sha256`); a legacy file or a folder without provenance hashes its weights.
     """
     p = Path(path)
     if is_converted(p):
         meta = _read_meta(p)
-        digest = (
-            (meta["source"].get("sha256") if isinstance(meta.get("source"), dict) else None)
-            or meta.get("weights_sha256")
-            or file_sha256(p / WEIGHTS_FILE)
-        )
+        weights = weights_sha256(p, meta)  # refuses weights changed after conversion
+        digest = (meta["source"].get("sha256") if isinstance(meta.get("source"), dict) else None) or weights
         return str(digest)[:12]
     if p.is_file():
         return file_sha256(p)[:12]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -245,6 +246,27 @@ def table_cache_dir() -> Path | None:
     return cache_dir() / "meteor-tables"
 
 
+CLASS_MANIFEST = "vistkit-classes.json"  # the compiled classes' SHA-256, written with them
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _classes_intact(folder: Path) -> bool:
+    """Whether a cached helper build is complete and unchanged (every class file the manifest lists, with its
+    hash); a build from before the manifest existed counts as damaged and is rebuilt once."""
+    try:
+        manifest = json.loads((folder / CLASS_MANIFEST).read_text(encoding="utf-8"))
+        return (
+            isinstance(manifest, dict)
+            and f"{HELPER_CLASS}.class" in manifest
+            and all(_sha256(folder / rel) == digest for rel, digest in manifest.items())
+        )
+    except (OSError, ValueError):
+        return False
+
+
 def _helper_classpath(java: JavaInfo) -> str | None:
     """Compile the helper once into the cache; returns the directory holding the class, or None (no javac)."""
     jar = meteor_jar()
@@ -252,8 +274,10 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     blob = "".join(f"{name}\0{text}\0" for name, text in sorted(sources.items()))
     digest = hashlib.sha256((blob + str(jar) + str(java.version)).encode()).hexdigest()[:16]
     target = cache_dir() / "java" / f"meteor-helper-{digest}"
-    if (target / f"{HELPER_CLASS}.class").is_file():
+    if _classes_intact(target):
         return str(target)
+    if target.exists():  # damaged (a truncated or edited .class, a missing file): rebuilt, not reported
+        shutil.rmtree(target, ignore_errors=True)
     javac = find_javac(java)
     if javac is None:
         return None
@@ -275,6 +299,8 @@ def _helper_classpath(java: JavaInfo) -> str | None:
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     shutil.rmtree(src_dir, ignore_errors=True)
+    manifest = {str(p.relative_to(tmp)): _sha256(p) for p in sorted(tmp.rglob("*.class"))}
+    (tmp / CLASS_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
     try:
         os.replace(tmp, target)
     except OSError:  # another process won the race

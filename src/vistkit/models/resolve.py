@@ -96,13 +96,17 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
     Raises `MissingDependencyError` with one sentence saying what is missing and how to provide it, and
     `InputError` for a folder whose ``pytorch_model.bin`` names code (see `check_pickled_weights`).
     """
-    from vistkit.models.checkpoints import check_pickled_weights
+    from vistkit.models.checkpoints import check_pickled_weights, check_safetensors
 
     text = str(name_or_path)
     p = Path(text).expanduser()
     if p.exists():
-        check_pickled_weights(p.resolve())  # pytorch_model.bin naming code: one sentence, nothing run
-        return p.resolve()
+        folder = p.resolve()
+        check_pickled_weights(folder)  # pytorch_model.bin naming code: one sentence, nothing run
+        if folder.is_dir():
+            for weights in sorted(folder.glob("*.safetensors")):
+                check_safetensors(weights)  # a damaged file: one sentence naming it, before any loader
+        return folder
     key = _HUB_ALIASES.get(text, text)
     if key in PACKAGED_MODELS:
         return PACKAGED_MODELS[key].path()

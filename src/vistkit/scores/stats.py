@@ -5,10 +5,11 @@ Everything resamples *items*. When a metric provides per-item sufficient statist
 the selected rows, so the corpus formula is applied exactly (Koehn 2004; sacreBLEU's design); otherwise
 the corpus score is the mean of the defined item scores and resampling is vectorised.
 
-Random draws follow sacreBLEU 2.x (``sacrebleu/significance.py``) call for call:
+Random draws follow sacreBLEU 2.x (``sacrebleu/significance.py``) number for number:
 ``numpy.random.default_rng(seed)`` then ``rng.choice(n, size=(B, n))`` for the bootstrap and
 ``rng.integers(2, size=(B, n), dtype=bool)`` for approximate randomisation, so with the same seed and
-sample count our p-values equal sacreBLEU's on BLEU.
+sample count our p-values equal sacreBLEU's on BLEU. The draws are made in blocks of rows (`resample_blocks`)
+that give the same numbers as one call, so memory stays bounded whatever ``B`` (at most `MAX_BOOTSTRAP`).
 
 - Confidence intervals: percentile bootstrap ``[q(alpha/2), q(1 - alpha/2)]`` of the resampled corpus
   scores. sacreBLEU instead prints ``mean +- half`` with ``half`` = half the width of its 2.5/97.5 order
@@ -25,21 +26,45 @@ sample count our p-values equal sacreBLEU's on BLEU.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from vistkit.errors import InputError
+from vistkit.limits import MAX_BOOTSTRAP
 from vistkit.metrics.base import Score
 
 DEFAULT_SEED = 12345  # sacreBLEU's default (SACREBLEU_SEED)
 _CHUNK = 256  # resamples per vectorised block (bounds memory at CHUNK x n floats)
 
 
+_BLOCK_CELLS = 1 << 21  # resample indices drawn per block (16 MiB of int64): memory does not grow with B
+
+
 # --------------------------------------------------------------------------------------------------- helpers
 def _rng(seed: int | None) -> np.random.Generator:
+    if seed is not None and seed < 0:
+        raise InputError(f"the seed must be 0 or more (got {seed})")
     return np.random.default_rng(seed)
+
+
+def resample_blocks(rng: np.random.Generator, n: int, n_samples: int) -> Iterator[np.ndarray]:
+    """``rng.choice(n, size=(n_samples, n))`` drawn in blocks of rows, in order: the same numbers as one call
+    (`Generator.choice` with replacement draws integers one after another), in bounded memory."""
+    rows = max(1, _BLOCK_CELLS // max(n, 1))
+    for start in range(0, n_samples, rows):
+        yield rng.choice(n, size=(min(rows, n_samples - start), n), replace=True)
+
+
+def _mask_blocks(rng: np.random.Generator, n: int, n_samples: int) -> Iterator[np.ndarray]:
+    """``rng.integers(2, size=(n_samples, n), dtype=bool)`` in blocks of rows, the same bits as one call: a
+    block holds a multiple of 32 cells (numpy draws booleans from 32-bit words and drops a word's unused bits
+    at the end of a call)."""
+    step = 32 // math.gcd(max(n, 1), 32)
+    rows = max(step, (_BLOCK_CELLS // max(n, 1)) // step * step)
+    for start in range(0, n_samples, rows):
+        yield rng.integers(2, size=(min(rows, n_samples - start), n), dtype=bool)
 
 
 def _uses_stats(score: Score) -> bool:
@@ -117,8 +142,8 @@ def _p_value(null_stats: np.ndarray, observed: float) -> float:
 def _check_args(*, n: int, n_samples: int, confidence: float | None = None) -> None:
     if n == 0:
         raise InputError("there are no items to resample")
-    if n_samples < 1:
-        raise InputError(f"the number of resamples must be at least 1 (got {n_samples})")
+    if not 1 <= n_samples <= MAX_BOOTSTRAP:
+        raise InputError(f"the number of resamples must be from 1 to {MAX_BOOTSTRAP:,} (got {n_samples:,})")
     if confidence is not None and not 0.0 < confidence < 1.0:
         raise InputError(f"--confidence must be between 0 and 1, e.g. 0.95 (got {confidence})")
 
@@ -130,8 +155,8 @@ def bootstrap_distribution(
     """Corpus scores of ``n_bootstrap`` resamples of the items (with replacement), sacreBLEU's draws."""
     n = len(score.item_ids)
     _check_args(n=n, n_samples=n_bootstrap)
-    idx = _rng(seed).choice(n, size=(n_bootstrap, n), replace=True)
-    return _resampled(score, idx)
+    rng = _rng(seed)
+    return np.concatenate([_resampled(score, idx) for idx in resample_blocks(rng, n, n_bootstrap)])
 
 
 @dataclass(frozen=True)
@@ -208,9 +233,10 @@ def paired_bootstrap(
     a, b = pair_up(baseline, system)
     n = len(a.item_ids)
     _check_args(n=n, n_samples=n_samples)
-    idx = _rng(seed).choice(n, size=(n_samples, n), replace=True)
-    sa = _resampled(a, idx)
-    sb = _resampled(b, idx)
+    rng = _rng(seed)
+    blocks = [(_resampled(a, idx), _resampled(b, idx)) for idx in resample_blocks(rng, n, n_samples)]
+    sa = np.concatenate([x for x, _ in blocks])
+    sb = np.concatenate([y for _, y in blocks])
     observed = abs(b.corpus - a.corpus)
     sample_diffs = np.abs(sb - sa)
     centred = sample_diffs - sample_diffs.mean()  # the null: shift the bootstrap distribution to mean 0
@@ -256,8 +282,10 @@ def approximate_randomization(
     a, b = pair_up(baseline, system)
     n = len(a.item_ids)
     _check_args(n=n, n_samples=n_samples)
-    mask = _rng(seed).integers(2, size=(n_samples, n), dtype=bool)
-    shuf_a, shuf_b = _swapped(a, b, mask)
+    rng = _rng(seed)
+    blocks = [_swapped(a, b, mask) for mask in _mask_blocks(rng, n, n_samples)]
+    shuf_a = np.concatenate([x for x, _ in blocks])
+    shuf_b = np.concatenate([y for _, y in blocks])
     observed = abs(a.corpus - b.corpus)
     p = _p_value(np.abs(shuf_a - shuf_b), observed)
     return PairedResult(a.metric, "ar", a.corpus, b.corpus, p, n_samples, n, seed)

@@ -1,8 +1,9 @@
 """The studio web app (Starlette, Jinja2 templates with autoescaping, vanilla JS).
 
 Routes: ``GET /a/{token}`` (the annotator's next task), ``POST /a/{token}/submit``, ``GET /a/{token}/progress``,
-``GET /admin/{token}`` and ``/admin/{token}/summary.json`` (admin token only), ``GET /photos/{name}`` (files
-inside the study's photo folder only), ``/static/...`` and ``/healthz``. Bodies above `MAX_BODY` bytes are
+``GET /admin/{token}`` and ``/admin/{token}/summary.json`` (admin token only), ``GET /a/{token}/photos/{name}``
+(files inside the study's photo folder only, to holders of an invite link or the admin link), ``/static/...`` and
+``/healthz``. Bodies above `MAX_BODY` bytes are
 refused with 413; every state-changing form carries a CSRF token.
 """
 
@@ -73,11 +74,16 @@ async def _read_form(request: Request) -> dict[str, str]:
     try:
         text = body.decode("utf-8")
         if ctype.startswith("application/json"):
-            data = json.loads(text or "{}")
+            from vistkit.data.readers import unique_pairs
+
+            data = json.loads(text or "{}", object_pairs_hook=unique_pairs)  # a field given twice: refused
             if not isinstance(data, dict):
                 raise ValueError
             return {str(k): str(v) for k, v in data.items()}
-        return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=64, strict_parsing=False))
+        fields = parse_qsl(text, keep_blank_values=True, max_num_fields=64, strict_parsing=False)
+        if len({k for k, _ in fields}) != len(fields):  # a field given twice: which one counts is ambiguous
+            raise ValueError
+        return dict(fields)
     except (ValueError, UnicodeDecodeError):
         raise StudioError(400, "the request body is not a valid form") from None
 
@@ -105,11 +111,11 @@ def create_app(study: str | Path | db.Study) -> Starlette:
             return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
         return page("message.html", status=exc.status, heading="Sorry", message=exc.message)
 
-    def photo_src(pid: str) -> str | None:
+    def photo_src(pid: str, token: str) -> str | None:
         if photo_url:
-            return str(photo_url).format(id=pid)
+            return service.photo_link(str(photo_url), pid)
         name = photo_files.get(pid)
-        return None if name is None else f"/photos/{name}"
+        return None if name is None else f"/a/{token}/photos/{name}"  # served only to holders of a study link
 
     def _auth(token: str) -> service.Annotator:
         with st.read() as conn:
@@ -131,7 +137,7 @@ def create_app(study: str | Path | db.Study) -> Starlette:
             kind=task_kind,
             token=token,
             csrf=db.csrf_token(st.secret(), who.id, aid),
-            photos=[{"id": p, "src": photo_src(p)} for p in t.photo_ids],
+            photos=[{"id": p, "src": photo_src(p, token)} for p in t.photo_ids],
             statements=[(a, LIKERT_STATEMENTS[a]) for a in st.setting("aspects", [])],
             labels=LIKERT_LABELS,
             allow_same=bool(st.setting("allow_same", True)),
@@ -189,15 +195,25 @@ def create_app(study: str | Path | db.Study) -> Starlette:
         s = await run_in_threadpool(lambda: analysis.summary(analysis.load(st)))
         return JSONResponse(s, headers=SECURITY_HEADERS)
 
+    def _may_see_photos(token: str) -> bool:
+        if service.is_admin(st, token):
+            return True
+        with st.read() as conn:
+            return service.authenticate(conn, token) is not None
+
     async def photo(request: Request) -> Response:
         name = request.path_params["name"]
+        if not await run_in_threadpool(_may_see_photos, request.path_params["token"]):
+            return PlainTextResponse("no such photo", status_code=404)
         if not photos_dir or not _SAFE_NAME.match(name) or Path(name).suffix.lower() not in PHOTO_SUFFIXES:
             return PlainTextResponse("no such photo", status_code=404)
         root = Path(photos_dir).resolve()
         path = (root / name).resolve()
         if not path.is_relative_to(root) or path.parent != root or not path.is_file():
             return PlainTextResponse("no such photo", status_code=404)
-        return FileResponse(path, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "max-age=3600"})
+        return FileResponse(
+            path, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=3600"}
+        )
 
     async def index(request: Request) -> Response:
         return page("message.html", heading="vistkit studio", message="Open the invite link you were given.")
@@ -213,7 +229,7 @@ def create_app(study: str | Path | db.Study) -> Starlette:
         Route("/a/{token}/progress", annotator_progress, methods=["GET"]),
         Route("/admin/{token}", admin, methods=["GET"]),
         Route("/admin/{token}/summary.json", admin_json, methods=["GET"]),
-        Route("/photos/{name:path}", photo, methods=["GET"]),
+        Route("/a/{token}/photos/{name:path}", photo, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes)

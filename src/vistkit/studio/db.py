@@ -37,7 +37,7 @@ from sqlalchemy import (
     text,
 )
 
-from vistkit.errors import InputError
+from vistkit.errors import InputError, MissingDependencyError
 
 #: The current schema version; `migrate` brings older study files up to it.
 SCHEMA_VERSION = 2
@@ -213,7 +213,46 @@ def make_engine(study: str | Path) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=20)
+    try:
+        return create_engine(url, pool_pre_ping=True, pool_size=20)
+    except ImportError as exc:  # the URL names a database whose Python driver is not installed
+        driver = (getattr(exc, "name", None) or str(exc)).split(".")[0]
+        package = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary"}.get(driver, driver)
+        raise MissingDependencyError(
+            f"study {display_name(study)} needs the database driver {driver!r}, which is not installed: "
+            f"pip install {package}"
+        ) from None
+    except Exception as exc:  # sqlalchemy.exc.ArgumentError: not a URL it can read, an unknown dialect
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise InputError(f"study {display_name(study)} is not a database URL vistkit can open ({first})") from None
+
+
+PRIVATE = 0o600  # the study file holds the CSRF secret and every judgement: its owner only
+
+
+def make_private(path: Path) -> None:
+    """Owner-only permissions on a SQLite study and its WAL/SHM files (created so, tightened if they exist)."""
+    import os
+
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+        try:
+            if p.is_file() and p.stat().st_mode & 0o077:
+                os.chmod(p, PRIVATE)
+        except OSError:  # not ours (another user's study opened read-only): leave it
+            pass
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty study file readable by its owner only, before SQLite opens it (SQLite gives the WAL and
+    SHM files the database file's permissions)."""
+    import os
+
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise InputError(f"cannot create study {path}: {exc.strerror or exc}") from None
 
 
 def schema_version(conn: Connection) -> int:
@@ -286,6 +325,11 @@ def open_study(study: str | Path, *, create: bool = False) -> Study:
             raise InputError(f"{study} is an empty file, not a study; create one with `vistkit studio init STUDY ...`")
         if path.is_file():
             _check_is_study(path)
+    if url.startswith("sqlite"):
+        path = Path(str(study))
+        if create and not path.exists():
+            _create_private(path)
+        make_private(path)
     engine = make_engine(study)
     try:
         migrate(engine)

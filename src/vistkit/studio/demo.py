@@ -80,6 +80,10 @@ def build_demo(
     from vistkit.studio import db, service
     from vistkit.studio.plan import create_study, items_from_story_sets
 
+    if annotators < 1:
+        raise InputError(f"--annotators must be at least 1, not {annotators}")
+    if per_item < 1:
+        raise InputError(f"--per-item must be at least 1, not {per_item}")
     out = Path(folder)
     study = out / "study.db"
     links_file = out / "links.json"

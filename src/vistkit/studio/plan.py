@@ -65,6 +65,8 @@ def items_from_story_sets(
     if not shared:
         raise InputError(f"no {keying.value} key is shared by every system ({', '.join(sets)}); check --key")
     if max_items is not None:
+        if max_items < 1:
+            raise InputError(f"--max-items must be at least 1, not {max_items}")
         shared = shared[:max_items]
     out = []
     for k in shared:
@@ -162,6 +164,10 @@ def create_study(
         raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
     if per_item < 1:
         raise InputError("--per-item must be at least 1")
+    if gold < 0:
+        raise InputError(f"--gold must be 0 or more (attention-check items), not {gold}")
+    if not claim_timeout > 0:
+        raise InputError(f"--claim-timeout must be a positive number of seconds, not {claim_timeout}")
     bad = [a for a in aspects if a not in LIKERT_STATEMENTS]
     if bad:
         raise InputError(f"unknown aspect {bad[0]!r}; choose from {', '.join(LIKERT_STATEMENTS)}")
@@ -173,8 +179,10 @@ def create_study(
         raise InputError("give --photos or --photo-url, not both")
     if photos_dir is not None and not Path(photos_dir).is_dir():
         raise InputError(f"--photos {photos_dir}: not a folder")
-    if photo_url is not None and "{id}" not in photo_url:
-        raise InputError("--photo-url must contain {id}, e.g. https://example.org/photos/{id}.jpg")
+    if photo_url is not None:
+        from vistkit.studio.service import check_photo_url
+
+        check_photo_url(photo_url)
     if not 0.0 <= gold_pass <= 1.0:
         raise InputError("--gold-pass must be between 0 and 1")
     items = list(items)

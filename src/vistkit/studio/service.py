@@ -71,6 +71,38 @@ def new_admin_token(st: db.Study) -> str:
     return token
 
 
+def photo_link(template: str, photo_id: str) -> str:
+    """A photo's URL from the study's ``--photo-url`` template: ``{id}`` replaced, nothing else read (a template
+    holding ``{0}`` or ``{id.x}`` is refused by `check_photo_url` when the study is made)."""
+    return template.replace("{{", "\0").replace("}}", "\1").replace("{id}", photo_id).replace(
+        "\0", "{"
+    ).replace("\1", "}")
+
+
+def check_photo_url(template: str) -> None:
+    """Refuse a ``--photo-url`` template that is not a URL with ``{id}`` as its only field (``{0}``, ``{name}``
+    or an unmatched brace would make every task page fail)."""
+    import string
+
+    from vistkit.errors import InputError
+
+    example = "e.g. https://example.org/photos/{id}.jpg"
+    try:
+        parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:  # a single { or }
+        raise InputError(
+            f"--photo-url {template!r}: {exc}; write {{{{ or }}}} for a literal brace, {example}"
+        ) from None
+    for field, spec, conv in parts:
+        if field != "id" or spec or conv:
+            shown = "{" + field + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            raise InputError(
+                f"--photo-url {template!r}: {shown} is not a field vistkit fills; only {{id}} is, {example}"
+            )
+    if not parts:
+        raise InputError(f"--photo-url must contain {{id}}, {example}")
+
+
 def authenticate(conn: Connection, token: str) -> Annotator | None:
     """The annotator whose invite token this is (looked up by hash, compared in constant time), else None."""
     if not token or len(token) > 200:

@@ -30,13 +30,15 @@ def build_pairs_cmd(
     from vistkit.data.readers import read_stories
     from vistkit.meta.human import build_reference_pairs, write_pairs
 
+    if limit is not None and limit < 0:
+        raise InputError(f"--limit must be 0 or more (pairs kept per system), not {limit}")
     refs = read_stories(references, format=ref_format, system="human")
     keys = dict(_split_eq(k, "--key") for k in key)
     pairs = []
     for name, (path, field) in _parse_story_files(machine).items():
         m = read_stories(path, field=field, system=name)
         got = build_reference_pairs(refs, [m], key=keys.get(name, "story"))
-        pairs += got[:limit] if limit else got
+        pairs += got if limit is None else got[:limit]
     write_pairs(pairs, output)
     echo(f"wrote {len(pairs)} pairs to {output} (label is a proxy: the human story is assumed better)")
 

@@ -21,6 +21,8 @@ from vistkit.commands.common import (
     MetricOptionOption,
     RefFormatOption,
     WorkersOption,
+    check_resamples,
+    check_seed,
     echo,
     note,
     open_engine,
@@ -65,8 +67,8 @@ JudgedKeyOpt = typer.Option(
     None, "--key", "-k", metavar="KEY", help="How items match stories/references (story or sequence)."
 )
 RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
-SeedOpt = typer.Option(12345, "--seed", help="Seed of the bootstrap resampling.")
-ResamplesOpt = typer.Option(1000, "--bootstrap", help="Number of bootstrap resamples.")
+SeedOpt = typer.Option(12345, "--seed", callback=check_seed, help="Seed of the bootstrap resampling.")
+ResamplesOpt = typer.Option(1000, "--bootstrap", callback=check_resamples, help="Number of bootstrap resamples.")
 
 
 def _command_line(ctx: typer.Context) -> str:
@@ -95,7 +97,7 @@ TOLERANT: list[bool] = [False]  # --metrics all: a metric that cannot score this
 def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> list[Any]:
     """Build the named metrics. ``all``: every registered metric that can run here; the others (a model that
     is not installed, images not given) are skipped with their reason (stderr and ``"skipped"`` in JSON)."""
-    from vistkit.commands.score import build_metrics, parse_metric_options
+    from vistkit.commands.score import build_metrics, parse_metric_options, warn_unused_options
     from vistkit.metrics.base import list_metrics
 
     SKIPPED.clear()
@@ -105,6 +107,7 @@ def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> l
         raise InputError("give at least one metric: --metrics NAME[,NAME] (or --metrics all)")
     per_metric = parse_metric_options(option)
     if parsed != ["all"]:
+        warn_unused_options(parsed, per_metric)
         return build_metrics(parsed, {}, per_metric, engine=engine)
     TOLERANT[0] = True
     built = []

@@ -115,6 +115,9 @@ def correlate_cmd(
     kendall: str = typer.Option(
         "b", "--kendall", metavar="b|c", help="Kendall tau variant: b (ties corrected) or c."
     ),
+    scale: str = typer.Option(
+        "1-5", "--scale", metavar="LOW-HIGH", help="Lowest-highest rating; a rating outside it is refused."
+    ),
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
     fmt: OutputFormat = FormatOption,
@@ -122,11 +125,13 @@ def correlate_cmd(
 ) -> None:
     """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level,
     bootstrap CIs), and the Williams test between every two metrics."""
-    from vistkit.meta.human import read_likert
+    from vistkit.meta.human import parse_scale, read_likert
 
     if level not in ("story", "system", "both"):
         raise InputError("--level must be story, system or both")
-    table = read_likert(likert_csv, aspects=parse_metric_names(aspects) if aspects else None)
+    table = read_likert(
+        likert_csv, aspects=parse_metric_names(aspects) if aspects else None, scale=parse_scale(scale)
+    )
     judged, values, sigs, lower = _score_table(table, inputs)
     result = correlation_assessment(
         table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed, kendall=kendall

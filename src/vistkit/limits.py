@@ -1,0 +1,84 @@
+"""The limits that keep vistkit's memory and time bounded on any input (``vistkit formats`` lists them).
+
+Each limit has a default sized for real data with a wide margin (the whole VIST SIS train file is ~170 MB, a
+VIST story ~300 characters) and, where a real use could need more, an environment variable that overrides it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from vistkit.errors import InputError
+
+MiB = 1 << 20
+
+# bytes a story or table file may hold once decompressed (plain, .gz or a .zip member); read while streaming,
+# so an archive whose header lies is stopped at the limit too
+INPUT_BYTES_ENV = "VISTKIT_MAX_INPUT_MB"
+INPUT_BYTES_DEFAULT = 256 * MiB
+# characters in one story's text (a 200 MB "story" would make every metric's regexes and pair loops crawl); the
+# longest story in the VIST, VWP, dHM, AREL, TAPM and PR-VIST files is 2,212 characters
+STORY_CHARS_ENV = "VISTKIT_MAX_STORY_CHARS"
+STORY_CHARS_DEFAULT = 100_000
+# bootstrap resamples (memory does not grow with the number: they are drawn in chunks; time does)
+MAX_BOOTSTRAP = 1_000_000
+# a checkpoint's zip records (torch.save's format) are read only when stored, never deflated, and each must fit
+# the archive's own size; a safetensors header may be at most this large (as the safetensors library's limit)
+SAFETENSORS_HEADER_MAX = 100_000_000
+
+
+def _env_int(name: str, default: int, *, scale: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        example = f"{name}={default // scale}"
+        raise InputError(f"{name}={raw!r} is not a whole number; unset it or give e.g. {example}") from None
+    if value <= 0:
+        raise InputError(f"{name}={raw!r} must be a positive whole number")
+    return value * scale
+
+
+def max_input_bytes() -> int:
+    """Most bytes one input file may hold decompressed (`VISTKIT_MAX_INPUT_MB`, in MiB; default 256)."""
+    return _env_int(INPUT_BYTES_ENV, INPUT_BYTES_DEFAULT, scale=MiB)
+
+
+def max_story_chars() -> int:
+    """Most characters one story's text may hold (`VISTKIT_MAX_STORY_CHARS`; default 100,000)."""
+    return _env_int(STORY_CHARS_ENV, STORY_CHARS_DEFAULT)
+
+
+def input_too_large(where: object, limit: int) -> InputError:
+    """The one error for an input over `max_input_bytes` (``where``: the file, or ARCHIVE.zip:MEMBER)."""
+    return InputError(
+        f"{where} holds more than {limit // MiB} MiB once decompressed, over vistkit's input limit; if the file "
+        f"is genuine, raise the limit with {INPUT_BYTES_ENV}=<MiB>"
+    )
+
+
+LIMIT_ROWS = [
+    [
+        "input size",
+        f"{INPUT_BYTES_DEFAULT // MiB} MiB per file once decompressed (.gz, zip members: counted while "
+        "streaming, headers are not trusted)",
+        f"{INPUT_BYTES_ENV}=<MiB>",
+    ],
+    ["story length", f"{STORY_CHARS_DEFAULT:,} characters of text per story", f"{STORY_CHARS_ENV}=<characters>"],
+    [
+        "bootstrap resamples",
+        f"--n-bootstrap, --bootstrap, --n-samples: 1 to {MAX_BOOTSTRAP:,}; drawn in blocks of at most 2 million "
+        "indices (16 MiB), so memory does not grow with the count; --seed 0 or more",
+        "-",
+    ],
+    [
+        "checkpoints",
+        "torch zip records must be stored (not deflated) and fit in the file; safetensors headers at most "
+        f"{SAFETENSORS_HEADER_MAX // 1_000_000} MB with every tensor inside the file; checked before reading",
+        "-",
+    ],
+    ["CSV cell", "131,072 characters (Python's csv limit)", "-"],
+    ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
+]
