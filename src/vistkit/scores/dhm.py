@@ -134,10 +134,14 @@ def _build_metric(
     try:
         return engine.metric(spec, accepted) if engine is not None else cls(**accepted)
     except MissingDependencyError as exc:
-        others = ",".join(d for d in dims if d != dim) or "C,R"
+        others = ",".join(d for d in dims if d != dim)
+        ways = [f"leave it out with --dimensions {others}"] if others else []
+        if dim == "C" and "coherence" not in str(exc):
+            ways.insert(0, "use the offline coherence model with --c-metric coherence")
+        if not others:
+            ways.append(f"choose other dimensions with --dimensions {','.join(d for d in DIMENSIONS if d != dim)}")
         raise MissingDependencyError(
-            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or leave it out with "
-            f"--dimensions {others})"
+            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or {', or '.join(ways)})"
         ) from None
 
 
