@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-SEQUENCES = 8
+SEQUENCES = 4
 
 
 def _demo(name: str) -> dict[str, str]:

@@ -106,7 +106,6 @@ def tour_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     env.update(
         PATH=f"{Path(exe).parent}{os.pathsep}{env.get('PATH', '')}",
         DATA=str(data),
-        HOME=str(base),
         COLUMNS="120",
         VISTKIT_DEBUG="1",
     )
