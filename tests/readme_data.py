@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-SEQUENCES = 4
+SEQUENCES = 6
 
 
 def _demo(name: str) -> dict[str, str]:
