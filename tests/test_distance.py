@@ -216,3 +216,14 @@ def test_table_from_score_objects() -> None:
     assert r.n == 1 and r.dC == pytest.approx(0.25) and r.dR == pytest.approx(0.5) and r.dG == 0
     with pytest.raises(InputError, match="no R scores"):
         table_from_scores({"G": None, "C": None})
+
+
+@pytest.mark.parametrize(("dims", "suggested"), [(("C",), "G,R"), (("C", "R"), "R"), (("G", "C", "R"), "G,R")])
+def test_a_missing_c_model_suggests_dimensions_without_c(dims: tuple[str, ...], suggested: str) -> None:
+    from vistkit.errors import MissingDependencyError
+    from vistkit.scores.dhm import _build_metric
+
+    with pytest.raises(MissingDependencyError) as info:
+        _build_metric("C", "dhm-c", {}, dims)
+    message = str(info.value)
+    assert message.endswith(f"--dimensions {suggested})") and "coherence" in message

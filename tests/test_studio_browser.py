@@ -68,6 +68,19 @@ def _shots(tmp_path: Path) -> Path:
     return out
 
 
+def assert_not_blank(png: bytes) -> None:
+    """A PNG that shows something: decodable, not one flat colour, some dark pixels (text, bars, lines)."""
+    import io
+
+    from matplotlib import image
+
+    pixels = image.imread(io.BytesIO(png), format="png")
+    assert pixels.ndim == 3 and pixels.shape[0] > 50 and pixels.shape[1] > 50
+    gray = pixels[..., :3].mean(axis=2)
+    assert gray.std() > 0.05, f"an almost flat image (std {gray.std():.4f})"
+    assert (gray < 0.6).mean() > 0.002, "no dark pixels: nothing drawn"
+
+
 def _order(page) -> list[str]:  # type: ignore[no-untyped-def]
     return page.locator("#ranking-list li.story .text").all_inner_texts()
 
@@ -132,6 +145,16 @@ def test_a_person_ranks_and_submits_in_a_real_browser(server, tmp_path: Path) ->
             page.set_viewport_size({"width": 1280, "height": 900})
             page.goto(f"{server['base']}/admin/{server['admin']}")
             assert "2 of 2 judgements" in page.locator("#overall").inner_text()
+            # the progress bar (judgements collected / planned) and the results chart (mean rank per system)
+            bar = page.locator("progress#progress-bar")
+            assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("2", "2")
+            chart = page.locator("#results-chart svg")
+            assert chart.count() == 1 and page.locator("#results-chart svg rect.bar").count() == 3
+            assert page.locator("#results-chart svg > title").text_content() == "Mean rank per system (1 = best)"
+            assert "2 judgements" in page.locator("#results-chart figcaption").inner_text()
+            assert chart.bounding_box()["width"] > 300  # type: ignore[index]
+            assert_not_blank(chart.screenshot(path=str(shots / "5-admin-chart.png")))
+            desc = page.locator("#results-chart svg > desc").text_content() or ""
             page.screenshot(path=str(shots / "5-admin.png"), full_page=True)
             assert page.goto(f"{server['base']}/admin/{server['token']}").status == 403
             assert page.evaluate("window.__pwned === undefined") and errors == []
@@ -144,6 +167,11 @@ def test_a_person_ranks_and_submits_in_a_real_browser(server, tmp_path: Path) ->
     recs = jsonl_records(data, data.judgements)
     assert recs[0]["answer"]["ranks"] == {"human": 1, "evil": 2, "m1": 3}
     assert recs[1]["answer"]["ranks"]["evil"] == 3
+    # the chart's bars are the mean ranks of what was submitted (evil: 2 then 3)
+    for system in ("human", "m1", "evil"):
+        mean = sum(r["answer"]["ranks"][system] for r in recs) / 2
+        assert f"{system}: {mean:.3f} (n=2)" in desc
+    assert "evil: 2.500 (n=2)" in desc
     assert all(len(p.read_bytes()) > 1000 for p in shots.glob("*.png"))
     (shots / "answers.json").write_text(json.dumps([r["answer"] for r in recs]))
 
@@ -220,3 +248,63 @@ def test_pairwise_and_likert_by_keyboard_alone_on_a_phone(task: str, tmp_path: P
     else:
         assert rec["answer"] == {"ratings": {"focused": 2, "coherent": 2, "share": 2}}
         assert texts[0] in (HUMAN[0], EVIL)
+
+
+def test_the_meta_report_renders_its_figures_in_a_real_browser(tmp_path: Path) -> None:
+    """`vistkit meta pairs --report` on human rankings and on proxy pairs: the page opened from disk shows every
+    figure (loaded, not blank, with alt text and a caption); the proxy page names the proxy, not people, and
+    says why it has no gap figure."""
+    import base64
+
+    from meta_dummies import FIX, dummy_metrics_registered
+
+    from vistkit.cli import main
+
+    shots = _shots(tmp_path)
+    human, proxy = tmp_path / "report-human", tmp_path / "report-proxy"
+    refs, machine, proxy_csv = tmp_path / "refs.jsonl", tmp_path / "m1.json", tmp_path / "proxy.csv"
+    refs.write_text(
+        "".join(
+            json.dumps({"story_id": f"r{i}", "photo_ids": f"{i}1-{i}2-{i}3", "text": text}) + "\n"
+            for i, text in enumerate(HUMAN)
+        )
+    )
+    machine.write_text(json.dumps({f"r{i}": text for i, text in enumerate(MACHINE_1)}))
+    metrics = "meta-test-length,meta-test-shortness"
+    with dummy_metrics_registered():
+        assert main(["meta", "pairs", str(FIX / "vhed_small.csv"), "-m", metrics, "--report", str(human)]) == 0
+        assert main(["meta", "build-pairs", "-r", str(refs), "--machine", f"m1={machine}", "-o", str(proxy_csv)]) == 0
+        assert main(["meta", "pairs", str(proxy_csv), "-m", metrics, "--report", str(proxy)]) == 0
+    pages = [(human, 4), (proxy, 3)]
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            for folder, n_figures in pages:
+                page.goto((folder / "index.html").as_uri())
+                page.wait_for_function("Array.from(document.images).every(i => i.complete)")
+                figures = page.locator("figure")
+                assert figures.count() == n_figures
+                for i in range(n_figures):
+                    fig = figures.nth(i)
+                    img = fig.locator("img")
+                    assert img.evaluate("i => i.naturalWidth") > 200 and img.evaluate("i => i.naturalHeight") > 100
+                    assert len(img.get_attribute("alt") or "") > 20
+                    assert len(fig.locator("figcaption").inner_text()) > 20
+                    src = img.get_attribute("src") or ""
+                    assert src.startswith("data:image/png;base64,")
+                    assert_not_blank(base64.b64decode(src.split(",", 1)[1]))
+                caption = figures.nth(0).locator("figcaption").inner_text()
+                assert "confidence intervals" in caption and "meta-test-length n=" in caption
+                page.screenshot(path=str(shots / f"8-{folder.name}.png"), full_page=True)
+            human_page = (human / "index.html").read_text()
+            assert "ranked above the human reference, by people and by each metric" in human_page
+            proxy_page = (proxy / "index.html").read_text()
+            assert "by proxy label (human story assumed better) and by each metric" in proxy_page
+            assert "No figure: every pair that counts has the same ranking gap (proxy pairs always do)" in proxy_page
+            assert not (proxy / "accuracy_by_gap.png").exists() and "people" not in proxy_page
+            assert errors == []
+        finally:
+            browser.close()

@@ -89,8 +89,11 @@ def gap_values(pairs: Sequence[StoryPair], *, normalised: bool = True) -> np.nda
     return np.array([abs(p.gap) for p in pairs], dtype=float)
 
 
-def parse_edges(text: str | Sequence[float]) -> tuple[float, ...]:
-    """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing numbers."""
+def parse_edges(text: str | Sequence[float]) -> tuple[float, ...] | None:
+    """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing numbers. ``"auto"`` -> None: the
+    buckets are chosen from the data (`auto_gap_edges`)."""
+    if isinstance(text, str) and text.strip().lower() == "auto":
+        return None
     try:
         edges = tuple(float(x) for x in (text.split(",") if isinstance(text, str) else text))
     except ValueError:
@@ -98,6 +101,41 @@ def parse_edges(text: str | Sequence[float]) -> tuple[float, ...]:
     if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
         raise InputError(f"--gap-edges must be at least two increasing numbers, got {text!r}")
     return edges
+
+
+def auto_gap_edges(pairs: Sequence[StoryPair], *, normalised: bool = True) -> tuple[float, ...] | None:
+    """Bucket edges chosen from the gaps of the pairs that count (human gap != 0), for `accuracy_by_gap`.
+
+    At most five distinct gaps (VHED's k/5, raw rank gaps): one bucket per value (edges at the midpoints);
+    more: the quartiles of the gaps (duplicates merged). None when the gap takes fewer than two distinct values
+    (e.g. proxy pairs, whose gap is always 1): then there is nothing to bucket.
+    """
+    gaps = gap_values([p for p in pairs if p.gap != 0], normalised=normalised)
+    gaps = gaps[~np.isnan(gaps)]
+    values = np.unique(gaps)
+    if values.size < 2:
+        return None
+    if values.size <= 5:
+        mids = (values[:-1] + values[1:]) / 2.0
+        return (float(values[0]), *(float(round(m, 6)) for m in mids), float(values[-1]))
+    edges = np.unique(np.quantile(gaps, [0.0, 0.25, 0.5, 0.75, 1.0]))
+    return tuple(float(round(e, 6)) for e in edges)
+
+
+def accuracy_interval(
+    correct: np.ndarray, *, confidence: float = 0.95, n_resamples: int = 1000, seed: int | None = 12345
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of a pair accuracy (pairs resampled with replacement; NaN pairs, which do
+    not count, left out first). (nan, nan) when no pair counts."""
+    sel = np.asarray(correct, dtype=float)
+    sel = sel[~np.isnan(sel)]
+    if sel.size == 0 or n_resamples < 1:
+        return (math.nan, math.nan)
+    idx = np.random.default_rng(seed).integers(0, sel.size, size=(n_resamples, sel.size))
+    dist = sel[idx].mean(axis=1)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(dist, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return (float(low), float(high))
 
 
 def accuracy_by_gap(

@@ -122,40 +122,78 @@ def pairs_report(
     write_text(folder / "result.json", dumps_json(result), force=True)
     sections: list[tuple[str, str]] = []
 
+    proxy = bool(result.get("proxy_label_pairs"))
     cols, rows = accuracy_table(result)
     write_table_files(
         folder, "accuracy", cols, rows, caption="Story-pair ranking accuracy (ties count as wrong)."
     )
+    acc_all = {m: v["all"] for m, v in result["accuracy"].items()}
+    n_all = {m: v["all"] for m, v in result["n"].items()}
     sections.append(
         (
             "Pair accuracy (Vrank Eq. 1-2)",
-            "<p>A pair is correct only if the metric orders it strictly like people; metric ties are "
-            "wrong. Omega_a: pairs on which a of 5 rankers agree.</p>" + html_table(cols, rows),
+            "<p>A pair is correct only if the metric orders it strictly like "
+            + ("the (proxy) label" if proxy else "people")
+            + "; metric ties are wrong. Omega_a: pairs on which a of 5 rankers agree.</p>"
+            + embed_png(
+                plots.plot_pair_accuracy(
+                    acc_all, result.get("accuracy_ci", {}), n_all, folder / "pair_accuracy", proxy=proxy
+                ),
+                "Pair accuracy per metric over all pairs that count, with 95% bootstrap confidence intervals; "
+                "pairs per metric: " + ", ".join(f"{m} n={k:,}" for m, k in n_all.items()),
+            )
+            + html_table(cols, rows),
         )
     )
 
-    gap_png = plots.plot_accuracy_by_gap(
-        result["by_gap"], folder / "accuracy_by_gap", normalised=result["gap_normalised"]
-    )
-    gcols, grows = gap_table(result["by_gap"])
-    write_table_files(folder, "accuracy_by_gap", gcols, grows, caption="Pair accuracy by ranking gap.")
-    sections.append(
-        (
-            "Accuracy by ranking gap (Vrank Fig. 3)",
-            embed_png(gap_png, "Pair accuracy per human ranking-gap bucket") + html_table(gcols, grows),
+    if result["gap_edges"]:
+        gap_png = plots.plot_accuracy_by_gap(
+            result["by_gap"], folder / "accuracy_by_gap", normalised=result["gap_normalised"]
         )
-    )
+        gcols, grows = gap_table(result["by_gap"])
+        write_table_files(folder, "accuracy_by_gap", gcols, grows, caption="Pair accuracy by ranking gap.")
+        sections.append(
+            (
+                "Accuracy by ranking gap (Vrank Fig. 3)",
+                embed_png(
+                    gap_png,
+                    "Pair accuracy per human ranking-gap bucket (edges "
+                    + ", ".join(f"{e:g}" for e in result["gap_edges"])
+                    + "); each metric's pairs per bucket in the legend",
+                )
+                + html_table(gcols, grows),
+            )
+        )
+    else:
+        sections.append(
+            (
+                "Accuracy by ranking gap (Vrank Fig. 3)",
+                '<p class="note">No figure: every pair that counts has the same ranking gap'
+                + (" (proxy pairs always do)" if proxy else "")
+                + ", so there is nothing to bucket.</p>",
+            )
+        )
 
     beats = result["beats_reference"]
     if any(beats.values()):
-        bpng = plots.plot_beats_reference(beats, folder / "beats_reference")
+        judge = "proxy label (human story assumed better)" if proxy else "people"
+        bpng = plots.plot_beats_reference(beats, folder / "beats_reference", reference_judge=judge)
         bcols = ["judge", "system", "ratio", "ties", "n"]
-        brows = [[j, s, v["ratio"], v["tie_ratio"], v["n"]] for j, d in beats.items() for s, v in d.items()]
+        brows = [
+            [("proxy label" if proxy else "people") if j == "human" else j, s, v["ratio"], v["tie_ratio"], v["n"]]
+            for j, d in beats.items()
+            for s, v in d.items()
+        ]
         write_table_files(folder, "beats_reference", bcols, brows, caption="Machine-beats-reference ratio.")
         sections.append(
             (
                 "Machine-beats-reference ratio (Vrank Fig. 4)",
-                embed_png(bpng, "Share of each system's stories ranked above the human reference")
+                embed_png(
+                    bpng,
+                    "Share of each system's stories ranked above the human reference, by "
+                    + judge
+                    + " and by each metric",
+                )
                 + html_table(bcols, brows),
             )
         )
@@ -342,3 +380,30 @@ def errors_report(
         commands=[command],
         signatures=payload["signatures"],
     )
+
+
+def written_files(folder: Path, since: float) -> list[Path]:
+    """The files under ``folder`` written at or after ``since`` (a ``time.time()``), index.html first."""
+    folder = Path(folder)
+    files = [p for p in folder.rglob("*") if p.is_file() and p.stat().st_mtime >= since - 1.0]
+    return sorted(files, key=lambda p: (p.name != "index.html", p.suffix != ".png", str(p)))
+
+
+def describe_written(folder: Path, since: float) -> str:
+    """One line per kind of file a report wrote (for the command to print on stderr)."""
+    files = written_files(folder, since)
+    if not files:
+        return f"report: nothing written to {folder}"
+    lines = [f"report: wrote {len(files)} files to {folder}/"]
+    kinds = {
+        "page (open in a browser)": [p for p in files if p.suffix == ".html"],
+        "figures (PNG)": [p for p in files if p.suffix == ".png"],
+        "figures (PDF)": [p for p in files if p.suffix == ".pdf"],
+        "tables (CSV)": [p for p in files if p.suffix == ".csv"],
+        "tables (LaTeX)": [p for p in files if p.suffix == ".tex"],
+        "data (JSON)": [p for p in files if p.suffix == ".json"],
+    }
+    for kind, paths in kinds.items():
+        if paths:
+            lines.append(f"  {kind}: " + ", ".join(str(p.relative_to(folder)) for p in paths))
+    return "\n".join(lines)

@@ -1,5 +1,6 @@
 """Matplotlib figures for meta-evaluation reports (Agg backend; every figure saved as PNG and PDF).
 
+- `plot_pair_accuracy`: pair accuracy per metric with its bootstrap CI (Vrank Table 4 as a figure);
 - `plot_accuracy_by_gap`: pair accuracy per ranking-gap bucket, one line per metric (Vrank Fig. 3);
 - `plot_beats_reference`: machine-beats-reference ratio per system, people vs metrics (Vrank Fig. 4);
 - `plot_correlation_heatmaps`: metrics x human aspects, one panel per correlation coefficient;
@@ -54,35 +55,83 @@ def save_figure(fig: Any, stem: Path) -> Path:
     return png
 
 
+def plot_pair_accuracy(
+    accuracy: dict[str, float],
+    ci: dict[str, Sequence[float]],
+    n: dict[str, int],
+    stem: Path,
+    *,
+    proxy: bool = False,
+    confidence: float = 0.95,
+) -> Path:
+    """Horizontal bars: pair accuracy per metric (all pairs that count) with its bootstrap CI as error bars,
+    the number of pairs at each bar, dashed 0.5 = coin flip. ``proxy``: the x axis says what the number means
+    on proxy-labelled pairs (how often the metric prefers the human story)."""
+    plt = _pyplot()
+    metrics = list(accuracy)
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(metrics) + 1.6))
+    y = np.arange(len(metrics))[::-1]
+    acc = np.array([np.nan if accuracy[m] is None else accuracy[m] for m in metrics], dtype=float)
+    low = np.array([ci.get(m, (np.nan, np.nan))[0] for m in metrics], dtype=float)
+    high = np.array([ci.get(m, (np.nan, np.nan))[1] for m in metrics], dtype=float)
+    err = np.vstack([np.clip(acc - low, 0, None), np.clip(high - acc, 0, None)])
+    err = np.nan_to_num(err)
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(metrics))]
+    ax.barh(y, np.nan_to_num(acc), color=colors, height=0.6, xerr=err, capsize=3, ecolor="#333333")
+    for yi, m, a, h in zip(y, metrics, acc, high, strict=True):
+        if not np.isnan(a):
+            ax.text(
+                (h if not np.isnan(h) else a) + 0.015, yi, f"{a:.3f} (n={n.get(m, 0):,})", va="center", fontsize=8
+            )
+    ax.axvline(0.5, color="#999999", linestyle="--", linewidth=1, zorder=0)
+    ax.set_yticks(y, metrics)
+    ax.set_xlim(0, 1.18)
+    ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    ax.set_ylabel("metric")
+    ax.set_xlabel(
+        "share of pairs where the metric prefers the human story (proxy label)"
+        if proxy
+        else "pair accuracy (agrees with people; ties are wrong)"
+    )
+    ax.set_title(f"Pair accuracy per metric, {confidence:.0%} bootstrap CI")
+    ax.grid(axis="x", alpha=0.3)
+    return save_figure(fig, stem)
+
+
 def plot_accuracy_by_gap(
     by_gap: dict[str, list[dict[str, Any]]], stem: Path, *, normalised: bool = True
 ) -> Path:
-    """Lines of accuracy per gap bucket (x: buckets with their pair counts), dashed 0.5 = coin flip."""
+    """Lines of accuracy per gap bucket (x: the buckets), dashed 0.5 = coin flip; each metric's legend entry
+    gives its number of pairs per bucket (metrics leave different pairs undefined, so n differs by metric)."""
     plt = _pyplot()
     metrics = list(by_gap)
     buckets = by_gap[metrics[0]] if metrics else []
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(buckets) + 2.5), 3.4))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(buckets) + 3.0), 3.6))
     x = np.arange(len(buckets))
     for i, m in enumerate(metrics):
         acc = [np.nan if b["accuracy"] is None else b["accuracy"] for b in by_gap[m]]
-        ax.plot(x, acc, marker="o", color=PALETTE[i % len(PALETTE)], label=m, linewidth=1.8)
+        counts = " / ".join(f"{b['n']:,}" for b in by_gap[m])
+        ax.plot(x, acc, marker="o", color=PALETTE[i % len(PALETTE)], label=f"{m} (n = {counts})", linewidth=1.8)
     ax.axhline(0.5, color="#999999", linestyle="--", linewidth=1, zorder=0)
-    labels = []
-    for j, b in enumerate(buckets):
-        n = max(by_gap[m][j]["n"] for m in metrics)
-        labels.append(f"{b['low']:g}–{b['high']:g}\n(n={n})")
+    labels = [f"{b['low']:.3g}–{b['high']:.3g}" for b in buckets]
     ax.set_xticks(x, labels)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("pair accuracy")
     ax.set_xlabel("ranking gap / N" if normalised else "ranking gap (rank units)")
     ax.set_title("Pair accuracy by human ranking gap")
-    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    ax.legend(
+        frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="metric (pairs per bucket)"
+    )
     ax.grid(axis="y", alpha=0.3)
     return save_figure(fig, stem)
 
 
-def plot_beats_reference(data: dict[str, dict[str, dict[str, Any]]], stem: Path) -> Path:
-    """Grouped bars: per system, the share of its stories ranked above the reference by each judge."""
+def plot_beats_reference(
+    data: dict[str, dict[str, dict[str, Any]]], stem: Path, *, reference_judge: str = "people"
+) -> Path:
+    """Grouped bars: per system, the share of its stories ranked above the reference by each judge.
+    ``reference_judge`` names the ``"human"`` judge in the legend by what its judgements are (people, or a
+    proxy label that is not a judgement at all)."""
     plt = _pyplot()
     judges = list(data)
     systems = sorted({s for d in data.values() for s in d})
@@ -92,12 +141,13 @@ def plot_beats_reference(data: dict[str, dict[str, dict[str, Any]]], stem: Path)
     for i, j in enumerate(judges):
         vals = [data[j].get(s, {}).get("ratio", np.nan) for s in systems]
         color = HUMAN_COLOR if j == "human" else PALETTE[(i - ("human" in judges)) % len(PALETTE)]
-        label = "people" if j == "human" else j
+        label = reference_judge if j == "human" else j
         bars = ax.bar(x + (i - (len(judges) - 1) / 2) * width, vals, width, label=label, color=color)
         ax.bar_label(bars, labels=["" if np.isnan(v) else f"{v:.2f}" for v in vals], fontsize=7, padding=1)
     ax.set_xticks(x, systems)
     ax.set_ylim(0, 1.08)
     ax.set_ylabel("share ranked above the reference")
+    ax.set_xlabel("system")
     ax.set_title("Machine-beats-reference ratio")
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
@@ -168,6 +218,7 @@ def plot_score_distributions(
         for med in bp["medians"]:
             med.set_color("black")
         ax.set_title(f"{m} (lower is better)" if m in lower_is_better else m)
+        ax.set_ylabel("score per story")
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.set_visible(False)

@@ -136,10 +136,13 @@ def _build_metric(
         return engine.metric(spec, accepted) if engine is not None else cls(**accepted)
     except MissingDependencyError as exc:
         others = ",".join(d for d in dims if d != dim)
-        instead = f"--{dim.lower()}-metric coherence (offline)" if dim == "C" else f"--{dim.lower()}-metric NAME"
-        way_out = f"leave it out with --dimensions {others}" if others else f"score it with another metric: {instead}"
+        ways = [f"leave it out with --dimensions {others}"] if others else []
+        if dim == "C" and "coherence" not in str(exc):
+            ways.insert(0, "use the offline coherence model with --c-metric coherence")
+        if not others:
+            ways.append(f"choose other dimensions with --dimensions {','.join(d for d in DIMENSIONS if d != dim)}")
         raise MissingDependencyError(
-            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or {way_out})"
+            f"dHM's {_NAMES[dim]} dimension {dim} cannot run: {str(exc).rstrip('.')} (or {', or '.join(ways)})"
         ) from None
 
 

@@ -23,7 +23,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainT
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from vistkit.studio import LIKERT_LABELS, LIKERT_STATEMENTS, analysis, db, service
+from vistkit.studio import LIKERT_LABELS, LIKERT_STATEMENTS, analysis, charts, db, service
 from vistkit.studio.service import StudioError
 
 HERE = Path(__file__).parent
@@ -185,7 +185,13 @@ def create_app(study: str | Path | db.Study) -> Starlette:
         except StudioError as exc:
             return error(request, exc)
         s = await run_in_threadpool(lambda: analysis.summary(analysis.load(st)))
-        return page("admin.html", s=s, token=request.path_params["token"])
+        chart = charts.results_chart_svg(
+            s["task"],
+            s["results"],
+            reference_system=str(st.setting("reference_system") or "human"),
+            n_systems=len(s["results"]),
+        )
+        return page("admin.html", s=s, token=request.path_params["token"], chart=chart)
 
     async def admin_json(request: Request) -> Response:
         try:

@@ -90,6 +90,17 @@ def _command_line(ctx: typer.Context) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def _report(folder: Path, write: Callable[[], Any]) -> None:
+    """Run a report writer, then say on stderr where it wrote what (page, figures, tables)."""
+    import time
+
+    from vistkit.report.html import describe_written
+
+    start = time.time()
+    write()
+    typer.echo(describe_written(folder, start), err=True)
+
+
 SKIPPED: dict[str, str] = {}
 TOLERANT: list[bool] = [False]  # --metrics all: a metric that cannot score this input is skipped, not fatal
 
@@ -204,16 +215,19 @@ def pairs_assessment(
     pairs: list[Any],
     scores: list[Any],
     *,
-    edges: tuple[float, ...],
+    edges: tuple[float, ...] | None,
     normalised: bool,
     n_resamples: int,
     seed: int,
 ) -> dict[str, Any]:
-    """Everything the pair sub-commands print and the report shows, as one JSON-ready dict."""
+    """Everything the pair sub-commands print and the report shows, as one JSON-ready dict. ``edges`` None:
+    gap buckets chosen from the data (none when every pair has the same gap)."""
     from vistkit.meta.pairs import (
         SUBSETS,
         accuracy_by_gap,
         accuracy_by_kind,
+        accuracy_interval,
+        auto_gap_edges,
         beats_reference,
         pair_accuracy,
         pair_correct,
@@ -223,6 +237,8 @@ def pairs_assessment(
     acc = {s.metric: pair_accuracy(s, pairs) for s in scores}
     correct = {s.metric: pair_correct(s, pairs) for s in scores}
     comparisons = pairwise_comparisons([s.metric for s in scores], correct, n_resamples=n_resamples, seed=seed)
+    if edges is None:
+        edges = auto_gap_edges(pairs, normalised=normalised)
     return {
         "pairs": len(pairs),
         "zero_gap_pairs": sum(1 for p in pairs if p.gap == 0),
@@ -231,8 +247,13 @@ def pairs_assessment(
         "accuracy": {m: {k: v[k]["accuracy"] for k in SUBSETS} for m, v in acc.items()},
         "n": {m: {k: v[k]["n"] for k in SUBSETS} for m, v in acc.items()},
         "by_kind": {s.metric: accuracy_by_kind(s, pairs) for s in scores},
-        "by_gap": {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) for s in scores},
-        "gap_edges": list(edges),
+        "accuracy_ci": {
+            m: list(accuracy_interval(c, n_resamples=n_resamples, seed=seed)) for m, c in correct.items()
+        },
+        "by_gap": {
+            s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) if edges else [] for s in scores
+        },
+        "gap_edges": list(edges or []),
         "gap_normalised": normalised,
         "beats_reference": {
             "human": beats_reference(None, pairs),

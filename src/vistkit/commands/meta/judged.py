@@ -21,6 +21,7 @@ from vistkit.commands.meta.common import (
     _metrics,
     _parse_story_files,
     _references,
+    _report,
     _sig_caption,
     _skip_or_raise,
     option_group,
@@ -147,7 +148,9 @@ def correlate_cmd(
     if report is not None:
         from vistkit.report.html import correlation_report
 
-        correlation_report(report, table, judged, values, result, command=_command_line(ctx))
+        _report(
+            report, lambda: correlation_report(report, table, judged, values, result, command=_command_line(ctx))
+        )
 
 
 def correlation_assessment(
@@ -243,4 +246,4 @@ def errors_cmd(
     if report is not None:
         from vistkit.report.html import errors_report
 
-        errors_report(report, table.aspects, payload, cols, rows, command=_command_line(ctx))
+        _report(report, lambda: errors_report(report, table.aspects, payload, cols, rows, command=_command_line(ctx)))

@@ -20,6 +20,7 @@ from vistkit.commands.meta.common import (
     _command_line,
     _emit,
     _proxy_note,
+    _report,
     _sig_caption,
     option_group,
     pairs_assessment,
@@ -35,7 +36,10 @@ def pairs_cmd(
     ctx: typer.Context,
     inputs: PairsInput,
     gap_edges: str = typer.Option(
-        "0,0.2,0.4,0.6,1", "--gap-edges", metavar="EDGES", help="Ranking-gap bucket edges, comma-separated."
+        "auto",
+        "--gap-edges",
+        metavar="EDGES|auto",
+        help="Ranking-gap bucket edges, comma-separated (0,0.2,0.4,0.6,1 = Vrank Fig. 3), or auto (from the data).",
     ),
     raw_gap: bool = RawGapOpt,
     n_resamples: int = ResamplesOpt,
@@ -63,7 +67,7 @@ def pairs_cmd(
     if report is not None:
         from vistkit.report.html import pairs_report
 
-        pairs_report(report, pairs, scores, result, command=_command_line(ctx))
+        _report(report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx)))
 
 
 @meta_app.command("gap")
@@ -73,17 +77,24 @@ def gap_cmd(
     ctx: typer.Context,
     inputs: PairsInput,
     gap_edges: str = typer.Option(
-        "0,0.2,0.4,0.6,1", "--gap-edges", metavar="EDGES", help="Bucket edges, comma-separated."
+        "auto",
+        "--gap-edges",
+        metavar="EDGES|auto",
+        help="Bucket edges, comma-separated (0,0.2,0.4,0.6,1 = Vrank Fig. 3), or auto (from the data).",
     ),
     raw_gap: bool = RawGapOpt,
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
     """Pair accuracy by ranking-gap bucket (Vrank Fig. 3)."""
-    from vistkit.meta.pairs import accuracy_by_gap, gap_table, parse_edges
+    from vistkit.meta.pairs import accuracy_by_gap, auto_gap_edges, gap_table, parse_edges
 
     edges = parse_edges(gap_edges)
     pairs, scores = inputs.prepare()
+    if edges is None:
+        edges = auto_gap_edges(pairs, normalised=not raw_gap)
+    if edges is None:
+        raise InputError("every pair has the same ranking gap, so there is nothing to bucket (proxy pairs?)")
     by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {
@@ -105,7 +116,7 @@ def gap_cmd(
         from vistkit.report.html import pairs_report
 
         result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345)
-        pairs_report(report, pairs, scores, result, command=_command_line(ctx))
+        _report(report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx)))
 
 
 @meta_app.command("beats-ref")
