@@ -156,8 +156,8 @@ def test_missing_coherence_checkpoint_is_one_sentence():
     with pytest.raises(MissingDependencyError) as err:
         compute_dhm(h, m, dimensions="C")  # nothing else to keep: another C metric, not "--dimensions C,R"
     msg = str(err.value)
-    assert msg.endswith("(or score it with another metric: --c-metric coherence (offline))")
-    assert "--dimensions" not in msg
+    assert msg.endswith("(or choose other dimensions with --dimensions G,R)")  # no C left in the suggestion
+    assert "coherence" in msg and "--dimensions C" not in msg
 
 
 def test_missing_clip_is_one_sentence(tmp_path: Path):

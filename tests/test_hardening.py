@@ -726,7 +726,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "meta"
 # verbs that serve or wait (never run here: a previous attempt at this file hung the suite)
 BLOCKING = {"studio serve": "serves HTTP until stopped", "studio demo": "builds a study and can serve it (--serve)"}
 # verbs that read no user file (their options are names and formats)
-NO_FILE = {"metrics", "formats", "demo", "models list"}
+NO_FILE = {"metrics", "formats", "demo", "models list", "models prepare-lm"}
 
 
 def cli_verbs() -> list[str]:

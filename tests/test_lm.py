@@ -225,7 +225,7 @@ def test_per_item_csv_has_sentence_lists(tiny_folder: Path, tmp_path: Path) -> N
     stories.write_text(json.dumps({"x": " ".join(STORY), "y": "it was fun ."}), encoding="utf-8")
     out = tmp_path / "per.csv"
     code = main(
-        ["score", str(stories), "-m", "lm-coherence", "-o", f"lm-coherence.lm={tiny_folder}", "-o",
+        ["score", str(stories), "-m", "lm-coherence", "-O", f"lm-coherence.lm={tiny_folder}", "-O",
          "lm-coherence.device=cpu", "--per-item", str(out)]
     )
     assert code == 0

@@ -179,7 +179,8 @@ WRITERS: dict[str, Writer] = {
 # an existing file), the demo folder is reused as it is
 NEVER_OVERWRITE = {"studio init", "studio demo"}
 NON_WRITERS = {
-    "compare", "validate", "metrics", "formats", "demo", "models list", "models info", "meta beats-ref",
+    "compare", "validate", "metrics", "formats", "demo", "models list", "models info", "models prepare-lm",
+    "meta beats-ref",
     "meta compare", "studio invite", "studio serve", "studio status",
 }  # fmt: skip
 

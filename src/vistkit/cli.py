@@ -6,6 +6,7 @@ stderr, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import os
@@ -174,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "transformers" in sys.modules:  # imported before (in-process callers): its bars were decided then
+        with contextlib.suppress(Exception):
+            sys.modules["transformers"].utils.logging.disable_progress_bar()
     _load_commands()
     from vistkit import progress
 

@@ -132,14 +132,16 @@ class StoryRanker(UtilityRanker):
             "sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
             "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature "
             "(coherence or relatedness of a one-sentence story; LM features of a story longer than the LM's "
-            "context) counts as typical (z = 0). See docs/models/story-ranker-v2.md."
+            "context) counts as typical (z = 0); a story without words gets the lowest utility, -14.25. See "
+            "docs/models/story-ranker-v2.md."
         ),
         range=(
             "Within +-14.25 (each clipped |z| at most 3, weights summing to 4.75); "
             "0 = a typical VIST val human story; higher is better."
         ),
         signature_fields="model (story-ranker-v2@SHA-256 prefix of its config), lm (name@weights hash12), "
-        "unigram (wordfreq version) of lm-fluency.",
+        "unigram (wordfreq version) of lm-fluency, encoder (static vectors of topic relatedness), data (the "
+        "statistics' sample).",
         reproduces=(
             "Not an official metric. Held-out human judgements are measured outside the repository; the "
             "development numbers (proxy pairs, VWP synthetic errors, trivial baselines beside it) are in "
@@ -176,7 +178,9 @@ class StoryRanker(UtilityRanker):
 
     def signature_fields(self) -> dict[str, object]:
         lm = self.scorer.signature_fields("lm-fluency")
-        return {"model": f"{self.model.config.get('name', 'story-ranker-v2')}@{self.model.fingerprint}", **lm}
+        model = f"{self.model.config.get('name', 'story-ranker-v2')}@{self.model.fingerprint}"
+        n = next((f.get("n") for f in self.model.config["features"] if f.get("name") == "ttr"), "unknown")
+        return {"model": model, **lm, "encoder": "static:minilm-l6", "data": f"vist-val-{n}"}
 
     def features(self, stories: Sequence[Story | str]) -> np.ndarray:
         """The raw feature table (rows: stories, columns: `vistkit.models.story_ranker_v2.FEATURES`)."""

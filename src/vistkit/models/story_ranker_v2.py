@@ -188,10 +188,11 @@ class StoryRankerV2Model:
         return np.nan_to_num(np.clip(z, -self.clip, self.clip), nan=0.0)
 
     def utility(self, table: np.ndarray) -> np.ndarray:
-        """u per row of a feature table; NaN where the story has no words (its ``ttr`` is NaN)."""
+        """u per row of a feature table; a story without words (its ``ttr`` is NaN) gets the lowest utility
+        there is, every feature at its worst clipped value."""
         table = np.asarray(table, dtype=np.float64).reshape(-1, len(self.names))
         u = self.z(table) @ self.coef
-        u[np.isnan(table[:, self.names.index("ttr")])] = np.nan
+        u[np.isnan(table[:, self.names.index("ttr")])] = -self.clip * float(np.abs(self.coef).sum())
         return u
 
 
