@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from vistkit.models.story_ranker import FUNCTION_WORDS
+from vistkit.models.story_ranker import FUNCTION_WORDS, _repeated_trigram_share
 
 DEFAULT_NAME = "story-ranker-v2"
 CONFIG_FILE = "config.json"
@@ -87,18 +86,6 @@ def default_model_dir() -> Path:
 
 
 # --------------------------------------------------------------------------------------------------- lexical
-def _repeated_trigram_share(words: Sequence[str]) -> float:
-    grams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
-    if not grams:
-        return 0.0
-    counts = Counter(grams)
-    covered = np.zeros(len(words), dtype=bool)
-    for i, g in enumerate(grams):
-        if counts[g] > 1:
-            covered[i : i + 3] = True
-    return float(covered.mean())
-
-
 def topic_relatedness(sentences: Sequence[Sequence[str]], word_vector: Callable[[str], np.ndarray]) -> float:
     """Mean over the distinct sentences with content words of cos(v_i, mean of the other v_j), v_i the unit
     mean static vector of sentence i's content words: a sentence about something else lowers it. Repeated
