@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vistkit import __version__
 from vistkit.cli import _load_commands, app, first_sentence, main
@@ -142,6 +144,59 @@ def test_listings_fit_an_80_column_terminal(
     assert code == 0 and table and max(len(line) for line in table) <= 80
 
 
+_CELL = st.one_of(
+    st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: f"{v:.4f}"),
+    st.from_regex(r"https://example\.org/a/[A-Za-z0-9_-]{8,60}", fullmatch=True),
+    st.from_regex(r"[a-z][a-z0-9-]{0,30}", fullmatch=True),
+    st.lists(st.from_regex(r"[a-z]{1,12}", fullmatch=True), min_size=1, max_size=12).map(" ".join),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n_cols=st.integers(1, 6),
+    data=st.data(),
+    width=st.integers(40, 160),
+)
+def test_text_tables_never_fold_numbers_or_links(n_cols: int, data: st.DataObject, width: int) -> None:
+    """Whatever the terminal width, every number and every link of a table is printed whole on one line (a
+    folded link cannot be copied); the table is wider than the terminal only when those alone need more."""
+    from vistkit.report.tables import column_widths, text_table
+
+    columns = [f"column {i}" for i in range(n_cols)]
+    rows = data.draw(st.lists(st.lists(_CELL, min_size=n_cols, max_size=n_cols), min_size=1, max_size=4))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", str(width))
+        text = text_table(columns, rows)
+    lines = text.splitlines()
+    for cell in {c for r in rows for c in r if " " not in c and (c.startswith("https://") or c[:1] in "-0123456789")}:
+        assert any(cell in line for line in lines), cell
+    hard = [
+        max(len(r[i]) for r in rows if " " not in r[i] and r[i][:1] in "h-0123456789")
+        if any(" " not in r[i] and r[i][:1] in "h-0123456789" for r in rows)
+        else 1
+        for i in range(n_cols)
+    ]
+    if sum(hard) + 3 * n_cols + 1 <= width:
+        assert max(len(line) for line in lines) <= width
+    widths = column_widths(columns, [[str(c) for c in r] for r in rows], width)
+    assert all(w is None for w in widths) or all(w is not None and w >= 1 for w in widths)
+
+
+def test_invite_links_are_whole_on_a_narrow_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    study = tmp_path / "s.db"
+    stories = tmp_path / "m.json"
+    stories.write_text(json.dumps({"1": "a dog . a cat .", "2": "we ran . we sat ."}))
+    code, out, _ = _run(capsys, "studio", "init", str(study), "--task", "likert", "-s", f"m={stories}")
+    assert code == 0
+    monkeypatch.setenv("COLUMNS", "50")
+    code, out, _ = _run(capsys, "studio", "invite", str(study), "--n", "2", "--base-url", "http://127.0.0.1:8000")
+    links = re.findall(r"http://127\.0\.0\.1:8000/a/[A-Za-z0-9_-]+", out)
+    assert code == 0 and len(links) == 2 and all(len(link) > 40 for link in links)
+
+
 def test_metrics_name_the_weights_vistkit_does_not_ship(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "metrics", "-f", "csv")
     needs = {r[0]: r[2] for r in csv.reader(io.StringIO(out)) if r}
@@ -188,7 +243,7 @@ def test_score_reads_stories_from_stdin(
         "json-dict": json.dumps({s["story_id"]: s["text"] for s in HYPS}),
         "json-records": json.dumps(HYPS),
         "csv": "story_id,text\n" + "".join(f'{s["story_id"]},"{s["text"]}"\n' for s in HYPS),
-        "tsv": "story_id\ttext\n" + "".join(f'{s["story_id"]}\t{s["text"]}\n' for s in HYPS),
+        "tsv": "story_id\ttext\n" + "".join(f"{s['story_id']}\t{s['text']}\n" for s in HYPS),
     }[shape]
     _stdin(monkeypatch, "\ufeff" + text if shape == "csv" else text)
     code, out, _ = _run(capsys, "score", "-", "-m", "rovist-nr", "-f", "json")

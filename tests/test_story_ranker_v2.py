@@ -77,6 +77,7 @@ def test_model_refuses_a_config_with_a_flipped_sign(tmp_path: Path) -> None:
         StoryRankerV2Model(tmp_path)
 
 
+@requires_shared
 def test_not_a_length_score_on_val_stories() -> None:
     """|Pearson(u, word count)| and |Pearson(u, mean sentence length)| <= 0.2 over the shipped val sample
     (the features of the stories the statistics came from, recomputed from the text for the lexical part)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -83,6 +83,62 @@ def table_width() -> int:
     return max(40, shutil.get_terminal_size(fallback=(200, 24)).columns)
 
 
+_MAX_NAME = 24  # a cell this short without spaces (a metric, a system, a model) is a name: it is never folded
+_MAX_LINK = 300  # a link is never folded (a folded link cannot be copied)
+
+
+def _never_fold(cell: str) -> bool:
+    """A number or a link: folding it would change what it reads as, or break copying it."""
+    if any(ch.isspace() for ch in cell):
+        return False
+    if cell.startswith(("http://", "https://")) and len(cell) <= _MAX_LINK:
+        return True
+    try:
+        float(cell)
+    except ValueError:
+        return cell == "n/a"
+    return True
+
+
+def _rather_not_fold(cell: str) -> bool:
+    """A name (a metric, a system, a model) or a short value such as a range: kept whole when there is room."""
+    return len(cell) <= 12 or (len(cell) <= _MAX_NAME and not any(ch.isspace() for ch in cell))
+
+
+def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width: int) -> list[int | None]:
+    """Content widths of a text table's columns (None: natural widths, the table fits ``width``).
+
+    Numbers and links always keep their whole width; then, while there is room, names and short values; then
+    each header's longest word; prose and paths fold to share what is left. The table is wider than ``width``
+    only when its numbers and links alone need more (the terminal then soft-wraps whole lines)."""
+    n = len(columns)
+    natural = [max([len(columns[i])] + [len(r[i]) for r in cells]) for i in range(n)]
+    available = width - (3 * n + 1)  # one space of padding each side, n + 1 rules
+    if sum(natural) <= available:
+        return [None] * n
+
+    def longest(i: int, keep: Callable[[str], bool]) -> int:
+        return max([1] + [len(r[i]) for r in cells if keep(r[i])])
+
+    base = [longest(i, _never_fold) for i in range(n)]
+    tiers = (
+        [max(base[i], longest(i, _rather_not_fold)) for i in range(n)],
+        [min(natural[i], max(len(w) for w in (columns[i].split() or [""]))) for i in range(n)],
+    )
+    for tier in tiers:  # column by column, leftmost (the row's name) first, as far as the room goes
+        for i in range(n):
+            base[i] = max(base[i], min(tier[i], base[i] + max(0, available - sum(base))))
+    want = [natural[i] - base[i] for i in range(n)]
+    extra = max(0, available - sum(base))
+    widths = [base[i] + (extra * want[i] // sum(want) if sum(want) else 0) for i in range(n)]
+    i = 0
+    while sum(widths) < available and any(widths[j] < natural[j] for j in range(n)):  # hand out the remainder
+        if widths[i % n] < natural[i % n]:
+            widths[i % n] += 1
+        i += 1
+    return list(widths)
+
+
 def text_table(
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -95,15 +151,21 @@ def text_table(
     from rich.markup import escape
     from rich.table import Table
 
+    cells = [[fmt_number(v, digits) for v in r] for r in rows]
+
+    def is_number(v: Any) -> bool:
+        return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+
+    numeric = [bool(rows) and all(is_number(r[i]) for r in rows) for i in range(len(columns))]
+    widths = column_widths([str(c) for c in columns], cells, table_width())
     table = Table(title=title)
     for i, c in enumerate(columns):
-        numeric = bool(rows) and all(
-            isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in rows if r[i] is not None
-        )
-        table.add_column(escape(str(c)), justify="right" if numeric else "left", overflow="fold")
-    for r in rows:
-        table.add_row(*(escape(fmt_number(v, digits)) for v in r))
-    console = Console(file=io.StringIO(), width=table_width(), force_terminal=False, color_system=None)
+        table.add_column(escape(str(c)), justify="right" if numeric[i] else "left", overflow="fold", width=widths[i])
+    for r in cells:
+        table.add_row(*(escape(v) for v in r))
+    fixed = [w for w in widths if w is not None]
+    total = sum(fixed) + 3 * len(columns) + 1 if len(fixed) == len(columns) else 0
+    console = Console(file=io.StringIO(), width=max(table_width(), total), force_terminal=False, color_system=None)
     console.print(table)
     text: str = console.file.getvalue()  # type: ignore[attr-defined]
     # the caption (signatures, notes) goes below the table unwrapped, so long signatures stay copyable
