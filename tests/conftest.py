@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("VISTKIT_SHARED", REPO.parent / "shared")).resolve()
 DATA = SHARED / "data"
 
-requires_shared = pytest.mark.skipif(
-    not DATA.is_dir(), reason=f"needs the ../shared data folder ({DATA} not found)"
-)
+requires_shared = pytest.mark.skipif(not DATA.is_dir(), reason=f"needs the ../shared data folder ({DATA} not found)")
 
 
 def shared_file(*parts: str) -> Path:
@@ -47,3 +46,13 @@ def assert_close_across_implementations(ours: object, theirs: object) -> None:
     np.testing.assert_allclose(
         np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float), rtol=CROSS_IMPLEMENTATION_RTOL, atol=0
     )
+
+
+# a progress line (``rovist-nr: scored 1/1 stories (0.5/s, 0:00:02)``): printed when stderr is not a terminal and a
+# task took over 2 s, which a loaded machine can make of any step; it is not part of a command's message
+PROGRESS_LINE = re.compile(r" [\d,]+(/[\d,]+)? \w+ \([\d.]+/s, (ETA )?\d+:\d\d:\d\d\)$")
+
+
+def message_lines(err: str) -> list[str]:
+    """The non-empty stderr lines of a command that are not progress lines."""
+    return [ln for ln in err.splitlines() if ln.strip() and not PROGRESS_LINE.search(ln)]

@@ -44,6 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from tests.conftest import message_lines
 from vistkit.cli import _load_commands, app, main
 from vistkit.data import images, readers
 from vistkit.data.validate import validate_submission
@@ -303,9 +304,7 @@ def test_hf_folders_with_a_malicious_pytorch_model_bin(tmp_path: Path, marker: P
 _shim = typer.Typer(add_completion=False)
 
 
-@_shim.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
-)
+@_shim.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
 def _vistkit(ctx: typer.Context) -> None:
     """The real entry point (`vistkit.cli.main`: error mapping included) under CliRunner."""
     raise SystemExit(main(list(ctx.args)))
@@ -347,7 +346,7 @@ def cli(*args: str | Path, limit: float = 15.0) -> tuple[int, str, str]:
 def cli_fails_cleanly(*args: str | Path) -> str:
     code, out, err = cli(*args)
     assert code in (1, 2), (args, code, out, err)
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = message_lines(err)
     if code == 1 and not lines and args[0] == "validate":  # a failed check: the findings are the report
         assert "Error" in out, (args, out)
     elif code == 1:
@@ -967,8 +966,12 @@ def test_empty_file_is_refused_as_a_study_without_writing_to_it(tmp_path: Path) 
     with pytest.raises(InputError, match="empty file, not a study") as exc:
         open_study(empty)
     one_sentence(str(exc.value))
-    for args in (("status",), ("invite", "--n", "1"), ("export", "-f", "pairs", "-o", tmp_path / "x.csv"),
-                 ("report", "-m", "rovist-nr")):
+    for args in (
+        ("status",),
+        ("invite", "--n", "1"),
+        ("export", "-f", "pairs", "-o", tmp_path / "x.csv"),
+        ("report", "-m", "rovist-nr"),
+    ):
         err = cli_fails_cleanly("studio", args[0], empty, *args[1:])
         assert "empty file" in err, (args, err)
     assert empty.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]  # no -wal
@@ -1195,10 +1198,7 @@ def test_three_processes_racing_on_a_cold_helper_cache(tmp_path: Path) -> None:
     works, and no temporary folder is left behind."""
     import sys
 
-    code = (
-        "from vistkit.models.java import _helper_classpath, require_java\n"
-        "print(_helper_classpath(require_java()))\n"
-    )
+    code = "from vistkit.models.java import _helper_classpath, require_java\nprint(_helper_classpath(require_java()))\n"
     src = Path(__file__).resolve().parents[1] / "src"
     env = {**os.environ, "VISTKIT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(src)}
     pipe = subprocess.PIPE

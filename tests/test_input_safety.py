@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vistkit
+from tests.conftest import message_lines
 from vistkit.cli import main
 from vistkit.data.readers import load_json, read_stories
 from vistkit.data.story import Story
@@ -43,7 +44,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str
 
 def one_error(err: str) -> str:
     """The one ``error:`` line of a refused command (never the catch-all)."""
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = message_lines(err)
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "unexpected" not in lines[0]
     return lines[0]
@@ -592,6 +593,43 @@ def test_trusted_checkpoint_record_claiming_16_gib_is_refused(tmp_path: Path) ->
         load_legacy_checkpoint(ckpt, trust=True)
 
 
+def _legacy_checkpoint(path: Path, numel: int, *, payload: int) -> Path:
+    """A legacy (non-zip) ``torch.save`` file whose one float tensor declares ``numel`` elements but carries
+    ``payload`` bytes, written pickle by pickle as torch's legacy format lays them out."""
+    import pickle
+
+    import torch
+    from torch.serialization import MAGIC_NUMBER, PROTOCOL_VERSION
+
+    class Tensor:
+        def __reduce__(self) -> tuple[object, ...]:
+            return (torch._utils._rebuild_tensor_v2, ("STORAGE", 0, (numel,), (1,), False, {}))
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj: object) -> object:
+            return ("storage", torch.FloatStorage, "0", "cpu", numel, None) if obj == "STORAGE" else None
+
+    with path.open("wb") as fh:
+        for header in (MAGIC_NUMBER, PROTOCOL_VERSION, {"protocol_version": PROTOCOL_VERSION, "little_endian": True}):
+            pickle.dump(header, fh, protocol=2)
+        Pickler(fh, protocol=2).dump({"model": {"w": Tensor()}})
+        pickle.dump(["0"], fh, protocol=2)
+        fh.write(struct.pack("<q", numel) + b"\0" * payload)
+    return path
+
+
+def test_trusted_legacy_checkpoint_declaring_16_gib_is_refused_before_allocating(tmp_path: Path) -> None:
+    """A legacy checkpoint's storages are allocated at their declared size before torch reads a byte: a file
+    of a few hundred bytes declaring 16 GB is refused first, naming the sizes; an honest one still loads."""
+    from vistkit.models import load_legacy_checkpoint
+
+    bomb = _legacy_checkpoint(tmp_path / "bomb.pt", 4_000_000_000, payload=12)
+    with pytest.raises(InputError, match=r"bomb\.pt: its tensors declare 16,000,000,000 bytes, more than the file"):
+        load_legacy_checkpoint(bomb, trust=True)
+    ok = load_legacy_checkpoint(_legacy_checkpoint(tmp_path / "ok.pt", 3, payload=12), trust=True)
+    assert ok["model"]["w"].tolist() == [0.0, 0.0, 0.0]
+
+
 # =========================================================================================== 6. one sentence
 @pytest.fixture
 def stories(tmp_path: Path) -> Path:
@@ -819,9 +857,7 @@ def test_studio_init_refuses_negative_counts(
 ) -> None:
     pytest.importorskip("sqlalchemy")
     s = tmp_path / "s.jsonl"
-    s.write_text(
-        "".join(json.dumps({"story_id": f"k{i}", "text": "a b c"}) + "\n" for i in range(3)), encoding="utf-8"
-    )
+    s.write_text("".join(json.dumps({"story_id": f"k{i}", "text": "a b c"}) + "\n" for i in range(3)), encoding="utf-8")
     code, _, err = cli(
         capsys, "studio", "init", tmp_path / "t.db", "-s", f"a={s}", "-s", f"b={s}", "--task", "pairwise", *args
     )

@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from meta_dummies import FIX, dummy_metrics_registered
 
+from tests.conftest import message_lines
 from vistkit.cli import _load_commands, app, main
 from vistkit.data import output
 from vistkit.data.output import CSV_TRIGGERS, MARKER, is_number_text, neutralise_cell, restore_cell
@@ -53,7 +54,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str
 
 
 def one_sentence_error(err: str, *, names: str | Path | None = None) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("skipped ")]
+    lines = [ln for ln in message_lines(err) if not ln.startswith("skipped ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "unexpected" not in lines[0] and "Traceback" not in err, err
     if names is not None:

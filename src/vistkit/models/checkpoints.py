@@ -93,7 +93,7 @@ def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str
     import pickle
 
     allowed = [argparse.Namespace]
-    check_zip_records(p)
+    check_records(p)
     refused = _refused_globals(torch, p, {"argparse.Namespace"})
     if refused:
         raise InputError(_refusal(p, refused[0]))
@@ -167,17 +167,22 @@ def load_restricted_pickle(path: str | Path, *, allowed: Mapping[str, set[str]],
 _TENSOR_GLOBALS = ("torch.", "collections.OrderedDict", "argparse.Namespace")
 
 
-def _first_foreign_global(path: Path) -> str | None:
-    """The first global a legacy (non-zip) checkpoint or bare pickle names outside torch's tensor machinery,
-    read with an unpickler that records every global and returns an inert stub instead (nothing in the file
-    runs); ``None`` when there is none or the file cannot be scanned.
+# bytes per element of the storage classes a legacy torch.save names (torch.FloatStorage, ...); others count 16
+_STORAGE_BYTES = {
+    "Double": 8, "Float": 4, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2, "Char": 1, "Byte": 1,
+    "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "QInt8": 1, "QUInt8": 1, "QInt32": 4,
+}  # fmt: skip
 
-    torch's own refusal of such files names protocol-2 builtins without their module (``eval``) and does not
-    name the globals of protocol-0/1 pickles at all, hence this scan.
-    """
+
+def _scan_pickles(path: Path) -> tuple[list[str], int]:
+    """The globals a legacy (non-zip) checkpoint or bare pickle names, and the bytes its tensor storages declare,
+    read with an unpickler that records every global and returns an inert stub instead (nothing in the file runs).
+    What was found before a malformed part is kept."""
     import pickle
 
     class _Stub:
+        qualname = ""
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             pass
 
@@ -185,13 +190,18 @@ def _first_foreign_global(path: Path) -> str | None:
             pass
 
     found: list[str] = []
+    storages: dict[Any, int] = {}  # by key: views of one storage share it
 
     class _Scanner(pickle.Unpickler):
         def find_class(self, module: str, name: str) -> Any:
             found.append(readable_global(f"{module}.{name}"))
-            return _Stub
+            return type(name, (_Stub,), {"qualname": f"{module}.{name}"})
 
         def persistent_load(self, pid: Any) -> Any:
+            # legacy torch.save: ("storage", storage class, key, location, numel, view metadata)
+            if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage" and isinstance(pid[4], int):
+                kind = getattr(pid[1], "qualname", "").rsplit(".", 1)[-1].removesuffix("Storage")
+                storages[str(pid[2])] = max(0, pid[4]) * _STORAGE_BYTES.get(kind, 16)
             return None
 
     try:
@@ -200,7 +210,36 @@ def _first_foreign_global(path: Path) -> str | None:
                 _Scanner(fh).load()
     except Exception:  # end of the pickles, raw storage bytes, or a malformed file: keep what was found
         pass
+    return found, sum(storages.values())
+
+
+def _first_foreign_global(path: Path) -> str | None:
+    """The first global a legacy (non-zip) checkpoint or bare pickle names outside torch's tensor machinery
+    (`_scan_pickles`); ``None`` when there is none or the file cannot be scanned.
+
+    torch's own refusal of such files names protocol-2 builtins without their module (``eval``) and does not
+    name the globals of protocol-0/1 pickles at all, hence this scan.
+    """
+    found, _ = _scan_pickles(path)
     return next((g for g in found if not g.startswith(_TENSOR_GLOBALS)), None)
+
+
+def check_records(path: str | Path) -> None:
+    """Refuse a checkpoint whose records or tensor storages claim more bytes than the file holds, before torch
+    allocates or inflates anything: zip records (`check_zip_records`) or a legacy file's declared storages."""
+    import zipfile
+
+    p = Path(path)
+    if zipfile.is_zipfile(p):
+        check_zip_records(p)
+        return
+    size = p.stat().st_size
+    _, declared = _scan_pickles(p)
+    if declared > size:
+        raise InputError(
+            f"{p.name}: its tensors declare {declared:,} bytes, more than the file holds ({size:,} bytes); the "
+            "checkpoint is damaged"
+        )
 
 
 def check_zip_records(path: str | Path) -> None:
@@ -250,8 +289,8 @@ def check_pickled_weights(folder: Path) -> None:
     except ImportError:  # nothing can load them: the loader says what is missing
         return
     for b in bins:
+        check_records(b)
         if zipfile.is_zipfile(b):
-            check_zip_records(b)
             refused = _refused_globals(torch, b, set())
             name = refused[0] if refused else None
         else:
@@ -283,8 +322,11 @@ def _global_in_message(message: str) -> str | None:
     """The dotted name torch's restricted unpickler refused, read off its error message."""
     import re
 
-    m = re.search(r"(?:Unsupported global: GLOBAL|Trying to call reduce for|Unsupported operand.*?global) "
-                  r"([\w.]+)", message)
+    m = re.search(
+        r"(?:Unsupported global: GLOBAL|Trying to call reduce for|Unsupported operand.*?global) "
+        r"([\w.]+)",
+        message,
+    )
     if m is None:
         m = re.search(r"GLOBAL ([\w.]+)", message)
     return m.group(1) if m else None

@@ -100,9 +100,12 @@ def _never_fold(cell: str) -> bool:
     return True
 
 
-def _rather_not_fold(cell: str) -> bool:
-    """A name (a metric, a system, a model) or a short value such as a range: kept whole when there is room."""
-    return len(cell) <= 12 or (len(cell) <= _MAX_NAME and not any(ch.isspace() for ch in cell))
+def _rather_not_fold(cell: str, *, row_name: bool = False) -> bool:
+    """A name (a metric, a system, a model; the first column's row names) or a short value such as a range:
+    kept whole when there is room."""
+    return len(cell) <= (_MAX_NAME if row_name else 12) or (
+        len(cell) <= _MAX_NAME and not any(ch.isspace() for ch in cell)
+    )
 
 
 def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width: int) -> list[int | None]:
@@ -122,7 +125,8 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
 
     base = [longest(i, _never_fold) for i in range(n)]
     tiers = (
-        [max(base[i], longest(i, _rather_not_fold)) for i in range(n)],
+        [max(base[0], max([1] + [len(r[0]) for r in cells if _rather_not_fold(r[0], row_name=True)]))]
+        + [max(base[i], longest(i, _rather_not_fold)) for i in range(1, n)],
         [min(natural[i], max(len(w) for w in (columns[i].split() or [""]))) for i in range(n)],
     )
     for tier in tiers:  # column by column, leftmost (the row's name) first, as far as the room goes
