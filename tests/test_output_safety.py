@@ -676,3 +676,27 @@ def test_formats_documents_the_rules(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0
     flat = " ".join(out.split())
     assert "--force" in flat and "formula" in flat and MARKER in flat
+
+
+def test_files_saved_by_a_library_arrive_whole_or_not_at_all(tmp_path: Path) -> None:
+    """`files_into` (save_pretrained of tokenizers and Vrank models): a save that fails half way leaves the
+    folder as it was, without the temporary folder; a save that ends moves every file (and sub-folder) in."""
+    from vistkit.data.output import files_into
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "keep.json").write_text("{}")
+    with pytest.raises(RuntimeError), files_into(folder) as tmp:
+        (tmp / "tokenizer.json").write_text('{"half": ')
+        raise RuntimeError("killed while saving")
+    assert sorted(p.name for p in folder.iterdir()) == ["keep.json"]
+    with files_into(folder) as tmp:
+        (tmp / "tokenizer.json").write_text("{}")
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "vocab.txt").write_text("a\n")
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == [
+        "keep.json",
+        "sub",
+        "sub/vocab.txt",
+        "tokenizer.json",
+    ]

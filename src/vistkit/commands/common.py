@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -115,21 +112,6 @@ def note(text: str) -> None:
 def emit(text: str, *, to_stderr: bool = False) -> None:
     """The command's result: on stdout, or on stderr when stdout carries a ``--per-item -`` CSV."""
     typer.echo(text.rstrip("\n"), err=to_stderr)
-
-
-@contextlib.contextmanager
-def output_file(path: Path | str) -> Iterator[TextIO]:
-    """A text file to write (UTF-8, CSV-ready newlines), or standard output for ``-``."""
-    if str(path) == "-":
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        yield fh
-
-
-def existing(path: Path | None) -> Path | None:
-    return path
 
 
 # ------------------------------------------------------------------------------------------ writing files

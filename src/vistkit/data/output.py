@@ -29,6 +29,7 @@ import dataclasses
 import errno
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -403,6 +404,41 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def files_into(folder: str | Path) -> Iterator[Path]:
+    """A temporary folder inside ``folder`` (an output folder already prepared) for a library that saves several
+    files at once (``save_pretrained``): fill it in the block; each file is then flushed and renamed into
+    ``folder``, so a crash never leaves half a file there (the temporary folder is removed either way)."""
+    target = Path(folder)
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=target, prefix=".saving-"))
+    except OSError as exc:
+        raise _os_error(target, exc, folder=True) from None
+    try:
+        try:
+            yield tmp
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS:
+                raise _os_error(target, exc, folder=True) from None
+            raise
+        try:
+            for f in sorted(tmp.rglob("*")):
+                if f.is_file():
+                    with open(f, "rb") as fh:
+                        os.fsync(fh.fileno())
+            for f in sorted(tmp.rglob("*")):
+                dest = target / f.relative_to(tmp)
+                if f.is_dir():
+                    dest.mkdir(exist_ok=True)
+                else:
+                    os.replace(f, dest)
+        except OSError as exc:
+            raise _os_error(target, exc, folder=True) from None
+        _fsync_folder(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -518,8 +518,11 @@ def convert_sop_checkpoint(
         extra={"opt": meta.get("opt", {}), "epoch": meta.get("epoch")},
     )
     if tokenizer is not None:
+        from vistkit.data.output import files_into
+
         tok = _load_tokenizer(tokenizer, None)
-        tok.save_pretrained(str(out))
+        with files_into(out) as tmp:
+            tok.save_pretrained(str(tmp))
     return out
 
 

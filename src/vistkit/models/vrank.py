@@ -247,9 +247,12 @@ def mlm_pretrain(
             step += 1
             if progress:
                 progress("mlm", step, total)
+    from vistkit.data.output import files_into
+
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out), safe_serialization=True)
-    tok.save_pretrained(str(out))
+    with files_into(out) as tmp:
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tok.save_pretrained(str(tmp))
     return out
 
 
@@ -354,7 +357,10 @@ def save_vrank(
             **(extra or {}),
         },
     )
-    tokenizer.save_pretrained(str(folder))
+    from vistkit.data.output import files_into
+
+    with files_into(folder) as tmp:
+        tokenizer.save_pretrained(str(tmp))
     return folder
 
 
