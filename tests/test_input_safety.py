@@ -870,3 +870,42 @@ def test_studio_demo_and_invite_refuse_no_annotators(tmp_path: Path, capsys: pyt
     code, _, err = cli(capsys, "studio", "demo", "--dir", tmp_path / "d", "--no-serve", "--annotators", "-1")
     assert code == 1 and "--annotators must be at least 1, not -1" in one_error(err)
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "99999"], "--port must be from 1 to 65535 (got 99999)"),
+        (["--port", "-1"], "--port must be from 1 to 65535"),
+        (["--host", "999.1.1.1"], "cannot listen on '999.1.1.1': not an address or host name of this machine"),
+        (["--host", "192.0.2.1"], "cannot listen on 192.0.2.1:"),  # TEST-NET-1: an address of no machine here
+        (["--port", "TAKEN"], "is in use by another program; choose another with --port"),
+    ],
+)
+def test_studio_serve_and_demo_refuse_where_they_cannot_listen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """A bad --host/--port is one sentence before anything is built or served (it was uvicorn's traceback)."""
+    import socket
+
+    pytest.importorskip("uvicorn")
+    with socket.socket() as taken:  # a port in use on loopback, held for the test
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        args = [str(taken.getsockname()[1]) if a == "TAKEN" else a for a in args]
+        code, _, err = cli(capsys, "studio", "demo", "--dir", tmp_path / "d", "--items", "2", *args)
+        assert code == 1 and message in one_error(err)
+        assert not (tmp_path / "d").exists()
+        code, _, err = cli(
+            capsys,
+            "studio",
+            "init",
+            tmp_path / "s.db",
+            "--task",
+            "likert",
+            "-s",
+            f"a={META / 'references_small.jsonl'}",
+        )
+        assert code == 0
+        code, _, err = cli(capsys, "studio", "serve", tmp_path / "s.db", *args)
+        assert code == 1 and message in one_error(err)

@@ -197,6 +197,9 @@ def serve_cmd(
     db_url: str | None = DbOpt,
 ) -> None:
     """Run the annotation web app (uvicorn) until Ctrl-C."""
+    from vistkit.studio.network import check_listen
+
+    check_listen(host, port)
     st = _open(study, db_url)
     try:
         import uvicorn  # noqa: F401
@@ -340,6 +343,11 @@ def demo_cmd(
     print the annotator and admin links, and serve it."""
     _need_extra()
     from vistkit.studio.demo import build_demo
+
+    if serve:  # before building: a taken port should not cost a demo folder
+        from vistkit.studio.network import check_listen
+
+        check_listen(host, port)
 
     info = build_demo(
         folder, task=task, items=items, annotators=annotators, per_item=per_item, base_url=f"http://{host}:{port}"

@@ -477,6 +477,8 @@ def load_lm(
     from vistkit.models.precision import check_precision
 
     check_precision(precision, offered=PRECISIONS)
+    if batch_tokens is not None and (isinstance(batch_tokens, bool) or not 1 <= int(batch_tokens) <= 1 << 24):
+        raise InputError(f"batch_tokens must be a whole number from 1 to {1 << 24:,} (got {batch_tokens!r})")
     src = resolve_lm(name)
     if src.state == "missing":
         raise MissingDependencyError(src.reason)

@@ -244,8 +244,11 @@ def create_app(study: str | Path | db.Study) -> Starlette:
 
 
 def serve(study: str | Path, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> None:
-    """Run the app on uvicorn until interrupted."""
+    """Run the app on uvicorn until interrupted (host and port checked first: `check_listen`)."""
     import uvicorn
 
+    from vistkit.studio.network import check_listen
+
+    check_listen(host, port)
     app = create_app(study)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
