@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -909,3 +910,20 @@ def test_studio_serve_and_demo_refuse_where_they_cannot_listen(
         assert code == 0
         code, _, err = cli(capsys, "studio", "serve", tmp_path / "s.db", *args)
         assert code == 1 and message in one_error(err)
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        ("tpu", "device 'tpu' is not one vistkit runs on; use auto, cpu, cuda, cuda:N or mps"),
+        ("meta", "device 'meta' is not one vistkit runs on"),
+        ("cuda:x", "device 'cuda:x' is not one vistkit runs on"),
+    ],
+)
+def test_a_device_vistkit_does_not_run_on_is_one_sentence(device: str, message: str) -> None:
+    pytest.importorskip("torch")
+    from vistkit.models.runtime import choose_device
+
+    with pytest.raises(InputError, match=re.escape(message)):
+        choose_device(device)
+    assert str(choose_device(" CPU ")) == "cpu"

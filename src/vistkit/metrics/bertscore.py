@@ -174,7 +174,9 @@ class _Encoder:
         if encoder is not None and hasattr(encoder, "layer"):
             encoder.layer = torch.nn.ModuleList(list(encoder.layer[: self.layer]))
             self.truncated = True
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        from vistkit.models.runtime import choose_device
+
+        self.device = str(choose_device(device))
         self.size = "small" if int(getattr(model.config, "hidden_size", 1024) or 1024) <= 768 else "large"
         from vistkit.models.precision import apply_precision
 

@@ -26,11 +26,20 @@ def choose_device(device: str | None = None) -> Any:
     import torch
 
     if device not in (None, "", "auto"):
-        dev = torch.device(str(device))
+        try:
+            dev = torch.device(str(device).strip().lower())
+        except (RuntimeError, ValueError):
+            dev = None
+        if dev is None or dev.type not in ("cpu", "cuda", "mps"):
+            raise InputError(f"device {device!r} is not one vistkit runs on; use auto, cpu, cuda, cuda:N or mps")
         if dev.type == "cuda" and not torch.cuda.is_available():
+            raise InputError(f"device {device!r} was asked for but CUDA is not available here; use device='cpu'")
+        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
             raise InputError(
-                f"device {device!r} was asked for but CUDA is not available here; use device='cpu'"
+                f"device {device!r} was asked for but this machine has {torch.cuda.device_count()} CUDA device(s)"
             )
+        if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise InputError(f"device {device!r} was asked for but Apple MPS is not available here; use device='cpu'")
         return dev
     if torch.cuda.is_available():
         return torch.device("cuda")
