@@ -5,6 +5,7 @@ reference-free metrics, predictions alone; it equals the StorySet path, and anyt
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -113,3 +114,26 @@ def test_storyset_slices_are_storysets(ids: list[int], start: int, stop: int, st
     assert part.stories == stories.stories[start:stop:step]
     if stories:
         assert isinstance(stories[0], Story) and stories[-1] == stories.stories[-1]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: vistkit.score("bleu-4", {"a": "x ."}, {"a": 5}), "the references of 'a' must be one text"),
+        (lambda: vistkit.score("bleu-4", {"a": "x ."}, {"a": {"b": "c"}}), "the references of 'a' must be one text"),
+        (lambda: vistkit.score(None, ["x ."]), "a metric is named by a string such as 'bleu-4', not NoneType"),
+        (lambda: vistkit.score("rovist-nr", ["x ."], key="bogus"), "key 'bogus' is not a keying; use one of story"),
+        (lambda: vistkit.score("rovist-nr", ["x ."], bogus=1), "rovist-nr has no option 'bogus' (its options: sent"),
+        (lambda: vistkit.get_metric("bleu-4", n=3), "bleu-4 has no option 'n' (its options: none)"),
+    ],
+)
+def test_api_mistakes_are_one_sentence_vistkit_errors(call: Callable[[], object], message: str) -> None:
+    """A wrong argument in the Python API is a VistkitError naming it (never a TypeError from deep inside, and
+    never a dict of references silently read as its keys)."""
+    with pytest.raises(vistkit.VistkitError) as info:
+        call()
+    assert message in str(info.value)
+
+
+def test_api_keying_ignores_case_and_spaces() -> None:
+    assert vistkit.score("rovist-nr", ["we ran . we sat ."], key=" Story ").item_ids == ["0"]

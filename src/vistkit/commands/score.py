@@ -35,7 +35,7 @@ from vistkit.commands.common import (
 from vistkit.data.story import Keying, StorySet
 from vistkit.engine import Engine
 from vistkit.errors import InputError, VistkitError
-from vistkit.metrics.base import Metric, Score, get_metric_class, list_metrics, range_label
+from vistkit.metrics.base import Metric, Score, check_options, get_metric_class, list_metrics, range_label
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
 
 
@@ -184,12 +184,7 @@ def build_metrics(
         params = inspect.signature(cls.__init__).parameters
         opts = {k: v for k, v in shared.items() if k in params and v is not None}
         own = per_metric.get(name, {})
-        unknown = [k for k in own if k not in params]
-        if unknown:
-            allowed = [p for p in params if p not in ("self", "options")]
-            raise InputError(
-                f"{name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})"
-            )
+        check_options(cls, own)
         opts.update(own)
         metrics.append(engine.metric(name, opts) if engine is not None else cls(**opts))
     return metrics
@@ -457,8 +452,10 @@ def score(
         for r in results:
             ci = bootstrap_ci(r, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
             cis[r.metric] = (ci.low, ci.high)
-    text = score_only(results) if score_only_ else render_scores(
-        results, fmt, cis=cis, extra={"skipped": skipped} if skipped else None
+    text = (
+        score_only(results)
+        if score_only_
+        else render_scores(results, fmt, cis=cis, extra={"skipped": skipped} if skipped else None)
     )
     if per_item is not None and str(per_item) == "-":  # stdout holds the per-item CSV
         typer.echo(text.rstrip("\n"), err=True)

@@ -22,6 +22,16 @@ class Keying(StrEnum):
     SEQUENCE = "sequence"
     ALBUM = "album"
 
+    @classmethod
+    def parse(cls, value: Keying | str) -> Keying:
+        """``value`` as a Keying (case and surrounding spaces ignored); `InputError` naming the choices."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise InputError(f"key {value!r} is not a keying; use one of {', '.join(k.value for k in cls)}") from None
+
 
 def sequence_key(photo_ids: Iterable[str]) -> str:
     """The sequence key of an ordered photo list: ids joined by ``-``."""
@@ -62,7 +72,7 @@ class Story:
 
     def key(self, keying: Keying | str) -> str:
         """The key of this story under ``keying``; raises `InputError` when the source lacks that field."""
-        keying = Keying(keying)
+        keying = Keying.parse(keying)
         if keying is Keying.STORY:
             return self.story_id
         if keying is Keying.SEQUENCE:
@@ -158,9 +168,7 @@ class StorySet:
         """A copy with ``fn`` applied to every text and sentence."""
         return StorySet(
             (
-                s.with_text(
-                    fn(s.text), tuple(fn(x) for x in s.sentences) if s.sentences is not None else None
-                )
+                s.with_text(fn(s.text), tuple(fn(x) for x in s.sentences) if s.sentences is not None else None)
                 for s in self._stories
             ),
             source=self.source,

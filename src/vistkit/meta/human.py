@@ -436,7 +436,7 @@ def build_reference_pairs(
     2 = the machine story). The label is an assumption, not a judgement: use these pairs as a smoke test and
     to measure how often a metric prefers the human story, never as human-evaluation data.
     """
-    keying = Keying(key)
+    keying = Keying.parse(key)
     refs = references.group(keying)
     pairs: list[StoryPair] = []
     for machine in machines:

@@ -144,7 +144,7 @@ def _score_each_story(
     if key is None:
         keying = Keying.SEQUENCE if all(p.img_seq for p in pairs) else Keying.STORY
     else:
-        keying = Keying(key)
+        keying = Keying.parse(key)
     ref_groups: dict[str, list[Story]] = references.group(keying) if references is not None else {}
 
     units: dict[_Unit, int] = {}

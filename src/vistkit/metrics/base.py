@@ -17,7 +17,7 @@ import importlib
 import math
 import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -211,7 +211,7 @@ def align(
       combines them by its own rule (max for meteor-vist, multi-reference statistics for BLEU, CIDEr-D, ...).
       For a story pair, `vistkit.meta.scoring` removes both stories of the pair (Eq. 3's ``R - x``).
     """
-    keying = Keying(keying) if keying is not None else hypotheses.default_keying()
+    keying = Keying.parse(keying) if keying is not None else hypotheses.default_keying()
     hyps = hypotheses.by_key(keying)
     excluded: dict[str, str] = {}
     keep = set(template) if template is not None else None
@@ -291,9 +291,7 @@ _SHAPES = (
 )
 
 
-def as_story_sets(
-    hypotheses: Any, references: Any = None
-) -> tuple[StorySet, StorySet | None, Keying | None]:
+def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, StorySet | None, Keying | None]:
     """Turn the inputs people pass (HF evaluate style) into StorySets, and the keying they imply.
 
     - StorySet / list of `Story`: as they are (keying: the caller's, else the metric's default);
@@ -340,19 +338,25 @@ def as_story_sets(
                 f"{len(hypotheses)} predictions but {len(references)} references: give one reference (or one list "
                 "of references) per prediction, in the same order"
             )
-        groups = [[r] if isinstance(r, str) else list(r) for r in references]
         ref_ids = ids
+        groups = [_reference_group(rid, r) for rid, r in zip(ref_ids, references, strict=True)]
     else:
         if rk != "dict":
             raise InputError(f"predictions given by id (a dict) need references by id too: {_SHAPES}")
-        groups = [[r] if isinstance(r, str) else list(r) for r in references.values()]
         ref_ids = [str(k) for k in references]
-    for rid, group in zip(ref_ids, groups, strict=True):
-        if not group or not all(isinstance(r, str) for r in group):
-            raise InputError(f"the references of {rid!r} must be one text or a non-empty list of texts: {_SHAPES}")
+        groups = [_reference_group(rid, r) for rid, r in zip(ref_ids, references.values(), strict=True)]
     pairs = zip(ref_ids, groups, strict=True)
     refs = StorySet(Story(story_id=rid, text=r, system="reference") for rid, group in pairs for r in group)
     return hyps, refs, Keying.STORY
+
+
+def _reference_group(rid: str, refs: Any) -> list[str]:
+    """One prediction's references: one text, or a list (or tuple) of texts."""
+    if isinstance(refs, str):
+        return [refs]
+    if not isinstance(refs, list | tuple) or not refs or not all(isinstance(r, str) for r in refs):
+        raise InputError(f"the references of {rid!r} must be one text or a non-empty list of texts: {_SHAPES}")
+    return list(refs)
 
 
 # --------------------------------------------------------------------------------------------------- protocol
@@ -400,7 +404,7 @@ class Metric(ABC):
             if reference_absent:
                 fields["refabsent"] = True
         if keying is not None:
-            fields["key"] = Keying(keying).value
+            fields["key"] = Keying.parse(keying).value
         fields.update(self.signature_fields())
         return make_signature(self.name, fields)
 
@@ -441,9 +445,7 @@ class Metric(ABC):
             reference_absent=reference_absent and self.needs_references,
         )
         reference_absent = reference_absent and self.needs_references
-        signature = self.signature(
-            keying=alignment.keying, n_refs=alignment.n_refs, reference_absent=reference_absent
-        )
+        signature = self.signature(keying=alignment.keying, n_refs=alignment.n_refs, reference_absent=reference_absent)
         from vistkit import progress
 
         # every metric shows its count; metrics with a long inner loop move it with `progress.fraction`
@@ -657,6 +659,8 @@ def unavailable_metrics() -> dict[str, str]:
 
 def get_metric_class(name: str) -> type[Metric]:
     _discover()
+    if not isinstance(name, str):
+        raise UnknownMetricError(f"a metric is named by a string such as 'bleu-4', not {type(name).__name__}")
     if name in _REGISTRY:
         return _REGISTRY[name]
     if name in _UNAVAILABLE:
@@ -666,9 +670,34 @@ def get_metric_class(name: str) -> type[Metric]:
     raise UnknownMetricError(f"unknown metric {name!r}{hint}; `vistkit metrics` lists them")
 
 
+def metric_options(cls: type[Metric]) -> list[str]:
+    """The keyword options a metric class takes."""
+    import inspect
+
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = inspect.signature(cls.__init__).parameters
+    return [p for p, v in params.items() if p != "self" and v.kind in named]
+
+
+def check_options(cls: type[Metric], options: Iterable[str]) -> None:
+    """`InputError` naming the first option ``cls`` does not take, and the ones it does (a metric whose
+    ``__init__`` takes ``**options`` of its own decides itself)."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters.values()
+    if cls.__init__ is not Metric.__init__ and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    allowed = metric_options(cls)
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        raise InputError(f"{cls.name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})")
+
+
 def get_metric(name: str, **options: Any) -> Metric:
-    """A ready scorer object for ``name`` (loads its model, if any, once)."""
-    return get_metric_class(name)(**options)
+    """A ready scorer object for ``name`` (loads its model, if any, once); an unknown option is an `InputError`."""
+    cls = get_metric_class(name)
+    check_options(cls, options)
+    return cls(**options)
 
 
 def score(

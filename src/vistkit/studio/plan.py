@@ -46,7 +46,7 @@ def items_from_story_sets(
 
     Raises `InputError` when no key is shared by all systems or a system has two stories for one key.
     """
-    keying = Keying(key)
+    keying = Keying.parse(key)
     if not sets:
         raise InputError("give at least one --stories NAME=FILE")
     by_system: dict[str, dict[str, Any]] = {}
