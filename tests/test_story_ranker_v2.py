@@ -251,3 +251,17 @@ def test_guard_shuffle_lowers_on_average(guard: dict[str, dict[str, np.ndarray]]
     for name in ("story-ranker", "lm-coherence"):
         s = guard[name]
         assert np.mean(s["shuffle"] - s["original"]) < 0, name
+
+
+def test_bf16_bound_of_the_utility_follows_from_the_lm_metrics_bounds() -> None:
+    """The signature's maxdev of a bf16 ranker bounds |u(bf16) - u(fp32)|: clip is 1-Lipschitz, so it is at most
+    sum of weight x (metric bound) / SD over the two LM features."""
+    from vistkit.models.lm import BF16_DEVIATION
+
+    model = StoryRankerV2Model()
+    by = dict(zip(model.names, zip(model.coef, model.sd, strict=True), strict=True))
+    bound = sum(
+        abs(by[f][0]) * float(BF16_DEVIATION[m]) / by[f][1]
+        for f, m in (("lm_fluency", "lm-fluency"), ("lm_coherence", "lm-coherence"))
+    )
+    assert float(model.lm_deviation_bound()) >= bound > float(model.lm_deviation_bound()) - 0.1

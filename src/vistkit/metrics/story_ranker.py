@@ -140,6 +140,7 @@ class StoryRanker(UtilityRanker):
             "0 = a typical VIST val human story; higher is better."
         ),
         signature_fields="model (story-ranker-v2@SHA-256 prefix of its config), lm (name@weights hash12), "
+        "precision + maxdev for bf16 (a bound on the utility's change: 0.6, from the LM metrics' bounds), "
         "unigram (wordfreq version) of lm-fluency, encoder (static vectors of topic relatedness), data (the "
         "statistics' sample).",
         reproduces=(
@@ -178,6 +179,8 @@ class StoryRanker(UtilityRanker):
 
     def signature_fields(self) -> dict[str, object]:
         lm = self.scorer.signature_fields("lm-fluency")
+        if "maxdev" in lm:  # bf16: the utility's bound, from the LM features' bounds through their weights / SDs
+            lm["maxdev"] = self.model.lm_deviation_bound()
         model = f"{self.model.config.get('name', 'story-ranker-v2')}@{self.model.fingerprint}"
         n = next((f.get("n") for f in self.model.config["features"] if f.get("name") == "ttr"), "unknown")
         return {"model": model, **lm, "encoder": "static:minilm-l6", "data": f"vist-val-{n}"}

@@ -169,6 +169,17 @@ class StoryRankerV2Model:
         self.lm = str(config.get("lm", "smollm2-135m"))
         self.fingerprint = config_sha256(config)[:12]
 
+
+    def lm_deviation_bound(self) -> str:
+        """Bound on |u(bf16) - u(fp32)|: sum over the LM features of weight x (the metric's bf16 bound) / SD, rounded
+        up to one decimal (the lexical features do not use the LM). Derived from the metrics' measured bounds."""
+        from vistkit.models.lm import BF16_DEVIATION
+
+        bound = 0.0
+        for name, metric in (("lm_fluency", "lm-fluency"), ("lm_coherence", "lm-coherence")):
+            k = self.names.index(name)
+            bound += abs(float(self.coef[k])) * float(BF16_DEVIATION[metric]) / float(self.sd[k])
+        return f"{math.ceil(bound * 10) / 10:g}"
     def z(self, table: np.ndarray) -> np.ndarray:
         """Standardised, clipped features (rows: stories, columns: `FEATURES`); NaN (undefined) -> 0."""
         z = (np.asarray(table, dtype=np.float64) - self.mean) / self.sd
