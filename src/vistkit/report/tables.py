@@ -83,7 +83,9 @@ def table_width() -> int:
     return max(40, shutil.get_terminal_size(fallback=(200, 24)).columns)
 
 
-_MAX_NAME = 24  # a cell this short without spaces (a metric, a system, a model) is a name: it is never folded
+_SHORT_NAME = 24  # a cell this short without spaces (a metric, a system) is a name: kept whole while there is room
+_MAX_NAME = 40  # names up to this long (hub ids) are kept whole when all of them fit
+_MIN_READABLE = 8  # prose columns get at least this many characters before names are widened
 _MAX_LINK = 300  # a link is never folded (a folded link cannot be copied)
 
 
@@ -100,12 +102,10 @@ def _never_fold(cell: str) -> bool:
     return True
 
 
-def _rather_not_fold(cell: str, *, row_name: bool = False) -> bool:
-    """A name (a metric, a system, a model; the first column's row names) or a short value such as a range:
-    kept whole when there is room."""
-    return len(cell) <= (_MAX_NAME if row_name else 12) or (
-        len(cell) <= _MAX_NAME and not any(ch.isspace() for ch in cell)
-    )
+def _rather_not_fold(cell: str, *, row_name: bool = False, limit: int = 24) -> bool:
+    """A name of at most ``limit`` characters (a metric, a system, a model id; the first column's row names
+    may have spaces) or a short value such as a range: kept whole when there is room."""
+    return len(cell) <= (limit if row_name else 12) or (len(cell) <= limit and not any(ch.isspace() for ch in cell))
 
 
 def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width: int) -> list[int | None]:
@@ -123,15 +123,23 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
     def longest(i: int, keep: Callable[[str], bool]) -> int:
         return max([1] + [len(r[i]) for r in cells if keep(r[i])])
 
-    base = [longest(i, _never_fold) for i in range(n)]
-    tiers = (
-        [max(base[0], max([1] + [len(r[0]) for r in cells if _rather_not_fold(r[0], row_name=True)]))]
-        + [max(base[i], longest(i, _rather_not_fold)) for i in range(1, n)],
-        [min(natural[i], max(len(w) for w in (columns[i].split() or [""]))) for i in range(n)],
-    )
-    for tier in tiers:  # column by column, leftmost (the row's name) first, as far as the room goes
+    def names(limit: int) -> list[int]:
+        return [
+            max([1] + [len(r[i]) for r in cells if _rather_not_fold(r[i], row_name=i == 0, limit=limit)])
+            for i in range(n)
+        ]
+
+    def raise_to(tier: Sequence[int]) -> None:  # column by column, leftmost (the row's name) first, while room lasts
         for i in range(n):
             base[i] = max(base[i], min(tier[i], base[i] + max(0, available - sum(base))))
+
+    base = [longest(i, _never_fold) for i in range(n)]
+    raise_to([min(natural[i], _MIN_READABLE) for i in range(n)])  # a few words of prose before long names
+    long_names = [max(base[i], t) for i, t in enumerate(names(_MAX_NAME))]
+    if sum(long_names) <= available:  # hub ids and the like whole, only if all of them fit
+        base = long_names
+    raise_to(names(_SHORT_NAME))
+    raise_to([min(natural[i], max(len(w) for w in (columns[i].split() or [""]))) for i in range(n)])  # headers
     want = [natural[i] - base[i] for i in range(n)]
     extra = max(0, available - sum(base))
     widths = [base[i] + (extra * want[i] // sum(want) if sum(want) else 0) for i in range(n)]
