@@ -102,10 +102,18 @@ def _never_fold(cell: str) -> bool:
     return True
 
 
-def _rather_not_fold(cell: str, *, row_name: bool = False, limit: int = 24) -> bool:
+def _rather_not_fold(cell: str, *, row_name: bool = False, limit: int = _SHORT_NAME) -> bool:
     """A name of at most ``limit`` characters (a metric, a system, a model id; the first column's row names
     may have spaces) or a short value such as a range: kept whole when there is room."""
-    return len(cell) <= (limit if row_name else 12) or (len(cell) <= limit and not any(ch.isspace() for ch in cell))
+    n = _cell_width(cell)
+    return n <= (limit if row_name else 12) or (n <= limit and not any(ch.isspace() for ch in cell))
+
+
+def _cell_width(cell: str) -> int:
+    """Terminal columns of a cell's longest line (wide characters count two, as rich counts them)."""
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in cell.split("\n")), default=0)
 
 
 def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width: int) -> list[int | None]:
@@ -115,17 +123,17 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
     each header's longest word; prose and paths fold to share what is left. The table is wider than ``width``
     only when its numbers and links alone need more (the terminal then soft-wraps whole lines)."""
     n = len(columns)
-    natural = [max([len(columns[i])] + [len(r[i]) for r in cells]) for i in range(n)]
+    natural = [max([_cell_width(columns[i])] + [_cell_width(r[i]) for r in cells]) for i in range(n)]
     available = width - (3 * n + 1)  # one space of padding each side, n + 1 rules
     if sum(natural) <= available:
         return [None] * n
 
     def longest(i: int, keep: Callable[[str], bool]) -> int:
-        return max([1] + [len(r[i]) for r in cells if keep(r[i])])
+        return max([1] + [_cell_width(r[i]) for r in cells if keep(r[i])])
 
     def names(limit: int) -> list[int]:
         return [
-            max([1] + [len(r[i]) for r in cells if _rather_not_fold(r[i], row_name=i == 0, limit=limit)])
+            max([1] + [_cell_width(r[i]) for r in cells if _rather_not_fold(r[i], row_name=i == 0, limit=limit)])
             for i in range(n)
         ]
 
@@ -139,7 +147,7 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
     if sum(long_names) <= available:  # hub ids and the like whole, only if all of them fit
         base = long_names
     raise_to(names(_SHORT_NAME))
-    raise_to([min(natural[i], max(len(w) for w in (columns[i].split() or [""]))) for i in range(n)])  # headers
+    raise_to([min(natural[i], max(_cell_width(w) for w in (columns[i].split() or [""]))) for i in range(n)])  # headers
     want = [natural[i] - base[i] for i in range(n)]
     extra = max(0, available - sum(base))
     widths = [base[i] + (extra * want[i] // sum(want) if sum(want) else 0) for i in range(n)]
