@@ -869,7 +869,7 @@ def test_studio_init_refuses_negative_counts(
 def test_studio_demo_and_invite_refuse_no_annotators(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("sqlalchemy")
     code, _, err = cli(capsys, "studio", "demo", "--dir", tmp_path / "d", "--no-serve", "--annotators", "-1")
-    assert code == 1 and "--annotators must be at least 1, not -1" in one_error(err)
+    assert code == 1 and "--annotators must be from 1 to 10,000, not -1" in one_error(err)
     assert not (tmp_path / "d").exists()
 
 

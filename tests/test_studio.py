@@ -85,7 +85,9 @@ def test_init_cli_builds_the_assignment_plan(tmp_path: Path, capsys: pytest.Capt
     [
         (["--task", "vote"], "--task must be one of"),
         (["--task", "rank", "--aspects", "funny"], "unknown aspect"),
-        (["--task", "rank", "--per-item", "0"], "--per-item must be at least 1"),
+        (["--task", "rank", "--per-item", "0"], "--per-item must be from 1 to 1,000 annotators per unit, not 0"),
+        (["--task", "rank", "--per-item", "1000000000000"], "--per-item must be from 1 to 1,000"),
+        (["--task", "rank", "--claim-timeout", "inf"], "--claim-timeout must be a number of seconds above 0"),
         (["--task", "rank", "--photo-url", "http://x/y.jpg"], "must contain {id}"),
     ],
 )
@@ -599,3 +601,24 @@ def test_a_ranking_maps_display_positions_to_stories_and_back(st_order: list[int
     with pytest.raises(service.StudioError) as exc:
         service.parse_answer("rank", {"ranking": ",".join(map(str, bad))}, st_order, [], True)
     assert exc.value.status == 422
+
+
+def test_a_study_too_large_to_plan_is_refused_before_any_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """units x per_item above the bound (10 million; 12 here) is one sentence, and no file is left."""
+    from vistkit.studio import plan
+
+    monkeypatch.setattr(plan, "MAX_SLOTS", 12)
+    p = tmp_path / "h.json"
+    p.write_text(json.dumps({"a": "one . two .", "b": "three . four .", "c": "five . six ."}))
+    q = tmp_path / "m.json"
+    q.write_text(json.dumps({"a": "x .", "b": "y .", "c": "z ."}))
+    args = ["studio", "init", str(tmp_path / "s.db"), "-s", f"h={p}", "-s", f"m={q}", "--task", "pairwise"]
+    assert main([*args, "--per-item", "4"]) == 0  # 3 units x 4 = 12 slots
+    code = main([*args[:2], str(tmp_path / "t.db"), *args[3:], "--per-item", "5"])
+    err = capsys.readouterr().err
+    assert code == 1 and "this study would plan 15 assignments (5 per unit); at most 12" in err
+    assert not (tmp_path / "t.db").exists()
+    code = main(["studio", "demo", "--dir", str(tmp_path / "d"), "--no-serve", "--annotators", "1000000000000"])
+    assert code == 1 and "--annotators must be from 1 to 10,000" in capsys.readouterr().err

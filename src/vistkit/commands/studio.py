@@ -181,8 +181,10 @@ def invite_cmd(
     if admin:
         rows = [["admin", f"{base}/admin/{service.new_admin_token(st)}"]]
     else:
-        if not 1 <= n <= 10000:
-            raise InputError("--n must be between 1 and 10000")
+        from vistkit.studio import MAX_INVITES
+
+        if not 1 <= n <= MAX_INVITES:
+            raise InputError(f"--n must be from 1 to {MAX_INVITES:,}, not {n:,}")
         if quota is not None and quota < 1:
             raise InputError("--quota must be at least 1")
         rows = [[name, f"{base}/a/{token}"] for name, token in service.invite(st, n=n, prefix=prefix, quota=quota)]
@@ -282,9 +284,7 @@ def report_cmd(
     metrics: list[str] = typer.Option(
         ..., "--metrics", "-m", metavar="METRICS", help="Metric names, comma-separated (or all)."
     ),
-    references: Path | None = typer.Option(
-        None, "--references", "-r", metavar="FILE", help="Human reference stories."
-    ),
+    references: Path | None = typer.Option(None, "--references", "-r", metavar="FILE", help="Human reference stories."),
     key: str | None = typer.Option(
         None, "--key", "-k", metavar="KEY", help="Match pairs/items to references by story or sequence."
     ),

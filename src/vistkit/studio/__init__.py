@@ -12,6 +12,13 @@ from __future__ import annotations
 
 TASKS = ("rank", "pairwise", "likert")
 
+#: bounds of a study's sizes (a typo such as --per-item 1e12 is refused, never planned): invite links per call,
+#: annotators per unit, assignment slots in all, and how long a claimed task stays with its annotator
+MAX_INVITES = 10_000
+MAX_PER_ITEM = 1_000
+MAX_SLOTS = 10_000_000
+MAX_CLAIM_TIMEOUT_S = 365 * 24 * 3600.0
+
 #: The six statements of the VIST challenge's human evaluation (NAACL 2018 interface, verbatim wording).
 LIKERT_STATEMENTS: dict[str, str] = {
     "focused": "This story is focused.",

@@ -77,13 +77,13 @@ def build_demo(
     import json
 
     from vistkit.data.readers import read_stories
-    from vistkit.studio import db, service
+    from vistkit.studio import MAX_INVITES, MAX_PER_ITEM, db, service
     from vistkit.studio.plan import create_study, items_from_story_sets
 
-    if annotators < 1:
-        raise InputError(f"--annotators must be at least 1, not {annotators}")
-    if per_item < 1:
-        raise InputError(f"--per-item must be at least 1, not {per_item}")
+    if not 1 <= annotators <= MAX_INVITES:
+        raise InputError(f"--annotators must be from 1 to {MAX_INVITES:,}, not {annotators:,}")
+    if not 1 <= per_item <= MAX_PER_ITEM:
+        raise InputError(f"--per-item must be from 1 to {MAX_PER_ITEM:,}, not {per_item:,}")
     out = Path(folder)
     study = out / "study.db"
     links_file = out / "links.json"

@@ -20,7 +20,7 @@ from typing import Any
 
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError
-from vistkit.studio import LIKERT_STATEMENTS, TASKS
+from vistkit.studio import LIKERT_STATEMENTS, MAX_CLAIM_TIMEOUT_S, MAX_PER_ITEM, MAX_SLOTS, TASKS
 
 
 @dataclass
@@ -137,6 +137,15 @@ def _units(task: str, story_ids: list[int]) -> list[list[int]]:
     return [[s] for s in story_ids]
 
 
+def _n_units(task: str, n_stories: int) -> int:
+    """How many units `_units` makes of an item with ``n_stories`` stories."""
+    if task == "rank":
+        return 1
+    if task == "pairwise":
+        return n_stories * (n_stories - 1) // 2
+    return n_stories
+
+
 def create_study(
     study_path: str | Path,
     *,
@@ -162,12 +171,15 @@ def create_study(
 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
-    if per_item < 1:
-        raise InputError("--per-item must be at least 1")
+    if not 1 <= per_item <= MAX_PER_ITEM:
+        raise InputError(f"--per-item must be from 1 to {MAX_PER_ITEM:,} annotators per unit, not {per_item:,}")
     if gold < 0:
         raise InputError(f"--gold must be 0 or more (attention-check items), not {gold}")
-    if not claim_timeout > 0:
-        raise InputError(f"--claim-timeout must be a positive number of seconds, not {claim_timeout}")
+    if not 0 < claim_timeout <= MAX_CLAIM_TIMEOUT_S:
+        raise InputError(
+            f"--claim-timeout must be a number of seconds above 0 and at most {MAX_CLAIM_TIMEOUT_S:,.0f} (a year), "
+            f"not {claim_timeout}"
+        )
     bad = [a for a in aspects if a not in LIKERT_STATEMENTS]
     if bad:
         raise InputError(f"unknown aspect {bad[0]!r}; choose from {', '.join(LIKERT_STATEMENTS)}")
@@ -195,6 +207,12 @@ def create_study(
         raise InputError(f"{study_path} exists already; choose a new file name (a study is never overwritten)")
     rng = random.Random(seed)
     plan = [*items, *gold_items(items, n=gold, reference_system=reference_system, task=task, rng=rng)]
+    slots = per_item * sum(_n_units(task, len(it.stories)) for it in plan)
+    if slots > MAX_SLOTS:
+        raise InputError(
+            f"this study would plan {slots:,} assignments ({per_item:,} per unit); at most {MAX_SLOTS:,}: "
+            "use fewer items (--max-items), fewer systems or a smaller --per-item"
+        )
     st = db.open_study(study_path, create=True)
     admin_token = db.new_token()
     study_id = db.new_token()[:12]
