@@ -343,11 +343,12 @@ def demo_cmd(
     print the annotator and admin links, and serve it."""
     _need_extra()
     from vistkit.studio.demo import build_demo
+    from vistkit.studio.network import check_listen, check_port
 
     if serve:  # before building: a taken port should not cost a demo folder
-        from vistkit.studio.network import check_listen
-
         check_listen(host, port)
+    else:  # the links name the port
+        check_port(port)
 
     info = build_demo(
         folder, task=task, items=items, annotators=annotators, per_item=per_item, base_url=f"http://{host}:{port}"

@@ -8,11 +8,16 @@ import socket
 from vistkit.errors import InputError
 
 
+def check_port(port: int) -> None:
+    """Refuse a TCP port outside 1..65535 (also where links only name it: ``studio demo --no-serve``)."""
+    if isinstance(port, bool) or not 1 <= int(port) <= 65535:
+        raise InputError(f"--port must be from 1 to 65535 (got {port})")
+
+
 def check_listen(host: str, port: int) -> None:
     """Refuse a port outside 1..65535, a host that is no address of this machine, or a port that is taken or
     needs privileges, naming the fix; the probe socket is closed again (the server binds it right after)."""
-    if isinstance(port, bool) or not 1 <= int(port) <= 65535:
-        raise InputError(f"--port must be from 1 to 65535 (got {port})")
+    check_port(port)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as exc:
