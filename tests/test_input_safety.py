@@ -930,3 +930,13 @@ def test_a_device_vistkit_does_not_run_on_is_one_sentence(device: str, message: 
     with pytest.raises(InputError, match=re.escape(message)):
         choose_device(device)
     assert str(choose_device(" CPU ")) == "cpu"
+
+
+def test_an_error_echoing_a_huge_value_stays_one_short_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A 100,000-character metric name (or one with a line break) echoed back: one line of about 1,000
+    characters that keeps the start and the end of the sentence."""
+    code, _, err = cli(capsys, "score", META / "references_small.jsonl", "-m", "x" * 100_000)
+    line = one_error(err)
+    assert code == 1 and len(line) < 1100 and "characters left out" in line and line.endswith("lists them")
+    code, _, err = cli(capsys, "score", META / "references_small.jsonl", "-m", "a\nb")
+    assert code == 1 and "'a\\nb'" in one_error(err)

@@ -170,6 +170,20 @@ def _root(
     """Evaluate visual stories and the metrics themselves."""
 
 
+#: an error message longer than this keeps its start and end (a 100,000-character value echoed back would bury it)
+MAX_MESSAGE_CHARS = 1000
+
+
+def one_readable_line(message: str) -> str:
+    """An error message as one line of at most about `MAX_MESSAGE_CHARS` characters: line breaks inside echoed
+    values shown as \\n, the middle of an over-long message left out (saying how much)."""
+    text = message.replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    half = MAX_MESSAGE_CHARS // 2
+    return f"{text[:half]} [... {len(text) - 2 * half:,} characters left out ...] {text[-half:]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
     # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
@@ -195,7 +209,7 @@ def _run(argv: list[str] | None) -> int:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`
         rv = app(args=argv, standalone_mode=False, prog_name="vistkit")  # also under `python -m`
     except VistkitError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {one_readable_line(str(exc))}", fg=typer.colors.RED, err=True)
         return 1
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
