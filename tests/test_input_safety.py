@@ -940,3 +940,14 @@ def test_an_error_echoing_a_huge_value_stays_one_short_line(capsys: pytest.Captu
     assert code == 1 and len(line) < 1100 and "characters left out" in line and line.endswith("lists them")
     code, _, err = cli(capsys, "score", META / "references_small.jsonl", "-m", "a\nb")
     assert code == 1 and "'a\\nb'" in one_error(err)
+
+
+@pytest.mark.parametrize("option", ["--references", "--template", "--per-item"])
+def test_a_file_name_too_long_is_one_sentence(option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """ENAMETOOLONG (and the other path errors of the operating system) name the path and the reason, never
+    the catch-all; the over-long name is cut in the middle."""
+    stories = META / "references_small.jsonl"
+    extra = ["--references", stories] if option != "--references" else []
+    code, _, err = cli(capsys, "score", stories, "-m", "bleu-4", *extra, option, "x" * 100_000)
+    line = one_error(err)
+    assert code == 1 and line.endswith("the file name is too long; check the path") and len(line) < 1100

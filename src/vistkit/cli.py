@@ -227,7 +227,7 @@ def _run(argv: list[str] | None) -> int:
         from vistkit.data.output import environment_error  # a full disk or a read-only file system: not a bug
 
         if (machine := environment_error(exc)) is not None:
-            typer.secho(f"error: {machine}", fg=typer.colors.RED, err=True)
+            typer.secho(f"error: {one_readable_line(machine)}", fg=typer.colors.RED, err=True)
             return 1
         if os.environ.get("VISTKIT_DEBUG"):
             raise

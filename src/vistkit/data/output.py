@@ -235,11 +235,31 @@ def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> Output
     return OutputError(f"cannot write {p}: {reason.lower()}; check the output path and try again")
 
 
+#: operating-system errors about a path the user gave (reading or writing), and how to say them
+_PATH_ERRORS = {
+    errno.ENAMETOOLONG: "the file name is too long",
+    errno.ELOOP: "a symbolic link loop (a link that leads back to itself)",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "it is a folder, not a file",
+    errno.ENOENT: "no such file or folder",
+    errno.EMFILE: "too many open files",
+    errno.ENFILE: "too many open files on this machine",
+    errno.EIO: "an input/output error of the disk",
+}
+
+
 def environment_error(exc: BaseException) -> str | None:
-    """One sentence for an error of the machine while writing that escaped a writer of this module (a full disk,
-    a read-only file system, a file too large), or None for any other exception."""
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
+    """One sentence for an error of the machine or of a path that escaped the readers and writers (a full disk,
+    a read-only file system, a file too large, a file name too long, no permission), or None for any other
+    exception."""
+    if not isinstance(exc, OSError):
+        return None
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
         return str(_os_error(exc.filename or "the output", exc))
+    if exc.errno in _PATH_ERRORS and exc.filename is not None:
+        return f"cannot use {exc.filename}: {_PATH_ERRORS[exc.errno]}; check the path"
     return None
 
 
