@@ -850,7 +850,7 @@ def test_studio_refuses_a_form_field_given_twice(tmp_path: Path) -> None:
     [
         (["--gold", "-1"], "--gold must be 0 or more"),
         (["--max-items", "-1"], "--max-items must be at least 1, not -1"),
-        (["--claim-timeout", "-5"], "--claim-timeout must be a positive number of seconds"),
+        (["--claim-timeout", "-5"], "--claim-timeout must be a number of seconds above 0"),
     ],
 )
 def test_studio_init_refuses_negative_counts(
@@ -951,3 +951,18 @@ def test_a_file_name_too_long_is_one_sentence(option: str, capsys: pytest.Captur
     code, _, err = cli(capsys, "score", stories, "-m", "bleu-4", *extra, option, "x" * 100_000)
     line = one_error(err)
     assert code == 1 and line.endswith("the file name is too long; check the path") and len(line) < 1100
+
+
+def test_options_that_cannot_apply_warn_or_refuse(stories: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ref-format without --references and --address on the local engine warn (they did nothing, silently);
+    a story field for a format with one text per story is refused (it silently read the text instead)."""
+    code, _, err = cli(capsys, "score", stories, "-m", "rovist-nr", "--ref-format", "jsonl", "--address", "auto")
+    warnings = [ln for ln in err.splitlines() if ln.startswith("warning:")]
+    assert code == 0 and sorted(warnings) == [
+        "warning: --address is ignored: it applies to --engine ray, and this runs on the local engine",
+        "warning: --ref-format is ignored: no --references given",
+    ]
+    code, _, err = cli(capsys, "score", stories, "-m", "rovist-nr", "--hyp-field", "predicted_story")
+    assert code == 1 and "the field 'predicted_story' (--hyp-field or FILE:FIELD) applies to storylet files" in (
+        one_error(err)
+    )

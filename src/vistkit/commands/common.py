@@ -12,11 +12,12 @@ import typer
 from vistkit.report.tables import OutputFormat
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from vistkit.data.story import StorySet
     from vistkit.engine import Engine
 
-FormatOption = typer.Option(
-    OutputFormat.TEXT, "--format", "-f", help="Output format: text, json, csv or latex."
-)
+FormatOption = typer.Option(OutputFormat.TEXT, "--format", "-f", help="Output format: text, json, csv or latex.")
 
 # options of `vistkit score` and `vistkit compare` (and `vistkit meta`: RefFormatOption, MetricOptionOption)
 MetricsOption = typer.Option(
@@ -77,12 +78,36 @@ def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_pe
     """The engine the command's ``--engine`` options ask for (close it, or use it in a ``with`` block)."""
     from vistkit.engine import make_engine
 
-    if kind == "local" and (workers is not None or num_gpus_per_worker):
+    given = [
+        flag
+        for flag, used in (
+            ("--address", address is not None),
+            ("--workers", workers is not None),
+            ("--num-gpus-per-worker", bool(num_gpus_per_worker)),
+        )
+        if used
+    ]
+    if kind == "local" and given:
         from vistkit.errors import warn
 
-        given = "--workers" if workers is not None else "--num-gpus-per-worker"
-        warn(f"{given} is ignored: it applies to --engine ray, and this runs on the local engine")
+        one = len(given) == 1
+        warn(
+            f"{' and '.join(given)} {'is' if one else 'are'} ignored: {'it applies' if one else 'they apply'} to "
+            "--engine ray, and this runs on the local engine"
+        )
     return make_engine(kind, address=address, workers=workers, num_gpus_per_worker=num_gpus_per_worker)
+
+
+def read_references(references: str | Path | None, ref_format: str | None) -> StorySet | None:
+    """The ``--references`` stories, or None; a ``--ref-format`` without references is a warning, not silence."""
+    from vistkit.data.readers import read_stories
+    from vistkit.errors import warn
+
+    if references is None:
+        if ref_format is not None:
+            warn("--ref-format is ignored: no --references given")
+        return None
+    return read_stories(references, format=ref_format)
 
 
 def parse_metric_names(value: str | list[str]) -> list[str]:

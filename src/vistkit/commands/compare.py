@@ -35,6 +35,7 @@ from vistkit.commands.common import (
     echo,
     open_engine,
     parse_metric_names,
+    read_references,
 )
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError
@@ -251,7 +252,7 @@ def compare(
     metric_names = parse_metric_names(metrics)
     if not metric_names:
         raise InputError("give at least one metric: --metrics sacrebleu,bertscore")
-    refs = read_stories(references, format=ref_format) if references is not None else None
+    refs = read_references(references, ref_format)
     seqs = read_template(template) if template is not None else None
     scores: dict[str, dict[str, Any]] = {}
     stories: dict[str, StorySet] = {}

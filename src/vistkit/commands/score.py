@@ -30,6 +30,7 @@ from vistkit.commands.common import (
     note,
     open_engine,
     parse_metric_names,
+    read_references,
     writes_output,
 )
 from vistkit.data.story import Keying, StorySet
@@ -433,7 +434,7 @@ def score(
         else:
             built = build_metrics(names, shared, per_metric, engine=eng)
         hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
-        refs = read_stories(references, format=ref_format) if references is not None else None
+        refs = read_references(references, ref_format)
         seqs = read_template(template) if template is not None else None
         results = score_all(
             built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped

@@ -428,8 +428,10 @@ def read_stories(
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "jsonl":
+        _check_field(field, fmt, p)
         stories = list(iter_jsonl(p, system=system))
     elif fmt == "csv":
+        _check_field(field, fmt, p)
         stories = list(iter_csv(p, system=system))
     else:
         data = load_json(p)
@@ -438,6 +440,7 @@ def read_stories(
                 fmt = detect_format(data)
             except InputError as exc:
                 raise InputError(f"{p}: {exc}") from None
+        _check_field(field, fmt, p)
         stories = list(_from_json(data, fmt, p, system=system, field=field))
     if not stories:
         raise InputError(f"{p}: holds no stories")
@@ -445,6 +448,18 @@ def read_stories(
 
 
 STDIN = "-"
+
+#: formats whose records have several text fields, one of which is chosen (``--hyp-field``, ``FILE:FIELD``)
+FIELD_FORMATS = ("sis", "storylets")
+
+
+def _check_field(field: str, fmt: str, p: Path) -> None:
+    """Refuse a story field for a format that has none, instead of silently reading its one text."""
+    if field != "text" and fmt not in FIELD_FORMATS:
+        raise InputError(
+            f"{p}: the field {field!r} (--hyp-field or FILE:FIELD) applies to storylet files (VIST SIS, PR-VIST), "
+            f"and this is a {fmt} file with one text per story; leave the field out"
+        )
 
 
 def _read_stdin(*, format: str | None, system: str | None, field: str) -> StorySet:
@@ -465,6 +480,8 @@ def _read_stdin(*, format: str | None, system: str | None, field: str) -> StoryS
     if not text.strip():
         raise InputError("standard input is empty (only one argument can be -, and it needs stories piped in)")
     fmt = format or sniff_format(text)
+    if fmt in ("jsonl", "csv"):
+        _check_field(field, fmt, name)
     if fmt == "jsonl":
         stories = list(_jsonl_stories(io.StringIO(text), name, system))
     elif fmt == "csv":
@@ -483,6 +500,7 @@ def _read_stdin(*, format: str | None, system: str | None, field: str) -> StoryS
                 fmt = detect_format(data)
             except InputError as exc:
                 raise InputError(f"<stdin>: {exc}") from None
+        _check_field(field, fmt, name)
         stories = list(_from_json(data, fmt, name, system=system, field=field))
     if not stories:
         raise InputError("<stdin>: holds no stories")
