@@ -966,3 +966,18 @@ def test_options_that_cannot_apply_warn_or_refuse(stories: Path, capsys: pytest.
     assert code == 1 and "the field 'predicted_story' (--hyp-field or FILE:FIELD) applies to storylet files" in (
         one_error(err)
     )
+
+
+def test_distance_warns_about_options_it_cannot_use(
+    tmp_path: Path, stories: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = stories
+    code, _, err = cli(
+        capsys, "distance", "--human-stories", s, "--model-stories", s, "--dimensions", "R", "--g-metric", "groovist",
+        "--images", tmp_path,
+    )  # fmt: skip
+    warnings = [ln for ln in err.splitlines() if ln.startswith("warning:")]
+    assert code == 0 and warnings == [
+        "warning: --g-metric is ignored: --dimensions R leaves G out",
+        "warning: --images is ignored: it feeds G, which --dimensions R leaves out",
+    ]

@@ -71,6 +71,29 @@ def render_distance(result: Any, fmt: OutputFormat, *, title: str, caption: str)
     return render_table(["dG", "dC", "dR", "dHM", "n"], [row], fmt, title=title, caption=caption)
 
 
+def _warn_unused(
+    stories_mode: bool, *, dimensions: str, metrics: dict[str, str | None], story_only: dict[str, bool]
+) -> None:
+    """A warning for each option this run cannot use: story-mode options with score tables, a dimension's metric
+    or G's inputs when --dimensions leaves that dimension out."""
+    from vistkit.errors import warn
+    from vistkit.scores.dhm import parse_dimensions
+
+    if not stories_mode:
+        for flag, given in story_only.items():
+            if given:
+                warn(f"{flag} is ignored: it applies to --human-stories/--model-stories, not to score tables")
+        return
+    dims = parse_dimensions(dimensions)
+    for dim, metric in metrics.items():
+        if metric is not None and dim not in dims:
+            warn(f"--{dim.lower()}-metric is ignored: --dimensions {','.join(dims)} leaves {dim} out")
+    if "G" not in dims:
+        for flag in ("--images", "--regions", "--photos"):
+            if story_only[flag]:
+                warn(f"{flag} is ignored: it feeds G, which --dimensions {','.join(dims)} leaves out")
+
+
 @app.command()
 @writes_output(per_item="file")
 def distance(
@@ -145,7 +168,22 @@ def distance(
     """
     from vistkit.scores.distance import dhm_distance, per_story_rows
 
-    if human_stories is not None or model_stories is not None:  # end to end: vistkit.scores.dhm
+    stories_mode = human_stories is not None or model_stories is not None
+    _warn_unused(
+        stories_mode,
+        dimensions=dimensions,
+        metrics={"G": g_metric, "C": c_metric, "R": r_metric},
+        story_only={
+            "--images": images is not None,
+            "--regions": regions is not None,
+            "--photos": photos is not None,
+            "--dimensions": dimensions != "G,C,R",
+            "--sentences": sentences != "split",
+            "--option": bool(option),
+            "--engine": engine != "local",
+        },
+    )
+    if stories_mode:  # end to end: vistkit.scores.dhm
         from vistkit.scores.dhm import distance_from_story_files
 
         with open_engine(engine, address, workers, num_gpus_per_worker) as eng:

@@ -115,7 +115,7 @@ def distance_from_tables(
     )
 
 
-def _parse_dimensions(dimensions: str | Sequence[str]) -> tuple[str, ...]:
+def parse_dimensions(dimensions: str | Sequence[str]) -> tuple[str, ...]:
     items = dimensions.split(",") if isinstance(dimensions, str) else list(dimensions)
     dims = tuple(dict.fromkeys(d.strip().upper() for d in items if d.strip()))
     bad = [d for d in dims if d not in DIMENSIONS]
@@ -176,7 +176,7 @@ def compute_dhm(
     """
     if sentences not in ("split", "source"):
         raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
-    dims = _parse_dimensions(dimensions)
+    dims = parse_dimensions(dimensions)
     specs = {"G": g_metric, "C": c_metric, "R": r_metric}
     shared = {"images": images, "regions": regions, "photos": photos, "sentences": sentences}
     metrics: dict[str, Metric] = {}
