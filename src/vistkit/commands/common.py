@@ -98,7 +98,9 @@ def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_pe
     return make_engine(kind, address=address, workers=workers, num_gpus_per_worker=num_gpus_per_worker)
 
 
-def read_references(references: str | Path | None, ref_format: str | None) -> StorySet | None:
+def read_references(
+    references: str | Path | None, ref_format: str | None, *, system: str | None = None
+) -> StorySet | None:
     """The ``--references`` stories, or None; a ``--ref-format`` without references is a warning, not silence."""
     from vistkit.data.readers import read_stories
     from vistkit.errors import warn
@@ -107,7 +109,7 @@ def read_references(references: str | Path | None, ref_format: str | None) -> St
         if ref_format is not None:
             warn("--ref-format is ignored: no --references given")
         return None
-    return read_stories(references, format=ref_format)
+    return read_stories(references, format=ref_format, system=system)
 
 
 def parse_metric_names(value: str | list[str]) -> list[str]:

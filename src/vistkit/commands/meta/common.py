@@ -27,6 +27,7 @@ from vistkit.commands.common import (
     note,
     open_engine,
     parse_metric_names,
+    read_references,
 )
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, VistkitError
@@ -146,11 +147,7 @@ def _skip_or_raise(name: str, exc: VistkitError) -> None:
 
 
 def _references(path: Path | None, fmt: str | None) -> StorySet | None:
-    if path is None:
-        return None
-    from vistkit.data.readers import read_stories
-
-    return read_stories(path, format=fmt, system="human")
+    return read_references(path, fmt, system="human")
 
 
 def _score_all_pairs(
