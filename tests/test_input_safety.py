@@ -981,3 +981,34 @@ def test_distance_warns_about_options_it_cannot_use(
         "warning: --g-metric is ignored: --dimensions R leaves G out",
         "warning: --images is ignored: it feeds G, which --dimensions R leaves out",
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--base-url", ""], "--base-url '' is not an http(s) address to put in front of the links"),
+        (["--base-url", "ftp://h"], "--base-url 'ftp://h' is not an http(s) address"),
+        (["--base-url", "http://h:99999"], "--base-url 'http://h:99999': its port is not a number from 1 to 65535"),
+    ],
+)
+def test_studio_links_need_an_http_base(
+    tmp_path: Path, stories: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """The printed links are shown once (only their hashes are stored): a base that makes them useless is refused
+    before the study is written."""
+    pytest.importorskip("sqlalchemy")
+    code, _, err = cli(capsys, "studio", "init", tmp_path / "s.db", "--task", "likert", "-s", f"a={stories}", *args)
+    assert code == 1 and message in one_error(err) and not (tmp_path / "s.db").exists()
+
+
+def test_studio_hosts_and_study_names_are_checked(
+    tmp_path: Path, stories: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sqlalchemy")
+    for host in ("", "../x", "a=b"):
+        code, _, err = cli(capsys, "studio", "demo", "--dir", tmp_path / "d", "--no-serve", "--host", host)
+        assert code == 1 and "is not a host name or an IP address" in one_error(err)
+    code, out, _ = cli(capsys, "studio", "demo", "--dir", tmp_path / "d6", "--no-serve", "--host", "::1")
+    assert code == 0 and "http://[::1]:8000/admin/" in out  # an IPv6 address goes in brackets in a URL
+    code, _, err = cli(capsys, "studio", "init", "-", "--task", "likert", "-s", f"a={stories}")
+    assert code == 1 and "'-' cannot hold a study" in one_error(err)

@@ -127,6 +127,9 @@ def init_cmd(
 ) -> None:
     """Create a study from story files, with its assignment plan (k annotators per unit, random story orders)."""
     _need_extra()
+    from vistkit.studio.network import check_base_url
+
+    base_url = check_base_url(base_url)  # before anything is written: the links are printed only once
     from vistkit.data.readers import read_stories
     from vistkit.studio.plan import create_study, items_from_story_sets
 
@@ -152,7 +155,7 @@ def init_cmd(
         seed=seed,
         title=title,
     )
-    summary["admin_link"] = f"{base_url.rstrip('/')}/admin/{summary['admin_token']}"
+    summary["admin_link"] = f"{base_url}/admin/{summary['admin_token']}"
     from vistkit.studio.db import display_name
 
     _print_kv(summary, fmt, f"study {display_name(db_url or study)}")
@@ -176,8 +179,9 @@ def invite_cmd(
 
     st = _open(study, db_url)
     from vistkit.studio import service
+    from vistkit.studio.network import check_base_url
 
-    base = base_url.rstrip("/")
+    base = check_base_url(base_url)
     if admin:
         rows = [["admin", f"{base}/admin/{service.new_admin_token(st)}"]]
     else:
@@ -199,9 +203,9 @@ def serve_cmd(
     db_url: str | None = DbOpt,
 ) -> None:
     """Run the annotation web app (uvicorn) until Ctrl-C."""
-    from vistkit.studio.network import check_listen
+    from vistkit.studio.network import check_listen, http_url
 
-    check_listen(host, port)
+    host = check_listen(host, port)
     st = _open(study, db_url)
     try:
         import uvicorn  # noqa: F401
@@ -214,7 +218,7 @@ def serve_cmd(
     from vistkit.studio.db import display_name
 
     name = display_name(db_url or study)
-    echo(f"serving study {name} ({st.setting('task')}) on http://{host}:{port}/  (Ctrl-C stops)")
+    echo(f"serving study {name} ({st.setting('task')}) on {http_url(host, port)}/  (Ctrl-C stops)")
     sys.stdout.flush()
     serve(db_url or study, host=host, port=port)
 
@@ -343,15 +347,16 @@ def demo_cmd(
     print the annotator and admin links, and serve it."""
     _need_extra()
     from vistkit.studio.demo import build_demo
-    from vistkit.studio.network import check_listen, check_port
+    from vistkit.studio.network import check_host, check_listen, check_port, http_url
 
     if serve:  # before building: a taken port should not cost a demo folder
-        check_listen(host, port)
-    else:  # the links name the port
+        host = check_listen(host, port)
+    else:  # the links name the host and port
         check_port(port)
+        host = check_host(host)
 
     info = build_demo(
-        folder, task=task, items=items, annotators=annotators, per_item=per_item, base_url=f"http://{host}:{port}"
+        folder, task=task, items=items, annotators=annotators, per_item=per_item, base_url=http_url(host, port)
     )
     echo(f"demo study: {info['study']} ({info['task']}, {info['items']} items, photos: {info['photos']})")
     for name, link in info["links"]:
@@ -361,7 +366,7 @@ def demo_cmd(
     if serve:
         from vistkit.studio.app import serve as run_server
 
-        echo(f"serving on http://{host}:{port}/  (Ctrl-C stops)")
+        echo(f"serving on {http_url(host, port)}/  (Ctrl-C stops)")
         sys.stdout.flush()  # the links must show before the server blocks, also when stdout is a file
         run_server(info["study"], host=host, port=port)
     else:

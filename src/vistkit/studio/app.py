@@ -249,6 +249,6 @@ def serve(study: str | Path, *, host: str = "127.0.0.1", port: int = 8000, log_l
 
     from vistkit.studio.network import check_listen
 
-    check_listen(host, port)
+    host = check_listen(host, port)
     app = create_app(study)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)

@@ -141,6 +141,10 @@ def study_url(study: str | Path) -> str:
     s = str(study)
     if "://" in s:
         return s
+    if s.strip() in ("", "-", "."):
+        raise InputError(
+            f"{s!r} cannot hold a study: give a file name (study.db) or a database URL (postgresql://...)"
+        )
     return f"sqlite:///{Path(s).resolve()}"
 
 

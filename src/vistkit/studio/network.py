@@ -3,9 +3,52 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
+import re
 import socket
+from urllib.parse import urlsplit
 
 from vistkit.errors import InputError
+
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?$")
+
+
+def check_host(host: str) -> str:
+    """``host`` if it is an IP address or a host name (what links and the server can use), else `InputError`."""
+    text = host.strip()
+    try:
+        return str(ipaddress.ip_address(text.strip("[]")))  # [::1] -> ::1 (what a server binds)
+    except ValueError:
+        pass
+    if not _HOST_NAME.match(text):
+        raise InputError(
+            f"--host {host!r} is not a host name or an IP address; use 127.0.0.1 (this machine only), 0.0.0.0 "
+            "(every interface) or the machine's name"
+        )
+    return text
+
+
+def http_url(host: str, port: int) -> str:
+    """``http://HOST:PORT`` with an IPv6 address in brackets (``http://[::1]:8000``)."""
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def check_base_url(url: str) -> str:
+    """The ``--base-url`` of printed links without its trailing /, if it is an http(s) URL with a host."""
+    text = url.strip()
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment or " " in text:
+        raise InputError(
+            f"--base-url {url!r} is not an http(s) address to put in front of the links; e.g. "
+            "http://127.0.0.1:8000 or https://study.example.org"
+        )
+    try:
+        parts.port  # noqa: B018 (raises ValueError on a port out of range or not a number)
+    except ValueError:
+        raise InputError(f"--base-url {url!r}: its port is not a number from 1 to 65535") from None
+    return text.rstrip("/")
 
 
 def check_port(port: int) -> None:
@@ -14,10 +57,12 @@ def check_port(port: int) -> None:
         raise InputError(f"--port must be from 1 to 65535 (got {port})")
 
 
-def check_listen(host: str, port: int) -> None:
+def check_listen(host: str, port: int) -> str:
     """Refuse a port outside 1..65535, a host that is no address of this machine, or a port that is taken or
-    needs privileges, naming the fix; the probe socket is closed again (the server binds it right after)."""
+    needs privileges, naming the fix; the probe socket is closed again (the server binds it right after).
+    Returns the host as the server should bind it."""
     check_port(port)
+    host = check_host(host)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as exc:
@@ -40,3 +85,4 @@ def check_listen(host: str, port: int) -> None:
                     f"port {port} needs administrator rights on this machine; use a port above 1023"
                 ) from None
             raise InputError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); check --host") from None
+    return host
