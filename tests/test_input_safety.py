@@ -1012,3 +1012,11 @@ def test_studio_hosts_and_study_names_are_checked(
     assert code == 0 and "http://[::1]:8000/admin/" in out  # an IPv6 address goes in brackets in a URL
     code, _, err = cli(capsys, "studio", "init", "-", "--task", "likert", "-s", f"a={stories}")
     assert code == 1 and "'-' cannot hold a study" in one_error(err)
+
+
+def test_build_pairs_refuses_a_key_for_no_machine(stories: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["meta", "build-pairs", "-r", stories, "--machine", f"m={stories}", "-o", "-"]
+    code, _, err = cli(capsys, *base, "--key", "a=sequence")
+    assert code == 1 and "--key a=...: no --machine is named 'a' (machines: m)" in one_error(err)
+    code, _, err = cli(capsys, *base, "--key", "m=bogus")
+    assert code == 1 and "key 'bogus' is not a keying" in one_error(err)

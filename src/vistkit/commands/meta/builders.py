@@ -34,8 +34,16 @@ def build_pairs_cmd(
         raise InputError(f"--limit must be 0 or more (pairs kept per system), not {limit}")
     refs = read_stories(references, format=ref_format, system="human")
     keys = dict(_split_eq(k, "--key") for k in key)
+    files = _parse_story_files(machine)
+    unknown = [k for k in keys if k not in files]
+    if unknown:
+        raise InputError(f"--key {unknown[0]}=...: no --machine is named {unknown[0]!r} (machines: {', '.join(files)})")
+    from vistkit.data.story import Keying
+
+    for system, value in keys.items():
+        keys[system] = Keying.parse(value).value
     pairs = []
-    for name, (path, field) in _parse_story_files(machine).items():
+    for name, (path, field) in files.items():
         m = read_stories(path, field=field, system=name)
         got = build_reference_pairs(refs, [m], key=keys.get(name, "story"))
         pairs += got if limit is None else got[:limit]
