@@ -1020,3 +1020,14 @@ def test_build_pairs_refuses_a_key_for_no_machine(stories: Path, capsys: pytest.
     assert code == 1 and "--key a=...: no --machine is named 'a' (machines: m)" in one_error(err)
     code, _, err = cli(capsys, *base, "--key", "m=bogus")
     assert code == 1 and "key 'bogus' is not a keying" in one_error(err)
+
+
+def test_studio_init_checks_the_reference_system_and_warns_about_aspects(
+    tmp_path: Path, stories: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sqlalchemy")
+    base = ["studio", "init", "-s", f"a={stories}", "-s", f"b={stories}", "--task", "rank"]
+    code, _, err = cli(capsys, *base[:2], tmp_path / "s.db", *base[2:], "--reference-system", "humans")
+    assert code == 1 and "--reference-system 'humans' is none of the study's systems (a, b)" in one_error(err)
+    code, _, err = cli(capsys, *base[:2], tmp_path / "t.db", *base[2:], "--aspects", "coherent")
+    assert code == 0 and "warning: --aspects is ignored: it applies to --task likert, not rank" in err

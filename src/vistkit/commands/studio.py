@@ -35,6 +35,7 @@ app.add_typer(studio_app, name="studio")
 
 StudyArg = typer.Argument(..., help="The study: a .db file (SQLite) or a SQLAlchemy URL such as postgresql://...")
 DbOpt = typer.Option(None, "--db", help="A SQLAlchemy URL (postgresql://...) to use instead of the STUDY file.")
+ASPECTS_DEFAULT = "focused,coherent,share,human,grounded,detailed"
 BaseUrlOpt = typer.Option("http://127.0.0.1:8000", "--base-url", help="Where the server is reached (for links).")
 
 
@@ -108,7 +109,7 @@ def init_cmd(
     photo_url: str | None = typer.Option(None, "--photo-url", help="Photo URL template with {id}."),
     per_item: int = typer.Option(5, "--per-item", help="Annotators per unit (k; VHED used 5)."),
     aspects: str = typer.Option(
-        "focused,coherent,share,human,grounded,detailed",
+        ASPECTS_DEFAULT,
         "--aspects",
         metavar="ASPECTS",
         help="Likert statements to ask, comma-separated.",
@@ -130,6 +131,10 @@ def init_cmd(
     from vistkit.studio.network import check_base_url
 
     base_url = check_base_url(base_url)  # before anything is written: the links are printed only once
+    if task != "likert" and aspects != ASPECTS_DEFAULT:
+        from vistkit.errors import warn
+
+        warn(f"--aspects is ignored: it applies to --task likert, not {task}")
     from vistkit.data.readers import read_stories
     from vistkit.studio.plan import create_study, items_from_story_sets
 

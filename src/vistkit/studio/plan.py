@@ -205,6 +205,11 @@ def create_study(
     url = db.study_url(study_path)
     if url.startswith("sqlite") and Path(str(study_path)).exists():
         raise InputError(f"{study_path} exists already; choose a new file name (a study is never overwritten)")
+    systems = sorted({s.system for it in items for s in it.stories if s.system})
+    if reference_system != "human" and reference_system not in systems:
+        raise InputError(
+            f"--reference-system {reference_system!r} is none of the study's systems ({', '.join(systems)})"
+        )
     rng = random.Random(seed)
     plan = [*items, *gold_items(items, n=gold, reference_system=reference_system, task=task, rng=rng)]
     slots = per_item * sum(_n_units(task, len(it.stories)) for it in plan)
