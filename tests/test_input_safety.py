@@ -1031,3 +1031,24 @@ def test_studio_init_checks_the_reference_system_and_warns_about_aspects(
     assert code == 1 and "--reference-system 'humans' is none of the study's systems (a, b)" in one_error(err)
     code, _, err = cli(capsys, *base[:2], tmp_path / "t.db", *base[2:], "--aspects", "coherent")
     assert code == 0 and "warning: --aspects is ignored: it applies to --task likert, not rank" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--lr", "nan"], "--lr must be a learning rate above 0 and at most 1"),
+        (["--mlm-lr", "inf"], "--mlm-lr must be a learning rate above 0 and at most 1"),
+        (["--batch-size", "1000000000000"], "--batch-size must be from 1 to 65,536"),
+        (["--epochs", "0"], "--epochs must be from 1 to 10,000, not 0"),
+        (["--threads", "0"], "--threads must be from 1 to 1,024, not 0"),
+        (["--threads", "1000000000000"], "--threads must be from 1 to 1,024"),
+    ],
+)
+def test_vrank_train_options_are_checked_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """nan/inf learning rates passed the old `<= 0` test; --threads 0 or 10^12 reached torch (the catch-all)."""
+    code, _, err = cli(
+        capsys, "vrank", "train", META / "vhed_small.csv", "-o", tmp_path / "v", "--encoder", tmp_path / "none", *args
+    )
+    assert code == 1 and message in one_error(err) and not (tmp_path / "v").exists()

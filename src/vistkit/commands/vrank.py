@@ -110,7 +110,7 @@ def train_cmd(
     """Train Vrank as published: symmetric pairs, 'story1 [SEP] story2' -> ranking gap, MSE (Vrank Sect. 4)."""
     from vistkit.meta.human import read_pairs
     from vistkit.models.checkpoints import META_FILE, file_sha256, model_fingerprint
-    from vistkit.models.vrank import VrankSettings, train_vrank
+    from vistkit.models.vrank import VrankSettings, set_threads, train_vrank
 
     settings = VrankSettings(
         lr=lr,
@@ -125,6 +125,7 @@ def train_cmd(
         mlm_lr=mlm_lr,
     )
     settings.check()
+    set_threads(threads)  # checked (1..1,024) before any file is read
     if (out / META_FILE).exists() and not force:
         raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --output")
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
@@ -187,13 +188,10 @@ def predict_cmd(
     import numpy as np
 
     from vistkit.meta.human import read_pairs
-    from vistkit.models.vrank import load_vrank
+    from vistkit.models.vrank import load_vrank, set_threads
 
+    set_threads(threads)
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
     vr = load_vrank(model, device=device, batch_size=batch_size)
     t1, t2 = [p.text_1 for p in pairs], [p.text_2 for p in pairs]
     from vistkit import progress

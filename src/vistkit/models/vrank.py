@@ -73,18 +73,36 @@ class VrankSettings:
     mlm_probability: float = 0.15
 
     def check(self) -> None:
-        if self.lr <= 0 or self.mlm_lr <= 0:
-            raise InputError("the learning rate must be positive, e.g. --lr 2e-5")
-        if self.batch_size < 1 or self.epochs < 1 or self.mlm_epochs < 0:
-            raise InputError("--batch-size and --epochs must be at least 1 (--mlm-epochs at least 0)")
+        for flag, rate in (("--lr", self.lr), ("--mlm-lr", self.mlm_lr)):
+            if not (math.isfinite(rate) and 0 < rate <= 1):
+                raise InputError(f"{flag} must be a learning rate above 0 and at most 1, e.g. 2e-5 (got {rate})")
+        for flag, value, lo, hi in (
+            ("--batch-size", self.batch_size, 1, 65_536),
+            ("--epochs", self.epochs, 1, 10_000),
+            ("--mlm-epochs", self.mlm_epochs, 0, 10_000),
+            ("--max-length", self.max_length, 8, 1 << 20),
+        ):
+            if not lo <= value <= hi:
+                raise InputError(f"{flag} must be from {lo:,} to {hi:,}, not {value:,}")
+        if self.seed < 0:
+            raise InputError(f"--seed must be 0 or more, not {self.seed}")
         if self.precision not in PRECISIONS:
             raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.target not in TARGETS:
             raise InputError(f"--target must be gap or normalised, not {self.target!r}")
         if self.schedule not in ("linear", "constant"):
             raise InputError(f"--schedule must be linear or constant, not {self.schedule!r}")
-        if self.max_length < 8:
-            raise InputError("--max-length must be at least 8 tokens")
+
+
+def set_threads(threads: int | None) -> None:
+    """torch's CPU threads (process-wide), 1..1024; None leaves torch's choice."""
+    if threads is None:
+        return
+    if not 1 <= threads <= 1024:
+        raise InputError(f"--threads must be from 1 to 1,024, not {threads:,}")
+    import torch
+
+    torch.set_num_threads(int(threads))
 
 
 # --------------------------------------------------------------------------------------------------- data
@@ -413,8 +431,7 @@ def train_vrank(
     models on a busy machine).
     """
     torch = _torch()
-    if threads is not None:
-        torch.set_num_threads(int(threads))
+    set_threads(threads)
     from vistkit.models.runtime import choose_device
 
     settings = settings or VrankSettings()
