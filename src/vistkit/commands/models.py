@@ -54,6 +54,33 @@ def prepare_lm() -> None:
     echo(f"language model ready: {folder}")
 
 
+def _lm_info(fmt: OutputFormat) -> None:
+    """`models info smollm2-135m`: the packaged GGUF, its conversion in the cache and the weights' hash."""
+    from vistkit.errors import MissingDependencyError
+    from vistkit.models.lm import DEFAULT_LM, resolve_lm, verify_converted
+
+    src = resolve_lm(DEFAULT_LM)
+    if src.state == "missing":
+        raise MissingDependencyError(src.reason)
+    data: dict[str, object] = {
+        "model": DEFAULT_LM,
+        "kind": "causal LM (packaged GGUF, converted once to safetensors)",
+        "source": str(src.source),
+        "source_sha256": src.source_sha256,
+        "path": str(src.folder),
+        "state": src.state if src.state == "converted" else "not converted yet: run `vistkit models prepare-lm`",
+    }
+    if src.state == "converted" and src.folder is not None:
+        meta = verify_converted(src.folder)  # refuses a tampered cache in one sentence
+        weights = meta.get("weights", {})
+        digest = next(iter(weights.values()), "") if isinstance(weights, dict) else ""
+        data.update(fingerprint=str(digest)[:12], weights_sha256=digest)
+    if fmt is OutputFormat.JSON:
+        echo(dumps_json(data))
+    else:
+        echo(render_table(["field", "value"], [[k, str(v)] for k, v in data.items()], fmt, title="model"))
+
+
 @models_app.command("info")
 def info(
     model: str = typer.Argument(..., help="A model path, packaged name or hub id."),
@@ -70,8 +97,12 @@ def info(
         model_fingerprint,
         weights_sha256,
     )
+    from vistkit.models.lm import DEFAULT_LM
     from vistkit.models.resolve import resolve_model
 
+    if model == DEFAULT_LM:  # the packaged LM lives in the user cache once converted (`models prepare-lm`)
+        _lm_info(fmt)
+        return
     path = resolve_model(model)
     data: dict[str, object] = {"model": model, "path": str(path), "fingerprint": model_fingerprint(path)}
     if is_converted(path):
@@ -91,6 +122,13 @@ def info(
         cfg = _json_object(load_json(path / "config.json"), path / "config.json")
         kind = cfg.get("kind")  # vistkit's own heads (e.g. coherence-head) name their kind
         data.update(kind=kind if isinstance(kind, str) else f"huggingface {cfg.get('model_type', '?')}")
+    elif not (path.is_dir() and any(path.glob("*.safetensors"))):
+        from vistkit.errors import InputError
+
+        raise InputError(
+            f"{model or repr(model)} ({path}) is not a model: no converted folder ({META_FILE}), Hugging Face folder "
+            "(config.json) or checkpoint; `vistkit models list` shows the packaged ones"
+        )
     if fmt is OutputFormat.JSON:
         echo(dumps_json(data))
     else:
