@@ -5,6 +5,7 @@ reference-free metrics, predictions alone; it equals the StorySet path, and anyt
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -137,3 +138,18 @@ def test_api_mistakes_are_one_sentence_vistkit_errors(call: Callable[[], object]
 
 def test_api_keying_ignores_case_and_spaces() -> None:
     assert vistkit.score("rovist-nr", ["we ran . we sat ."], key=" Story ").item_ids == ["0"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: Story("a", None), "a Story's text must be a string, not NoneType"),  # type: ignore[arg-type]
+        (lambda: Story(None, "x"), "a Story's story_id must be a string, not NoneType"),  # type: ignore[arg-type]
+        (lambda: StorySet([1, 2]), "a StorySet is made of Story objects; item 0 is a int"),  # type: ignore[list-item]
+        (lambda: StorySet(None), "a StorySet is made of Story objects, not NoneType"),  # type: ignore[arg-type]
+    ],
+)
+def test_stories_of_the_wrong_type_are_refused_when_made(call: Callable[[], object], message: str) -> None:
+    """StorySet([1, 2]) was accepted and failed later, far away; Story(None, ...) was accepted."""
+    with pytest.raises(VistkitError, match=re.escape(message)):
+        call()

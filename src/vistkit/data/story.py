@@ -57,6 +57,13 @@ class Story:
     def __post_init__(self) -> None:
         from vistkit.limits import STORY_CHARS_ENV, max_story_chars
 
+        if not isinstance(self.story_id, str) or not isinstance(self.text, str):
+            bad = "story_id" if not isinstance(self.story_id, str) else "text"
+            raise InputError(
+                f"a Story's {bad} must be a string, not {type(getattr(self, bad)).__name__} "
+                f"(Story(story_id='1', text='We went to the park. ...'))"
+            )
+
         limit = max_story_chars()
         if len(self.text) > limit:
             shown = self.story_id if len(self.story_id) <= 60 else self.story_id[:57] + "..."
@@ -102,7 +109,15 @@ class StorySet:
     __slots__ = ("_stories", "source")
 
     def __init__(self, stories: Iterable[Story] = (), *, source: str | None = None) -> None:
+        if stories is None or isinstance(stories, str | bytes):
+            raise InputError(f"a StorySet is made of Story objects, not {type(stories).__name__}")
         self._stories: list[Story] = list(stories)
+        bad = next((i for i, s in enumerate(self._stories) if not isinstance(s, Story)), None)
+        if bad is not None:
+            raise InputError(
+                f"a StorySet is made of Story objects; item {bad} is a {type(self._stories[bad]).__name__} "
+                "(vistkit.read_stories reads files; Story(story_id, text) makes one)"
+            )
         self.source = source
 
     def __iter__(self) -> Iterator[Story]:
