@@ -153,3 +153,14 @@ def test_stories_of_the_wrong_type_are_refused_when_made(call: Callable[[], obje
     """StorySet([1, 2]) was accepted and failed later, far away; Story(None, ...) was accepted."""
     with pytest.raises(VistkitError, match=re.escape(message)):
         call()
+
+
+def test_a_ranker_takes_texts_as_score_does() -> None:
+    """`preference` (and `vistkit.metrics.base.prefer`) took only Story objects: a list of texts failed with an
+    AttributeError; texts are now stories, so the same pair gives the same number either way."""
+    from vistkit.metrics.base import prefer
+
+    a, b = "we went to the park . the dog ran fast .", "the the the . the the the ."
+    by_text = prefer("story-ranker-v1", [a], [b])
+    by_story = prefer("story-ranker-v1", [Story("x", a)], [Story("y", b)])
+    assert by_text.tolist() == by_story.tolist() and by_text[0] > 0

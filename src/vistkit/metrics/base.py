@@ -489,13 +489,17 @@ class Ranker(Metric):
     def signature_fields(self) -> dict[str, object]:
         return {"model": self.model_hash[:12], "encoder": self.encoder, "data": self.training_data}
 
-    def preference(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
-        """`prefer` with its inputs checked: equal lengths, a float array of that length."""
+    def preference(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
+        """`prefer` with its inputs checked: equal lengths (Story objects or texts), a float array of that length."""
         if len(a) != len(b):
             raise InputError(f"{self.name}: {len(a)} first stories but {len(b)} second stories; pass pairs")
         if not len(a):
             return np.zeros(0)
-        out = np.asarray(self.prefer(list(a), list(b)), dtype=float)
+
+        def stories(side: Sequence[Story | str], tag: str) -> list[Story]:  # texts are welcome, as in `score`
+            return [s if isinstance(s, Story) else Story(story_id=f"{tag}{i}", text=s) for i, s in enumerate(side)]
+
+        out = np.asarray(self.prefer(stories(a, "a"), stories(b, "b")), dtype=float)
         if out.shape != (len(a),):
             raise RuntimeError(f"{self.name}.prefer returned shape {out.shape}, expected ({len(a)},)")
         return out
