@@ -1052,3 +1052,13 @@ def test_vrank_train_options_are_checked_before_any_work(
         capsys, "vrank", "train", META / "vhed_small.csv", "-o", tmp_path / "v", "--encoder", tmp_path / "none", *args
     )
     assert code == 1 and message in one_error(err) and not (tmp_path / "v").exists()
+
+
+def test_bootstrap_options_without_confidence_warn(stories: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`score --n-bootstrap 100000` without --confidence did nothing, silently."""
+    code, _, err = cli(capsys, "score", stories, "-m", "rovist-nr", "--n-bootstrap", "50", "--seed", "3")
+    assert code == 0 and (
+        "warning: --n-bootstrap and --seed are ignored: they apply to the bootstrap of --confidence" in err
+    )
+    code, out, err = cli(capsys, "score", stories, "-m", "rovist-nr", "--confidence", "0.9", "-f", "json")
+    assert code == 0 and "warning" not in err and json.loads(out)

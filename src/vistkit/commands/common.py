@@ -205,8 +205,8 @@ def check_resamples(value: int | None) -> int | None:
     return value
 
 
-def check_seed(value: int) -> int:
+def check_seed(value: int | None) -> int | None:
     """Typer callback of --seed: a whole number from 0 (numpy's generators take no negative seed)."""
-    if value < 0:
+    if value is not None and value < 0:
         raise typer.BadParameter(f"must be 0 or more, got {value}")
     return value

@@ -191,6 +191,10 @@ def build_metrics(
     return metrics
 
 
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 12345  # sacreBLEU's
+
+
 def score_all(
     metrics: list[Metric],
     hypotheses: StorySet,
@@ -400,11 +404,14 @@ def score(
     confidence: float | None = typer.Option(
         None, "--confidence", help="Add bootstrap confidence intervals at this level (e.g. 0.95)."
     ),
-    n_bootstrap: int = typer.Option(
-        1000, "--n-bootstrap", help="Bootstrap resamples for --confidence.", callback=check_resamples
+    n_bootstrap: int | None = typer.Option(
+        None, "--n-bootstrap", help="Bootstrap resamples for --confidence (default 1000).", callback=check_resamples
     ),
-    seed: int = typer.Option(
-        12345, "--seed", help="Random seed of the bootstrap (sacreBLEU's default).", callback=check_seed
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="Random seed of the bootstrap for --confidence (default 12345, sacreBLEU's).",
+        callback=check_seed,
     ),
     engine: str = EngineOption,
     address: str | None = AddressOption,
@@ -446,12 +453,26 @@ def score(
     if per_item is not None:
         write_per_item(per_item, results)
     cis = None
+    unused = [flag for flag, v in (("--n-bootstrap", n_bootstrap), ("--seed", seed)) if v is not None]
+    if confidence is None and unused:
+        from vistkit.errors import warn
+
+        one = len(unused) == 1
+        warn(
+            f"{' and '.join(unused)} {'is' if one else 'are'} ignored: {'it applies' if one else 'they apply'} to "
+            "the bootstrap of --confidence (e.g. --confidence 0.95)"
+        )
     if confidence is not None:
         from vistkit.scores.stats import bootstrap_ci
 
         cis = {}
         for r in results:
-            ci = bootstrap_ci(r, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
+            ci = bootstrap_ci(
+                r,
+                confidence=confidence,
+                n_bootstrap=DEFAULT_RESAMPLES if n_bootstrap is None else n_bootstrap,
+                seed=DEFAULT_SEED if seed is None else seed,
+            )
             cis[r.metric] = (ci.low, ci.high)
     text = (
         score_only(results)
