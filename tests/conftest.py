@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from vistkit.cli import app as _TYPER_APP  # the Typer object itself (see `cli_verbs`)
 
 # the CLI turns an unforeseen exception into one sentence; in tests it must surface as a failure instead
 os.environ.setdefault("VISTKIT_DEBUG", "1")
@@ -56,3 +59,25 @@ PROGRESS_LINE = re.compile(r" [\d,]+(/[\d,]+)? \w+ \([\d.]+/s, (ETA )?\d+:\d\d:\
 def message_lines(err: str) -> list[str]:
     """The non-empty stderr lines of a command that are not progress lines."""
     return [ln for ln in err.splitlines() if ln.strip() and not PROGRESS_LINE.search(ln)]
+
+
+def cli_verbs() -> list[str]:
+    """Every leaf command of the typer app, as typed (``meta pairs``). Reads the Typer object bound when this
+    module was imported: some test modules patch ``vistkit.cli.app`` with a prebuilt command."""
+    import typer
+
+    from vistkit.cli import _load_commands
+
+    _load_commands()
+    found: list[str] = []
+
+    def walk(cmd: Any, prefix: tuple[str, ...]) -> None:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, (*prefix, name))
+        else:
+            found.append(" ".join(prefix))
+
+    walk(typer.main.get_command(_TYPER_APP), ())
+    return sorted(found)

@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tests.conftest import message_lines
+from tests.conftest import cli_verbs, message_lines
 from vistkit.cli import _load_commands, app, main
 from vistkit.data import images, readers
 from vistkit.data.validate import validate_submission
@@ -726,23 +726,6 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "meta"
 BLOCKING = {"studio serve": "serves HTTP until stopped", "studio demo": "builds a study and can serve it (--serve)"}
 # verbs that read no user file (their options are names and formats)
 NO_FILE = {"metrics", "formats", "demo", "models list", "models prepare-lm"}
-
-
-def cli_verbs() -> list[str]:
-    """Every leaf command of the typer app, as typed (``meta pairs``)."""
-    _load_commands()
-    found: list[str] = []
-
-    def walk(cmd: Any, prefix: tuple[str, ...]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, (*prefix, name))
-        else:
-            found.append(" ".join(prefix))
-
-    walk(typer.main.get_command(app), ())
-    return sorted(found)
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from meta_dummies import FIX, dummy_metrics_registered
 
-from tests.conftest import message_lines
-from vistkit.cli import _load_commands, app, main
+from tests.conftest import cli_verbs, message_lines
+from vistkit.cli import app, main
 from vistkit.data import output
 from vistkit.data.output import CSV_TRIGGERS, MARKER, is_number_text, neutralise_cell, restore_cell
 from vistkit.errors import OutputError
@@ -63,22 +63,6 @@ def one_sentence_error(err: str, *, names: str | Path | None = None) -> str:
 
 
 # ============================================================================================ the verbs
-def cli_verbs() -> list[str]:
-    _load_commands()
-    found: list[str] = []
-
-    def walk(cmd: Any, prefix: tuple[str, ...]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, (*prefix, name))
-        else:
-            found.append(" ".join(prefix))
-
-    walk(typer.main.get_command(app), ())
-    return sorted(found)
-
-
 def verb_options(verb: str) -> set[str]:
     cmd: Any = typer.main.get_command(app)
     for part in verb.split():

@@ -88,14 +88,19 @@ def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_pe
         if used
     ]
     if kind == "local" and given:
-        from vistkit.errors import warn
-
-        one = len(given) == 1
-        warn(
-            f"{' and '.join(given)} {'is' if one else 'are'} ignored: {'it applies' if one else 'they apply'} to "
-            "--engine ray, and this runs on the local engine"
-        )
+        warn_ignored(given, "--engine ray, and this runs on the local engine")
     return make_engine(kind, address=address, workers=workers, num_gpus_per_worker=num_gpus_per_worker)
+
+
+def warn_ignored(flags: list[str], applies_to: str) -> None:
+    """One warning for options given that this run cannot use: ``--a and --b are ignored: they apply to ...``."""
+    from vistkit.errors import warn
+
+    one = len(flags) == 1
+    warn(
+        f"{' and '.join(flags)} {'is' if one else 'are'} ignored: {'it applies' if one else 'they apply'} to "
+        f"{applies_to}"
+    )
 
 
 def read_references(

@@ -21,6 +21,7 @@ from vistkit.commands.common import (
     WorkersOption,
     emit,
     open_engine,
+    warn_ignored,
     writes_output,
 )
 from vistkit.errors import InputError
@@ -82,7 +83,7 @@ def _warn_unused(
     if not stories_mode:
         for flag, given in story_only.items():
             if given:
-                warn(f"{flag} is ignored: it applies to --human-stories/--model-stories, not to score tables")
+                warn_ignored([flag], "--human-stories/--model-stories, not to score tables")
         return
     dims = parse_dimensions(dimensions)
     for dim, metric in metrics.items():

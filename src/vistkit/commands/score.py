@@ -31,6 +31,7 @@ from vistkit.commands.common import (
     open_engine,
     parse_metric_names,
     read_references,
+    warn_ignored,
     writes_output,
 )
 from vistkit.data.story import Keying, StorySet
@@ -455,13 +456,7 @@ def score(
     cis = None
     unused = [flag for flag, v in (("--n-bootstrap", n_bootstrap), ("--seed", seed)) if v is not None]
     if confidence is None and unused:
-        from vistkit.errors import warn
-
-        one = len(unused) == 1
-        warn(
-            f"{' and '.join(unused)} {'is' if one else 'are'} ignored: {'it applies' if one else 'they apply'} to "
-            "the bootstrap of --confidence (e.g. --confidence 0.95)"
-        )
+        warn_ignored(unused, "the bootstrap of --confidence (e.g. --confidence 0.95)")
     if confidence is not None:
         from vistkit.scores.stats import bootstrap_ci
 

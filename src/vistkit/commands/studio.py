@@ -132,9 +132,9 @@ def init_cmd(
 
     base_url = check_base_url(base_url)  # before anything is written: the links are printed only once
     if task != "likert" and aspects != ASPECTS_DEFAULT:
-        from vistkit.errors import warn
+        from vistkit.commands.common import warn_ignored
 
-        warn(f"--aspects is ignored: it applies to --task likert, not {task}")
+        warn_ignored(["--aspects"], f"--task likert, not {task}")
     from vistkit.data.readers import read_stories
     from vistkit.studio.plan import create_study, items_from_story_sets
 

@@ -427,21 +427,14 @@ def read_stories(
         fmt = "csv"
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if fmt == "jsonl":
+    if fmt in ("jsonl", "csv"):
         _check_field(field, fmt, p)
+    if fmt == "jsonl":
         stories = list(iter_jsonl(p, system=system))
     elif fmt == "csv":
-        _check_field(field, fmt, p)
         stories = list(iter_csv(p, system=system))
     else:
-        data = load_json(p)
-        if fmt is None:
-            try:
-                fmt = detect_format(data)
-            except InputError as exc:
-                raise InputError(f"{p}: {exc}") from None
-        _check_field(field, fmt, p)
-        stories = list(_from_json(data, fmt, p, system=system, field=field))
+        stories = _json_stories(load_json(p), fmt, p, system=system, field=field)
     if not stories:
         raise InputError(f"{p}: holds no stories")
     return StorySet(stories, source=str(p))
@@ -451,6 +444,17 @@ STDIN = "-"
 
 #: formats whose records have several text fields, one of which is chosen (``--hyp-field``, ``FILE:FIELD``)
 FIELD_FORMATS = ("sis", "storylets")
+
+
+def _json_stories(data: Any, fmt: str | None, p: Path, *, system: str | None, field: str) -> list[Story]:
+    """The stories of parsed JSON ``data`` (its format detected unless given; the field checked against it)."""
+    if fmt is None:
+        try:
+            fmt = detect_format(data)
+        except InputError as exc:
+            raise InputError(f"{p}: {exc}") from None
+    _check_field(field, fmt, p)
+    return list(_from_json(data, fmt, p, system=system, field=field))
 
 
 def _check_field(field: str, fmt: str, p: Path) -> None:
@@ -495,13 +499,7 @@ def _read_stdin(*, format: str | None, system: str | None, field: str) -> StoryS
             raise InputError(f"<stdin>: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
         except (RecursionError, ValueError) as exc:
             raise InputError(f"<stdin>: invalid JSON ({_first_clause(exc)})") from None
-        if fmt is None:
-            try:
-                fmt = detect_format(data)
-            except InputError as exc:
-                raise InputError(f"<stdin>: {exc}") from None
-        _check_field(field, fmt, name)
-        stories = list(_from_json(data, fmt, name, system=system, field=field))
+        stories = _json_stories(data, fmt, name, system=system, field=field)
     if not stories:
         raise InputError("<stdin>: holds no stories")
     return StorySet(stories, source="<stdin>")
