@@ -132,6 +132,14 @@ def test_story_dict(tmp_path: Path) -> None:
     ]
 
 
+def test_field_none_means_the_default_and_a_non_text_field_is_refused(tmp_path: Path) -> None:
+    """``field=None`` is the API's "no field given" (scripts pass it through); only a field name is a field."""
+    p = _write(tmp_path / "d.json", {"45530": "a story ."})
+    assert [s.text for s in read_stories(p, field=None)] == ["a story ."]
+    with pytest.raises(InputError, match="field must be a text field name"):
+        read_stories(p, field=3)  # type: ignore[arg-type]
+
+
 def test_tapm_flat_and_nested(tmp_path: Path) -> None:
     flat = _write(tmp_path / "flat.json", {"44277_1_2_3_4_5": "x .", "9_6_7_8_9_10": "y ."})
     nested = _write(tmp_path / "nested.json", {"44277": {"1_2_3_4_5": "x ."}, "9": {"6_7_8_9_10": "y ."}})

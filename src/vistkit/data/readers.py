@@ -410,12 +410,17 @@ def read_stories(
     *,
     format: str | None = None,
     system: str | None = None,
-    field: str = "text",
+    field: str | None = None,
 ) -> StorySet:
     """Read stories from ``path`` in any supported format (auto-detected unless ``format`` is given).
 
     ``-`` reads standard input (the format detected from the content: JSON, JSONL or CSV with a header).
+    ``field``: which text field of storylet records (VIST SIS, PR-VIST) to read; None = ``text``.
     """
+    if field is None:
+        field = "text"
+    elif not isinstance(field, str):
+        raise InputError(f"field must be a text field name such as 'text' or 'original_text', not {field!r}")
     if str(path) == STDIN:
         return _read_stdin(format=format, system=system, field=field)
     p = Path(path)

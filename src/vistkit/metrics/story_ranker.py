@@ -124,10 +124,10 @@ class StoryRanker(UtilityRanker):
             "u(x) = sum_k w_k s_k clip((f_k(x) - m_k) / d_k, -3, 3) over six features f_k with a-priori signs "
             "s_k and weights w_k: type-token ratio (+, 0.5); share of words in repeated trigrams (-, 1.0); "
             "largest word Jaccard overlap of two sentences (-, 1.0); lm-fluency = mean SLOR of the sentences "
-            "read alone (Kann et al. 2018, Eq. 1) (+, 0.25); lm-coherence = mean PMI of each sentence given the "
-            "story before it, copied words not counted as gain (+, 1.0); topic relatedness = mean cosine of "
-            "each distinct sentence's content-word vector (packaged MiniLM static vectors) with the other "
-            "sentences' (+, 1.0). m_k, d_k: mean and SD over 400 VIST val human stories (the only fitted "
+            "read alone (Kann et al. 2018, Eq. 1) (+, 0.5); lm-coherence = mean PMI of each sentence given the "
+            "story before it, copied words not counted as gain (+, 0.75); topic relatedness = mean cosine of "
+            "each distinct sentence's embedding (packaged all-MiniLM-L6-v2, mean pooled) with the mean of the "
+            "other sentences' (+, 1.0). m_k, d_k: mean and SD over 400 VIST val human stories (the only fitted "
             "numbers; scripts/train_ranker_v2.py). The LM (SmolLM2-135M-Instruct by default) reads the "
             "sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
             "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature "
@@ -140,9 +140,9 @@ class StoryRanker(UtilityRanker):
             "0 = a typical VIST val human story; higher is better."
         ),
         signature_fields="model (story-ranker-v2@SHA-256 prefix of its config), lm (name@weights hash12), "
-        "precision + maxdev for bf16 (a bound on the utility's change: 0.6, from the LM metrics' bounds), "
-        "unigram (wordfreq version) of lm-fluency, encoder (static vectors of topic relatedness), data (the "
-        "statistics' sample).",
+        "precision + maxdev for bf16 (a bound on the utility's change: 0.5, from the LM metrics' bounds), "
+        "unigram (wordfreq version) of lm-fluency, encoder (the sentence encoder of topic relatedness, fp32 "
+        "on the LM's device), data (the statistics' sample).",
         reproduces=(
             "Not an official metric. Held-out human judgements are measured outside the repository; the "
             "development numbers (proxy pairs, VWP synthetic errors, trivial baselines beside it) are in "
@@ -183,7 +183,7 @@ class StoryRanker(UtilityRanker):
             lm["maxdev"] = self.model.lm_deviation_bound()
         model = f"{self.model.config.get('name', 'story-ranker-v2')}@{self.model.fingerprint}"
         n = next((f.get("n") for f in self.model.config["features"] if f.get("name") == "ttr"), "unknown")
-        return {"model": model, **lm, "encoder": "static:minilm-l6", "data": f"vist-val-{n}"}
+        return {"model": model, **lm, "encoder": "minilm-l6", "data": f"vist-val-{n}"}
 
     def features(self, stories: Sequence[Story | str]) -> np.ndarray:
         """The raw feature table (rows: stories, columns: `vistkit.models.story_ranker_v2.FEATURES`)."""
@@ -200,22 +200,30 @@ class StoryRanker(UtilityRanker):
 
 
 def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
-    """v2's feature table for ``texts`` with an `vistkit.metrics.lm.LMScorer` (one LM pass per distinct story)."""
+    """v2's feature table for ``texts`` with an `vistkit.metrics.lm.LMScorer` (one LM pass per distinct story; the
+    MiniLM sentence encoder of topic relatedness on the LM's device, fp32, each distinct sentence once)."""
     from vistkit.metrics.coherence import split_sentences
     from vistkit.metrics.lm import coherence_sentences, fluency_sentences
-    from vistkit.models.story_ranker import _words, sentences_of, static_vectors
+    from vistkit.models.story_ranker import _words, sentences_of
     from vistkit.models.story_ranker_v2 import FEATURES, lexical_features
     from vistkit.text.detokenize import natural_sentence
 
     names = [f.name for f in FEATURES]
     table = np.full((len(texts), len(names)), np.nan)
-    lm_input = []
-    word_vector = _word_vectors(static_vectors())
-    for row, text in enumerate(texts):
-        lex = lexical_features([_words(s) for s in sentences_of(text)], word_vector)
+    words = [[_words(s) for s in sentences_of(text)] for text in texts]
+    encoder = sentence_encoder(str(scorer.lm.device))
+    keys = sorted({" ".join(s) for story in words for s in story if s})
+    vectors = dict(zip(keys, encoder.encode(keys), strict=True))  # one length-batched pass over distinct sentences
+    encoder.forget()  # the vectors live as long as this call, not in the load-once encoder
+
+    def encode(sentences: Sequence[str]) -> np.ndarray:
+        return np.stack([vectors[k] for k in sentences])
+
+    for row in range(len(texts)):
+        lex = lexical_features(words[row], encode)
         for k, v in lex.items():
             table[row, names.index(k)] = v
-        lm_input.append([natural_sentence(s) for s in split_sentences(text)])
+    lm_input = [[natural_sentence(s) for s in split_sentences(text)] for text in texts]
     for row, lp in enumerate(scorer.logprobs(lm_input)):
         if lp.error is not None or not lp.sentences:
             continue
@@ -224,17 +232,19 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     return table
 
 
-def _word_vectors(vectors: Any) -> Any:
-    """A memoised word -> static vector function over `StaticSentenceVectors`."""
-    cache: dict[str, np.ndarray] = {}
+_ENCODERS: dict[str, Any] = {}
 
-    def word_vector(word: str) -> np.ndarray:
-        v = cache.get(word)
-        if v is None:
-            v = cache[word] = vectors.encode([word])[0][0]
-        return v
 
-    return word_vector
+def sentence_encoder(device: str) -> Any:
+    """The packaged MiniLM sentence encoder of topic relatedness, loaded once per device (fp32)."""
+    encoder = _ENCODERS.get(device)
+    if encoder is None:
+        from vistkit.models.coherence_head import SentenceEncoder
+        from vistkit.models.lm import _quiet_transformers
+
+        with _quiet_transformers():  # no "Loading weights" bar on an API user's stderr
+            encoder = _ENCODERS[device] = SentenceEncoder("minilm-l6", device=device)
+    return encoder
 
 
 def _mean_defined(values: Sequence[float]) -> float:

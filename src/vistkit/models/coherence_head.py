@@ -111,6 +111,10 @@ class SentenceEncoder:
         self.dim = int(self.model.config.hidden_size)
         self._memo: dict[str, np.ndarray] = {}
 
+    def forget(self) -> None:
+        """Drop the memoised embeddings (a caller that keeps its own, for one call)."""
+        self._memo.clear()
+
     def first_pieces(self, texts: Sequence[str], k: int) -> np.ndarray:
         """``(len(texts), k*dim)``: the static input embeddings of each text's first ``k`` word pieces
         (0-padded)."""
