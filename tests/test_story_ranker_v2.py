@@ -169,6 +169,20 @@ def test_explain_sums_to_the_utility(tiny_ranker) -> None:  # type: ignore[no-un
     assert set(parts[0]) == {f.name for f in FEATURES}
 
 
+def test_features_do_not_depend_on_the_encoder_block(tiny_ranker, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Sentence vectors are held one block of stories at a time (bounded memory); the table is the same."""
+    import vistkit.metrics.story_ranker as module
+
+    metric = tiny_ranker["story-ranker"]
+    texts = [f"we went to park number {i} . the dog ran far . it was fun ." for i in range(7)]
+    texts += ["a cat sat . a cat sat .", "", "one sentence only ."]
+    whole = metric.features(texts)
+    monkeypatch.setattr(module, "ENCODER_BLOCK", 3)
+    blocks = metric.features(texts)
+    np.testing.assert_allclose(blocks, whole, rtol=0, atol=1e-6)  # same code; float32 batches may differ by ulps
+    assert np.isnan(whole[8]).all() and np.isnan(whole[9, [4, 5]]).all()  # no words; one sentence
+
+
 # --------------------------------------------------------------------------------------------------- real LM
 def _val_stories(n: int) -> list[list[str]]:
     from vistkit.metrics.coherence import split_sentences

@@ -212,17 +212,19 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     table = np.full((len(texts), len(names)), np.nan)
     words = [[_words(s) for s in sentences_of(text)] for text in texts]
     encoder = sentence_encoder(str(scorer.lm.device))
-    keys = sorted({" ".join(s) for story in words for s in story if s})
-    vectors = dict(zip(keys, encoder.encode(keys), strict=True))  # one length-batched pass over distinct sentences
-    encoder.forget()  # the vectors live as long as this call, not in the load-once encoder
+    for start in range(0, len(texts), ENCODER_BLOCK):  # the sentence vectors of one block of stories at a time
+        rows = range(start, min(start + ENCODER_BLOCK, len(texts)))
+        keys = sorted({" ".join(s) for row in rows for s in words[row] if s})
+        vectors = dict(zip(keys, encoder.encode(keys), strict=True))  # one length-batched pass, distinct sentences
+        encoder.forget()  # the vectors live as long as this block, not in the load-once encoder
 
-    def encode(sentences: Sequence[str]) -> np.ndarray:
-        return np.stack([vectors[k] for k in sentences])
+        def encode(sentences: Sequence[str], vectors: dict[str, np.ndarray] = vectors) -> np.ndarray:
+            return np.stack([vectors[k] for k in sentences])
 
-    for row in range(len(texts)):
-        lex = lexical_features(words[row], encode)
-        for k, v in lex.items():
-            table[row, names.index(k)] = v
+        for row in rows:
+            lex = lexical_features(words[row], encode)
+            for k, v in lex.items():
+                table[row, names.index(k)] = v
     lm_input = [[natural_sentence(s) for s in split_sentences(text)] for text in texts]
     for row, lp in enumerate(scorer.logprobs(lm_input)):
         if lp.error is not None or not lp.sentences:
@@ -233,6 +235,8 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
 
 
 _ENCODERS: dict[str, Any] = {}
+#: stories whose sentence vectors are held at once (~5 sentences x 384 floats each: ~8 MB per block)
+ENCODER_BLOCK = 1024
 
 
 def sentence_encoder(device: str) -> Any:
