@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -234,21 +235,18 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     return table
 
 
-_ENCODERS: dict[str, Any] = {}
 #: stories whose sentence vectors are held at once (~5 sentences x 384 floats each: ~8 MB per block)
 ENCODER_BLOCK = 1024
 
 
+@lru_cache(maxsize=4)
 def sentence_encoder(device: str) -> Any:
     """The packaged MiniLM sentence encoder of topic relatedness, loaded once per device (fp32)."""
-    encoder = _ENCODERS.get(device)
-    if encoder is None:
-        from vistkit.models.coherence_head import SentenceEncoder
-        from vistkit.models.lm import _quiet_transformers
+    from vistkit.models.coherence_head import SentenceEncoder
+    from vistkit.models.lm import _quiet_transformers
 
-        with _quiet_transformers():  # no "Loading weights" bar on an API user's stderr
-            encoder = _ENCODERS[device] = SentenceEncoder("minilm-l6", device=device)
-    return encoder
+    with _quiet_transformers():  # no "Loading weights" bar on an API user's stderr
+        return SentenceEncoder("minilm-l6", device=device)
 
 
 def _mean_defined(values: Sequence[float]) -> float:
