@@ -2,6 +2,7 @@
 
     nice .venv/bin/python bench/bench_lm.py --stories 200 --threads 2            # speed (BENCHMARKS.md)
     nice .venv/bin/python bench/bench_lm.py --stories 100 --deviation            # bf16 vs fp32 bound
+    nice .venv/bin/python bench/bench_lm.py --stories 40 --profile               # where the time goes
 
 Stories: the human VIST *validation* stories of ../shared/data/vist-11777-baselines/arel_reference/
 val_reference.json (free to use, RESERVED.md), in file order, split into sentences with NLTK Punkt as the
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-tokens", type=int, default=None)
     ap.add_argument("--deviation", action="store_true", help="bf16 vs fp32: largest differences")
     ap.add_argument("--no-roofline", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="time per module kind (forward hooks), after the run")
     args = ap.parse_args(argv)
     import torch
 
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for precision in ("fp32", "bf16") if args.precision == "both" else (args.precision,):
         results[precision] = speed(stories, args, precision)
+        if args.profile:
+            profile(stories, args, precision)
     if len(results) == 2:
         names = ("lm-perplexity", "lm-fluency", "lm-coherence")
         for k, name in enumerate(names):
@@ -152,6 +156,82 @@ def speed(stories: list[list[str]], args: argparse.Namespace, precision: str) ->
                       f"{cpu_rate:.1f} GFLOP per CPU-s; achieved / roofline = {achieved / wall:.2f} (wall), "
                       f"{per_cpu / cpu_rate:.2f} (CPU time)")
     return values
+
+
+def profile(stories: list[list[str]], args: argparse.Namespace, precision: str) -> None:
+    """Wall time per kind of module of one more run (forward hooks on the LM's modules; the hooks cost a few
+    per cent), the GFLOP/s of each matrix-multiply kind, and the share of padded positions."""
+    import torch
+
+    from vistkit.metrics.lm import get_scorer
+    from vistkit.models.runtime import batches_by_length
+
+    scorer = get_scorer(None, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
+    scorer.forget()  # the timed run above left these stories in the scorer's cache
+    lm = scorer.lm
+    spent: dict[str, float] = {}
+    started: dict[int, float] = {}
+    flop_per_position: dict[str, float] = {}
+
+    def kind(name: str, module: torch.nn.Module) -> str | None:
+        if module is lm.model.base_model:
+            return "body"
+        if isinstance(module, torch.nn.Linear):
+            return "LM head" if module is lm.model.get_output_embeddings() else f"linear {name.rsplit('.', 1)[-1]}"
+        cls = type(module).__name__
+        if cls.endswith(("Attention", "RMSNorm", "MLP")) or "Activation" in cls or cls in ("SiLU", "GELU"):
+            return cls
+        return None
+
+    for name, module in lm.model.named_modules():
+        k = kind(name, module)
+        if k is None:
+            continue
+        if isinstance(module, torch.nn.Linear):
+            flop_per_position[k] = flop_per_position.get(k, 0.0) + 2.0 * module.weight.numel()
+
+        def pre(m: torch.nn.Module, _a: object) -> None:
+            started[id(m)] = time.perf_counter()
+
+        def post(m: torch.nn.Module, _a: object, _o: object, k: str = k) -> None:
+            spent[k] = spent.get(k, 0.0) + time.perf_counter() - started[id(m)]
+
+        module.register_forward_pre_hook(pre)
+        module.register_forward_hook(post)
+    t0 = time.perf_counter()
+    run_metrics(scorer, stories)
+    total = time.perf_counter() - t0
+    positions, scored, _ = flop_count(lm, stories)
+    rows = []
+    for s in stories:
+        p = lm._prepare(list(s))
+        if len(p.ids):
+            rows += [len(p.ids) + 1] + [int((p.owner == j).sum()) + 1 for j in range(1, len(p.sentences))]
+    padded = sum(len(b) * max(rows[i] for i in b) for b in batches_by_length(
+        rows, batch_size=1024, max_tokens=lm.batch_tokens, max_padding=0.15))
+    print(f"profile ({precision}, with hooks): {total:.2f} s for {len(stories)} stories; {padded} padded positions "
+          f"for {positions} ({padded / positions - 1:.1%} padding)")
+    linears = {k: v for k, v in spent.items() if k in flop_per_position}
+    attention = sum(v for k, v in spent.items() if k.endswith("Attention"))
+    mlp = sum(v for k, v in spent.items() if k.endswith("MLP"))
+    others = {
+        "attention outside its projections": attention - sum(
+            v for k, v in linears.items() if k.split()[-1] in ("q_proj", "k_proj", "v_proj", "o_proj")),
+        "MLP outside its linears (activation, product)": mlp - sum(
+            v for k, v in linears.items() if k.split()[-1] in ("gate_proj", "up_proj", "down_proj")),
+        **{k: v for k, v in spent.items() if k.endswith("RMSNorm")},
+        "rest of the body (embedding, rotary, residuals)": spent.get("body", 0.0) - attention - mlp - sum(
+            v for k, v in spent.items() if k.endswith("RMSNorm")),
+        "outside the LM (tokenising, batching, log-softmax, metrics)":
+            total - spent.get("body", 0.0) - spent.get("LM head", 0.0),
+    }
+    for k, v in sorted(linears.items(), key=lambda kv: -kv[1]):
+        n = scored if k == "LM head" else padded
+        print(f"  {k:58s} {v:6.2f} s {v / total:6.1%}  {flop_per_position[k] * n / v / 1e9:6.1f} GFLOP/s")
+    gemm = sum(linears.values())
+    print(f"  {'all matrix multiplies':58s} {gemm:6.2f} s {gemm / total:6.1%}")
+    for k, v in others.items():
+        print(f"  {k:58s} {v:6.2f} s {v / total:6.1%}")
 
 
 def deviation(stories: list[list[str]], args: argparse.Namespace) -> int:

@@ -216,6 +216,8 @@ def test_metrics_share_one_lm_and_one_pass(tiny_folder: Path, monkeypatch: pytes
     assert scores[1].item_scores[0] == pytest.approx(np.mean(per[0]))
     assert scores[1].extra["item_sentences"][0] == pytest.approx(per[0])
     assert scores[0].item_scores[0] == pytest.approx(math.exp(-np.mean(ppl.scorer.logprobs([STORY])[0].in_story())))
+    ppl.scorer.forget()  # the cache is dropped, the LM kept: the same stories cost one more pass, same values
+    assert ppl.score(stories).item_scores == pytest.approx(scores[0].item_scores) and calls == [3, 3]
 
 
 def test_per_item_csv_has_sentence_lists(tiny_folder: Path, tmp_path: Path) -> None:

@@ -147,6 +147,11 @@ class LMScorer:
                 self._cache.popitem(last=False)
         return out
 
+    def forget(self) -> None:
+        """Drop the cached log-probabilities (the LM stays loaded)."""
+        with self._lock:
+            self._cache.clear()
+
     def sentence_scores(self, stories: Sequence[Sequence[str]], metric: str) -> list[list[float]]:
         """Per story, the per-sentence values of ``metric`` (``lm-perplexity``: each sentence's in-story
         perplexity; ``lm-fluency``: SLOR; ``lm-coherence``: PMI, NaN for the first sentence)."""
