@@ -136,13 +136,18 @@ def test_topic_relatedness_by_hand() -> None:
 
 # --------------------------------------------------------------------------------------------------- tiny LM
 @pytest.fixture(scope="module")
-def tiny_ranker(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tiny_models import make_tiny_causal_lm
 
+    return Path(make_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm")))
+
+
+@pytest.fixture(scope="module")
+def tiny_ranker(tiny_lm: Path):  # type: ignore[no-untyped-def]
     from vistkit.metrics.base import get_metric
 
-    lm = make_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm"))
-    return {name: get_metric(name, lm=str(lm), device="cpu") for name in ("story-ranker", "lm-fluency", "lm-coherence")}
+    names = ("story-ranker", "lm-fluency", "lm-coherence")
+    return {name: get_metric(name, lm=str(tiny_lm), device="cpu") for name in names}
 
 
 WORDS = "the a we went to park beach dog family day fun great happy water sun friends party food".split()
@@ -167,6 +172,28 @@ def test_explain_sums_to_the_utility(tiny_ranker) -> None:  # type: ignore[no-un
     u = metric.utility(stories)
     assert [sum(p.values()) for p in parts] == pytest.approx(u.tolist())
     assert set(parts[0]) == {f.name for f in FEATURES}
+    empty = metric.explain([Story("c", "...")])[0]  # no words: every feature at its worst, summing to the floor
+    assert sum(empty.values()) == pytest.approx(-14.25) and all(v < 0 for v in empty.values())
+
+
+def test_per_item_csv_shows_each_feature_contribution(tiny_lm: Path, tmp_path: Path) -> None:
+    import csv
+    import json
+
+    from vistkit.cli import main
+
+    texts = {"a": "we went to the park . the dog ran . we had fun .", "b": "the the the .", "c": "..."}
+    src = tmp_path / "stories.json"
+    src.write_text(json.dumps([{"story_id": k, "story": v} for k, v in texts.items()]))
+    out = tmp_path / "items.csv"
+    opts = ["-O", f"story-ranker.lm={tiny_lm}", "-O", "story-ranker.device=cpu"]
+    assert main(["score", str(src), "-m", "story-ranker", "--per-item", str(out), "-q", *opts]) == 0
+    rows = list(csv.DictReader(out.open(newline="")))
+    names = [f.name for f in FEATURES]
+    assert [r["id"] for r in rows] == ["a", "b", "c"]
+    for r in rows:
+        assert float(r["story-ranker"]) == pytest.approx(sum(float(r[f"story-ranker.{n}"]) for n in names))
+    assert float(rows[2]["story-ranker"]) == pytest.approx(-14.25)
 
 
 def test_features_do_not_depend_on_the_encoder_block(tiny_ranker, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

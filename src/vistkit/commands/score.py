@@ -234,7 +234,9 @@ def score_all(
 def write_per_item(path: Path, results: list[Score]) -> None:
     """CSV ``id,<metric>,...``: one row per item, empty cell where a metric left the item undefined (``-``:
     standard output); a metric with per-sentence values (``Score.extra["item_sentences"]``, the lm-* metrics)
-    adds a column ``<metric> sentences`` holding a JSON list (null: no value for that sentence)."""
+    adds a column ``<metric> sentences`` holding a JSON list (null: no value for that sentence); a metric with
+    per-feature values (``Score.extra["item_features"]``, story-ranker's contributions) a column
+    ``<metric>.<feature>`` per feature."""
     ids: list[str] = []
     seen: set[str] = set()
     columns: list[dict[str, float]] = []
@@ -249,21 +251,28 @@ def write_per_item(path: Path, results: list[Score]) -> None:
     from vistkit.data.output import open_csv_output
 
     names = [r.metric for r in results]
-    sentence_cols = []  # (header, item id -> JSON list)
+    detail_cols = []  # (header, item id -> cell): per-sentence lists, per-feature values
     for r in results:
         per = r.extra.get("item_sentences")
         if isinstance(per, list) and len(per) == len(r.item_ids):
-            sentence_cols.append(
+            detail_cols.append(
                 (f"{r.metric} sentences", {i: json.dumps(v) for i, v in zip(r.item_ids, per, strict=True)})
             )
+    for r in results:
+        feats = r.extra.get("item_features")
+        if isinstance(feats, list) and len(feats) == len(r.item_ids) and feats and isinstance(feats[0], dict):
+            for name in feats[0]:
+                detail_cols.append(
+                    (f"{r.metric}.{name}", {i: repr(float(f[name])) for i, f in zip(r.item_ids, feats, strict=True)})
+                )
     with open_csv_output(path, lineterminator="\n" if str(path) == "-" else "\r\n") as w:
-        w.writerow(["id", *names, *(h for h, _ in sentence_cols)])
+        w.writerow(["id", *names, *(h for h, _ in detail_cols)])
         for i in ids:
             row: list[str] = [i]
             for col in columns:
                 v = col.get(i)
                 row.append("" if v is None or math.isnan(v) else repr(v))
-            row += [lists.get(i, "") for _, lists in sentence_cols]
+            row += [lists.get(i, "") for _, lists in detail_cols]
             w.writerow(row)
 
 

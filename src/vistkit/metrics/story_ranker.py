@@ -195,9 +195,23 @@ class StoryRanker(UtilityRanker):
         return self.model.utility(self.features(stories))
 
     def explain(self, stories: Sequence[Story | str]) -> list[dict[str, float]]:
-        """Per story, each feature's contribution w_k s_k z_k to u (which feature made a story weak)."""
-        z = self.model.z(self.features(stories)) * self.model.coef
-        return [dict(zip(self.model.names, row.tolist(), strict=True)) for row in z]
+        """Per story, each feature's contribution w_k s_k z_k to u (which feature made a story weak; they sum
+        to u)."""
+        table = self.model.contributions(self.features(stories))
+        return [dict(zip(self.model.names, row.tolist(), strict=True)) for row in table]
+
+    def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Per story u, with each feature's contribution in ``extra["item_features"]`` (the ``--per-item`` CSV
+        shows them as ``story-ranker.<feature>`` columns). Each distinct story is featurised once."""
+        texts = [i.hypothesis.text for i in items]
+        where = {t: k for k, t in enumerate(dict.fromkeys(texts))}
+        table = self.model.contributions(self.features(list(where))) if where else np.zeros((0, len(self.model.names)))
+        rows = [table[where[t]] for t in texts]
+        per_feature = [dict(zip(self.model.names, row.tolist(), strict=True)) for row in rows]
+        values = [float(row.sum()) for row in rows]
+        return mean_score(
+            self.name, [i.item_id for i in items], values, signature, extra={"item_features": per_feature}
+        )
 
 
 def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:

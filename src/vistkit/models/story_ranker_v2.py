@@ -184,13 +184,18 @@ class StoryRankerV2Model:
         z = (np.asarray(table, dtype=np.float64) - self.mean) / self.sd
         return np.nan_to_num(np.clip(z, -self.clip, self.clip), nan=0.0)
 
-    def utility(self, table: np.ndarray) -> np.ndarray:
-        """u per row of a feature table; a story without words (its ``ttr`` is NaN) gets the lowest utility
-        there is, every feature at its worst clipped value."""
+    def contributions(self, table: np.ndarray) -> np.ndarray:
+        """Each feature's contribution ``w_k s_k z_k`` to u (rows: stories, columns: `FEATURES`); a story without
+        words (its ``ttr`` is NaN) gets every feature at its worst clipped value."""
         table = np.asarray(table, dtype=np.float64).reshape(-1, len(self.names))
-        u = self.z(table) @ self.coef
-        u[np.isnan(table[:, self.names.index("ttr")])] = -self.clip * float(np.abs(self.coef).sum())
-        return u
+        out = self.z(table) * self.coef
+        out[np.isnan(table[:, self.names.index("ttr")])] = -self.clip * np.abs(self.coef)
+        return out
+
+    def utility(self, table: np.ndarray) -> np.ndarray:
+        """u per row of a feature table: the sum of its `contributions` (a story without words gets the lowest
+        utility there is)."""
+        return self.contributions(table).sum(axis=1)
 
 
 def config_sha256(config: dict[str, Any]) -> str:
