@@ -1,13 +1,14 @@
 """Evaluate the default ranker (or any ranker / metric) against every other vistkit metric.
 
     python scripts/eval_ranker.py [--metrics story-ranker,coherence,rovist-nr,...] [--vhed VHED.csv -r REFS]
-                                  [--json OUT.json]
+                                  [--per-group N] [--features] [--json OUT.json]
 
 (a) proxy pairs: every VIST test human story vs the LLaVA, TAPM and PR-VIST story of the same photos (built as
     `vistkit meta build-pairs` does; label "the human story is better" is a PROXY, not a human judgement);
 (b) synthetic-error pairs built from the VWP human stories (never used to train the ranker): human vs the same
     story with one error, accuracy by error type (reference-free metrics only: VWP has one story per sequence);
-(c) a VHED-layout file, when given (`--vhed`, with `--references` for reference-based metrics).
+(c) a VHED-layout file, when given (`--vhed`, with `--references` for reference-based metrics);
+`--features`: each feature of story-ranker v2 alone on the (a) and (b) pairs (what carries the ranker where).
 
 Pair accuracy is Vrank's Eq. 1-2 (a metric tie is wrong). Trivial baselines are always shown beside the metrics:
 type-token ratio, word count and mean sentence length (the longer story preferred). `--per-group N` samples N
@@ -155,8 +156,39 @@ def evaluate(name: str, pairs: list[StoryPair], metrics: list[str], group, refs=
     return result
 
 
+#: |difference| of two contributions counted as a tie (float32 LM rounding is ~1e-6 of a feature's SD)
+FEATURE_TIE = 1e-4
+
+
+def feature_accuracy(pairs: list[StoryPair], group, contributions) -> dict[str, dict]:
+    """Pair accuracy of each feature of story-ranker v2 alone (its contribution w_k s_k z_k, so its sign is
+    applied; a tie is wrong) and of their sum u, by group, with the share of ties under the group ``ties``.
+    ``contributions``: texts -> list of {feature: contribution} (`StoryRanker.explain`). A difference within
+    `FEATURE_TIE` is a tie: features that cannot see a change (fluency and relatedness do not depend on sentence
+    order) differ between the two stories only by float32 rounding of different LM batches."""
+    texts = list(dict.fromkeys(t for p in pairs for t in (p.text_1, p.text_2)))
+    table = dict(zip(texts, contributions(texts), strict=True))
+    names = list(next(iter(table.values()))) if table else []
+    out: dict[str, dict] = {}
+    for name in [*names, "u"]:
+        def value(text: str, name: str = name) -> float:
+            row = table[text]
+            return float(sum(row.values())) if name == "u" else float(row[name])
+
+        diff = np.array([value(p.text_1) - value(p.text_2) for p in pairs])
+        diff[np.abs(diff) <= FEATURE_TIE] = 0.0
+        by: dict[str, list[float]] = {}
+        for p, d in zip(pairs, diff, strict=True):
+            by.setdefault(group(p), []).append(float(d > 0))
+        result = {g: (float(np.mean(v)), len(v)) for g, v in by.items()}
+        result["all"] = (float(np.mean(diff > 0)), len(pairs))
+        result["ties"] = (float(np.mean(diff == 0)), len(pairs))
+        out[f"{name} alone" if name != "u" else "u (the ranker)"] = result
+    return out
+
+
 def print_table(title: str, result: dict[str, dict]) -> None:
-    groups = sorted({g for r in result.values() for g in r}, key=lambda g: (g == "all", g))
+    groups = sorted({g for r in result.values() for g in r}, key=lambda g: ({"all": 1, "ties": 2}.get(g, 0), g))
     print(f"\n### {title}\n")
     print("| metric | " + " | ".join(groups) + " |")
     print("|---" * (len(groups) + 1) + "|")
@@ -176,20 +208,34 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write every number here")
     ap.add_argument("--ranker-model", type=Path, help="a story-ranker model folder (default: the packaged one)")
     ap.add_argument("--per-group", type=int, default=None, help="at most N pairs per system / error kind")
+    ap.add_argument(
+        "--features", action="store_true", help="each feature of story-ranker v2 alone on the (a) and (b) pairs"
+    )
     args = ap.parse_args()
     if args.ranker_model:
         OPTIONS["story-ranker"] = {"model": args.ranker_model}
     metrics = [m for m in args.metrics.split(",") if m]
     out = {}
+    proxy: list[StoryPair] = []
     if not args.skip_proxy:
-        pairs = sample_per_group(proxy_pairs(), lambda p: p.system_2, args.per_group)
+        proxy = sample_per_group(proxy_pairs(), lambda p: p.system_2, args.per_group)
         refs = read_stories(REFS, system="human")
-        out["proxy"] = evaluate("proxy", pairs, metrics, lambda p: p.system_2, refs)
+        out["proxy"] = evaluate("proxy", proxy, metrics, lambda p: p.system_2, refs)
         print_table("(a) proxy pairs: human story vs machine story (PROXY label: human is better)", out["proxy"])
     free = [m for m in metrics if not get_metric_class(m).needs_references]
     vwp = sample_per_group(vwp_pairs(), lambda p: p.system_2, args.per_group)
     out["vwp"] = evaluate("vwp", vwp, free, lambda p: p.system_2)
     print_table("(b) VWP synthetic errors: human vs one error (accuracy by error type)", out["vwp"])
+    if args.features:
+        from vistkit.metrics.story_ranker import StoryRanker
+
+        ranker = StoryRanker(**OPTIONS.get("story-ranker", {}))
+        for name, sample in (("proxy", proxy), ("vwp", vwp)):
+            if not sample:
+                continue
+            out[f"features-{name}"] = feature_accuracy(sample, lambda p: p.system_2, ranker.explain)
+            print_table(f"each feature of story-ranker alone, {name} pairs (last column: share of ties)",
+                        out[f"features-{name}"])
     if args.vhed:
         pairs = read_pairs(args.vhed)
         refs = read_stories(args.references, system="human") if args.references else None

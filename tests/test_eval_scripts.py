@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from tests.conftest import requires_shared
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,3 +36,20 @@ def test_eval_ranker_builds_its_proxy_and_vwp_pairs() -> None:
     assert vwp and all(p.text_1 != p.text_2 for p in vwp)
     acc = ev.accuracy(ev.ttr_scores(sample), sample, lambda p: p.system_2)
     assert set(acc) == systems | {"all"} and all(0.0 <= a <= 1.0 for a, _ in acc.values())
+
+
+def test_feature_accuracy_counts_ties_as_wrong_and_reports_them() -> None:
+    from vistkit.meta.human import StoryPair
+
+    ev = _script("eval_ranker")
+    texts = [("a b c d", "a a a a", "x"), ("a b c", "a b c", "x"), ("p q r s t", "p p q q", "y")]
+    pairs = [StoryPair(f"p{i}", f"s{i}", (), t1, t2, "human", g, 1.0) for i, (t1, t2, g) in enumerate(texts)]
+
+    def contributions(batch: list[str]) -> list[dict[str, float]]:
+        return [{"ttr": len(set(t.split())) / len(t.split()), "words": float(len(t.split()))} for t in batch]
+
+    acc = ev.feature_accuracy(pairs, lambda p: p.system_2, contributions)
+    assert acc["ttr alone"]["x"] == (0.5, 2) and acc["ttr alone"]["y"] == (1.0, 1)  # the tie (pair 1) is wrong
+    assert acc["ttr alone"]["ties"][0] == pytest.approx(1 / 3)
+    assert acc["words alone"]["all"][0] == pytest.approx(1 / 3)  # pair 2: 5 > 4 words; pairs 0, 1 tie
+    assert acc["u (the ranker)"]["all"][0] == pytest.approx(2 / 3)
