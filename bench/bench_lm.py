@@ -57,15 +57,20 @@ def flop_count(lm, stories: list[list[str]]) -> tuple[int, int, float]:  # type:
 
     head = lm.model.get_output_embeddings().weight.numel()
     body = sum(m.weight.numel() for m in lm.model.modules() if isinstance(m, torch.nn.Linear)) - head
-    positions = scored = 0
+    rows = row_lengths(lm, stories)
+    positions, scored = sum(rows), sum(r - 1 for r in rows)
+    return positions, scored, 2.0 * (body * positions + head * scored)
+
+
+def row_lengths(lm, stories: list[list[str]]) -> list[int]:  # type: ignore[no-untyped-def]
+    """Lengths of the LM rows of ``stories`` (`CausalLM.story_logprobs`: the story, then each sentence after the
+    first alone, each with its start token)."""
+    rows: list[int] = []
     for s in stories:
         p = lm._prepare(list(s))
-        if not len(p.ids):
-            continue
-        rows = [len(p.ids) + 1] + [int((p.owner == j).sum()) + 1 for j in range(1, len(p.sentences))]
-        positions += sum(rows)
-        scored += sum(r - 1 for r in rows)
-    return positions, scored, 2.0 * (body * positions + head * scored)
+        if len(p.ids):
+            rows += [len(p.ids) + 1] + [int((p.owner == j).sum()) + 1 for j in range(1, len(p.sentences))]
+    return rows
 
 
 def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32") -> tuple[float, float]:
@@ -202,11 +207,7 @@ def profile(stories: list[list[str]], args: argparse.Namespace, precision: str) 
     run_metrics(scorer, stories)
     total = time.perf_counter() - t0
     positions, scored, _ = flop_count(lm, stories)
-    rows = []
-    for s in stories:
-        p = lm._prepare(list(s))
-        if len(p.ids):
-            rows += [len(p.ids) + 1] + [int((p.owner == j).sum()) + 1 for j in range(1, len(p.sentences))]
+    rows = row_lengths(lm, stories)
     padded = sum(len(b) * max(rows[i] for i in b) for b in batches_by_length(
         rows, batch_size=1024, max_tokens=lm.batch_tokens, max_padding=0.15))
     print(f"profile ({precision}, with hooks): {total:.2f} s for {len(stories)} stories; {padded} padded positions "

@@ -258,7 +258,6 @@ def write_per_item(path: Path, results: list[Score]) -> None:
             detail_cols.append(
                 (f"{r.metric} sentences", {i: json.dumps(v) for i, v in zip(r.item_ids, per, strict=True)})
             )
-    for r in results:
         feats = r.extra.get("item_features")
         if isinstance(feats, list) and len(feats) == len(r.item_ids) and feats and isinstance(feats[0], dict):
             for name in feats[0]:

@@ -521,7 +521,8 @@ class UtilityRanker(Ranker):
         """What makes two stories the same for `utility` (the text; override when photos matter)."""
         return story.text
 
-    def _utilities(self, stories: Sequence[Story]) -> np.ndarray:
+    def _distinct(self, stories: Sequence[Story]) -> tuple[list[Story], np.ndarray]:
+        """The distinct stories (by `utility_key`, first occurrence kept) and, per story, its index among them."""
         index: dict[object, int] = {}
         distinct: list[Story] = []
         where = []
@@ -531,10 +532,13 @@ class UtilityRanker(Ranker):
                 index[k] = len(distinct)
                 distinct.append(s)
             where.append(index[k])
+        return distinct, np.asarray(where, dtype=int)
+
+    def _utilities(self, stories: Sequence[Story]) -> np.ndarray:
+        distinct, where = self._distinct(stories)
         if not distinct:
             return np.zeros(0)
-        values = np.asarray(self.utility(distinct), dtype=float)
-        return values[np.asarray(where, dtype=int)]
+        return np.asarray(self.utility(distinct), dtype=float)[where]
 
     def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
         u = self._utilities([*a, *b])

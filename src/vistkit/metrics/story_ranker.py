@@ -203,10 +203,8 @@ class StoryRanker(UtilityRanker):
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         """Per story u, with each feature's contribution in ``extra["item_features"]`` (the ``--per-item`` CSV
         shows them as ``story-ranker.<feature>`` columns). Each distinct story is featurised once."""
-        texts = [i.hypothesis.text for i in items]
-        where = {t: k for k, t in enumerate(dict.fromkeys(texts))}
-        table = self.model.contributions(self.features(list(where))) if where else np.zeros((0, len(self.model.names)))
-        rows = [table[where[t]] for t in texts]
+        distinct, where = self._distinct([i.hypothesis for i in items])
+        rows = self.model.contributions(self.features(distinct))[where] if distinct else np.zeros((0, 0))
         per_feature = [dict(zip(self.model.names, row.tolist(), strict=True)) for row in rows]
         values = [float(row.sum()) for row in rows]
         return mean_score(
