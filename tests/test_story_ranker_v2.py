@@ -26,17 +26,20 @@ from hypothesis import strategies as st
 
 from tests.conftest import REPO, requires_shared, shared_file
 from vistkit.data.story import Story
+from vistkit.models.lm import Unigram
 from vistkit.models.story_ranker_v2 import (
     FEATURES,
     StoryRankerV2Model,
     config_sha256,
     default_model_dir,
     lexical_features,
+    word_specificity,
 )
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+WORDS = "the a we went to park beach dog family day fun great happy water sun friends party food".split()
 N_GUARD = 24  # val stories per guard rail with the real LM (~1 min on a 2-core CPU for all of them)
 
 
@@ -99,8 +102,9 @@ def test_not_a_length_score_on_val_stories() -> None:
     # the lexical columns of the file are what the code computes from the text (relatedness: float32 sentence
     # embeddings batched differently here, so within 1e-6)
     encoder = sentence_encoder("cpu")
+    unigram = Unigram()
     for row, text in zip(table[:50], stories[:50], strict=True):
-        lex = lexical_features([_words(s) for s in sentences_of(text)], encoder.encode)
+        lex = lexical_features([_words(s) for s in sentences_of(text)], encoder.encode, unigram)
         for k, name in enumerate(f.name for f in FEATURES):
             if name in lex:
                 assert row[k] == pytest.approx(lex[name], abs=1e-6 if name == "topic_relatedness" else 1e-9)
@@ -113,7 +117,37 @@ def test_lexical_features_by_hand() -> None:
     assert f["repeated_trigram_share"] == pytest.approx(6 / 9)
     assert f["max_sentence_overlap"] == pytest.approx(1.0)
     assert np.isnan(f["topic_relatedness"])  # no word vectors given
+    assert np.isnan(f["word_specificity"])  # no word frequencies given
     assert np.isnan(lexical_features([])["ttr"])
+
+
+def test_word_specificity_by_hand() -> None:
+    """Mean -ln P(w) over the distinct content words the frequency list knows: function words, placeholders,
+    numbers and strings outside the list do not count, and a repeated word counts once."""
+    unigram = Unigram()
+    words = ["the", "dog", "and", "dog", "[male]", "female0", "1999", "zzqxv", "quaint", "didn't", "it's", "lake's"]
+    expected = -np.mean([unigram.logprob(w) for w in ("dog", "lake", "quaint")])  # no function word, no clitic
+    assert word_specificity(words, unigram.logprob, unigram.knows) == pytest.approx(expected)
+    assert unigram.knows("quaint") and not unigram.knows("zzqxv") and unigram.logprob("zzqxv") == np.log(1e-8)
+    assert np.isnan(word_specificity(["[male]", "zzqxv"], unigram.logprob, unigram.knows))
+    # a specific word raises it, a generic one lowers it (the a-priori sign: detail is better)
+    plain = lexical_features([["we", "had", "fun"], ["it", "was", "great"]], unigram=unigram)["word_specificity"]
+    detail = lexical_features([["we", "had", "fun"], ["the", "lighthouse", "was", "great"]], unigram=unigram)
+    assert detail["word_specificity"] > plain
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sents=st.lists(st.lists(st.sampled_from([*WORDS, "[male]", "zzqxv", "lighthouse"]), min_size=1), min_size=1),
+    pick=st.integers(min_value=0),
+)
+def test_word_specificity_ignores_copies_order_and_joins(sents: list[list[str]], pick: int) -> None:
+    unigram = Unigram()
+    spec = lexical_features(sents, unigram=unigram)["word_specificity"]
+    copied = lexical_features([*sents, sents[pick % len(sents)]], unigram=unigram)["word_specificity"]
+    reordered = lexical_features(sents[::-1], unigram=unigram)["word_specificity"]
+    joined = lexical_features([[*sents[0], "and", *sents[-1]], *sents[1:-1]], unigram=unigram)["word_specificity"]
+    assert (np.isnan(spec) and np.isnan(copied) and np.isnan(joined)) or spec == copied == reordered == joined
 
 
 def test_topic_relatedness_by_hand() -> None:
@@ -150,7 +184,6 @@ def tiny_ranker(tiny_lm: Path):  # type: ignore[no-untyped-def]
     return {name: get_metric(name, lm=str(tiny_lm), device="cpu") for name in names}
 
 
-WORDS = "the a we went to park beach dog family day fun great happy water sun friends party food".split()
 sentence = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(lambda ws: " ".join(ws) + " .")
 
 
@@ -173,7 +206,7 @@ def test_explain_sums_to_the_utility(tiny_ranker) -> None:  # type: ignore[no-un
     assert [sum(p.values()) for p in parts] == pytest.approx(u.tolist())
     assert set(parts[0]) == {f.name for f in FEATURES}
     empty = metric.explain([Story("c", "...")])[0]  # no words: every feature at its worst, summing to the floor
-    assert sum(empty.values()) == pytest.approx(-14.25) and all(v < 0 for v in empty.values())
+    assert sum(empty.values()) == pytest.approx(-15.75) and all(v < 0 for v in empty.values())
 
 
 def test_per_item_csv_shows_each_feature_contribution(tiny_lm: Path, tmp_path: Path) -> None:
@@ -193,7 +226,7 @@ def test_per_item_csv_shows_each_feature_contribution(tiny_lm: Path, tmp_path: P
     assert [r["id"] for r in rows] == ["a", "b", "c"]
     for r in rows:
         assert float(r["story-ranker"]) == pytest.approx(sum(float(r[f"story-ranker.{n}"]) for n in names))
-    assert float(rows[2]["story-ranker"]) == pytest.approx(-14.25)
+    assert float(rows[2]["story-ranker"]) == pytest.approx(-15.75)
 
 
 def test_features_do_not_depend_on_the_encoder_block(tiny_ranker, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -315,3 +348,12 @@ def test_bf16_bound_of_the_utility_follows_from_the_lm_metrics_bounds() -> None:
         for f, m in (("lm_fluency", "lm-fluency"), ("lm_coherence", "lm-coherence"))
     )
     assert float(model.lm_deviation_bound()) >= bound > float(model.lm_deviation_bound()) - 0.1
+
+
+def test_models_info_shows_the_fingerprint_of_the_signature(capsys: pytest.CaptureFixture[str]) -> None:
+    """`vistkit models info story-ranker-v2` names the ranker by the hash its signature carries (its config's)."""
+    from vistkit.cli import main
+
+    assert main(["models", "info", "story-ranker-v2", "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["kind"] == "story-ranker-v2" and shown["fingerprint"] == StoryRankerV2Model().fingerprint

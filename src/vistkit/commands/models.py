@@ -122,6 +122,10 @@ def info(
         cfg = _json_object(load_json(path / "config.json"), path / "config.json")
         kind = cfg.get("kind")  # vistkit's own heads (e.g. coherence-head) name their kind
         data.update(kind=kind if isinstance(kind, str) else f"huggingface {cfg.get('model_type', '?')}")
+        from vistkit.models.story_ranker_v2 import KIND, config_sha256
+
+        if kind == KIND:  # no weights: the ranker's identity is its configuration (as in story-ranker's signature)
+            data["fingerprint"] = config_sha256(cfg)[:12]
     elif not (path.is_dir() and any(path.glob("*.safetensors"))):
         from vistkit.errors import InputError
 

@@ -4,9 +4,9 @@ Each reads a story and gives it a utility u; of two stories of the same photos i
 larger u (``prefer(a, b) = u(a) - u(b)``, a Bradley-Terry model; each distinct story is featurised once, so n
 stories in any number of pairs cost n stories' work).
 
-- ``story-ranker`` (v2, `vistkit.models.story_ranker_v2`): six interpretable features on one z scale
+- ``story-ranker`` (v2, `vistkit.models.story_ranker_v2`): seven interpretable features on one z scale
   (type-token ratio, repeated trigrams, sentence overlap, LM fluency as SLOR, LM coherence as PMI, topic
-  relatedness) with signs and weights fixed beforehand; only the
+  relatedness, word specificity) with signs and weights fixed beforehand; only the
   features' means and SDs on VIST *val* human stories are fitted (`scripts/train_ranker_v2.py`).
   Card: docs/models/story-ranker-v2.md.
 - ``story-ranker-v1`` (`vistkit.models.story_ranker`): the first default, a small head trained on synthetic
@@ -117,33 +117,36 @@ class StoryRanker(UtilityRanker):
     higher_is_better: ClassVar[bool] = True
     card: ClassVar[MetricCard] = MetricCard(
         summary=(
-            "vistkit's offline default ranker (v2): which of two stories people would prefer, from the text "
-            "alone (reference-free, no photos, no download): repetition and diversity, LM fluency and LM "
-            "coherence, each standardised on VIST val human stories, with signs and weights fixed beforehand."
+            "vistkit's offline default ranker (v2): which of two stories people would prefer, from the text alone "
+            "(reference-free, no photos, no download): repetition and diversity, LM fluency, LM coherence, relatedness "
+            "and detail, each standardised on VIST val human stories, with signs and weights fixed beforehand."
         ),
         definition=(
-            "u(x) = sum_k w_k s_k clip((f_k(x) - m_k) / d_k, -3, 3) over six features f_k with a-priori signs "
-            "s_k and weights w_k: type-token ratio (+, 0.5); share of words in repeated trigrams (-, 1.0); "
-            "largest word Jaccard overlap of two sentences (-, 1.0); lm-fluency = mean SLOR of the sentences "
-            "read alone (Kann et al. 2018, Eq. 1) (+, 0.5); lm-coherence = mean PMI of each sentence given the "
-            "story before it, copied words not counted as gain (+, 0.75); topic relatedness = mean cosine of "
-            "each distinct sentence's embedding (packaged all-MiniLM-L6-v2, mean pooled) with the mean of the "
-            "other sentences' (+, 1.0). m_k, d_k: mean and SD over 400 VIST val human stories (the only fitted "
-            "numbers; scripts/train_ranker_v2.py). The LM (SmolLM2-135M-Instruct by default) reads the "
-            "sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
-            "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature "
-            "(coherence or relatedness of a one-sentence story; LM features of a story longer than the LM's "
-            "context) counts as typical (z = 0); a story without words gets the lowest utility, -14.25. See "
+            "u(x) = sum_k w_k s_k clip((f_k(x) - m_k) / d_k, -3, 3) over seven features f_k with a-priori signs s_k "
+            "and weights w_k: type-token ratio (+, 0.5); share of words in repeated trigrams (-, 1.0); largest word "
+            "Jaccard overlap of two sentences (-, 1.0); lm-fluency = mean SLOR of the sentences read alone (Kann et "
+            "al. 2018, Eq. 1) (+, 0.5); lm-coherence = mean PMI of each sentence given the story before it, copied "
+            "words not counted as gain (+, 0.75); topic relatedness = mean cosine of each distinct sentence's "
+            "embedding (packaged all-MiniLM-L6-v2, mean pooled) with the mean of the other sentences' (+, 1.0); word "
+            "specificity = mean unigram surprisal -ln P(w) (wordfreq) of the story's distinct known content words, for "
+            "the 'detail' aspect of VIST's human evaluation (+, 0.5). m_k, d_k: mean and SD over 400 VIST val human "
+            "stories (the only fitted numbers; scripts/train_ranker_v2.py). The LM (SmolLM2-135M-Instruct by default) "
+            "reads the sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
+            "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature (coherence "
+            "or relatedness of a one-sentence story; LM features of a story longer than the LM's context) counts as "
+            "typical (z = 0); a story without words gets the lowest utility, -15.75. See "
             "docs/models/story-ranker-v2.md."
         ),
         range=(
-            "Within +-14.25 (each clipped |z| at most 3, weights summing to 4.75); "
+            "Within +-15.75 (each clipped |z| at most 3, weights summing to 5.25); "
             "0 = a typical VIST val human story; higher is better."
         ),
-        signature_fields="model (story-ranker-v2@SHA-256 prefix of its config), lm (name@weights hash12), "
-        "precision + maxdev for bf16 (a bound on the utility's change: 0.5, from the LM metrics' bounds), "
-        "unigram (wordfreq version) of lm-fluency, encoder (the sentence encoder of topic relatedness, fp32 "
-        "on the LM's device), data (the statistics' sample).",
+        signature_fields=(
+            "model (story-ranker-v2@SHA-256 prefix of its config), lm (name@weights hash12), precision + maxdev "
+            "for bf16 (a bound on the utility's change: 0.5, from the LM metrics' bounds), unigram (wordfreq "
+            "version) of lm-fluency and word specificity, encoder (the sentence encoder of topic relatedness, fp32 "
+            "on the LM's device), data (the statistics' sample)."
+        ),
         reproduces=(
             "Not an official metric. Held-out human judgements are measured outside the repository; the "
             "development numbers (proxy pairs, VWP synthetic errors, trivial baselines beside it) are in "
@@ -235,7 +238,7 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
             return np.stack([vectors[k] for k in sentences])
 
         for row in rows:
-            lex = lexical_features(words[row], encode)
+            lex = lexical_features(words[row], encode, scorer.unigram)
             for k, v in lex.items():
                 table[row, names.index(k)] = v
     lm_input = [[natural_sentence(s) for s in split_sentences(text)] for text in texts]

@@ -145,14 +145,21 @@ class Unigram:
         """``wordfreq-<version>-en-floor<floor>`` (goes into the LM metrics' signatures)."""
         return f"wordfreq-{self.version}-en-floor{self.floor:g}"
 
-    def logprob(self, word: str) -> float:
-        """Natural-log unigram probability of one word (case-insensitive; floored)."""
+    def frequency(self, word: str) -> float:
+        """wordfreq's frequency of one word (case-insensitive; 0 for a word it lacks), cached."""
         key = word.lower()
         value = self._cache.get(key)
         if value is None:
-            value = math.log(max(float(self._freq(key, "en")), self.floor))
-            self._cache[key] = value
+            value = self._cache[key] = float(self._freq(key, "en"))
         return value
+
+    def logprob(self, word: str) -> float:
+        """Natural-log unigram probability of one word (case-insensitive; floored)."""
+        return math.log(max(self.frequency(word), self.floor))
+
+    def knows(self, word: str) -> bool:
+        """Whether the frequency list has ``word`` at all; `logprob` gives the ones it lacks the floor."""
+        return self.frequency(word) > 0.0
 
     def token_logprobs(self, sentence: SentenceLogprobs) -> np.ndarray:
         """The unigram log-probability of ``sentence`` spread over its LM tokens (float64, one per token).

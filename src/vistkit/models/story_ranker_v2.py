@@ -29,7 +29,10 @@ The features (all reference-free, text only):
   Its first version averaged static word vectors, which is mostly shared words: it rose when a story repeated a
   noun in every sentence (VWP's repeat-word error: .65 pair accuracy for the ranker, .94 now) or lost its
   specifics (generic-words: .49, .98 now), the very things people fix, and it caught a foreign sentence less
-  often (.79 of val stories lowered, against .91).
+  often (.79 of val stories lowered, against .91);
+- detail: the mean unigram surprisal (wordfreq) of the story's distinct known content words (`word_specificity`), for
+  the "detail" aspect of VIST's human evaluation; added after the repetition features were found to carry the
+  ranker alone on VIST-trained machine stories (docs/models/story-ranker-v2.md, table (c)).
 
 The LM reads natural text (`vistkit.text.detokenize.natural_sentence`): VIST's tokenised lower case would
 otherwise look like bad English to it.
@@ -40,14 +43,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vistkit.models.story_ranker import _repeated_trigram_share
+from vistkit.models.story_ranker import FUNCTION_WORDS, _repeated_trigram_share
+
+if TYPE_CHECKING:
+    from vistkit.models.lm import Unigram
 
 DEFAULT_NAME = "story-ranker-v2"
 CONFIG_FILE = "config.json"
@@ -67,7 +74,8 @@ class Feature:
 #: The features, their a-priori signs and weights. Repetition (2.5 in all) leads; coherence and relatedness (1.75 in
 #: all) are weighted so that a sentence from another story lowers most stories although its new words raise the
 #: type-token ratio; fluency (0.5) rises with sentence length and coherence falls with it, so their weights also
-#: keep the score from being a length score (tests/test_story_ranker_v2.py).
+#: keep the score from being a length score (tests/test_story_ranker_v2.py); specificity (0.5, unrelated to length
+#: on VIST val) weighs like fluency, half a repetition feature, so that a thesaurus cannot buy much.
 FEATURES: tuple[Feature, ...] = (
     Feature("ttr", +1, 0.5, "type-token ratio of the story's words"),
     Feature("repeated_trigram_share", -1, 1.0, "share of words inside a word trigram that occurs twice or more"),
@@ -80,14 +88,21 @@ FEATURES: tuple[Feature, ...] = (
         1.0,
         "mean cosine of each distinct sentence's MiniLM embedding with the mean of the others'",
     ),
+    Feature(
+        "word_specificity",
+        +1,
+        0.5,
+        "mean unigram surprisal -ln P(w) (wordfreq) of the story's distinct known content words",
+    ),
 )
-#: features of the words (no causal LM; relatedness uses the MiniLM sentence encoder)
-LEXICAL = ("ttr", "repeated_trigram_share", "max_sentence_overlap", "topic_relatedness")
+#: features of the words (no causal LM; relatedness uses the MiniLM sentence encoder, specificity word frequencies)
+LEXICAL = ("ttr", "repeated_trigram_share", "max_sentence_overlap", "topic_relatedness", "word_specificity")
 LM_FEATURES = ("lm_fluency", "lm_coherence")
 
 
 def default_model_dir() -> Path:
-    """The packaged v2 folder (config.json with the statistics, MODEL_CARD.md)."""
+    """The packaged v2 folder (config.json: signs, weights and statistics; the card is
+    docs/models/story-ranker-v2.md)."""
     return Path(__file__).resolve().parents[1] / "resources" / "models" / DEFAULT_NAME
 
 
@@ -111,11 +126,40 @@ def topic_relatedness(
     return float(np.mean(sims))
 
 
+#: a plain word: letters with at most inner apostrophes (no placeholder such as ``[male]``, no number, no ``female0``)
+_PLAIN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
+_CLITIC = re.compile(r"'(?:s|re|ll|ve|d|m)$")
+
+
+def content_word(word: str) -> str | None:
+    """``word`` without a clitic (``lake's`` -> ``lake``) if it is a plain content word, else None (a function
+    word, with or without its clitic or negation: ``it's``, ``didn't``; a placeholder, a number)."""
+    if not _PLAIN_WORD.fullmatch(word) or word.endswith("n't"):
+        return None
+    base = _CLITIC.sub("", word)
+    return None if base in FUNCTION_WORDS else base
+
+
+def word_specificity(words: Iterable[str], logprob: Callable[[str], float], known: Callable[[str], bool]) -> float:
+    """Mean unigram surprisal ``-ln P(w)`` over the distinct content words ``w`` that the frequency list knows
+    (``known``): how specific the story's vocabulary is. "Detail" is one of the six aspects of VIST's human
+    evaluation (Wang et al. 2018, as listed by Hsu et al. 2022, fn. 2): a machine story of the VIST era says "we
+    had a great time" where people name what they did. Over word *types*, so repeating a word or copying a
+    sentence cannot raise it; function words are left out (`content_word`), so joining two sentences with "and"
+    cannot lower it; a word outside the list (a typo, a made-up string) is no evidence of detail.
+    NaN without a known content word."""
+    types = sorted({c for c in map(content_word, words) if c is not None and known(c)})
+    return float(np.mean([-logprob(w) for w in types])) if types else float("nan")
+
+
 def lexical_features(
-    sentences: Sequence[Sequence[str]], encode: Callable[[Sequence[str]], np.ndarray] | None = None
+    sentences: Sequence[Sequence[str]],
+    encode: Callable[[Sequence[str]], np.ndarray] | None = None,
+    unigram: Unigram | None = None,
 ) -> dict[str, float]:
     """`LEXICAL` features of a story given as lists of lower-cased word tokens (punctuation removed);
-    NaN for a story without words (``topic_relatedness`` NaN without a sentence encoder ``encode``)."""
+    NaN for a story without words (``topic_relatedness`` NaN without a sentence encoder ``encode``,
+    ``word_specificity`` NaN without a `vistkit.models.lm.Unigram` ``unigram``)."""
     words = [w for s in sentences for w in s]
     if not words:
         return dict.fromkeys(LEXICAL, float("nan"))
@@ -126,6 +170,7 @@ def lexical_features(
         "repeated_trigram_share": _repeated_trigram_share(words),
         "max_sentence_overlap": max(overlaps) if overlaps else 0.0,
         "topic_relatedness": topic_relatedness(sentences, encode) if encode else float("nan"),
+        "word_specificity": word_specificity(words, unigram.logprob, unigram.knows) if unigram else float("nan"),
     }
 
 
