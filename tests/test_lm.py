@@ -145,6 +145,19 @@ def test_slor_equals_hand_computation(tiny: CausalLM) -> None:
     assert unigram.logprob("qzxvbn") == pytest.approx(math.log(1e-8))
 
 
+def test_unigram_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wordfreq import word_frequency
+
+    import vistkit.models.lm as lm
+
+    monkeypatch.setattr(lm, "UNIGRAM_CACHE_WORDS", 3)
+    unigram = Unigram()
+    values = [unigram.logprob(w) for w in ("dog", "cat", "sea", "sun", "dog", "qzxvbn")]
+    assert len(unigram._cache) <= 3
+    assert values[0] == values[4] == math.log(word_frequency("dog", "en"))  # same value after the cache was cleared
+    assert unigram.knows("sun") and not unigram.knows("qzxvbn")
+
+
 def test_pmi_caps_copied_words(tiny: CausalLM) -> None:
     (story,) = tiny.story_logprobs([["the sun set over the sea .", "the sea was blue ."]])
     s = story.sentences[1]

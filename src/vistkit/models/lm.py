@@ -120,6 +120,10 @@ def find_words(text: str, start: int = 0, end: int | None = None) -> list[tuple[
     return out
 
 
+#: distinct words whose frequency `Unigram` keeps (~100 bytes each)
+UNIGRAM_CACHE_WORDS = 200_000
+
+
 class Unigram:
     """Unigram word log-probabilities (natural log) for SLOR, from ``wordfreq`` (English, "best" list).
 
@@ -150,6 +154,8 @@ class Unigram:
         key = word.lower()
         value = self._cache.get(key)
         if value is None:
+            if len(self._cache) >= UNIGRAM_CACHE_WORDS:  # bounded: a stream of junk words cannot grow it forever
+                self._cache.clear()
             value = self._cache[key] = float(self._freq(key, "en"))
         return value
 
