@@ -207,6 +207,21 @@ def test_explain_sums_to_the_utility(tiny_ranker) -> None:  # type: ignore[no-un
     assert set(parts[0]) == {f.name for f in FEATURES}
     empty = metric.explain([Story("c", "...")])[0]  # no words: every feature at its worst, summing to the floor
     assert sum(empty.values()) == pytest.approx(-15.75) and all(v < 0 for v in empty.values())
+    made_up = Story("d", "qzxv blorp snarfle wibble . glorp zzyzx quux .")  # nothing repeats, all "rare": gated
+    assert metric.utility([made_up])[0] == pytest.approx(-15.75)
+
+
+def test_made_up_words_gate() -> None:
+    """Fewer than half of the plain words known -> no story; placeholders and numbers do not count either way."""
+    from vistkit.models.story_ranker_v2 import is_made_up
+
+    unigram = Unigram()
+    assert is_made_up(["qzxv", "blorp", "the"], unigram.knows)
+    assert not is_made_up(["qzxv", "the", "dog"], unigram.knows)  # 2 of 3 known
+    assert not is_made_up(["[male]", "female0", "1999", "went", "qzxv"], unigram.knows)  # 1 of 2 plain: not fewer
+    assert not is_made_up(["[male]", "1999"], unigram.knows)  # no plain word: not judged here
+    assert np.isnan(lexical_features([["qzxv", "blorp"], ["the"]], unigram=unigram)["ttr"])
+    assert lexical_features([["qzxv", "blorp"], ["the"]])["ttr"] == 1.0  # without a frequency list: no gate
 
 
 def test_per_item_csv_shows_each_feature_contribution(tiny_lm: Path, tmp_path: Path) -> None:

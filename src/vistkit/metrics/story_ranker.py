@@ -134,7 +134,8 @@ class StoryRanker(UtilityRanker):
             "reads the sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
             "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature (coherence "
             "or relatedness of a one-sentence story; LM features of a story longer than the LM's context) counts as "
-            "typical (z = 0); a story without words gets the lowest utility, -15.75. See "
+            "typical (z = 0); a story without words, or whose plain words are mostly not in the frequency list (a "
+            "string of made-up words), gets the lowest utility, -15.75. See "
             "docs/models/story-ranker-v2.md."
         ),
         range=(
