@@ -1,14 +1,19 @@
 """Evaluate the default ranker (or any ranker / metric) against every other vistkit metric.
 
     python scripts/eval_ranker.py [--metrics story-ranker,coherence,rovist-nr,...] [--vhed VHED.csv -r REFS]
-                                  [--per-group N] [--features] [--json OUT.json]
+                                  [--per-group N] [--features] [--reserved] [--skip-proxy] [--skip-vwp]
+                                  [--json OUT.json]
 
 (a) proxy pairs: every VIST test human story vs the LLaVA, TAPM and PR-VIST story of the same photos (built as
     `vistkit meta build-pairs` does; label "the human story is better" is a PROXY, not a human judgement);
 (b) synthetic-error pairs built from the VWP human stories (never used to train the ranker): human vs the same
     story with one error, accuracy by error type (reference-free metrics only: VWP has one story per sequence);
 (c) a VHED-layout file, when given (`--vhed`, with `--references` for reference-based metrics);
-`--features`: each feature of story-ranker v2 alone on the (a) and (b) pairs (what carries the ranker where).
+(d) `--reserved`: VIST test human stories vs the AREL and XE machine stories of the same photos (TAPM's copies).
+    EVALUATION ONLY: ../shared/data/RESERVED.md allows these files for evaluation and forbids any training or
+    tuning on them (they are the machine side of the held-out edit pairs); run it on a frozen ranker and change
+    nothing because of it;
+`--features`: each feature of story-ranker v2 alone on the (a), (b) and (d) pairs (what carries the ranker where).
 
 Pair accuracy is Vrank's Eq. 1-2 (a metric tie is wrong). Trivial baselines are always shown beside the metrics:
 type-token ratio, word count and mean sentence length (the longer story preferred). `--per-group N` samples N
@@ -57,6 +62,16 @@ def proxy_pairs() -> list[StoryPair]:
     for name, path, field, key in machines:
         m = read_stories(path, field=field, system=name)
         pairs += build_reference_pairs(refs, [m], key=key)
+    return pairs
+
+
+def reserved_pairs() -> list[StoryPair]:
+    """(d): human vs AREL / XE stories of the same photos, for evaluation only (RESERVED.md: never to tune)."""
+    refs = read_stories(REFS, system="human")
+    pairs: list[StoryPair] = []
+    for name in ("AREL", "XE"):
+        m = read_stories(SHARED / f"tapm-vist-outputs/vist/{name}.json", system=name.lower())
+        pairs += build_reference_pairs(refs, [m], key="sequence")
     return pairs
 
 
@@ -205,6 +220,8 @@ def main() -> None:
     ap.add_argument("--vhed", type=Path, help="a VHED-layout pairs CSV (c)")
     ap.add_argument("--references", "-r", type=Path, help="human references for (c)")
     ap.add_argument("--skip-proxy", action="store_true")
+    ap.add_argument("--skip-vwp", action="store_true")
+    ap.add_argument("--reserved", action="store_true", help="(d) AREL / XE vs human: evaluation only, never tuning")
     ap.add_argument("--json", type=Path, help="write every number here")
     ap.add_argument("--ranker-model", type=Path, help="a story-ranker model folder (default: the packaged one)")
     ap.add_argument("--per-group", type=int, default=None, help="at most N pairs per system / error kind")
@@ -223,14 +240,22 @@ def main() -> None:
         out["proxy"] = evaluate("proxy", proxy, metrics, lambda p: p.system_2, refs)
         print_table("(a) proxy pairs: human story vs machine story (PROXY label: human is better)", out["proxy"])
     free = [m for m in metrics if not get_metric_class(m).needs_references]
-    vwp = sample_per_group(vwp_pairs(), lambda p: p.system_2, args.per_group)
-    out["vwp"] = evaluate("vwp", vwp, free, lambda p: p.system_2)
-    print_table("(b) VWP synthetic errors: human vs one error (accuracy by error type)", out["vwp"])
+    vwp: list[StoryPair] = []
+    if not args.skip_vwp:
+        vwp = sample_per_group(vwp_pairs(), lambda p: p.system_2, args.per_group)
+        out["vwp"] = evaluate("vwp", vwp, free, lambda p: p.system_2)
+        print_table("(b) VWP synthetic errors: human vs one error (accuracy by error type)", out["vwp"])
+    reserved: list[StoryPair] = []
+    if args.reserved:
+        reserved = sample_per_group(reserved_pairs(), lambda p: p.system_2, args.per_group)
+        out["reserved"] = evaluate("reserved", reserved, metrics, lambda p: p.system_2,
+                                   read_stories(REFS, system="human"))
+        print_table("(d) reserved machine stories (AREL, XE) vs human, EVALUATION ONLY", out["reserved"])
     if args.features:
         from vistkit.metrics.story_ranker import StoryRanker
 
         ranker = StoryRanker(**OPTIONS.get("story-ranker", {}))
-        for name, sample in (("proxy", proxy), ("vwp", vwp)):
+        for name, sample in (("proxy", proxy), ("vwp", vwp), ("reserved", reserved)):
             if not sample:
                 continue
             out[f"features-{name}"] = feature_accuracy(sample, lambda p: p.system_2, ranker.explain)

@@ -36,6 +36,9 @@ def test_eval_ranker_builds_its_proxy_and_vwp_pairs() -> None:
     assert vwp and all(p.text_1 != p.text_2 for p in vwp)
     acc = ev.accuracy(ev.ttr_scores(sample), sample, lambda p: p.system_2)
     assert set(acc) == systems | {"all"} and all(0.0 <= a <= 1.0 for a, _ in acc.values())
+    reserved = ev.reserved_pairs()  # (d), evaluation only: human vs AREL / XE of the same photos
+    assert {p.system_2 for p in reserved} == {"arel", "xe"} and len(reserved) > 1000
+    assert all(p.system_1 == "human" and p.text_1 != p.text_2 for p in reserved)
 
 
 def test_feature_accuracy_counts_ties_as_wrong_and_reports_them() -> None:
