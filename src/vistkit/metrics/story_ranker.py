@@ -150,8 +150,9 @@ class StoryRanker(UtilityRanker):
         ),
         reproduces=(
             "Not an official metric. Held-out human judgements are measured outside the repository; the "
-            "development numbers (proxy pairs, VWP synthetic errors, trivial baselines beside it) are in "
-            "docs/models/story-ranker-v2.md and come from scripts/eval_ranker.py."
+            "development numbers (proxy pairs, VWP synthetic errors, the reserved AREL / XE stories for evaluation "
+            "only, trivial baselines beside it) are in docs/models/story-ranker-v2.md and come from "
+            "scripts/eval_ranker.py."
         ),
         differences=(
             "Vrank (Hsu et al. 2022, Sect. 4) regresses the human ranking gap from both stories read together "
