@@ -51,13 +51,21 @@ REFERENCE_FREE = (
 DEFAULT_METRICS = REFERENCE_FREE + ",bleu-4,rouge-l,cider-d,sacrebleu,meteor-vist"
 
 
-def proxy_pairs() -> list[StoryPair]:
+#: (a): (system, file, field, key) of the machine stories compared with VIST test human stories
+PROXY_MACHINES = (
+    ("llava", SHARED / "dhm-visual-storytelling/data/stories/vist/llava_vc_p3.json", None, "story"),
+    ("tapm", SHARED / "tapm-vist-outputs/vist/ours.json", None, "sequence"),
+    ("pr-vist", REFS, "predicted_story", "story"),
+)
+#: (d): the reserved AREL / XE stories (TAPM's copies), for evaluation only (RESERVED.md: never to tune)
+RESERVED_MACHINES = tuple(
+    (name.lower(), SHARED / f"tapm-vist-outputs/vist/{name}.json", None, "sequence") for name in ("AREL", "XE")
+)
+
+
+def human_vs_machine_pairs(machines: tuple[tuple[str, Path, str | None, str], ...]) -> list[StoryPair]:
+    """The VIST test human story against each machine story of the same photos (label: the human one is better)."""
     refs = read_stories(REFS, system="human")
-    machines = [
-        ("llava", SHARED / "dhm-visual-storytelling/data/stories/vist/llava_vc_p3.json", None, "story"),
-        ("tapm", SHARED / "tapm-vist-outputs/vist/ours.json", None, "sequence"),
-        ("pr-vist", REFS, "predicted_story", "story"),
-    ]
     pairs: list[StoryPair] = []
     for name, path, field, key in machines:
         m = read_stories(path, field=field, system=name)
@@ -65,14 +73,13 @@ def proxy_pairs() -> list[StoryPair]:
     return pairs
 
 
+def proxy_pairs() -> list[StoryPair]:
+    return human_vs_machine_pairs(PROXY_MACHINES)
+
+
 def reserved_pairs() -> list[StoryPair]:
     """(d): human vs AREL / XE stories of the same photos, for evaluation only (RESERVED.md: never to tune)."""
-    refs = read_stories(REFS, system="human")
-    pairs: list[StoryPair] = []
-    for name in ("AREL", "XE"):
-        m = read_stories(SHARED / f"tapm-vist-outputs/vist/{name}.json", system=name.lower())
-        pairs += build_reference_pairs(refs, [m], key="sequence")
-    return pairs
+    return human_vs_machine_pairs(RESERVED_MACHINES)
 
 
 def vwp_pairs(seed: int = 1) -> list[StoryPair]:
@@ -226,17 +233,17 @@ def main() -> None:
     ap.add_argument("--ranker-model", type=Path, help="a story-ranker model folder (default: the packaged one)")
     ap.add_argument("--per-group", type=int, default=None, help="at most N pairs per system / error kind")
     ap.add_argument(
-        "--features", action="store_true", help="each feature of story-ranker v2 alone on the (a) and (b) pairs"
+        "--features", action="store_true", help="each feature of story-ranker v2 alone on the (a), (b), (d) pairs"
     )
     args = ap.parse_args()
     if args.ranker_model:
         OPTIONS["story-ranker"] = {"model": args.ranker_model}
     metrics = [m for m in args.metrics.split(",") if m]
     out = {}
+    refs = read_stories(REFS, system="human")  # the references of reference-based metrics in (a) and (d)
     proxy: list[StoryPair] = []
     if not args.skip_proxy:
         proxy = sample_per_group(proxy_pairs(), lambda p: p.system_2, args.per_group)
-        refs = read_stories(REFS, system="human")
         out["proxy"] = evaluate("proxy", proxy, metrics, lambda p: p.system_2, refs)
         print_table("(a) proxy pairs: human story vs machine story (PROXY label: human is better)", out["proxy"])
     free = [m for m in metrics if not get_metric_class(m).needs_references]
@@ -248,8 +255,7 @@ def main() -> None:
     reserved: list[StoryPair] = []
     if args.reserved:
         reserved = sample_per_group(reserved_pairs(), lambda p: p.system_2, args.per_group)
-        out["reserved"] = evaluate("reserved", reserved, metrics, lambda p: p.system_2,
-                                   read_stories(REFS, system="human"))
+        out["reserved"] = evaluate("reserved", reserved, metrics, lambda p: p.system_2, refs)
         print_table("(d) reserved machine stories (AREL, XE) vs human, EVALUATION ONLY", out["reserved"])
     if args.features:
         from vistkit.metrics.story_ranker import StoryRanker
