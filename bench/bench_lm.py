@@ -1,6 +1,7 @@
 """Speed of the three LM metrics together (one shared LM pass per story) on VIST val stories.
 
     nice .venv/bin/python bench/bench_lm.py --stories 200 --threads 2            # speed (BENCHMARKS.md)
+    nice .venv/bin/python bench/bench_lm.py --stories 100 --each                 # each metric alone, then all
     nice .venv/bin/python bench/bench_lm.py --stories 100 --deviation            # bf16 vs fp32 bound
     nice .venv/bin/python bench/bench_lm.py --stories 40 --profile               # where the time goes
 
@@ -8,7 +9,9 @@ Stories: the human VIST *validation* stories of ../shared/data/vist-11777-baseli
 val_reference.json (free to use, RESERVED.md), in file order, split into sentences with NLTK Punkt as the
 metrics do. Timed: `LMScorer.logprobs` (tokenise, one pass over each story, one over each of its sentences
 alone) plus the per-sentence and story values of lm-perplexity, lm-fluency and lm-coherence, after a warm-up
-on other stories. FLOPs: 2 x (weights of every linear layer) per token through the transformer, the LM head
+on other stories. With ``--each``, each metric is also timed alone on the same stories (a cold cache each
+time): lm-perplexity reads only the story pass and lm-fluency only the alone pass (`PASSES_OF`).
+FLOPs: 2 x (weights of every linear layer) per token through the transformer, the LM head
 (vocabulary x width) counted only on the positions whose next token is scored (as computed); attention
 scores are left out (short rows). The roofline is `bench_gemm_roofline.py`'s float32 rate on its own shape,
 plus the same measurement on SmolLM2's MLP shape (rows x 576 @ 576 x 1536).
@@ -36,40 +39,62 @@ def val_stories(n: int, *, skip: int = 0) -> list[list[str]]:
     return [split_sentences(t) for t in texts[skip : skip + n]]
 
 
-def run_metrics(scorer, stories: list[list[str]]) -> list[tuple[float, float, float]]:  # type: ignore[no-untyped-def]
+METRICS = ("lm-perplexity", "lm-fluency", "lm-coherence")
+
+
+def passes_of(metrics: tuple[str, ...]) -> frozenset[str]:
+    from vistkit.metrics.lm import PASSES_OF
+
+    return frozenset().union(*(PASSES_OF[m] for m in metrics))
+
+
+def run_metrics(  # type: ignore[no-untyped-def]
+    scorer, stories: list[list[str]], metrics: tuple[str, ...] = METRICS
+) -> list[tuple[float, float, float]]:
+    """(perplexity, fluency, coherence) of each story, NaN for a metric not in ``metrics``."""
     from vistkit.metrics.lm import coherence_sentences, fluency_sentences, perplexity_of
 
+    def mean(values: list[float], start: int = 0) -> float:
+        kept = [v for v in values[start:] if not math.isnan(v)]
+        return sum(kept) / len(kept) if kept else math.nan
+
     out = []
-    for lp in scorer.logprobs(stories):
-        flu = fluency_sentences(lp, scorer.unigram)
-        coh = coherence_sentences(lp)
-        f = [v for v in flu if not math.isnan(v)]
-        c = [v for v in coh[1:] if not math.isnan(v)]
-        out.append(
-            (perplexity_of(lp), sum(f) / len(f) if f else math.nan, sum(c) / len(c) if c else math.nan)
-        )
+    for lp in scorer.logprobs(stories, passes=passes_of(metrics)):
+        out.append((
+            perplexity_of(lp) if "lm-perplexity" in metrics else math.nan,
+            mean(fluency_sentences(lp, scorer.unigram)) if "lm-fluency" in metrics else math.nan,
+            mean(coherence_sentences(lp), 1) if "lm-coherence" in metrics else math.nan,
+        ))
     return out
 
 
-def flop_count(lm, stories: list[list[str]]) -> tuple[int, int, float]:  # type: ignore[no-untyped-def]
+BOTH = frozenset({"story", "alone"})
+
+
+def flop_count(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> tuple[int, int, float]:  # type: ignore[no-untyped-def]
     """(positions through the transformer, positions through the LM head, FLOPs) of scoring ``stories``."""
     import torch
 
     head = lm.model.get_output_embeddings().weight.numel()
     body = sum(m.weight.numel() for m in lm.model.modules() if isinstance(m, torch.nn.Linear)) - head
-    rows = row_lengths(lm, stories)
+    rows = row_lengths(lm, stories, passes)
     positions, scored = sum(rows), sum(r - 1 for r in rows)
     return positions, scored, 2.0 * (body * positions + head * scored)
 
 
-def row_lengths(lm, stories: list[list[str]]) -> list[int]:  # type: ignore[no-untyped-def]
+def row_lengths(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> list[int]:  # type: ignore[no-untyped-def]
     """Lengths of the LM rows of ``stories`` (`CausalLM.story_logprobs`: the story, then each sentence after the
-    first alone, each with its start token)."""
+    first alone, or every sentence alone without the story pass, each with its start token)."""
     rows: list[int] = []
     for s in stories:
         p = lm._prepare(list(s))
-        if len(p.ids):
-            rows += [len(p.ids) + 1] + [int((p.owner == j).sum()) + 1 for j in range(1, len(p.sentences))]
+        if not len(p.ids):
+            continue
+        if "story" in passes:
+            rows.append(len(p.ids) + 1)
+        if "alone" in passes:
+            first = 1 if "story" in passes else 0
+            rows += [int((p.owner == j).sum()) + 1 for j in range(first, len(p.sentences))]
     return rows
 
 
@@ -101,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deviation", action="store_true", help="bf16 vs fp32: largest differences")
     ap.add_argument("--no-roofline", action="store_true")
     ap.add_argument("--profile", action="store_true", help="time per module kind (forward hooks), after the run")
+    ap.add_argument("--each", action="store_true", help="also time each metric alone (only the passes it reads)")
     args = ap.parse_args(argv)
     import torch
 
@@ -111,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         return deviation(stories, args)
     results = {}
     for precision in ("fp32", "bf16") if args.precision == "both" else (args.precision,):
+        if args.each:
+            for metric in METRICS:
+                speed(stories, args, precision, (metric,))
         results[precision] = speed(stories, args, precision)
         if args.profile:
             profile(stories, args, precision)
@@ -123,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def speed(stories: list[list[str]], args: argparse.Namespace, precision: str) -> list[tuple[float, float, float]]:
+def speed(
+    stories: list[list[str]], args: argparse.Namespace, precision: str, metrics: tuple[str, ...] = METRICS
+) -> list[tuple[float, float, float]]:
     import torch
 
     from vistkit.metrics.lm import get_scorer
@@ -132,15 +163,18 @@ def speed(stories: list[list[str]], args: argparse.Namespace, precision: str) ->
     scorer = get_scorer(None, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
     load_s = time.perf_counter() - t0
     lm = scorer.lm
-    run_metrics(scorer, val_stories(8))  # warm-up (other stories)
+    scorer.forget()  # a cold cache: an earlier run's stories would cost nothing
+    run_metrics(scorer, val_stories(8), metrics)  # warm-up (other stories)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     t0, c0 = time.perf_counter(), time.process_time()
-    values = run_metrics(scorer, stories)
+    values = run_metrics(scorer, stories, metrics)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    positions, scored, flops = flop_count(lm, stories)
+    passes = passes_of(metrics)
+    positions, scored, flops = flop_count(lm, stories, passes)
+    print(f"== {', '.join(metrics)} (passes: {', '.join(sorted(passes))})")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {lm.device}, {lm.precision}, "
           f"batch_tokens {lm.batch_tokens}; LM {lm.name}@{lm.fingerprint} loaded in {load_s:.2f} s")
     print(f"{len(stories)} stories, {positions} positions ({positions / len(stories):.1f}/story), "
@@ -148,11 +182,9 @@ def speed(stories: list[list[str]], args: argparse.Namespace, precision: str) ->
     print(f"time {seconds:.2f} s: {len(stories) / seconds:.2f} stories/s, {positions / seconds:.0f} tokens/s, "
           f"{flops / seconds / 1e9:.1f} GFLOP/s achieved; process CPU time {cpu:.2f} s "
           f"({len(stories) / cpu:.2f} stories per CPU-second); load average {os.getloadavg()[0]:.1f}")
-    ppl = [v[0] for v in values]
-    print(f"mean lm-perplexity {sum(ppl) / len(ppl):.2f}, lm-fluency "
-          f"{sum(v[1] for v in values) / len(values):.4f}, lm-coherence "
-          f"{sum(v[2] for v in values if not math.isnan(v[2])) / len(values):.4f}")
-    if not args.no_roofline and args.device == "cpu":
+    means = [[v[k] for v in values if not math.isnan(v[k])] for k in range(3)]
+    print("means: " + ", ".join(f"{name} {sum(m) / len(m):.4f}" for name, m in zip(METRICS, means, strict=True) if m))
+    if not args.no_roofline and args.device == "cpu" and metrics == METRICS:
         achieved, per_cpu = flops / seconds / 1e9, flops / cpu / 1e9
         for dtype in ("fp32", "bf16") if lm.precision == "bf16" else ("fp32",):
             for shape in ((1024, 4096), (576, 1536)):

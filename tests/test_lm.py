@@ -210,16 +210,25 @@ TOL = 1e-5
 
 
 # --------------------------------------------------------------------------------------------------- metrics
+def _count_rows(lm: CausalLM, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the number of LM rows (a story or a lone sentence) of every `_score_rows` call of ``lm``."""
+    rows: list[int] = []
+    real = lm._score_rows
+    monkeypatch.setattr(lm, "_score_rows", lambda r: rows.append(len(r)) or real(r))
+    return rows
+
+
 def test_metrics_share_one_lm_and_one_pass(tiny_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opts: dict[str, Any] = {"lm": str(tiny_folder), "device": "cpu", "batch_tokens": 999}
     ppl, flu, coh = LMPerplexity(**opts), LMFluency(**opts), LMCoherence(**opts)
     assert ppl.scorer is flu.scorer is coh.scorer
-    calls = []
-    real = ppl.scorer.lm.story_logprobs
-    monkeypatch.setattr(ppl.scorer.lm, "story_logprobs", lambda s: calls.append(len(s)) or real(s))
+    ppl.scorer.forget()
+    calls = _count_rows(ppl.scorer.lm, monkeypatch)
     stories = [Story("a", " ".join(STORY)), Story("b", " ".join(OTHER)), Story("c", "one sentence only .")]
     scores = [m.score(stories) for m in (ppl, flu, coh)]
-    assert calls == [3]  # three metrics, one LM call
+    # three metrics, each pass once: perplexity the 3 story rows, fluency the 3 + 2 later sentences alone
+    # (a sentence 1's alone values are its in-story ones), coherence nothing more
+    assert calls == [3, 5]
     assert scores[2].excluded == {"c": "fewer than two sentences (nothing to be coherent with)"}
     names = ("lm-perplexity", "lm-fluency", "lm-coherence")
     assert all(s.signature.startswith(f"{m}|") and "|lm:lm@" in s.signature for s, m in zip(scores, names, strict=True))
@@ -230,7 +239,50 @@ def test_metrics_share_one_lm_and_one_pass(tiny_folder: Path, monkeypatch: pytes
     assert scores[1].extra["item_sentences"][0] == pytest.approx(per[0])
     assert scores[0].item_scores[0] == pytest.approx(math.exp(-np.mean(ppl.scorer.logprobs([STORY])[0].in_story())))
     ppl.scorer.forget()  # the cache is dropped, the LM kept: the same stories cost one more pass, same values
-    assert ppl.score(stories).item_scores == pytest.approx(scores[0].item_scores) and calls == [3, 3]
+    assert ppl.score(stories).item_scores == pytest.approx(scores[0].item_scores) and calls == [3, 5, 3]
+
+
+def test_each_metric_computes_only_the_pass_it_reads(tiny: CausalLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """lm-perplexity reads only the story rows, lm-fluency only the lone sentences (about half the work each);
+    the values equal those of the full product, and a later metric adds only the missing pass."""
+    from vistkit.metrics.lm import LMScorer, sentence_perplexities
+
+    stories = [STORY, OTHER, ["one sentence only ."]]
+    full = tiny.story_logprobs(stories)
+    story_only = tiny.story_logprobs(stories, passes={"story"})
+    alone_only = tiny.story_logprobs(stories, passes=["alone"])
+    for f, a, b in zip(full, story_only, alone_only, strict=True):
+        assert a.passes == {"story"} and b.passes == {"alone"} and f.passes == {"story", "alone"}
+        np.testing.assert_allclose(a.in_story(), f.in_story(), atol=TOL)
+        assert fluency_sentences(b, _UNIGRAM) == pytest.approx(fluency_sentences(f, _UNIGRAM), abs=TOL)
+        assert sentence_perplexities(a) == pytest.approx(sentence_perplexities(f), abs=TOL)
+        # sentence 1's two kinds are one row, in either mode
+        np.testing.assert_allclose(b.sentences[0].in_story, f.sentences[0].in_story, atol=TOL)
+        assert a.sentences[0].alone is a.sentences[0].in_story
+        joined = a.merged(b)
+        assert joined.passes == {"story", "alone"} and b.merged(a).passes == joined.passes
+        assert coherence_sentences(joined) == pytest.approx(coherence_sentences(f), abs=TOL, nan_ok=True)
+        with pytest.raises(ValueError, match="lack the alone pass"):
+            fluency_sentences(a, _UNIGRAM)
+        with pytest.raises(ValueError, match="lack the story pass"):
+            b.in_story()
+        with pytest.raises(ValueError, match="lack the story pass"):
+            pmi_sentences(b)
+    with pytest.raises(ValueError, match="not of two different"):
+        story_only[0].merged(alone_only[1])
+    with pytest.raises(ValueError, match="non-empty subset"):
+        tiny.story_logprobs(stories, passes={"prefix"})
+
+    scorer = LMScorer(tiny, _UNIGRAM)
+    rows = _count_rows(tiny, monkeypatch)
+    scorer.logprobs(stories, passes={"alone"})  # 4 + 3 + 1 lone sentences
+    scorer.logprobs(stories[:2], passes={"alone"})  # cached
+    both = scorer.logprobs([*stories, ["a new story .", "with two sentences ."]])  # 3 story rows + 2 new rows
+    assert rows == [8, 5]
+    assert all(b.passes == {"story", "alone"} for b in both)
+    assert [coherence_sentences(b) for b in both[:3]] == [
+        pytest.approx(coherence_sentences(f), abs=TOL, nan_ok=True) for f in full
+    ]
 
 
 def test_per_item_csv_has_sentence_lists(tiny_folder: Path, tmp_path: Path) -> None:

@@ -3,8 +3,10 @@ given the story before it).
 
 All three read one shared product, `vistkit.models.lm.CausalLM.story_logprobs` (one LM pass over each story,
 one over each of its sentences alone), through one `LMScorer` per LM configuration: building the three metrics
-loads the LM once, and scoring the same stories with all three runs the LM once (a bounded cache of the last
-stories' log-probabilities, keyed by their sentences).
+loads the LM once, and scoring the same stories with all three runs each pass once (a bounded cache of the last
+stories' log-probabilities, keyed by their sentences). Each metric asks only for the passes it reads
+(`PASSES_OF`): lm-perplexity the story pass, lm-fluency the alone pass, lm-coherence both; a pass a cached story
+lacks is computed for it and joined to what is cached (`StoryLogprobs.merged`).
 
 Per story with sentences s_1..s_n (tokens t of s_i; ``lp_story(t)`` = ln P(t | start, everything before t in
 the story), ``lp_alone(t)`` = ln P(t | start, the tokens of s_i before t); natural logs):
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -34,6 +36,7 @@ import numpy as np
 from vistkit.data.story import Story
 from vistkit.errors import InputError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.models.lm import PASSES
 from vistkit.text.sentences import PUNKT_MODEL
 
 if TYPE_CHECKING:
@@ -72,11 +75,13 @@ def perplexity_of(story: StoryLogprobs) -> float:
 
 def sentence_perplexities(story: StoryLogprobs) -> list[float]:
     """Each sentence's in-story perplexity, exp(-mean lp_story(t)) over its tokens (NaN: no token)."""
+    story.require("story")
     return [float(math.exp(-s.in_story.mean())) if s.n_tokens else math.nan for s in story.sentences]
 
 
 def slor_sentences(story: StoryLogprobs, unigram: Unigram) -> list[float]:
     """Raw SLOR of every sentence on its alone pass (`Unigram.slor`), no duplicate rule."""
+    story.require("alone")
     return [unigram.slor(s) for s in story.sentences]
 
 
@@ -88,6 +93,7 @@ def fluency_sentences(story: StoryLogprobs, unigram: Unigram) -> list[float]:
 
 def pmi_sentences(story: StoryLogprobs) -> list[float]:
     """Raw PMI of every sentence (NaN for the first), copied words' gains capped at 0, no duplicate rule."""
+    story.require("story", "alone")
     out: list[float] = []
     earlier: set[str] = set()
     for i, s in enumerate(story.sentences):
@@ -120,7 +126,7 @@ class LMScorer:
     """One loaded LM + unigram model, shared by the three LM metrics (`get_scorer`).
 
     `logprobs` caches the `StoryLogprobs` of the last `CACHE_STORIES` distinct stories (by sentences), so that
-    ``lm-perplexity``, ``lm-fluency`` and ``lm-coherence`` on the same stories cost one LM pass.
+    ``lm-perplexity``, ``lm-fluency`` and ``lm-coherence`` on the same stories compute each pass once.
     """
 
     CACHE_STORIES: ClassVar[int] = 20_000
@@ -131,14 +137,19 @@ class LMScorer:
         self._cache: OrderedDict[tuple[str, ...], StoryLogprobs] = OrderedDict()
         self._lock = threading.Lock()
 
-    def logprobs(self, stories: Sequence[Sequence[str]]) -> list[StoryLogprobs]:
-        """`CausalLM.story_logprobs` of each story (a list of sentences), computed once per distinct story."""
+    def logprobs(self, stories: Sequence[Sequence[str]], *, passes: Iterable[str] = PASSES) -> list[StoryLogprobs]:
+        """`CausalLM.story_logprobs` of each story (a list of sentences) with at least ``passes`` computed, each
+        pass once per distinct story (a pass that a cached story lacks is computed and joined to it)."""
+        want = frozenset(passes)
         keys = [tuple(" ".join(str(x).split()) for x in s) for s in stories]
         with self._lock:
-            todo = list(dict.fromkeys(k for k in keys if k not in self._cache))
-            fresh = self.lm.story_logprobs([list(k) for k in todo]) if todo else []
-            for k, v in zip(todo, fresh, strict=True):
-                self._cache[k] = v
+            # the distinct stories that are not cached or lack a pass: one LM call computes what each lacks
+            todo = [k for k in dict.fromkeys(keys) if k not in self._cache or not want <= self._cache[k].passes]
+            if todo:
+                given = [self._cache.get(k) for k in todo]
+                fresh = self.lm.story_logprobs([list(k) for k in todo], passes=want, given=given)
+                for k, v in zip(todo, fresh, strict=True):
+                    self._cache[k] = v
             out = []
             for k in keys:
                 self._cache.move_to_end(k)
@@ -156,7 +167,7 @@ class LMScorer:
         """Per story, the per-sentence values of ``metric`` (``lm-perplexity``: each sentence's in-story
         perplexity; ``lm-fluency``: SLOR; ``lm-coherence``: PMI, NaN for the first sentence)."""
         per = _SENTENCE_FUNCTIONS[metric]
-        return [per(self, s) for s in self.logprobs(stories)]
+        return [per(self, s) for s in self.logprobs(stories, passes=PASSES_OF[metric])]
 
     def signature_fields(self, metric: str) -> dict[str, object]:
         """``lm: NAME@HASH12`` [``precision``, ``maxdev`` of this metric], ``unigram`` (fluency only)."""
@@ -174,6 +185,13 @@ _SENTENCE_FUNCTIONS: dict[str, Any] = {
     "lm-perplexity": lambda scorer, s: sentence_perplexities(s),
     "lm-fluency": lambda scorer, s: fluency_sentences(s, scorer.unigram),
     "lm-coherence": lambda scorer, s: coherence_sentences(s),
+}
+
+#: the LM passes each metric reads (`vistkit.models.lm.PASSES`); the story ranker's features need both
+PASSES_OF: dict[str, frozenset[str]] = {
+    "lm-perplexity": frozenset({"story"}),
+    "lm-fluency": frozenset({"alone"}),
+    "lm-coherence": PASSES,
 }
 
 _SCORERS: dict[tuple[Any, ...], LMScorer] = {}
@@ -205,7 +223,9 @@ _CARD_COMMON = (
     "sentences (NLTK Punkt unless sentences=source) joined by single spaces after the start token "
     "<|endoftext|> (byte-level BPE tokenizers also get a leading space, so every sentence starts alike); one "
     "forward pass over the story gives every token's in-story log-probability, one pass over each sentence "
-    "alone (start token + the same tokens) its alone log-probability (vistkit.models.lm). Options: lm, device, "
+    "alone (start token + the same tokens) its alone log-probability (vistkit.models.lm); a metric runs only the "
+    "passes it reads (lm-perplexity the story pass, lm-fluency the alone pass, lm-coherence both), and metrics "
+    "built with the same options share them (each pass once per story). Options: lm, device, "
     "precision (fp32 default; bf16 opt-in, its measured maxdev goes into the signature), batch_tokens, "
     "sentences."
 )
@@ -278,7 +298,7 @@ class _LMMetric(Metric):
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         ids = [it.item_id for it in items]
         sents = [self.story_sentences(it.hypothesis) for it in items]
-        logprobs = self.scorer.logprobs(sents)
+        logprobs = self.scorer.logprobs(sents, passes=PASSES_OF[self.name])
         per = _SENTENCE_FUNCTIONS[self.name]
         values: list[float] = []
         per_sentence: list[list[float | None]] = []

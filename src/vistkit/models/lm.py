@@ -33,6 +33,10 @@ Scoring conventions (`CausalLM.story_logprobs`), fixed so that every caller sees
   space belongs to the following sentence);
 - ONE batched pass over every sentence on its own (start token + *the same token ids* as in the story) gives
   the alone log-probabilities; sentence 1's alone pass is its in-story pass (same input) and is reused;
+- a caller that needs only one kind (``passes``: ``lm-perplexity`` reads only the in-story values,
+  ``lm-fluency`` only the alone ones) gets only that pass, about half the work; the other kind's arrays are
+  then empty (sentence 1 aside, whose two kinds are one row) and `StoryLogprobs.passes` says what was computed.
+  `StoryLogprobs.merged` joins the two kinds of the same story computed in two calls;
 - all rows (stories and lone sentences) are sorted by length and cut into batches under a token budget, padded
   on the right (causal attention never looks right, so padding cannot change a real position), under
   ``torch.inference_mode``; the LM head and ``log_softmax`` (float32) run only on the positions whose next
@@ -54,8 +58,8 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -72,6 +76,8 @@ LM_META = "vistkit_lm.json"
 LM_FORMAT = "vistkit-lm/1"
 WEIGHTS = "model.safetensors"
 PRECISIONS = ("fp32", "bf16")
+#: the two kinds of LM pass (`CausalLM.story_logprobs`): the whole story, and each sentence alone
+PASSES: frozenset[str] = frozenset({"story", "alone"})
 
 #: largest |bf16 - fp32| on a CPU (avx512_bf16), rounded up with a margin: per token log-probability (1.04 over all
 #: 49,152 log-probabilities of 512 positions), and per story value of each LM metric (11.6 / 0.103 / 0.095 on 12
@@ -205,6 +211,8 @@ class SentenceLogprobs:
     - ``in_story`` (float64): ln P(token | start token + every earlier token of the story).
     - ``alone`` (float64): ln P(token | start token + the earlier tokens of this sentence only). For the first
       sentence this is the in-story array itself.
+    - either array is empty (size 0) for a sentence after the first when its pass was not computed
+      (`StoryLogprobs.passes`).
     - ``words``: ``(word, begin, end)`` (`find_words`, offsets into the story text); ``token_word``: for each
       token, the index into ``words`` of the first word it overlaps, -1 for none (punctuation, spaces).
     """
@@ -233,21 +241,49 @@ class StoryLogprobs:
     """The shared LM product of one story (see `CausalLM.story_logprobs`).
 
     ``text`` is exactly what the LM read after its start token; ``sentences`` in story order; ``error`` is a
-    sentence saying why the story could not be scored (longer than the model's context), with every array empty.
+    sentence saying why the story could not be scored (longer than the model's context), with every array empty;
+    ``passes``: the kinds of pass computed (``"story"``, ``"alone"``; see `PASSES`).
     """
 
     text: str
     sentences: tuple[SentenceLogprobs, ...]
     error: str | None = None
+    passes: frozenset[str] = PASSES
 
     @property
     def n_tokens(self) -> int:
         return sum(s.n_tokens for s in self.sentences)
 
+    def require(self, *passes: str) -> None:
+        """Raise `ValueError` unless every one of ``passes`` was computed for this story."""
+        missing = sorted(set(passes) - self.passes)
+        if missing:
+            raise ValueError(
+                f"these log-probabilities lack the {'/'.join(missing)} pass (computed: {sorted(self.passes)}); "
+                "ask CausalLM.story_logprobs or LMScorer.logprobs for it"
+            )
+
+    def merged(self, other: StoryLogprobs) -> StoryLogprobs:
+        """This story with the passes of ``other`` (the same story, scored by another call) added; sentence 1
+        comes from the one with the story pass."""
+        if other.text != self.text or len(other.sentences) != len(self.sentences):
+            raise ValueError("merged() joins the passes of one story, not of two different ones")
+        if self.error is not None or other.passes <= self.passes:
+            return self
+        if self.passes <= other.passes:
+            return other
+        story = self if "story" in self.passes else other
+        alone = other if story is self else self
+        out = [story.sentences[0]]  # sentence 1: the in-story row serves both kinds
+        for s, a in zip(story.sentences[1:], alone.sentences[1:], strict=True):
+            out.append(replace(s, alone=a.alone))
+        return StoryLogprobs(self.text, tuple(out), None, self.passes | other.passes)
+
     def in_story(self) -> np.ndarray:
         """Every token's in-story log-probability, in story order (float64)."""
         if not self.sentences:
             return np.zeros(0)
+        self.require("story")
         return np.concatenate([s.in_story for s in self.sentences])
 
     def logprob(self) -> float:
@@ -648,25 +684,46 @@ class CausalLM:
         return 2.0 * n
 
     # -- the shared product ------------------------------------------------------------------------------
-    def story_logprobs(self, stories: Sequence[Sequence[str]]) -> list[StoryLogprobs]:
+    def story_logprobs(
+        self,
+        stories: Sequence[Sequence[str]],
+        *,
+        passes: Iterable[str] = PASSES,
+        given: Sequence[StoryLogprobs | None] | None = None,
+    ) -> list[StoryLogprobs]:
         """Per story (a list of sentences): every token's in-story and alone log-probability.
 
         ONE forward row per story and ONE per sentence after the first (the first sentence's alone values are
         its in-story values), all rows batched together by length (see the module docstring). The result for
         a story depends only on that story (up to float rounding), not on the other stories of the call.
         A story with no non-empty sentence gives an empty `StoryLogprobs`; a story longer than the model's
-        context one with ``error`` set.
+        context one with ``error`` set. ``passes``: ``{"story"}`` computes only the story rows,
+        ``{"alone"}`` only one row per sentence (the first sentence's row gives its in-story values too).
+        ``given``: per story, its `StoryLogprobs` from an earlier call (or None); only the passes it lacks are
+        computed, and the result holds both (`StoryLogprobs.merged`).
         """
+        want = frozenset(passes)
+        if not want or not want <= PASSES:
+            raise ValueError(f"passes must be a non-empty subset of {sorted(PASSES)}, not {sorted(want)}")
+        earlier = list(given) if given is not None else [None] * len(stories)
+        if len(earlier) != len(stories):
+            raise ValueError(f"given has {len(earlier)} entries for {len(stories)} stories")
         prepared = [self._prepare(list(s)) for s in stories]
+        todo = [want - (e.passes if e is not None else frozenset()) for e in earlier]
         rows: list[_Row] = []
         for k, p in enumerate(prepared):
-            if p.error is not None or not len(p.ids):
+            if p.error is not None or not len(p.ids) or not todo[k]:
                 continue
-            rows.append(_Row([self.start_id, *p.ids.tolist()], k, -1))
-            for j in range(1, len(p.sentences)):
-                sel = p.ids[p.owner == j]
-                if sel.size:
-                    rows.append(_Row([self.start_id, *sel.tolist()], k, j))
+            if "story" in todo[k]:
+                rows.append(_Row([self.start_id, *p.ids.tolist()], k, -1))
+            if "alone" in todo[k]:
+                # sentence 1 alone is the start of the story row: its own row only if no story row exists
+                e = earlier[k]
+                had_story = "story" in todo[k] or (e is not None and "story" in e.passes)
+                for j in range(1 if had_story else 0, len(p.sentences)):
+                    sel = p.ids[p.owner == j]
+                    if sel.size:
+                        rows.append(_Row([self.start_id, *sel.tolist()], k, j))
         values = self._score_rows([r.ids for r in rows])
         story_lp: dict[int, np.ndarray] = {}
         alone_lp: dict[tuple[int, int], np.ndarray] = {}
@@ -675,7 +732,15 @@ class CausalLM:
                 story_lp[r.story] = v
             else:
                 alone_lp[(r.story, r.sentence)] = v
-        return [self._assemble(k, p, story_lp, alone_lp) for k, p in enumerate(prepared)]
+        out = []
+        for k, p in enumerate(prepared):
+            e = earlier[k]
+            if not todo[k] and e is not None:
+                out.append(e)
+                continue
+            fresh = self._assemble(k, p, story_lp, alone_lp, todo[k] or want)
+            out.append(e.merged(fresh) if e is not None else fresh)
+        return out
 
     def _prepare(self, sentences: list[str]) -> _Prepared:
         sents = [" ".join(str(s).split()) for s in sentences]
@@ -708,16 +773,21 @@ class CausalLM:
         p: _Prepared,
         story_lp: dict[int, np.ndarray],
         alone_lp: dict[tuple[int, int], np.ndarray],
+        passes: frozenset[str],
     ) -> StoryLogprobs:
         if p.error is not None:
-            return StoryLogprobs(p.text, (), p.error)
+            return StoryLogprobs(p.text, (), p.error, passes)
         full = story_lp.get(k, np.zeros(0))
         out = []
         for j, (sent, span) in enumerate(zip(p.sentences, p.spans, strict=True)):
             mask = p.owner == j
             ids = p.ids[mask]
             offs = p.offsets[mask]
-            in_story = full[mask] if full.size else np.zeros(0)
+            if "story" in passes:
+                in_story = full[mask] if full.size else np.zeros(0)
+            else:  # sentence 1's alone row is the start of the story row (absent when a given story row serves
+                # both: `merged` takes sentence 1 from there); the others have no in-story values
+                in_story = alone_lp.get((k, 0), np.zeros(0)) if j == 0 else np.zeros(0)
             alone = in_story if j == 0 else alone_lp.get((k, j), np.zeros(0))
             words = tuple(p.words[j])
             token_word = np.full(len(ids), -1, dtype=np.int64)
@@ -737,7 +807,7 @@ class CausalLM:
                     token_word=token_word,
                 )
             )
-        return StoryLogprobs(p.text, tuple(out))
+        return StoryLogprobs(p.text, tuple(out), None, passes)
 
     def _score_rows(self, rows: list[list[int]]) -> list[np.ndarray]:
         """``ln P(row[t] | row[:t])`` for t >= 1 of every row (float64), batched by length."""
