@@ -19,7 +19,7 @@ The features (all reference-free, text only):
 - repetition, on lower-cased word tokens: the type-token ratio (the strongest single signal on people's edits
   of machine stories, but it also rewards any new word, a sentence from another story included), the share of
   words inside a repeated word trigram (phrase repetition), and the largest word overlap (Jaccard) between two
-  sentences (near-duplicates);
+  sentences (near-duplicates; undefined for a story of one sentence);
 - fluency: SLOR (Kann et al. 2018) of each sentence read on its own by the causal LM (`vistkit.models.lm`),
   mean over sentences, a repeated sentence counted at the story's minimum (``lm-fluency``);
 - coherence: the PMI of each sentence given the story before it, copied words not counted as gain, mean over
@@ -240,14 +240,14 @@ class StoryRankerV2Model:
     def z(self, table: np.ndarray) -> np.ndarray:
         """Standardised, clipped features (rows: stories, columns: `FEATURES`); NaN (undefined) -> 0.
 
-        A story of one sentence (words, but no sentence pair: ``max_sentence_overlap`` undefined) can lose by its
-        fluency but not gain: its z of ``lm_fluency`` is at most 0. SLOR rises with sentence length (r = .64 with
-        mean sentence length on VIST val), and a story whose end punctuation is missing is one sentence as long
-        as the story, whose SLOR says more about its length than about its English."""
+        A story the LM reads as one sentence (fluency defined, coherence not) can lose by its fluency but not
+        gain: its z of ``lm_fluency`` is at most 0. SLOR rises with sentence length (r = .64 with mean sentence
+        length on VIST val), and a story whose end punctuation is missing is one sentence as long as the story,
+        whose SLOR says more about its length than about its English."""
         table = np.asarray(table, dtype=np.float64).reshape(-1, len(self.names))
         z = np.clip((table - self.mean) / self.sd, -self.clip, self.clip)
-        one_sentence = np.isnan(table[:, self.names.index("max_sentence_overlap")]) & ~np.isnan(
-            table[:, self.names.index("ttr")]
+        one_sentence = np.isnan(table[:, self.names.index("lm_coherence")]) & ~np.isnan(
+            table[:, self.names.index("lm_fluency")]
         )
         k = self.names.index("lm_fluency")
         z[one_sentence, k] = np.minimum(z[one_sentence, k], 0.0)
