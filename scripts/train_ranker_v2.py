@@ -35,6 +35,7 @@ from vistkit.models.story_ranker_v2 import (  # noqa: E402
     DEFAULT_NAME,
     FEATURES,
     KIND,
+    RULES,
     config_sha256,
     default_model_dir,
 )
@@ -116,6 +117,7 @@ def build(out: Path) -> str:
         "lm_used_for_statistics": payload["lm"],
         "unigram": payload["unigram"],
         "clip": CLIP,
+        "rules": RULES,
         "features": features,
         "training_data": f"{len(table)} VIST val human stories ({payload['source']}; {payload['sample']})",
         "features_sha256": digest,

@@ -258,7 +258,7 @@ def test_features_do_not_depend_on_the_encoder_block(tiny_ranker, monkeypatch: p
     assert np.isnan(whole[8]).all() and np.isnan(whole[9, [2, 4, 5]]).all()  # no words; one sentence
 
 
-def test_one_sentence_story_can_lose_by_fluency_but_not_gain() -> None:
+def test_rules_for_text_the_lm_cannot_read() -> None:
     """A story the LM reads as one sentence (a story whose end punctuation is lost is one: coherence undefined)
     has at most a typical fluency: SLOR rises with sentence length, so a run-on sentence's high SLOR is no
     evidence; a low one still counts against it."""
@@ -273,6 +273,17 @@ def test_one_sentence_story_can_lose_by_fluency_but_not_gain() -> None:
     z = model.z(table)
     assert z[0, flu] == pytest.approx(2) and z[1, flu] == pytest.approx(-2)
     assert z[2, flu] == 0 and z[3, flu] == pytest.approx(-2) and (z[2:, coh] == 0).all()
+    # broken English (fluency z <= -2): coherence cannot count for the story (PMI of garbled text is inflated)
+    garbled, coherent = typical.copy(), typical.copy()
+    garbled[flu] -= 2.5 * model.sd[flu]
+    garbled[coh] += 2 * model.sd[coh]
+    coherent[coh] += 2 * model.sd[coh]
+    z = model.z(np.vstack([garbled, coherent]))
+    assert z[0, coh] == 0 and z[1, coh] == pytest.approx(2) and model.rules == {
+        "one_sentence_fluency_max_z": 0.0,
+        "broken_fluency_z": -2.0,
+    }
+    assert model.config["rules"] == model.rules  # in the config, so the signature's hash names them
     no_words = np.full((1, len(model.names)), np.nan)
     assert model.utility(no_words)[0] == pytest.approx(-model.clip * np.abs(model.coef).sum())
 

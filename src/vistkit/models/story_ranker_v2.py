@@ -96,6 +96,15 @@ FEATURES: tuple[Feature, ...] = (
     ),
 )
 #: features of the words (no causal LM; relatedness uses the MiniLM sentence encoder, specificity word frequencies)
+#: Rules on the z scale for text the LM features cannot be read on (the config carries them, so its hash, in the
+#: signature, names them): a story the LM reads as ONE sentence gets a fluency z of at most
+#: ``one_sentence_fluency_max_z`` (SLOR rises with sentence length; a story that lost its periods is one long
+#: sentence); a story whose fluency z is at most ``broken_fluency_z`` (broken English, outside the range of VIST
+#: human stories: 8 of the 400 statistics stories) gets a coherence z of at most 0, because the PMI of sentences the
+#: LM cannot read is inflated (the story before a garbled sentence teaches the LM the garbling: shuffling the words
+#: inside each sentence raised lm-coherence's contribution by +0.95 on average, dropping function words +1.35).
+RULES: dict[str, float] = {"one_sentence_fluency_max_z": 0.0, "broken_fluency_z": -2.0}
+
 LEXICAL = ("ttr", "repeated_trigram_share", "max_sentence_overlap", "topic_relatedness", "word_specificity")
 LM_FEATURES = ("lm_fluency", "lm_coherence")
 
@@ -215,6 +224,8 @@ class StoryRankerV2Model:
             self.sd = np.array([float(feats[n]["sd"]) for n in self.names])
             self.coef = np.array([float(feats[n]["weight"]) * int(feats[n]["sign"]) for n in self.names])
             self.clip = float(config["clip"])
+            rules = config.get("rules", RULES)  # a config built before the rules existed gets today's rules
+            self.rules = {k: float(rules[k]) for k in RULES}
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path} lacks a field of story-ranker-v2's features ({exc})") from None
         if not (np.all(np.isfinite(self.mean)) and np.all(self.sd > 0) and math.isfinite(self.clip)):
@@ -240,17 +251,18 @@ class StoryRankerV2Model:
     def z(self, table: np.ndarray) -> np.ndarray:
         """Standardised, clipped features (rows: stories, columns: `FEATURES`); NaN (undefined) -> 0.
 
-        A story the LM reads as one sentence (fluency defined, coherence not) can lose by its fluency but not
-        gain: its z of ``lm_fluency`` is at most 0. SLOR rises with sentence length (r = .64 with mean sentence
-        length on VIST val), and a story whose end punctuation is missing is one sentence as long as the story,
-        whose SLOR says more about its length than about its English."""
+        The `RULES` (from the config): a story the LM reads as one sentence (fluency defined, coherence not) can
+        lose by its fluency but not gain (SLOR rises with sentence length, r = .64 with mean sentence length on
+        VIST val, and a story whose end punctuation is missing is one sentence as long as the story); a story
+        whose fluency is far below any typical human story's gets no credit for coherence (the PMI of garbled
+        sentences is inflated)."""
         table = np.asarray(table, dtype=np.float64).reshape(-1, len(self.names))
         z = np.clip((table - self.mean) / self.sd, -self.clip, self.clip)
-        one_sentence = np.isnan(table[:, self.names.index("lm_coherence")]) & ~np.isnan(
-            table[:, self.names.index("lm_fluency")]
-        )
-        k = self.names.index("lm_fluency")
-        z[one_sentence, k] = np.minimum(z[one_sentence, k], 0.0)
+        flu, coh = self.names.index("lm_fluency"), self.names.index("lm_coherence")
+        one_sentence = np.isnan(table[:, coh]) & ~np.isnan(table[:, flu])
+        z[one_sentence, flu] = np.minimum(z[one_sentence, flu], self.rules["one_sentence_fluency_max_z"])
+        broken = z[:, flu] <= self.rules["broken_fluency_z"]  # NaN compares False
+        z[broken, coh] = np.minimum(z[broken, coh], 0.0)
         return np.nan_to_num(z, nan=0.0)
 
     def contributions(self, table: np.ndarray) -> np.ndarray:
