@@ -382,7 +382,7 @@ def test_guard_losing_end_punctuation_is_no_reward(guard: dict[str, dict[str, np
     """A story whose periods are gone is one run-on sentence: no sentence pair can overlap and SLOR rises with
     sentence length, which raised u by 2.7 on average (in 95% of 60 val stories) before a one-sentence story's
     overlap became undefined and its fluency z capped at 0. Now it is about neutral on average (150 other val
-    stories: -0.07; these 24: +0.17), though not story by story: a repetitive story escapes the sentence-overlap
+    stories: -0.06; these 24: about +0.2), though not story by story: a repetitive story escapes the sentence-overlap
     penalty (the other repetition features still see it)."""
     s = guard["story-ranker"]
     change = s["unpunctuated"] - s["original"]

@@ -136,6 +136,8 @@ class StoryRanker(UtilityRanker):
             "overlap, coherence or relatedness of a one-sentence story; LM features of a story longer than the LM's "
             "context) counts as typical (z = 0), and a one-sentence story's fluency can count against it but not for "
             "it (z <= 0: SLOR rises with sentence length, and a story that lost its periods is one long sentence); "
+            "a story in broken English (fluency z <= -2) gets no credit for coherence (z <= 0: the PMI of garbled "
+            "sentences is inflated); both rules are in the config, whose hash the signature carries; "
             "a story without words, or whose plain words are mostly not in the frequency list (a "
             "string of made-up words), gets the lowest utility, -15.75. See "
             "docs/models/story-ranker-v2.md."
