@@ -95,7 +95,6 @@ FEATURES: tuple[Feature, ...] = (
         "mean unigram surprisal -ln P(w) (wordfreq) of the story's distinct known content words",
     ),
 )
-#: features of the words (no causal LM; relatedness uses the MiniLM sentence encoder, specificity word frequencies)
 #: Rules on the z scale for text the LM features cannot be read on (the config carries them, so its hash, in the
 #: signature, names them): a story the LM reads as ONE sentence gets a fluency z of at most
 #: ``one_sentence_fluency_max_z`` (SLOR rises with sentence length; a story that lost its periods is one long
@@ -105,6 +104,7 @@ FEATURES: tuple[Feature, ...] = (
 #: inside each sentence raised lm-coherence's contribution by +0.95 on average, dropping function words +1.35).
 RULES: dict[str, float] = {"one_sentence_fluency_max_z": 0.0, "broken_fluency_z": -2.0}
 
+#: features of the words (no causal LM; relatedness uses the MiniLM sentence encoder, specificity word frequencies)
 LEXICAL = ("ttr", "repeated_trigram_share", "max_sentence_overlap", "topic_relatedness", "word_specificity")
 LM_FEATURES = ("lm_fluency", "lm_coherence")
 
@@ -228,8 +228,9 @@ class StoryRankerV2Model:
             self.rules = {k: float(rules[k]) for k in RULES}
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path} lacks a field of story-ranker-v2's features ({exc})") from None
-        if not (np.all(np.isfinite(self.mean)) and np.all(self.sd > 0) and math.isfinite(self.clip)):
-            raise InputError(f"{path} has a non-finite mean or a non-positive sd")
+        finite = all(math.isfinite(v) for v in self.rules.values()) and math.isfinite(self.clip)
+        if not (np.all(np.isfinite(self.mean)) and np.all(self.sd > 0) and finite):
+            raise InputError(f"{path} has a non-finite mean, clip or rule, or a non-positive sd")
         signs = {f.name: f.sign for f in FEATURES}
         for n in self.names:  # the signs are part of the design, not of a file
             if int(feats[n]["sign"]) != signs[n] or float(feats[n]["weight"]) <= 0:
@@ -248,6 +249,7 @@ class StoryRankerV2Model:
             k = self.names.index(name)
             bound += abs(float(self.coef[k])) * float(BF16_DEVIATION[metric]) / float(self.sd[k])
         return f"{math.ceil(bound * 10) / 10:g}"
+
     def z(self, table: np.ndarray) -> np.ndarray:
         """Standardised, clipped features (rows: stories, columns: `FEATURES`); NaN (undefined) -> 0.
 
