@@ -83,19 +83,10 @@ def flop_count(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> t
 
 
 def row_lengths(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> list[int]:  # type: ignore[no-untyped-def]
-    """Lengths of the LM rows of ``stories`` (`CausalLM.story_logprobs`: the story, then each sentence after the
-    first alone, or every sentence alone without the story pass, each with its start token)."""
-    rows: list[int] = []
-    for s in stories:
-        p = lm._prepare(list(s))
-        if not len(p.ids):
-            continue
-        if "story" in passes:
-            rows.append(len(p.ids) + 1)
-        if "alone" in passes:
-            first = 1 if "story" in passes else 0
-            rows += [int((p.owner == j).sum()) + 1 for j in range(first, len(p.sentences))]
-    return rows
+    """Lengths of the LM rows of ``stories`` (those `CausalLM.story_logprobs` computes for ``passes``, each with
+    its start token)."""
+    prepared = [lm._prepare(list(s)) for s in stories]
+    return [len(r.ids) for r in lm._rows(prepared, [passes] * len(prepared), [None] * len(prepared))]
 
 
 def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32") -> tuple[float, float]:

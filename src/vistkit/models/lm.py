@@ -710,20 +710,7 @@ class CausalLM:
             raise ValueError(f"given has {len(earlier)} entries for {len(stories)} stories")
         prepared = [self._prepare(list(s)) for s in stories]
         todo = [want - (e.passes if e is not None else frozenset()) for e in earlier]
-        rows: list[_Row] = []
-        for k, p in enumerate(prepared):
-            if p.error is not None or not len(p.ids) or not todo[k]:
-                continue
-            if "story" in todo[k]:
-                rows.append(_Row([self.start_id, *p.ids.tolist()], k, -1))
-            if "alone" in todo[k]:
-                # sentence 1 alone is the start of the story row: its own row only if no story row exists
-                e = earlier[k]
-                had_story = "story" in todo[k] or (e is not None and "story" in e.passes)
-                for j in range(1 if had_story else 0, len(p.sentences)):
-                    sel = p.ids[p.owner == j]
-                    if sel.size:
-                        rows.append(_Row([self.start_id, *sel.tolist()], k, j))
+        rows = self._rows(prepared, todo, earlier)
         values = self._score_rows([r.ids for r in rows])
         story_lp: dict[int, np.ndarray] = {}
         alone_lp: dict[tuple[int, int], np.ndarray] = {}
@@ -741,6 +728,29 @@ class CausalLM:
             fresh = self._assemble(k, p, story_lp, alone_lp, todo[k] or want)
             out.append(e.merged(fresh) if e is not None else fresh)
         return out
+
+    def _rows(
+        self,
+        prepared: Sequence[_Prepared],
+        todo: Sequence[frozenset[str]],
+        earlier: Sequence[StoryLogprobs | None],
+    ) -> list[_Row]:
+        """The LM rows computing the passes ``todo[k]`` of each prepared story (``earlier[k]``: what it has)."""
+        rows: list[_Row] = []
+        for k, p in enumerate(prepared):
+            if p.error is not None or not len(p.ids) or not todo[k]:
+                continue
+            if "story" in todo[k]:
+                rows.append(_Row([self.start_id, *p.ids.tolist()], k, -1))
+            if "alone" in todo[k]:
+                # sentence 1 alone is the start of the story row: its own row only if no story row exists
+                e = earlier[k]
+                had_story = "story" in todo[k] or (e is not None and "story" in e.passes)
+                for j in range(1 if had_story else 0, len(p.sentences)):
+                    sel = p.ids[p.owner == j]
+                    if sel.size:
+                        rows.append(_Row([self.start_id, *sel.tolist()], k, j))
+        return rows
 
     def _prepare(self, sentences: list[str]) -> _Prepared:
         sents = [" ".join(str(s).split()) for s in sentences]
