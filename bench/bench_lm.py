@@ -4,6 +4,7 @@
     nice .venv/bin/python bench/bench_lm.py --stories 100 --each                 # each metric alone, then all
     nice .venv/bin/python bench/bench_lm.py --stories 100 --deviation            # bf16 vs fp32 bound
     nice .venv/bin/python bench/bench_lm.py --stories 40 --profile               # where the time goes
+    nice .venv/bin/python bench/bench_lm.py --head                               # LM head: blocks vs one
 
 Stories: the human VIST *validation* stories of ../shared/data/vist-11777-baselines/arel_reference/
 val_reference.json (free to use, RESERVED.md), in file order, split into sentences with NLTK Punkt as the
@@ -118,10 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-roofline", action="store_true")
     ap.add_argument("--profile", action="store_true", help="time per module kind (forward hooks), after the run")
     ap.add_argument("--each", action="store_true", help="also time each metric alone (only the passes it reads)")
+    ap.add_argument("--head", action="store_true", help="the LM head in vocabulary blocks vs in one block, interleaved")
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.head:
+        return head_blocks(args)
 
     stories = val_stories(args.stories, skip=20)
     if args.deviation:
@@ -140,6 +144,39 @@ def main(argv: list[str] | None = None) -> int:
             d = [abs(x[k] - y[k]) for x, y in zip(results["fp32"], results["bf16"], strict=True)
                  if not (math.isnan(x[k]) or math.isnan(y[k]))]
             print(f"bf16 vs fp32 on these stories, {name}: max |diff| {max(d):.4g}")
+    return 0
+
+
+def head_blocks(args: argparse.Namespace, positions: int = 2048, rounds: int = 5) -> int:
+    """The LM head with its log-softmax on ``positions`` hidden states (one CPU forward batch): the vocabulary in
+    blocks (`HEAD_BLOCK`, the default) against the whole vocabulary at once in 512-position chunks (the head before
+    the blocks existed), interleaved in one process so that both see the same load; best of ``rounds`` each."""
+    import torch
+
+    import vistkit.models.lm as lm_mod
+    from vistkit.metrics.lm import get_scorer
+
+    lm = get_scorer(None, device=args.device, precision="fp32").lm
+    torch.manual_seed(0)
+    hidden = torch.randn(positions, lm.model.config.hidden_size) * 3
+    targets = torch.randint(0, lm.model.get_output_embeddings().weight.shape[0], (positions,))
+    blocked = lm_mod.HEAD_BLOCK[lm.device.type]
+    best = {"blocks": math.inf, "one block": math.inf}
+    out = {}
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for name, block in (("blocks", blocked), ("one block", (512, 0))):
+                lm_mod.HEAD_BLOCK[lm.device.type] = block
+                t0 = time.perf_counter()
+                out[name] = lm._head_logprobs(hidden, targets)
+                best[name] = min(best[name], time.perf_counter() - t0)
+    lm_mod.HEAD_BLOCK[lm.device.type] = blocked
+    flops = 2.0 * lm.model.get_output_embeddings().weight.numel() * positions
+    for name, seconds in best.items():
+        print(f"LM head + log-softmax, {name}: {seconds:.3f} s for {positions} positions, "
+              f"{flops / seconds / 1e9:.1f} GFLOP/s")
+    diff = float((out["blocks"] - out["one block"]).abs().max())
+    print(f"blocks / one block speed: {best['one block'] / best['blocks']:.2f}x; max |diff| {diff:.2e}")
     return 0
 
 
@@ -226,8 +263,20 @@ def profile(stories: list[list[str]], args: argparse.Namespace, precision: str) 
 
         module.register_forward_pre_hook(pre)
         module.register_forward_hook(post)
+    blocked_head = lm._head_logprobs  # a plain head runs outside the module (logits in vocabulary blocks)
+
+    def timed_head(hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        t = time.perf_counter()
+        out = blocked_head(hidden, targets)
+        spent["LM head"] = spent.get("LM head", 0.0) + time.perf_counter() - t
+        return out
+
+    lm._head_logprobs = timed_head  # type: ignore[method-assign]
     t0 = time.perf_counter()
-    run_metrics(scorer, stories)
+    try:
+        run_metrics(scorer, stories)
+    finally:
+        del lm._head_logprobs  # the class's method again
     total = time.perf_counter() - t0
     positions, scored, _ = flop_count(lm, stories)
     rows = row_lengths(lm, stories)
@@ -246,12 +295,13 @@ def profile(stories: list[list[str]], args: argparse.Namespace, precision: str) 
         **{k: v for k, v in spent.items() if k.endswith("RMSNorm")},
         "rest of the body (embedding, rotary, residuals)": spent.get("body", 0.0) - attention - mlp - sum(
             v for k, v in spent.items() if k.endswith("RMSNorm")),
-        "outside the LM (tokenising, batching, log-softmax, metrics)":
+        "outside the LM (tokenising, batching, metrics)":
             total - spent.get("body", 0.0) - spent.get("LM head", 0.0),
     }
     for k, v in sorted(linears.items(), key=lambda kv: -kv[1]):
         n = scored if k == "LM head" else padded
-        print(f"  {k:58s} {v:6.2f} s {v / total:6.1%}  {flop_per_position[k] * n / v / 1e9:6.1f} GFLOP/s")
+        label = "LM head with its log-softmax" if k == "LM head" else k
+        print(f"  {label:58s} {v:6.2f} s {v / total:6.1%}  {flop_per_position[k] * n / v / 1e9:6.1f} GFLOP/s")
     gemm = sum(linears.values())
     print(f"  {'all matrix multiplies':58s} {gemm:6.2f} s {gemm / total:6.1%}")
     for k, v in others.items():

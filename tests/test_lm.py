@@ -96,6 +96,20 @@ def test_in_story_and_alone_equal_per_prefix_recomputation(tiny: CausalLM) -> No
         assert "".join(s.tokens).replace(" ", "") == s.text.replace(" ", "")
 
 
+@pytest.mark.parametrize("block", [(3, 7), (5, 0), (4096, 1)])
+def test_head_in_blocks_equals_the_full_log_softmax(
+    tiny: CausalLM, block: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The LM head's logsumexp accumulated over vocabulary blocks (and positions in chunks) equals the full
+    log-softmax: blocks of 7 entries (the last one short), the whole vocabulary, one entry at a time."""
+    monkeypatch.setitem(lm_mod.HEAD_BLOCK, "cpu", block)
+    (story,) = tiny.story_logprobs([STORY])
+    all_ids = [int(i) for s in story.sentences for i in s.token_ids]
+    np.testing.assert_allclose(story.in_story(), _naive(tiny, all_ids), atol=1e-5)
+    for s in story.sentences[1:]:
+        np.testing.assert_allclose(s.alone, _naive(tiny, [int(i) for i in s.token_ids]), atol=1e-5)
+
+
 def test_batched_equals_one_by_one(tiny_folder: Path) -> None:
     stories = [STORY, OTHER, STORY[:1], [], ["  "], STORY[::-1], [*OTHER, *STORY]]
     together = load_lm(tiny_folder, device="cpu").story_logprobs(stories)

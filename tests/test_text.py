@@ -219,3 +219,27 @@ def test_sentences_partition_the_text(words: list[str]) -> None:
     sentences = sent_tokenize(text)
     assert "".join("".join(s.split()) for s in sentences) == "".join(text.split())
     assert all(s == s.strip() and s for s in sentences)
+
+
+# ------------------------------------------------------------------------------------------------ natural text
+def test_natural_sentence_quotes_and_placeholders() -> None:
+    """Quotes in any spelling (typographic, PTB, spaced ASCII) read as people write them; placeholders in one case."""
+    from vistkit.text.detokenize import natural_sentence
+
+    assert natural_sentence("we went to the park , and i loved it .") == "We went to the park, and I loved it."
+    assert natural_sentence('" we went to the beach . "') == '"We went to the beach."'
+    assert natural_sentence("\u201c we went to the beach . \u201d") == '"We went to the beach."'
+    assert natural_sentence("he said `` we are late . '' then left .") == 'He said "we are late." then left.'
+    assert natural_sentence('it was a " great " day , a " fun " one .') == 'It was a "great" day, a "fun" one.'
+    assert natural_sentence("[MALE] met [ Female ] at the [LOCATION] .") == "[Male] met [female] at the [location]."
+    assert natural_sentence("we didn\u2019t go .") == "We didn't go."
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["we", "i", "went", '"', "``", "''", "\u201c", "\u201d", ",", ".", "'s", "n't",
+                                 "[MALE]", "(", ")", "it", "!"]), max_size=14))
+def test_natural_sentence_is_idempotent(tokens: list[str]) -> None:
+    from vistkit.text.detokenize import natural_sentence
+
+    once = natural_sentence(" ".join(tokens))
+    assert natural_sentence(once) == once

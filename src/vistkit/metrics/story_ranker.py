@@ -226,13 +226,12 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     MiniLM sentence encoder of topic relatedness on the LM's device, fp32, each distinct sentence once)."""
     from vistkit.metrics.coherence import split_sentences
     from vistkit.metrics.lm import coherence_sentences, fluency_sentences
-    from vistkit.models.story_ranker import _words, sentences_of
-    from vistkit.models.story_ranker_v2 import FEATURES, lexical_features
-    from vistkit.text.detokenize import natural_sentence
+    from vistkit.models.story_ranker_v2 import FEATURES, lexical_features, story_words
+    from vistkit.text.detokenize import natural_sentence, plain_quotes
 
     names = [f.name for f in FEATURES]
     table = np.full((len(texts), len(names)), np.nan)
-    words = [[_words(s) for s in sentences_of(text)] for text in texts]
+    words = [story_words(text) for text in texts]
     encoder = sentence_encoder(str(scorer.lm.device))
     for start in range(0, len(texts), ENCODER_BLOCK):  # the sentence vectors of one block of stories at a time
         rows = range(start, min(start + ENCODER_BLOCK, len(texts)))
@@ -247,7 +246,8 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
             lex = lexical_features(words[row], encode, scorer.unigram)
             for k, v in lex.items():
                 table[row, names.index(k)] = v
-    lm_input = [[natural_sentence(s) for s in split_sentences(text)] for text in texts]
+    # ASCII quotes before splitting: NLTK 3.8.1's Punkt keeps "\u201cA.\u201d \u201cB.\u201d" as one sentence
+    lm_input = [[natural_sentence(s) for s in split_sentences(plain_quotes(text))] for text in texts]
     for row, lp in enumerate(scorer.logprobs(lm_input)):
         if lp.error is not None or not lp.sentences:
             continue

@@ -99,6 +99,11 @@ _PLAIN_HEAD_TYPES = frozenset(
 #: token budget (rows x padded length) of one forward batch, by device type
 DEFAULT_BATCH_TOKENS = {"cpu": 2048, "cuda": 65536, "mps": 8192}
 
+#: (positions, vocabulary entries; 0 = all) per block of the LM head's logits: small blocks on a CPU keep the
+#: logits in cache while the log-softmax reads them (`CausalLM._head_logprobs`); a GPU takes the whole vocabulary
+#: at once for 512 positions (100 MB of float32 logits for a 49k vocabulary), as before the blocks existed
+HEAD_BLOCK: dict[str, tuple[int, int]] = {"cpu": (2048, 1024), "other": (512, 0)}
+
 
 # --------------------------------------------------------------------------------------------------- unigram
 #: PTB-style clitics that VIST text writes as separate tokens ("did n't", "we 're"); joined to the word before
@@ -851,12 +856,7 @@ class CausalLM:
         targets = ids[:, 1:][keep_dev]
         if self.plain_head:
             hidden = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state
-            hidden = hidden[:, :-1][keep_dev]
-            head = self.model.get_output_embeddings()
-            scored = torch.empty(hidden.shape[0], dtype=torch.float32, device=self.device)
-            for a in range(0, hidden.shape[0], 512):  # bound the (rows x vocabulary) logits' memory
-                logits = head(hidden[a : a + 512]).float()
-                scored[a : a + 512] = _target_logprob(logits, targets[a : a + 512])
+            scored = self._head_logprobs(hidden[:, :-1][keep_dev], targets)
         else:
             logits = self.model(input_ids=ids, use_cache=False).logits[:, :-1][keep_dev].float()
             scored = _target_logprob(logits, targets)
@@ -867,6 +867,40 @@ class CausalLM:
         for r in rows:
             out.append(flat[start : start + len(r) - 1])
             start += len(r) - 1
+        return out
+
+
+    def _head_logprobs(self, hidden: Any, targets: Any) -> Any:
+        """``log_softmax(head(hidden))[i, targets[i]]`` in float32 without a (positions x vocabulary) logits
+        matrix: the logsumexp is accumulated over blocks of the vocabulary (the "online softmax" normaliser of
+        Milakov & Gimelshein 2018), each block small enough to stay in the CPU's cache (`HEAD_BLOCK`): on the
+        2-core box SmolLM2's head with its log-softmax ran at 116 GFLOP/s in 512-position chunks of the whole
+        vocabulary and at 182 in (2048 x 1024) blocks, the GEMM roofline (BENCHMARKS.md). Equal to the one-block
+        result to float rounding; bf16 logits are rounded to bf16 before the float32 normaliser, as before."""
+        import torch
+        import torch.nn.functional as F
+
+        head = self.model.get_output_embeddings()
+        weight, bias = head.weight, getattr(head, "bias", None)
+        vocab = int(weight.shape[0])
+        rows, block = HEAD_BLOCK.get(self.device.type, HEAD_BLOCK["other"])
+        block = min(block or vocab, vocab)
+        out = torch.empty(hidden.shape[0], dtype=torch.float32, device=self.device)
+        for a in range(0, hidden.shape[0], rows):
+            h, t = hidden[a : a + rows], targets[a : a + rows]
+            top = torch.full((h.shape[0],), -math.inf, dtype=torch.float32, device=self.device)
+            total = torch.zeros(h.shape[0], dtype=torch.float32, device=self.device)
+            picked = torch.zeros(h.shape[0], dtype=torch.float32, device=self.device)
+            for v in range(0, vocab, block):
+                part = None if bias is None else bias[v : v + block]
+                logits = F.linear(h, weight[v : v + block], part).float()
+                inside = (t >= v) & (t < v + logits.shape[1])
+                at = (t - v).clamp(0, logits.shape[1] - 1)[:, None]
+                picked += torch.where(inside, logits.gather(1, at)[:, 0], 0.0)
+                new_top = torch.maximum(top, logits.amax(dim=1))
+                total = total * torch.exp(top - new_top) + logits.sub_(new_top[:, None]).exp_().sum(dim=1)
+                top = new_top
+            out[a : a + rows] = picked - (top + total.log())
         return out
 
 

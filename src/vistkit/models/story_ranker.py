@@ -37,12 +37,13 @@ from typing import Any
 
 import numpy as np
 
+from vistkit.text.detokenize import canonical_placeholders
+
 DEFAULT_NAME = "story-ranker-v1"
 HEAD_FILE = "head.safetensors"
 CONFIG_FILE = "config.json"
 KIND = "story-ranker"
 
-_PLACEHOLDER = re.compile(r"\[\s*(male|female|neutral|location|organization|person|name|other)\s*\]", re.I)
 _WORD = re.compile(r"\[[a-z]+\]|[a-z0-9]+(?:'[a-z]+)?|'[a-z]+|[^\sa-z0-9]")
 _SENT_END = re.compile(r"(?<=[.!?])\s+")
 _PUNCT = set(".,!?;:'\"()-…")
@@ -113,7 +114,7 @@ def normalise(text: str) -> str:
     VIST and many story corpora are lower-cased and tokenised (``it 's a great day .``); others are not. Mapping
     both to one form keeps the features independent of the source's tokenisation.
     """
-    text = _PLACEHOLDER.sub(lambda m: f"[{m.group(1).lower()}]", text.replace("\u2019", "'"))
+    text = canonical_placeholders(text.replace("\u2019", "'"))
     return " ".join(_WORD.findall(text.lower()))
 
 

@@ -4,17 +4,61 @@ VIST and most story corpora derived from it are lower-cased and tokenised (``we 
 big !``); a causal language model trained on ordinary text gives such strings odd probabilities (a space
 before every full stop, ``'s`` as a word, ``i`` in lower case). `natural_sentence` undoes the tokenisation and
 the lower-casing of a sentence's first letter and of the pronoun ``I``; text that is already natural passes
-through unchanged (the function is idempotent), so stories of both kinds can be compared on one scale.
+through unchanged (the function is idempotent), so stories of both kinds can be compared on one scale. Quotes and
+placeholders get one spelling whatever the source wrote: typographic quotes as ASCII ones (`plain_quotes`), PTB's
+```` `` ```` and ``''`` as ``"``, each ``"`` attached to its text, ``[MALE]`` as ``[male]``
+(`canonical_placeholders`).
 """
 
 from __future__ import annotations
 
 import re
 
+#: entity placeholders in any spelling (VIST's ``[male]``, ``[MALE]``, ``[ Female ]``; VWP numbers them: ``[male0]``);
+#: `canonical_placeholders` writes one
+PLACEHOLDER = re.compile(
+    r"\[\s*((?:male|female|neutral|location|organization|person|name|other)\d*)\s*\]", re.IGNORECASE
+)
+
+_TYPOGRAPHIC_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'"})
+_PTB_QUOTE = re.compile(r"``|''")
+
+
+def plain_quotes(text: str) -> str:
+    """Typographic quotes as ASCII ones (U+201C/D/E -> ``"``, U+2018/9 -> ``'``, so ``didn\u2019t`` is ``didn't``).
+
+    vistkit's sentence splitter is NLTK 3.8.1's Punkt (`vistkit.text.sentences`), which knows only ASCII quotes: it
+    keeps ``\u201cWe went.\u201d \u201cIt was fun.\u201d`` as ONE sentence and puts a closing \u201d at the start of
+    the next sentence when the text is tokenised; with ASCII quotes it splits both right.
+
+    >>> print(plain_quotes("\u201cWe didn\u2019t go,\u201d she said."))
+    "We didn't go," she said.
+    """
+    return text.translate(_TYPOGRAPHIC_QUOTES)
+
+
+def canonical_placeholders(text: str) -> str:
+    """One spelling per placeholder: ``[MALE]``, ``[ Male ]`` -> ``[male]`` (VIST writes them in lower case).
+
+    >>> canonical_placeholders("[FEMALE] met [ Male ] and [MALE1] at [location] .")
+    '[female] met [male] and [male1] at [location] .'
+    """
+    return PLACEHOLDER.sub(lambda m: f"[{m.group(1).lower()}]", text)
+
+
+def _attach_quotes(text: str) -> str:
+    """Each ``"`` attached to its text: odd ones (opening) to the word after, even ones (closing) to the text before."""
+    parts = text.split('"')
+    out = parts[0]
+    for i, part in enumerate(parts[1:]):
+        out = out + '"' + part.lstrip() if i % 2 == 0 else out.rstrip() + '"' + part
+    return out
+
+
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\s+([.,!?;:%)\]}])"), r"\1"),  # no space before closing punctuation
     (re.compile(r"([(\[{$])\s+"), r"\1"),  # nor after opening punctuation
-    (re.compile(r"(\w)\s+(n't|'s|'re|'ve|'ll|'m|'d)\b", re.IGNORECASE), r"\1\2"),  # clitics join their word
+    (re.compile(r"(?<=\w)\s+(n't|'s|'re|'ve|'ll|'m|'d)\b", re.IGNORECASE), r"\1"),  # clitics join their word
     (re.compile(r"\s+'\s+s\b"), "'s"),
     (re.compile(r"(?<![\w'])i(?=$|[\s',.!?;:])"), "I"),  # the pronoun
     (re.compile(r"\s+-\s+"), " - "),
@@ -28,8 +72,11 @@ def natural_sentence(sentence: str) -> str:
     'We went to the park, and I loved it.'
     >>> natural_sentence("it 's my brother 's car !")
     "It's my brother's car!"
+    >>> natural_sentence("[MALE] said `` we are late . ''")
+    '[Male] said "we are late."'
     """
-    text = " ".join(sentence.split())
+    text = canonical_placeholders(_PTB_QUOTE.sub('"', plain_quotes(" ".join(sentence.split()))))
+    text = _attach_quotes(text)
     for pattern, repl in _RULES:
         text = pattern.sub(repl, text)
     for i, ch in enumerate(text):  # the first letter, after any opening quote or bracket
