@@ -869,14 +869,14 @@ class CausalLM:
             start += len(r) - 1
         return out
 
-
     def _head_logprobs(self, hidden: Any, targets: Any) -> Any:
         """``log_softmax(head(hidden))[i, targets[i]]`` in float32 without a (positions x vocabulary) logits
         matrix: the logsumexp is accumulated over blocks of the vocabulary (the "online softmax" normaliser of
         Milakov & Gimelshein 2018), each block small enough to stay in the CPU's cache (`HEAD_BLOCK`): on the
-        2-core box SmolLM2's head with its log-softmax ran at 116 GFLOP/s in 512-position chunks of the whole
-        vocabulary and at 182 in (2048 x 1024) blocks, the GEMM roofline (BENCHMARKS.md). Equal to the one-block
-        result to float rounding; bf16 logits are rounded to bf16 before the float32 normaliser, as before."""
+        2-core box SmolLM2's head with its log-softmax ran at 132 GFLOP/s in 512-position chunks of the whole
+        vocabulary and at 170 in (2048 x 1024) blocks, the GEMM roofline (`bench/bench_lm.py --head`,
+        BENCHMARKS.md). Equal to the one-block result to float rounding; bf16 logits are rounded to bf16 before
+        the float32 normaliser, as before."""
         import torch
         import torch.nn.functional as F
 
