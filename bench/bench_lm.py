@@ -12,10 +12,10 @@ metrics do. Timed: `LMScorer.logprobs` (tokenise, one pass over each story, one 
 alone) plus the per-sentence and story values of lm-perplexity, lm-fluency and lm-coherence, after a warm-up
 on other stories. With ``--each``, each metric is also timed alone on the same stories (a cold cache each
 time): lm-perplexity reads only the story pass and lm-fluency only the alone pass (`PASSES_OF`).
-FLOPs: 2 x (weights of every linear layer) per token through the transformer, the LM head
-(vocabulary x width) counted only on the positions whose next token is scored (as computed); attention
-scores are left out (short rows). The roofline is `bench_gemm_roofline.py`'s float32 rate on its own shape,
-plus the same measurement on SmolLM2's MLP shape (rows x 576 @ 576 x 1536).
+FLOPs: 2 x (weights of every linear layer, the LM head's vocabulary x width included) per position run
+(`CausalLM._run_length`: a row runs its start token and every token but its last, which predicts nothing
+scored); attention scores are left out (short rows). The roofline is `bench_gemm_roofline.py`'s float32 rate
+on its own shape, plus the same measurement on SmolLM2's MLP shape (rows x 576 @ 576 x 1536).
 """
 
 from __future__ import annotations
@@ -79,15 +79,16 @@ def flop_count(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> t
     head = lm.model.get_output_embeddings().weight.numel()
     body = sum(m.weight.numel() for m in lm.model.modules() if isinstance(m, torch.nn.Linear)) - head
     rows = row_lengths(lm, stories, passes)
-    positions, scored = sum(rows), sum(r - 1 for r in rows)
+    positions = scored = sum(rows)  # every position run is scored (`CausalLM._run_length`)
     return positions, scored, 2.0 * (body * positions + head * scored)
 
 
 def row_lengths(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> list[int]:  # type: ignore[no-untyped-def]
-    """Lengths of the LM rows of ``stories`` (those `CausalLM.story_logprobs` computes for ``passes``, each with
-    its start token)."""
+    """Positions run per LM row of ``stories`` (the rows `CausalLM.story_logprobs` computes for ``passes``; a row
+    runs its start token and every token but its last, `CausalLM._run_length`)."""
     prepared = [lm._prepare(list(s)) for s in stories]
-    return [len(r.ids) for r in lm._rows(prepared, [passes] * len(prepared), [None] * len(prepared))]
+    rows = lm._rows(prepared, [passes] * len(prepared), [None] * len(prepared))
+    return [lm._run_length(len(r.ids)) for r in rows]
 
 
 def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32") -> tuple[float, float]:

@@ -96,6 +96,51 @@ def test_in_story_and_alone_equal_per_prefix_recomputation(tiny: CausalLM) -> No
         assert "".join(s.tokens).replace(" ", "") == s.text.replace(" ", "")
 
 
+def test_one_token_rows_and_rows_run_all_but_their_last_token(tiny: CausalLM) -> None:
+    """A row runs every token but its last (which predicts nothing scored): a one-token sentence alone (start
+    token + one token) runs only its start token, and every batch of such rows gives a fresh pass's values."""
+    assert tiny._run_length(7) == 6 and tiny._run_length(2) == 1
+    (alone,) = tiny.story_logprobs([["Ok", "yes"]], passes={"alone"})
+    assert [len(s.alone) for s in alone.sentences] == [1, 1]
+    for s in alone.sentences:
+        np.testing.assert_allclose(s.alone, _naive(tiny, [int(i) for i in s.token_ids]), atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "gpt_neox", "qwen2", "mistral-sliding"])
+def test_other_architectures_equal_per_prefix_recomputation(tiny: CausalLM, arch: str) -> None:
+    """Tiny random models of other families (learned and rotary positions, grouped queries, a sliding window
+    shorter than the story) under the tiny tokenizer give the values of a fresh pass per prefix."""
+    import torch
+    import transformers as tf
+
+    vocab = int(tiny.model.config.vocab_size)
+    small = {"num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64, "hidden_size": 32}
+    torch.manual_seed(0)
+    model = {
+        "gpt2": lambda: tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4)),
+        "gpt_neox": lambda: tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(vocab_size=vocab, **small)),
+        "qwen2": lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(vocab_size=vocab, num_key_value_heads=2, **small)),
+        "mistral-sliding": lambda: tf.MistralForCausalLM(
+            tf.MistralConfig(vocab_size=vocab, num_key_value_heads=2, sliding_window=6, **small)
+        ),
+    }[arch]().eval()
+    lm = CausalLM(
+        model=model,
+        tokenizer=tiny.tokenizer,
+        name=arch,
+        weights_sha256="0" * 64,
+        device=torch.device("cpu"),
+        precision="fp32",
+        batch_tokens=2048,
+    )
+    (story,) = lm.story_logprobs([STORY])
+    all_ids = [int(i) for s in story.sentences for i in s.token_ids]
+    assert len(all_ids) > 6  # longer than the sliding window
+    np.testing.assert_allclose(story.in_story(), _naive(lm, all_ids), atol=1e-5)
+    for s in story.sentences[1:]:
+        np.testing.assert_allclose(s.alone, _naive(lm, [int(i) for i in s.token_ids]), atol=1e-5)
+
+
 @pytest.mark.parametrize("block", [(3, 7), (5, 0), (4096, 1)])
 def test_head_in_blocks_equals_the_full_log_softmax(
     tiny: CausalLM, block: tuple[int, int], monkeypatch: pytest.MonkeyPatch

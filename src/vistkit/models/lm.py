@@ -40,7 +40,8 @@ Scoring conventions (`CausalLM.story_logprobs`), fixed so that every caller sees
 - all rows (stories and lone sentences) are sorted by length and cut into batches under a token budget, padded
   on the right (causal attention never looks right, so padding cannot change a real position), under
   ``torch.inference_mode``; the LM head and ``log_softmax`` (float32) run only on the positions whose next
-  token is scored. Results do not depend on batch composition beyond float rounding (tests: 1e-5).
+  token is scored (a row's last token predicts nothing scored and is not run). Results do not depend on batch
+  composition beyond float rounding (tests: 1e-5).
 
 Word frequencies for SLOR (`Unigram`): ``wordfreq.word_frequency(word, "en")`` (wordfreq, Apache-2.0 code; data
 from Wikipedia, subtitles, news, books, web text, Twitter, Reddit), floored at 1e-8 (Zipf 1, the lowest
@@ -831,7 +832,7 @@ class CausalLM:
         from vistkit.models.runtime import batches_by_length
 
         out: list[np.ndarray] = [np.zeros(0)] * len(rows)
-        lengths = [len(r) for r in rows]
+        lengths = [self._run_length(len(r)) for r in rows]
         batches = batches_by_length(lengths, batch_size=1024, max_tokens=self.batch_tokens, max_padding=0.15)
         with torch.inference_mode():
             for batch in batches:
@@ -839,34 +840,41 @@ class CausalLM:
                     out[i] = v
         return out
 
+    @staticmethod
+    def _run_length(row: int) -> int:
+        """How many positions of a row of ``row`` tokens (start token included) run through the transformer and
+        the LM head: all but the last, which predicts nothing scored."""
+        return row - 1
+
     def _forward(self, rows: list[list[int]]) -> list[np.ndarray]:
+        """The scored log-probabilities of a batch of rows (each: start token + at least one token). Position t
+        predicts token t + 1, so a row's last token is not run. Right padding: no mask is needed, since causal
+        attention never reads a later (padding) position."""
         import torch
 
-        longest = max(len(r) for r in rows)
+        lens = [self._run_length(len(r)) for r in rows]
+        longest = max(lens)
         pad = int(self.start_id)
         ids = torch.full((len(rows), longest), pad, dtype=torch.long)
+        targets = torch.full((len(rows), longest), pad, dtype=torch.long)
         for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
-        ids = ids.to(self.device)
-        # positions scored: t = 0..len-2 of each row predicts token t + 1 (right padding: no mask needed, since
-        # causal attention never reads a later (padding) position)
-        lens = torch.as_tensor([len(r) for r in rows])
-        keep = torch.arange(longest - 1)[None, :] < (lens[:, None] - 1)
-        keep_dev = keep.to(self.device)
-        targets = ids[:, 1:][keep_dev]
+            row = torch.as_tensor(r, dtype=torch.long)
+            ids[i, : lens[i]] = row[:-1]
+            targets[i, : lens[i]] = row[1:]
+        keep = (torch.arange(longest)[None, :] < torch.as_tensor(lens)[:, None]).to(self.device)
+        ids, targets = ids.to(self.device), targets.to(self.device)[keep]
         if self.plain_head:
             hidden = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state
-            scored = self._head_logprobs(hidden[:, :-1][keep_dev], targets)
+            scored = self._head_logprobs(hidden[keep], targets)
         else:
-            logits = self.model(input_ids=ids, use_cache=False).logits[:, :-1][keep_dev].float()
-            scored = _target_logprob(logits, targets)
+            scored = _target_logprob(self.model(input_ids=ids, use_cache=False).logits[keep].float(), targets)
         # a log-probability is <= 0; rounding in logsumexp may leave +1e-7 on a certain token
         flat = scored.clamp(max=0.0).double().cpu().numpy()
         out = []
-        start = 0
-        for r in rows:
-            out.append(flat[start : start + len(r) - 1])
-            start += len(r) - 1
+        at = 0
+        for n in lens:
+            out.append(flat[at : at + n])
+            at += n
         return out
 
     def _head_logprobs(self, hidden: Any, targets: Any) -> Any:
