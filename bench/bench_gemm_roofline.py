@@ -1,6 +1,6 @@
 """How fast this CPU multiplies ALBERT-large-sized matrices, by number of rows (tokens in a batch).
 
-    .venv/bin/python bench/bench_gemm_roofline.py [--threads 2]
+    .venv/bin/python bench/bench_gemm_roofline.py [--threads 2] [--inner 576 --cols 1536]
 
 ALBERT-large's work is matrix products with 1024 -> 4096 (and back) weights; a batch-1 pair of ``rovist-c``
 (~25 tokens) or ``dhm-c`` (~44 tokens) multiplies that few rows at a time, a length-sorted batch hundreds.
@@ -14,17 +14,25 @@ import sys
 import time
 
 
-def gflops(rows: int, *, inner: int = 1024, cols: int = 4096) -> float:
-    """Mean GFLOP/s of ``(rows x inner) @ (inner x cols)`` float32 products (after a warm-up)."""
+def gflops(rows: int, *, inner: int = 1024, cols: int = 4096, onednn: bool = False) -> float:
+    """Mean GFLOP/s of ``(rows x inner) @ (inner x cols)`` float32 products (after a warm-up): PyTorch's own
+    product (MKL's sgemm on x86), or with ``onednn`` oneDNN's with the weight laid out once, as vistkit's LM runs its
+    linear layers on the CPU (`vistkit.models.cpu_matmul`)."""
     import torch
 
     a, b = torch.randn(rows, inner), torch.randn(inner, cols)
+    product = lambda: a @ b  # noqa: E731
+    if onednn:
+        from vistkit.models.cpu_matmul import pack_weight, packed_linear
+
+        packed = pack_weight(b.T.contiguous())
+        product = lambda: packed_linear(a, packed)  # noqa: E731
     for _ in range(3):
-        a @ b
+        product()
     reps = max(5, int(2e10 / (2 * rows * inner * cols)))
     start = time.perf_counter()
     for _ in range(reps):
-        a @ b
+        product()
     seconds = (time.perf_counter() - start) / reps
     return 2 * rows * inner * cols / seconds / 1e9
 
@@ -33,16 +41,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--rows", default="16,25,35,44,70,140,280,560")
+    ap.add_argument("--inner", type=int, default=1024)
+    ap.add_argument("--cols", type=int, default=4096)
     args = ap.parse_args(argv)
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    rates = {int(r): gflops(int(r)) for r in args.rows.split(",")}
+    from vistkit.models.cpu_matmul import onednn_works
+
+    shape = {"inner": args.inner, "cols": args.cols}
+    rates = {int(r): gflops(int(r), **shape) for r in args.rows.split(",")}
     best = max(rates.values())
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    dnn = {r: gflops(r, onednn=True, **shape) for r in rates} if onednn_works() else {}
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.inner} x {args.cols} weight")
     for rows, rate in rates.items():
-        print(f"rows {rows:4d}: {rate:7.1f} GFLOP/s  (best / this = {best / rate:.2f}x)")
+        extra = f";  oneDNN, weight laid out once: {dnn[rows]:7.1f} ({dnn[rows] / rate:.2f}x)" if dnn else ""
+        print(f"rows {rows:4d}: {rate:7.1f} GFLOP/s  (best / this = {best / rate:.2f}x){extra}")
     return 0
 
 

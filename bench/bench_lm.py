@@ -5,6 +5,7 @@
     nice .venv/bin/python bench/bench_lm.py --stories 100 --deviation            # bf16 vs fp32 bound
     nice .venv/bin/python bench/bench_lm.py --stories 40 --profile               # where the time goes
     nice .venv/bin/python bench/bench_lm.py --head                               # LM head: blocks vs one
+    nice .venv/bin/python bench/bench_lm.py --stories 60 --matmul                # oneDNN vs BLAS, interleaved
 
 Stories: the human VIST *validation* stories of ../shared/data/vist-11777-baselines/arel_reference/
 val_reference.json (free to use, RESERVED.md), in file order, split into sentences with NLTK Punkt as the
@@ -91,20 +92,28 @@ def row_lengths(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> 
     return [lm._run_length(len(r.ids)) for r in rows]
 
 
-def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32") -> tuple[float, float]:
+def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32", onednn: bool = False) -> tuple[float, float]:
     """(GFLOP/s by wall time, GFLOP per CPU-second) of ``(rows x inner) @ (inner x cols)``, the product
-    `bench_gemm_roofline.py` times (its default shape is 1024 x 4096), in float32 or bfloat16."""
+    `bench_gemm_roofline.py` times (its default shape is 1024 x 4096), in float32 or bfloat16; with ``onednn``
+    (float32) through oneDNN with the weight laid out once, as the LM's linear layers run on the CPU
+    (`vistkit.models.cpu_matmul`)."""
     import torch
 
     a, b = torch.randn(rows, inner), torch.randn(inner, cols)
     if dtype == "bf16":
         a, b = a.bfloat16(), b.bfloat16()
+    product = lambda: a @ b  # noqa: E731
+    if onednn:
+        from vistkit.models.cpu_matmul import pack_weight, packed_linear
+
+        packed = pack_weight(b.T.contiguous())
+        product = lambda: packed_linear(a, packed)  # noqa: E731
     for _ in range(3):
-        a @ b
+        product()
     reps = max(5, int(2e10 / (2 * rows * inner * cols)))
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range(reps):
-        a @ b
+        product()
     work = 2 * rows * inner * cols * reps / 1e9
     return work / (time.perf_counter() - start), work / (time.process_time() - cpu)
 
@@ -121,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="time per module kind (forward hooks), after the run")
     ap.add_argument("--each", action="store_true", help="also time each metric alone (only the passes it reads)")
     ap.add_argument("--head", action="store_true", help="the LM head in vocabulary blocks vs in one block, interleaved")
+    ap.add_argument("--matmul", action="store_true",
+                    help="fp32 CPU linear layers through oneDNN (the default) vs PyTorch's BLAS, interleaved")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --matmul")
     args = ap.parse_args(argv)
     import torch
 
@@ -129,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         return head_blocks(args)
 
     stories = val_stories(args.stories, skip=20)
+    if args.matmul:
+        return matmul_ab(stories, args)
     if args.deviation:
         return deviation(stories, args)
     results = {}
@@ -182,6 +196,59 @@ def head_blocks(args: argparse.Namespace, positions: int = 2048, rounds: int = 5
     return 0
 
 
+def matmul_ab(stories: list[list[str]], args: argparse.Namespace) -> int:
+    """The three LM metrics' LM work (`CausalLM.story_logprobs`, both passes) with float32 linear layers through
+    oneDNN (weights laid out once, `vistkit.models.cpu_matmul`) against PyTorch's BLAS (``VISTKIT_CPU_MATMUL=blas``),
+    the two models loaded side by side and timed in alternation (``--rounds`` each) so both see the same load;
+    best and median rate of each, and the largest difference of a token's log-probability."""
+    import numpy as np
+
+    from vistkit.models.lm import load_lm
+
+    models = {}
+    for choice in ("blas", "onednn"):
+        os.environ["VISTKIT_CPU_MATMUL"] = choice
+        models[choice] = load_lm(None, device="cpu", precision="fp32", batch_tokens=args.batch_tokens)
+    del os.environ["VISTKIT_CPU_MATMUL"]
+    if models["onednn"].matmul != "onednn":
+        print("oneDNN is not usable here (vistkit.models.cpu_matmul.onednn_works() is False)")
+        return 1
+    rates: dict[str, list[float]] = {k: [] for k in models}
+    values: dict[str, np.ndarray] = {}
+    for lm in models.values():
+        lm.story_logprobs(val_stories(8))  # warm-up (other stories)
+    for _ in range(args.rounds):
+        for choice, lm in models.items():
+            t0 = time.perf_counter()
+            out = lm.story_logprobs(stories)
+            rates[choice].append(len(stories) / (time.perf_counter() - t0))
+            values[choice] = np.concatenate([np.concatenate([s.in_story, s.alone]) for o in out for s in o.sentences])
+    print(f"torch {torch_version()}, {args.threads} threads, {len(stories)} stories, {args.rounds} rounds "
+          f"(load average {os.getloadavg()[0]:.1f})")
+    for choice, r in rates.items():
+        print(f"{choice:7s} stories/s: best {max(r):.2f}, median {float(np.median(r)):.2f}  "
+              f"({', '.join(f'{x:.2f}' for x in r)})")
+    ratios = [a / b for a, b in zip(rates["onednn"], rates["blas"], strict=True)]
+    print(f"onednn / blas: best {max(rates['onednn']) / max(rates['blas']):.2f}x, median of pairs "
+          f"{float(np.median(ratios)):.2f}x, faster in {sum(x > 1 for x in ratios)} of {len(ratios)} pairs")
+    print(f"max |diff| of a token log-probability: {float(np.abs(values['onednn'] - values['blas']).max()):.2e}")
+    from vistkit.metrics.lm import LMScorer
+    from vistkit.models.lm import Unigram
+
+    metric_values = {k: run_metrics(LMScorer(lm, Unigram()), stories) for k, lm in models.items()}
+    for k, name in enumerate(METRICS):
+        d = [abs(x[k] - y[k]) for x, y in zip(metric_values["onednn"], metric_values["blas"], strict=True)
+             if not (math.isnan(x[k]) or math.isnan(y[k]))]
+        print(f"{name}: max |diff| per story {max(d):.2e}")
+    return 0
+
+
+def torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
 def speed(
     stories: list[list[str]], args: argparse.Namespace, precision: str, metrics: tuple[str, ...] = METRICS
 ) -> list[tuple[float, float, float]]:
@@ -206,7 +273,7 @@ def speed(
     positions, scored, flops = flop_count(lm, stories, passes)
     print(f"== {', '.join(metrics)} (passes: {', '.join(sorted(passes))})")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {lm.device}, {lm.precision}, "
-          f"batch_tokens {lm.batch_tokens}; LM {lm.name}@{lm.fingerprint} loaded in {load_s:.2f} s")
+          f"matmul {lm.matmul}, batch_tokens {lm.batch_tokens}; LM {lm.name}@{lm.fingerprint} loaded in {load_s:.2f} s")
     print(f"{len(stories)} stories, {positions} positions ({positions / len(stories):.1f}/story), "
           f"{scored} scored tokens; {lm.flops_per_token / 1e9:.3f} GFLOP/token incl. LM head")
     print(f"time {seconds:.2f} s: {len(stories) / seconds:.2f} stories/s, {positions / seconds:.0f} tokens/s, "
@@ -216,9 +283,10 @@ def speed(
     print("means: " + ", ".join(f"{name} {sum(m) / len(m):.4f}" for name, m in zip(METRICS, means, strict=True) if m))
     if not args.no_roofline and args.device == "cpu" and metrics == METRICS:
         achieved, per_cpu = flops / seconds / 1e9, flops / cpu / 1e9
-        for dtype in ("fp32", "bf16") if lm.precision == "bf16" else ("fp32",):
+        kinds = [("fp32", False)] + [("fp32 oneDNN", True)] * (lm.matmul == "onednn")
+        for dtype, onednn in kinds + [("bf16", False)] * (lm.precision == "bf16"):
             for shape in ((1024, 4096), (576, 1536)):
-                wall, cpu_rate = gemm_rate(560, *shape, dtype=dtype)
+                wall, cpu_rate = gemm_rate(560, *shape, dtype=dtype.split()[0], onednn=onednn)
                 print(f"roofline {dtype} GEMM 560 x {shape[0]} @ {shape[0]} x {shape[1]}: {wall:.1f} GFLOP/s wall, "
                       f"{cpu_rate:.1f} GFLOP per CPU-s; achieved / roofline = {achieved / wall:.2f} (wall), "
                       f"{per_cpu / cpu_rate:.2f} (CPU time)")

@@ -6,6 +6,8 @@
   `model_fingerprint`.
 - `choose_device`, `batches_by_length`, `ScoreCache` + `content_key`.
 - `vistkit.models.sop`: the RoViST sentence-order (SOP) ALBERT classifier used by ``rovist-c`` / ``dhm-c``.
+- `vistkit.models.cpu_matmul`: float32 linear layers on the CPU through oneDNN with weights laid out once (the
+  causal LM's, `vistkit.models.lm`).
 
 Importing this package does not import torch.
 """
