@@ -202,6 +202,7 @@ def matmul_ab(stories: list[list[str]], args: argparse.Namespace) -> int:
     the two models loaded side by side and timed in alternation (``--rounds`` each) so both see the same load;
     best and median rate of each, and the largest difference of a token's log-probability."""
     import numpy as np
+    import torch
 
     from vistkit.models.lm import load_lm
 
@@ -223,7 +224,7 @@ def matmul_ab(stories: list[list[str]], args: argparse.Namespace) -> int:
             out = lm.story_logprobs(stories)
             rates[choice].append(len(stories) / (time.perf_counter() - t0))
             values[choice] = np.concatenate([np.concatenate([s.in_story, s.alone]) for o in out for s in o.sentences])
-    print(f"torch {torch_version()}, {args.threads} threads, {len(stories)} stories, {args.rounds} rounds "
+    print(f"torch {torch.__version__}, {args.threads} threads, {len(stories)} stories, {args.rounds} rounds "
           f"(load average {os.getloadavg()[0]:.1f})")
     for choice, r in rates.items():
         print(f"{choice:7s} stories/s: best {max(r):.2f}, median {float(np.median(r)):.2f}  "
@@ -241,12 +242,6 @@ def matmul_ab(stories: list[list[str]], args: argparse.Namespace) -> int:
              if not (math.isnan(x[k]) or math.isnan(y[k]))]
         print(f"{name}: max |diff| per story {max(d):.2e}")
     return 0
-
-
-def torch_version() -> str:
-    import torch
-
-    return str(torch.__version__)
 
 
 def speed(

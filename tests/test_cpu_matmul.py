@@ -36,11 +36,15 @@ def _float64_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) ->
     lead=st.lists(st.integers(1, 9), min_size=1, max_size=2),
     sizes=st.tuples(st.integers(1, 70), st.integers(1, 70)),
     bias=st.booleans(),
+    strided=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
-def test_packed_linear_is_a_float32_product(lead: list[int], sizes: tuple[int, int], bias: bool, seed: int) -> None:
-    """Any leading shape, width, with or without bias: within float32 rounding of the float64 product, as close
-    as PyTorch's own float32 product is (up to a small factor: another summation order)."""
+def test_packed_linear_is_a_float32_product(
+    lead: list[int], sizes: tuple[int, int], bias: bool, strided: bool, seed: int
+) -> None:
+    """Any leading shape, width, with or without bias, contiguous input or not: within float32 rounding of the
+    float64 product, as close as PyTorch's own float32 product is (up to a small factor: another summation
+    order)."""
     gen = torch.Generator().manual_seed(seed)
     d_in, d_out = sizes
     linear = torch.nn.Linear(d_in, d_out, bias=bias)
@@ -49,6 +53,9 @@ def test_packed_linear_is_a_float32_product(lead: list[int], sizes: tuple[int, i
         if bias:
             linear.bias.copy_(torch.randn(d_out, generator=gen))
     x = torch.randn(*lead, d_in, generator=gen)
+    if strided:  # the same values in a transposed memory layout
+        x = x.movedim(-1, 0).contiguous().movedim(0, -1)
+        assert x.is_contiguous() == (d_in == 1 or all(n == 1 for n in lead))
     packed = PackedLinear(linear)
     with torch.inference_mode():
         got, plain = packed(x), linear(x)

@@ -675,6 +675,7 @@ class CausalLM:
         self.precision = precision
         self.batch_tokens = batch_tokens
         self.matmul = matmul
+        self._head_blocks: tuple[int, list[Any]] | None = None  # (block, the head's blocks laid out for oneDNN)
         self.start_id, self.start_token = _start_token(tokenizer)
         self.leading_space = _wants_leading_space(tokenizer)
         cfg = model.config
@@ -936,11 +937,9 @@ class CausalLM:
         """The LM head's weight in vocabulary blocks of ``block`` rows, laid out once for oneDNN (cached)."""
         from vistkit.models.cpu_matmul import packed_blocks
 
-        cached = self.__dict__.get("_head_blocks")
-        if cached is None or cached[0] != block:
-            cached = (block, packed_blocks(self.model.get_output_embeddings().weight, block))
-            self.__dict__["_head_blocks"] = cached
-        return cached[1]
+        if self._head_blocks is None or self._head_blocks[0] != block:
+            self._head_blocks = (block, packed_blocks(self.model.get_output_embeddings().weight, block))
+        return self._head_blocks[1]
 
 
 def _target_logprob(logits: Any, targets: Any) -> Any:
