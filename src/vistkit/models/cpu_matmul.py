@@ -8,10 +8,10 @@ ran 15-20% faster that way (576 -> 1536: 180 -> 213 GFLOP/s; the LM head's 576 -
 the three LM metrics together 1.2x faster (`bench/bench_lm.py --matmul`, BENCHMARKS.md).
 
 Both are float32 products with float32 accumulation; only the order of the sums differs, so values are equal to
-float rounding, not bit for bit (measured on SmolLM2 and 20 VIST val stories against a float64 pass: largest
-token log-probability error 2.6e-4 nats with oneDNN, 4.4e-5 with MKL). Used only where a self-check on a small
-random product passes (`onednn_works`); ``VISTKIT_CPU_MATMUL=blas`` turns it off. The reordered copy costs memory
-once per weight (+4 bytes per parameter: about 0.5 GB for SmolLM2-135M).
+float rounding, not bit for bit (SmolLM2 on 60 VIST val stories against a float64 pass: largest token
+log-probability error 2.1e-3 nats with oneDNN, 2.3e-4 with MKL; means 9.5e-6 and 3.6e-6). Used only where a
+self-check on a small random product passes (`onednn_works`); ``VISTKIT_CPU_MATMUL=blas`` turns it off. The
+reordered copy costs memory once per weight (+4 bytes per parameter: about 0.5 GB for SmolLM2-135M).
 """
 
 from __future__ import annotations
