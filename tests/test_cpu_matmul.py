@@ -75,6 +75,9 @@ def test_packed_linear_keeps_the_layer_and_falls_back_outside_float32_cpu_infere
     y = packed(x)  # a gradient is wanted: the ordinary product, so backward works
     y.sum().backward()
     assert x.grad is not None and torch.allclose(y, linear(x))
+    packed.weight.grad = None
+    packed(torch.randn(3, 12)).sum().backward()  # the weights' gradient, with an input that needs none
+    assert packed.weight.grad is not None and linear.weight.grad is packed.weight.grad
     x64 = torch.randn(3, 12, dtype=torch.float64)
     assert torch.equal(packed.double()(x64), torch.nn.functional.linear(x64, packed.weight, packed.bias))
 

@@ -73,8 +73,9 @@ class PackedLinear(torch.nn.Linear):
     """An `nn.Linear` whose float32 CPU forward runs oneDNN on a copy of its weight reordered once.
 
     ``weight`` and ``bias`` stay as they were (same tensors), so parameter counts, ``state_dict`` and FLOP
-    counting are unchanged; any other input (another dtype or device, or one that needs a gradient) takes the
-    ordinary `F.linear`. Build it after the weights are final: the copy does not follow later changes.
+    counting are unchanged; any other input (another dtype or device) and any call that records gradients (of the
+    input or the weights) takes the ordinary `F.linear`. Build it after the weights are final: the copy does not
+    follow later changes.
     """
 
     def __init__(self, linear: torch.nn.Linear) -> None:
@@ -85,7 +86,8 @@ class PackedLinear(torch.nn.Linear):
         self.packed = pack_weight(linear.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != torch.float32 or x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
+        wants_grad = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
+        if x.dtype != torch.float32 or x.device.type != "cpu" or wants_grad:
             return F.linear(x, self.weight, self.bias)
         return packed_linear(x, self.packed, self.bias)
 
