@@ -14,13 +14,18 @@ import sys
 import time
 
 
-def gflops(rows: int, *, inner: int = 1024, cols: int = 4096, onednn: bool = False) -> float:
-    """Mean GFLOP/s of ``(rows x inner) @ (inner x cols)`` float32 products (after a warm-up): PyTorch's own
-    product (MKL's sgemm on x86), or with ``onednn`` oneDNN's with the weight laid out once, as vistkit's LM runs its
-    linear layers on the CPU (`vistkit.models.cpu_matmul`)."""
+def gemm_rate(
+    rows: int, inner: int = 1024, cols: int = 4096, *, dtype: str = "fp32", onednn: bool = False
+) -> tuple[float, float]:
+    """(GFLOP/s by wall time, GFLOP per CPU-second) of ``(rows x inner) @ (inner x cols)`` products after a
+    warm-up, in float32 or bfloat16: PyTorch's own product (MKL's sgemm on x86), or with ``onednn`` (float32)
+    oneDNN's with the weight laid out once, as vistkit's LM runs its linear layers on the CPU
+    (`vistkit.models.cpu_matmul`). `bench_lm.py` reports its roofline with this function."""
     import torch
 
     a, b = torch.randn(rows, inner), torch.randn(inner, cols)
+    if dtype == "bf16":
+        a, b = a.bfloat16(), b.bfloat16()
     product = lambda: a @ b  # noqa: E731
     if onednn:
         from vistkit.models.cpu_matmul import pack_weight, packed_linear
@@ -30,11 +35,11 @@ def gflops(rows: int, *, inner: int = 1024, cols: int = 4096, onednn: bool = Fal
     for _ in range(3):
         product()
     reps = max(5, int(2e10 / (2 * rows * inner * cols)))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(reps):
         product()
-    seconds = (time.perf_counter() - start) / reps
-    return 2 * rows * inner * cols / seconds / 1e9
+    work = 2 * rows * inner * cols * reps / 1e9
+    return work / (time.perf_counter() - start), work / (time.process_time() - cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     from vistkit.models.cpu_matmul import onednn_works
 
     shape = {"inner": args.inner, "cols": args.cols}
-    rates = {int(r): gflops(int(r), **shape) for r in args.rows.split(",")}
+    rates = {int(r): gemm_rate(int(r), **shape)[0] for r in args.rows.split(",")}
     best = max(rates.values())
-    dnn = {r: gflops(r, onednn=True, **shape) for r in rates} if onednn_works() else {}
+    dnn = {r: gemm_rate(r, onednn=True, **shape)[0] for r in rates} if onednn_works() else {}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.inner} x {args.cols} weight")
     for rows, rate in rates.items():
         extra = f";  oneDNN, weight laid out once: {dnn[rows]:7.1f} ({dnn[rows] / rate:.2f}x)" if dnn else ""

@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_gemm_roofline import gemm_rate  # bench/ is the script's folder, so on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 VAL = REPO.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
 
@@ -90,32 +92,6 @@ def row_lengths(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> 
     prepared = [lm._prepare(list(s)) for s in stories]
     rows = lm._rows(prepared, [passes] * len(prepared), [None] * len(prepared))
     return [lm._run_length(len(r.ids)) for r in rows]
-
-
-def gemm_rate(rows: int, inner: int, cols: int, *, dtype: str = "fp32", onednn: bool = False) -> tuple[float, float]:
-    """(GFLOP/s by wall time, GFLOP per CPU-second) of ``(rows x inner) @ (inner x cols)``, the product
-    `bench_gemm_roofline.py` times (its default shape is 1024 x 4096), in float32 or bfloat16; with ``onednn``
-    (float32) through oneDNN with the weight laid out once, as the LM's linear layers run on the CPU
-    (`vistkit.models.cpu_matmul`)."""
-    import torch
-
-    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
-    if dtype == "bf16":
-        a, b = a.bfloat16(), b.bfloat16()
-    product = lambda: a @ b  # noqa: E731
-    if onednn:
-        from vistkit.models.cpu_matmul import pack_weight, packed_linear
-
-        packed = pack_weight(b.T.contiguous())
-        product = lambda: packed_linear(a, packed)  # noqa: E731
-    for _ in range(3):
-        product()
-    reps = max(5, int(2e10 / (2 * rows * inner * cols)))
-    start, cpu = time.perf_counter(), time.process_time()
-    for _ in range(reps):
-        product()
-    work = 2 * rows * inner * cols * reps / 1e9
-    return work / (time.perf_counter() - start), work / (time.process_time() - cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
