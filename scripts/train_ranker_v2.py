@@ -38,6 +38,7 @@ from vistkit.models.story_ranker_v2 import (  # noqa: E402
     RULES,
     config_sha256,
     default_model_dir,
+    standardise,
 )
 
 VAL = ROOT.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
@@ -94,18 +95,27 @@ def build(out: Path) -> str:
     if payload["features"] != [f.name for f in FEATURES]:
         raise SystemExit("the features file was computed for other features: recompute it with `features`")
     table = np.asarray(payload["rows"], dtype=np.float64)
+    names = [f.name for f in FEATURES]
+    defined = [table[np.isfinite(table[:, k]), k] for k in range(len(FEATURES))]
+    mean = np.array([float(f"{col.mean():.9g}") for col in defined])
+    sd = np.array([float(f"{col.std(ddof=1):.9g}") for col in defined])
+    # a capped feature's centre: the mean of its capped z over these stories (u = 0 stays a typical human story)
+    caps = np.array([CLIP if f.max_z is None else f.max_z for f in FEATURES])
+    signs = np.array([float(f.sign) for f in FEATURES])
+    capped = standardise(table, mean, sd, clip=CLIP, rules=RULES, names=names, max_z=caps, signs=signs)
     features = []
     for k, f in enumerate(FEATURES):
-        col = table[:, k]
-        col = col[np.isfinite(col)]
+        centre = float(f"{np.nanmean(capped[:, k]):.9g}") if f.max_z is not None else 0.0
         features.append(
             {
                 "name": f.name,
                 "sign": f.sign,
                 "weight": f.weight,
-                "mean": float(f"{col.mean():.9g}"),
-                "sd": float(f"{col.std(ddof=1):.9g}"),
-                "n": len(col),
+                "mean": float(mean[k]),
+                "sd": float(sd[k]),
+                "max_z": f.max_z,
+                "centre": centre,
+                "n": len(defined[k]),
                 "what": f.what,
             }
         )

@@ -122,11 +122,14 @@ class StoryRanker(UtilityRanker):
             "and detail, each standardised on VIST val human stories, with signs and weights fixed beforehand."
         ),
         definition=(
-            "u(x) = sum_k w_k s_k clip((f_k(x) - m_k) / d_k, -3, 3) over seven features f_k with a-priori signs s_k "
+            "u(x) = sum_k w_k s_k z_k(x), z_k = clip((f_k(x) - m_k) / d_k, -3, 3), over seven features f_k with "
+            "a-priori signs s_k "
             "and weights w_k: type-token ratio (+, 0.5); share of words in repeated trigrams (-, 1.0); largest word "
             "Jaccard overlap of two sentences (-, 1.0); lm-fluency = mean SLOR of the sentences read alone (Kann et "
-            "al. 2018, Eq. 1) (+, 0.5); lm-coherence = mean PMI of each sentence given the story before it, copied "
-            "words not counted as gain (+, 0.75); topic relatedness = mean cosine of each distinct sentence's "
+            "al. 2018, Eq. 1) (+, 0.5; no credit above a typical human story: z_k = min(z, 0) - c_k, c_k the "
+            "mean of min(z, 0) over the statistics stories, because above typical SLOR rewards blandness, repetition "
+            "and long sentences); lm-coherence = mean PMI of each sentence given the story before it, copied "
+            "words not counted as gain (+, 0.5); topic relatedness = mean cosine of each distinct sentence's "
             "embedding (packaged all-MiniLM-L6-v2, mean pooled) with the mean of the other sentences' (+, 1.0); word "
             "specificity = mean unigram surprisal -ln P(w) (wordfreq) of the story's distinct known content words, for "
             "the 'detail' aspect of VIST's human evaluation (+, 0.5). m_k, d_k: mean and SD over 400 VIST val human "
@@ -134,21 +137,21 @@ class StoryRanker(UtilityRanker):
             "reads the sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
             "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature (sentence "
             "overlap, coherence or relatedness of a one-sentence story; LM features of a story longer than the LM's "
-            "context) counts as typical (z = 0), and a one-sentence story's fluency can count against it but not for "
-            "it (z <= 0: SLOR rises with sentence length, and a story that lost its periods is one long sentence); "
-            "a story in broken English (fluency z <= -2) gets no credit for coherence (z <= 0: the PMI of garbled "
-            "sentences is inflated); both rules are in the config, whose hash the signature carries; "
+            "context) counts as typical (z_k = 0); a story in broken English (fluency z <= -2) gets no credit from "
+            "any feature (each s_k z_k <= 0: the PMI of garbled sentences is inflated, text without its function "
+            "words repeats fewer words); the cap, the centre and this rule are in the config, whose hash the "
+            "signature carries; "
             "a story without words, or whose plain words are mostly not in the frequency list (a "
-            "string of made-up words), gets the lowest utility, -15.75. See "
+            "string of made-up words), gets the lowest utility, -15. See "
             "docs/models/story-ranker-v2.md."
         ),
         range=(
-            "Within +-15.75 (each clipped |z| at most 3, weights summing to 5.25); "
+            "Within +-15 (each |z_k| at most 3, weights summing to 5); "
             "0 = a typical VIST val human story; higher is better."
         ),
         signature_fields=(
             "model (story-ranker-v2@SHA-256 prefix of its config), lm (name@weights hash12), precision + maxdev "
-            "for bf16 (a bound on the utility's change: 0.5, from the LM metrics' bounds), unigram (wordfreq "
+            "for bf16 (a bound on the utility's change: 0.4, from the LM metrics' bounds), unigram (wordfreq "
             "version) of lm-fluency and word specificity, encoder (the sentence encoder of topic relatedness, fp32 "
             "on the LM's device), data (the statistics' sample)."
         ),
