@@ -316,6 +316,26 @@ def test_features_do_not_depend_on_the_encoder_block(tiny_ranker, monkeypatch: p
     assert np.isnan(whole[8]).all() and np.isnan(whole[9, [2, 4, 5]]).all()  # no words; one sentence
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    z=st.lists(st.one_of(st.floats(-6, 6), st.just(float("nan"))), min_size=len(FEATURES), max_size=len(FEATURES)),
+    more=st.floats(0, 6),
+)
+def test_fluency_above_typical_earns_nothing_and_broken_english_earns_no_credit(z: list[float], more: float) -> None:
+    """Over any feature row (z scale, undefined values included): raising fluency while it is at or above the
+    mean never changes u; below the line for broken English no feature's contribution is positive."""
+    model = StoryRankerV2Model()
+    flu = model.names.index("lm_fluency")
+    row = model.mean + np.asarray(z) * model.sd
+    row[model.names.index("ttr")] = model.mean[0] if np.isnan(row[0]) else row[0]  # a story with words
+    typical, fluent = row.copy(), row.copy()
+    typical[flu], fluent[flu] = model.mean[flu], model.mean[flu] + more * model.sd[flu]
+    assert model.utility(np.vstack([typical, fluent]))[1] == pytest.approx(model.utility(typical[None])[0], abs=1e-12)
+    broken = row.copy()
+    broken[flu] = model.mean[flu] + (model.rules["no_credit_fluency_z"] - more) * model.sd[flu]
+    assert np.all(model.contributions(broken[None]) <= 0)
+
+
 def test_rules_for_text_the_lm_cannot_read() -> None:
     """Fluency gives no credit above a typical human story (its cap, max_z 0): a story more fluent than typical
     scores like a typical one (SLOR's high end is blandness, repetition and long sentences; a story that lost its

@@ -330,9 +330,9 @@ class StoryRankerV2Model:
         return self.contributions(table).sum(axis=1)
 
 
-def _max_z(value: object, clip: float) -> float:
+def _max_z(value: Any, clip: float) -> float:
     """A feature's cap on the z scale (``None``: the clip)."""
-    return clip if value is None else min(float(value), clip)  # type: ignore[arg-type]
+    return clip if value is None else min(float(value), clip)
 
 
 def standardise(
@@ -347,7 +347,7 @@ def standardise(
     signs: np.ndarray,
     centre: np.ndarray | None = None,
 ) -> np.ndarray:
-    """z_k = min(clip((f_k - m_k) / d_k, -clip, clip), max_z_k) - centre_k, NaN (undefined) -> 0.
+    """z_k = min(clip((f_k - m_k) / d_k, -clip, clip), max_z_k) - centre_k, then the `RULES`; NaN (undefined) -> 0.
 
     A feature with a cap (``max_z`` below the clip) is evidence against a story that falls below typical human
     text and never for one above it; its ``centre`` (the mean of its capped z over the statistics stories, which
@@ -358,11 +358,11 @@ def standardise(
     table = np.asarray(table, dtype=np.float64).reshape(-1, len(names))
     z = np.clip((table - mean) / sd, -clip, clip)
     broken = z[:, names.index("lm_fluency")] <= rules["no_credit_fluency_z"]  # NaN compares False
-    z[broken] = np.minimum(z[broken] * signs, 0.0) * signs  # NaN stays NaN
-    z = np.minimum(z, max_z)
-    if centre is None:
-        return z
-    return np.nan_to_num(z - centre, nan=0.0)
+    z = np.minimum(z, max_z)  # NaN stays NaN
+    if centre is not None:
+        z = z - centre
+    z[broken] = np.minimum(z[broken] * signs, 0.0) * signs  # after the centre: no credit from any feature
+    return z if centre is None else np.nan_to_num(z, nan=0.0)
 
 
 def config_sha256(config: dict[str, Any]) -> str:
