@@ -327,7 +327,8 @@ def test_fluency_above_typical_earns_nothing_and_broken_english_earns_no_credit(
     model = StoryRankerV2Model()
     flu = model.names.index("lm_fluency")
     row = model.mean + np.asarray(z) * model.sd
-    row[model.names.index("ttr")] = model.mean[0] if np.isnan(row[0]) else row[0]  # a story with words
+    ttr = model.names.index("ttr")
+    row[ttr] = np.nan_to_num(row[ttr], nan=model.mean[ttr])  # a story with words (an undefined ttr means none)
     typical, fluent = row.copy(), row.copy()
     typical[flu], fluent[flu] = model.mean[flu], model.mean[flu] + more * model.sd[flu]
     assert model.utility(np.vstack([typical, fluent]))[1] == pytest.approx(model.utility(typical[None])[0], abs=1e-12)
