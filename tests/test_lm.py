@@ -173,6 +173,32 @@ def test_empty_story_and_too_long_story(tiny_folder: Path) -> None:
     empty, long = lm.story_logprobs([[], ["we went to the beach ."] * 60])
     assert empty.sentences == () and math.isnan(empty.perplexity()) and empty.error is None
     assert long.error is not None and "context" in long.error and math.isnan(long.perplexity())
+    # one pass, then the other (as lm-perplexity then lm-coherence on the same stories): nothing to join, and
+    # the result holds both passes, so no metric asks for them again (an IndexError, then a ValueError, before)
+    first = lm.story_logprobs([[], ["we went to the beach ."] * 60], passes={"story"})
+    both = lm.story_logprobs([[], ["we went to the beach ."] * 60], passes={"alone"}, given=first)
+    assert [b.passes for b in both] == [{"story", "alone"}] * 2
+    assert both[0].sentences == () and both[1].error == long.error
+    assert pmi_sentences(both[0]) == [] and pmi_sentences(both[1]) == []
+
+
+def test_metrics_together_on_stories_they_leave_undefined(tiny_folder: Path) -> None:
+    """Every LM metric, one after the other on one scorer, over an empty story, a punctuation-only story and one
+    longer than the context: each is excluded with a reason, none raises."""
+    stories = [
+        Story(story_id="empty", text=""),
+        Story(story_id="dots", text=". . . !"),
+        Story(story_id="long", text=" ".join(["we went to the beach ."] * 60)),
+        Story(story_id="ok", text="we went to the beach . it was sunny ."),
+    ]
+    kinds = {"lm-perplexity": LMPerplexity, "lm-fluency": LMFluency, "lm-coherence": LMCoherence}
+    for names in (["lm-perplexity", "lm-coherence", "lm-fluency"], ["lm-fluency", "lm-perplexity", "lm-coherence"]):
+        metrics = [kinds[n](lm=str(tiny_folder), device="cpu") for n in names]
+        metrics[0].scorer.forget()
+        for metric in metrics:
+            score = metric.score(stories)
+            assert {"empty", "long"} <= set(score.excluded), (metric.name, score.excluded)
+            assert not math.isnan(score.item_scores[-1])
 
 
 def test_words_and_token_mapping(tiny: CausalLM) -> None:

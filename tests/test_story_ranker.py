@@ -163,6 +163,20 @@ def test_small_rebuild_is_bit_for_bit(tmp_path: Path) -> None:
     assert np.all(np.isfinite(u))
 
 
+def test_story_of_too_many_sentences_is_undefined(model: StoryRankerModel) -> None:
+    """v1 compares every pair of sentences: a story of more than MAX_SENTENCES is left undefined, with its reason,
+    instead of minutes and gigabytes (20,000 one-word sentences took 8 GB)."""
+    from vistkit.models.story_ranker import MAX_SENTENCES
+
+    many = " ".join(["go ."] * (MAX_SENTENCES + 1))
+    fine = " ".join(["we went to the park ."] * 5)
+    u = model.utility([many, fine, many])
+    assert np.isnan(u[0]) and np.isnan(u[2]) and not np.isnan(u[1])
+    score = get_metric("story-ranker-v1").score([Story("many", many), Story("fine", fine)])
+    assert score.excluded == {"many": f"story-ranker-v1 reads stories of at most {MAX_SENTENCES} sentences"}
+    assert score.item_scores[1] == pytest.approx(1 / (1 + np.exp(-u[1])))
+
+
 def test_not_a_model_folder(tmp_path: Path) -> None:
     from vistkit.errors import InputError
 

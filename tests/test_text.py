@@ -243,3 +243,28 @@ def test_natural_sentence_is_idempotent(tokens: list[str]) -> None:
 
     once = natural_sentence(" ".join(tokens))
     assert natural_sentence(once) == once
+
+
+# --------------------------------------------------------------------------------------------------- overlap
+_WORD_SETS = st.lists(st.sets(st.sampled_from("abcdefgh")), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_WORD_SETS, st.integers(0, 12))
+def test_max_jaccard_equals_every_pair(sets: list[set[str]], pairwise_max: int) -> None:
+    """Both paths (pair by pair, the sparse product) give the brute-force value exactly (the same two integers
+    divided), with None when no pair has a non-empty union."""
+    from vistkit.text.overlap import max_jaccard
+
+    pairs = [len(a & b) / len(a | b) for i, a in enumerate(sets) for b in sets[i + 1 :] if a | b]
+    assert max_jaccard(sets, pairwise_max=pairwise_max) == (max(pairs) if pairs else None)
+
+
+def test_max_jaccard_of_many_sentences_is_bounded() -> None:
+    """20,000 sentences (a 100,000-character story of one-word sentences) ended in a list of 200 million pair
+    values (9 GB); identical sets now end the search, and 5,000 distinct ones sharing a word take one sparse pass."""
+    from vistkit.text.overlap import max_jaccard
+
+    assert max_jaccard([{"go"}] * 20_000) == 1.0
+    assert max_jaccard([{"the", f"w{i}"} for i in range(5_000)]) == pytest.approx(1 / 3)
+    assert max_jaccard([{"a"}]) is None and max_jaccard([{"a"}, set()]) == 0.0 and max_jaccard([set(), set()]) is None

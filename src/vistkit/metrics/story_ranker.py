@@ -104,9 +104,16 @@ class StoryRankerV1(UtilityRanker):
         """Per-story score sigmoid(u): under the Bradley-Terry model, the probability that the story is preferred
         over a typical VIST val human story (training centres their mean utility at 0). Bounded in (0, 1), so a
         few degenerate stories cannot dominate a story-level correlation; pair preferences use u itself."""
+        from vistkit.models.story_ranker import MAX_SENTENCES
+
         u = self._utilities([i.hypothesis for i in items])
         values = 1.0 / (1.0 + np.exp(-np.clip(u, -700.0, 700.0)))
-        return mean_score(self.name, [i.item_id for i in items], values.tolist(), signature)
+        excluded = {
+            i.item_id: f"story-ranker-v1 reads stories of at most {MAX_SENTENCES} sentences"
+            for i, v in zip(items, u, strict=True)
+            if math.isnan(v)
+        }
+        return mean_score(self.name, [i.item_id for i in items], values.tolist(), signature, excluded=excluded)
 
 
 @register

@@ -278,10 +278,13 @@ class StoryLogprobs:
         comes from the one with the story pass."""
         if other.text != self.text or len(other.sentences) != len(self.sentences):
             raise ValueError("merged() joins the passes of one story, not of two different ones")
-        if self.error is not None or other.passes <= self.passes:
+        if other.passes <= self.passes:
             return self
         if self.passes <= other.passes:
             return other
+        if self.error is not None or not self.sentences:
+            # nothing to join (too long for the model, or no sentence): every array is empty in both passes
+            return replace(self, passes=self.passes | other.passes)
         story = self if "story" in self.passes else other
         alone = other if story is self else self
         out = [story.sentences[0]]  # sentence 1: the in-story row serves both kinds

@@ -38,8 +38,12 @@ from typing import Any
 import numpy as np
 
 from vistkit.text.detokenize import canonical_placeholders
+from vistkit.text.overlap import max_jaccard
 
 DEFAULT_NAME = "story-ranker-v1"
+#: v1 compares every pair of sentences (novel-word relatedness, redundancy): a story of more sentences is left
+#: undefined (a VIST story has five; 20,000 one-word sentences took minutes and 8 GB before this limit)
+MAX_SENTENCES = 200
 HEAD_FILE = "head.safetensors"
 CONFIG_FILE = "config.json"
 KIND = "story-ranker"
@@ -167,9 +171,9 @@ def lexical_features(sentences: list[list[str]], *, rare: set[str]) -> list[floa
     content = [w for w in words if w not in FUNCTION_WORDS and not w.startswith("[")]
     top_content = max(Counter(content).values()) / len(content) if content else 0.0
     keys = [" ".join(s) for s in sent_words]
-    dup = sum(1 for i, k in enumerate(keys) if k in keys[:i]) / max(len(keys), 1)
+    dup = (len(keys) - len(set(keys))) / max(len(keys), 1)  # sentences repeating an earlier one
     sets = [set(s) for s in sent_words]
-    overlaps = [len(a & b) / len(a | b) for i, a in enumerate(sets) for b in sets[i + 1 :] if a | b]
+    overlap = max_jaccard(sets)
     adjacent = [len(a & b) / len(a | b) for a, b in pairwise(sets) if a | b]
     openings = [s[0] for s in sent_words if s]
     rep_open = sum(1 for a, b in pairwise(openings) if a == b) / max(len(openings) - 1, 1)
@@ -184,7 +188,7 @@ def lexical_features(sentences: list[list[str]], *, rare: set[str]) -> list[floa
         _repeated_trigram_share(words),
         top_content,
         dup,
-        max(overlaps) if overlaps else 0.0,
+        overlap if overlap is not None else 0.0,
         float(np.mean(adjacent)) if adjacent else 0.0,
         rep_open,
         sum(1 for w in words if w in FUNCTION_WORDS) / n if n else 0.0,
@@ -390,13 +394,14 @@ class StoryRankerModel:
         self._torch = torch
 
     def utility(self, texts: Sequence[str]) -> np.ndarray:
-        """One utility per text (higher = better story); each distinct text is featurised once."""
+        """One utility per text (higher = better story; NaN for a text of more than `MAX_SENTENCES` sentences);
+        each distinct text is featurised once."""
         torch = self._torch
-        distinct = sorted(set(texts))
-        if not distinct:
-            return np.zeros(0, dtype=np.float64)
-        feats, means = self.featurizer(distinct)
-        with torch.inference_mode():
-            u = self.head(torch.from_numpy(feats).double(), torch.from_numpy(means).double()).numpy()
-        lookup = dict(zip(distinct, u, strict=True))
+        lookup = dict.fromkeys(texts, math.nan)
+        distinct = sorted(t for t in lookup if len(sentences_of(t)) <= MAX_SENTENCES)
+        if distinct:
+            feats, means = self.featurizer(distinct)
+            with torch.inference_mode():
+                u = self.head(torch.from_numpy(feats).double(), torch.from_numpy(means).double()).numpy()
+            lookup.update(zip(distinct, u.tolist(), strict=True))
         return np.array([lookup[t] for t in texts], dtype=np.float64)
