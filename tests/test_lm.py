@@ -488,6 +488,21 @@ def test_pickle_only_folder_is_refused(tmp_path: Path) -> None:
         load_lm(tmp_path, device="cpu")
 
 
+def test_what_is_not_a_causal_lm_is_named(tmp_path: Path) -> None:
+    """An unknown name says which LM is packaged, a folder without weights says so (it was called pickle-only),
+    and an encoder (which transformers would fit with a random causal head) is refused by its architecture."""
+    from tiny_models import make_tiny_encoder
+
+    with pytest.raises(MissingDependencyError, match=r"neither the packaged LM \(smollm2-135m\)"):
+        load_lm("gpt2", device="cpu")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="holds no model weights"):
+        load_lm(tmp_path / "empty", device="cpu")
+    encoder = make_tiny_encoder(tmp_path / "encoder")
+    with pytest.raises(InputError, match="is not a causal language model"):
+        load_lm(encoder, device="cpu")
+
+
 # --------------------------------------------------------------------------------------------------- SmolLM2
 def _smollm2_installed() -> bool:
     try:

@@ -562,6 +562,8 @@ def load_pretrained(model_class: Any, name_or_path: str | Path, *, trust: bool =
 
     folder = resolve_model(name_or_path)
     has_st = any(folder.glob("*.safetensors")) if folder.is_dir() else False
+    if folder.is_dir() and not has_st and not any(folder.glob("pytorch_model*.bin")):
+        raise InputError(f"{folder} holds no model weights (model.safetensors); give a Hugging Face model folder")
     if folder.is_dir() and not has_st and not trust:
         raise InputError(
             f"{folder} holds only pickle-based weights (pytorch_model.bin); pass trust_checkpoint=True if "

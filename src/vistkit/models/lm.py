@@ -389,6 +389,10 @@ def resolve_lm(name: str | os.PathLike[str] | None = None) -> LMSource:
     from vistkit.models.resolve import resolve_model
 
     p = Path(text).expanduser()
+    if not p.exists() and ("/" not in text or text.startswith((".", "/", "~"))):
+        raise MissingDependencyError(
+            f"LM {text!r} is neither the packaged LM ({DEFAULT_LM}), a local folder nor a hub id like 'org/name'"
+        )
     folder = resolve_model(text)  # a path (pickle check), or the local HF cache (never a download)
     kind = "folder" if p.exists() else "hub"
     return LMSource(text if kind == "hub" else str(p), kind, folder, None, None, "local")
@@ -623,6 +627,10 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
         except (ValueError, OSError, KeyError):
             raise InputError(f"{folder} does not hold a causal language model transformers can load") from None
         tok = AutoTokenizer.from_pretrained(str(folder))
+    named = getattr(model.config, "architectures", None) or []
+    if named and not any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in named):
+        # transformers maps e.g. a BERT encoder onto a causal head it initialises at random: refuse it here
+        raise InputError(f"{folder} is not a causal language model (its config names {', '.join(named)})")
     if not getattr(tok, "is_fast", False):
         raise InputError(f"{folder}: the LM metrics need a fast tokenizer (tokenizer.json) for character offsets")
     return model, tok
