@@ -182,6 +182,34 @@ def test_empty_story_and_too_long_story(tiny_folder: Path) -> None:
     assert pmi_sentences(both[0]) == [] and pmi_sentences(both[1]) == []
 
 
+def test_memory_is_bounded_by_chunks_and_the_cache_budget(
+    tiny_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A metric holds the log-probabilities of SCORE_CHUNK stories at a time and the scorer's cache at most
+    CACHE_TOKENS tokens (the least recently used go first): the values do not change."""
+    import vistkit.metrics.lm as metrics_lm
+
+    stories = [Story(f"s{i}", " ".join(STORY[: 1 + i % 4]) + f" we saw {i} birds .") for i in range(9)]
+    metric = LMCoherence(lm=str(tiny_folder), device="cpu")
+    metric.scorer.forget()
+    whole = metric.score(stories)
+    metric.scorer.forget()
+    monkeypatch.setattr(metrics_lm, "SCORE_CHUNK", 2)
+    monkeypatch.setattr(metrics_lm.LMScorer, "CACHE_TOKENS", 40)
+    calls = _count_rows(metric.scorer.lm, monkeypatch)
+    chunked = metric.score(stories)
+    assert len(calls) == 5  # 9 stories, 2 at a time
+    assert chunked.item_scores == pytest.approx(whole.item_scores, abs=TOL, nan_ok=True)
+    for a, b in zip(chunked.extra["item_sentences"], whole.extra["item_sentences"], strict=True):
+        nan = [math.nan if v is None else v for v in a], [math.nan if v is None else v for v in b]
+        assert nan[0] == pytest.approx(nan[1], abs=TOL, nan_ok=True)
+    cache = metric.scorer._cache
+    assert 1 <= len(cache) < len(stories) and metric.scorer._cached_tokens == sum(v.n_tokens for v in cache.values())
+    assert metric.scorer._cached_tokens <= 40 or len(cache) == 1
+    metric.scorer.forget()
+    assert metric.scorer._cached_tokens == 0
+
+
 def test_metrics_together_on_stories_they_leave_undefined(tiny_folder: Path) -> None:
     """Every LM metric, one after the other on one scorer, over an empty story, a punctuation-only story and one
     longer than the context: each is excluded with a reason, none raises."""

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from vistkit.models.lm import CausalLM, StoryLogprobs, Unigram
 
 SENTENCE_MODES = ("split", "source")
+#: stories whose log-probabilities a metric holds at once (a VIST story's take ~36 KB; one that fills the
+#: packaged LM's context ~2 MB): memory stays bounded however many stories are scored
+SCORE_CHUNK = 1024
 
 
 # --------------------------------------------------------------------------------------------------- values
@@ -125,16 +128,20 @@ def _mean(values: list[float], start: int = 0) -> float:
 class LMScorer:
     """One loaded LM + unigram model, shared by the three LM metrics (`get_scorer`).
 
-    `logprobs` caches the `StoryLogprobs` of the last `CACHE_STORIES` distinct stories (by sentences), so that
+    `logprobs` caches the `StoryLogprobs` of the last `CACHE_STORIES` distinct stories (by sentences; at most
+    `CACHE_TOKENS` tokens in all), so that
     ``lm-perplexity``, ``lm-fluency`` and ``lm-coherence`` on the same stories compute each pass once.
     """
 
     CACHE_STORIES: ClassVar[int] = 20_000
+    #: and at most this many tokens (~500 bytes each with their arrays, strings and word map: ~1 GB)
+    CACHE_TOKENS: ClassVar[int] = 2_000_000
 
     def __init__(self, lm: CausalLM, unigram: Unigram) -> None:
         self.lm = lm
         self.unigram = unigram
         self._cache: OrderedDict[tuple[str, ...], StoryLogprobs] = OrderedDict()
+        self._cached_tokens = 0
         self._lock = threading.Lock()
 
     def logprobs(self, stories: Sequence[Sequence[str]], *, passes: Iterable[str] = PASSES) -> list[StoryLogprobs]:
@@ -149,19 +156,25 @@ class LMScorer:
                 given = [self._cache.get(k) for k in todo]
                 fresh = self.lm.story_logprobs([list(k) for k in todo], passes=want, given=given)
                 for k, v in zip(todo, fresh, strict=True):
+                    old = self._cache.pop(k, None)
+                    self._cached_tokens += v.n_tokens - (old.n_tokens if old is not None else 0)
                     self._cache[k] = v
             out = []
             for k in keys:
                 self._cache.move_to_end(k)
                 out.append(self._cache[k])
-            while len(self._cache) > self.CACHE_STORIES:
-                self._cache.popitem(last=False)
+            # the least recently used go first (this call's stories are held by `out` until it returns)
+            while len(self._cache) > self.CACHE_STORIES or (
+                self._cached_tokens > self.CACHE_TOKENS and len(self._cache) > 1
+            ):
+                self._cached_tokens -= self._cache.popitem(last=False)[1].n_tokens
         return out
 
     def forget(self) -> None:
         """Drop the cached log-probabilities (the LM stays loaded)."""
         with self._lock:
             self._cache.clear()
+            self._cached_tokens = 0
 
     def sentence_scores(self, stories: Sequence[Sequence[str]], metric: str) -> list[list[float]]:
         """Per story, the per-sentence values of ``metric`` (``lm-perplexity``: each sentence's in-story
@@ -296,20 +309,25 @@ class _LMMetric(Metric):
         return "the story has no words the LM can score"
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        from vistkit import progress
+
         ids = [it.item_id for it in items]
-        sents = [self.story_sentences(it.hypothesis) for it in items]
-        logprobs = self.scorer.logprobs(sents, passes=PASSES_OF[self.name])
         per = _SENTENCE_FUNCTIONS[self.name]
         values: list[float] = []
         per_sentence: list[list[float | None]] = []
         excluded: dict[str, str] = {}
-        for item_id, lp in zip(ids, logprobs, strict=True):
-            sv = per(self.scorer, lp)
-            value = self.story_value(sv, lp)
-            if math.isnan(value):
-                excluded[item_id] = self.undefined_reason(lp)
-            values.append(value)
-            per_sentence.append([None if math.isnan(v) else float(v) for v in sv])
+        for start in range(0, len(items), SCORE_CHUNK):  # the log-probabilities of one chunk at a time
+            chunk = items[start : start + SCORE_CHUNK]
+            sents = [self.story_sentences(it.hypothesis) for it in chunk]
+            logprobs = self.scorer.logprobs(sents, passes=PASSES_OF[self.name])
+            for item, lp in zip(chunk, logprobs, strict=True):
+                sv = per(self.scorer, lp)
+                value = self.story_value(sv, lp)
+                if math.isnan(value):
+                    excluded[item.item_id] = self.undefined_reason(lp)
+                values.append(value)
+                per_sentence.append([None if math.isnan(v) else float(v) for v in sv])
+            progress.fraction(start + len(chunk), len(items))
         return mean_score(
             self.name, ids, values, signature, excluded=excluded, extra={"item_sentences": per_sentence}
         )

@@ -234,6 +234,7 @@ class StoryRanker(UtilityRanker):
 def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     """v2's feature table for ``texts`` with an `vistkit.metrics.lm.LMScorer` (one LM pass per distinct story; the
     MiniLM sentence encoder of topic relatedness on the LM's device, fp32, each distinct sentence once)."""
+    from vistkit import progress
     from vistkit.metrics.coherence import split_sentences
     from vistkit.metrics.lm import coherence_sentences, fluency_sentences
     from vistkit.models.story_ranker_v2 import FEATURES, lexical_features, story_words
@@ -256,17 +257,20 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
             lex = lexical_features(words[row], encode, scorer.unigram)
             for k, v in lex.items():
                 table[row, names.index(k)] = v
-    # ASCII quotes before splitting: NLTK 3.8.1's Punkt keeps "\u201cA.\u201d \u201cB.\u201d" as one sentence
-    lm_input = [[natural_sentence(s) for s in split_sentences(plain_quotes(text))] for text in texts]
-    for row, lp in enumerate(scorer.logprobs(lm_input)):
-        if lp.error is not None or not lp.sentences:
-            continue
-        table[row, names.index("lm_fluency")] = _mean_defined(fluency_sentences(lp, scorer.unigram))
-        table[row, names.index("lm_coherence")] = _mean_defined(coherence_sentences(lp)[1:])
+        # the LM pass of the same block (its log-probabilities are held for one block, as the vectors);
+        # ASCII quotes before splitting: NLTK 3.8.1's Punkt keeps "\u201cA.\u201d \u201cB.\u201d" as one sentence
+        lm_input = [[natural_sentence(s) for s in split_sentences(plain_quotes(texts[row]))] for row in rows]
+        for row, lp in zip(rows, scorer.logprobs(lm_input), strict=True):
+            if lp.error is not None or not lp.sentences:
+                continue
+            table[row, names.index("lm_fluency")] = _mean_defined(fluency_sentences(lp, scorer.unigram))
+            table[row, names.index("lm_coherence")] = _mean_defined(coherence_sentences(lp)[1:])
+        progress.fraction(rows.stop, len(texts))
     return table
 
 
-#: stories whose sentence vectors are held at once (~5 sentences x 384 floats each: ~8 MB per block)
+#: stories whose sentence vectors and LM log-probabilities are held at once (~5 sentences x 384 floats each:
+#: ~8 MB per block; ~36 KB of log-probabilities per VIST story: ~37 MB)
 ENCODER_BLOCK = 1024
 
 
