@@ -66,6 +66,8 @@ def test_meta_pairs_other_formats(meta: MetaRunner, fmt: str) -> None:
     assert "0.5714" in out or "0.571428" in out
     if fmt == "latex":
         assert r"\begin{tabular}" in out
+    if fmt == "text":  # the pair without a human preference is said to be left out (the table's n is 7 of 8)
+        assert "note: 1 of 8 pairs have no human preference (a gap of 0) and are left out" in " ".join(out.split())
 
 
 def test_meta_pairs_with_references_and_reference_absent(meta: MetaRunner) -> None:

@@ -203,6 +203,21 @@ def _proxy_note(n: int) -> str:
     )
 
 
+def _left_out_note(result: dict[str, Any]) -> str:
+    """What the accuracy table leaves out: pairs without a human preference, stories a metric cannot score."""
+    lines = []
+    if result.get("zero_gap_pairs"):
+        lines.append(
+            f"note: {result['zero_gap_pairs']} of {result['pairs']} pairs have no human preference (a gap of 0) "
+            "and are left out"
+        )
+    for metric, n in result.get("excluded", {}).items():
+        if n:
+            stories = f"{n} stor{'y' if n == 1 else 'ies'}"
+            lines.append(f"note: {metric}: {stories} without a score; their pairs are left out")
+    return "".join("\n" + line for line in lines)
+
+
 def _sig_caption(signatures: dict[str, str]) -> str:
     return "\n".join(f"{m}: {s}" for m, s in signatures.items())
 

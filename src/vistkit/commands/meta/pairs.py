@@ -19,6 +19,7 @@ from vistkit.commands.meta.common import (
     SeedOpt,
     _command_line,
     _emit,
+    _left_out_note,
     _proxy_note,
     _report,
     _sig_caption,
@@ -62,7 +63,8 @@ def pairs_cmd(
         "pair accuracy (Vrank Eq. 1-2; ties are wrong)",
         _sig_caption(result["signatures"])
         + f"\nlabel sign: {', '.join(result['label_sign']) or 'n/a'} (lower rank is better)"
-        + _proxy_note(result["proxy_label_pairs"]),
+        + _proxy_note(result["proxy_label_pairs"])
+        + _left_out_note(result),
     )
     if report is not None:
         from vistkit.report.html import pairs_report
