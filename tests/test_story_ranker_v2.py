@@ -85,6 +85,14 @@ def test_model_refuses_a_config_with_a_flipped_sign(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(InputError, match=r"must have max_z 0\.0"):
         StoryRankerV2Model(tmp_path)
+    flu["max_z"] = 0.0
+    bad_values = [("clip", -1.0, "config"), ("clip", 0.0, "config"), ("weight", "Infinity", "flu"), ("sd", 0.0, "flu")]
+    for field, value, where in bad_values:
+        bad = json.loads(json.dumps(config))
+        (bad if where == "config" else next(f for f in bad["features"] if f["name"] == "lm_fluency"))[field] = value
+        (tmp_path / "config.json").write_text(json.dumps(bad).replace('"Infinity"', "Infinity"))
+        with pytest.raises(InputError, match="clip that is not a positive number"):
+            StoryRankerV2Model(tmp_path)
 
 
 @requires_shared

@@ -282,9 +282,13 @@ class StoryRankerV2Model:
                 f"{path} lacks a field of story-ranker-v2's features or rules ({exc}); a config from an earlier "
                 "vistkit: rebuild it with scripts/train_ranker_v2.py build"
             ) from None
-        finite = all(math.isfinite(v) for v in self.rules.values()) and math.isfinite(self.clip)
-        if not (np.all(np.isfinite(self.mean)) and np.all(self.sd > 0) and np.all(np.isfinite(self.centre)) and finite):
-            raise InputError(f"{path} has a non-finite mean, centre, clip or rule, or a non-positive sd")
+        finite = all(math.isfinite(v) for v in self.rules.values()) and math.isfinite(self.clip) and self.clip > 0
+        finite = finite and bool(np.all(np.isfinite(self.coef)) and np.all(np.isfinite(self.centre)))
+        if not (np.all(np.isfinite(self.mean)) and np.all(self.sd > 0) and finite):
+            raise InputError(
+                f"{path} has a non-finite mean, weight, centre or rule, a clip that is not a positive number, "
+                "or a non-positive sd"
+            )
         for f in FEATURES:  # the signs and the caps are part of the design, not of a file
             k = self.names.index(f.name)
             if int(feats[f.name]["sign"]) != f.sign or float(feats[f.name]["weight"]) <= 0:
