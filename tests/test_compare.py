@@ -129,6 +129,26 @@ def test_systems_are_compared_on_shared_items_only(files: dict[str, Path], tmp_p
     assert payload["results"]["good"]["sacrebleu"]["score"] == pytest.approx(good30, abs=1e-9)
 
 
+def test_an_undefined_score_leaves_the_item_out_of_the_paired_test(tmp_path: Path, capsys) -> None:
+    """rovist-nr leaves a one-sentence story undefined: the table's means run over each system's own scored
+    stories, the paired test over the stories both scored, and the notes say so with the paired means (here the
+    paired difference points the other way from the table's)."""
+    texts_a = ["we went out . we went out .", "a dog ran .", "the sun rose . we ate eggs . we left ."]
+    texts_b = ["we went out . we saw a bird .", "a dog ran . it barked at a cat .", "the sun rose ."]
+    for name, texts in (("a", texts_a), ("b", texts_b)):
+        write_jsonl([Story(f"s{i}", t) for i, t in enumerate(texts)], tmp_path / f"{name}.jsonl")
+    command = ["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "-m", "rovist-nr"]
+    code, out, err = run([*command, "-f", "json", "--n-samples", "50"], capsys)
+    assert code == 0, err
+    result = json.loads(out)["results"]["b"]["rovist-nr"]
+    assert result["n_paired"] == 1
+    nr = {t: get_metric("rovist-nr").score([Story("x", t)]).item_scores[0] for t in texts_a[:1] + texts_b[:1]}
+    assert result["difference"] == pytest.approx(nr[texts_b[0]] - nr[texts_a[0]])
+    code, out, err = run([*command, "--n-samples", "50"], capsys)
+    assert code == 0, err
+    assert "rovist-nr: b vs a was tested on the 1 item both scored" in " ".join(out.split())
+
+
 def test_user_errors_exit_1_with_one_sentence(files: dict[str, Path], capsys) -> None:
     base = ["compare", str(files["good"]), str(files["mid"]), "-r", str(files["refs"]), "-m", "sacrebleu"]
     code, _, err = run([*base, "--baseline", "nope"], capsys)

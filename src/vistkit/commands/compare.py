@@ -144,6 +144,8 @@ def comparison_payload(c: Comparison) -> dict[str, Any]:
                     "ci": r.ci.as_list(),
                     "p_value": r.paired.p_value if r.paired else None,
                     "difference": r.paired.difference if r.paired else None,
+                    # the items the paired test ran on: those both systems scored (undefined ones left out)
+                    "n_paired": r.paired.n_items if r.paired else None,
                     "mark": r.mark,
                 }
                 for m, r in c.results[s].items()
@@ -186,6 +188,14 @@ def render_comparison(
         lost = {s: k for s, k in c.dropped[m].items() if k}
         extra = f"; not shared, left out: {', '.join(f'{s} {k}' for s, k in lost.items())}" if lost else ""
         notes.append(f"{m}: {c.n_items[m]} items{extra}; {c.signatures[m]}")
+        for s in c.systems:  # a test on fewer items than the table's means can even point the other way
+            test = c.results[s][m].paired
+            if test is not None and test.n_items < c.n_items[m]:
+                items = f"{test.n_items} item{'' if test.n_items == 1 else 's'}"
+                notes.append(
+                    f"  {m}: {s} vs {c.baseline} was tested on the {items} both scored (an undefined score leaves "
+                    f"an item out): {fmt_number(test.system)} vs {fmt_number(test.baseline)} there"
+                )
     if h2h:
         notes += ["head to head (bootstrap CI over the items both systems have):"]
         notes += ["  " + line for line in head_to_head_lines(h2h, c.confidence)]
