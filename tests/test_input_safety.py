@@ -451,6 +451,38 @@ def test_rovist_nr_streamed_equals_the_official_list_mean(tokens: list[list[str]
             assert nr.streamed_mean(count, nr._inter_ratios(bags, jaccard=jaccard)) == float(np.mean(inter))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c", "the", "."]), max_size=12), min_size=2, max_size=80))
+def test_rovist_nr_rows_of_arrays_equal_the_official_list_mean(tokens: list[list[str]]) -> None:
+    """The vectorised path (per-word postings, a row of ratios per sentence; stories of VECTOR_SENTENCES or more)
+    gives np.mean of the code's full list to the bit, as the pair-by-pair path does."""
+    from vistkit.metrics import rovist_nr as nr
+
+    for jaccard in (False, True):
+        inter, _ = nr.nr_components(tokens, jaccard=jaccard)
+        if inter:
+            rows = nr._inter_ratio_rows(tokens, jaccard=jaccard)
+            assert nr.streamed_mean(len(inter), rows, arrays=True) == float(np.mean(inter))
+
+
+def test_rovist_nr_of_many_sentences_is_exact_and_fast() -> None:
+    """1,500 sentences (1.1 million inter-sentence ratios) give the official list mean to the bit, through the
+    metric; 20,000 one-word sentences (200 million ratios, ~150 s pair by pair) run as arrays."""
+    import random
+
+    from vistkit.metrics import rovist_nr as nr
+
+    rnd = random.Random(1)
+    words = "the a cat dog sat on mat we went to park and had fun".split()
+    sentences = [" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 9))) + " ." for _ in range(1500)]
+    tokens = nr.sentence_tokens(sentences)
+    inter, intra = nr.nr_components(tokens)
+    expected = 1.0 - float(np.mean([float(np.mean(inter)), float(np.mean(intra)) if intra else 0.0]))
+    assert nr.rovist_nr_story(sentences) == (expected, None)
+    value, reason = nr.rovist_nr_story(["go ."] * 20_000)
+    assert reason is None and value == 0.5  # every pair has ratio 1, no sentence has an intra pair
+
+
 def test_rovist_nr_ratio_is_the_code_ratio() -> None:
     """The counted ratio equals the code's ``sum(b.count(x) for x in a) / len(set(a) | set(b))``."""
     from vistkit.metrics.rovist_nr import _pair_count_ratio

@@ -33,6 +33,7 @@ by two compared sentences (or blocks) occurs more than once in one of them.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
@@ -147,40 +148,122 @@ def nr_components(tokens: Sequence[list[str]], *, jaccard: bool = False) -> tupl
     )
 
 
-def _pairwise_sum(n: int, values: Iterator[float]) -> float:
-    """numpy's pairwise summation (``pairwise_sum`` in its add loops: 8 accumulators up to 128 values, halves
-    at multiples of 8 above) over the next ``n`` values, consumed one at a time: the same float as
-    ``np.add.reduce`` of the array, in memory logarithmic in ``n``."""
-    if n < 8:
-        total = 0.0
-        for _ in range(n):
-            total += next(values)
-        return total
-    if n <= 128:
-        r = [next(values) for _ in range(8)]
-        i = 8
-        while i < n - n % 8:
-            for k in range(8):
-                r[k] += next(values)
-            i += 8
-        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        for _ in range(i, n):
-            total += next(values)
-        return total
+#: values summed by one numpy call at the leaves of the pairwise recursion (numpy sums a contiguous array with
+#: the same recursion, so the leaf size does not change a bit; it bounds the memory held: 128 KB)
+_LEAF = 1 << 14
+#: from this many sentences on, the inter-sentence ratios are made a row of numpy arrays at a time (the same
+#: integers divided, so the same floats) instead of one Python pair at a time: 20,000 sentences took ~150 s
+VECTOR_SENTENCES = 32
+
+
+class _Values:
+    """Float64 values arriving as arrays (an iterator of arrays); `take` returns the next ``k`` as one array."""
+
+    def __init__(self, arrays: Iterator[np.ndarray]) -> None:
+        self._arrays = arrays
+        self._head = np.zeros(0)
+        self._at = 0
+
+    def take(self, k: int) -> np.ndarray:
+        parts = []
+        while k:
+            if self._at == len(self._head):
+                nxt = next(self._arrays, None)
+                if nxt is None:
+                    raise AssertionError("streamed_mean: fewer values than counted")
+                self._head, self._at = np.asarray(nxt, dtype=np.float64).ravel(), 0
+                continue
+            piece = self._head[self._at : self._at + k]
+            self._at += len(piece)
+            k -= len(piece)
+            parts.append(piece)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def exhausted(self) -> bool:
+        while self._at == len(self._head):
+            nxt = next(self._arrays, None)
+            if nxt is None:
+                return True
+            self._head, self._at = np.asarray(nxt, dtype=np.float64).ravel(), 0
+        return False
+
+
+def _pairwise_sum(n: int, values: _Values) -> float:
+    """numpy's pairwise summation (``pairwise_sum`` in its add loops: 8 accumulators up to 128 values, halves at
+    multiples of 8 above) of the next ``n`` values: its recursion down to `_LEAF` values, numpy itself on each
+    leaf. The same float as ``np.add.reduce`` of the whole array, holding one leaf at a time."""
+    if n <= _LEAF:
+        return float(np.add.reduce(values.take(n))) if n else 0.0
     half = n // 2
     half -= half % 8
     first = _pairwise_sum(half, values)
     return first + _pairwise_sum(n - half, values)
 
 
-def streamed_mean(n: int, values: Iterator[float]) -> float:
-    """``float(np.mean(list(values)))`` for ``n`` values, bit for bit, without holding them (NaN for none)."""
+def _chunks(values: Iterator[float], size: int = 4096) -> Iterator[np.ndarray]:
+    while True:
+        block = np.fromiter(itertools.islice(values, size), dtype=np.float64)
+        if not block.size:
+            return
+        yield block
+
+
+def streamed_mean(n: int, values: Iterator[float] | Iterator[np.ndarray], *, arrays: bool = False) -> float:
+    """``float(np.mean(all values))`` for ``n`` values, bit for bit, without holding them (NaN for none).
+    ``values``: floats, or (``arrays=True``) arrays of floats whose concatenation is the sequence."""
     if n == 0:
         return math.nan
-    total = _pairwise_sum(n, values)
-    if next(values, None) is not None:
+    stream = _Values(values if arrays else _chunks(values))  # type: ignore[arg-type]
+    total = _pairwise_sum(n, stream)
+    if not stream.exhausted():
         raise AssertionError("streamed_mean: more values than counted")
     return total / n
+
+
+class _Postings:
+    """The sentences a word occurs in so far (ascending) and its count in each, in growable arrays."""
+
+    __slots__ = ("counts", "length", "sentences")
+
+    def __init__(self) -> None:
+        self.sentences = np.zeros(4, dtype=np.int64)
+        self.counts = np.zeros(4, dtype=np.int64)
+        self.length = 0
+
+    def add(self, sentence: int, count: int) -> None:
+        if self.length == len(self.sentences):
+            self.sentences = np.resize(self.sentences, 2 * self.length)
+            self.counts = np.resize(self.counts, 2 * self.length)
+        self.sentences[self.length] = sentence
+        self.counts[self.length] = count
+        self.length += 1
+
+
+def _inter_ratio_rows(tokens: Sequence[list[str]], *, jaccard: bool) -> Iterator[np.ndarray]:
+    """`_inter_ratios` as one array per sentence i = 1.. (its ratios against j = 0..i-1, empty unions skipped),
+    from per-word postings: numerator (equal pairs, or shared types for ``jaccard``) and union are the same
+    integers as `_Sentence`'s, and one division of two exact integers gives the same float. Memory: O(i) per row."""
+    postings: dict[str, _Postings] = {}
+    sizes = np.zeros(len(tokens), dtype=np.int64)
+    for i, words in enumerate(tokens):
+        counts: dict[str, int] = {}
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+        sizes[i] = len(counts)
+        if i:
+            shared = np.zeros(i, dtype=np.int64)
+            pairs = np.zeros(i, dtype=np.int64)
+            for w, c in counts.items():
+                post = postings.get(w)
+                if post is not None:
+                    js = post.sentences[: post.length]
+                    shared[js] += 1  # a sentence occurs once in a word's postings
+                    pairs[js] += post.counts[: post.length] * c
+            union = sizes[:i] + sizes[i] - shared
+            keep = union > 0  # dHM: `if union == 0: continue`
+            yield (shared if jaccard else pairs)[keep] / union[keep]
+        for w, c in counts.items():
+            postings.setdefault(w, _Postings()).add(i, c)
 
 
 def rovist_nr_story(sentences: Sequence[str], *, jaccard: bool = False) -> tuple[float, str | None]:
@@ -197,7 +280,10 @@ def rovist_nr_story(sentences: Sequence[str], *, jaccard: bool = False) -> tuple
     if n_inter == 0:
         return math.nan, (_UNDEFINED_ONE if len(sentences) < 2 else _UNDEFINED_EMPTY)
     # np.mean (pairwise summation) as the code does, so values match it to the last bit.
-    inter_mean = streamed_mean(n_inter, _inter_ratios(bags, jaccard=jaccard))
+    if len(tokens) >= VECTOR_SENTENCES:
+        inter_mean = streamed_mean(n_inter, _inter_ratio_rows(tokens, jaccard=jaccard), arrays=True)
+    else:
+        inter_mean = streamed_mean(n_inter, _inter_ratios(bags, jaccard=jaccard))
     intra = _intra_ratios(tokens, jaccard=jaccard)
     intra_mean = float(np.mean(intra)) if intra else 0.0
     return 1.0 - float(np.mean([inter_mean, intra_mean])), None
