@@ -425,6 +425,38 @@ def test_meteor_coco_and_album_survive_odd_texts() -> None:
 
 
 @needs_java
+def test_a_text_too_long_for_meteor_is_left_out_not_run() -> None:
+    """A story (or every reference) over MAX_WORDS words would take the aligner minutes and gigabytes (the
+    official jar ran out of its 2 GB heap at 8,000 words): its item is excluded with the reason, without Meteor
+    seeing it, and the other items score as they do alone (the pooled corpus score too)."""
+    from vistkit.metrics.base import get_metric
+    from vistkit.metrics.meteor import MAX_WORDS
+
+    long_text = " ".join(["we went to the park"] * (MAX_WORDS // 5 + 1))  # no punctuation for PTB to drop
+    hyps = StorySet(
+        [
+            story("h1", "a dog ran home", photos=("1",), album="A"),
+            story("h2", long_text, photos=("2",), album="B"),
+            story("h3", "we saw a bird", photos=("3",), album="C"),
+        ]
+    )
+    refs = StorySet(
+        [
+            story("r1", "a dog ran home fast", photos=("1",), album="A"),
+            story("r2", "the park was fun", photos=("2",), album="B"),
+            story("r3", long_text, photos=("3",), album="C"),
+        ]
+    )
+    short = StorySet([hyps[0]])
+    for name in ("meteor-vist", "meteor-coco", "meteor-album"):
+        s = get_metric(name).score(hyps, refs, key="album")
+        assert set(s.excluded) == {"B", "C"} and "more than 1,000 words" in s.excluded["B"], (name, s.excluded)
+        assert math.isnan(s.item_scores[1]) and math.isnan(s.item_scores[2]) and s.n == 1
+        alone = get_metric(name).score(short, refs, key="album")
+        assert s.item_scores[0] == alone.item_scores[0] and s.corpus == alone.corpus, name
+
+
+@needs_java
 @pytest.mark.slow
 def test_fallback_without_javac_gives_the_same_scores(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

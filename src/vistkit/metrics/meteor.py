@@ -42,6 +42,24 @@ N_STAGES = 4  # Meteor's stats text always carries 4 module stages (exact, stem,
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
 
+#: Meteor's aligner grows much faster than the square of a text's length. Two copies of one text, in the official
+#: jar as pycocoevalcap runs it (-Xmx2G): 1,000 words 7 s, 2,000 words 17 s, 4,000 words over 5 minutes, 8,000 words
+#: out of memory. A VIST story has ~60 words: a hypothesis or reference over this many whitespace-separated words is
+#: not sent to Meteor (its item is excluded, with the reason), so one such text cannot stall or kill a whole run.
+MAX_WORDS = 1_000
+_TOO_LONG = f"more than {MAX_WORDS:,} words: Meteor's aligner would take minutes and gigabytes (not scored)"
+
+
+_LONG_TEXT_NOTE = (
+    f" A story or reference of more than {MAX_WORDS:,} words is not scored (its item is excluded with the reason): "
+    "the jar's aligner takes minutes on 4,000 words and runs out of its 2 GB heap on 8,000."
+)
+
+
+def _too_long(text: str) -> bool:
+    return len(text.split()) > MAX_WORDS
+
+
 _CITATION = (
     "Denkowski & Lavie, Meteor Universal: Language Specific Translation Evaluation for Any Target Language, "
     "WMT 2014; code: Meteor 1.5 (www.cs.cmu.edu/~alavie/METEOR), the jar shipped by pycocoevalcap 1.2."
@@ -163,7 +181,7 @@ class MeteorVist(Metric):
             "(Sec. 5, footnote 8: 'Meteor version 1.5 with hter weights'). The challenge's gold standard "
             "also held 3 extra, non-public stories per test sequence (README, gsFile), so its leaderboard "
             "scores used more references than the public test set scored here. Meteor reads text through its "
-            "Java API here, so '|||' and line breaks inside a story are ordinary characters / spaces."
+            "Java API here, so '|||' and line breaks inside a story are ordinary characters / spaces." + _LONG_TEXT_NOTE
         ),
         citation=(
             "Mitchell et al., Proceedings of the First Workshop on Storytelling (NAACL 2018), VIST "
@@ -194,19 +212,29 @@ class MeteorVist(Metric):
         tests: list[str] = []
         refs: list[str] = []
         owner: list[int] = []
+        excluded: dict[str, str] = {}
         for i, item in enumerate(items):
             hyp = self._clean(item.hypothesis.text)
-            for r in item.references:
+            if _too_long(hyp):
+                excluded[item.item_id] = f"the story has {_TOO_LONG}"
+                continue
+            kept = [self._clean(r.text) for r in item.references]
+            kept = [r for r in kept if not _too_long(r)]
+            if item.references and not kept:
+                excluded[item.item_id] = f"every reference has {_TOO_LONG}"
+            for r in kept:
                 tests.append(hyp)
-                refs.append(self._clean(r.text))
+                refs.append(r)
                 owner.append(i)
-        pair = meteor_server().pair_scores(_config("hter", False), tests, refs)
+        pair = meteor_server().pair_scores(_config("hter", False), tests, refs) if tests else []
         best = np.full(len(items), -1.0)
         for i, s in zip(owner, pair, strict=True):
             if s > best[i]:  # strict, as the evaluator: the first of equal scores wins (same value anyway)
                 best[i] = s
         values = np.where(best < 0, np.nan, best)
-        excluded = {items[i].item_id: "no reference" for i in range(len(items)) if best[i] < 0}
+        for i in range(len(items)):
+            if best[i] < 0:
+                excluded.setdefault(items[i].item_id, "no reference")
         return mean_score(
             self.name,
             [it.item_id for it in items],
@@ -239,8 +267,21 @@ class _PooledMeteor(Metric):
         server = meteor_server()
         cfg = _config(self.task, self.norm)
         info = server.config(cfg)
-        result = server.score_lines(cfg, [stdio_line(h, r) for h, r in zip(hyps, refs, strict=True)])
-        stats = np.asarray(result.stats, dtype=float).reshape(len(items), 7 + 4 * N_STAGES)
+        # a text Meteor cannot align in reasonable time and memory: its item is left out (NaN, zero statistics,
+        # so it adds nothing to the pooled corpus score)
+        excluded = {
+            it.item_id: f"the story has {_TOO_LONG}" if _too_long(h) else f"a reference has {_TOO_LONG}"
+            for it, h, r in zip(items, hyps, refs, strict=True)
+            if _too_long(h) or any(map(_too_long, r))
+        }
+        keep = [k for k, it in enumerate(items) if it.item_id not in excluded]
+        width = 7 + 4 * N_STAGES
+        stats = np.zeros((len(items), width))
+        scores = np.full(len(items), np.nan)
+        if keep:
+            result = server.score_lines(cfg, [stdio_line(hyps[k], refs[k]) for k in keep])
+            stats[keep] = np.asarray(result.stats, dtype=float).reshape(len(keep), width)
+            scores[keep] = np.asarray(result.scores, dtype=float)
 
         def corpus_from_stats(rows: np.ndarray) -> float:
             total = np.asarray(rows).sum(axis=0)
@@ -255,15 +296,16 @@ class _PooledMeteor(Metric):
 
         # the pooled corpus score from the statistics with Meteor's formula in Python, the code the Ray merge and
         # the bootstrap use, so all three agree bit for bit; the jar's EVAL (result.corpus) may differ by 1 ulp
-        exact = math.isfinite(info.alpha) and len(items) > 0
+        exact = math.isfinite(info.alpha) and len(keep) > 0
         return Score(
             metric=self.name,
-            corpus=corpus_from_stats(stats) if exact else float(result.corpus),
+            corpus=corpus_from_stats(stats) if exact else float(result.corpus) if keep else math.nan,
             item_ids=[it.item_id for it in items],
-            item_scores=np.asarray(result.scores, dtype=float),
+            item_scores=scores,
             signature=signature,
             stats=stats,
             corpus_from_stats=corpus_from_stats if math.isfinite(info.alpha) else None,
+            excluded=excluded,
         )
 
 
@@ -310,6 +352,7 @@ class MeteorAlbum(_PooledMeteor):
             "tokenised (AREL's album_eval imports PTBTokenizer but never calls it). As in their wrapper, "
             "'|||' "
             "is removed from hypotheses; a line break (which would break their protocol) becomes a space."
+            + _LONG_TEXT_NOTE
         ),
         citation=(
             "Wang et al., No Metrics Are Perfect: Adversarial Reward Learning for Visual Storytelling, ACL "
@@ -354,7 +397,7 @@ class MeteorCoco(_PooledMeteor):
             "pycocoevalcap writes one text per line to the jar: a line break inside a text breaks its "
             "protocol "
             "(here it is a space; PTB tokenisation already removes them). Scores differ from meteor-album "
-            "(task hter, no -norm) and meteor-vist (hter, no -norm, max-mean)."
+            "(task hter, no -norm) and meteor-vist (hter, no -norm, max-mean)." + _LONG_TEXT_NOTE
         ),
         citation=(
             "Chen et al., Microsoft COCO Captions: Data Collection and Evaluation Server, arXiv:1504.00325 "
