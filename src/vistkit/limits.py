@@ -25,6 +25,10 @@ MAX_BOOTSTRAP = 1_000_000
 # a checkpoint's zip records (torch.save's format) are read only when stored, never deflated, and each must fit
 # the archive's own size; a safetensors header may be at most this large (as the safetensors library's limit)
 SAFETENSORS_HEADER_MAX = 100_000_000
+#: METEOR: words (whitespace-separated) of a hypothesis or reference sent to the jar (`vistkit.metrics.meteor`)
+METEOR_MAX_WORDS = 1_000
+#: story-ranker-v1: sentences of a story it scores (it compares every pair; `vistkit.models.story_ranker`)
+RANKER_V1_MAX_SENTENCES = 200
 
 
 def _env_int(name: str, default: int, *, scale: int = 1) -> int:
@@ -80,5 +84,17 @@ LIMIT_ROWS = [
         "-",
     ],
     ["CSV cell", "131,072 characters (Python's csv limit)", "-"],
+    [
+        "METEOR text length",
+        f"meteor-vist/-album/-coco: a story or reference of more than {METEOR_MAX_WORDS:,} words is excluded "
+        "with the reason (the jar's aligner takes minutes on 4,000 words and runs out of memory on 8,000)",
+        "-",
+    ],
+    [
+        "story-ranker-v1 sentences",
+        f"a story of more than {RANKER_V1_MAX_SENTENCES} sentences is excluded with the reason (it compares every "
+        "pair of sentences)",
+        "-",
+    ],
     ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
 ]

@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vistkit.data.story import Keying, Story, StorySet
+from vistkit.limits import METEOR_MAX_WORDS
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, get_metric, mean_score, register
 
 METEOR_VERSION = "meteor-1.5"
@@ -46,7 +47,7 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
 #: jar as pycocoevalcap runs it (-Xmx2G): 1,000 words 7 s, 2,000 words 17 s, 4,000 words over 5 minutes, 8,000 words
 #: out of memory. A VIST story has ~60 words: a hypothesis or reference over this many whitespace-separated words is
 #: not sent to Meteor (its item is excluded, with the reason), so one such text cannot stall or kill a whole run.
-MAX_WORDS = 1_000
+MAX_WORDS = METEOR_MAX_WORDS
 _TOO_LONG = f"more than {MAX_WORDS:,} words: Meteor's aligner would take minutes and gigabytes (not scored)"
 
 

@@ -37,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
+from vistkit.limits import RANKER_V1_MAX_SENTENCES
 from vistkit.text.detokenize import canonical_placeholders
 from vistkit.text.overlap import max_jaccard
 
 DEFAULT_NAME = "story-ranker-v1"
 #: v1 compares every pair of sentences (novel-word relatedness, redundancy): a story of more sentences is left
 #: undefined (a VIST story has five; 20,000 one-word sentences took minutes and 8 GB before this limit)
-MAX_SENTENCES = 200
+MAX_SENTENCES = RANKER_V1_MAX_SENTENCES
 HEAD_FILE = "head.safetensors"
 CONFIG_FILE = "config.json"
 KIND = "story-ranker"
