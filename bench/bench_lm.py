@@ -43,6 +43,15 @@ def val_stories(n: int, *, skip: int = 0) -> list[list[str]]:
     return [split_sentences(t) for t in texts[skip : skip + n]]
 
 
+def file_stories(args: argparse.Namespace) -> list[list[str]]:
+    """The first ``--stories`` stories of ``--stories-file`` (e.g. machine stories, whose repeated sentences run
+    once), split with Punkt."""
+    from vistkit.data.readers import read_stories
+    from vistkit.metrics.coherence import split_sentences
+
+    return [split_sentences(s.text) for s in list(read_stories(args.stories_file))[: args.stories]]
+
+
 METRICS = ("lm-perplexity", "lm-fluency", "lm-coherence")
 
 
@@ -88,10 +97,10 @@ def flop_count(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> t
 
 def row_lengths(lm, stories: list[list[str]], passes: frozenset[str] = BOTH) -> list[int]:  # type: ignore[no-untyped-def]
     """Positions run per LM row of ``stories`` (the rows `CausalLM.story_logprobs` computes for ``passes``; a row
-    runs its start token and every token but its last, `CausalLM._run_length`)."""
+    runs its start token and every token but its last, `CausalLM._run_length`; identical rows run once)."""
     prepared = [lm._prepare(list(s)) for s in stories]
     rows = lm._rows(prepared, [passes] * len(prepared), [None] * len(prepared))
-    return [lm._run_length(len(r.ids)) for r in rows]
+    return [lm._run_length(len(ids)) for ids in dict.fromkeys(tuple(r.ids) for r in rows)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--matmul", action="store_true",
                     help="fp32 CPU linear layers through oneDNN (the default) vs PyTorch's BLAS, interleaved")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of --matmul")
+    ap.add_argument(
+        "--stories-file",
+        default=None,
+        help="score the first --stories stories of this file (any VIST format) instead of VIST val human stories",
+    )
     args = ap.parse_args(argv)
     import torch
 
@@ -116,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.head:
         return head_blocks(args)
 
-    stories = val_stories(args.stories, skip=20)
+    stories = val_stories(args.stories, skip=20) if args.stories_file is None else file_stories(args)
     if args.matmul:
         return matmul_ab(stories, args)
     if args.deviation:

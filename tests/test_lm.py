@@ -182,6 +182,27 @@ def test_empty_story_and_too_long_story(tiny_folder: Path) -> None:
     assert pmi_sentences(both[0]) == [] and pmi_sentences(both[1]) == []
 
 
+def test_a_repeated_sentence_runs_once(tiny: CausalLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Identical rows (a sentence repeated in a story or shared by stories, common in machine stories) run through
+    the LM once; each story gets the same values as when scored alone, in arrays of its own."""
+    repeated = ["we had a great time .", "the view was nice .", "we had a great time .", "the view was nice ."]
+    other = ["we went to the lake .", "we had a great time ."]
+    alone = [tiny.story_logprobs([s])[0] for s in (repeated, other)]
+    ran: list[int] = []
+    real = tiny._forward
+    monkeypatch.setattr(tiny, "_forward", lambda rows: ran.append(len(rows)) or real(rows))
+    together = tiny.story_logprobs([repeated, other])
+    # story rows 2; alone rows: "the view was nice ." (x2) and "we had a great time ." (x2 in the first story, its
+    # sentence 1 is in its story row; x1 in the second) -> 2 distinct
+    assert sum(ran) == 4
+    for a, b in zip(alone, together, strict=True):
+        np.testing.assert_allclose(b.in_story(), a.in_story(), atol=TOL)
+        for x, y in zip(a.sentences, b.sentences, strict=True):
+            np.testing.assert_allclose(y.alone, x.alone, atol=TOL)
+    arrays = [s.alone for lp in together for s in lp.sentences[1:]]
+    assert len({id(a) for a in arrays}) == len(arrays)
+
+
 def test_memory_is_bounded_by_chunks_and_the_cache_budget(
     tiny_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -853,19 +853,29 @@ class CausalLM:
         return StoryLogprobs(p.text, tuple(out), None, passes)
 
     def _score_rows(self, rows: list[list[int]]) -> list[np.ndarray]:
-        """``ln P(row[t] | row[:t])`` for t >= 1 of every row (float64), batched by length."""
+        """``ln P(row[t] | row[:t])`` for t >= 1 of every row (float64), batched by length. Identical rows run
+        once: a sentence a story repeats, or one that many stories share ("we had a great time ." in machine
+        stories), costs one row of LM work however often it occurs."""
         import torch
 
         from vistkit.models.runtime import batches_by_length
 
-        out: list[np.ndarray] = [np.zeros(0)] * len(rows)
-        lengths = [self._run_length(len(r)) for r in rows]
+        index: dict[tuple[int, ...], int] = {}
+        where = [index.setdefault(tuple(r), len(index)) for r in rows]
+        distinct = [list(k) for k in index]
+        out: list[np.ndarray] = [np.zeros(0)] * len(distinct)
+        lengths = [self._run_length(len(r)) for r in distinct]
         batches = batches_by_length(lengths, batch_size=1024, max_tokens=self.batch_tokens, max_padding=0.15)
         with torch.inference_mode():
             for batch in batches:
-                for i, v in zip(batch, self._forward([rows[i] for i in batch]), strict=True):
+                for i, v in zip(batch, self._forward([distinct[i] for i in batch]), strict=True):
                     out[i] = v
-        return out
+        seen: set[int] = set()
+        values = []
+        for w in where:  # a repeat gets its own copy: no two results share an array
+            values.append(out[w] if w not in seen else out[w].copy())
+            seen.add(w)
+        return values
 
     @staticmethod
     def _run_length(row: int) -> int:
