@@ -36,6 +36,7 @@ from vistkit.models.story_ranker_v2 import (  # noqa: E402
     FEATURES,
     KIND,
     RULES,
+    cap_z,
     config_sha256,
     default_model_dir,
     standardise,
@@ -100,7 +101,7 @@ def build(out: Path) -> str:
     mean = np.array([float(f"{col.mean():.9g}") for col in defined])
     sd = np.array([float(f"{col.std(ddof=1):.9g}") for col in defined])
     # a capped feature's centre: the mean of its capped z over these stories (u = 0 stays a typical human story)
-    caps = np.array([CLIP if f.max_z is None else f.max_z for f in FEATURES])
+    caps = np.array([cap_z(f.max_z, CLIP) for f in FEATURES])
     signs = np.array([float(f.sign) for f in FEATURES])
     capped = standardise(table, mean, sd, clip=CLIP, rules=RULES, names=names, max_z=caps, signs=signs)
     features = []

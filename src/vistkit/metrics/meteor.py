@@ -49,8 +49,6 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
 #: not sent to Meteor (its item is excluded, with the reason), so one such text cannot stall or kill a whole run.
 MAX_WORDS = METEOR_MAX_WORDS
 _TOO_LONG = f"more than {MAX_WORDS:,} words: Meteor's aligner would take minutes and gigabytes (not scored)"
-
-
 _LONG_TEXT_NOTE = (
     f" A story or reference of more than {MAX_WORDS:,} words is not scored (its item is excluded with the reason): "
     "the jar's aligner takes minutes on 4,000 words and runs out of its 2 GB heap on 8,000."

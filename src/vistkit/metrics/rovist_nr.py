@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -208,12 +208,12 @@ def _chunks(values: Iterator[float], size: int = 4096) -> Iterator[np.ndarray]:
         yield block
 
 
-def streamed_mean(n: int, values: Iterator[float] | Iterator[np.ndarray], *, arrays: bool = False) -> float:
+def streamed_mean(n: int, values: Iterator[Any], *, arrays: bool = False) -> float:
     """``float(np.mean(all values))`` for ``n`` values, bit for bit, without holding them (NaN for none).
     ``values``: floats, or (``arrays=True``) arrays of floats whose concatenation is the sequence."""
     if n == 0:
         return math.nan
-    stream = _Values(values if arrays else _chunks(values))  # type: ignore[arg-type]
+    stream = _Values(values if arrays else _chunks(values))
     total = _pairwise_sum(n, stream)
     if not stream.exhausted():
         raise AssertionError("streamed_mean: more values than counted")

@@ -275,7 +275,7 @@ class StoryRankerV2Model:
             self.clip = float(config["clip"])
             rules = config.get("rules", RULES)  # a config built before the rules existed gets today's rules
             self.rules = {k: float(rules[k]) for k in RULES}
-            self.max_z = np.array([_max_z(feats[n].get("max_z"), self.clip) for n in self.names])
+            self.max_z = np.array([cap_z(feats[n].get("max_z"), self.clip) for n in self.names])
             self.centre = np.array([float(feats[n].get("centre", 0.0)) for n in self.names])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(
@@ -293,7 +293,7 @@ class StoryRankerV2Model:
             k = self.names.index(f.name)
             if int(feats[f.name]["sign"]) != f.sign or float(feats[f.name]["weight"]) <= 0:
                 raise InputError(f"{path}: feature {f.name} must have sign {f.sign:+d} and a positive weight")
-            if self.max_z[k] != _max_z(f.max_z, self.clip):
+            if self.max_z[k] != cap_z(f.max_z, self.clip):
                 raise InputError(
                     f"{path}: feature {f.name} must have max_z {f.max_z} (rebuild it with scripts/train_ranker_v2.py)"
                 )
@@ -334,8 +334,8 @@ class StoryRankerV2Model:
         return self.contributions(table).sum(axis=1)
 
 
-def _max_z(value: Any, clip: float) -> float:
-    """A feature's cap on the z scale (``None``: the clip)."""
+def cap_z(value: Any, clip: float) -> float:
+    """A feature's cap on the z scale (``max_z``; ``None``: the clip), as the model and the build read it."""
     return clip if value is None else min(float(value), clip)
 
 
