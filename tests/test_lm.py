@@ -10,6 +10,7 @@ import json
 import math
 import multiprocessing
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -539,7 +540,7 @@ def test_pickle_only_folder_is_refused(tmp_path: Path) -> None:
 
 def test_what_is_not_a_causal_lm_is_named(tmp_path: Path) -> None:
     """An unknown name says which LM is packaged, a folder without weights says so (it was called pickle-only),
-    and an encoder (which transformers would fit with a random causal head) is refused by its architecture."""
+    and an encoder (which transformers would fit with a random causal head) is refused."""
     from tiny_models import make_tiny_encoder
 
     with pytest.raises(MissingDependencyError, match=r"neither the packaged LM \(smollm2-135m\)"):
@@ -548,8 +549,45 @@ def test_what_is_not_a_causal_lm_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="holds no model weights"):
         load_lm(tmp_path / "empty", device="cpu")
     encoder = make_tiny_encoder(tmp_path / "encoder")
-    with pytest.raises(InputError, match="is not a causal language model"):
+    with pytest.raises(InputError, match="is not a whole causal language model: its weights lack"):
         load_lm(encoder, device="cpu")
+
+
+def _save_beside(model: Any, tiny_folder: Path, out: Path) -> Path:
+    """``model`` saved with the tiny LM's tokenizer files."""
+    model.save_pretrained(str(out))
+    for f in tiny_folder.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens")):
+            shutil.copy(f, out / f.name)
+    return out
+
+
+def test_a_causal_lm_is_known_by_its_weights_and_attention_not_its_name(
+    tiny: CausalLM, tiny_folder: Path, tmp_path: Path
+) -> None:
+    """What is refused is what would score wrongly, whatever its config's architecture says: a base model saved
+    without its untied head (a random ``lm_head``), and a complete bidirectional encoder (``BertForMaskedLM``:
+    each position sees the later tokens). A base model whose head is its tied input embeddings (``GPT2Model``)
+    is a whole LM: it loads and scores exactly as the same weights saved with their head."""
+    import torch
+    import transformers as tf
+
+    vocab = int(tiny.model.config.vocab_size)
+    small = {"num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "hidden_size": 16}
+    torch.manual_seed(0)
+    untied = tf.LlamaModel(tf.LlamaConfig(vocab_size=vocab, tie_word_embeddings=False, **small))
+    with pytest.raises(InputError, match=r"its weights lack 1 .*\(lm_head.weight\)"):
+        load_lm(_save_beside(untied, tiny_folder, tmp_path / "untied"), device="cpu")
+    mlm = tf.BertForMaskedLM(tf.BertConfig(vocab_size=vocab, **small))
+    with pytest.raises(InputError, match="depends on later tokens"):
+        load_lm(_save_beside(mlm, tiny_folder, tmp_path / "mlm"), device="cpu")
+
+    full = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=vocab, n_embd=16, n_layer=1, n_head=2)).eval()
+    with_head = load_lm(_save_beside(full, tiny_folder, tmp_path / "gpt2-lm"), device="cpu")
+    base = load_lm(_save_beside(full.transformer, tiny_folder, tmp_path / "gpt2-base"), device="cpu")
+    assert base.model.config.architectures == ["GPT2Model"]
+    (a,), (b,) = with_head.story_logprobs([STORY]), base.story_logprobs([STORY])
+    assert np.array_equal(a.in_story(), b.in_story())
 
 
 # --------------------------------------------------------------------------------------------------- SmolLM2

@@ -538,7 +538,7 @@ def load_lm(
     - ``batch_tokens``: padded tokens per forward batch (default by device, `DEFAULT_BATCH_TOKENS`).
 
     Raises `MissingDependencyError` (one sentence: what to install) and `InputError` (a damaged cache file, a
-    pickle-only folder, a model that is not a causal LM).
+    pickle-only folder, a model that is not a whole causal LM: `_check_causal`).
     """
     from vistkit.models.precision import check_precision
 
@@ -614,6 +614,7 @@ def load_lm(
 
 
 def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
+    """Model and fast tokenizer of a Hugging Face folder, refused unless it is a whole causal LM (`_check_causal`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -621,19 +622,48 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
 
     with _quiet_transformers():
         try:
-            model = load_pretrained(AutoModelForCausalLM, folder, trust=trust, dtype=torch.float32)
+            model, info = load_pretrained(
+                AutoModelForCausalLM, folder, trust=trust, dtype=torch.float32, output_loading_info=True
+            )
         except InputError:
             raise
         except (ValueError, OSError, KeyError):
             raise InputError(f"{folder} does not hold a causal language model transformers can load") from None
         tok = AutoTokenizer.from_pretrained(str(folder))
-    named = getattr(model.config, "architectures", None) or []
-    if named and not any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in named):
-        # transformers maps e.g. a BERT encoder onto a causal head it initialises at random: refuse it here
-        raise InputError(f"{folder} is not a causal language model (its config names {', '.join(named)})")
+    _check_causal(model, folder, missing=sorted(info.get("missing_keys") or ()))
     if not getattr(tok, "is_fast", False):
         raise InputError(f"{folder}: the LM metrics need a fast tokenizer (tokenizer.json) for character offsets")
     return model, tok
+
+
+def _check_causal(model: Any, folder: Path, *, missing: list[str]) -> None:
+    """Refuse what transformers loads as a causal LM but is not one, by what it is rather than by its name:
+
+    - weights missing from the folder (``missing``), which transformers starts at random: an encoder's causal
+      head (BERT's ``cls.predictions.transform``), the ``lm_head`` of a base model saved without tied embeddings
+      (a base model whose head is its tied input embeddings, e.g. ``GPT2Model``, is whole and accepted);
+    - attention that reads later tokens: the outputs at positions 1..5 of a 6-token text must not move when its
+      last token changes (a bidirectional encoder such as ``BertForMaskedLM`` has every weight of its head).
+    """
+    import torch
+
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise InputError(
+            f"{folder} is not a whole causal language model: its weights lack {len(missing)} of the model's "
+            f"parameters ({shown}), which transformers would start at random"
+        )
+    vocab = int(model.get_input_embeddings().weight.shape[0])
+    ids = torch.arange(1, 7, dtype=torch.long)[None].repeat(2, 1) % vocab
+    ids[1, -1] = (ids[1, -1] + 1) % vocab
+    with torch.inference_mode():
+        logits = model(input_ids=ids, use_cache=False).logits[:, :-1].float()
+    moved = float((logits[0] - logits[1]).abs().max())
+    if moved > 1e-6 * (1.0 + float(logits.abs().max())):
+        raise InputError(
+            f"{folder} is not a causal language model: its output at a position depends on later tokens (an "
+            "encoder such as BERT reads both ways)"
+        )
 
 
 # --------------------------------------------------------------------------------------------------- scoring
