@@ -300,6 +300,55 @@ def test_hf_folders_with_a_malicious_pytorch_model_bin(tmp_path: Path, marker: P
     assert BertScore(model=str(clean), layer=1, device="cpu").signature_fields()
 
 
+def test_hf_folders_whose_config_declares_weights_they_lack(tmp_path: Path) -> None:
+    """A config that does not fit its weights (one more layer declared than saved) made transformers start the
+    missing layer at random and only log it (quieted): bertscore, the sentence encoder, CLIP and the LM scored
+    silently wrong. Each loader now refuses it in one sentence naming the folder and a missing weight; a
+    checkpoint without the pooler (which none of them reads) still loads for the token and sentence encoders."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from safetensors.torch import load_file, save_file
+    from tiny_models import make_tiny_causal_lm, make_tiny_clip, make_tiny_encoder
+
+    from vistkit.metrics.bertscore import BertScore
+    from vistkit.metrics.clipscore import load_clip
+    from vistkit.models.coherence_head import SentenceEncoder
+    from vistkit.models.lm import load_lm
+
+    def one_more_layer(folder: Path, *keys: str) -> Path:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        for key in keys:
+            part = config
+            *path, last = key.split(".")
+            for k in path:
+                part = part[k]
+            part[last] += 1
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        return folder
+
+    bert = one_more_layer(make_tiny_encoder(tmp_path / "bert", layers=1), "num_hidden_layers")
+    clip = one_more_layer(make_tiny_clip(tmp_path / "clip"), "text_config.num_hidden_layers")
+    lm = one_more_layer(make_tiny_causal_lm(tmp_path / "lm"), "num_hidden_layers")
+    loads: dict[str, tuple[Path, Callable[[], Any]]] = {
+        "bertscore": (bert, lambda: BertScore(model=str(bert), layer=1, device="cpu")),
+        "sentence encoder": (bert, lambda: SentenceEncoder(str(bert), device="cpu")),
+        "clip": (clip, lambda: load_clip(clip, device="cpu")),
+        "lm": (lm, lambda: load_lm(lm, device="cpu")),
+    }
+    for name, (folder, load) in loads.items():
+        lacks = r"its weights lack \d+ of the model's parameters \(\S*layers?\.\d+\."
+        with pytest.raises(InputError, match=lacks) as exc:
+            load()
+        assert str(folder) in str(exc.value), name
+        one_sentence(str(exc.value))
+
+    no_pooler = make_tiny_encoder(tmp_path / "no-pooler")
+    weights = load_file(str(no_pooler / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, str(no_pooler / "model.safetensors"))
+    assert BertScore(model=str(no_pooler), layer=1, device="cpu").signature_fields()
+    assert SentenceEncoder(str(no_pooler), device="cpu") is not None
+
+
 # --------------------------------------------------------------------------------------------------- CLI runner
 _shim = typer.Typer(add_completion=False)
 

@@ -144,19 +144,20 @@ class _Encoder:
     ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+
+        from vistkit.models.checkpoints import refuse_missing_weights
+        from vistkit.models.runtime import quiet_transformers
 
         self.torch = torch
-        bar = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # no "Loading weights" bar on the user's stderr
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=fast_tokenizer)
-            model = AutoModel.from_pretrained(str(path))
+            with quiet_transformers():  # no "Loading weights" bar or load report on the user's stderr
+                self.tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=fast_tokenizer)
+                model, info = AutoModel.from_pretrained(str(path), output_loading_info=True)
         except (OSError, ValueError) as exc:
             raise MissingDependencyError(f"bertscore: cannot load the model at {path}: {exc}") from None
-        finally:
-            if bar:
-                hf_logging.enable_progress_bar()
+
+        # BERTScore reads the hidden states only: a checkpoint saved from a masked LM has no pooler
+        refuse_missing_weights(info, path, what="BERTScore encoder", unused=("pooler.",))
         model.eval()
         if hasattr(model, "decoder") and hasattr(
             model, "encoder"

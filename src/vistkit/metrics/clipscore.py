@@ -112,7 +112,13 @@ class ClipEncoder:
         self.batch_size = batch_size
         self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
         self.processor = processor_class.from_pretrained(str(folder))
-        self.model = load_pretrained(CLIPModel, folder, trust=trust).to(self.device).eval()
+        from vistkit.models.checkpoints import refuse_missing_weights
+        from vistkit.models.runtime import quiet_transformers
+
+        with quiet_transformers():
+            model, info = load_pretrained(CLIPModel, folder, trust=trust, output_loading_info=True)
+        refuse_missing_weights(info, folder, what="CLIP model")
+        self.model = model.to(self.device).eval()
         self.max_tokens = int(self.model.config.text_config.max_position_embeddings)
         self.fingerprint = model_fingerprint(folder)
         self._torch = torch

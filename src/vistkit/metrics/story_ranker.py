@@ -278,9 +278,9 @@ ENCODER_BLOCK = 1024
 def sentence_encoder(device: str) -> Any:
     """The packaged MiniLM sentence encoder of topic relatedness, loaded once per device (fp32)."""
     from vistkit.models.coherence_head import SentenceEncoder
-    from vistkit.models.lm import _quiet_transformers
+    from vistkit.models.runtime import quiet_transformers
 
-    with _quiet_transformers():  # no "Loading weights" bar on an API user's stderr
+    with quiet_transformers():  # no "Loading weights" bar on an API user's stderr
         return SentenceEncoder("minilm-l6", device=device)
 
 

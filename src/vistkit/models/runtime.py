@@ -377,3 +377,22 @@ class DeviceBatches:
         result = np.full((n, flat.shape[1]), np.nan, dtype=np.float64)
         result[order] = flat
         return result[:, 0] if flat.shape[1] == 1 else result
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """No progress bars and no info or warning logs from transformers while a model loads (GGUF conversion prints a
+    bar per tensor; a load prints a report of missing weights, which vistkit checks itself:
+    `vistkit.models.checkpoints.refuse_missing_weights`)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
