@@ -303,8 +303,9 @@ def test_hf_folders_with_a_malicious_pytorch_model_bin(tmp_path: Path, marker: P
 def test_hf_folders_whose_config_declares_weights_they_lack(tmp_path: Path) -> None:
     """A config that does not fit its weights (one more layer declared than saved) made transformers start the
     missing layer at random and only log it (quieted): bertscore, the sentence encoder, CLIP and the LM scored
-    silently wrong. Each loader now refuses it in one sentence naming the folder and a missing weight; a
-    checkpoint without the pooler (which none of them reads) still loads for the token and sentence encoders."""
+    silently wrong, and Vrank trained from a partly random encoder. Each loader now refuses it in one sentence
+    naming the folder and a missing weight (Vrank's new head is started by design); a checkpoint without the
+    pooler (which none of them reads) still loads for the token and sentence encoders."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from safetensors.torch import load_file, save_file
@@ -314,6 +315,7 @@ def test_hf_folders_whose_config_declares_weights_they_lack(tmp_path: Path) -> N
     from vistkit.metrics.clipscore import load_clip
     from vistkit.models.coherence_head import SentenceEncoder
     from vistkit.models.lm import load_lm
+    from vistkit.models.vrank import load_encoder
 
     def one_more_layer(folder: Path, *keys: str) -> Path:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -332,6 +334,8 @@ def test_hf_folders_whose_config_declares_weights_they_lack(tmp_path: Path) -> N
     loads: dict[str, tuple[Path, Callable[[], Any]]] = {
         "bertscore": (bert, lambda: BertScore(model=str(bert), layer=1, device="cpu")),
         "sentence encoder": (bert, lambda: SentenceEncoder(str(bert), device="cpu")),
+        "vrank encoder": (bert, lambda: load_encoder(bert)),
+        "vrank mlm": (bert, lambda: load_encoder(bert, mlm=True)),
         "clip": (clip, lambda: load_clip(clip, device="cpu")),
         "lm": (lm, lambda: load_lm(lm, device="cpu")),
     }
@@ -347,6 +351,7 @@ def test_hf_folders_whose_config_declares_weights_they_lack(tmp_path: Path) -> N
     save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, str(no_pooler / "model.safetensors"))
     assert BertScore(model=str(no_pooler), layer=1, device="cpu").signature_fields()
     assert SentenceEncoder(str(no_pooler), device="cpu") is not None
+    assert load_encoder(no_pooler)[1].config.num_labels == 1
 
 
 # --------------------------------------------------------------------------------------------------- CLI runner

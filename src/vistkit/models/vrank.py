@@ -171,14 +171,16 @@ def load_encoder(encoder: str | Path, *, mlm: bool = False) -> tuple[Any, Any, P
     _torch()
     from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
+    from vistkit.models.checkpoints import refuse_missing_weights
+
     folder = resolve_encoder(encoder)
     try:
         tok = AutoTokenizer.from_pretrained(str(folder))
-        kw = {"use_safetensors": _use_safetensors(folder)}
+        kw = {"use_safetensors": _use_safetensors(folder), "output_loading_info": True}
         if mlm:
-            model = AutoModelForMaskedLM.from_pretrained(str(folder), **kw)
+            model, info = AutoModelForMaskedLM.from_pretrained(str(folder), **kw)
         else:
-            model = AutoModelForSequenceClassification.from_pretrained(
+            model, info = AutoModelForSequenceClassification.from_pretrained(
                 str(folder), num_labels=1, problem_type="regression", **kw
             )
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:  # a damaged or foreign folder
@@ -187,6 +189,10 @@ def load_encoder(encoder: str | Path, *, mlm: bool = False) -> tuple[Any, Any, P
             f"cannot load the encoder in {folder} ({type(exc).__name__}: {first}); is it a complete Hugging Face "
             "model folder (config.json, tokenizer files, weights)?"
         ) from None
+    # training starts a new head (and a pooler, if the folder has none) by design; the encoder itself must be whole
+    encoder_part = f"{model.base_model_prefix}."
+    new_by_design = tuple(k for k in info.get("missing_keys") or () if not k.startswith(encoder_part))
+    refuse_missing_weights(info, folder, what="encoder", unused=(*new_by_design, f"{encoder_part}pooler."))
     return tok, model, folder
 
 
