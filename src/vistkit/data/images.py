@@ -152,7 +152,13 @@ class ImageStore:
             self.regions_file = "given"
         else:
             self.boxes = read_regions(regions)
-            self.regions_file = hashlib.sha256(Path(regions).read_bytes()).hexdigest()[:12]
+            from vistkit.data.readers import split_member
+
+            digest = hashlib.sha256()
+            with open(split_member(regions)[0], "rb") as fh:  # an archive member: the archive's bytes
+                while block := fh.read(1 << 20):
+                    digest.update(block)
+            self.regions_file = digest.hexdigest()[:12]
         self.whole_fallback: set[str] = set()
 
     # -- lookup --------------------------------------------------------------------------------------------

@@ -77,9 +77,11 @@ def split_member(path: str | Path) -> tuple[Path, str | None]:
 
 
 def is_input_file(path: str | Path) -> bool:
-    """True when ``path`` is a file, or ``ARCHIVE.zip:MEMBER`` names an existing archive (the member itself is
-    checked when it is opened)."""
-    return split_member(path)[0].is_file()
+    """True when ``path`` can be read as a file: a file, a pipe or a device (``<(zcat x.gz)`` gives
+    ``/dev/fd/63``; every read is capped, `open_binary`), or ``ARCHIVE.zip:MEMBER`` naming an existing archive
+    (the member itself is checked when it is opened); not a folder."""
+    p = split_member(path)[0]
+    return p.exists() and not p.is_dir()
 
 
 # FILE:FIELD (a storylet field, e.g. predicted_story): a plain name that is not a file name

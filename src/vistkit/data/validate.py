@@ -386,10 +386,14 @@ def validate_submission(
             raise InputError(f"{p} is a folder; give the submission JSON file")
         from vistkit.limits import input_too_large, max_input_bytes
 
+        limit = max_input_bytes()
         try:
-            if p.stat().st_size > max_input_bytes():
-                raise input_too_large(p, max_input_bytes())
-            raw = p.read_bytes()
+            if p.stat().st_size > limit:
+                raise input_too_large(p, limit)
+            with open(p, "rb") as fh:  # a pipe or a device has no size: read one byte past the limit
+                raw = fh.read(limit + 1)
+            if len(raw) > limit:
+                raise input_too_large(p, limit)
         except OSError as exc:
             raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
     tmpl = _load_side(template, "template")

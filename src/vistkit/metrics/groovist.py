@@ -501,10 +501,11 @@ def _given_noun_phrases(source: Any) -> tuple[dict[str, list[str]], str]:
     if isinstance(source, dict):
         data: Any = source
     else:
+        from vistkit.data.readers import is_input_file, load_json
+
         p = Path(source)
-        if not p.is_file():
+        if not is_input_file(p):
             raise InputError(f"{p}: no such noun-phrase file (JSON story_id -> [noun phrases])")
-        from vistkit.data.readers import load_json
 
         data = load_json(p)
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
