@@ -354,6 +354,72 @@ def test_hf_folders_whose_config_declares_weights_they_lack(tmp_path: Path) -> N
     assert load_encoder(no_pooler)[1].config.num_labels == 1
 
 
+def test_hf_folders_whose_config_does_not_fit_their_weights(tmp_path: Path) -> None:
+    """Two more ways a config.json can lie about its weights, each one sentence naming the folder for every
+    loader: other shapes (a width changed: transformers' RuntimeError was the catch-all "unexpected ... bug"),
+    and a config bomb (a million layers over kilobytes of weights: transformers allocated until memory ran out),
+    refused from config.json and the safetensors headers before anything is built."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import resource
+
+    from tiny_models import make_tiny_causal_lm, make_tiny_clip, make_tiny_encoder
+
+    from vistkit.metrics.bertscore import BertScore
+    from vistkit.metrics.clipscore import load_clip
+    from vistkit.models.checkpoints import declared_values_floor
+    from vistkit.models.coherence_head import SentenceEncoder
+    from vistkit.models.lm import load_lm
+    from vistkit.models.vrank import load_encoder
+
+    def edit(folder: Path, **changes: Any) -> Path:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        for key, value in changes.items():
+            part = config
+            *path, last = key.split("__")
+            for k in path:
+                part = part[k]
+            part[last] = value
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        return folder
+
+    def loaders(bert: Path, clip: Path, lm: Path) -> dict[str, Callable[[], Any]]:
+        return {
+            "bertscore": lambda: BertScore(model=str(bert), layer=1, device="cpu"),
+            "sentence encoder": lambda: SentenceEncoder(str(bert), device="cpu"),
+            "vrank encoder": lambda: load_encoder(bert),
+            "clip": lambda: load_clip(clip, device="cpu"),
+            "lm": lambda: load_lm(lm, device="cpu"),
+        }
+
+    wide = loaders(
+        edit(make_tiny_encoder(tmp_path / "bert"), hidden_size=64),
+        edit(make_tiny_clip(tmp_path / "clip"), text_config__hidden_size=64),
+        edit(make_tiny_causal_lm(tmp_path / "lm"), hidden_size=64),
+    )
+    for name, load in wide.items():
+        with pytest.raises(InputError, match=r"(other shapes than its config\.json declares|cannot load)") as exc:
+            load()
+        assert "bug" not in str(exc.value), name
+        one_sentence(str(exc.value))
+
+    bombs = loaders(
+        edit(make_tiny_encoder(tmp_path / "bert-bomb"), num_hidden_layers=1_000_000),
+        edit(make_tiny_clip(tmp_path / "clip-bomb"), vision_config__num_hidden_layers=1_000_000),
+        edit(make_tiny_causal_lm(tmp_path / "lm-bomb"), num_hidden_layers=1_000_000),
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for name, load in bombs.items():
+        with pytest.raises(InputError, match=r"its config\.json declares a model of at least [\d,]+ weights") as exc:
+            load()
+        one_sentence(str(exc.value))
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000, name  # KiB: nothing built
+    # real configs sit far below the bound (SmolLM2-135M, BERT-base, ALBERT-xxlarge's shared layer)
+    assert declared_values_floor({"num_hidden_layers": 30, "hidden_size": 576, "vocab_size": 49152}) < 134_515_008
+    albert = {"num_hidden_layers": 12, "num_hidden_groups": 1, "hidden_size": 4096, "vocab_size": 30000}
+    assert declared_values_floor(albert) < 222_595_584
+
+
 # --------------------------------------------------------------------------------------------------- CLI runner
 _shim = typer.Typer(add_completion=False)
 

@@ -25,6 +25,10 @@ MAX_BOOTSTRAP = 1_000_000
 # a checkpoint's zip records (torch.save's format) are read only when stored, never deflated, and each must fit
 # the archive's own size; a safetensors header may be at most this large (as the safetensors library's limit)
 SAFETENSORS_HEADER_MAX = 100_000_000
+#: a model folder's config.json may declare at most this many times the weights its safetensors files hold, once
+#: it declares more than `DECLARED_FLOOR_VALUES` (`vistkit.models.checkpoints.check_declared_size`)
+DECLARED_RATIO = 16
+DECLARED_FLOOR_VALUES = 1 << 28  # 1 GiB of float32
 #: METEOR: words (whitespace-separated) of a hypothesis or reference sent to the jar (`vistkit.metrics.meteor`)
 METEOR_MAX_WORDS = 1_000
 #: story-ranker-v1: sentences of a story it scores (it compares every pair; `vistkit.models.story_ranker`)
@@ -80,7 +84,8 @@ LIMIT_ROWS = [
     [
         "checkpoints",
         "torch zip records must be stored (not deflated) and fit in the file; safetensors headers at most "
-        f"{SAFETENSORS_HEADER_MAX // 1_000_000} MB with every tensor inside the file; checked before reading",
+        f"{SAFETENSORS_HEADER_MAX // 1_000_000} MB with every tensor inside the file; a model's config.json may not "
+        f"declare {DECLARED_RATIO} times the weights its files hold (above 2^28); checked before reading",
         "-",
     ],
     ["CSV cell", "131,072 characters (Python's csv limit)", "-"],

@@ -145,14 +145,17 @@ class _Encoder:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        from vistkit.models.checkpoints import refuse_missing_weights
+        from vistkit.models.checkpoints import refuse_missing_weights, transformers_load_errors
         from vistkit.models.runtime import quiet_transformers
 
         self.torch = torch
         try:
             with quiet_transformers():  # no "Loading weights" bar or load report on the user's stderr
                 self.tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=fast_tokenizer)
-                model, info = AutoModel.from_pretrained(str(path), output_loading_info=True)
+                with transformers_load_errors(path, "BERTScore encoder"):  # e.g. weights that do not fit the config
+                    model, info = AutoModel.from_pretrained(str(path), output_loading_info=True)
+        except InputError:
+            raise
         except (OSError, ValueError) as exc:
             raise MissingDependencyError(f"bertscore: cannot load the model at {path}: {exc}") from None
 

@@ -116,7 +116,9 @@ class ClipEncoder:
         from vistkit.models.runtime import quiet_transformers
 
         with quiet_transformers():
-            model, info = load_pretrained(CLIPModel, folder, trust=trust, output_loading_info=True)
+            model, info = load_pretrained(
+                CLIPModel, folder, trust=trust, what="CLIP model", output_loading_info=True
+            )
         refuse_missing_weights(info, folder, what="CLIP model")
         self.model = model.to(self.device).eval()
         self.max_tokens = int(self.model.config.text_config.max_position_embeddings)

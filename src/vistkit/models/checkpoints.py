@@ -15,11 +15,12 @@ A converted folder::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -465,9 +466,10 @@ def weights_sha256(folder: str | Path, meta: Mapping[str, Any] | None = None) ->
     return actual
 
 
-def check_safetensors(path: str | Path) -> None:
+def check_safetensors(path: str | Path) -> int:
     """Refuse a ``.safetensors`` file whose header is not what the format says (8-byte length, a JSON object of
-    tensors whose byte ranges lie inside the file), naming the file, before any tensor is read."""
+    tensors whose byte ranges lie inside the file), naming the file, before any tensor is read. Returns how many
+    values its tensors hold (from the header's shapes)."""
     p = Path(path)
     from vistkit.limits import SAFETENSORS_HEADER_MAX
 
@@ -495,6 +497,7 @@ def check_safetensors(path: str | Path) -> None:
     if not isinstance(header, dict):
         raise bad("the header is not a JSON object")
     data = size - 8 - n
+    values = 0
     for name, entry in header.items():
         if name == "__metadata__":
             continue
@@ -506,6 +509,61 @@ def check_safetensors(path: str | Path) -> None:
             or not 0 <= offsets[0] <= offsets[1] <= data
         ):
             raise bad(f"tensor {name[:60]!r} lies outside the file")
+        shape = entry.get("shape")
+        if isinstance(shape, list) and all(isinstance(x, int) and x >= 0 for x in shape):
+            values += math.prod(shape)
+    return values
+
+
+#: config keys of a layer count and of a width, in the spellings of transformers' configs
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+
+
+def declared_values_floor(config: Any) -> int:
+    """A lower bound on how many weights a Hugging Face ``config`` (its parsed config.json) declares: per
+    (sub-)config with a layer count L and a width H, 2 L H^2 (every transformer layer has at least its query and
+    output projections, H x H each; a parameter-sharing ALBERT counts its ``num_hidden_groups``) plus
+    ``vocab_size`` x H (the embeddings)."""
+    if isinstance(config, list):
+        return sum(declared_values_floor(v) for v in config)
+    if not isinstance(config, dict):
+        return 0
+    total = sum(declared_values_floor(v) for v in config.values() if isinstance(v, (dict, list)))
+
+    def number(keys: tuple[str, ...]) -> int:
+        for k in keys:
+            v = config.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return 0
+
+    width = number(_WIDTH_KEYS)
+    layers = number(("num_hidden_groups",)) or number(_LAYER_KEYS)
+    vocab = number(("vocab_size",))
+    return total + 2 * layers * width * width + vocab * width
+
+
+def check_declared_size(folder: Path, stored_values: int) -> None:
+    """Refuse a folder whose config.json declares a model far larger than its weight files hold (a config bomb:
+    a million layers over a few kilobytes of weights made transformers allocate until the memory ran out), before
+    transformers builds anything. Generous on purpose (`DECLARED_RATIO`, `DECLARED_FLOOR_VALUES`): a smaller gap
+    is caught after loading, by the missing weights (`refuse_missing_weights`)."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return  # transformers says what is wrong with it
+    from vistkit.limits import DECLARED_FLOOR_VALUES, DECLARED_RATIO
+
+    declared = declared_values_floor(config)
+    if declared > DECLARED_FLOOR_VALUES and declared > DECLARED_RATIO * stored_values:
+        raise InputError(
+            f"{folder}: its config.json declares a model of at least {declared:,} weights, but its weight files "
+            f"hold {stored_values:,}; is config.json the one saved with these weights?"
+        )
 
 
 def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -552,8 +610,27 @@ def model_fingerprint(path: str | Path) -> str:
     return "unknown"
 
 
-def load_pretrained(model_class: Any, name_or_path: str | Path, *, trust: bool = False, **kwargs: Any) -> Any:
-    """``model_class.from_pretrained`` on a resolved local folder, safetensors only unless ``trust``.
+@contextlib.contextmanager
+def transformers_load_errors(folder: str | Path, what: str) -> Iterator[None]:
+    """transformers' own errors for a folder it cannot load as ``what`` (weights of other shapes than config.json
+    declares, a config of an unknown model type, an unreadable file) as one `InputError` naming the folder: they
+    are the user's file, not a bug in vistkit."""
+    try:
+        yield
+    except InputError:
+        raise
+    except (RuntimeError, ValueError, OSError, KeyError, TypeError) as exc:
+        first = _first_line(exc)
+        if "mismatched" in first or "size mismatch" in first:
+            first = "its weights have other shapes than its config.json declares"
+        raise InputError(f"{folder}: transformers cannot load it as a {what} ({first})") from None
+
+
+def load_pretrained(
+    model_class: Any, name_or_path: str | Path, *, trust: bool = False, what: str = "model", **kwargs: Any
+) -> Any:
+    """``model_class.from_pretrained`` on a resolved local folder, safetensors only unless ``trust``; a folder
+    transformers cannot load as ``what`` is one `InputError` (`transformers_load_errors`).
 
     For Hugging Face format models (CLIP, ViT, ...): resolution goes through `resolve_model` (local path,
     packaged default, local HF cache); ``pytorch_model.bin`` (a pickle) is refused without ``trust=True``.
@@ -569,7 +646,8 @@ def load_pretrained(model_class: Any, name_or_path: str | Path, *, trust: bool =
             f"{folder} holds only pickle-based weights (pytorch_model.bin); pass trust_checkpoint=True if "
             "you trust its source, or convert it to safetensors"
         )
-    return model_class.from_pretrained(str(folder), use_safetensors=has_st, **kwargs)
+    with transformers_load_errors(folder, what):
+        return model_class.from_pretrained(str(folder), use_safetensors=has_st, **kwargs)
 
 
 def refuse_missing_weights(

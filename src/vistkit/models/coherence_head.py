@@ -94,7 +94,7 @@ class SentenceEncoder:
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
 
-        from vistkit.models.checkpoints import refuse_missing_weights
+        from vistkit.models.checkpoints import refuse_missing_weights, transformers_load_errors
         from vistkit.models.precision import apply_precision, check_precision
         from vistkit.models.resolve import resolve_model
         from vistkit.models.runtime import quiet_transformers
@@ -102,8 +102,8 @@ class SentenceEncoder:
         folder = resolve_model(model)
         self.device = choose_device(device)
         self.precision = check_precision(precision, offered=("fp32", "tf32x3", "bf16"))
-        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        with quiet_transformers():
+        with quiet_transformers(), transformers_load_errors(folder, "sentence encoder"):
+            self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
             model_fp32, info = AutoModel.from_pretrained(str(folder), use_safetensors=True, output_loading_info=True)
         model_fp32.eval()
         refuse_missing_weights(info, folder, what="sentence encoder", unused=("pooler.",))  # mean pooling only

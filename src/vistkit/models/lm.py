@@ -602,18 +602,19 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from vistkit.models.checkpoints import load_pretrained
+    from vistkit.models.checkpoints import load_pretrained, transformers_load_errors
 
     with quiet_transformers():
-        try:
-            model, info = load_pretrained(
-                AutoModelForCausalLM, folder, trust=trust, dtype=torch.float32, output_loading_info=True
-            )
-        except InputError:
-            raise
-        except (ValueError, OSError, KeyError):
-            raise InputError(f"{folder} does not hold a causal language model transformers can load") from None
-        tok = AutoTokenizer.from_pretrained(str(folder))
+        model, info = load_pretrained(
+            AutoModelForCausalLM,
+            folder,
+            trust=trust,
+            what="causal language model",
+            dtype=torch.float32,
+            output_loading_info=True,
+        )
+        with transformers_load_errors(folder, "tokenizer"):
+            tok = AutoTokenizer.from_pretrained(str(folder))
     _check_causal(model, folder, info)
     if not getattr(tok, "is_fast", False):
         raise InputError(f"{folder}: the LM metrics need a fast tokenizer (tokenizer.json) for character offsets")

@@ -96,7 +96,7 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
     Raises `MissingDependencyError` with one sentence saying what is missing and how to provide it, and
     `InputError` for a folder whose ``pytorch_model.bin`` names code (see `check_pickled_weights`).
     """
-    from vistkit.models.checkpoints import check_pickled_weights, check_safetensors
+    from vistkit.models.checkpoints import check_declared_size, check_pickled_weights, check_safetensors
 
     text = str(name_or_path)
     p = Path(text).expanduser()
@@ -104,8 +104,11 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
         folder = p.resolve()
         check_pickled_weights(folder)  # pytorch_model.bin naming code: one sentence, nothing run
         if folder.is_dir():
-            for weights in sorted(folder.glob("*.safetensors")):
-                check_safetensors(weights)  # a damaged file: one sentence naming it, before any loader
+            files = sorted(folder.glob("*.safetensors"))
+            # a damaged file: one sentence naming it, before any loader
+            stored = sum(check_safetensors(weights) for weights in files)
+            if files:
+                check_declared_size(folder, stored)  # a config far larger than its weights
         return folder
     key = _HUB_ALIASES.get(text, text)
     if key in PACKAGED_MODELS:
