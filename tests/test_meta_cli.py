@@ -108,7 +108,7 @@ def test_gap_beats_ref_compare(meta: MetaRunner) -> None:
     assert code == 1 and "increasing" in err
 
 
-def test_correlate_and_errors(meta: MetaRunner) -> None:
+def test_correlate_and_errors(meta: MetaRunner, tmp_path: Path) -> None:
     code, out, _ = meta(
         "correlate", "likert_small.csv", "-m", "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50"
     )
@@ -141,6 +141,17 @@ def test_correlate_and_errors(meta: MetaRunner) -> None:
     tau_c = next(r["r"] for r in data["correlations"] if r["method"] == "kendall" and r["aspect"] == "coherent")
     assert data["kendall_variant"] == "c"
     assert tau_c == pytest.approx(stats.kendalltau([6, 5, 3, 4, 1, 2], [4.5, 5, 3, 2, 2.5, 1], variant="c")[0])
+    code, out, _ = meta("correlate", "likert_small.csv", "-m", "meta-test-length", "--bootstrap", "10")
+    assert code == 0 and "note: n/a" not in out  # every coefficient defined
+    lines = (FIX / "likert_small.csv").read_text(encoding="utf-8").splitlines()
+    head = lines[0].split(",")
+    col = head.index("focused")
+    flat = tmp_path / "flat.csv"  # every 'focused' rating 3: its coefficients are n/a, and say why
+    rows = [",".join(c if i != col else "3" for i, c in enumerate(r.split(","))) for r in lines[1:]]
+    flat.write_text("\n".join([lines[0], *rows]), encoding="utf-8")
+    code, out, _ = meta("correlate", flat, "-m", "meta-test-length", "--bootstrap", "10")
+    assert code == 0 and "note: n/a for meta-test-length / focused (story level): the human scores are all 3" in out
+    assert "note: n/a for meta-test-length / coherent" not in out
     code, out, _ = meta("errors", "errors_small.csv", "-m", "meta-test-length", "-f", "json")
     r = json.loads(out)["point_biserial"]["meta-test-length"]["Gram"]["r"]
     assert r == pytest.approx(-3 / (17.5 / 6) ** 0.5 * 0.5)

@@ -17,6 +17,7 @@ from vistkit.meta.correlation import (
     correlation_ci,
     point_biserial,
     system_correlation_ci,
+    undefined_reason,
     williams_test,
 )
 
@@ -52,6 +53,22 @@ def test_nan_items_dropped_and_degenerate_inputs() -> None:
     assert correlation(x, y)[0] == pytest.approx(stats.pearsonr([1, 2, 4, 5], [2, 1, 4, 3])[0])
     assert math.isnan(correlation([1, 1, 1, 1], [1, 2, 3, 4])[0])
     assert math.isnan(correlation([1, 2], [1, 2])[0])
+
+
+def test_an_undefined_coefficient_says_why() -> None:
+    """n/a alone left a user guessing: each undefined coefficient carries its reason (shown under the table of
+    `vistkit meta correlate` and `errors`), at story and system level and for point-biserial r."""
+    assert undefined_reason([1, 2, 3], [1, 3, 2]) is None
+    assert undefined_reason([1, 2, math.nan], [1, 2, 3]) == (
+        "only 2 items have both a metric score and human scores; a correlation needs 3"
+    )
+    assert undefined_reason([1, 2, 3, 4], [3, 3, 3, 3]) == "the human scores are all 3"
+    assert correlation_ci([0.5] * 4, [1, 2, 3, 4], n_resamples=10)["undefined"] == "the metric gives every item 0.5"
+    assert "undefined" not in correlation_ci(X, FOCUSED, n_resamples=10)
+    two = system_correlation_ci(["a", "a", "b", "b"], np.array([1.0, 2, 3, 4]), np.array([1.0, 2, 3, 5]))
+    assert two["undefined"] == "only 2 systems have both a metric score and mean human scores; a correlation needs 3"
+    pb = point_biserial(np.array([1.0, 2, 3, 4]), np.zeros(4))
+    assert math.isnan(pb["r"]) and pb["undefined"] == "the error labels are all 0"
 
 
 def test_bootstrap_ci_brackets_estimate_and_is_reproducible() -> None:

@@ -32,6 +32,27 @@ def _clean(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> 
     return x[keep], y[keep]
 
 
+def undefined_reason(
+    metric: Sequence[float] | np.ndarray,
+    human: Sequence[float] | np.ndarray,
+    *,
+    unit: str = "item",
+    human_what: str = "human scores",
+) -> str | None:
+    """Why a correlation of ``metric`` with ``human`` over ``unit``s is undefined (None when it is defined): fewer
+    than 3 units where both are defined, or one side constant over them."""
+    x, y = _clean(metric, human)
+    if x.size < 3:
+        has = "has" if x.size == 1 else "have"
+        units = unit if x.size == 1 else f"{unit}s"
+        return f"only {x.size} {units} {has} both a metric score and {human_what}; a correlation needs 3"
+    if np.all(y == y[0]):
+        return f"the {human_what} are all {y[0]:g}"
+    if np.all(x == x[0]):
+        return f"the metric gives every {unit} {x[0]:g}"
+    return None
+
+
 def correlation(
     x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, method: str = "pearson"
 ) -> tuple[float, float]:
@@ -90,7 +111,10 @@ def correlation_ci(
             for idx in (rng.integers(0, x.size, x.size) for _ in range(n_resamples if x.size >= 3 else 0))
         ]
     )
-    return {"r": r, "p": p, "ci": _ci(boots, confidence), "n": int(x.size), "method": method}
+    out = {"r": r, "p": p, "ci": _ci(boots, confidence), "n": int(x.size), "method": method}
+    if math.isnan(r):
+        out["undefined"] = undefined_reason(x, y)
+    return out
 
 
 def system_means(systems: Sequence[str], values: np.ndarray) -> dict[str, float]:
@@ -129,7 +153,7 @@ def system_correlation_ci(
     for i in range(boots.size):
         idx = [g[rng.integers(0, g.size, g.size)] for g in groups]
         boots[i] = _coef(np.array([m[j].mean() for j in idx]), np.array([h[j].mean() for j in idx]), method)
-    return {
+    out = {
         "r": r,
         "p": p,
         "ci": _ci(boots, confidence),
@@ -139,6 +163,9 @@ def system_correlation_ci(
             s: {"metric": float(a), "human": float(b)} for s, a, b in zip(names, mx, hy, strict=True)
         },
     }
+    if math.isnan(r):  # over the systems' means
+        out["undefined"] = undefined_reason(mx, hy, unit="system", human_what="mean human scores")
+    return out
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float]:
@@ -184,7 +211,7 @@ def compare_correlations(
     }
 
 
-def point_biserial(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def point_biserial(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     """Point-biserial r of metric scores with a 0/1 error label (Vrank Table 5), via
     `scipy.stats.pointbiserialr`.
 
@@ -192,6 +219,12 @@ def point_biserial(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """
     s, lab = _clean(scores, labels)
     if s.size < 3 or np.all(lab == lab[0]) or np.all(s == s[0]):
-        return {"r": math.nan, "p": math.nan, "n": int(s.size), "n_error": int(lab.sum())}
+        return {
+            "r": math.nan,
+            "p": math.nan,
+            "n": int(s.size),
+            "n_error": int(lab.sum()),
+            "undefined": undefined_reason(s, lab, human_what="error labels"),
+        }
     res = stats.pointbiserialr(lab.astype(bool), s)
     return {"r": float(res[0]), "p": float(res[1]), "n": int(s.size), "n_error": int(lab.sum())}

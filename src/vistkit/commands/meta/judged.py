@@ -144,13 +144,24 @@ def correlate_cmd(
         [r["level"], r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
         for r in result["correlations"]
     ]
-    _emit(result, cols, rows, fmt, "correlation with human scores (Kendall = tau-b)", _sig_caption(sigs))
+    title = "correlation with human scores (Kendall = tau-b)"
+    _emit(result, cols, rows, fmt, title, _sig_caption(sigs) + _undefined_note(result["correlations"]))
     if report is not None:
         from vistkit.report.html import correlation_report
 
         _report(
             report, lambda: correlation_report(report, table, judged, values, result, command=_command_line(ctx))
         )
+
+
+def _undefined_note(rows: list[dict[str, Any]]) -> str:
+    """Under the table: why each n/a coefficient is undefined (one line per metric, aspect, level and reason)."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        if r.get("undefined"):
+            where = f"{r['metric']} / {r['aspect']}" + (f" ({r['level']} level)" if "level" in r else "")
+            seen.setdefault(f"\nnote: n/a for {where}: {r['undefined']}", None)
+    return "".join(seen)
 
 
 def correlation_assessment(
@@ -242,7 +253,9 @@ def errors_cmd(
     }
     cols = ["metric", "error", "r", "p", "n", "with error"]
     rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
-    _emit(payload, cols, rows, fmt, "point-biserial r with error labels (Vrank Table 5)", _sig_caption(sigs))
+    title = "point-biserial r with error labels (Vrank Table 5)"
+    undefined = [{"metric": m, "aspect": e, **v} for m, d in result.items() for e, v in d.items()]
+    _emit(payload, cols, rows, fmt, title, _sig_caption(sigs) + _undefined_note(undefined))
     if report is not None:
         from vistkit.report.html import errors_report
 
