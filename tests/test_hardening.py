@@ -408,15 +408,24 @@ def test_hf_folders_whose_config_does_not_fit_their_weights(tmp_path: Path) -> N
         edit(make_tiny_clip(tmp_path / "clip-bomb"), vision_config__num_hidden_layers=1_000_000),
         edit(make_tiny_causal_lm(tmp_path / "lm-bomb"), num_hidden_layers=1_000_000),
     )
+    wide_ffn = edit(make_tiny_causal_lm(tmp_path / "ffn-bomb"), intermediate_size=10**9)
+    bombs["lm, a feed-forward width of 10^9"] = lambda: load_lm(wide_ffn, device="cpu")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for name, load in bombs.items():
         with pytest.raises(InputError, match=r"its config\.json declares a model of at least [\d,]+ weights") as exc:
             load()
         one_sentence(str(exc.value))
         assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000, name  # KiB: nothing built
-    # real configs sit far below the bound (SmolLM2-135M, BERT-base, ALBERT-xxlarge's shared layer)
-    assert declared_values_floor({"num_hidden_layers": 30, "hidden_size": 576, "vocab_size": 49152}) < 134_515_008
-    albert = {"num_hidden_layers": 12, "num_hidden_groups": 1, "hidden_size": 4096, "vocab_size": 30000}
+    # real configs declare no more than they hold (the bound is a floor): SmolLM2-135M, GPT-2, BERT-base,
+    # ALBERT-xxlarge (one shared layer, 128-wide embeddings); the refusal needs 16 times more
+    smollm2 = {"num_hidden_layers": 30, "hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152}
+    assert declared_values_floor(smollm2) < 134_515_008
+    assert declared_values_floor({"n_layer": 12, "n_embd": 768, "vocab_size": 50257, "n_positions": 1024}) < 124_439_808
+    bert = {"num_hidden_layers": 12, "hidden_size": 768, "intermediate_size": 3072, "vocab_size": 30522}
+    bert.update(position_embedding_type="absolute", max_position_embeddings=512)
+    assert declared_values_floor(bert) < 109_482_240
+    albert = {"num_hidden_layers": 12, "num_hidden_groups": 1, "hidden_size": 4096, "intermediate_size": 16384}
+    albert.update(embedding_size=128, vocab_size=30000)
     assert declared_values_floor(albert) < 222_595_584
 
 

@@ -515,33 +515,40 @@ def check_safetensors(path: str | Path) -> int:
     return values
 
 
-#: config keys of a layer count and of a width, in the spellings of transformers' configs
+#: config keys of a layer count, a width and a feed-forward width, in the spellings of transformers' configs
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+_FFN_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "hidden_dim", "encoder_ffn_dim")
 
 
 def declared_values_floor(config: Any) -> int:
-    """A lower bound on how many weights a Hugging Face ``config`` (its parsed config.json) declares: per
-    (sub-)config with a layer count L and a width H, 2 L H^2 (every transformer layer has at least its query and
-    output projections, H x H each; a parameter-sharing ALBERT counts its ``num_hidden_groups``) plus
-    ``vocab_size`` x H (the embeddings)."""
+    """A lower bound on how many weights a Hugging Face ``config`` (its parsed config.json) declares, summed over
+    the config and its sub-configs (CLIP's text and vision towers): per layer (L layers; a parameter-sharing ALBERT
+    counts its ``num_hidden_groups``) of width H, 2 H^2 (every transformer layer has at least its query and output
+    projections) and 2 H F for a feed-forward width F (at least an up and a down projection); the embeddings,
+    ``vocab_size`` x E (E: ``embedding_size``, else H); learned positions where the config says it has them
+    (``n_positions``, or ``position_embedding_type`` absolute) x H. Rotary or ALiBi positions hold no weights."""
     if isinstance(config, list):
         return sum(declared_values_floor(v) for v in config)
     if not isinstance(config, dict):
         return 0
     total = sum(declared_values_floor(v) for v in config.values() if isinstance(v, (dict, list)))
 
-    def number(keys: tuple[str, ...]) -> int:
+    def number(*keys: str) -> int:
         for k in keys:
             v = config.get(k)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                 return v
         return 0
 
-    width = number(_WIDTH_KEYS)
-    layers = number(("num_hidden_groups",)) or number(_LAYER_KEYS)
-    vocab = number(("vocab_size",))
-    return total + 2 * layers * width * width + vocab * width
+    width = number(*_WIDTH_KEYS)
+    layers = number("num_hidden_groups") or number(*_LAYER_KEYS)
+    embedding = number("embedding_size") or width
+    positions = number("n_positions") or (
+        number("max_position_embeddings") if config.get("position_embedding_type") == "absolute" else 0
+    )
+    layer = 2 * width * width + 2 * width * number(*_FFN_KEYS)
+    return total + layers * layer + number("vocab_size") * embedding + positions * width
 
 
 def check_declared_size(folder: Path, stored_values: int) -> None:
