@@ -429,6 +429,29 @@ def test_hf_folders_whose_config_does_not_fit_their_weights(tmp_path: Path) -> N
     assert declared_values_floor(albert) < 222_595_584
 
 
+def test_a_hub_id_in_the_local_cache_gets_the_checks_of_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model named by hub id resolves to its snapshot in the local Hugging Face cache, which gets the same
+    checks before any loader as a folder given by path (it got only the pickle check): here, a config bomb."""
+    pytest.importorskip("transformers")
+    import huggingface_hub.constants
+    from tiny_models import make_tiny_causal_lm
+
+    from vistkit.models.resolve import resolve_model
+
+    repo = tmp_path / "hub" / "models--org--tiny"
+    snapshot = make_tiny_causal_lm(repo / "snapshots" / ("a" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40, encoding="utf-8")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert resolve_model("org/tiny") == snapshot
+    config = json.loads((snapshot / "config.json").read_text(encoding="utf-8"))
+    (snapshot / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10**6}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"its config\.json declares a model of at least"):
+        resolve_model("org/tiny")
+
+
 # --------------------------------------------------------------------------------------------------- CLI runner
 _shim = typer.Typer(add_completion=False)
 

@@ -98,10 +98,7 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
     """
     from vistkit.models.checkpoints import check_declared_size, check_pickled_weights, check_safetensors
 
-    text = str(name_or_path)
-    p = Path(text).expanduser()
-    if p.exists():
-        folder = p.resolve()
+    def checked(folder: Path) -> Path:
         check_pickled_weights(folder)  # pytorch_model.bin naming code: one sentence, nothing run
         if folder.is_dir():
             files = sorted(folder.glob("*.safetensors"))
@@ -110,13 +107,16 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
             if files:
                 check_declared_size(folder, stored)  # a config far larger than its weights
         return folder
+
+    text = str(name_or_path)
+    p = Path(text).expanduser()
+    if p.exists():
+        return checked(p.resolve())
     key = _HUB_ALIASES.get(text, text)
     if key in PACKAGED_MODELS:
         return PACKAGED_MODELS[key].path()
     if "/" in text and not text.startswith((".", "/", "~")):
-        folder = _from_hub(text, allow_download=allow_download)
-        check_pickled_weights(folder)
-        return folder
+        return checked(_from_hub(text, allow_download=allow_download))
     known = ", ".join(sorted(PACKAGED_MODELS))
     raise MissingDependencyError(
         f"model {text!r} is neither a local path, a packaged model ({known}) nor a hub id like 'org/name'"
