@@ -105,6 +105,8 @@ class ClipEncoder:
             from transformers import CLIPImageProcessor as processor_class
 
         from vistkit.models import choose_device, load_pretrained, model_fingerprint
+        from vistkit.models.checkpoints import refuse_missing_weights
+        from vistkit.models.runtime import quiet_transformers
 
         self.name = name
         self.folder = folder
@@ -112,9 +114,6 @@ class ClipEncoder:
         self.batch_size = batch_size
         self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
         self.processor = processor_class.from_pretrained(str(folder))
-        from vistkit.models.checkpoints import refuse_missing_weights
-        from vistkit.models.runtime import quiet_transformers
-
         with quiet_transformers():
             model, info = load_pretrained(
                 CLIPModel, folder, trust=trust, what="CLIP model", output_loading_info=True

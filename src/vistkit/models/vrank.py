@@ -191,8 +191,8 @@ def load_encoder(encoder: str | Path, *, mlm: bool = False) -> tuple[Any, Any, P
         ) from None
     # training starts a new head (and a pooler, if the folder has none) by design; the encoder itself must be whole
     encoder_part = f"{model.base_model_prefix}."
-    new_by_design = tuple(k for k in info.get("missing_keys") or () if not k.startswith(encoder_part))
-    refuse_missing_weights(info, folder, what="encoder", unused=(*new_by_design, f"{encoder_part}pooler."))
+    in_encoder = [k for k in info.get("missing_keys") or () if k.startswith(encoder_part)]
+    refuse_missing_weights({"missing_keys": in_encoder}, folder, what="encoder", unused=(f"{encoder_part}pooler.",))
     return tok, model, folder
 
 
