@@ -224,6 +224,60 @@ def test_studio_export_onto_its_study_is_refused(
     assert study.read_bytes() == before
 
 
+def test_studio_export_onto_its_sqlite_sidecars_is_refused(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The probe that replaced a running study's -wal file (every judgement not yet checkpointed was lost)."""
+    wal = study.with_name(study.name + "-wal")
+    wal.write_bytes(b"unsaved judgements")
+    for suffix in ("-wal", "-shm", "-journal"):
+        target = study.with_name(study.name + suffix)
+        for fmt in ("rankings", "jsonl"):
+            code, _, err = run(capsys, "studio", "export", study, "-f", fmt, "-o", target, "--force")
+            assert code == 1 and f"part of the input {study}" in one_sentence_error(err, names=target)
+        code, _, err = run(capsys, "studio", "report", study, "-m", METRIC, "--keep", target, "--force")
+        assert code == 1 and "part of the input" in one_sentence_error(err, names=target)
+    assert wal.read_bytes() == b"unsaved judgements"
+    assert not study.with_name(study.name + "-shm").exists()
+
+
+def test_an_existing_file_inside_an_input_folder_is_never_overwritten(tmp_path: Path) -> None:
+    """A model folder (or a folder of score tables) is an input as a whole: none of its files is an output."""
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("weights.bin", "sub/table.csv"):
+        (folder / name).write_text("input", encoding="utf-8")
+    (tmp_path / "link").symlink_to(folder)
+    with output.output_policy(force=True, inputs=[f"vrank.model={folder}"]):
+        for target in (folder / "weights.bin", folder / "sub" / "table.csv", tmp_path / "link" / "weights.bin"):
+            with pytest.raises(OutputError, match="inside the folder"):
+                output.write_text(target, "output")
+        output.write_text(folder / "new.csv", "output")  # a new file destroys nothing
+        output.write_text(tmp_path / "beside.csv", "output")
+    assert (folder / "weights.bin").read_text(encoding="utf-8") == "input"
+    assert (folder / "new.csv").read_text(encoding="utf-8") == "output"
+
+
+def test_a_verb_that_fails_removes_the_output_folder_it_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torch = pytest.importorskip("torch")
+    bad = {"int-key.pth": {"model": {1: torch.zeros(2)}}, "sparse.pth": {"model": {"a": torch.zeros(2).to_sparse()}}}
+    for name, obj in bad.items():
+        torch.save(obj, tmp_path / name)
+        out = tmp_path / f"out-{name}"
+        argv = ("models", "convert", tmp_path / name, out, "--trust-checkpoint", "--kind", "state-dict")
+        code, _, err = run(capsys, *argv)
+        assert code == 1
+        assert ("not a parameter name" if "int" in name else "only dense tensors") in one_sentence_error(err)
+        assert not out.exists()
+    earlier = tmp_path / "earlier"  # a folder that existed before the run is left as it was
+    earlier.mkdir()
+    code, _, err = run(capsys, "models", "convert", tmp_path / "sparse.pth", earlier, "--trust-checkpoint",
+                       "--kind", "state-dict")  # fmt: skip
+    assert code == 1 and earlier.is_dir()
+
+
 def test_an_archive_member_input_counts_as_the_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import zipfile
 

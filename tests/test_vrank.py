@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import inspect
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -262,3 +263,78 @@ def test_vrank_metric_without_a_model_says_how_to_train_one(capsys: pytest.Captu
     code = main(["score", str(stories), "-m", "vrank"])
     err = capsys.readouterr().err
     assert code == 1 and "vistkit vrank train" in err and "vrank.model=DIR" in err
+
+
+# --------------------------------------------------------------------------------------------------- saving
+def test_an_output_inside_the_model_folder_is_refused_and_the_model_kept(
+    trained: Path, data: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The probe that replaced the model's own vistkit_model.json (or its weights) by a CSV, exit 0."""
+    model = tmp_path / "model"
+    shutil.copytree(trained, model)
+    before = {f.name: f.read_bytes() for f in model.iterdir() if f.is_file()}
+    stories = tmp_path / "s.jsonl"
+    stories.write_text(json.dumps({"story_id": "a", "text": "good day . bad day ."}) + "\n", encoding="utf-8")
+    for name in ("vistkit_model.json", "model.safetensors", "tokenizer.json"):
+        for argv in (
+            ["vrank", "predict", str(data["heldout"]), "--model", str(model), "-o", str(model / name), "--force"],
+            ["score", str(stories), "-m", "vrank", "-O", f"vrank.model={model}", "--per-item", str(model / name),
+             "--force"],
+        ):  # fmt: skip
+            assert main(argv) == 1
+            err = capsys.readouterr().err
+            assert f"inside the folder {model}" in err and "Traceback" not in err, err
+    assert {f.name: f.read_bytes() for f in model.iterdir() if f.is_file()} == before
+    # a new file inside an input folder destroys nothing and is written
+    assert main(["vrank", "predict", str(data["heldout"]), "--model", str(model), "-o", str(model / "p.csv")]) == 0
+    capsys.readouterr()
+
+
+def test_a_save_cut_short_is_refused_in_one_sentence_never_mixed(
+    trained: Path, data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vistkit_model.json is the commit record: written last, listing the tokenizer files' hashes."""
+    from vistkit.errors import InputError
+    from vistkit.models import vrank as vr
+
+    meta = json.loads((trained / "vistkit_model.json").read_text(encoding="utf-8"))
+    assert set(meta["files_sha256"]) >= {"tokenizer.json"}
+    for cut in ("tokenizer.json", "tokenizer_config.json"):
+        broken = tmp_path / f"no-{cut}"
+        shutil.copytree(trained, broken)
+        (broken / cut).unlink()
+        with pytest.raises(InputError, match=f"{cut}: no such file.*save or train it again"):
+            vr.load_vrank(broken)
+    changed = tmp_path / "changed"
+    shutil.copytree(trained, changed)
+    (changed / "tokenizer.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(InputError, match="not the file this model was saved with"):
+        vr.load_vrank(changed)
+    # a retrain with --force killed while its tokenizer is written: the old record is gone first, so the folder is
+    # refused (not loaded as new weights with the old tokenizer)
+    again = tmp_path / "again"
+    shutil.copytree(trained, again)
+
+    class Killed(BaseException):
+        pass
+
+    def die(*_a: object, **_k: object) -> None:
+        raise Killed
+
+    tok, model, _ = vr.load_encoder(data["encoder"])
+    monkeypatch.setattr(tok, "save_pretrained", die)
+    with pytest.raises(Killed):
+        vr.save_vrank(again, model, tok, encoder="enc", settings=vr.VrankSettings(), data={})
+    assert not (again / "vistkit_model.json").exists()
+    with pytest.raises(InputError, match="not a trained Vrank folder"):
+        vr.load_vrank(again)
+    assert not [f for f in again.iterdir() if f.name.startswith(".saving-")]
+
+
+def test_a_failed_training_leaves_no_folder_behind(
+    data: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "m"
+    code = main(["vrank", "train", str(data["train"]), "--encoder", str(data["train"]), "-o", str(out), *FAST])
+    assert code == 1 and "Traceback" not in capsys.readouterr().err
+    assert not out.exists()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -12,8 +15,6 @@ import typer
 from vistkit.report.tables import OutputFormat
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from vistkit.data.story import StorySet
     from vistkit.engine import Engine
 
@@ -182,6 +183,7 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
         def command(*args: Any, **kwargs: Any) -> None:
             force = bool(kwargs["force"] if own_force else kwargs.pop("force", False)) or not force_flag
             inputs = [v for k, v in kwargs.items() if k not in outputs and k != "force"]
+            new_folders: list[Path] = []  # output folders this run creates: removed again if it fails
             with output_policy(force=force, inputs=[*args, *inputs]):
                 for name, kind in outputs.items():
                     value = kwargs.get(name)
@@ -190,9 +192,17 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
                     if kind in ("folder", "model"):
                         markers = MODEL_MARKERS if kind == "model" else (MARKER,)
                         probe_writable(check_output_folder(value, markers=markers))
+                        if not os.path.lexists(value):
+                            new_folders.append(Path(value))
                     else:
                         probe_writable(check_output(value))
-                func(*args, **kwargs)
+                try:
+                    func(*args, **kwargs)
+                except BaseException:  # an error or Ctrl-C: no half-written folder under the name the user gave
+                    for folder in new_folders:
+                        if folder.is_dir() and not folder.is_symlink():
+                            shutil.rmtree(folder, ignore_errors=True)
+                    raise
 
         command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}

@@ -178,7 +178,7 @@ def predict_cmd(
         None, "--output", "-o", help="CSV to write (default: the CSV goes to stdout and no summary is printed)."
     ),
     label_sign: str = LabelSignOpt,
-    batch_size: int = typer.Option(32, "--batch-size", help="Pairs per forward pass."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=1_000_000, help="Pairs per forward pass."),
     device: str | None = DeviceOpt,
     threads: int | None = ThreadsOpt,
     fmt: OutputFormat = FormatOption,

@@ -2,7 +2,8 @@
 
 - **Never onto an input.** A command that writes declares its inputs (`output_policy`; the CLI does it for every
   writing verb); an output that is the same file as one of them (same path, a symlink or a hard link to it;
-  ``ARCHIVE.zip:MEMBER`` counts as ``ARCHIVE.zip``) is refused, ``--force`` or not.
+  ``ARCHIVE.zip:MEMBER`` counts as ``ARCHIVE.zip``), an existing file inside an input folder (a model folder)
+  and an input's SQLite ``-wal``/``-shm``/``-journal`` file are refused, ``--force`` or not.
 - **Never over an existing file without ``--force``.** In the CLI an existing output file is refused unless the
   verb got ``--force``; the Python API overwrites (as `open(path, "w")` would), atomically.
 - **Folders** (reports, converted or trained models, the studio demo) are written only if they are new, empty or
@@ -190,16 +191,40 @@ def _same_file(a: Path, b: str) -> bool:
         return False
 
 
+#: files SQLite keeps beside a database while it is open (a studio): part of that input, never an output
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def _inside(target: Path, folder: str) -> bool:
+    """Whether ``target`` (which need not exist) lies inside ``folder``, links resolved."""
+    try:
+        return Path(os.path.realpath(target)).is_relative_to(os.path.realpath(folder))
+    except (OSError, ValueError):
+        return False
+
+
 def _refuse_inputs(target: Path, policy: OutputPolicy, what: str = "file") -> None:
-    if not os.path.lexists(target):
-        return
+    """Refuse an output that would destroy an input: the same file or folder (a link to it too), an existing
+    file inside an input folder (a model's weights, a score table), or a SQLite sidecar of an input file."""
+    exists = os.path.lexists(target)
+
+    def refuse(how: str) -> OutputError:
+        return OutputError(
+            f"{_shown(target)} is {how}; writing it would destroy that input, so choose another output name"
+        )
+
     for inp in policy.inputs:
-        if _same_file(target, inp):
+        if exists and _same_file(target, inp):
             same = "" if os.path.abspath(inp) == os.path.abspath(target) else f" (the same {what} as {inp})"
-            raise OutputError(
-                f"{_shown(target)} is an input of this command{same}; writing it would destroy that input, "
-                "so choose another output name"
-            )
+            raise refuse(f"an input of this command{same}")
+        if os.path.isfile(inp) and any(
+            _same_file(target.parent if str(target.parent) else Path("."), os.path.dirname(inp) or ".")
+            and target.name == os.path.basename(inp) + suffix
+            for suffix in SQLITE_SIDECARS
+        ):
+            raise refuse(f"part of the input {inp} (SQLite keeps its unsaved changes there)")
+        if exists and os.path.isdir(inp) and not os.path.isdir(target) and _inside(target, inp):
+            raise refuse(f"a file inside the folder {inp}, an input of this command")
 
 
 def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> OutputError:

@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -368,6 +368,66 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
+def dense_named_tensors(state_dict: Mapping[Any, Any]) -> dict[str, Any]:
+    """The state dict as safetensors stores it: names that are text, dense tensors (independent contiguous CPU
+    copies: safetensors refuses shared or strided storage); anything else is refused in one sentence."""
+    torch = _torch()
+    tensors: dict[str, Any] = {}
+    for name, value in state_dict.items():
+        if not isinstance(name, str):
+            raise InputError(f"the state dict has the key {name!r}, which is not a parameter name (text)")
+        if not torch.is_tensor(value):
+            raise InputError(f"the state dict's {name[:60]!r} is a {type(value).__name__}, not a tensor")
+        if value.layout != torch.strided:
+            raise InputError(
+                f"the state dict's {name[:60]!r} is a {str(value.layout).replace('torch.', '')} tensor; only dense "
+                "tensors can be converted (call .to_dense() on it first)"
+            )
+        tensors[name] = value.detach().to("cpu").contiguous().clone()
+    return tensors
+
+
+def _remove_earlier_model(out: Path) -> None:
+    """Before a model is written into ``out`` (a folder vistkit made): remove the earlier commit record first,
+    then the further files it listed, so that no file of the earlier model is read with the new one."""
+    meta_file = out / META_FILE
+    if not meta_file.is_file():
+        return
+    try:
+        listed = json.loads(meta_file.read_text(encoding="utf-8")).get("files_sha256") or {}
+    except (OSError, ValueError, AttributeError):
+        listed = {}
+    meta_file.unlink()
+    for name in listed if isinstance(listed, dict) else ():
+        target = (out / str(name)).resolve()
+        if target.is_relative_to(out.resolve()) and target.is_file():
+            target.unlink()
+
+
+def check_listed_files(folder: Path, meta: Mapping[str, Any]) -> None:
+    """Refuse a converted folder whose further files (``files_sha256``: its tokenizer) are missing or are not
+    the files it was saved with, in one sentence naming the file."""
+    listed = meta.get("files_sha256") or {}
+    if not isinstance(listed, dict):
+        raise InputError(f"{folder / META_FILE}: files_sha256 is not a JSON object; save the model again")
+    for name, expected in sorted(listed.items()):
+        path = folder / str(name)
+        if not path.resolve().is_relative_to(folder.resolve()):
+            raise InputError(f"{folder / META_FILE} lists {name!r}, which is outside the folder; save the model again")
+        try:
+            actual = file_sha256(path)
+        except OSError as exc:
+            raise InputError(
+                f"{path}: {(exc.strerror or 'cannot be read').lower()}; this model folder is incomplete (was its "
+                "saving interrupted?): save or train it again"
+            ) from None
+        if actual != str(expected).lower():
+            raise InputError(
+                f"{path} is not the file this model was saved with (its SHA-256 differs from {META_FILE}); save or "
+                "train the model again"
+            )
+
+
 def save_converted(
     folder: str | Path,
     state_dict: Mapping[str, Any],
@@ -376,31 +436,45 @@ def save_converted(
     config: Mapping[str, Any],
     source: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    files: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write ``model.safetensors`` + ``vistkit_model.json`` into ``folder``; returns the folder.
 
     The folder must be new, empty or vistkit's (`vistkit.data.output.prepare_folder`; in the CLI an earlier
-    model needs ``--force``); each file is written to a temporary file and renamed into place."""
+    model needs ``--force``); each file is written to a temporary file and renamed into place. ``files(tmp)``
+    writes further files (a tokenizer) into a temporary folder whose files are then moved in.
+
+    ``vistkit_model.json`` is the commit record: an earlier one is removed first and the new one is written
+    last, listing the SHA-256 of every further file (``files_sha256``, checked by `load_converted`), so a save
+    that is killed half-way leaves a folder that is refused in one sentence, never one that mixes two models.
+    """
     _torch()
     from safetensors.torch import save_file
 
-    from vistkit.data.output import MARKER, MODEL_MARKERS, output_path, prepare_folder, write_text
+    from vistkit.data.output import MARKER, MODEL_MARKERS, files_into, output_path, prepare_folder, write_text
 
     out = Path(folder)
     if not (out / MARKER).is_file():  # a folder this run has not marked yet: new, empty or vistkit's (--force)
         out.parent.mkdir(parents=True, exist_ok=True)
         prepare_folder(out, markers=MODEL_MARKERS)
-    # safetensors refuses shared/non-contiguous storage: store independent contiguous copies
-    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
+    tensors = dense_named_tensors(state_dict)
+    _remove_earlier_model(out)
     with output_path(out / WEIGHTS_FILE, force=True) as tmp:  # temp file + rename: never half a weights file
         save_file(tensors, str(tmp), metadata={"format": FORMAT, "kind": kind})
         _sort_header(tmp)
+    written: dict[str, str] = {}
+    if files is not None:
+        with files_into(out) as tmp_folder:
+            files(tmp_folder)
+            names = sorted(str(f.relative_to(tmp_folder)) for f in tmp_folder.rglob("*") if f.is_file())
+        written = {name: file_sha256(out / name) for name in names}
     meta = {
         "format": FORMAT,
         "kind": kind,
         "config": jsonable(dict(config)),
         "source": jsonable(dict(source or {})),
         "weights_sha256": file_sha256(out / WEIGHTS_FILE),
+        **({"files_sha256": written} if written else {}),
         **jsonable(dict(extra or {})),
     }
     write_text(out / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n", force=True)
@@ -584,6 +658,7 @@ def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict
     if kind is not None and meta.get("kind") != kind:
         raise InputError(f"{p} holds a {meta.get('kind')!r} model, not a {kind!r} model")
     weights_sha256(p, meta)
+    check_listed_files(p, meta)
     check_safetensors(p / WEIGHTS_FILE)
     _torch()
     from safetensors.torch import load_file

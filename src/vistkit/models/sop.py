@@ -509,21 +509,16 @@ def convert_sop_checkpoint(
 ) -> Path:
     """Convert ``sop_model_epoch4.pth.tar`` once to a safe folder (safetensors + JSON [+ tokenizer files])."""
     state, cfg, meta = read_sop_weights(checkpoint, trust_checkpoint=trust_checkpoint, config=config)
-    out = save_converted(
+    tok = _load_tokenizer(tokenizer, None) if tokenizer is not None else None
+    return save_converted(
         out_dir,
         state,
         kind=KIND,
         config=cfg,
         source=meta.get("source", {}),
         extra={"opt": meta.get("opt", {}), "epoch": meta.get("epoch")},
+        files=None if tok is None else (lambda tmp: tok.save_pretrained(str(tmp))),
     )
-    if tokenizer is not None:
-        from vistkit.data.output import files_into
-
-        tok = _load_tokenizer(tokenizer, None)
-        with files_into(out) as tmp:
-            tok.save_pretrained(str(tmp))
-    return out
 
 
 def copy_tokenizer_files(src: str | Path, dst: str | Path) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -380,12 +381,13 @@ def save_vrank(
             "tensors_sha256": tensors_sha256(model.state_dict()),
             **(extra or {}),
         },
+        files=lambda tmp: tokenizer.save_pretrained(str(tmp)),
     )
-    from vistkit.data.output import files_into
-
-    with files_into(folder) as tmp:
-        tokenizer.save_pretrained(str(tmp))
     return folder
+
+
+#: files of which a Hugging Face tokenizer needs at least one (fast or slow, WordPiece, BPE or SentencePiece)
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
 
 
 def load_vrank(folder: str | Path, *, device: str | None = None, batch_size: int = 32) -> VrankModel:
@@ -412,7 +414,14 @@ def load_vrank(folder: str | Path, *, device: str | None = None, batch_size: int
         raise InputError(
             f"{p}: the weights do not fit the saved config (missing {missing[:3]}, extra {unexpected[:3]})"
         )
-    tok = AutoTokenizer.from_pretrained(str(p))
+    from vistkit.models.checkpoints import transformers_load_errors
+
+    if not any((p / name).is_file() for name in _TOKENIZER_FILES):
+        raise InputError(
+            f"{p}: the tokenizer files are missing (was its saving interrupted?); train the model again"
+        )
+    with transformers_load_errors(p, what="Vrank model's tokenizer"):  # a folder saved before files_sha256
+        tok = AutoTokenizer.from_pretrained(str(p))
     return VrankModel(tok, model, meta=meta, device=device, batch_size=batch_size)
 
 
@@ -436,7 +445,7 @@ def train_vrank(
     total)`` is called after every optimiser step. ``threads``: CPU threads for torch (process-wide; e.g. 1 for tiny
     models on a busy machine).
     """
-    torch = _torch()
+    _torch()
     set_threads(threads)
     from vistkit.models.runtime import choose_device
 
@@ -452,10 +461,37 @@ def train_vrank(
         out.parent.mkdir(parents=True, exist_ok=True)
         prepare_folder(out, markers=MODEL_MARKERS)
     start = time.time()
+    scratch = out / "mlm"  # the MLM stage's model: removed when training ends, however it ends
+    shutil.rmtree(scratch, ignore_errors=True)  # left by a run that was killed
+    try:
+        return _train_from(
+            pairs, out, scratch, encoder=encoder, settings=settings, mlm_texts=mlm_texts, data_name=data_name,
+            data_sha256=data_sha256, dev=dev, progress=progress, start=start,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _train_from(
+    pairs: Sequence[Any],
+    out: Path,
+    scratch: Path,
+    *,
+    encoder: str | Path,
+    settings: VrankSettings,
+    mlm_texts: Sequence[str] | None,
+    data_name: str,
+    data_sha256: str,
+    dev: Any,
+    progress: Progress | None,
+    start: float,
+) -> Path:
+    """`train_vrank` once its folder is prepared: MLM stage (into ``scratch``), regression, save."""
+    torch = _torch()
     source: str | Path = encoder
     pooler: dict[str, Any] = {}
     if mlm_texts:
-        source = mlm_pretrain(encoder, mlm_texts, out / "mlm", settings=settings, device=dev, progress=progress)
+        source = mlm_pretrain(encoder, mlm_texts, scratch, settings=settings, device=dev, progress=progress)
         # the masked LM has no pooler: keep the encoder's own (SimCSE's), take every other weight from the MLM stage
         _, base_model, _ = load_encoder(encoder)
         pooler = {k: v for k, v in base_model.state_dict().items() if ".pooler." in k}
@@ -513,8 +549,4 @@ def train_vrank(
         "train_loop_seconds": round(loop_seconds, 3),
     }
     save_vrank(out, model, tok, encoder=str(encoder), settings=settings, data=data, extra=extra)
-    if mlm_texts:
-        import shutil
-
-        shutil.rmtree(out / "mlm", ignore_errors=True)
     return out
