@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +22,48 @@ def test_demo_scores_every_offline_metric_and_the_distance(capsys: pytest.Captur
     # mixed scales say so: each metric's declared range beside its score
     assert re.search(r"│ sacrebleu\s+│\s+[\d.]+ │ 0-100\s+│", out)
     assert re.search(r"│ bleu-4\s+│\s+[\d.]+ │ 0-1\s+│", out)
+
+
+def test_running_out_of_memory_is_one_sentence_and_the_demo_keeps_the_other_metrics(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a memory limit a model metric fails inside torch (oneDNN: "could not create a primitive"); the
+    demo used to stop with "a bug in vistkit" and print none of the metrics it had scored."""
+    import vistkit.commands.demo as demo
+    from vistkit.errors import out_of_memory
+    from vistkit.metrics.base import get_metric
+
+    monkeypatch.setattr(demo, "DEMO_METRICS", ("rovist-nr", "story-ranker"))
+    real = get_metric
+
+    def failing(name: str, **kwargs: object) -> object:
+        if name == "story-ranker":
+            raise RuntimeError("could not create a primitive")
+        return real(name, **kwargs)
+
+    monkeypatch.setattr("vistkit.metrics.base.get_metric", failing)
+    monkeypatch.setattr("vistkit.scores.dhm.compute_dhm", lambda *a, **k: (_ for _ in ()).throw(MemoryError()))
+    assert main(["demo"]) == 0
+    out, err = capsys.readouterr()
+    assert "rovist-nr: rovist-nr|" in out
+    assert "skipped story-ranker: ran out of memory (could not create a primitive)" in err
+    assert "skipped dHM distance: ran out of memory" in err and "bug" not in err
+    # the same errors outside the demo: one sentence, not "a bug in vistkit"
+    assert out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried 9 GB")) is not None
+    assert out_of_memory(RuntimeError("shape mismatch")) is None and out_of_memory(ValueError("x")) is None
+
+
+def test_the_cli_says_out_of_memory_in_one_sentence(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    stories = tmp_path / "s.json"
+    stories.write_text('{"a": "we went out . it rained ."}', encoding="utf-8")
+    monkeypatch.delenv("VISTKIT_DEBUG", raising=False)
+
+    def no_memory(*_a: object, **_k: object) -> None:
+        raise MemoryError("Unable to allocate 320. MiB for an array with shape (42000001,)")
+
+    monkeypatch.setattr("vistkit.metrics.rovist_nr.RovistNR.score_items", no_memory)
+    assert main(["score", str(stories), "-m", "rovist-nr"]) == 1
+    err = capsys.readouterr().err
+    assert "error: ran out of memory (Unable to allocate 320. MiB" in err and "bug" not in err

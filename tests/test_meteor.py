@@ -126,6 +126,26 @@ def test_java_home_is_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert info is not None and info.path == str(exe) and info.version == 11
 
 
+def test_a_java_that_cannot_start_is_not_called_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Under a small memory limit the JVM fails to start; "install a JRE" would send the user the wrong way."""
+    import vistkit.models.java as vj
+
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    exe = fake / "java"
+    exe.write_text(
+        "#!/bin/sh\necho 'Error occurred during initialization of VM' >&2\n"
+        "echo 'Could not allocate compressed class space: 1073741824 bytes' >&2\nexit 1\n"
+    )
+    exe.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    monkeypatch.setattr(vj, "_JAVA_CACHE", {})
+    match = "installed but did not start.*compressed class space.*memory"
+    with pytest.raises(MissingDependencyError, match=match) as e:
+        vj.require_java()
+    assert "install a JRE" not in str(e.value)
+
+
 def test_jars_are_pycocoevalcaps() -> None:
     from vistkit.models.java import meteor_jar, paraphrase_table, ptb_jar
 

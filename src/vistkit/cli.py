@@ -225,8 +225,9 @@ def _run(argv: list[str] | None) -> int:
             show()
             return code
         from vistkit.data.output import environment_error  # a full disk or a read-only file system: not a bug
+        from vistkit.errors import out_of_memory
 
-        if (machine := environment_error(exc)) is not None:
+        if (machine := environment_error(exc) or out_of_memory(exc)) is not None:
             typer.secho(f"error: {one_readable_line(machine)}", fg=typer.colors.RED, err=True)
             return 1
         if os.environ.get("VISTKIT_DEBUG"):

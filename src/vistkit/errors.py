@@ -31,6 +31,33 @@ class OutputError(VistkitError):
     folder, a full disk): names the path and the fix."""
 
 
+#: what PyTorch, oneDNN and CUDA say when an allocation fails (they raise RuntimeError, not MemoryError)
+_OUT_OF_MEMORY_TEXTS = (
+    "out of memory",
+    "can't allocate memory",
+    "could not create a primitive",
+    "std::bad_alloc",
+    "unable to allocate",
+)
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """One sentence for an allocation that failed (Python's or numpy's `MemoryError`, torch's allocator, oneDNN,
+    CUDA), or None for any other exception: the machine's limit, not a bug in vistkit."""
+    text = (str(exc).splitlines() or [""])[0][:200]
+    if not (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or (isinstance(exc, RuntimeError) and any(t in text.lower() for t in _OUT_OF_MEMORY_TEXTS))
+    ):
+        return None
+    why = f" ({text})" if text else ""
+    return (
+        f"ran out of memory{why}; score fewer stories at a time, lower the metric's batch size "
+        "(-O METRIC.batch_size=N where it has one), or give the process more memory"
+    )
+
+
 def warn(message: str) -> None:
     """One sentence on stderr about something vistkit does not refuse but a user should know (``warning: ...``).
 

@@ -7,7 +7,7 @@ from importlib import resources
 from vistkit.cli import app
 from vistkit.commands.common import echo, note
 from vistkit.data.story import StorySet
-from vistkit.errors import VistkitError
+from vistkit.errors import VistkitError, out_of_memory
 
 # Offline metrics, in display order; a metric that cannot run here is reported, not fatal.
 DEMO_METRICS = (
@@ -59,6 +59,10 @@ def demo() -> None:
                 results.append(human_score)
         except VistkitError as exc:
             skipped.append(f"{name}: {exc}")
+        except (MemoryError, RuntimeError) as exc:  # the other metrics' results are still shown
+            if (memory := out_of_memory(exc)) is None:
+                raise
+            skipped.append(f"{name}: {memory}")
     if results:
         echo(render_scores(results, OutputFormat.TEXT))
     for line in skipped:
@@ -76,5 +80,10 @@ def _demo_distance(human: StorySet, llava: StorySet) -> None:
         result = compute_dhm(human, llava, c_metric="coherence", dimensions="C,R")
     except VistkitError as exc:
         note(f"skipped dHM distance: {exc}")
+        return
+    except (MemoryError, RuntimeError) as exc:
+        if (memory := out_of_memory(exc)) is None:
+            raise
+        note(f"skipped dHM distance: {memory}")
         return
     echo("\n" + render_dhm(result, OutputFormat.TEXT, title="dHM, human vs LLaVA"))

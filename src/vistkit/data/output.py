@@ -232,6 +232,8 @@ def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> Output
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     code = exc.errno
+    if code == errno.ENOENT and parent.is_dir():  # the folder is there (/proc/self): it takes no new files
+        return OutputError(f"cannot write {p}: the folder {parent} does not take new files; choose another output path")
     if code == errno.ENOENT:
         return OutputError(
             f"cannot write {p}: the folder {parent} does not exist; create it first (mkdir -p {parent}) or choose "

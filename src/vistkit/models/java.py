@@ -70,6 +70,7 @@ class JavaInfo:
     path: str
     version: int
     version_text: str
+    started: bool = True  # False: `java -version` failed (the JVM could not start, e.g. too little memory)
 
 
 _JAVA_CACHE: dict[tuple[str | None, str | None], JavaInfo] = {}
@@ -112,7 +113,9 @@ def find_java() -> JavaInfo | None:
         except (OSError, subprocess.SubprocessError):
             continue
         text = (proc.stderr or "") + (proc.stdout or "")
-        info = JavaInfo(exe, parse_java_version(text), text.strip().splitlines()[0] if text.strip() else "")
+        lines = text.strip().splitlines()
+        first = lines[0] if proc.returncode == 0 and lines else ": ".join(lines[:2])  # a failure: with its reason
+        info = JavaInfo(exe, parse_java_version(text), first, started=proc.returncode == 0)
         _JAVA_CACHE[key] = info
         return info
     return None
@@ -124,6 +127,12 @@ def require_java(purpose: str = "METEOR") -> JavaInfo:
     info = find_java()
     if info is None:
         raise MissingDependencyError(f"{hint} (no java found on PATH or in JAVA_HOME).")
+    if not info.started and info.version == 0:
+        raise MissingDependencyError(
+            f"{purpose} needs Java, and {info.path} is installed but did not start ({info.version_text!r}); the "
+            "usual cause is a memory limit (ulimit -v, a container) too small for the JVM: raise it, or cap the "
+            "JVM's memory with JAVA_TOOL_OPTIONS='-Xmx1g -XX:ReservedCodeCacheSize=64m'"
+        )
     if info.version < MIN_JAVA:
         raise MissingDependencyError(f"{hint} (found {info.version_text!r} at {info.path}).")
     return info
