@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
+import os
+import re
 import threading
 from collections import Counter
 from pathlib import Path
@@ -622,3 +625,389 @@ def test_a_study_too_large_to_plan_is_refused_before_any_write(
     assert not (tmp_path / "t.db").exists()
     code = main(["studio", "demo", "--dir", str(tmp_path / "d"), "--no-serve", "--annotators", "1000000000000"])
     assert code == 1 and "--annotators must be from 1 to 10,000" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------- races, quota
+def _open_claims(st: db.Study, annotator_id: int) -> list[int]:
+    from sqlalchemy import select
+
+    a = db.assignments
+    with st.read() as conn:
+        rows = conn.execute(select(a.c.id).where(a.c.annotator_id == annotator_id, a.c.submitted_at.is_(None)))
+        return [int(r.id) for r in rows]
+
+
+@pytest.mark.parametrize("quota", [1, None])
+def test_parallel_page_loads_claim_one_task_and_respect_the_quota(tmp_path: Path, quota: int | None) -> None:
+    """One link opened 16 times at once, through two `Study` objects (two engines and write locks, like two
+    server processes): every load gets the same single claim; with --quota 1 the link then gets nothing more."""
+    made = make_study(tmp_path, n_items=6, per_item=2, annotators=0)
+    [(_, tok)] = service.invite(made.study, n=1, quota=quota)
+    other = db.open_study(made.path)
+    with made.study.read() as conn:
+        who = service.authenticate(conn, tok)
+    assert who is not None
+    barrier = threading.Barrier(16)
+    got: list[int | None] = []
+
+    def load(st: db.Study) -> None:
+        barrier.wait(timeout=10)
+        got.append(service.claim_next(st, who))
+
+    threads = [threading.Thread(target=load, args=(s,)) for s in [made.study, other] * 8]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(got) == 16 and len(set(got)) == 1 and got[0] is not None
+    assert _open_claims(made.study, who.id) == [got[0]]
+    # the same through the web app, 8 page loads in parallel threads: one task, and the quota holds on submit
+    c = client_for(made)
+    pages: list[str | None] = []
+    loaders = [threading.Thread(target=lambda: pages.append(read_page(c, tok).assignment)) for _ in range(8)]
+    for t in loaders:
+        t.start()
+    for t in loaders:
+        t.join(timeout=30)
+    assert pages == [str(got[0])] * 8
+    page = read_page(c, tok)
+    h = {"accept": "application/json"}
+    form = {"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"}
+    assert c.post(f"/a/{tok}/submit", data=form, headers=h).json() == {"saved": True, "duplicate": False}
+    after = read_page(c, tok)
+    if quota == 1:
+        assert after.assignment is None and "1 of 1 done" in after.html
+        assert c.get(f"/a/{tok}/progress").json() == {"annotator": "annotator-001", "done": 1, "total": 1}
+    else:
+        assert after.assignment is not None and after.assignment != page.assignment
+    other.engine.dispose()
+
+
+def test_a_submission_beyond_the_quota_is_refused_and_extra_claims_are_freed(tmp_path: Path) -> None:
+    """Claims an older vistkit let a quota-1 link hoard: the second submission is refused (409, nothing stored)
+    and the next page load frees the leftover claim for other annotators."""
+    from sqlalchemy import update
+
+    made = make_study(tmp_path, n_items=3, per_item=1, annotators=0)
+    [(_, tok)] = service.invite(made.study, n=1, quota=1)
+    with made.study.read() as conn:
+        who = service.authenticate(conn, tok)
+    assert who is not None
+    a = db.assignments
+    with made.study.write() as conn:  # two open claims at once, as the race used to make
+        conn.execute(update(a).where(a.c.id.in_([1, 2])).values(annotator_id=who.id, claimed_at=db.now()))
+    c = client_for(made)
+    h = {"accept": "application/json"}
+    for aid in (1, 2):
+        form = {"assignment": str(aid), "csrf": db.csrf_token(made.study.secret(), who.id, aid), "ranking": "1,2,3"}
+        r = c.post(f"/a/{tok}/submit", data=form, headers=h)
+        if aid == 1:
+            assert r.json() == {"saved": True, "duplicate": False}
+        else:
+            assert r.status_code == 409 and "done all 1 of its tasks" in r.json()["error"]
+    assert count(made.study, db.judgements) == 1
+    assert read_page(c, tok).assignment is None
+    assert _open_claims(made.study, who.id) == []  # assignment 2 is free again
+
+
+# --------------------------------------------------------------------------------------------------- bodies
+def test_nested_json_and_other_encodings_get_one_sentence(tmp_path: Path) -> None:
+    """JSON nested 5000 deep (RecursionError in the parser) is a 400; multipart or text/plain bodies are a 415
+    naming the accepted encodings (not "the form has no task number"); nothing is stored."""
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    c = client_for(made)
+    tok = made.tokens[0]
+    page = read_page(c, tok)
+    h = {"accept": "application/json"}
+    deep = b"[" * 5000 + b"]" * 5000
+    r = c.post(f"/a/{tok}/submit", content=deep, headers={**h, "content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {"error": "the request body is not a valid form"}
+    deep_obj = b'{"a":' * 2500 + b"1" + b"}" * 2500  # 15 KB, under the 16 KiB limit
+    r = c.post(f"/a/{tok}/submit", content=deep_obj, headers={**h, "content-type": "application/json; charset=utf-8"})
+    assert r.status_code == 400
+    form = {"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"}
+    r = c.post(f"/a/{tok}/submit", files={"x": ("x.txt", b"1")}, data=form, headers=h)
+    assert r.status_code == 415
+    assert "urlencoded (application/x-www-form-urlencoded) or as JSON (application/json)" in r.json()["error"]
+    r = c.post(f"/a/{tok}/submit", content=b"assignment=1", headers={**h, "content-type": "text/plain"})
+    assert r.status_code == 415 and "not text/plain" in r.json()["error"]
+    r = c.post(f"/a/{tok}/submit", files={"x": ("x.txt", b"1")}, data=form)  # a browser: a page, not a traceback
+    assert r.status_code == 415 and "Not saved" in r.text and "Traceback" not in r.text
+    assert count(made.study, db.judgements) == 0
+    # urlencoded with a charset parameter still counts as urlencoded
+    r = c.post(
+        f"/a/{tok}/submit",
+        content="&".join(f"{k}={v}" for k, v in form.items()).encode(),
+        headers={**h, "content-type": "application/x-www-form-urlencoded; charset=UTF-8"},
+    )
+    assert r.json() == {"saved": True, "duplicate": False}
+
+
+# --------------------------------------------------------------------------------------------------- storage faults
+def _fault(engine, *, said: str, when: tuple[str, ...] = ("INSERT", "UPDATE")):  # type: ignore[no-untyped-def]
+    """Make the statements of ``engine`` that start with ``when`` fail as SQLite does (``said``); returns the undo."""
+    import sqlite3
+
+    from sqlalchemy import event
+
+    def fail(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith(when):
+            raise sqlite3.OperationalError(said)
+
+    event.listen(engine, "before_cursor_execute", fail)
+    return lambda: event.remove(engine, "before_cursor_execute", fail)
+
+
+def _read_only(engine):  # type: ignore[no-untyped-def]
+    """New connections of ``engine`` refuse writes as SQLite does on a read-only file (``PRAGMA query_only``: this
+    test may run as root, whom file permissions do not stop); returns the undo."""
+    from sqlalchemy import event
+
+    def pragma(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        dbapi_conn.execute("PRAGMA query_only = 1")
+
+    event.listen(engine, "connect", pragma)
+    engine.dispose()
+
+    def undo() -> None:
+        event.remove(engine, "connect", pragma)
+        engine.dispose()
+
+    return undo
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("database or disk is full", "the server's disk is full"),
+        ("disk I/O error", "the server's disk could not write it"),
+        ("read-only", "the study is read-only on the server"),
+    ],
+)
+def test_a_study_that_cannot_be_written_gives_503_with_one_sentence_and_stores_nothing(
+    tmp_path: Path, fault: str, reason: str
+) -> None:
+    from sqlalchemy import select
+
+    made = make_study(tmp_path, n_items=2, per_item=1, annotators=2)
+    c = client_for(made)
+    tok, other = made.tokens
+    page = read_page(c, tok)
+    form = {"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"}
+    undo = _read_only(made.study.engine) if fault == "read-only" else _fault(made.study.engine, said=fault)
+    h = {"accept": "application/json"}
+    r = c.post(f"/a/{tok}/submit", data=form, headers=h)
+    assert r.status_code == 503 and r.headers["retry-after"] == "60"
+    assert r.json() == {
+        "error": f"the study could not be saved ({reason}); your answer was not stored, try again in a few minutes"
+    }
+    r = c.post(f"/a/{tok}/submit", data=form)  # a browser gets the same sentence on a page
+    text = html.unescape(r.text)
+    assert r.status_code == 503 and "Not saved" in text and reason in text and "Traceback" not in text
+    r = c.get(f"/a/{other}")  # a page that must claim a task
+    text = html.unescape(r.text)
+    assert r.status_code == 503 and "could not be read or updated" in text and "Traceback" not in text
+    assert count(made.study, db.judgements) == 0
+    a = db.assignments
+    with made.study.read() as conn:  # nothing half: the assignment is not marked submitted either
+        assert conn.execute(select(a.c.id).where(a.c.submitted_at.is_not(None))).first() is None
+    undo()  # the disk has room again: the same answer is stored, once
+    assert c.post(f"/a/{tok}/submit", data=form, headers=h).json() == {"saved": True, "duplicate": False}
+    assert count(made.study, db.judgements) == 1
+
+
+def test_an_unexpected_server_error_is_one_sentence_without_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+
+    def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(service, "load_task", boom)
+    from vistkit.studio.app import create_app
+
+    c = TestClient(create_app(made.study), raise_server_exceptions=False)
+    r = c.get(f"/a/{made.tokens[0]}", headers={"accept": "application/json"})
+    assert r.status_code == 500 and "unexpected error" in r.json()["error"] and "secret" not in r.text
+
+
+def _damaged_copy(made, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """A copy of the study whose judgements table page is overwritten: a valid header, a damaged table."""
+    import sqlite3
+
+    made.study.close()
+    bad = tmp_path / "damaged.db"
+    src, dst = sqlite3.connect(made.path), sqlite3.connect(bad)
+    src.backup(dst)
+    root = dst.execute("SELECT rootpage FROM sqlite_master WHERE name = 'judgements'").fetchone()[0]
+    size = dst.execute("PRAGMA page_size").fetchone()[0]
+    src.close()
+    dst.close()
+    with open(bad, "r+b") as fh:
+        fh.seek((root - 1) * size)
+        fh.write(b"\xff" * 100)
+    return bad
+
+
+def test_a_damaged_study_is_one_sentence_for_every_verb(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A study whose header is fine but a table page is not: status, export and serve name the study and say to
+    restore it (serve refuses before it listens); the server answers 503 where it meets the damage."""
+    made = make_study(tmp_path, n_items=2, per_item=1, annotators=1)
+    bad = _damaged_copy(made, tmp_path)
+    sentence = f"error: cannot read study {bad}: database disk image is malformed (restore it from a backup)"
+    out = tmp_path / "out.csv"
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("serve started on a damaged study"))
+    for args in (
+        ["status", str(bad)],
+        ["export", str(bad), "-f", "rankings", "-o", str(out)],
+        ["serve", str(bad), "--port", "1"],
+    ):
+        assert main(["studio", *args]) == 1, args
+        err = capsys.readouterr().err
+        assert err.strip() == sentence, args
+    assert not out.exists() and not Path(f"{out}.provenance.json").exists()
+    from vistkit.studio.app import create_app
+
+    c = TestClient(create_app(db.open_study(bad)))
+    r = c.get(f"/admin/{made.admin}/summary.json")
+    assert r.status_code == 503 and "the study file is damaged" in r.json()["error"]
+
+
+def test_cli_verbs_on_a_study_that_cannot_be_written_are_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """invite on a read-only study, serve on one (refused before it listens), init on a full disk (no file left)."""
+    import uvicorn
+    from sqlalchemy import event
+
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    made.study.close()
+    make_engine = db.make_engine
+
+    def read_only_engine(study):  # type: ignore[no-untyped-def]
+        engine = make_engine(study)
+        event.listen(engine, "connect", lambda conn, _rec: conn.execute("PRAGMA query_only = 1"))
+        return engine
+
+    monkeypatch.setattr(db, "make_engine", read_only_engine)
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("serve started on a read-only study"))
+    assert main(["studio", "invite", str(made.path), "--n", "2"]) == 1
+    cap = capsys.readouterr()
+    assert cap.err.strip() == (
+        f"error: cannot write study {made.path}: attempt to write a readonly database (give the user running "
+        "vistkit write access to the file and its folder); nothing was stored"
+    )
+    assert "/a/" not in cap.out
+    assert main(["studio", "serve", str(made.path), "--port", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"study {made.path} cannot be written (attempt to write a readonly database)" in err
+    assert main(["studio", "status", str(made.path)]) == 0  # reading is fine
+    capsys.readouterr()
+
+    def full_disk_engine(study):  # type: ignore[no-untyped-def]
+        import sqlite3
+
+        engine = make_engine(study)
+
+        def fail(conn, cursor, statement, *rest):  # type: ignore[no-untyped-def]
+            if statement.startswith("INSERT INTO assignments"):
+                raise sqlite3.OperationalError("database or disk is full")
+
+        event.listen(engine, "before_cursor_execute", fail)
+        return engine
+
+    monkeypatch.setattr(db, "make_engine", full_disk_engine)
+    h, m = tmp_path / "h.json", tmp_path / "m.json"
+    h.write_text(json.dumps({"a": "one . two .", "b": "three . four ."}))
+    m.write_text(json.dumps({"a": "x .", "b": "y ."}))
+    new = tmp_path / "new.db"
+    assert main(["studio", "init", str(new), "--task", "rank", "-s", f"h={h}", "-s", f"m={m}"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write study {new}: database or disk is full (free some disk space and try again)" in err
+    assert sorted(p.name for p in tmp_path.glob("new.db*")) == []  # no half-made study
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files: the query_only tests above stand in")
+def test_serve_refuses_a_read_only_study_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real thing where file permissions apply (not as root): a study file of mode 0400."""
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    made.study.close()
+    made.path.chmod(0o400)
+    assert main(["studio", "serve", str(made.path), "--port", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"study {made.path} cannot be written (attempt to write a readonly database)" in err
+
+
+# --------------------------------------------------------------------------------------------------- init inputs
+def test_sqlite_urls_name_the_study_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--db sqlite:///PATH (relative or absolute) is the file PATH, for init and the other verbs; sqlite:// (in
+    memory) is refused in one sentence."""
+    monkeypatch.chdir(tmp_path)
+    h, m = tmp_path / "h.json", tmp_path / "m.json"
+    h.write_text(json.dumps({"a": "one . two .", "b": "three . four ."}))
+    m.write_text(json.dumps({"a": "x .", "b": "y ."}))
+    path = tmp_path / "u.db"
+    url = f"sqlite:///{path}"  # sqlite:////tmp/...: an absolute path
+    code = main(["studio", "init", "ignored.db", "--db", url, "--task", "rank", "-s", f"h={h}", "-s", f"m={m}"])
+    assert code == 0 and path.is_file() and not (tmp_path / "ignored.db").exists()
+    capsys.readouterr()
+    assert main(["studio", "status", "x", "--db", url, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["units"] == 2
+    assert main(["studio", "invite", "x", "--db", "sqlite:///u.db"]) == 0  # relative to the working folder
+    assert "/a/" in capsys.readouterr().out
+    assert main(["studio", "status", "x", "--db", "sqlite://"]) == 1
+    assert "names no database file" in capsys.readouterr().err
+    assert main(["studio", "status", "x", "--db", f"sqlite:///{tmp_path / 'none.db'}"]) == 1
+    assert f"no study file {tmp_path / 'none.db'}" in capsys.readouterr().err
+
+
+def test_blank_stories_are_refused_naming_system_and_item(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blank, h = tmp_path / "blank.json", tmp_path / "h.json"
+    blank.write_text(json.dumps({"a": "one . two .", "b": " \t\n "}))
+    h.write_text(json.dumps({"a": "three . four .", "b": "five . six ."}))
+    for task in ("rank", "likert"):
+        code = main(["studio", "init", str(tmp_path / "s.db"), "--task", task, "-s", f"human={h}", "-s", f"m1={blank}"])
+        assert code == 1
+        assert capsys.readouterr().err.strip() == (
+            "error: --stories m1: the story of item 'b' is empty; fill it in or leave the item out"
+        )
+        assert not (tmp_path / "s.db").exists()
+    items = plan_items(1)
+    items[0].stories[1].text = ""
+    with pytest.raises(Exception, match="--stories m1: the story of item 's0' is empty"):
+        create_study(tmp_path / "t.db", task="pairwise", items=items)
+
+
+@pytest.mark.parametrize("bad", ["img_0a", "x-0", "p.0", "", "ph\u00f6to", "a b"])
+def test_photo_ids_that_img_seq_would_change_are_refused_at_init(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    """The exports join photo ids with '-' and `vistkit meta` reads back runs of ASCII letters and digits: an id
+    that would not come back the same is refused, naming the system and the item."""
+    from vistkit.meta.human import parse_img_seq
+
+    for k, name in enumerate(["human", "m1"]):
+        recs = [{"story_id": "s0", "photo_ids": ["ok1", bad, "ok2"], "text": f"{name} story . more ."}]
+        (tmp_path / f"sys{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    args = ["studio", "init", str(tmp_path / "rt.db"), "--task", "rank"]
+    code = main([*args, "-s", f"human={tmp_path / 'sys0.jsonl'}", "-s", f"m1={tmp_path / 'sys1.jsonl'}"])
+    err = capsys.readouterr().err
+    assert code == 1 and not (tmp_path / "rt.db").exists()
+    assert err.count("\n") == 1 and "photo id" in err and "Traceback" not in err  # ("-" or "": the reader refuses)
+    if bad not in ("", "x-0"):
+        assert f"--stories human: item 's0' has the photo id {bad!r}" in err
+        assert "photo ids may hold only ASCII letters and digits" in err
+    items = plan_items(1)  # the library refuses them too, whoever built the items
+    items[0].photo_ids = ("ok1", bad, "ok2")
+    with pytest.raises(Exception, match=f"item 's0' has the photo id {re.escape(repr(bad))}"):
+        create_study(tmp_path / "lib.db", task="rank", items=items)
+    assert not (tmp_path / "lib.db").exists()
+    assert parse_img_seq("-".join(["ok1", bad, "ok2"])) != ("ok1", bad, "ok2")  # the reason, checked
+    assert parse_img_seq("-".join(["ok1", "X9", "ok2"])) == ("ok1", "X9", "ok2")

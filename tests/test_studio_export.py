@@ -83,6 +83,36 @@ def test_rankings_export_round_trips_into_vhed_pairs(tmp_path: Path, capsys: pyt
     with open(rk, encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["position"] for r in rows} <= {"1", "2", "3"} and len(rows) == 9
+    # rows counts what was written: 9 CSV rows (3 stories x 3 judgements), in the message and the provenance
+    assert "wrote 9 rows (3 judgements)" in capsys.readouterr().out
+    assert json.loads(Path(f"{rk}.provenance.json").read_text())["rows"] == 9
+
+
+def test_export_to_stdout_writes_only_the_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o -: the CSV alone on stdout (it reads back as the file export does), the status line on stderr, no
+    '-.provenance.json'; twice in a row works. report --keep - is refused in one sentence."""
+    made = ranked_study(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    rk = tmp_path / "rankings.csv"
+    assert main(["studio", "export", str(made.path), "-f", "rankings", "-o", str(rk)]) == 0
+    capsys.readouterr()
+    for fmt, reader in (("rankings", read_rankings), ("pairs", read_pairs), ("rankings", read_rankings)):
+        assert main(["studio", "export", str(made.path), "-f", fmt, "-o", "-"]) == 0
+        cap = capsys.readouterr()
+        piped = tmp_path / f"piped-{fmt}.csv"
+        piped.write_text(cap.out, encoding="utf-8", newline="")
+        assert "wrote" not in cap.out and "to standard output (no provenance file)" in cap.err
+        if fmt == "rankings":
+            assert piped.read_bytes() == rk.read_bytes()
+        else:
+            assert len(reader(piped)) == 3
+    assert not (tmp_path / "-.provenance.json").exists() and not (tmp_path / "-").exists()
+    piped = tmp_path / "piped-rankings.csv"
+    assert main(["meta", "rankings-to-pairs", str(piped), "-o", str(tmp_path / "pp.csv")]) == 0
+    assert main(["studio", "report", str(made.path), "-m", "meta-test-length", "--keep", "-"]) == 1
+    assert "--keep needs a file name" in capsys.readouterr().err
 
 
 def test_report_runs_meta_pairs_on_the_judgements(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

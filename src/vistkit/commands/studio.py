@@ -8,7 +8,9 @@ are imported inside the commands, so ``vistkit --help`` stays fast.
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from vistkit.commands.common import (
     parse_metric_names,
     writes_output,
 )
-from vistkit.errors import InputError, MissingDependencyError
+from vistkit.errors import InputError, MissingDependencyError, VistkitError
 from vistkit.report.tables import OutputFormat
 
 studio_app = typer.Typer(
@@ -48,6 +50,32 @@ def _need_extra() -> None:
         raise MissingDependencyError(
             f"vistkit studio needs {exc.name}; install the extra with `pip install 'vistkit[studio]'`"
         ) from None
+
+
+def study_errors(func: Callable[..., None]) -> Callable[..., None]:
+    """Decorator (innermost, below ``@writes_output``) of a verb that uses a study: a failure of the study's
+    storage (a damaged file, a read-only file or folder, a full disk, a lock held elsewhere) becomes one sentence
+    naming the study (`vistkit.studio.db.study_error`) instead of "unexpected error"."""
+
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> None:
+        try:
+            func(*args, **kwargs)
+        except VistkitError:
+            raise
+        except Exception as exc:
+            if "sqlalchemy" not in sys.modules:  # the studio extra is missing: nothing of the study was used
+                raise
+            from vistkit.studio import db
+
+            if db.storage_problem(exc) is None:
+                raise
+            name = kwargs.get("db_url") or kwargs.get("study") or (args[0] if args else None)
+            if name is None and kwargs.get("folder") is not None:  # demo: the study inside its folder
+                name = Path(kwargs["folder"]) / "study.db"
+            raise db.study_error(exc, db.display_name(str(name or "the study"))) from None
+
+    return command
 
 
 def _open(study: str, db_url: str | None) -> Any:
@@ -92,6 +120,7 @@ def _print_kv(data: dict[str, Any], fmt: OutputFormat, title: str) -> None:
 
 @studio_app.command("init")
 @writes_output(force_flag=False, study="file", db_url="file")  # a study is never overwritten
+@study_errors
 def init_cmd(
     study: str = StudyArg,
     task: str = typer.Option(..., "--task", metavar="rank|pairwise|likert", help="rank, pairwise or likert."),
@@ -169,6 +198,7 @@ def init_cmd(
 
 
 @studio_app.command("invite")
+@study_errors
 def invite_cmd(
     study: str = StudyArg,
     n: int = typer.Option(1, "--n", help="How many annotator links to create."),
@@ -201,6 +231,7 @@ def invite_cmd(
 
 
 @studio_app.command("serve")
+@study_errors
 def serve_cmd(
     study: str = StudyArg,
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (loopback by default)."),
@@ -217,18 +248,19 @@ def serve_cmd(
     except ImportError:
         raise MissingDependencyError("vistkit studio serve needs uvicorn; `pip install 'vistkit[studio]'`") from None
     from vistkit.studio.app import serve
-
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        typer.secho(f"warning: serving on {host}: put it behind HTTPS before sharing links", err=True)
-    from vistkit.studio.db import display_name
+    from vistkit.studio.db import check_writable, display_name
 
     name = display_name(db_url or study)
+    check_writable(st, name)  # a read-only or damaged study is refused now, not on every request
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.secho(f"warning: serving on {host}: put it behind HTTPS before sharing links", err=True)
     echo(f"serving study {name} ({st.setting('task')}) on {http_url(host, port)}/  (Ctrl-C stops)")
     sys.stdout.flush()
-    serve(db_url or study, host=host, port=port)
+    serve(st, host=host, port=port, name=name, check=False)
 
 
 @studio_app.command("status")
+@study_errors
 def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFormat = FormatOption) -> None:
     """Progress, agreement (Krippendorff's alpha), gold pass rates and results so far."""
     from vistkit.report.tables import dumps_json, render_table
@@ -264,13 +296,18 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
 
 @studio_app.command("export")
 @writes_output(output="file")
+@study_errors
 def export_cmd(
     study: str = StudyArg,
     fmt: str = typer.Option(
         ..., "--format", "-f", metavar="rankings|pairs|likert|jsonl|tasks", help="What to write (see below)."
     ),
     output: Path = typer.Option(
-        ..., "--output", "-o", metavar="FILE", help="File to write (provenance goes to FILE.provenance.json)."
+        ...,
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="File to write (provenance goes to FILE.provenance.json); - writes to stdout, without provenance.",
     ),
     include_gold: bool = typer.Option(False, "--include-gold", help="Keep the attention-check items."),
     drop_failed_gold: bool = typer.Option(
@@ -279,15 +316,20 @@ def export_cmd(
     db_url: str | None = DbOpt,
 ) -> None:
     """Write the judgements in the formats `vistkit meta` reads (rankings-to-pairs, pairs, correlate)."""
+    from vistkit.commands.common import emit
+    from vistkit.data.output import STDOUT
     from vistkit.studio.analysis import export
 
     st = _open(study, db_url)
     prov = export(st, output, fmt=fmt, include_gold=include_gold, drop_failed_gold=drop_failed_gold)
-    echo(f"wrote {prov['rows']} rows ({prov['judgements']} judgements) to {output}")
+    to_stdout = str(output) == STDOUT
+    where = "standard output (no provenance file)" if to_stdout else str(output)
+    emit(f"wrote {prov['rows']} rows ({prov['judgements']} judgements) to {where}", to_stderr=to_stdout)
 
 
 @studio_app.command("report")
 @writes_output(report="folder", keep="file")
+@study_errors
 def report_cmd(
     study: str = StudyArg,
     metrics: list[str] = typer.Option(
@@ -312,8 +354,11 @@ def report_cmd(
     `vistkit meta pairs` (rank, pairwise) or `vistkit meta correlate` (Likert) on it."""
     import tempfile
 
+    from vistkit.data.output import STDOUT
     from vistkit.studio.analysis import export
 
+    if keep is not None and str(keep) == STDOUT:
+        raise InputError("--keep needs a file name (the judgements are read back from it), not -")
     st = _open(study, db_url)
     task = st.setting("task")
     with tempfile.TemporaryDirectory(prefix="vistkit-studio-") as tmp:
@@ -336,6 +381,7 @@ def report_cmd(
 
 
 @studio_app.command("demo")
+@study_errors
 def demo_cmd(
     folder: Path = typer.Option(Path("vistkit-studio-demo"), "--dir", help="Where the demo study is written."),
     task: str = typer.Option("rank", "--task", metavar="rank|pairwise|likert", help="rank, pairwise or likert."),

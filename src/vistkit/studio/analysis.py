@@ -330,7 +330,7 @@ def ranking_rows(data: StudyData, js: Sequence[Judgement]) -> list[dict[str, Any
 def study_pairs(data: StudyData, js: Sequence[Judgement]) -> list[Any]:
     """VHED-style `StoryPair`s: from rankings as VHED built them (`pairs_from_rankings`), or from pairwise
     choices (preferred story rank 1, the other 2, "same" 1.5 each; averaged over annotators; zero gaps dropped)."""
-    from vistkit.meta.human import RankedStory, StoryPair, pairs_from_rankings
+    from vistkit.meta.human import RankedStory, StoryPair, pairs_from_rankings, parse_img_seq
 
     task = data.settings["task"]
     if task == "rank":
@@ -344,7 +344,7 @@ def study_pairs(data: StudyData, js: Sequence[Judgement]) -> list[Any]:
                     r["text"],
                     r["system"],
                     r["story_id"],
-                    tuple(r["img_seq"].split("-")) if r["img_seq"] else (),
+                    parse_img_seq(r["img_seq"]),  # as `vistkit meta rankings-to-pairs` reads the column
                 ),
             )
             t["ranks"].setdefault(r["worker"], {})[r["story"]] = float(r["rank"])
@@ -478,7 +478,7 @@ def task_rows(st: db.Study) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_csv(rows: list[dict[str, Any]], path: Path, columns: Sequence[str]) -> None:
+def _write_csv(rows: list[dict[str, Any]], path: Path | str, columns: Sequence[str]) -> None:
     from vistkit.data.output import write_csv_rows
 
     write_csv_rows(path, list(columns), [[r.get(c, "") for c in columns] for r in rows])
@@ -492,16 +492,21 @@ def export(
     include_gold: bool = False,
     drop_failed_gold: bool = False,
 ) -> dict[str, Any]:
-    """Write one export file and its provenance beside it (``OUTPUT.provenance.json``); returns the provenance."""
+    """Write one export file and its provenance beside it (``OUTPUT.provenance.json``); returns the provenance
+    (``rows``: the rows, or pairs, written; ``judgements``: the judgements they come from).
+
+    ``output`` ``-`` is standard output; no provenance file is written then (it is still returned)."""
     from vistkit import __version__
 
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
-    out = Path(output)
-    from vistkit.data.output import check_output
+    from vistkit.data.output import STDOUT, check_output
 
-    check_output(out)  # before any work: not an input, not an existing file without --force, a folder that exists
-    check_output(f"{out}.provenance.json")
+    to_stdout = str(output) == STDOUT
+    out: Path | str = STDOUT if to_stdout else Path(output)
+    if not to_stdout:  # before any work: not an input, not an existing file without --force, a folder that exists
+        check_output(out)
+        check_output(f"{out}.provenance.json")
     data = load(st)
     js = _kept(data, include_gold=include_gold, drop_failed_gold=drop_failed_gold)
     n = len(js)
@@ -511,6 +516,7 @@ def export(
         if not rows:
             raise InputError("the study has no judgements to export yet")
         _write_csv(rows, out, cols)
+        n = len(rows)  # one row per story of each judgement
     elif fmt == "pairs":
         from vistkit.meta.human import write_pairs
 
@@ -524,6 +530,7 @@ def export(
         if not rows:
             raise InputError("the study has no judgements to export yet")
         _write_csv(rows, out, ["system", "item", "worker", *data.settings["aspects"], "text", "story_id", "img_seq"])
+        n = len(rows)
     elif fmt == "jsonl":
         from vistkit.data.output import open_output
 
@@ -559,7 +566,8 @@ def export(
         "exported_at": iso(db.now()),
         "vistkit": __version__,
     }
-    from vistkit.data.output import write_text
+    if not to_stdout:
+        from vistkit.data.output import write_text
 
-    write_text(f"{out}.provenance.json", json.dumps(prov, indent=2) + "\n")
+        write_text(f"{out}.provenance.json", json.dumps(prov, indent=2) + "\n")
     return prov

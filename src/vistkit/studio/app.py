@@ -9,8 +9,10 @@ refused with 413; every state-changing form carries a CSRF token.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -56,8 +58,18 @@ def _wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
+FORM_TYPES = ("application/x-www-form-urlencoded", "application/json")
+"""The encodings a submission may use (no content type at all: urlencoded)."""
+
+
 async def _read_form(request: Request) -> dict[str, str]:
-    """The urlencoded (or JSON) body, at most `MAX_BODY` bytes, else `StudioError` 413."""
+    """The urlencoded (or JSON) body, at most `MAX_BODY` bytes: else `StudioError` 415 (another encoding, such
+    as multipart), 413 (too large) or 400 (not a form of that encoding)."""
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype and ctype not in FORM_TYPES:
+        raise StudioError(
+            415, f"send the form urlencoded ({FORM_TYPES[0]}) or as JSON ({FORM_TYPES[1]}), not {ctype[:60]}"
+        )
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -70,10 +82,9 @@ async def _read_form(request: Request) -> dict[str, str]:
         body += chunk
         if len(body) > MAX_BODY:
             raise StudioError(413, f"the request is larger than {MAX_BODY} bytes")
-    ctype = request.headers.get("content-type", "")
     try:
         text = body.decode("utf-8")
-        if ctype.startswith("application/json"):
+        if ctype == "application/json":
             from vistkit.data.readers import unique_pairs
 
             data = json.loads(text or "{}", object_pairs_hook=unique_pairs)  # a field given twice: refused
@@ -84,13 +95,30 @@ async def _read_form(request: Request) -> dict[str, str]:
         if len({k for k, _ in fields}) != len(fields):  # a field given twice: which one counts is ambiguous
             raise ValueError
         return dict(fields)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested thousands deep
         raise StudioError(400, "the request body is not a valid form") from None
 
 
-def create_app(study: str | Path | db.Study) -> Starlette:
-    """The ASGI app for one study (a path, a SQLAlchemy URL or an open `Study`)."""
+#: what an annotator is told when the study's storage fails (`db.storage_problem` kinds)
+_STORAGE_REASONS = {
+    "damaged": "the study file is damaged",
+    "read-only": "the study is read-only on the server",
+    "full": "the server's disk is full",
+    "io": "the server's disk could not write it",
+    "locked": "the study is busy",
+    "unopenable": "the study file cannot be opened",
+}
+
+
+def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Starlette:
+    """The ASGI app for one study (a path, a SQLAlchemy URL or an open `Study`; ``name`` for the server's log).
+
+    A request the study's storage fails (a full disk, a read-only or damaged file) is answered with 503 and one
+    sentence (nothing of it is stored: its transaction is rolled back); any other failure with 500 and one
+    sentence (its traceback goes to the server's log only). On shutdown the SQLite write-ahead log is checkpointed
+    into the study file and the engine is closed (`db.Study.close`)."""
     st = study if isinstance(study, db.Study) else db.open_study(study)
+    study_name = name or st.name
     env = Environment(
         loader=FileSystemLoader(str(HERE / "templates")),
         autoescape=select_autoescape(["html"], default=True),
@@ -102,9 +130,9 @@ def create_app(study: str | Path | db.Study) -> Starlette:
     photo_url = st.setting("photo_url")
     task_kind = st.setting("task")
 
-    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    def page(name: str, status: int = 200, headers: dict[str, str] | None = None, **ctx: Any) -> HTMLResponse:
         html = env.get_template(name).render(title=st.setting("title") or "vistkit studio", **ctx)
-        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+        return HTMLResponse(html, status_code=status, headers=headers or SECURITY_HEADERS)
 
     def error(request: Request, exc: StudioError) -> Response:
         if _wants_json(request):
@@ -227,6 +255,38 @@ def create_app(study: str | Path | db.Study) -> Starlette:
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    def failure(request: Request, status: int, message: str, headers: dict[str, str]) -> Response:
+        if _wants_json(request) or request.url.path.endswith((".json", "/progress")):  # the JSON routes
+            return JSONResponse({"error": message}, status_code=status, headers=headers)
+        post = request.method == "POST"
+        token = request.path_params.get("token") if post else None
+        heading = "Not saved" if post else "Sorry"
+        return page("message.html", status=status, headers=headers, heading=heading, message=message, token=token)
+
+    async def storage_failed(request: Request, exc: Exception) -> Response:
+        problem = db.storage_problem(exc)
+        if problem is None:
+            raise exc  # not the storage: the 500 handler answers, and the traceback goes to the server's log
+        kind = problem[0]
+        from vistkit.errors import warn
+
+        warn(str(db.study_error(exc, study_name)))  # for the organiser, in the server's log
+        reason = _STORAGE_REASONS[kind]
+        if request.method == "POST":
+            message = f"the study could not be saved ({reason}); your answer was not stored, try again in a few minutes"
+        else:
+            message = f"the study could not be read or updated ({reason}); try again in a few minutes"
+        return failure(request, 503, message, {**SECURITY_HEADERS, "Retry-After": "60"})
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        message = "the server hit an unexpected error (the organiser finds it in the server's log); reload the page"
+        return failure(request, 500, message, SECURITY_HEADERS)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(st.close)
+
     routes = [
         Route("/", index),
         Route("/healthz", health),
@@ -238,17 +298,38 @@ def create_app(study: str | Path | db.Study) -> Starlette:
         Route("/a/{token}/photos/{name:path}", photo, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes)
+    from sqlalchemy.exc import DBAPIError
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={DBAPIError: storage_failed, Exception: unexpected},
+        lifespan=lifespan,
+    )
     app.state.study = st
     return app
 
 
-def serve(study: str | Path, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> None:
-    """Run the app on uvicorn until interrupted (host and port checked first: `check_listen`)."""
+def serve(
+    study: str | Path | db.Study,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "warning",
+    name: str | None = None,
+    check: bool = True,
+) -> None:
+    """Run the app on uvicorn until interrupted (Ctrl-C or SIGTERM: the study is checkpointed and closed first).
+
+    Host and port are checked first (`check_listen`), and a study this process cannot write (or a damaged one) is
+    refused with one sentence (`db.check_writable`; ``check=False``: the caller did it) before the server starts."""
     import uvicorn
 
     from vistkit.studio.network import check_listen
 
     host = check_listen(host, port)
-    app = create_app(study)
+    st = study if isinstance(study, db.Study) else db.open_study(study)
+    shown = name or st.name
+    if check:
+        db.check_writable(st, shown)
+    app = create_app(st, name=shown)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)

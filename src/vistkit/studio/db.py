@@ -37,7 +37,7 @@ from sqlalchemy import (
     text,
 )
 
-from vistkit.errors import InputError, MissingDependencyError
+from vistkit.errors import InputError, MissingDependencyError, OutputError, VistkitError
 
 #: The current schema version; `migrate` brings older study files up to it.
 SCHEMA_VERSION = 2
@@ -173,8 +173,9 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 class Study:
     """An open study database: the engine, a write lock (SQLite has one writer) and the settings."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, name: str = "") -> None:
         self.engine = engine
+        self.name = name or engine.url.render_as_string(hide_password=True)  # for messages
         self.write_lock = threading.Lock()
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._settings: dict[str, Any] | None = None
@@ -209,6 +210,23 @@ class Study:
 
     def secret(self) -> bytes:
         return bytes.fromhex(self.settings["secret"])
+
+    def close(self) -> None:
+        """Checkpoint SQLite's write-ahead log into the study file (``PRAGMA wal_checkpoint(TRUNCATE)``: the
+        ``.db`` file alone then holds every judgement) and close the engine's connections (a later use reconnects).
+        A checkpoint the storage refuses (a full disk) is a warning: the ``-wal`` file still holds the data."""
+        if self.is_sqlite:
+            try:
+                with self.write_lock, self.engine.connect() as conn:
+                    conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            except Exception as exc:
+                problem = storage_problem(exc)
+                if problem is None:
+                    raise
+                from vistkit.errors import warn
+
+                warn(f"the study's write-ahead log was not checkpointed ({problem[1]}); keep its -wal file with it")
+        self.engine.dispose()
 
 
 def make_engine(study: str | Path) -> Engine:
@@ -246,15 +264,16 @@ def make_private(path: Path) -> None:
             pass
 
 
-def _create_private(path: Path) -> None:
+def _create_private(path: Path, *, exist_ok: bool = True) -> None:
     """Create an empty study file readable by its owner only, before SQLite opens it (SQLite gives the WAL and
-    SHM files the database file's permissions)."""
+    SHM files the database file's permissions); ``exist_ok=False``: a file already there is refused."""
     import os
 
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE))
     except FileExistsError:
-        pass
+        if not exist_ok:
+            raise InputError(f"{path} exists already; choose a new file name (a study is never overwritten)") from None
     except OSError as exc:
         raise InputError(f"cannot create study {path}: {exc.strerror or exc}") from None
 
@@ -318,19 +337,39 @@ def _check_is_study(path: Path) -> None:
         )
 
 
+def sqlite_path(study: str | Path) -> Path | None:
+    """The file of a SQLite study (a path, or the database of a ``sqlite:///FILE`` URL), None for other databases.
+
+    Raises `InputError` for an in-memory SQLite URL (``sqlite://``), which cannot hold a study."""
+    url = study_url(study)
+    if not url.startswith("sqlite"):
+        return None
+    if "://" not in str(study):
+        return Path(str(study))
+    from sqlalchemy.engine import make_url
+
+    try:
+        database = make_url(url).database
+    except Exception:  # not a URL SQLAlchemy can read: make_engine says so
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        raise InputError(
+            f"study {display_name(study)} names no database file; write sqlite:///study.db (or sqlite:////abs/study.db)"
+        )
+    return Path(database)
+
+
 def open_study(study: str | Path, *, create: bool = False) -> Study:
     """Open (and migrate) a study; ``create`` allows a new empty database, otherwise it must exist."""
-    url = study_url(study)
-    if url.startswith("sqlite") and not create:
-        path = Path(str(study))
+    path = sqlite_path(study)
+    if path is not None and not create:
         if not path.exists():
-            raise InputError(f"no study file {study}; create it with `vistkit studio init {study} ...`")
+            raise InputError(f"no study file {path}; create it with `vistkit studio init {path} ...`")
         if path.is_file() and path.stat().st_size == 0:  # refused before connecting: SQLite would write into it
-            raise InputError(f"{study} is an empty file, not a study; create one with `vistkit studio init STUDY ...`")
+            raise InputError(f"{path} is an empty file, not a study; create one with `vistkit studio init STUDY ...`")
         if path.is_file():
             _check_is_study(path)
-    if url.startswith("sqlite"):
-        path = Path(str(study))
+    if path is not None:
         if create and not path.exists():
             _create_private(path)
         make_private(path)
@@ -338,11 +377,103 @@ def open_study(study: str | Path, *, create: bool = False) -> Study:
     try:
         migrate(engine)
     except InputError:
+        engine.dispose()
         raise
     except Exception as exc:  # a file that is not a database, an unreachable server
+        engine.dispose()
+        problem = storage_problem(exc)
+        if problem is not None:
+            raise study_error(exc, display_name(study)) from None
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise InputError(f"cannot open study {display_name(study)}: {exc.__class__.__name__}: {first}"[:400]) from None
-    return Study(engine)
+    return Study(engine, display_name(study))
+
+
+# --------------------------------------------------------------------------------------------------- storage errors
+#: (words in the database's message, kind): how a failing SQLite (or other) database says what is wrong
+_PROBLEMS = (
+    ("malformed", "damaged"),
+    ("not a database", "damaged"),
+    ("file is encrypted", "damaged"),
+    ("readonly", "read-only"),
+    ("read-only", "read-only"),
+    ("disk is full", "full"),
+    ("no space left", "full"),
+    ("disk i/o error", "io"),
+    ("database is locked", "locked"),
+    ("unable to open database file", "unopenable"),
+)
+
+_HINTS = {
+    "damaged": "restore it from a backup",
+    "read-only": "give the user running vistkit write access to the file and its folder",
+    "full": "free some disk space and try again",
+    "io": "the disk may be full or failing: free some space or check the disk, then try again",
+    "locked": "another program holds the study's lock; try again when it is done",
+    "unopenable": "check that the file and its folder exist and are readable and writable by this user",
+}
+
+
+def storage_problem(exc: BaseException) -> tuple[str, str] | None:
+    """``(kind, what the database said)`` for an error of the study's storage (a damaged file, a read-only file,
+    a full disk, an input/output error, a lock held elsewhere), or None for any other exception.
+
+    ``kind`` is one of ``damaged``, ``read-only``, ``full``, ``io``, ``locked``, ``unopenable``."""
+    import sqlite3
+
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError):
+        said = str(exc.orig) if exc.orig is not None else str(exc)
+    elif isinstance(exc, sqlite3.Error):
+        said = str(exc)
+    else:
+        return None
+    said = (said.splitlines() or [""])[0].strip()[:200]
+    low = said.lower()
+    for words, kind in _PROBLEMS:
+        if words in low:
+            return kind, said
+    return None
+
+
+def study_error(exc: BaseException, name: str) -> VistkitError:
+    """One sentence for a storage error of study ``name`` (``exc`` one that `storage_problem` recognises): an
+    `InputError` for a study that cannot be read, an `OutputError` for one that cannot be written."""
+    kind, said = storage_problem(exc) or ("io", (str(exc).splitlines() or [""])[0][:200])
+    if kind == "damaged":
+        return InputError(f"cannot read study {name}: {said} ({_HINTS[kind]})")
+    if kind in ("locked", "unopenable"):
+        return InputError(f"cannot use study {name}: {said} ({_HINTS[kind]})")
+    return OutputError(f"cannot write study {name}: {said} ({_HINTS[kind]}); nothing was stored")
+
+
+def check_writable(st: Study, name: str) -> None:
+    """Refuse, with one sentence, a study this process cannot write (a read-only file or folder) or whose SQLite
+    file is damaged: a server would otherwise start and then fail every request. Nothing is changed."""
+    try:
+        with st.engine.connect() as conn:
+            if st.is_sqlite:
+                row = conn.exec_driver_sql("PRAGMA quick_check").first()
+                conn.rollback()
+                if row is not None and str(row[0]).lower() != "ok":
+                    raise InputError(f"cannot read study {name}: {row[0]} ({_HINTS['damaged']})")
+            try:  # a write that changes nothing, rolled back: SQLite refuses it on a read-only file
+                conn.execute(settings.update().where(settings.c.key == "schema_version").values(value=settings.c.value))
+            finally:
+                conn.rollback()
+    except InputError:
+        raise
+    except Exception as exc:
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        kind, said = problem
+        if kind in ("read-only", "full", "io"):
+            raise OutputError(
+                f"study {name} cannot be written ({said}), so no judgement could be stored; {_HINTS[kind]}"
+            ) from None
+        raise study_error(exc, name) from None
 
 
 # --------------------------------------------------------------------------------------------------- tokens

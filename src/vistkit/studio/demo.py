@@ -53,14 +53,17 @@ def stand_in_photos(folder: Path) -> tuple[list[str], str]:
     except ImportError:
         found = []
     if len(found) >= 5:
-        for name in found:
-            copy_file(src / name, folder / name, force=True)
-        return [Path(name).stem for name in found], "scikit-image sample photos (public domain / CC0), stand-ins"
+        ids = []
+        for name in found:  # photo ids of letters and digits only (hubble_deep_field -> hubbledeepfield): see plan
+            pid = "".join(ch for ch in Path(name).stem if ch.isascii() and ch.isalnum())
+            copy_file(src / name, folder / f"{pid}{Path(name).suffix}", force=True)
+            ids.append(pid)
+        return ids, "scikit-image sample photos (public domain / CC0), stand-ins"
     colours = [(200, 90, 80), (80, 150, 200), (90, 170, 110), (210, 180, 70), (150, 110, 190), (120, 120, 120)]
     ids = []
     for n, c in enumerate(colours, start=1):
-        write_bytes(folder / f"placeholder-{n}.png", _png(64, 48, c), force=True)
-        ids.append(f"placeholder-{n}")
+        write_bytes(folder / f"placeholder{n}.png", _png(64, 48, c), force=True)
+        ids.append(f"placeholder{n}")
     return ids, "generated placeholder images"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,31 @@ class PlanItem:
     photo_ids: tuple[str, ...] = ()
     stories: list[PlanStory] = field(default_factory=list)
     is_gold: bool = False
+    photo_source: str = ""  # the system whose story gave the photo ids (for messages)
+
+
+#: a photo id that survives the exports: they join an item's ids with "-" (the challenge's img_seq), and
+#: `vistkit.meta.human.parse_img_seq` reads back the runs of ASCII letters and digits
+PHOTO_ID = re.compile(r"[A-Za-z0-9]+")
+
+
+def check_items(items: Sequence[PlanItem]) -> None:
+    """Refuse, with one sentence naming the system and the item, a blank story or a photo id that the exports
+    would not give back (see `PHOTO_ID`)."""
+    for it in items:
+        for s in it.stories:
+            if not s.text.strip():
+                raise InputError(
+                    f"--stories {s.system}: the story of item {it.key!r} is empty; fill it in or leave the item out"
+                )
+        for pid in it.photo_ids:
+            if not PHOTO_ID.fullmatch(pid):
+                source = f"--stories {it.photo_source}: " if it.photo_source else ""
+                read_back = "-".join(PHOTO_ID.findall(pid)) or "nothing"
+                raise InputError(
+                    f"{source}item {it.key!r} has the photo id {pid!r}, which the exports' img_seq (ids joined by "
+                    f"'-') would give back as {read_back!r}; photo ids may hold only ASCII letters and digits"
+                )
 
 
 def items_from_story_sets(
@@ -71,12 +97,14 @@ def items_from_story_sets(
     out = []
     for k in shared:
         photos: tuple[str, ...] = ()
+        source = ""
         row = []
         for name, keyed in by_system.items():
             s = keyed[k]
-            photos = photos or tuple(s.photo_ids)
+            if not photos and s.photo_ids:
+                photos, source = tuple(s.photo_ids), name
             row.append(PlanStory(system=name, story_id=s.story_id, text=s.text))
-        out.append(PlanItem(key=k, photo_ids=photos, stories=row))
+        out.append(PlanItem(key=k, photo_ids=photos, stories=row, photo_source=source))
     return out
 
 
@@ -146,6 +174,18 @@ def _n_units(task: str, n_stories: int) -> int:
     return n_stories
 
 
+def _remove_new_study(file: Path | None) -> None:
+    """Remove a SQLite study that `create_study` made and could not finish (and its -wal, -shm, -journal files)."""
+    import contextlib
+    import os
+
+    if file is None:
+        return
+    for p in (file, Path(f"{file}-wal"), Path(f"{file}-shm"), Path(f"{file}-journal")):
+        with contextlib.suppress(OSError):
+            os.unlink(p)
+
+
 def create_study(
     study_path: str | Path,
     *,
@@ -200,11 +240,12 @@ def create_study(
     items = list(items)
     if not items:
         raise InputError("the study has no items")
+    check_items(items)
     if task != "likert" and any(len(it.stories) < 2 for it in items):
         raise InputError(f"a {task} study needs at least two systems (give two or more --stories)")
-    url = db.study_url(study_path)
-    if url.startswith("sqlite") and Path(str(study_path)).exists():
-        raise InputError(f"{study_path} exists already; choose a new file name (a study is never overwritten)")
+    file = db.sqlite_path(study_path)
+    if file is not None and file.exists():
+        raise InputError(f"{file} exists already; choose a new file name (a study is never overwritten)")
     systems = sorted({s.system for it in items for s in it.stories if s.system})
     if reference_system != "human" and reference_system not in systems:
         raise InputError(
@@ -218,61 +259,72 @@ def create_study(
             f"this study would plan {slots:,} assignments ({per_item:,} per unit); at most {MAX_SLOTS:,}: "
             "use fewer items (--max-items), fewer systems or a smaller --per-item"
         )
-    st = db.open_study(study_path, create=True)
-    admin_token = db.new_token()
-    study_id = db.new_token()[:12]
-    n_units = n_assign = 0
-    with st.write() as conn:
-        if conn.execute(db.items.select().limit(1)).first() is not None:
-            raise InputError(f"{study_path} already holds a study")
-        db.put_settings(
-            conn,
-            {
-                "study_id": study_id,
-                "title": title,
-                "task": task,
-                "per_item": per_item,
-                "aspects": list(aspects),
-                "photos_dir": None if photos_dir is None else str(Path(photos_dir).resolve()),
-                "photo_url": photo_url,
-                "gold_pass": gold_pass,
-                "reference_system": reference_system,
-                "allow_same": allow_same,
-                "claim_timeout": claim_timeout,
-                "seed": seed,
-                "created_at": db.now(),
-                "secret": secrets.token_hex(32),
-                "admin_token_hash": db.token_hash(admin_token),
-            },
-        )
-        for it in plan:
-            item_id = conn.execute(
-                insert(db.items).values(key=it.key, photo_ids=json.dumps(list(it.photo_ids)), is_gold=it.is_gold)
-            ).inserted_primary_key[0]  # type: ignore[index]
-            sids = [
-                conn.execute(
-                    insert(db.stories).values(
-                        item_id=item_id, system=s.system, story_id=s.story_id, text=s.text, gold_role=s.gold_role
-                    )
+    if file is not None:  # made here (and only here: never another's file), so that a failure may remove it
+        db._create_private(file, exist_ok=False)
+    try:  # a failure (a full disk, Ctrl-C) leaves no half-made study behind: the new file is removed
+        st = db.open_study(study_path, create=True)
+    except BaseException:
+        _remove_new_study(file)
+        raise
+    try:
+        admin_token = db.new_token()
+        study_id = db.new_token()[:12]
+        n_units = n_assign = 0
+        with st.write() as conn:
+            if conn.execute(db.items.select().limit(1)).first() is not None:
+                raise InputError(f"{study_path} already holds a study")
+            db.put_settings(
+                conn,
+                {
+                    "study_id": study_id,
+                    "title": title,
+                    "task": task,
+                    "per_item": per_item,
+                    "aspects": list(aspects),
+                    "photos_dir": None if photos_dir is None else str(Path(photos_dir).resolve()),
+                    "photo_url": photo_url,
+                    "gold_pass": gold_pass,
+                    "reference_system": reference_system,
+                    "allow_same": allow_same,
+                    "claim_timeout": claim_timeout,
+                    "seed": seed,
+                    "created_at": db.now(),
+                    "secret": secrets.token_hex(32),
+                    "admin_token_hash": db.token_hash(admin_token),
+                },
+            )
+            for it in plan:
+                item_id = conn.execute(
+                    insert(db.items).values(key=it.key, photo_ids=json.dumps(list(it.photo_ids)), is_gold=it.is_gold)
                 ).inserted_primary_key[0]  # type: ignore[index]
-                for s in it.stories
-            ]
-            for unit in _units(task, sids):
-                if it.is_gold and task == "pairwise" and len(unit) != 2:
-                    continue
-                unit_id = conn.execute(
-                    insert(db.units).values(item_id=item_id, story_ids=json.dumps(unit), is_gold=it.is_gold)
-                ).inserted_primary_key[0]  # type: ignore[index]
-                n_units += 1
-                rows = []
-                for slot in range(per_item):
-                    order = unit[:]
-                    rng.shuffle(order)
-                    rows.append(
-                        {"unit_id": unit_id, "slot": slot, "story_order": json.dumps(order), "rnd": rng.random()}
-                    )
-                conn.execute(insert(db.assignments), rows)
-                n_assign += len(rows)
+                sids = [
+                    conn.execute(
+                        insert(db.stories).values(
+                            item_id=item_id, system=s.system, story_id=s.story_id, text=s.text, gold_role=s.gold_role
+                        )
+                    ).inserted_primary_key[0]  # type: ignore[index]
+                    for s in it.stories
+                ]
+                for unit in _units(task, sids):
+                    if it.is_gold and task == "pairwise" and len(unit) != 2:
+                        continue
+                    unit_id = conn.execute(
+                        insert(db.units).values(item_id=item_id, story_ids=json.dumps(unit), is_gold=it.is_gold)
+                    ).inserted_primary_key[0]  # type: ignore[index]
+                    n_units += 1
+                    rows = []
+                    for slot in range(per_item):
+                        order = unit[:]
+                        rng.shuffle(order)
+                        rows.append(
+                            {"unit_id": unit_id, "slot": slot, "story_order": json.dumps(order), "rnd": rng.random()}
+                        )
+                    conn.execute(insert(db.assignments), rows)
+                    n_assign += len(rows)
+    except BaseException:
+        st.engine.dispose()
+        _remove_new_study(file)
+        raise
     st.engine.dispose()
     return {
         "study_id": study_id,

@@ -149,23 +149,47 @@ def _open_claim(conn: Connection, annotator: Annotator) -> int | None:
     return None if row is None else int(row.id)
 
 
+def _lock_annotator(conn: Connection, annotator: Annotator) -> None:
+    """Serialise this annotator's claims across threads and processes for the rest of the transaction: a write
+    that changes nothing (SQLite: takes the database's write lock before anything is read; PostgreSQL and others:
+    locks the annotator's row), so what the transaction reads next is not changed under it by another claim."""
+    an = db.annotators
+    conn.execute(update(an).where(an.c.id == annotator.id).values(quota=an.c.quota))
+
+
 def claim_next(st: db.Study, annotator: Annotator) -> int | None:
     """The annotator's open assignment, or a newly claimed one (never a unit they already have), or None.
 
-    Claims left unsubmitted for longer than the study's ``claim_timeout`` are given to someone else.
+    An annotator holds at most one open claim, and claims no more tasks than their quota: both are checked in the
+    same write transaction that makes the claim, so parallel page loads (one link opened in many tabs, or several
+    server processes) cannot claim more. Claims left unsubmitted for longer than the study's ``claim_timeout`` are
+    given to someone else.
     """
-    with st.read() as conn:
+    with st.read() as conn:  # the common case, without the write lock: the task already claimed
         current = _open_claim(conn, annotator)
-        if current is not None:
-            return current
         done, total = _counts(conn, annotator)
-    if done >= total:
+    if current is not None and done < total:
+        return current
+    if current is None and done >= total:
         return None
     a = db.assignments
     stale = db.now() - float(st.setting("claim_timeout", 3600.0))
-    for _ in range(8):
-        with st.write(durable=False) as conn:
-            mine = select(a.c.unit_id).where(a.c.annotator_id == annotator.id).scalar_subquery()
+    with st.write(durable=False) as conn:
+        _lock_annotator(conn, annotator)
+        current = _open_claim(conn, annotator)
+        done, total = _counts(conn, annotator)
+        if done >= total:
+            if current is not None:  # claims beyond the quota (left by an older vistkit): free them for others
+                conn.execute(
+                    update(a)
+                    .where(a.c.annotator_id == annotator.id, a.c.submitted_at.is_(None))
+                    .values(annotator_id=None, claimed_at=None)
+                )
+            return None
+        if current is not None:
+            return current
+        mine = select(a.c.unit_id).where(a.c.annotator_id == annotator.id).scalar_subquery()
+        for _ in range(8):  # another annotator may take the same slot between the two statements (not on SQLite)
             cand = conn.execute(
                 select(a.c.id)
                 .where(
@@ -305,6 +329,13 @@ def _submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[st
             if prior.answer == canonical:
                 return {"saved": True, "duplicate": True}
             raise StudioError(409, "this task was already submitted with another answer")
+        if annotator.quota is not None:
+            _lock_annotator(conn, annotator)  # two tabs submitting at once cannot both pass the check below
+            done, total = _counts(conn, annotator)
+            if done >= total:
+                raise StudioError(
+                    409, f"this invite link has done all {total} of its tasks; this answer was not stored"
+                )
         roles = dict(
             conn.execute(select(db.stories.c.id, db.stories.c.gold_role).where(db.stories.c.id.in_(order))).all()
         )
