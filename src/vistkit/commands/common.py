@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperCommand
 
 from vistkit.report.tables import OutputFormat
 
@@ -225,3 +226,61 @@ def check_seed(value: int | None) -> int | None:
     if value is not None and value < 0:
         raise typer.BadParameter(f"must be 0 or more, got {value}")
     return value
+
+
+def check_confidence(value: float | None) -> float | None:
+    """Typer callback of --confidence: a level strictly between 0 and 1 (NaN and infinities refused), checked
+    before any scoring (a late refusal would waste the scoring and leave a ``--per-item`` file behind)."""
+    if value is not None and not 0.0 < value < 1.0:
+        raise typer.BadParameter(f"must be between 0 and 1, e.g. 0.95, got {value}")
+    return value
+
+
+def parse_metric_selection(value: str | list[str]) -> list[str]:
+    """`parse_metric_names`, with ``all`` only alone (``-m rovist-nr,all`` is refused in one sentence)."""
+    from vistkit.errors import InputError
+
+    names = parse_metric_names(value)
+    if "all" in names and len(names) > 1:
+        others = ", ".join(n for n in names if n != "all")
+        raise InputError(
+            f"--metrics all must be used alone (it runs every metric these inputs allow), not with {others}"
+        )
+    return names
+
+
+def _repeated_single_values(order: list[Any]) -> list[tuple[str, int]]:
+    """``(option, times)`` for each single-value option that ``order`` (click's parse order) holds twice or
+    more; flags, counters and repeatable options may repeat."""
+    counts: dict[int, int] = {}
+    params: dict[int, Any] = {}
+    for param in order:
+        if (
+            getattr(param, "param_type_name", "") != "option"
+            or getattr(param, "multiple", False)
+            or getattr(param, "is_flag", False)
+            or getattr(param, "count", False)
+        ):
+            continue
+        counts[id(param)] = counts.get(id(param), 0) + 1
+        params[id(param)] = param
+    return [("/".join(sorted(params[k].opts, key=len)), n) for k, n in counts.items() if n > 1]
+
+
+class OnceCommand(TyperCommand):
+    """A verb whose single-value options may be given once: ``-r A -r B`` is a usage error in one sentence
+    instead of silently keeping B (use as ``@app.command(cls=OnceCommand)``)."""
+
+    def make_parser(self, ctx: Any) -> Any:
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_once(args: list[str]) -> Any:
+            opts, rest, order = parse(args=args)
+            if (repeated := _repeated_single_values(order)) and not ctx.resilient_parsing:
+                name, times = repeated[0]
+                ctx.fail(f"{name} is given {times} times but takes one value: give it once")
+            return opts, rest, order
+
+        setattr(parser, "parse_args", parse_once)  # noqa: B010  (click keeps the parse order local)
+        return parser

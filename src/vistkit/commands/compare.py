@@ -11,6 +11,7 @@ A pairwise metric (a ranker) is asked per matched pair; any other metric compare
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +27,22 @@ from vistkit.commands.common import (
     KeyOption,
     MetricOptionOption,
     MetricsOption,
+    OnceCommand,
     ReferencesOption,
     RefFormatOption,
     TemplateOption,
     WorkersOption,
+    check_confidence,
     check_resamples,
     check_seed,
     echo,
+    note,
     open_engine,
-    parse_metric_names,
+    parse_metric_selection,
     read_references,
 )
 from vistkit.data.story import Keying, StorySet
-from vistkit.errors import InputError
+from vistkit.errors import InputError, warn
 from vistkit.metrics.base import Metric, Score
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
 from vistkit.scores.stats import DEFAULT_SEED, Comparison
@@ -46,18 +50,80 @@ from vistkit.scores.stats import DEFAULT_SEED, Comparison
 TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomisation"}
 
 
+def _stem(path: Path) -> str:
+    """A system file's default name: its name up to the first dot (``stdin`` for ``-``)."""
+    return "stdin" if str(path) == "-" else path.name.split(".")[0] or path.name
+
+
+def _unique_labels(keys: list[str]) -> dict[str, str]:
+    """Distinct files (absolute paths, or ``-``) -> distinct names: the stem, and for files whose stems collide
+    as many parent folders as it takes to tell them apart (``d1/sys``, ``d2/sys``)."""
+    parts = {k: ("stdin",) if k == "-" else (*Path(k).parent.parts[1:], _stem(Path(k))) for k in keys}
+    depth = dict.fromkeys(keys, 1)
+    while True:
+        labels = {k: "/".join(parts[k][-depth[k] :]) for k in keys}
+        groups: dict[str, list[str]] = {}
+        for k, label in labels.items():
+            groups.setdefault(label, []).append(k)
+        deeper = [k for group in groups.values() if len(group) > 1 for k in group if depth[k] < len(parts[k])]
+        if not deeper:  # distinct absolute paths always end distinct
+            return labels
+        for k in deeper:
+            depth[k] += 1
+
+
 def system_names(paths: list[Path], names: list[str]) -> list[str]:
-    """``--name`` values, else file stems (made unique with a counter)."""
-    if names and len(names) != len(paths):
-        raise InputError(f"give one --name per system file ({len(paths)} files, {len(names)} names)")
-    raw = names or [("stdin" if str(p) == "-" else p.name.split(".")[0] or p.name) for p in paths]
+    """``--name`` values (one per file, non-empty, distinct), else file stems; files whose stems collide get
+    parent folders (``d1/sys``, ``d2/sys``), and a file given twice a counter (``sys-2``) that no other system
+    has, so every name means one file (`repeated_files` says which)."""
+    if names:
+        if len(names) != len(paths):
+            raise InputError(f"give one --name per system file ({len(paths)} files, {len(names)} names)")
+        if empty := next((n for n in names if not n.strip()), None):
+            raise InputError(f"--name {empty!r} is empty: give every system a visible name")
+        if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
+            raise InputError(f"--name {dup!r} is given to two systems: give each system its own name")
+        return list(names)
+    keys = ["-" if str(p) == "-" else os.path.abspath(p) for p in paths]
+    labels = _unique_labels(list(dict.fromkeys(keys)))
+    taken = set(labels.values())
     out: list[str] = []
-    for name in raw:
-        candidate, k = name, 2
-        while candidate in out:
-            candidate, k = f"{name}-{k}", k + 1
-        out.append(candidate)
+    for key in keys:
+        name = labels[key]
+        if name in out:  # the same file again
+            k = 2
+            while f"{name}-{k}" in taken:
+                k += 1
+            name = f"{name}-{k}"
+            taken.add(name)
+        out.append(name)
     return out
+
+
+def repeated_files(paths: list[Path], labels: list[str]) -> list[str]:
+    """One sentence per file given more than once: which systems it became (they hold the same stories)."""
+    keys = ["-" if str(p) == "-" else os.path.abspath(p) for p in paths]
+    out = []
+    for key in dict.fromkeys(keys):
+        same = [label for k, label in zip(keys, labels, strict=True) if k == key]
+        if len(same) > 1:
+            path = paths[keys.index(key)]
+            out.append(f"{path} is given {len(same)} times: its systems {', '.join(same)} hold the same stories")
+    return out
+
+
+def check_baseline(baseline: str | None, labels: list[str], paths: list[Path], *, named: bool) -> None:
+    """`InputError` unless ``baseline`` is one of the system names; a file stem shared by several systems
+    (``--baseline sys`` for ``d1/sys``, ``d2/sys``) is called ambiguous."""
+    if baseline is None or baseline in labels:
+        return
+    same_stem = [label for label, p in zip(labels, paths, strict=True) if _stem(p) == baseline]
+    if not named and len(same_stem) > 1:
+        raise InputError(
+            f"--baseline {baseline!r} is ambiguous: the systems {', '.join(same_stem)} come from files named "
+            f"{baseline}; give one of these names (or name the systems with --name)"
+        )
+    raise InputError(f"--baseline {baseline!r} is not one of the systems: {', '.join(labels)}")
 
 
 UNITS = {"sequence": "photo sequences", "story": "stories", "album": "albums"}
@@ -156,12 +222,23 @@ def comparison_payload(c: Comparison) -> dict[str, Any]:
 
 
 def render_comparison(
-    c: Comparison, fmt: OutputFormat, h2h: dict[str, dict[str, dict[str, Any]]] | None = None
+    c: Comparison,
+    fmt: OutputFormat,
+    h2h: dict[str, dict[str, dict[str, Any]]] | None = None,
+    *,
+    skipped: dict[str, str] | None = None,
 ) -> str:
     """One systems x metrics table: ``score [lo, hi]`` plus ``*`` (p < 0.05) / ``**`` (p < 0.01); the head-to-head
-    shares ``h2h`` (when given) under ``"preferred"`` in JSON and as sentences under the text/LaTeX table."""
+    shares ``h2h`` (when given) under ``"preferred"`` in JSON and as sentences under the text/LaTeX table;
+    ``skipped`` (``--metrics all``: metric -> why) under ``"skipped"`` in JSON."""
     if fmt is OutputFormat.JSON:
-        return dumps_json({**comparison_payload(c), **({"preferred": h2h} if h2h is not None else {})})
+        return dumps_json(
+            {
+                **comparison_payload(c),
+                **({"preferred": h2h} if h2h is not None else {}),
+                **({"skipped": skipped} if skipped else {}),
+            }
+        )
     if fmt is OutputFormat.CSV:
         columns = ["system", "metric", "score", "ci_low", "ci_high", "p_value", "mark", "n_items"]
         rows: list[list[Any]] = []
@@ -204,7 +281,7 @@ def render_comparison(
     return render_table(columns, table, fmt, title="vistkit compare", caption="\n".join(notes))
 
 
-@app.command()
+@app.command(cls=OnceCommand)
 def compare(
     systems: list[Path] = typer.Argument(
         ..., metavar="FILE...", help="Two or more system story files (any VIST format; one may be - for stdin)."
@@ -224,7 +301,9 @@ def compare(
         None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar).",
         callback=check_resamples,
     ),
-    confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the intervals."),
+    confidence: float = typer.Option(
+        0.95, "--confidence", help="Confidence level of the intervals.", callback=check_confidence
+    ),
     n_bootstrap: int = typer.Option(
         1000, "--n-bootstrap", help="Bootstrap resamples for the intervals.", callback=check_resamples
     ),
@@ -248,7 +327,13 @@ def compare(
 ) -> None:
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
     from vistkit import progress
-    from vistkit.commands.score import build_metrics, parse_metric_options, score_all, warn_unused_options
+    from vistkit.commands.score import (
+        all_runnable,
+        build_metrics,
+        parse_metric_options,
+        score_all,
+        warn_unused_options,
+    )
     from vistkit.data.readers import read_stories, read_template
     from vistkit.scores.stats import compare_scores
 
@@ -256,26 +341,44 @@ def compare(
         raise InputError("compare needs at least two system files")
     if test not in TEST_NAMES:
         raise InputError(f"--test {test!r}: use bs (paired bootstrap) or ar (approximate randomisation)")
-    labels = system_names(systems, names)
-    if baseline is not None and baseline not in labels:
-        raise InputError(f"--baseline {baseline!r} is not one of the systems: {', '.join(labels)}")
-    metric_names = parse_metric_names(metrics)
+    metric_names = parse_metric_selection(metrics)
     if not metric_names:
-        raise InputError("give at least one metric: --metrics sacrebleu,bertscore")
+        raise InputError("give at least one metric: --metrics sacrebleu,bertscore (or --metrics all)")
+    labels = system_names(systems, names)
+    check_baseline(baseline, labels, systems, named=bool(names))
+    per_metric = parse_metric_options(option)
+    warn_unused_options(metric_names, per_metric)
     refs = read_references(references, ref_format)
     seqs = read_template(template) if template is not None else None
     scores: dict[str, dict[str, Any]] = {}
     stories: dict[str, StorySet] = {}
+    skipped: dict[str, str] | None = None
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
-        per_metric = parse_metric_options(option)
-        warn_unused_options(metric_names, per_metric)
-        built = build_metrics(metric_names, {}, per_metric, engine=eng)
+        if metric_names == ["all"]:  # as `vistkit score -m all`; a metric that fails on any system is left out
+            built, skipped = all_runnable({}, per_metric, has_references=refs is not None, engine=eng)
+        else:
+            built = build_metrics(metric_names, {}, per_metric, engine=eng)
         for label, path in zip(labels, systems, strict=True):
             hyps = read_stories(path, format=hyp_format, field=hyp_field)
             stories[label] = hyps
+            failed: dict[str, str] | None = None if skipped is None else {}
             with progress.labelled(label):  # "sysA: bertscore: scored 1,200/2,019 stories ..."
-                results = score_all(built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent)
+                results = score_all(
+                    built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=failed
+                )
             scores[label] = {r.metric: r for r in results}
+            if failed and skipped is not None:
+                skipped.update({name: f"{label}: {why}" for name, why in failed.items()})
+                built = [m for m in built if m.name not in failed]
+    for repeated in repeated_files(systems, labels):  # said once every input has been read
+        warn(repeated)
+    if skipped is not None:
+        for label in scores:  # the metrics every system was scored with
+            scores[label] = {m.name: scores[label][m.name] for m in built}
+        for name, why in skipped.items():
+            note(f"skipped {name}: {why}")
+        if not built:
+            raise InputError("no metric could score these systems (see the reasons above)")
     comparison = compare_scores(
         scores,
         baseline=baseline,
@@ -294,4 +397,4 @@ def compare(
         n_bootstrap=n_bootstrap,
         seed=seed,
     )
-    echo(render_comparison(comparison, fmt, h2h))
+    echo(render_comparison(comparison, fmt, h2h, skipped=skipped))

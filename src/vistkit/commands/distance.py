@@ -18,6 +18,7 @@ from vistkit.commands.common import (
     EngineOption,
     FormatOption,
     GpusPerWorkerOption,
+    OnceCommand,
     WorkersOption,
     emit,
     open_engine,
@@ -95,7 +96,7 @@ def _warn_unused(
                 warn(f"{flag} is ignored: it feeds G, which --dimensions {','.join(dims)} leaves out")
 
 
-@app.command()
+@app.command(cls=OnceCommand)
 @writes_output(per_item="file")
 def distance(
     human: Path | None = typer.Option(

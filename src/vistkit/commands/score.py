@@ -20,16 +20,18 @@ from vistkit.commands.common import (
     KeyOption,
     MetricOptionOption,
     MetricsOption,
+    OnceCommand,
     ReferencesOption,
     RefFormatOption,
     TemplateOption,
     WorkersOption,
+    check_confidence,
     check_resamples,
     check_seed,
     echo,
     note,
     open_engine,
-    parse_metric_names,
+    parse_metric_selection,
     read_references,
     warn_ignored,
     writes_output,
@@ -45,15 +47,23 @@ def parse_metric_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
     """``["meteor-vist.drop_non_ascii=true", "bertscore.idf=yes"]`` -> per-metric option dicts.
 
     Each value is read as the type the metric's option declares (`coerce_option`): a value of the wrong type is
-    one clear error naming the option (``--option bertscore.layer=abc``), and booleans are strict.
+    one clear error naming the option (``--option bertscore.layer=abc``), and booleans are strict. The same
+    option given twice is refused (it would silently keep the last value).
     """
     out: dict[str, dict[str, Any]] = {}
+    given: dict[tuple[str, str], str] = {}
     for pair in pairs:
         if "=" not in pair or "." not in pair.split("=", 1)[0]:
             raise InputError(f"--option {pair!r}: write METRIC.OPTION=VALUE, e.g. bertscore.idf=true")
         left, value = pair.split("=", 1)
         metric, option = left.split(".", 1)
         option = option.replace("-", "_")
+        if (metric, option) in given:
+            raise InputError(
+                f"--option {metric}.{option} is given twice ({given[metric, option]!r}, then {value!r}): give it "
+                "once"
+            )
+        given[metric, option] = value
         out.setdefault(metric, {})[option] = coerce_option(metric, option, value)
     return out
 
@@ -130,17 +140,23 @@ def coerce_option(metric: str, option: str, value: str) -> Any:
 
 
 def warn_unused_options(names: list[str], per_metric: dict[str, dict[str, Any]]) -> None:
-    """One warning per ``--option`` given for a metric that is not being run (it would be silently ignored)."""
-    from vistkit.errors import VistkitError, warn
+    """One warning per ``--option`` given for a metric that is not being run (it would be silently ignored);
+    under ``--metrics all``, for a metric vistkit does not have (a metric ``all`` skips says why itself)."""
+    from vistkit.errors import UnknownMetricError, VistkitError, warn
 
     for metric, opts in per_metric.items():
-        if metric not in names and "all" not in names:
-            shown = ", ".join(f"--option {metric}.{k}" for k in opts)
-            try:
-                get_metric_class(metric)
-            except VistkitError:
-                warn(f"{shown} is ignored: vistkit has no metric {metric!r} (see `vistkit metrics`)")
-                continue
+        if metric in names and metric != "all":
+            continue
+        shown = ", ".join(f"--option {metric}.{k}" for k in opts)
+        try:
+            get_metric_class(metric)
+        except UnknownMetricError:
+            warn(f"{shown} is ignored: vistkit has no metric {metric!r} (see `vistkit metrics`)")
+            continue
+        except VistkitError as exc:  # known, but it cannot run here
+            warn(f"{shown} is ignored: {str(exc).rstrip('.')}")
+            continue
+        if "all" not in names:
             warn(f"{shown} is ignored: {metric} is not among the metrics run ({', '.join(names)})")
 
 
@@ -356,7 +372,7 @@ def score_only(results: list[Score]) -> str:
     return "\n".join(fmt_number(r.corpus) for r in results)
 
 
-@app.command()
+@app.command(cls=OnceCommand)
 @writes_output(per_item="file")
 def score(
     hypotheses: Path = typer.Argument(
@@ -411,7 +427,10 @@ def score(
         False, "--reference-absent", help="Remove the scored story from its own references (Vrank Eq. 3)."
     ),
     confidence: float | None = typer.Option(
-        None, "--confidence", help="Add bootstrap confidence intervals at this level (e.g. 0.95)."
+        None,
+        "--confidence",
+        help="Add bootstrap confidence intervals at this level (e.g. 0.95).",
+        callback=check_confidence,
     ),
     n_bootstrap: int | None = typer.Option(
         None, "--n-bootstrap", help="Bootstrap resamples for --confidence (default 1000).", callback=check_resamples
@@ -434,16 +453,28 @@ def score(
     """
     from vistkit.data.readers import read_stories, read_template
 
-    names = parse_metric_names(metrics)
+    names = parse_metric_selection(metrics)
     if not names:
         raise InputError("give at least one metric: --metrics meteor-vist,rovist-nr (or --metrics all)")
     shared: dict[str, Any] = {"drop_non_ascii": drop_non_ascii or None}
     shared.update(images=images, regions=regions, photos=photos)  # grounding metrics
     per_metric = parse_metric_options(option)
     skipped: dict[str, str] | None = None
+    warn_unused_options(names, per_metric)
     if names != ["all"]:
-        warn_unused_options(names, per_metric)
         warn_unused_shared(names, shared)
+    bootstrap_flags = [
+        flag
+        for flag, v in (("--confidence", confidence), ("--n-bootstrap", n_bootstrap), ("--seed", seed))
+        if v is not None
+    ]
+    if score_only_:  # -b prints the bare scores: no table to hold intervals, no format to apply
+        ignored = bootstrap_flags + (["--format"] if fmt is not OutputFormat.TEXT else [])
+        if ignored:
+            warn_ignored(ignored, "the score table, which -b/--score-only leaves out")
+        confidence = n_bootstrap = seed = None
+    elif confidence is None and bootstrap_flags:
+        warn_ignored(bootstrap_flags, "the bootstrap of --confidence (e.g. --confidence 0.95)")
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
         if names == ["all"]:
             built, skipped = all_runnable(shared, per_metric, has_references=references is not None, engine=eng)
@@ -462,9 +493,6 @@ def score(
     if per_item is not None:
         write_per_item(per_item, results)
     cis = None
-    unused = [flag for flag, v in (("--n-bootstrap", n_bootstrap), ("--seed", seed)) if v is not None]
-    if confidence is None and unused:
-        warn_ignored(unused, "the bootstrap of --confidence (e.g. --confidence 0.95)")
     if confidence is not None:
         from vistkit.scores.stats import bootstrap_ci
 

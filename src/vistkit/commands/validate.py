@@ -13,12 +13,19 @@ from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 @app.command()
 def validate(
-    submission: Path = typer.Argument(..., help="The submission JSON (the challenge format)."),
+    submission: Path = typer.Argument(
+        ..., help="The submission JSON (the challenge format); - reads standard input."
+    ),
     template: Path | None = typer.Option(
-        None, "--template", help="Challenge template (vist-challenge-template.json): the required sequences."
+        None,
+        "--template",
+        help="Challenge template (vist-challenge-template.json): the required sequences; - reads standard input.",
     ),
     references: Path | None = typer.Option(
-        None, "--references", "-r", help="Human stories with photo sequences (e.g. the VIST test SIS)."
+        None,
+        "--references",
+        "-r",
+        help="Human stories with photo sequences (e.g. the VIST test SIS); - reads standard input.",
     ),
     fmt: OutputFormat = FormatOption,
 ) -> None:

@@ -276,28 +276,66 @@ def csv_delimiter(path: str | Path) -> str:
 
 
 class CsvFile:
-    """Rows of a CSV file as dicts, read through the shared decoding path (see `open_csv`)."""
+    """Rows of a CSV file as dicts, read through the shared decoding path (see `open_csv`).
+
+    Nothing is dropped silently: a header naming a column twice, a row with more or fewer cells than the header
+    and a quoted cell that never ends (or text after a closing quote) are refused naming the line. Lines that
+    are empty or hold only spaces are skipped.
+    """
 
     def __init__(self, fh: io.TextIOBase, path: str | Path, delimiter: str) -> None:
         self.path = path
-        self._reader = csv.DictReader(iter_lines(fh, path), delimiter=delimiter)
+        self._rows = csv.reader(iter_lines(fh, path), delimiter=delimiter, strict=True)
+        self._end = 0  # the last line read so far
         try:
-            names = self._reader.fieldnames
+            header = next(self._rows, [])
         except csv.Error as exc:
-            raise InputError(f"{path}: malformed CSV ({exc})") from None
-        self.fieldnames: list[str] = [restore_cell(n.strip()) for n in names] if names else []
+            raise self._malformed(exc) from None
+        self._end = self._rows.line_num
+        self.fieldnames: list[str] = [restore_cell(n.strip()) for n in header]
+        seen: dict[str, int] = {}
+        for i, name in enumerate(self.fieldnames, start=1):
+            if name and name in seen:
+                raise InputError(
+                    f"{path} line 1: the header names the column {shown_names([name])!r} twice (columns "
+                    f"{seen[name]} and {i}), so one of them would be ignored; rename or remove one"
+                )
+            seen[name] = i
+
+    def _malformed(self, exc: csv.Error) -> InputError:
+        start, end = self._end + 1, self._rows.line_num
+        if "unexpected end of data" in str(exc):
+            return InputError(
+                f"{self.path} line {start}: a quoted cell of the row starting here is never closed (its '\"' runs "
+                f"to the end of the file, line {end}); add the closing quote"
+            )
+        if "expected after" in str(exc):
+            return InputError(
+                f"{self.path} line {end}: text follows a closing quote ({exc}); quote the whole cell and double "
+                "every '\"' inside it"
+            )
+        return InputError(f"{self.path} line {end}: malformed CSV ({exc})")
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
-        """``(line number, row)`` pairs; keys stripped, missing cells ``""``, extra cells dropped."""
+        """``(line number, row)`` pairs (the row's last line); keys stripped, cells restored (`restore_cell`)."""
+        names = self.fieldnames
+        width = len(names)
+        rows = self._rows
         try:
-            for row in self._reader:
-                yield self._reader.line_num, {
-                    restore_cell(k.strip()): (restore_cell(v) if isinstance(v, str) else "")
-                    for k, v in row.items()
-                    if k is not None
-                }
+            for row in rows:
+                if len(row) != width:
+                    if not row or (len(row) == 1 and not row[0].strip()):  # a blank line
+                        self._end = rows.line_num
+                        continue
+                    raise InputError(
+                        f"{self.path} line {self._end + 1}: {len(row)} cell{'s' if len(row) != 1 else ''} where "
+                        f"the header has {width} column{'s' if width != 1 else ''}; give every row one cell "
+                        "per column (quote cells that hold the delimiter)"
+                    )
+                self._end = rows.line_num
+                yield self._end, dict(zip(names, map(restore_cell, row), strict=True))
         except csv.Error as exc:
-            raise InputError(f"{self.path}: malformed CSV ({exc})") from None
+            raise self._malformed(exc) from None
 
 
 @contextmanager
@@ -308,7 +346,7 @@ def open_csv(path: str | Path, *, delimiter: str | None = None) -> Iterator[CsvF
 
 
 def read_csv(path: str | Path, *, delimiter: str | None = None) -> tuple[list[str], list[dict[str, str]]]:
-    """``(column names, rows)`` of a CSV with a header row (an empty file: an error)."""
+    """``(column names, rows)`` of a CSV with a header row (an empty file: an error); see `CsvFile`."""
     with open_csv(path, delimiter=delimiter) as f:
         if not f.fieldnames:
             raise InputError(f"{path}: empty CSV (no header row)")
@@ -316,13 +354,14 @@ def read_csv(path: str | Path, *, delimiter: str | None = None) -> tuple[list[st
 
 
 def read_csv_rows(path: str | Path, *, delimiter: str | None = None) -> list[list[str]]:
-    """All rows of a CSV as lists of cells (no header handling)."""
+    """All rows of a CSV as lists of cells (no header handling; an unterminated quote is refused)."""
     with open_text(path, newline="") as fh:
+        rows = csv.reader(iter_lines(fh, path), delimiter=delimiter or csv_delimiter(path), strict=True)
         try:
-            rows = csv.reader(iter_lines(fh, path), delimiter=delimiter or csv_delimiter(path))
             return [[restore_cell(c) for c in row] for row in rows]
         except csv.Error as exc:
-            raise InputError(f"{path}: malformed CSV ({exc})") from None
+            what = "a quoted cell is never closed" if "unexpected end of data" in str(exc) else str(exc)
+            raise InputError(f"{path} line {rows.line_num}: malformed CSV ({what})") from None
 
 
 def _inner_suffix(path: Path) -> str:
@@ -351,11 +390,75 @@ def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _printable(text: str) -> str:
+    """``text`` safe to print (lone surrogates and control characters escaped), shortened to 60 characters."""
+    shown = text if text.isprintable() else repr(text)[1:-1]
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def _json_path(path: tuple[Any, ...]) -> str:
+    """``("annotations", 3, 0, "text")`` -> ``annotations[3][0].text`` (odd keys quoted)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}" if out else part
+        else:
+            out += f"['{_printable(part)}']" if out else f"'{_printable(part)}'"
+    return out
+
+
+def unpaired_surrogate(data: Any) -> tuple[str, str] | None:
+    """The first lone UTF-16 surrogate in parsed JSON (json turns a ``"\\ud800"`` escape without its partner
+    into one, which no UTF-8 writer can write out): ``(where, the escape)``, e.g. ``("the key 's\\ud800'",
+    "\\ud800")`` or ``("the string at annotations[3][0].text", "\\udc00")``; None when there is none."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if m := _LONE_SURROGATE.search(value):
+                at = f"the string at {_json_path(path)}" if path else "the top-level string"
+                return at, f"\\u{ord(m.group()):04x}"
+        elif isinstance(value, dict):
+            for key in value:
+                if m := _LONE_SURROGATE.search(key):
+                    inside = f" in {_json_path(path)}" if path else ""
+                    return f"the key '{_printable(key)}'{inside}", f"\\u{ord(m.group()):04x}"
+            stack.extend((v, (*path, k)) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def refuse_surrogates(text: str, data: Any, where: str | Path) -> None:
+    """Refuse parsed JSON ``data`` (from ``text``, read from ``where``) that holds a lone surrogate, in one sentence
+    naming the key or string; a cheap test on ``text`` first, so files without ``\\uD8..`` escapes cost nothing."""
+    if "\\ud" not in text and "\\uD" not in text:
+        return
+    found = unpaired_surrogate(data)
+    if found is not None:
+        at, escape = found
+        raise InputError(
+            f"{where}: {at} holds an unpaired {escape} escape, which is not valid Unicode (half of a UTF-16 "
+            "surrogate pair); remove it or give the whole pair"
+        )
+
+
 def parse_json(text: str | bytes, where: str | Path) -> Any:
     """Parse JSON text read from ``where`` (named in every error): a syntax error names the line and column, a
-    key given twice in one object is refused naming it (nothing is dropped silently)."""
+    key given twice in one object is refused naming it (nothing is dropped silently), and so is a lone surrogate
+    (`refuse_surrogates`)."""
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = text.decode(ENCODING)
+        except UnicodeDecodeError as exc:
+            raise _decode_error(where, exc) from None
     try:
-        return json.loads(text, object_pairs_hook=unique_pairs)
+        data = json.loads(text, object_pairs_hook=unique_pairs)
     except DuplicateKeyError as exc:
         raise InputError(f"{where}: {exc}; each story (and each setting) must appear once") from None
     except json.JSONDecodeError as exc:
@@ -364,6 +467,8 @@ def parse_json(text: str | bytes, where: str | Path) -> Any:
         raise InputError(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:  # an integer literal over Python's 4300-digit limit
         raise InputError(f"{where}: invalid JSON ({_first_clause(exc)})") from None
+    refuse_surrogates(text, data, where)
+    return data
 
 
 def load_json(path: str | Path) -> Any:
@@ -473,19 +578,37 @@ def _check_field(field: str, fmt: str, p: Path) -> None:
         )
 
 
-def _read_stdin(*, format: str | None, system: str | None, field: str) -> StorySet:
-    """Stories piped into standard input (``-`` as the path), any format `read_stories` reads."""
+def read_stdin_bytes(what: str = "stories") -> bytes:
+    """The bytes piped into standard input (``-`` as a path), at most `vistkit.limits.max_input_bytes`; a
+    terminal (nothing piped in) is refused in one sentence saying what ``-`` was to read."""
     import sys
 
+    from vistkit.limits import input_too_large, max_input_bytes
+
+    stream = sys.stdin
+    if stream is None or (hasattr(stream, "isatty") and stream.isatty()):
+        raise InputError(f"- reads {what} from standard input, but nothing is piped in (e.g. cat FILE | ...)")
+    limit = max_input_bytes()
+    raw = getattr(stream, "buffer", None)
+    try:
+        if raw is not None:
+            data = raw.read(limit + 1)
+        else:  # a text stream (e.g. replaced in tests): its text back as the bytes it came from
+            data = stream.read(limit + 1).encode("utf-8", "surrogateescape")
+    except OSError as exc:
+        raise InputError(f"<stdin>: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise input_too_large("<stdin>", limit)
+    return data
+
+
+def _read_stdin(*, format: str | None, system: str | None, field: str) -> StorySet:
+    """Stories piped into standard input (``-`` as the path), any format `read_stories` reads."""
     name = Path("<stdin>")
     if format is not None and format not in FORMATS:
         raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-    stream = sys.stdin
-    if stream is None or (hasattr(stream, "isatty") and stream.isatty()):
-        raise InputError("- reads stories from standard input, but nothing is piped in (e.g. cat stories.json | ...)")
-    raw = getattr(stream, "buffer", None)
     try:
-        text = raw.read().decode(ENCODING) if raw is not None else stream.read().lstrip("\ufeff")
+        text = read_stdin_bytes().decode(ENCODING)
     except UnicodeDecodeError as exc:
         raise _decode_error("<stdin>", exc) from None
     if not text.strip():
@@ -500,13 +623,7 @@ def _read_stdin(*, format: str | None, system: str | None, field: str) -> StoryS
         with io.StringIO(text, newline="") as fh:
             stories = list(_csv_stories(CsvFile(fh, name, delimiter), name, system))
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"<stdin>: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-        except (RecursionError, ValueError) as exc:
-            raise InputError(f"<stdin>: invalid JSON ({_first_clause(exc)})") from None
-        stories = _json_stories(data, fmt, name, system=system, field=field)
+        stories = _json_stories(parse_json(text, "<stdin>"), fmt, name, system=system, field=field)
     if not stories:
         raise InputError("<stdin>: holds no stories")
     return StorySet(stories, source="<stdin>")
@@ -555,7 +672,9 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
             album, *photos = str(key).split("_")
             if not isinstance(text, str):
                 raise InputError(f"{p}: key {key!r}: text must be a string")
-            yield Story(story_id=str(key), text=text, photo_ids=tuple(photos), album_id=album, system=system)
+            where = f"{p}: key '{_printable(key)}'"
+            ids = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos, start=1))
+            yield Story(story_id=str(key), text=text, photo_ids=ids, album_id=album, system=system)
     elif fmt == "tapm-nested":
         _need_dict(data, p)
         for album, seqs in data.items():
@@ -564,7 +683,8 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
             for seq, text in seqs.items():
                 if not isinstance(text, str):
                     raise InputError(f"{p}: album {album!r} sequence {seq!r}: text must be a string")
-                seq_photos = tuple(str(seq).split("_"))
+                where = f"{p}: album '{_printable(album)}' sequence '{_printable(seq)}'"
+                seq_photos = tuple(photo_id_text(x, where, j) for j, x in enumerate(seq.split("_"), start=1))
                 yield Story(
                     story_id=f"{album}_{seq}", text=text, photo_ids=seq_photos, album_id=str(album), system=system
                 )
@@ -596,18 +716,16 @@ def _challenge(data: Any, p: Path, system: str | None) -> Iterator[Story]:
         photos = rec.get("photo_sequence")
         text = rec.get("story_text_normalized")
         album = rec.get("album_id")
-        if not isinstance(photos, list) or not photos or not all(isinstance(x, str | int) for x in photos):
+        if not isinstance(photos, list) or not photos:
             raise InputError(f"{where}: 'photo_sequence' must be a non-empty list of photo ids")
         if not isinstance(text, str):
             raise InputError(f"{where}: 'story_text_normalized' must be a string")
-        if album is not None and not isinstance(album, str | int):
-            raise InputError(f"{where}: 'album_id' must be a string")
-        ids = tuple(str(x) for x in photos)
+        ids = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos, start=1))
         yield Story(
             story_id=sequence_key(ids),
             text=text,
             photo_ids=ids,
-            album_id=None if album is None else str(album),
+            album_id=None if album is None else id_text(album, where, "album_id"),
             system=system or team,
         )
 
@@ -620,7 +738,11 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
         for name in ("story_id", "photo_flickr_id", "worker_arranged_photo_order", field):
             if name not in rec:
                 raise InputError(f"{p}: storylet {i + 1} has no field {name!r}")
-        by_story.setdefault(str(rec["story_id"]), []).append(rec)
+        where = f"{p}: storylet {i + 1}"
+        photo_id_text(rec["photo_flickr_id"], where, "photo_flickr_id")  # checked here, where the storylet can be named
+        if (album := rec.get("album_id")) is not None:
+            id_text(album, where, "album_id")
+        by_story.setdefault(id_text(rec["story_id"], where, "story_id"), []).append(rec)
     for sid, recs in by_story.items():
         try:
             recs.sort(key=lambda r: int(r["worker_arranged_photo_order"]))
@@ -645,11 +767,61 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
 
 
 _TEXT_FIELDS = ("text", "story", "story_text_normalized")
+_PHOTO_FIELDS = ("photo_ids", "photo_sequence")
+
+
+def _kind(value: Any) -> str:
+    """A JSON value as an error message shows it: ``null``, ``true``, ``the number 1.5``, ``an object``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"the number {value!r}"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def id_text(value: Any, where: str, what: str) -> str:
+    """An id (story, album, photo) as text: a string as it is, an integer (not a boolean) in decimal; anything
+    else (null, true, 1.5, NaN, an object, a list) is refused in one sentence naming ``where`` and ``what``."""
+    if type(value) is str:
+        return value
+    if type(value) is int:
+        return str(value)
+    raise InputError(
+        f"{where}: {what} is {_kind(value)}, but ids must be strings or whole numbers; write it as a string "
+        "(e.g. \"1741642\")"
+    )
+
+
+def photo_id_text(value: Any, where: str, position: int | str) -> str:
+    """Photo ``position`` of a sequence (1-based, or a field name) as text (`id_text`), refusing an empty id and
+    one holding ``-``, the joiner of sequence keys (``["1-2", "3"]`` and ``["1", "2-3"]`` would both be
+    ``1-2-3``)."""
+    what = f"photo id {position}" if isinstance(position, int) else position
+    text = id_text(value, where, what)
+    if "-" in text or not text:
+        problem = "is empty" if not text else f"('{_printable(text)}') contains '-'"
+        raise InputError(
+            f"{where}: {what} {problem}, but sequence keys join photo ids with '-', so different sequences would "
+            "collide; give each photo's own id"
+        )
+    return text
 
 
 def _record(rec: Any, where: str, system: str | None) -> Story:
     if not isinstance(rec, dict):
         raise InputError(f"{where}: expected an object")
+    for group in (_TEXT_FIELDS, _PHOTO_FIELDS):
+        if len(given := [f for f in group if f in rec]) > 1:
+            raise InputError(
+                f"{where}: has both {given[0]!r} and {given[1]!r}, and vistkit would not know which to read; "
+                "keep one"
+            )
     text = next((rec[f] for f in _TEXT_FIELDS if f in rec), None)
     if not isinstance(text, str):
         raise InputError(f"{where}: needs a string field 'text' (or 'story')")
@@ -657,7 +829,7 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     if isinstance(photos_raw, str):
         photos = tuple(x for x in photos_raw.split("-") if x)
     elif isinstance(photos_raw, list | tuple):  # () = no photo ids given
-        photos = tuple(str(x) for x in photos_raw)
+        photos = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos_raw, start=1))
     else:
         raise InputError(f"{where}: 'photo_ids' must be a list or a '-'-joined string")
     sents_raw = rec.get("sentences")
@@ -676,11 +848,11 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
         raise InputError(f"{where}: needs 'story_id' or 'photo_ids'")
     album = rec.get("album_id")
     return Story(
-        story_id=str(sid),
+        story_id=id_text(sid, where, "story_id"),
         text=text,
         sentences=sentences,
         photo_ids=photos,
-        album_id=None if album in (None, "") else str(album),
+        album_id=None if album is None or album == "" else id_text(album, where, "album_id"),
         system=system or (str(rec["system"]) if rec.get("system") else None),
     )
 
@@ -706,6 +878,7 @@ def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[S
             raise InputError(f"{p} line {n}: JSON nested too deeply") from None
         except ValueError as exc:  # an integer literal over Python's 4300-digit limit
             raise InputError(f"{p} line {n}: invalid JSON ({_first_clause(exc)})") from None
+        refuse_surrogates(line, rec, f"{p} line {n}")
         yield _record(rec, f"{p} line {n}", system)
 
 
@@ -720,6 +893,12 @@ def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[S
         raise InputError(f"{path}: empty CSV (no header row)")
     if not any(c in f.fieldnames for c in _TEXT_FIELDS):
         raise InputError(f"{path}: CSV needs a 'text' column; found {shown_names(f.fieldnames)}")
+    for group in (_TEXT_FIELDS, _PHOTO_FIELDS):
+        if len(given := [c for c in group if c in f.fieldnames]) > 1:
+            raise InputError(
+                f"{path} line 1: the header has both {given[0]!r} and {given[1]!r} columns, and vistkit would not "
+                f"know which to read; keep one (or rename the other)"
+            )
     for n, row in f:
         yield _record(row, f"{path} line {n}", system)
 

@@ -369,12 +369,25 @@ def validate_submission(
     """Check a challenge submission (a path, or the file's bytes) with the challenge's checks, then vistkit's.
 
     ``template``: a challenge-format file (or its `StorySet`) naming the required sequences; ``references``:
-    human stories with photo sequences (e.g. the VIST test SIS); the module doc says how they combine. A
-    bad template or reference file raises `InputError`; nothing about the submission does: every problem
-    becomes a `Finding`.
+    human stories with photo sequences (e.g. the VIST test SIS); the module doc says how they combine. Any one
+    of the three may be ``-``: standard input. A bad template or reference file raises `InputError`; nothing
+    about the submission does: every problem becomes a `Finding`.
     """
+    from vistkit.data.readers import STDIN, read_stdin_bytes
+
+    piped = [
+        what
+        for what, value in (("the submission", submission), ("--template", template), ("--references", references))
+        if isinstance(value, str | Path) and str(value) == STDIN
+    ]
+    if len(piped) > 1:
+        raise InputError(
+            f"{' and '.join(piped)} are both -, but standard input can be read only once; give one of them as a file"
+        )
     if isinstance(submission, bytes):
         raw, path = submission, name or "<bytes>"
+    elif str(submission) == STDIN:
+        raw, path = read_stdin_bytes("the submission"), name or "<stdin>"
     else:
         p = Path(submission)
         path = name or str(p)

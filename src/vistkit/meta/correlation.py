@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from vistkit.meta.resample import BLOCK_CELLS, advance, block_rows, check_resampling, index_blocks, percentile_interval
+
 METHODS = ("pearson", "spearman", "kendall", "kendall_c")
 
 
@@ -83,13 +85,156 @@ def _coef(x: np.ndarray, y: np.ndarray, method: str) -> float:
     return float(stats.kendalltau(x, y, variant="c" if method == "kendall_c" else "b")[0])
 
 
+# ------------------------------------------------------------------------------- vectorised bootstrap coefficients
+#: story-level Kendall tau resamples as counts of the n original stories against their n x n concordance signs
+#: (float32, 16 MiB at this size); above it, scipy's O(n log n) `kendalltau` per resample
+KENDALL_MATRIX_MAX = 2048
+
+
+def _constant_rows(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a.max(axis=1) == a.min(axis=1))
+
+
+def _rows_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson r of every row of ``a`` with the same row of ``b`` (B x k); NaN where a row is constant."""
+    ac = a - a.mean(axis=1, keepdims=True)
+    bc = b - b.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.einsum("ij,ij->i", ac, bc) / np.sqrt(np.einsum("ij,ij->i", ac, ac) * np.einsum("ij,ij->i", bc, bc))
+    r = np.clip(r, -1.0, 1.0)
+    r[_constant_rows(a) | _constant_rows(b)] = math.nan
+    return r
+
+
+def _rows_kendall(a: np.ndarray, b: np.ndarray, variant: str) -> np.ndarray:
+    """Kendall tau-b (``variant="b"``) or tau-c of every row pair (B x k), scipy's definitions, from the signs of
+    all k(k-1)/2 differences (rows in chunks of bounded size); scipy per row for a very long row."""
+    rows, k = a.shape
+    out = np.full(rows, math.nan)
+    n_pairs = k * (k - 1) // 2
+    if k < 2:
+        return out
+    if n_pairs > BLOCK_CELLS:
+        for i in range(rows):
+            out[i] = _coef(a[i], b[i], "kendall_c" if variant == "c" else "kendall")
+        return out
+    first, second = np.triu_indices(k, 1)
+    step = max(1, BLOCK_CELLS // n_pairs)
+    for start in range(0, rows, step):
+        x, y = a[start : start + step], b[start : start + step]
+        dx, dy = np.sign(x[:, first] - x[:, second]), np.sign(y[:, first] - y[:, second])
+        s = np.einsum("ij,ij->i", dx, dy)
+        if variant == "b":
+            untied_x, untied_y = (dx != 0).sum(axis=1), (dy != 0).sum(axis=1)  # n0 - n1, n0 - n2
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tau = s / np.sqrt(untied_x.astype(float) * untied_y)
+        else:
+            m = np.minimum(_distinct_per_row(x), _distinct_per_row(y)).astype(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tau = 2.0 * s / (k * k * (m - 1.0) / m)
+        out[start : start + step] = tau
+    out = np.clip(out, -1.0, 1.0)
+    out[_constant_rows(a) | _constant_rows(b)] = math.nan
+    return out
+
+
+def _distinct_per_row(a: np.ndarray) -> np.ndarray:
+    ordered = np.sort(a, axis=1)
+    return 1 + (np.diff(ordered, axis=1) != 0).sum(axis=1)
+
+
+def _rows_coef(a: np.ndarray, b: np.ndarray, method: str) -> np.ndarray:
+    """`_coef` of every row pair of ``a`` and ``b`` (B x k), vectorised."""
+    if a.shape[1] < 3:
+        return np.full(a.shape[0], math.nan)
+    if method == "pearson":
+        return _rows_pearson(a, b)
+    if method == "spearman":
+        r = _rows_pearson(stats.rankdata(a, axis=1), stats.rankdata(b, axis=1))
+        r[_constant_rows(a) | _constant_rows(b)] = math.nan
+        return r
+    if method in ("kendall", "kendall_c"):
+        return _rows_kendall(a, b, "c" if method == "kendall_c" else "b")
+    raise ValueError(f"unknown correlation {method!r}; choose one of {', '.join(METHODS)}")
+
+
+def _group_counts(idx: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """How many of each resample's items (rows of ``idx``) fall in each tie group (``groups``: the group of every
+    item, 0..g-1 in increasing value): B x g."""
+    rows = idx.shape[0]
+    g = int(groups.max()) + 1
+    flat = (groups[idx] + g * np.arange(rows)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * g).reshape(rows, g).astype(float)
+
+
+def _resampled_ranks(idx: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """``rankdata(values[idx], axis=1)`` (average ranks) without sorting: an item of tie group v ranks after the
+    items of the groups below it, at the middle of its own group, ``sum(W_<v) + (W_v + 1) / 2``."""
+    counts = _group_counts(idx, groups)
+    table = np.cumsum(counts, axis=1) - counts + (counts + 1.0) / 2.0
+    return np.take_along_axis(table, groups[idx], axis=1)
+
+
+class _KendallOfResamples:
+    """Kendall tau of resamples of fixed items ``(x, y)`` (n of them) with the items' n x n concordance signs.
+
+    A resample with item counts ``c`` (sum n) has ``P - Q = c' S c / 2`` (S_ij = sign(x_i - x_j) sign(y_i - y_j),
+    zero on the diagonal: an item drawn twice is a pair tied on both sides) and ``W_g (W_g - 1) / 2`` pairs tied
+    within each tie group g of x (or y), ``W_g`` the counts summed over the group. tau-b = (P - Q) /
+    sqrt((n0 - n1)(n0 - n2)), tau-c = 2 (P - Q) / (n^2 (m - 1) / m), n0 = n(n - 1)/2, m = the fewer distinct
+    values: scipy's `kendalltau` on ``x[idx], y[idx]``, in whole numbers until the last division.
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, variant: str) -> None:
+        self.n = x.size
+        self.variant = variant
+        self.signs = (np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])).astype(np.float32)
+        self.groups_x = np.unique(x, return_inverse=True)[1].ravel()
+        self.groups_y = np.unique(y, return_inverse=True)[1].ravel()
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        rows, n = idx.shape[0], self.n
+        flat = (idx + n * np.arange(rows)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float32)
+        # |counts @ signs| <= n: exact in float32 (n <= KENDALL_MATRIX_MAX); the products are summed in float64
+        s = np.einsum("ij,ij->i", (counts @ self.signs).astype(float), counts.astype(float)) / 2.0
+        wx, wy = _group_counts(idx, self.groups_x), _group_counts(idx, self.groups_y)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if self.variant == "b":
+                n0 = n * (n - 1) / 2.0
+                untied_x = n0 - (wx * (wx - 1.0)).sum(axis=1) / 2.0
+                untied_y = n0 - (wy * (wy - 1.0)).sum(axis=1) / 2.0
+                tau = s / np.sqrt(untied_x * untied_y)
+                tau[(untied_x == 0) | (untied_y == 0)] = math.nan
+            else:
+                m = np.minimum((wx > 0).sum(axis=1), (wy > 0).sum(axis=1)).astype(float)
+                tau = 2.0 * s / (n * n * (m - 1.0) / m)
+                tau[m < 2] = math.nan
+        return np.clip(tau, -1.0, 1.0)
+
+
+def _item_bootstrap(x: np.ndarray, y: np.ndarray, method: str, n_resamples: int, seed: int | None) -> np.ndarray:
+    """The coefficient on ``n_resamples`` resamples of the items (with replacement), block by block: the draws of
+    ``n_resamples`` calls of ``rng.integers(0, n, n)`` (what this function did one resample at a time)."""
+    rng = np.random.default_rng(seed)
+    n = x.size
+    kendall = method.startswith("kendall") and n <= KENDALL_MATRIX_MAX
+    by_counts = _KendallOfResamples(x, y, "c" if method == "kendall_c" else "b") if kendall else None
+    groups_x, groups_y = np.unique(x, return_inverse=True)[1].ravel(), np.unique(y, return_inverse=True)[1].ravel()
+    parts = []
+    for idx in index_blocks(rng, n, n_resamples):
+        if by_counts is not None:
+            parts.append(by_counts(idx))
+        elif method == "spearman":  # Pearson r of the average ranks, ranked from the tie-group counts
+            r = _rows_pearson(_resampled_ranks(idx, groups_x), _resampled_ranks(idx, groups_y))
+            parts.append(r)
+        else:
+            parts.append(_rows_coef(x[idx], y[idx], method))
+    return np.concatenate(parts)
+
+
 def _ci(values: np.ndarray, confidence: float) -> list[float]:
-    values = values[~np.isnan(values)]
-    if values.size == 0:
-        return [math.nan, math.nan]
-    alpha = (1.0 - confidence) / 2
-    lo, hi = np.quantile(values, [alpha, 1 - alpha])
-    return [float(lo), float(hi)]
+    return percentile_interval(values, confidence)
 
 
 def correlation_ci(
@@ -101,16 +246,20 @@ def correlation_ci(
     confidence: float = 0.95,
     seed: int = 12345,
 ) -> dict[str, Any]:
-    """Coefficient, p-value and a percentile bootstrap CI from resampled items: ``{"r", "p", "ci", "n"}``."""
+    """Coefficient, p-value and a percentile bootstrap CI from resampled items: ``{"r", "p", "ci", "n"}``.
+
+    Resamples are computed a block at a time (vectorised; Kendall from concordance counts), so 10,000 resamples
+    of 1,000 stories take about a second per coefficient."""
+    check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
+    if method not in METHODS:
+        raise ValueError(f"unknown correlation {method!r}; choose one of {', '.join(METHODS)}")
     x, y = _clean(x, y)
     r, p = correlation(x, y, method=method)
-    rng = np.random.default_rng(seed)
-    boots = np.array(
-        [
-            _coef(x[idx], y[idx], method)
-            for idx in (rng.integers(0, x.size, x.size) for _ in range(n_resamples if x.size >= 3 else 0))
-        ]
-    )
+    if x.size >= 3:
+        boots = _item_bootstrap(x, y, method, n_resamples, seed)
+    else:
+        boots = np.empty(0)
+        advance(n_resamples)
     out = {"r": r, "p": p, "ci": _ci(boots, confidence), "n": int(x.size), "method": method}
     if math.isnan(r):
         out["undefined"] = undefined_reason(x, y)
@@ -126,6 +275,31 @@ def system_means(systems: Sequence[str], values: np.ndarray) -> dict[str, float]
     return {s: float(np.mean(v)) for s, v in out.items()}
 
 
+def _stratified_bootstrap(
+    groups: list[np.ndarray], m: np.ndarray, h: np.ndarray, method: str, n_resamples: int, seed: int | None
+) -> np.ndarray:
+    """System-level coefficient on ``n_resamples`` stratified resamples (each system's stories resampled with
+    replacement, then the system means), block by block. The draws are those of the loop this replaces
+    (``rng.integers(0, size, size)`` per system, systems in order, resample after resample): one call with
+    per-position bounds draws the same numbers."""
+    rng = np.random.default_rng(seed)
+    sizes = np.array([g.size for g in groups])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    members = np.concatenate(groups)
+    highs = np.repeat(sizes, sizes)
+    offsets = np.repeat(starts, sizes)
+    n = int(sizes.sum())
+    parts = []
+    for start in range(0, n_resamples, block_rows(n)):
+        rows = min(block_rows(n), n_resamples - start)
+        chosen = members[offsets + rng.integers(0, np.broadcast_to(highs, (rows, n)))]
+        mx = np.add.reduceat(m[chosen], starts, axis=1) / sizes
+        hy = np.add.reduceat(h[chosen], starts, axis=1) / sizes
+        parts.append(_rows_coef(mx, hy, method))
+        advance(rows)
+    return np.concatenate(parts)
+
+
 def system_correlation_ci(
     systems: Sequence[str],
     metric_scores: np.ndarray,
@@ -138,6 +312,9 @@ def system_correlation_ci(
 ) -> dict[str, Any]:
     """System-level correlation: system means of the metric vs system means of the human score (stories where
     either is undefined are dropped), CI by resampling each system's stories (stratified bootstrap)."""
+    check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
+    if method not in METHODS:
+        raise ValueError(f"unknown correlation {method!r}; choose one of {', '.join(METHODS)}")
     m = np.asarray(metric_scores, dtype=float)
     h = np.asarray(human_scores, dtype=float)
     keep = ~(np.isnan(m) | np.isnan(h))
@@ -148,11 +325,11 @@ def system_correlation_ci(
     mx = np.array([m[g].mean() for g in groups])
     hy = np.array([h[g].mean() for g in groups])
     r, p = correlation(mx, hy, method=method)
-    rng = np.random.default_rng(seed)
-    boots = np.empty(n_resamples if len(names) >= 3 else 0)
-    for i in range(boots.size):
-        idx = [g[rng.integers(0, g.size, g.size)] for g in groups]
-        boots[i] = _coef(np.array([m[j].mean() for j in idx]), np.array([h[j].mean() for j in idx]), method)
+    if len(names) >= 3:
+        boots = _stratified_bootstrap(groups, m, h, method, n_resamples, seed)
+    else:
+        boots = np.empty(0)
+        advance(n_resamples)
     out = {
         "r": r,
         "p": p,
@@ -168,7 +345,31 @@ def system_correlation_ci(
     return out
 
 
-def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float]:
+#: |r_AB| within this of 1: the two metrics are the same up to a linear map (their r with people are then equal)
+_SAME_METRIC_TOL = 1e-12
+
+
+def williams_undefined_reason(r12: float, r13: float, r23: float, n: int) -> str | None:
+    """Why the Williams test of r12 vs r13 (given r23, over n items) is undefined, or None when it is defined:
+    fewer than 4 items (n - 3 degrees of freedom), a correlation that is undefined (a constant column), or two
+    metrics that are the same or mirror images up to a linear map (r23 = +-1: nothing to compare)."""
+    if n <= 3:
+        return f"only {n} item{'s' if n != 1 else ''} with both metrics and human scores; the test needs 4"
+    if math.isnan(r12) and math.isnan(r13):
+        return "neither metric's correlation with the human scores is defined (constant scores)"
+    if math.isnan(r12) or math.isnan(r13):
+        which = "A" if math.isnan(r12) else "B"
+        return f"metric {which}'s correlation with the human scores is undefined (constant scores)"
+    if math.isnan(r23):
+        return "the correlation between the two metrics is undefined"
+    if r23 >= 1.0 - _SAME_METRIC_TOL:
+        return "the two metrics' scores are the same up to a linear map (r_AB = 1): they correlate equally with people"
+    if r23 <= -1.0 + _SAME_METRIC_TOL:
+        return "one metric's scores are the other's turned around (r_AB = -1), so there is nothing to test"
+    return None
+
+
+def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, Any]:
     """Williams test: is corr(human, metric A) = r12 different from corr(human, metric B) = r13, given
     corr(A, B) = r23 over the same n items?  (Graham & Baldwin 2014, Eq. 1)
 
@@ -176,13 +377,24 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float
         K = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23
 
     with n - 3 degrees of freedom. ``p_one_sided`` tests r12 > r13 (what WMT reports); ``p_two_sided`` tests
-    r12 != r13.
+    r12 != r13. K is the determinant of the 3 x 3 correlation matrix, never negative: rounding below 0 is taken
+    as 0. Where the test is undefined (`williams_undefined_reason`: n <= 3, a NaN correlation, r23 = +-1, or a
+    zero denominator: people and both metrics linearly dependent) t and the p-values are NaN and
+    ``undefined`` says why.
     """
-    if n <= 3:
-        return {"t": math.nan, "df": float(n - 3), "p_one_sided": math.nan, "p_two_sided": math.nan}
-    k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
+    nan = {"t": math.nan, "df": float(n - 3), "p_one_sided": math.nan, "p_two_sided": math.nan}
+    reason = williams_undefined_reason(r12, r13, r23, n)
+    if reason is not None:
+        return {**nan, "undefined": reason}
+    k = max(0.0, 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23)
     denom = math.sqrt(2 * k * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4) * (1 - r23) ** 3)
-    t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / denom if denom > 0 else math.nan
+    if not denom > 0.0:
+        return {
+            **nan,
+            "undefined": "the human scores are a linear combination of the two metrics' scores, so the test's "
+            "variance is 0",
+        }
+    t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / denom
     df = n - 3
     return {
         "t": t,
@@ -194,14 +406,17 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, float
 
 def compare_correlations(
     human: np.ndarray, metric_a: np.ndarray, metric_b: np.ndarray, *, method: str = "pearson"
-) -> dict[str, float]:
-    """Williams test of metric A vs metric B against the same human scores (items with a NaN dropped)."""
+) -> dict[str, Any]:
+    """Williams test of metric A vs metric B against the same human scores (items with a NaN dropped); an
+    undefined test carries ``undefined`` (`williams_test`)."""
     h, a, b = (np.asarray(v, dtype=float) for v in (human, metric_a, metric_b))
     keep = ~(np.isnan(h) | np.isnan(a) | np.isnan(b))
     h, a, b = h[keep], a[keep], b[keep]
     r12 = _coef(h, a, method)
     r13 = _coef(h, b, method)
     r23 = _coef(a, b, method)
+    if h.size >= 3 and np.array_equal(a, b):  # identical scores: r_AB is 1 exactly, whatever rounding says
+        r23 = 1.0
     return {
         "r_a": r12,
         "r_b": r13,

@@ -200,13 +200,16 @@ def detect_label_sign(rows: Sequence[dict[str, str]], *, where: str = "pairs") -
 
     Needs ``avg_rank_base``/``avg_rank_comp``; every row with a non-zero label must agree (a mixed file is an
     error). The average ranks may be normalised (divided by N) while the label is not: only signs are
-    compared.
+    compared. A file whose every label is 0 is refused as such: no pair has a preference to assess.
     """
     votes = {"base-minus-comp": 0, "comp-minus-base": 0}
+    has_ranks = has_preference = False
     for n, row in enumerate(rows, start=2):
         label = _float(row.get("label"), f"{where} line {n}", "label")
         a = _float(row.get("avg_rank_base"), f"{where} line {n}", "avg_rank_base")
         b = _float(row.get("avg_rank_comp"), f"{where} line {n}", "avg_rank_comp")
+        has_ranks |= a is not None and b is not None
+        has_preference |= bool(label) or (label is None and a is not None and b is not None and a != b)
         if label is None or a is None or b is None or label == 0 or a == b:
             continue
         votes["base-minus-comp" if np.sign(label) == np.sign(a - b) else "comp-minus-base"] += 1
@@ -216,8 +219,17 @@ def detect_label_sign(rows: Sequence[dict[str, str]], *, where: str = "pairs") -
             f"{min(votes.values())} of {sum(votes.values())} rows; fix the file or pass --label-sign"
         )
     if not any(votes.values()):
+        if not has_preference:
+            raise InputError(
+                f"{where}: every label is 0 or empty (no pair has a human preference), so there is nothing to assess"
+            )
+        why = (
+            "no row with a non-zero label has two different average ranks"
+            if has_ranks
+            else "no avg_rank_base/avg_rank_comp"
+        )
         raise InputError(
-            f"{where}: cannot tell which way 'label' is subtracted (no avg_rank_base/avg_rank_comp); "
+            f"{where}: cannot tell which way 'label' is subtracted ({why}); "
             "pass --label-sign base-minus-comp or comp-minus-base"
         )
     return max(votes, key=lambda k: votes[k])
@@ -289,7 +301,34 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
         )
     if not pairs:
         raise InputError(f"{p}: holds no pairs")
+    _warn_contradicting_pairs(pairs, p)
     return pairs
+
+
+def _warn_contradicting_pairs(pairs: Sequence[StoryPair], p: Path) -> None:
+    """One warning when rows judge the same two stories (same texts, either order) the other way round from an
+    earlier row; each still counts (two tasks may disagree), but a label with the wrong sign looks the same."""
+    first_seen: dict[tuple[str, str], tuple[int, int]] = {}  # the two texts in order -> (preference, line)
+    contradicting = 0
+    example: tuple[int, int] | None = None
+    for n, pr in enumerate(pairs, start=2):  # one pair per row, in file order
+        if pr.preference == 0:
+            continue
+        in_order = pr.text_1 <= pr.text_2
+        key = (pr.text_1, pr.text_2) if in_order else (pr.text_2, pr.text_1)
+        pref = pr.preference if in_order else -pr.preference
+        seen = first_seen.setdefault(key, (pref, n))
+        if seen[0] != pref:
+            contradicting += 1
+            example = example or (n, seen[1])
+    if contradicting and example:
+        from vistkit.errors import warn
+
+        warn(
+            f"{p}: {contradicting} row{'s' if contradicting > 1 else ''} judge the same two stories as an earlier row "
+            f"but prefer the other one (first: line {example[0]} against line {example[1]}); both are counted, so "
+            "check that no label has the wrong sign"
+        )
 
 
 def write_pairs(pairs: Iterable[StoryPair], path: str | Path) -> None:
@@ -340,7 +379,10 @@ class RankedStory:
 def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
     """Raw rankings CSV (``task, worker, story, rank`` + optional ``text, system, story_id, img_seq``).
 
-    Returns ``{task: {"stories": {key: RankedStory}, "ranks": {worker: {key: rank}}}}`` in file order.
+    Returns ``{task: {"stories": {key: RankedStory}, "ranks": {worker: {key: rank}}, "lines": {(worker, key):
+    line}}}`` in file order. A rank is a whole number from 1 (best) to N, the number of stories in its task (two
+    stories may share a rank: a tie); every worker of a task ranks every story of it once. Anything else is
+    refused naming the line.
     """
     p = Path(path)
     names, rows = _read_csv_rows(p)
@@ -352,7 +394,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
     tasks: dict[str, dict[str, Any]] = {}
     for n, row in enumerate(rows, start=2):
         where = f"{p} line {n}"
-        task = tasks.setdefault(row["task"], {"stories": {}, "ranks": {}})
+        task = tasks.setdefault(row["task"], {"stories": {}, "ranks": {}, "lines": {}})
         key = row["story"]
         if key not in task["stories"]:
             task["stories"][key] = RankedStory(
@@ -365,42 +407,79 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
         rank = _float(row["rank"], where, "rank")
         if rank is None:
             raise InputError(f"{where}: empty rank")
+        if rank != int(rank) or rank < 1:
+            raise InputError(
+                f"{where}: rank must be a whole number from 1 (the best) to the number of stories in the task, "
+                f"got {row['rank']!r:.30}"
+            )
         ranks = task["ranks"].setdefault(row["worker"], {})
         if key in ranks:
             raise InputError(
                 f"{where}: worker {row['worker']!r} ranks story {key!r} twice in task {row['task']!r}"
             )
         ranks[key] = rank
+        task["lines"][(row["worker"], key)] = n
+    for task_id, task in tasks.items():
+        check_task_ranks(task_id, task, where=p)
     return tasks
+
+
+def check_task_ranks(task_id: str, task: dict[str, Any], *, where: str | Path | None = None) -> None:
+    """Refuse a task (`read_rankings` layout) in which a worker leaves a story unranked or gives a rank that is
+    not a whole number from 1 to N (N = the task's stories); names the line of file ``where`` when the task
+    carries its lines."""
+    stories, ranks = task["stories"], task["ranks"]
+    n = len(stories)
+    lines: dict[tuple[str, str], int] = task.get("lines", {})
+    for worker, r in ranks.items():
+        lacking = [k for k in stories if k not in r]
+        if lacking:
+            raise InputError(f"task {task_id!r}: worker {worker!r} did not rank story {lacking[0]!r}")
+        for key, rank in r.items():
+            if math.isfinite(rank) and rank == int(rank) and 1 <= rank <= n:
+                continue
+            line = lines.get((worker, key))
+            at = f"{where} line {line}" if line is not None and where is not None else f"task {task_id!r}"
+            shown = int(rank) if math.isfinite(rank) and rank == int(rank) else rank
+            raise InputError(
+                f"{at}: worker {worker!r} ranks story {key!r} {shown}, but ranks run from 1 (the best) to "
+                f"{n}, the number of stories in task {task_id!r}"
+            )
 
 
 def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
     """VHED-style pairs from raw rankings, built as VHED was (Hsu et al. 2022, Sec. 3.1):
 
     C(N, 2) pairs per task (stories in first-seen order, story 1 = the earlier); each story's average rank
-    over the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``);
-    ``agreement`` = the number of workers who order the pair like the average, folded to ``max(a, k - a)`` (so
-    2 of 5 is reported as 3 of 5 "the other way" and the values are 3, 4, 5 for k = 5); pairs with zero gap
-    are dropped. Average ranks are stored normalised (divided by N).
+    over the k workers; ``gap = mean_rank_2 - mean_rank_1`` (unnormalised; ``rank_norm = |gap| / N``); pairs with
+    zero gap are dropped. Average ranks are stored normalised (divided by N).
+
+    ``agreement`` = ``max(a, d)``: ``a`` workers order the pair like the average, ``d`` the other way, and a
+    worker who gives both stories the same rank (a tie) counts for neither. Without ties ``d = k - a``, which is
+    VHED's fold ``max(a, k - a)`` (2 of 5 is 3 of 5 "the other way": values 3, 4, 5 for k = 5); a tie never
+    counts as the opposite order, so 4 ties and 1 preference is agreement 1, in no Omega subset. One worker
+    gives agreement 1. ``meta["ties"]`` is the number of tying workers. Ranks are checked first
+    (`check_task_ranks`); a task with one story gives no pair and is named in one warning.
     """
     pairs: list[StoryPair] = []
+    single: list[str] = []
     for task_id, task in tasks.items():
+        check_task_ranks(task_id, task)
         stories: dict[str, RankedStory] = task["stories"]
         ranks: dict[str, dict[str, float]] = task["ranks"]
         keys = list(stories)
         n = len(keys)
-        for worker, r in ranks.items():
-            lacking = [k for k in keys if k not in r]
-            if lacking:
-                raise InputError(f"task {task_id!r}: worker {worker!r} did not rank story {lacking[0]!r}")
-        k = len(ranks)
+        if n == 1:
+            single.append(str(task_id))
         means = {key: float(np.mean([r[key] for r in ranks.values()])) for key in keys}
         for i, j in itertools.combinations(range(n), 2):
             a, b = keys[i], keys[j]
             gap = means[b] - means[a]
             if gap == 0:
                 continue
-            agree = sum(1 for r in ranks.values() if np.sign(r[b] - r[a]) == np.sign(gap))
+            orders = [np.sign(r[b] - r[a]) for r in ranks.values()]
+            agree = sum(1 for o in orders if o == np.sign(gap))
+            disagree = sum(1 for o in orders if o == -np.sign(gap))
             sa, sb = stories[a], stories[b]
             pairs.append(
                 StoryPair(
@@ -412,13 +491,21 @@ def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
                     system_1=sa.system or a,
                     system_2=sb.system or b,
                     gap=gap,
-                    agreement=max(agree, k - agree),
+                    agreement=max(agree, disagree),
                     n_stories=n,
                     avg_rank_1=means[a] / n,
                     avg_rank_2=means[b] / n,
-                    meta={"task": str(task_id)},
+                    meta={"task": str(task_id), "ties": str(len(orders) - agree - disagree)},
                 )
             )
+    if single:
+        from vistkit.errors import warn
+
+        many = len(single) > 1
+        warn(
+            f"{len(single)} task{'s' if many else ''} {'have' if many else 'has'} only one story and give"
+            f"{'' if many else 's'} no pair (first: task {single[0]!r})"
+        )
     return pairs
 
 
@@ -538,9 +625,13 @@ def _read_judgements(
             f"{p}: no aspect column {bad[0] if bad else ''!r}; columns are {shown_names(names)}"
         )
     groups: dict[tuple[str, str], list[list[float]]] = {}
-    texts: dict[tuple[str, str], str] = {}
+    texts: dict[tuple[str, str], tuple[str, int]] = {}  # (system, item) -> (text, its first line)
+    first_line: dict[tuple[str, str], int] = {}
     judged: dict[tuple[str, str, str], int] = {}  # (system, item, worker) -> first line
     repeated: list[tuple[int, int]] = []
+    # a Likert story rated on several rows must say by whom: without a worker column a copy-pasted row would be
+    # averaged in as one more judgement (error labels are documented as one row per annotator, no worker needed)
+    anonymous_repeats = not binary and "worker" not in names
     for n, row in enumerate(rows, start=2):
         k = (row[sys_col].strip(), row[item_col].strip())
         if "worker" in names:
@@ -549,6 +640,17 @@ def _read_judgements(
                 repeated.append((n, judged[wk]))
             else:
                 judged[wk] = n
+        elif anonymous_repeats and k in first_line:
+            repeated.append((n, first_line[k]))
+        first_line.setdefault(k, n)
+        text = row.get("text") or ""
+        if text:
+            known = texts.setdefault(k, (text, n))
+            if " ".join(known[0].split()) != " ".join(text.split()):
+                raise InputError(
+                    f"{p} line {n}: system {k[0]!r} item {k[1]!r} has a different text than on line {known[1]}; "
+                    "one system and item is one story, so give the other story its own item id"
+                )
         vals = []
         for c in cols:
             v = _float(row.get(c), f"{p} line {n}", c)
@@ -561,10 +663,15 @@ def _read_judgements(
                 )
             vals.append(math.nan if v is None else v)
         groups.setdefault(k, []).append(vals)
-        if row.get("text"):
-            texts.setdefault(k, row["text"])
     if not groups:
         raise InputError(f"{p}: has a header but no rows: no judgements to read")
+    if repeated and anonymous_repeats:
+        n, first = repeated[0]
+        raise InputError(
+            f"{p}: {len(repeated)} row{'s' if len(repeated) > 1 else ''} rate a story rated on an earlier row and "
+            f"there is no worker column to tell whose ratings they are (first: line {n} repeats system and item of "
+            f"line {first}); add a worker column, or remove the copies"
+        )
     if repeated:
         n, first = repeated[0]
         raise InputError(
@@ -583,7 +690,7 @@ def _read_judgements(
         items=[k[1] for k in keys],
         aspects=cols,
         values=values,
-        texts=[texts.get(k, "") for k in keys],
+        texts=[texts[k][0] if k in texts else "" for k in keys],
         n_workers=np.array([len(groups[k]) for k in keys]),
         binary=binary,
     )
@@ -599,11 +706,14 @@ def read_likert(
     over workers per (system, item). An optional ``text`` column holds the story.
 
     Every rating must lie on ``scale`` (default 1-5, the studio's; ``None``: any finite number), and a
-    (system, item, worker) may appear once: a rating outside the scale or a repeated row is refused."""
+    (system, item, worker) may appear once: a rating outside the scale or a repeated row is refused. Without a
+    ``worker`` column each (system, item) may have one row (ratings already averaged); two rows of one (system,
+    item) whose texts differ are refused (they are two stories)."""
     return _read_judgements(path, aspects=aspects, binary=False, scale=scale)
 
 
 def read_error_labels(path: str | Path, *, errors: Sequence[str] | None = None) -> HumanScores:
     """Binary error labels per story (``system, item`` + 0/1 columns such as `VRANK_ERRORS`); several
-    annotators of one story are merged by majority vote."""
+    annotators of one story (one row each, a ``worker`` column optional) are merged by majority vote. Two rows
+    of one (system, item) whose texts differ are refused."""
     return _read_judgements(path, aspects=errors, binary=True)

@@ -23,6 +23,7 @@ import numpy as np
 
 from vistkit.errors import InputError
 from vistkit.meta.human import StoryPair, is_reference_system
+from vistkit.meta.resample import advance, check_resampling, index_blocks, percentile_interval
 from vistkit.meta.scoring import PairScores
 
 SUBSETS = ("all", "omega_3", "omega_4", "omega_5", "omega_4_5")
@@ -90,14 +91,18 @@ def gap_values(pairs: Sequence[StoryPair], *, normalised: bool = True) -> np.nda
 
 
 def parse_edges(text: str | Sequence[float]) -> tuple[float, ...] | None:
-    """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing numbers. ``"auto"`` -> None: the
-    buckets are chosen from the data (`auto_gap_edges`)."""
+    """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing finite numbers (NaN and infinity are
+    refused: a NaN edge made empty buckets). ``"auto"`` -> None: the buckets are chosen from the data
+    (`auto_gap_edges`)."""
     if isinstance(text, str) and text.strip().lower() == "auto":
         return None
     try:
         edges = tuple(float(x) for x in (text.split(",") if isinstance(text, str) else text))
     except ValueError:
         raise InputError(f"--gap-edges must be comma-separated numbers, got {text!r}") from None
+    bad = next((e for e in edges if not math.isfinite(e)), None)
+    if bad is not None:
+        raise InputError(f"--gap-edges must be finite numbers (a gap is 0 or more), got {bad:g} in {text!r}")
     if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
         raise InputError(f"--gap-edges must be at least two increasing numbers, got {text!r}")
     return edges
@@ -126,16 +131,21 @@ def accuracy_interval(
     correct: np.ndarray, *, confidence: float = 0.95, n_resamples: int = 1000, seed: int | None = 12345
 ) -> tuple[float, float]:
     """Percentile-bootstrap interval of a pair accuracy (pairs resampled with replacement; NaN pairs, which do
-    not count, left out first). (nan, nan) when no pair counts."""
+    not count, left out first). (nan, nan) when no pair counts.
+
+    The resamples are drawn in blocks (`vistkit.meta.resample.index_blocks`): memory is bounded whatever
+    ``n_resamples`` and the number of pairs, and the numbers are those of one ``rng.integers(0, n, (B, n))``.
+    """
+    check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
     sel = np.asarray(correct, dtype=float)
     sel = sel[~np.isnan(sel)]
-    if sel.size == 0 or n_resamples < 1:
+    if sel.size == 0:
+        advance(n_resamples)
         return (math.nan, math.nan)
-    idx = np.random.default_rng(seed).integers(0, sel.size, size=(n_resamples, sel.size))
-    dist = sel[idx].mean(axis=1)
-    alpha = 1.0 - confidence
-    low, high = np.quantile(dist, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return (float(low), float(high))
+    rng = np.random.default_rng(seed)
+    dist = np.concatenate([sel[idx].mean(axis=1) for idx in index_blocks(rng, sel.size, n_resamples)])
+    low, high = percentile_interval(dist, confidence)
+    return (low, high)
 
 
 def accuracy_by_gap(
@@ -223,18 +233,15 @@ def preference_share(
     ``ties``, ``losses``, ``n`` and ``ci``: the percentile-bootstrap interval of ``share`` (items resampled with
     replacement, ``n_bootstrap`` times, ``seed``).
     """
+    check_resampling(n_resamples=n_bootstrap, confidence=confidence, seed=seed)
     d = np.asarray(diff, dtype=float)
     d = d[~np.isnan(d)]
     n = int(d.size)
     if n == 0:
         return {"share": math.nan, "ties": math.nan, "losses": math.nan, "n": 0, "ci": [math.nan, math.nan]}
     wins = (d > 0).astype(float)
-    from vistkit.scores.stats import _check_args, _rng, resample_blocks
-
-    _check_args(n=n, n_samples=n_bootstrap)
-    dist = np.concatenate([wins[idx].mean(axis=1) for idx in resample_blocks(_rng(seed), n, n_bootstrap)])
-    alpha = 1.0 - confidence
-    low, high = np.quantile(dist, [alpha / 2.0, 1.0 - alpha / 2.0])
+    dist = np.concatenate([wins[idx].mean(axis=1) for idx in index_blocks(np.random.default_rng(seed), n, n_bootstrap)])
+    low, high = percentile_interval(dist, confidence)
     return {
         "share": float(wins.mean()),
         "ties": float((d == 0).mean()),

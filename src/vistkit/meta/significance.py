@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from vistkit.meta.resample import advance, check_resampling, index_blocks, percentile_interval
+
 
 def _valid(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(a, dtype=float)
@@ -29,12 +31,16 @@ def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> dict[str, Any]:
     """McNemar on paired 0/1 correctness (NaN rows dropped): ``b`` = A right and B wrong, ``c`` = the reverse.
 
     ``p_exact`` = min(1, 2 * P[Binomial(b + c, 1/2) <= min(b, c)]); ``p_chi2`` uses (|b - c| - 1)^2 / (b + c).
+    Both are 1.0 when no pair is discordant (b = c = 0) and NaN (n/a) when no pair counts for both metrics
+    (``n`` = 0), where there is nothing to test.
     """
     a, b_ = _valid(correct_a, correct_b)
     b = int(np.sum(a & ~b_))
     c = int(np.sum(~a & b_))
     n = b + c
-    if n == 0:
+    if a.size == 0:  # no pair counts for both metrics: nothing was tested
+        p_exact = p_chi2 = stat = math.nan
+    elif n == 0:  # the two metrics get the same pairs right: no evidence of a difference
         p_exact = p_chi2 = 1.0
         stat = 0.0
     else:
@@ -61,11 +67,18 @@ def paired_bootstrap_accuracy(
     seed: int = 12345,
     confidence: float = 0.95,
 ) -> dict[str, Any]:
-    """Paired bootstrap over pairs of the accuracy difference A - B (NaN rows dropped)."""
+    """Paired bootstrap over pairs of the accuracy difference A - B (NaN rows dropped).
+
+    ``p = (#{|d*_b - d| >= |d|} + 1) / (B + 1)`` (the bootstrap distribution shifted to the null, two-sided; Efron
+    & Tibshirani 1993, Sec. 16.4) and the percentile CI of ``d*``. The resamples are drawn in blocks
+    (`vistkit.meta.resample.index_blocks`), the same numbers as ``B`` calls of ``rng.integers(0, n, n)``.
+    """
+    check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
     a, b = _valid(correct_a, correct_b)
     d = a.astype(float) - b.astype(float)
     n = d.size
     if n == 0:
+        advance(n_resamples)
         return {
             "delta": math.nan,
             "p": math.nan,
@@ -75,17 +88,13 @@ def paired_bootstrap_accuracy(
         }
     rng = np.random.default_rng(seed)
     observed = float(d.mean())
-    boots = np.empty(n_resamples)
-    for i in range(n_resamples):
-        boots[i] = d[rng.integers(0, n, n)].mean()
+    boots = np.concatenate([d[idx].mean(axis=1) for idx in index_blocks(rng, n, n_resamples)])
     extreme = np.sum(np.abs(boots - observed) >= abs(observed) - 1e-12)
     p = float((extreme + 1) / (n_resamples + 1))
-    alpha = (1.0 - confidence) / 2
-    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
     return {
         "delta": observed,
         "p": p,
-        "ci": [float(lo), float(hi)],
+        "ci": percentile_interval(boots, confidence),
         "n": int(n),
         "n_resamples": n_resamples,
         "seed": seed,

@@ -701,6 +701,23 @@ def check_options(cls: type[Metric], options: Iterable[str]) -> None:
         raise InputError(f"{cls.name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})")
 
 
+#: the most CPU threads a metric's ``num_threads`` option may ask torch for (as ``vistkit vrank train --threads``)
+MAX_THREADS = 1024
+
+
+def check_num_threads(metric: str, value: int | None) -> int | None:
+    """A metric's ``num_threads`` option: None (torch's choice) or a whole number from 1 to `MAX_THREADS`;
+    anything else is an `InputError` naming the metric (torch would fail with a bare RuntimeError)."""
+    if value is None:
+        return None
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+    if isinstance(value, bool) or not whole:
+        raise InputError(f"{metric}: num_threads must be a whole number from 1 to {MAX_THREADS:,} (got {value!r})")
+    if not 1 <= int(value) <= MAX_THREADS:
+        raise InputError(f"{metric}: num_threads must be from 1 to {MAX_THREADS:,} (got {int(value):,})")
+    return int(value)
+
+
 def get_metric(name: str, **options: Any) -> Metric:
     """A ready scorer object for ``name`` (loads its model, if any, once); an unknown option is an `InputError`."""
     cls = get_metric_class(name)

@@ -43,7 +43,7 @@ import numpy as np
 from vistkit import progress
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
-from vistkit.metrics.base import Item, Metric, MetricCard, Score, register
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, check_num_threads, register
 from vistkit.models.precision import precision_fields
 
 DEFAULT_MODEL = "minilm-l6"
@@ -79,7 +79,11 @@ def read_baseline(path: str | Path, layer: int) -> tuple[float, float, float]:
     """P, R, F baselines of ``layer`` from a bert_score baseline file (CSV ``LAYER,P,R,F``)."""
     from vistkit.data.readers import is_input_file, read_csv
 
+    if not str(path).strip():  # Path("") would be the current folder
+        raise InputError("bertscore: baseline_path is empty; pass a CSV with columns LAYER,P,R,F")
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"bertscore: baseline file {p} is a folder; pass a CSV with columns LAYER,P,R,F")
     if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise InputError(f"bertscore: baseline file {p} does not exist; pass a CSV with columns LAYER,P,R,F")
     names, rows = read_csv(p, delimiter=",")
@@ -356,12 +360,16 @@ class BertScore(Metric):
             raise MissingDependencyError(
                 "bertscore needs torch and transformers: pip install 'vistkit[models]'"
             ) from None
-        if num_threads is not None:
-            import torch
-
-            torch.set_num_threads(int(num_threads))
+        threads = check_num_threads(self.name, num_threads)
         if batch_size < 1:
             raise InputError(f"bertscore: batch_size must be at least 1 (got {batch_size})")
+        if not str(model).strip():  # Path("") would be the current folder
+            raise InputError(
+                "bertscore: model is empty; give a packaged model (minilm-l6), a hub id in the local Hugging Face "
+                "cache or a model folder"
+            )
+        if threads is not None:
+            torch.set_num_threads(threads)
         self.model_name = str(model)
         self.idf = bool(idf)
         self.batch_size = int(batch_size)
@@ -406,8 +414,10 @@ class BertScore(Metric):
                 parts = [float(v) for v in values]
             if len(parts) == 1:
                 parts = parts * 3
-            if len(parts) != 3 or any(v >= 1.0 for v in parts):
-                raise InputError("bertscore: baseline must be one number below 1 or three (P,R,F)")
+            if len(parts) != 3 or not all(math.isfinite(v) and v < 1.0 for v in parts):
+                raise InputError(
+                    f"bertscore: baseline must be one finite number below 1 or three (P,R,F), not {values!r}"
+                )
             b = (parts[0], parts[1], parts[2])
             return b, "b=" + ",".join(f"{v:g}" for v in b)
         if path is not None:

@@ -17,10 +17,11 @@ SPICE and BLEURT are registered as unavailable (see `SPICE_REASON`, `BLEURT_REAS
 
 from __future__ import annotations
 
+import array
 import math
 import shutil
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
@@ -57,6 +58,8 @@ register_unavailable("bleurt", BLEURT_REASON)
 COCO_VERSION = "pycocoevalcap-1.2"
 TOKENISER = "ptb-coco"
 MAX_N = 4
+#: table entries ((text, gram) counts) per part of a computation (`_NgramTable.item_parts`): ~100 MB of arrays
+PART_ENTRIES = 1_000_000
 BLEU_SMALL = 1e-9  # pycocoevalcap's bleu_scorer: added to denominators
 BLEU_TINY = 1e-15  # ... and to numerators, "so that if guess is 0 still return 0"
 ROUGE_BETA = 1.2
@@ -206,23 +209,34 @@ class _NgramTable:
 
     def __init__(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
         n_items = len(hypotheses)
-        words = [h.split() for h in hypotheses] + [r.split() for refs in references for r in refs]
         self.n_items = n_items
         self.n_refs = np.array([len(r) for r in references], dtype=np.int64)
         self.item_of_text = np.concatenate(
             [np.arange(n_items, dtype=np.int64), np.repeat(np.arange(n_items, dtype=np.int64), self.n_refs)]
         )
-        self.lengths = np.array([len(w) for w in words], dtype=np.int64)
+        # memory: a few int64 arrays per token, no per-token Python objects kept (1M tiny stories took 5.5 GB)
+        self._texts = [*hypotheses, *(r for refs in references for r in refs)]
         vocab: dict[str, int] = {}
-        tok = np.array([vocab.setdefault(w, len(vocab)) for ws in words for w in ws], dtype=np.int64)
-        n_texts = len(words)
+        ids_of = array.array("q")
+        lengths = array.array("q")
+        for text in self._texts:
+            ws = text.split()
+            lengths.append(len(ws))
+            ids_of.extend([vocab.setdefault(w, len(vocab)) for w in ws])
+        tok = np.frombuffer(ids_of, dtype=np.int64) if len(ids_of) else np.zeros(0, dtype=np.int64)
+        self.lengths = np.frombuffer(lengths, dtype=np.int64) if len(lengths) else np.zeros(0, dtype=np.int64)
+        n_texts = len(self._texts)
         text_of = np.repeat(np.arange(n_texts, dtype=np.int64), self.lengths)
         starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
         remaining = self.lengths[text_of] - (np.arange(tok.size, dtype=np.int64) - starts[text_of])
+        del starts
         v = max(len(vocab), 1)
-
-        gram_texts: list[np.ndarray] = []
-        gram_ids: list[np.ndarray] = []
+        del vocab
+        # (text, gram) keys with a multiplier fixed beforehand (at least the number of gram ids, which is at most
+        # MAX_N per token), so each order's keys are made as soon as its grams are: the order of the keys, and so
+        # the table, is the one that the exact number of gram ids gives
+        bound = MAX_N * max(tok.size, 1) + 1
+        keys: list[np.ndarray] = []
         orders: list[np.ndarray] = []
         first_pos: list[np.ndarray] = []  # a token position where each gram starts (for `gram_strings`)
         offset = 0
@@ -234,31 +248,36 @@ class _NgramTable:
             else:
                 code = ids[where] * v + tok[where + k - 1]
                 uniq, local = _unique_inverse(code)
+                del code
                 n_k = uniq.size
+                del uniq
                 ids = np.full(tok.size, -1, dtype=np.int64)
                 ids[where] = local
-            gram_texts.append(text_of[where])
-            gram_ids.append(local + offset)
+            keys.append(text_of[where] * bound + (local + offset))
             pos = np.zeros(n_k, dtype=np.int64)
             pos[local] = where
             first_pos.append(pos)
             orders.append(np.full(n_k, k - 1, dtype=np.int64))
             offset += n_k
+            del where, local
+        del ids, remaining, text_of
         self.n_grams = max(offset, 1)
         self.order = np.concatenate(orders) if orders else np.zeros(0, dtype=np.int64)
-        keys = np.concatenate(gram_texts) * self.n_grams + np.concatenate(gram_ids)
-        uniq_keys, counts = _unique_counts(keys)
-        self.text = uniq_keys // self.n_grams
-        self.gram = uniq_keys % self.n_grams
+        all_keys = np.concatenate(keys)
+        del keys
+        uniq_keys, counts = _unique_counts(all_keys)
+        del all_keys
+        self.text = uniq_keys // bound
+        self.gram = uniq_keys % bound
+        del uniq_keys
         self.count = counts.astype(np.int64)
         self.is_hyp = self.text < n_items
         self.n_texts = n_texts
-        self._words = [w for ws in words for w in ws]
         self._gram_pos = np.concatenate(first_pos) if first_pos else np.zeros(0, dtype=np.int64)
 
     def gram_strings(self) -> list[str]:
         """Each gram id's words joined by one space (a key that is the same in every table)."""
-        words = self._words
+        words = [w for text in self._texts for w in text.split()]
         return [
             " ".join(words[p : p + k + 1]) for p, k in zip(self._gram_pos.tolist(), self.order.tolist(), strict=True)
         ]
@@ -266,9 +285,59 @@ class _NgramTable:
     def reference_document_frequency(self) -> np.ndarray:
         """Per gram id: how many items hold it in at least one of their references (CIDEr's df)."""
         g = self.n_grams
-        ref = ~self.is_hyp
-        item_gram, _ = _unique_counts(self.item_of_text[self.text[ref]] * g + self.gram[ref])
-        return np.bincount(item_gram % g, minlength=g).astype(float)
+        df = np.zeros(g, dtype=np.int64)
+        for part in self.item_parts():  # items are disjoint across parts: their counts add up exactly
+            ref = ~part.is_hyp
+            item_gram, _ = _unique_counts(part.item_of_text[part.text[ref]] * g + part.gram[ref])
+            df += np.bincount(item_gram % g, minlength=g)
+        return df.astype(float)
+
+    def item_parts(self, max_entries: int | None = None) -> Iterator[_NgramTable]:
+        """The table cut into runs of whole items of at most ``max_entries`` entries each (one item may have
+        more), each a table of its own with the same gram ids: every per-item statistic of a part equals that
+        of the whole table, while the temporary arrays of a computation stay the size of a part."""
+        n = self.n_items
+        max_entries = PART_ENTRIES if max_entries is None else max_entries
+        if self.text.size <= max_entries or n <= 1:
+            yield self
+            return
+        ref_start = np.concatenate(([0], np.cumsum(self.n_refs)))  # item i's references: texts n + ref_start[i]..
+        hyp_end = np.searchsorted(self.text, np.arange(1, n + 1), side="left")  # entries of hyp texts < i
+        ref_end = np.searchsorted(self.text, n + ref_start, side="left")  # entries of ref texts before item i
+        # entries of items 0..c-1 (their hypotheses and references): a part's size is a difference of two
+        ends = np.concatenate(([0], hyp_end)) + ref_end
+        a = 0
+        while a < n:
+            b = max(a + 1, int(np.searchsorted(ends, ends[a] + max_entries, side="right")) - 1)
+            yield self._items(a, b, hyp_end, ref_end, ref_start)
+            a = b
+
+    def _items(
+        self, a: int, b: int, hyp_end: np.ndarray, ref_end: np.ndarray, ref_start: np.ndarray
+    ) -> _NgramTable:
+        """Items ``a..b-1`` as a table of their own (texts renumbered, gram ids kept)."""
+        n = self.n_items
+        part = object.__new__(_NgramTable)
+        h0, h1 = (int(hyp_end[a - 1]) if a else 0), int(hyp_end[b - 1])
+        r0, r1 = int(ref_end[a]), int(ref_end[b])
+        m = b - a
+        shift_ref = n + int(ref_start[a]) - m  # ref text t of the whole table is text t - shift_ref of the part
+        part.n_items = m
+        part.n_refs = self.n_refs[a:b]
+        part.item_of_text = np.concatenate(
+            [np.arange(m, dtype=np.int64), np.repeat(np.arange(m, dtype=np.int64), part.n_refs)]
+        )
+        part.lengths = np.concatenate(
+            [self.lengths[a:b], self.lengths[n + int(ref_start[a]) : n + int(ref_start[b])]]
+        )
+        part.text = np.concatenate([self.text[h0:h1] - a, self.text[r0:r1] - shift_ref])
+        part.gram = np.concatenate([self.gram[h0:h1], self.gram[r0:r1]])
+        part.count = np.concatenate([self.count[h0:h1], self.count[r0:r1]])
+        part.is_hyp = part.text < m
+        part.n_texts = m + int(part.n_refs.sum())
+        part.n_grams, part.order, part._gram_pos = self.n_grams, self.order, self._gram_pos
+        part._texts = []
+        return part
 
 
 # --------------------------------------------------------------------------------------------------- BLEU
@@ -281,8 +350,13 @@ def bleu_stats(table: _NgramTable) -> np.ndarray:
 
     ``correct_k`` clips each hypothesis k-gram count by its largest count in any one reference (Papineni et
     al., 2002, Eq. 1); ``reflen`` is the reference length closest to the hypothesis length, the shorter on a
-    tie.
+    tie. Computed one part of the items at a time (`_NgramTable.item_parts`: the same values, bounded memory).
     """
+    parts = [_bleu_stats(part) for part in table.item_parts()]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _bleu_stats(table: _NgramTable) -> np.ndarray:
     n = table.n_items
     g = table.n_grams
     hyp = table.is_hyp
@@ -429,14 +503,21 @@ def cider_d_item_scores(
     (`vistkit.engine`). Sums run in an order fixed by the values (not by gram ids, which depend on the
     table), so a shard gives bit for bit the scores of the whole set.
     """
-    n = table.n_items
-    if n == 0:
+    if table.n_items == 0:
         return np.zeros(0, dtype=float)
-    g = table.n_grams
-    ref_entries = ~table.is_hyp
     if df is None:  # document frequency: items whose references hold the gram (each item counted once)
         df = table.reference_document_frequency()
-    ref_len = np.log(float(n if n_docs is None else n_docs))
+    n_docs = table.n_items if n_docs is None else n_docs
+    parts = [_cider_d_items(part, sigma=sigma, df=df, n_docs=n_docs) for part in table.item_parts()]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _cider_d_items(table: _NgramTable, *, sigma: float, df: np.ndarray, n_docs: int) -> np.ndarray:
+    """`cider_d_item_scores` of one part of the items, with the whole set's ``df`` and ``n_docs``."""
+    n = table.n_items
+    g = table.n_grams
+    ref_entries = ~table.is_hyp
+    ref_len = np.log(float(n_docs))
     weight = table.count.astype(float) * (ref_len - np.log(np.maximum(1.0, df[table.gram])))
     order = table.order[table.gram]
     norm = np.sqrt(_sum_by(table.text * MAX_N + order, weight**2, table.n_texts * MAX_N)).reshape(

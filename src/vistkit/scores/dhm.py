@@ -130,6 +130,11 @@ def _build_metric(
     if isinstance(spec, Metric):
         return spec
     cls = get_metric_class(spec)
+    if cls.needs_references:  # dHM compares each human story with the model's: no reference stories to give
+        raise InputError(
+            f"{spec} needs reference stories, so it cannot score dHM's {_NAMES[dim]} dimension {dim}: choose a "
+            f"reference-free metric for --{dim.lower()}-metric (`vistkit metrics` says what each needs)"
+        )
     params = inspect.signature(cls.__init__).parameters
     accepted = {k: v for k, v in options.items() if k in params and v is not None}
     try:
@@ -291,8 +296,9 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
         )
     cols = [f"d{d}" for d in dist.dimensions] + ["dHM", "n"]
     row = [dist.d[d] for d in dist.dimensions] + [dist.dHM, dist.n]
+    n_out = len(result.excluded)
     caption = [
-        f"{len(result.excluded)} stories left out:",
+        f"{n_out} stor{'y' if n_out == 1 else 'ies'} left out:" if n_out else "no story left out",
         *exclusion_summary(result.excluded),
         *result.notes,
     ]

@@ -93,21 +93,26 @@ def normalize_table(table: Any, *, side: str = "scores") -> dict[str, dict[str, 
             raise InputError(
                 f"{side}: the table needs columns G, C and R; it has {shown_names(cols)}"
             )
-        table = {
-            d: dict(zip((str(i) for i in table.index), table[d].tolist(), strict=True)) for d in DIMENSIONS
-        }
+        index = [str(i) for i in table.index]
+        _refuse_repeated_ids(index, side)
+        table = {d: dict(zip(index, table[d].tolist(), strict=True)) for d in DIMENSIONS}
     if not isinstance(table, Mapping):
         raise InputError(f"{side}: expected a mapping of scores, found {type(table).__name__}")
     keys = set(map(str, table))
     if keys and keys <= set(DIMENSIONS) | {"g", "c", "r"}:
+        _refuse_repeated_ids([str(k).upper() for k in table], side, what="dimension")
         by_dim = {str(k).upper(): v for k, v in table.items()}
     else:  # story-major: {sid: {"G": .., "C": .., "R": ..}}
+        _refuse_repeated_ids([str(k) for k in table], side)
         by_dim = {d: {} for d in DIMENSIONS}
         for sid, row in table.items():
             if not isinstance(row, Mapping):
                 raise InputError(
                     f"{side}: story {sid!r}: expected G, C and R scores, found {type(row).__name__}"
                 )
+            _refuse_repeated_ids(
+                [str(k).upper() for k in row if str(k).upper() in DIMENSIONS], f"{side} story {sid!r}", what="dimension"
+            )
             for k, v in row.items():
                 if str(k).upper() in DIMENSIONS:
                     by_dim[str(k).upper()][str(sid)] = v
@@ -118,12 +123,27 @@ def normalize_table(table: Any, *, side: str = "scores") -> dict[str, dict[str, 
             raise InputError(f"{side}: no {d} scores (dHM needs G, C and R)")
         if not isinstance(col, Mapping):
             raise InputError(f"{side}: the {d} scores must map story ids to numbers")
+        _refuse_repeated_ids([str(k) for k in col], f"{side} {d}")
         out[d] = {
             str(sid): _as_float(v, f"{side} {d} story {sid!r}")
             for sid, v in col.items()
             if not _is_missing(v)
         }
     return out
+
+
+def _refuse_repeated_ids(ids: Sequence[str], side: str, *, what: str = "story id") -> None:
+    """Refuse a story id (or dimension) given twice, e.g. ``1`` and ``"1"`` or a DataFrame index entry twice."""
+    if len(set(ids)) == len(ids):
+        return
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise InputError(
+                f"{side}: {what} {shown_names([i])!r} is given twice (e.g. as 1 and '1', or in either case), and "
+                "only one of its scores could count; give each once"
+            )
+        seen.add(i)
 
 
 def dimension_distances(
@@ -201,23 +221,43 @@ def _natural_key(sid: str) -> tuple[int, int | str]:
 
 
 # --------------------------------------------------------------------------------------------------- readers
+class _Ids:
+    """The line of every story id of one score table, refusing an id given twice (a dict would keep the last)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        self.lines: dict[str, int] = {}
+
+    def add(self, sid: str, line: int) -> None:
+        first = self.lines.setdefault(sid, line)
+        if first != line:
+            raise InputError(
+                f"{self.path}: story id {shown_names([sid])!r} is given twice (lines {first} and {line}), and "
+                "only one score per story can count; remove one of the rows"
+            )
+
+
 def _read_score_csv(path: Path) -> dict[str, float]:
     """dHM's ``<prefix>_C.csv`` / ``_R.csv``: a header row, then ``story_id,score`` (ids stripped, NaN
-    dropped)."""
-    from vistkit.data.readers import read_csv_rows
+    dropped, an id given twice refused naming both lines)."""
+    from vistkit.data.readers import open_csv
 
     out: dict[str, float] = {}
-    rows = read_csv_rows(path, delimiter=",")
-    if not rows:
-        raise InputError(f"{path}: empty file (expected a header row, then story_id,score rows)")
-    for n, row in enumerate(rows[1:], start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(row) < 2:
-            raise InputError(f"{path} line {n}: expected story_id,score")
-        if _is_missing(row[1]):
-            continue
-        out[row[0].strip()] = _as_float(row[1].strip(), f"{path} line {n}")
+    ids = _Ids(path)
+    with open_csv(path, delimiter=",") as f:
+        if not f.fieldnames:
+            raise InputError(f"{path}: empty file (expected a header row, then story_id,score rows)")
+        if len(f.fieldnames) < 2:
+            raise InputError(f"{path} line 1: expected the header story_id,score (two columns)")
+        id_col, score_col = f.fieldnames[:2]
+        for n, row in f:
+            sid, value = row[id_col].strip(), row[score_col]
+            if not sid and not value.strip():
+                continue
+            ids.add(sid, n)
+            if _is_missing(value):
+                continue
+            out[sid] = _as_float(value.strip(), f"{path} line {n}")
     return out
 
 
@@ -272,23 +312,26 @@ def read_per_item_scores(
     ``columns`` maps G, C and R to column names; a dimension left out (or ``None``) takes the first column
     found among `DEFAULT_COLUMNS`. Empty cells are missing scores.
     """
-    from vistkit.data.readers import read_csv
+    from vistkit.data.readers import open_csv
 
     p = Path(path)
-    header, rows = read_csv(p, delimiter=",")
-    if not header:
-        raise InputError(f"{p}: empty CSV (expected a header row id,<metric>,...)")
-    id_col = header[0]
-    chosen = resolve_columns(header[1:], columns or {}, where=str(p))
     out: dict[str, dict[str, float]] = {d: {} for d in DIMENSIONS}
-    for n, row in enumerate(rows, start=2):
-        sid = (row.get(id_col) or "").strip()
-        if not sid:
-            raise InputError(f"{p} line {n}: empty {id_col!r}")
-        for d, col in chosen.items():
-            value = row.get(col)
-            if not _is_missing(value):
-                out[d][sid] = _as_float(value, f"{p} line {n} column {col!r}")
+    ids = _Ids(p)
+    with open_csv(p, delimiter=",") as f:
+        header = f.fieldnames
+        if not header:
+            raise InputError(f"{p}: empty CSV (expected a header row id,<metric>,...)")
+        id_col = header[0]
+        chosen = resolve_columns(header[1:], columns or {}, where=str(p))
+        for n, row in f:
+            sid = row[id_col].strip()
+            if not sid:
+                raise InputError(f"{p} line {n}: empty {id_col!r}")
+            ids.add(sid, n)
+            for d, col in chosen.items():
+                value = row[col]
+                if not _is_missing(value):
+                    out[d][sid] = _as_float(value, f"{p} line {n} column {col!r}")
     return out
 
 
@@ -323,11 +366,11 @@ def is_per_item_csv(path: str | Path) -> bool:
 
 
 def per_item_header(path: str | Path) -> list[str]:
-    """The column names of a per-item CSV (``[]`` for an empty file)."""
-    from vistkit.data.readers import read_csv_rows
+    """The column names of a per-item CSV (``[]`` for an empty file), as `read_per_item_scores` reads them."""
+    from vistkit.data.readers import open_csv
 
-    rows = read_csv_rows(path, delimiter=",")
-    return rows[0] if rows else []
+    with open_csv(path, delimiter=",") as f:
+        return f.fieldnames
 
 
 def read_scores(

@@ -65,9 +65,16 @@ def rankings_to_pairs_cmd(
     output: Path = typer.Option(..., "--output", "-o", help="Pairs CSV to write (VHED layout)."),
 ) -> None:
     """Turn raw rankings into VHED-style pairs (C(N,2) per task, agreement folded to 3/4/5, zero gaps
-    dropped)."""
+    dropped; a worker who ties two stories counts for neither side of the agreement)."""
+    from vistkit.commands.common import note
     from vistkit.meta.human import pairs_from_rankings, read_rankings, write_pairs
 
     pairs = pairs_from_rankings(read_rankings(rankings_csv))
     write_pairs(pairs, output)
     echo(f"wrote {len(pairs)} pairs to {output}")
+    tied = sum(1 for p in pairs if p.meta.get("ties", "0") != "0")
+    if tied:
+        note(
+            f"note: in {tied} of {len(pairs)} pairs some workers gave both stories the same rank; a tie counts for "
+            "neither side of the agreement"
+        )

@@ -244,11 +244,15 @@ def pairs_assessment(
         pair_accuracy,
         pair_correct,
     )
+    from vistkit.meta.resample import bootstrap_progress
     from vistkit.meta.significance import pairwise_comparisons
 
     acc = {s.metric: pair_accuracy(s, pairs) for s in scores}
     correct = {s.metric: pair_correct(s, pairs) for s in scores}
-    comparisons = pairwise_comparisons([s.metric for s in scores], correct, n_resamples=n_resamples, seed=seed)
+    k = len(scores)
+    with bootstrap_progress((k + k * (k - 1) // 2) * n_resamples):  # one CI per metric, one test per two
+        comparisons = pairwise_comparisons([s.metric for s in scores], correct, n_resamples=n_resamples, seed=seed)
+        intervals = {m: list(accuracy_interval(c, n_resamples=n_resamples, seed=seed)) for m, c in correct.items()}
     if edges is None:
         edges = auto_gap_edges(pairs, normalised=normalised)
     return {
@@ -259,9 +263,7 @@ def pairs_assessment(
         "accuracy": {m: {k: v[k]["accuracy"] for k in SUBSETS} for m, v in acc.items()},
         "n": {m: {k: v[k]["n"] for k in SUBSETS} for m, v in acc.items()},
         "by_kind": {s.metric: accuracy_by_kind(s, pairs) for s in scores},
-        "accuracy_ci": {
-            m: list(accuracy_interval(c, n_resamples=n_resamples, seed=seed)) for m, c in correct.items()
-        },
+        "accuracy_ci": intervals,
         "by_gap": {
             s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) if edges else [] for s in scores
         },

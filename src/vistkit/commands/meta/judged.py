@@ -174,13 +174,9 @@ def correlation_assessment(
     kendall: str = "b",
 ) -> dict[str, Any]:
     """Story- and/or system-level correlations of every metric with every aspect, and the Williams test
-    (Pearson) between every two metrics at each level. ``kendall``: tau-b (default) or tau-c."""
-    from vistkit.meta.correlation import (
-        compare_correlations,
-        correlation_ci,
-        system_correlation_ci,
-        system_means,
-    )
+    (Pearson) between every two metrics at each level. ``kendall``: tau-b (default) or tau-c. A long
+    bootstrap shows one progress task over all of them."""
+    from vistkit.meta.resample import bootstrap_progress
 
     if kendall not in ("b", "c"):
         raise InputError("--kendall must be b or c")
@@ -188,31 +184,10 @@ def correlation_assessment(
     levels = ("story", "system") if level == "both" else (level,)
     rows: list[dict[str, Any]] = []
     williams: list[dict[str, Any]] = []
-    for aspect in table.aspects:
-        human = table.column(aspect)
-        for metric, scores in values.items():
-            for method in ("pearson", "spearman", kendall_method):
-                name = "kendall" if method.startswith("kendall") else method
-                if "story" in levels:
-                    r = correlation_ci(scores, human, method=method, n_resamples=n_resamples, seed=seed)
-                    rows.append({"level": "story", "metric": metric, "aspect": aspect, **r, "method": name})
-                if "system" in levels:
-                    r = system_correlation_ci(
-                        table.systems, scores, human, method=method, n_resamples=n_resamples, seed=seed
-                    )
-                    rows.append({"level": "system", "metric": metric, "aspect": aspect, **r, "method": name})
-        for a, b in itertools.combinations(values, 2):
-            if "story" in levels:
-                test = compare_correlations(human, values[a], values[b], method="pearson")
-                williams.append({"level": "story", "aspect": aspect, "a": a, "b": b, **test})
-            if "system" in levels:
-                keep = ~(np.isnan(human) | np.isnan(values[a]) | np.isnan(values[b]))
-                systems = [s for s, k in zip(table.systems, keep, strict=True) if k]
-                h, va, vb = (
-                    np.array(list(system_means(systems, v[keep]).values())) for v in (human, values[a], values[b])
-                )
-                test = compare_correlations(h, va, vb, method="pearson")
-                williams.append({"level": "system", "aspect": aspect, "a": a, "b": b, **test})
+    total = len(table.aspects) * len(values) * 3 * len(levels) * n_resamples
+    with bootstrap_progress(total):
+        for aspect in table.aspects:
+            _correlate_aspect(table, values, aspect, levels, kendall_method, n_resamples, seed, rows, williams)
     return {
         "correlations": rows,
         "williams": williams,
@@ -221,6 +196,51 @@ def correlation_assessment(
         "aspects": table.aspects,
         "note": "scores of lower-is-better metrics are negated, so r > 0 always means agreement with people",
     }
+
+
+def _correlate_aspect(
+    table: Any,
+    values: dict[str, np.ndarray],
+    aspect: str,
+    levels: tuple[str, ...],
+    kendall_method: str,
+    n_resamples: int,
+    seed: int,
+    rows: list[dict[str, Any]],
+    williams: list[dict[str, Any]],
+) -> None:
+    """`correlation_assessment` for one aspect: appends its correlation rows and Williams tests."""
+    from vistkit.meta.correlation import (
+        compare_correlations,
+        correlation_ci,
+        system_correlation_ci,
+        system_means,
+    )
+
+    human = table.column(aspect)
+    for metric, scores in values.items():
+        for method in ("pearson", "spearman", kendall_method):
+            name = "kendall" if method.startswith("kendall") else method
+            if "story" in levels:
+                r = correlation_ci(scores, human, method=method, n_resamples=n_resamples, seed=seed)
+                rows.append({"level": "story", "metric": metric, "aspect": aspect, **r, "method": name})
+            if "system" in levels:
+                r = system_correlation_ci(
+                    table.systems, scores, human, method=method, n_resamples=n_resamples, seed=seed
+                )
+                rows.append({"level": "system", "metric": metric, "aspect": aspect, **r, "method": name})
+    for a, b in itertools.combinations(values, 2):
+        if "story" in levels:
+            test = compare_correlations(human, values[a], values[b], method="pearson")
+            williams.append({"level": "story", "aspect": aspect, "a": a, "b": b, **test})
+        if "system" in levels:
+            keep = ~(np.isnan(human) | np.isnan(values[a]) | np.isnan(values[b]))
+            systems = [s for s, k in zip(table.systems, keep, strict=True) if k]
+            h, va, vb = (
+                np.array(list(system_means(systems, v[keep]).values())) for v in (human, values[a], values[b])
+            )
+            test = compare_correlations(h, va, vb, method="pearson")
+            williams.append({"level": "system", "aspect": aspect, "a": a, "b": b, **test})
 
 
 @meta_app.command("errors")

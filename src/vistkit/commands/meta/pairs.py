@@ -167,7 +167,10 @@ def compare_cmd(
         raise InputError("compare needs at least two metrics: --metrics A,B")
     mask = subset_masks(pairs)[subset]
     correct = {s.metric: np.where(mask, pair_correct(s, pairs), math.nan) for s in scores}
-    comps = pairwise_comparisons(list(correct), correct, n_resamples=n_resamples, seed=seed)
+    from vistkit.meta.resample import bootstrap_progress
+
+    with bootstrap_progress(len(scores) * (len(scores) - 1) // 2 * n_resamples):
+        comps = pairwise_comparisons(list(correct), correct, n_resamples=n_resamples, seed=seed)
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {"subset": subset, "comparisons": comps, "signatures": signatures}
     cols = [*COMPARISON_COLUMNS, "n"]
