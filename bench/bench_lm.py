@@ -6,6 +6,16 @@
     nice .venv/bin/python bench/bench_lm.py --stories 40 --profile               # where the time goes
     nice .venv/bin/python bench/bench_lm.py --head                               # LM head: blocks vs one
     nice .venv/bin/python bench/bench_lm.py --stories 60 --matmul                # oneDNN vs BLAS, interleaved
+    nice .venv/bin/python bench/bench_lm.py --stories 1000 --cpu-side            # everything but the LM forward
+    python bench/bench_lm.py --device cuda --stories 2000 --precision both --each  # a GPU (BENCHMARKS.md)
+    python bench/bench_lm.py --device cuda --random-lm SHAPE_DIR --against-cpu   # no packaged LM on that machine
+
+``--lm`` scores with another causal LM (a folder or a cached hub id, as the metrics' ``lm=`` option).
+``--random-lm SHAPE_DIR`` (a folder with the packaged LM's ``config.json`` and tokenizer files, e.g. copied from
+``~/.cache/vistkit/lm/smollm2-135m-*``) builds a model of that shape with seeded random weights: the same
+tokens, rows, batches and FLOPs as the packaged LM, so the same speed, for a machine where the package cannot be
+installed; its values are meaningless (``--against-cpu`` still compares the device with the CPU on them).
+``--val-file`` points at ``val_reference.json`` elsewhere than ../shared.
 
 Stories: the human VIST *validation* stories of ../shared/data/vist-11777-baselines/arel_reference/
 val_reference.json (free to use, RESERVED.md), in file order, split into sentences with NLTK Punkt as the
@@ -28,6 +38,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench_gemm_roofline import gemm_rate  # bench/ is the script's folder, so on sys.path
 
@@ -38,7 +49,7 @@ VAL = REPO.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference
 def val_stories(n: int, *, skip: int = 0) -> list[list[str]]:
     from vistkit.metrics.coherence import split_sentences
 
-    data = json.loads(VAL.read_text(encoding="utf-8"))
+    data = json.loads(Path(os.environ.get("VISTKIT_BENCH_VAL", VAL)).read_text(encoding="utf-8"))
     texts = [t for album in data.values() for t in album]
     return [split_sentences(t) for t in texts[skip : skip + n]]
 
@@ -118,6 +129,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--matmul", action="store_true",
                     help="fp32 CPU linear layers through oneDNN (the default) vs PyTorch's BLAS, interleaved")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of --matmul")
+    ap.add_argument("--lm", default=None, help="a causal LM folder or cached hub id (default: the packaged LM)")
+    ap.add_argument("--random-lm", default=None, metavar="SHAPE_DIR",
+                    help="a random-weight model of this config + tokenizer (speed only; see the docstring)")
+    ap.add_argument("--val-file", default=None, help="VIST val_reference.json (default: ../shared's)")
+    ap.add_argument("--cpu-side", action="store_true",
+                    help="time everything but the LM forward (constant log-probabilities): the host's share")
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs (cold cache each); the best is shown")
+    ap.add_argument("--torch-profile", action="store_true",
+                    help="torch.profiler of one more run: the operators that take the host's and the device's time")
+    ap.add_argument("--against-cpu", action="store_true",
+                    help="the same stories on --device and on the CPU (fp32): largest differences")
     ap.add_argument(
         "--stories-file",
         default=None,
@@ -127,12 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.val_file:
+        os.environ["VISTKIT_BENCH_VAL"] = args.val_file
+    if args.random_lm:
+        args.lm = random_lm(Path(args.random_lm))
     if args.head:
         return head_blocks(args)
 
     stories = val_stories(args.stories, skip=20) if args.stories_file is None else file_stories(args)
     if args.matmul:
         return matmul_ab(stories, args)
+    if args.cpu_side:
+        return cpu_side(stories, args)
+    if args.against_cpu:
+        return against_cpu(stories, args)
     if args.deviation:
         return deviation(stories, args)
     results = {}
@@ -143,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         results[precision] = speed(stories, args, precision)
         if args.profile:
             profile(stories, args, precision)
+        if args.torch_profile:
+            torch_profile(stories, args, precision)
     if len(results) == 2:
         names = ("lm-perplexity", "lm-fluency", "lm-coherence")
         for k, name in enumerate(names):
@@ -161,7 +193,7 @@ def head_blocks(args: argparse.Namespace, positions: int = 2048, rounds: int = 5
     import vistkit.models.lm as lm_mod
     from vistkit.metrics.lm import get_scorer
 
-    lm = get_scorer(None, device=args.device, precision="fp32").lm
+    lm = get_scorer(args.lm, device=args.device, precision="fp32").lm
     torch.manual_seed(0)
     hidden = torch.randn(positions, lm.model.config.hidden_size) * 3
     targets = torch.randint(0, lm.model.get_output_embeddings().weight.shape[0], (positions,))
@@ -199,7 +231,7 @@ def matmul_ab(stories: list[list[str]], args: argparse.Namespace) -> int:
     models = {}
     for choice in ("blas", "onednn"):
         os.environ["VISTKIT_CPU_MATMUL"] = choice
-        models[choice] = load_lm(None, device="cpu", precision="fp32", batch_tokens=args.batch_tokens)
+        models[choice] = load_lm(args.lm, device="cpu", precision="fp32", batch_tokens=args.batch_tokens)
     del os.environ["VISTKIT_CPU_MATMUL"]
     if models["onednn"].matmul != "onednn":
         print("oneDNN is not usable here (vistkit.models.cpu_matmul.onednn_works() is False)")
@@ -242,18 +274,24 @@ def speed(
     from vistkit.metrics.lm import get_scorer
 
     t0 = time.perf_counter()
-    scorer = get_scorer(None, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
+    scorer = get_scorer(args.lm, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
     load_s = time.perf_counter() - t0
     lm = scorer.lm
     scorer.forget()  # a cold cache: an earlier run's stories would cost nothing
     run_metrics(scorer, val_stories(8), metrics)  # warm-up (other stories)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    t0, c0 = time.perf_counter(), time.process_time()
-    values = run_metrics(scorer, stories, metrics)
-    if args.device.startswith("cuda"):
-        torch.cuda.synchronize()
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    runs: list[tuple[float, float]] = []
+    for _ in range(max(1, args.repeat)):
+        scorer.forget()
+        t0, c0 = time.perf_counter(), time.process_time()
+        values = run_metrics(scorer, stories, metrics)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        runs.append((time.perf_counter() - t0, time.process_time() - c0))
+    seconds, cpu = min(runs)
+    if len(runs) > 1:
+        print(f"{len(runs)} runs: " + ", ".join(f"{len(stories) / w:.1f}" for w, _ in runs) + " stories/s; best below")
     passes = passes_of(metrics)
     positions, scored, flops = flop_count(lm, stories, passes)
     print(f"== {', '.join(metrics)} (passes: {', '.join(sorted(passes))})")
@@ -266,6 +304,12 @@ def speed(
           f"({len(stories) / cpu:.2f} stories per CPU-second); load average {os.getloadavg()[0]:.1f}")
     means = [[v[k] for v in values if not math.isnan(v[k])] for k in range(3)]
     print("means: " + ", ".join(f"{name} {sum(m) / len(m):.4f}" for name, m in zip(METRICS, means, strict=True) if m))
+    if not args.no_roofline and args.device.startswith("cuda") and metrics == METRICS:
+        achieved = flops / seconds / 1e12
+        for shape in ((8192, 8192, 8192), (16384, 576, 1536)):
+            rate = cuda_gemm_rate(*shape, dtype=torch.bfloat16 if precision == "bf16" else torch.float32)
+            print(f"roofline {precision} GEMM {shape[0]} x {shape[1]} @ {shape[1]} x {shape[2]} on {lm.device}: "
+                  f"{rate:.1f} TFLOP/s; achieved / roofline = {achieved / rate:.3f}")
     if not args.no_roofline and args.device == "cpu" and metrics == METRICS:
         achieved, per_cpu = flops / seconds / 1e9, flops / cpu / 1e9
         kinds = [("fp32", False)] + [("fp32 oneDNN", True)] * (lm.matmul == "onednn")
@@ -278,15 +322,55 @@ def speed(
     return values
 
 
+def torch_profile(stories: list[list[str]], args: argparse.Namespace, precision: str) -> None:
+    """One more run under torch.profiler: the operators that take most of the host's time, and of the device's."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from vistkit.metrics.lm import get_scorer
+
+    scorer = get_scorer(args.lm, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
+    scorer.forget()
+    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * args.device.startswith("cuda")
+    with profile(activities=activities) as prof:
+        run_metrics(scorer, stories)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+    averages = prof.key_averages()
+    print(averages.table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=48))
+    if args.device.startswith("cuda"):
+        print(averages.table(sort_by="self_cuda_time_total", row_limit=14, max_name_column_width=48))
+
+
+def cuda_gemm_rate(rows: int, inner: int, cols: int, *, dtype: Any) -> float:
+    """TFLOP/s of ``(rows x inner) @ (inner x cols)`` on the current CUDA device (torch's default matmul
+    settings, as the LM runs: float32 without TF32), timed with CUDA events after a warm-up."""
+    import torch
+
+    a = torch.randn(rows, inner, device="cuda", dtype=dtype)
+    b = torch.randn(inner, cols, device="cuda", dtype=dtype)
+    for _ in range(3):
+        a @ b
+    reps = max(10, int(2e12 / (2 * rows * inner * cols)))
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        a @ b
+    end.record()
+    torch.cuda.synchronize()
+    return 2 * rows * inner * cols * reps / (start.elapsed_time(end) / 1e3) / 1e12
+
+
 def profile(stories: list[list[str]], args: argparse.Namespace, precision: str) -> None:
     """Wall time per kind of module of one more run (forward hooks on the LM's modules; the hooks cost a few
     per cent), the GFLOP/s of each matrix-multiply kind, and the share of padded positions."""
     import torch
 
     from vistkit.metrics.lm import get_scorer
+    from vistkit.models.lm import BATCH_SHAPE
     from vistkit.models.runtime import batches_by_length
 
-    scorer = get_scorer(None, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
+    scorer = get_scorer(args.lm, device=args.device, precision=precision, batch_tokens=args.batch_tokens)
     scorer.forget()  # the timed run above left these stories in the scorer's cache
     lm = scorer.lm
     spent: dict[str, float] = {}
@@ -335,8 +419,9 @@ def profile(stories: list[list[str]], args: argparse.Namespace, precision: str) 
     total = time.perf_counter() - t0
     positions, scored, _ = flop_count(lm, stories)
     rows = row_lengths(lm, stories)
+    at_most, padding = BATCH_SHAPE.get(lm.device.type, BATCH_SHAPE["other"])
     padded = sum(len(b) * max(rows[i] for i in b) for b in batches_by_length(
-        rows, batch_size=1024, max_tokens=lm.batch_tokens, max_padding=0.15))
+        rows, batch_size=at_most, max_tokens=lm.batch_tokens, max_padding=padding))
     print(f"profile ({precision}, with hooks): {total:.2f} s for {len(stories)} stories; {padded} padded positions "
           f"for {positions} ({padded / positions - 1:.1%} padding)")
     linears = {k: v for k, v in spent.items() if k in flop_per_position}
@@ -368,8 +453,8 @@ def deviation(stories: list[list[str]], args: argparse.Namespace) -> int:
 
     from vistkit.metrics.lm import get_scorer
 
-    a = get_scorer(None, device=args.device, precision="fp32")
-    b = get_scorer(None, device=args.device, precision="bf16")
+    a = get_scorer(args.lm, device=args.device, precision="fp32")
+    b = get_scorer(args.lm, device=args.device, precision="bf16")
     la, lb = a.logprobs(stories), b.logprobs(stories)
     token = max(float(np.abs(x.in_story() - y.in_story()).max()) for x, y in zip(la, lb, strict=True))
     alone = max(
@@ -385,6 +470,75 @@ def deviation(stories: list[list[str]], args: argparse.Namespace) -> int:
         d = [abs(x[k] - y[k]) for x, y in zip(va, vb, strict=True) if not (math.isnan(x[k]) or math.isnan(y[k]))]
         rel = [abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(va, vb, strict=True) if x[k] and not math.isnan(x[k])]
         print(f"{name}: max |diff| {max(d):.4g} (max relative {max(rel):.3g})")
+    return 0
+
+
+def random_lm(shape: Path) -> str:
+    """A folder (under the temp dir) holding a model of ``shape``'s config.json with random weights (seed 0,
+    transformers' own initialisation) and ``shape``'s tokenizer files; its path."""
+    import shutil
+    import tempfile
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out = Path(tempfile.mkdtemp(prefix="vistkit-random-lm-"))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(shape), dtype=torch.float32)
+    model.save_pretrained(out)
+    for f in shape.iterdir():
+        if f.name.startswith("tokenizer") or f.name in ("special_tokens_map.json", "vocab.json", "merges.txt"):
+            shutil.copy(f, out / f.name)
+    print(f"random-weight LM of {shape.name}'s shape in {out} (speed only: its values are meaningless)")
+    return str(out)
+
+
+def cpu_side(stories: list[list[str]], args: argparse.Namespace) -> int:
+    """Everything `speed` times except the LM's forward batches (`CausalLM._forward` gives constant
+    log-probabilities): tokenising, rows, assembling, the metrics. The host's share of a GPU run, and the
+    ceiling a faster device cannot pass."""
+    import torch
+
+    from vistkit.metrics.lm import get_scorer
+    from vistkit.models.lm import CausalLM
+
+    scorer = get_scorer(args.lm, device="cpu", precision="fp32")
+
+    def constant(self: CausalLM, rows: list[list[int]]) -> Any:
+        return torch.full((sum(self._run_length(len(r)) for r in rows),), -2.0)
+
+    real = CausalLM._forward
+    CausalLM._forward = constant  # type: ignore[method-assign]
+    try:
+        run_metrics(scorer, val_stories(8))  # warm-up (other stories)
+        best = math.inf
+        for _ in range(3):
+            scorer.forget()
+            t0 = time.perf_counter()
+            run_metrics(scorer, stories)
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        CausalLM._forward = real  # type: ignore[method-assign]
+    print(f"CPU side (no LM forward), {len(stories)} stories: best of 3 {best:.2f} s = "
+          f"{len(stories) / best:.0f} stories/s; load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def against_cpu(stories: list[list[str]], args: argparse.Namespace) -> int:
+    """The three metrics' values and every token's log-probability on ``--device`` against the CPU (fp32 both)."""
+    import numpy as np
+
+    from vistkit.metrics.lm import get_scorer
+
+    dev = get_scorer(args.lm, device=args.device, precision="fp32")
+    cpu = get_scorer(args.lm, device="cpu", precision="fp32")
+    la, lb = dev.logprobs(stories), cpu.logprobs(stories)
+    token = max(float(np.abs(x.in_story() - y.in_story()).max()) for x, y in zip(la, lb, strict=True) if x.sentences)
+    print(f"{len(stories)} stories, {dev.lm.device} vs cpu, fp32: max |diff| of a token log-probability {token:.3g}")
+    va, vb = run_metrics(dev, stories), run_metrics(cpu, stories)
+    for k, name in enumerate(METRICS):
+        d = [abs(x[k] - y[k]) for x, y in zip(va, vb, strict=True) if not (math.isnan(x[k]) or math.isnan(y[k]))]
+        print(f"{name}: max |diff| per story {max(d):.3g}")
     return 0
 
 

@@ -677,3 +677,60 @@ def test_models_info_refuses_what_is_not_a_model(tmp_path: Path, capsys: pytest.
     f.write_text("{}")
     assert main(["models", "info", str(f)]) == 1
     assert "is not a model: no converted folder" in capsys.readouterr().err
+
+
+@st.composite
+def _tokens_and_words(draw: Any) -> tuple[np.ndarray, list[tuple[str, int, int]]]:
+    """Token offsets in text order, starts and stops never decreasing (touching, with gaps, zero-width, several
+    tokens of one character) and words anywhere over the same characters."""
+    offsets, at, stop = [], 0, 0
+    for _ in range(draw(st.integers(0, 12))):
+        at += draw(st.integers(0, 2))
+        stop = max(stop, at + draw(st.integers(0, 4)))
+        offsets.append((at, stop))
+        at = stop if draw(st.booleans()) else at
+    words, pos = [], 0
+    for _ in range(draw(st.integers(0, 6))):
+        pos += draw(st.integers(0, 3))
+        width = draw(st.integers(1, 5))
+        words.append(("w", pos, pos + width))
+        pos += width
+    return np.asarray(offsets, dtype=np.int64).reshape(-1, 2), words
+
+
+@given(_tokens_and_words())
+@settings(max_examples=300, deadline=None)
+def test_word_token_runs_equal_the_overlap_masks(case: tuple[np.ndarray, list[tuple[str, int, int]]]) -> None:
+    """`word_token_ranges` (two binary searches per word) gives each word exactly the tokens the overlap test
+    picks, and `first_word_of_tokens` the first overlapping word of each token (what `_assemble` and SLOR used to
+    compute with one mask per word)."""
+    from vistkit.models.lm import first_word_of_tokens, word_token_ranges
+
+    offsets, words = case
+    first, last = word_token_ranges(offsets, words)
+    first_word = np.full(len(offsets), -1)
+    for w in range(len(words) - 1, -1, -1):
+        _, a, b = words[w]
+        hit = np.nonzero((offsets[:, 0] < b) & (offsets[:, 1] > a))[0]
+        assert list(range(first[w], last[w])) == hit.tolist()
+        first_word[hit] = w
+    assert first_word_of_tokens(len(offsets), first, last).tolist() == first_word.tolist()
+
+
+def test_tokens_out_of_text_order_leave_the_story_unscored(tiny: CausalLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tokenizer whose offsets go backwards (none vistkit knows) cannot be mapped to sentences by runs: the story
+    is left out with the reason instead of being mapped wrongly."""
+    real = tiny.tokenizer
+
+    class Backwards:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def __call__(self, texts: list[str], **kw: Any) -> Any:
+            enc = real(texts, **kw)
+            enc["offset_mapping"] = [list(reversed(o)) for o in enc["offset_mapping"]]
+            return enc
+
+    monkeypatch.setattr(tiny, "tokenizer", Backwards())
+    (out,) = tiny.story_logprobs([["we went to the beach .", "the sea was cold ."]])
+    assert out.sentences == () and "out of text order" in (out.error or "")

@@ -105,7 +105,8 @@ def pmi_sentences(story: StoryLogprobs) -> list[float]:
             out.append(math.nan)
         else:
             gain = s.in_story - s.alone
-            copied = np.asarray([w >= 0 and words[w] in earlier for w in s.token_word.tolist()], dtype=bool)
+            known = np.fromiter((w in earlier for w in words), dtype=bool, count=len(words))
+            copied = (s.token_word >= 0) & known[s.token_word] if words else np.zeros(gain.shape, dtype=bool)
             gain = np.where(copied, np.minimum(gain, 0.0), gain)
             out.append(float(gain.mean()))
         earlier.update(words)

@@ -104,11 +104,17 @@ _PLAIN_HEAD_TYPES = frozenset(
 
 #: token budget (rows x padded length) of one forward batch, by device type
 DEFAULT_BATCH_TOKENS = {"cpu": 2048, "cuda": 65536, "mps": 8192}
+#: (rows at most, padding at most: no row shorter than (1 - p) x the batch's longest) of one forward batch, by
+#: device type. A CPU pays for every padded position, so batches are of nearly equal lengths. A GPU has compute to
+#: spare while its host issues ~1,000 kernel launches per batch of a 30-layer model (the host's time, not the
+#: GPU's, bounds the LM metrics there: BENCHMARKS.md), so fewer, more padded batches: on 2,000 VIST val stories 13
+#: batches with 20% padding instead of 27 with 7%.
+BATCH_SHAPE: dict[str, tuple[int, float]] = {"cpu": (1024, 0.15), "cuda": (4096, 0.3), "other": (1024, 0.15)}
 
 #: (positions, vocabulary entries; 0 = all) per block of the LM head's logits: small blocks on a CPU keep the
 #: logits in cache while the log-softmax reads them (`CausalLM._head_logprobs`); a GPU takes the whole vocabulary
-#: at once for 512 positions (100 MB of float32 logits for a 49k vocabulary), as before the blocks existed
-HEAD_BLOCK: dict[str, tuple[int, int]] = {"cpu": (2048, 1024), "other": (512, 0)}
+#: at once for 2,048 positions (400 MB of float32 logits for a 49k vocabulary; fewer launches than 512)
+HEAD_BLOCK: dict[str, tuple[int, int]] = {"cpu": (2048, 1024), "other": (2048, 0)}
 
 
 # --------------------------------------------------------------------------------------------------- unigram
@@ -137,6 +143,31 @@ def find_words(text: str, start: int = 0, end: int | None = None) -> list[tuple[
     return out
 
 
+def word_token_ranges(offsets: np.ndarray, words: Sequence[tuple[str, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """For each word ``(word, begin, end)``, the tokens that overlap it (``start < end`` and ``stop > begin``, by
+    character offsets, ``offsets``: k x 2) as a range ``[first[i], last[i])`` (empty where none does).
+
+    Tokens come in text order (`CausalLM` excludes a story whose tokenizer gives them otherwise), so their starts
+    and their stops never decrease and the overlapping tokens of a word are one run: the tokens that start before
+    the word ends are a prefix, those that stop after it begins a suffix.
+    """
+    where = np.array([(a, b) for _, a, b in words], dtype=np.int64).reshape(-1, 2)
+    first = np.searchsorted(offsets[:, 1], where[:, 0], side="right")
+    last = np.maximum(np.searchsorted(offsets[:, 0], where[:, 1], side="left"), first)
+    return first, last
+
+
+def first_word_of_tokens(n_tokens: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """For each of ``n_tokens`` tokens, the index of the first word whose token range (`word_token_ranges`)
+    holds it, -1 for none. The ranges' ends never decrease, so that word is the first one ending after the
+    token, if it starts at or before it."""
+    tokens = np.arange(n_tokens)
+    w = np.searchsorted(last, tokens, side="right")
+    inside = w < len(last)
+    inside[inside] = first[w[inside]] <= tokens[inside]
+    return np.where(inside, w, -1).astype(np.int64)
+
+
 #: distinct words whose frequency `Unigram` keeps (~100 bytes each)
 UNIGRAM_CACHE_WORDS = 200_000
 
@@ -160,6 +191,7 @@ class Unigram:
         self.version = importlib.metadata.version("wordfreq")
         self._freq = word_frequency
         self._cache: dict[str, float] = {}
+        self._logprobs: dict[str, float] = {}  # by the word as written (`logprob` runs once per word of a text)
 
     @property
     def signature(self) -> str:
@@ -178,7 +210,12 @@ class Unigram:
 
     def logprob(self, word: str) -> float:
         """Natural-log unigram probability of one word (case-insensitive; floored)."""
-        return math.log(max(self.frequency(word), self.floor))
+        value = self._logprobs.get(word)
+        if value is None:
+            if len(self._logprobs) >= UNIGRAM_CACHE_WORDS:
+                self._logprobs.clear()
+            value = self._logprobs[word] = math.log(max(self.frequency(word), self.floor))
+        return value
 
     def knows(self, word: str) -> bool:
         """Whether the frequency list has ``word`` at all; `logprob` gives the ones it lacks the floor."""
@@ -192,10 +229,21 @@ class Unigram:
         unigram log-probability, the sum of its words' (`sentence_logprob`), whatever the LM's segmentation.
         """
         out = np.zeros(len(sentence.token_ids), dtype=np.float64)
-        for (word, a, b) in sentence.words:
-            hit = np.nonzero((sentence.offsets[:, 0] < b) & (sentence.offsets[:, 1] > a))[0]
-            if hit.size:
-                out[hit] += self.logprob(word) / hit.size
+        if not sentence.words or not out.size:
+            return out
+        ranges = sentence.word_tokens
+        if ranges is None or len(ranges) != len(sentence.words):
+            first, last = word_token_ranges(sentence.offsets, sentence.words)
+        else:
+            first, last = ranges[:, 0], ranges[:, 1]
+        count = last - first
+        has = count > 0
+        share = np.fromiter((self.logprob(w) for w, _, _ in sentence.words), dtype=np.float64, count=len(count))
+        share = share[has] / count[has]
+        count, first = count[has], first[has]
+        # each word's tokens, in word order: a token that two words overlap adds their shares in that order
+        at = np.repeat(first - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+        np.add.at(out, at, np.repeat(share, count))
         return out
 
     def sentence_logprob(self, sentence: SentenceLogprobs) -> float:
@@ -225,7 +273,8 @@ class SentenceLogprobs:
     - either array is empty (size 0) for a sentence after the first when its pass was not computed
       (`StoryLogprobs.passes`).
     - ``words``: ``(word, begin, end)`` (`find_words`, offsets into the story text); ``token_word``: for each
-      token, the index into ``words`` of the first word it overlaps, -1 for none (punctuation, spaces).
+      token, the index into ``words`` of the first word it overlaps, -1 for none (punctuation, spaces);
+      ``word_tokens``: each word's run of tokens (`word_token_ranges`).
     """
 
     text: str
@@ -237,6 +286,9 @@ class SentenceLogprobs:
     alone: np.ndarray
     words: tuple[tuple[str, int, int], ...]
     token_word: np.ndarray
+    #: per word, the run ``[first, last)`` of this sentence's tokens that overlap it (`word_token_ranges`); None:
+    #: computed from ``offsets`` when asked
+    word_tokens: np.ndarray | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -668,6 +720,9 @@ class _Prepared:
     owner: np.ndarray  # token -> sentence index
     error: str | None = None
     words: list[list[tuple[str, int, int]]] = field(default_factory=list)
+    #: sentence j's tokens are ``ids[bounds[j]:bounds[j + 1]]`` (tokens come in text order, so `owner` never
+    #: decreases and each sentence's tokens are one run)
+    bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
 
 class CausalLM:
@@ -755,7 +810,7 @@ class CausalLM:
         earlier = list(given) if given is not None else [None] * len(stories)
         if len(earlier) != len(stories):
             raise ValueError(f"given has {len(earlier)} entries for {len(stories)} stories")
-        prepared = [self._prepare(list(s)) for s in stories]
+        prepared = self._prepare_many([list(s) for s in stories])
         todo = [want - (e.passes if e is not None else frozenset()) for e in earlier]
         rows = self._rows(prepared, todo, earlier)
         values = self._score_rows([r.ids for r in rows])
@@ -794,35 +849,55 @@ class CausalLM:
                 e = earlier[k]
                 had_story = "story" in todo[k] or (e is not None and "story" in e.passes)
                 for j in range(1 if had_story else 0, len(p.sentences)):
-                    sel = p.ids[p.owner == j]
+                    sel = p.ids[p.bounds[j] : p.bounds[j + 1]]
                     if sel.size:
                         rows.append(_Row([self.start_id, *sel.tolist()], k, j))
         return rows
 
     def _prepare(self, sentences: list[str]) -> _Prepared:
-        sents = [" ".join(str(s).split()) for s in sentences]
-        sents = [s for s in sents if s]
+        """One story's text, tokens and sentence map (`_prepare_many`)."""
+        return self._prepare_many([sentences])[0]
+
+    def _prepare_many(self, stories: Sequence[list[str]]) -> list[_Prepared]:
+        """Each story's text (sentences joined by single spaces, whitespace collapsed, empty ones dropped; a
+        leading space for byte-level BPE), its tokens with character offsets (ONE tokenizer call for all the
+        stories: the fast tokenizer encodes them in parallel, each as it would alone), which sentence each
+        token belongs to, and each sentence's words."""
         prefix = " " if self.leading_space else ""
-        spans: list[tuple[int, int]] = []
-        pos = len(prefix)
-        for s in sents:
-            spans.append((pos, pos + len(s)))
-            pos += len(s) + 1
-        text = prefix + " ".join(sents)
-        if not sents:
-            empty = np.zeros(0, dtype=np.int64)
-            return _Prepared(text, [], [], empty, np.zeros((0, 2), dtype=np.int64), empty)
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids = np.asarray(enc["input_ids"], dtype=np.int64)
-        offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
-        # region j starts where sentence j's separator (or the leading space) starts
-        starts = np.asarray([a - (1 if (j > 0 or prefix) else 0) for j, (a, _) in enumerate(spans)])
-        owner = np.clip(np.searchsorted(starts, offsets[:, 0], side="right") - 1, 0, len(sents) - 1)
-        words = [find_words(text, a, b) for a, b in spans]
-        error = None
-        if len(ids) + 1 > self.max_tokens:
-            error = f"the story has {len(ids) + 1} tokens, more than the LM's context of {self.max_tokens}"
-        return _Prepared(text, sents, spans, ids, offsets, owner, error, words)
+        texts: list[tuple[str, list[str], list[tuple[int, int]]]] = []
+        for sentences in stories:
+            sents = [" ".join(str(s).split()) for s in sentences]
+            sents = [s for s in sents if s]
+            spans: list[tuple[int, int]] = []
+            pos = len(prefix)
+            for s in sents:
+                spans.append((pos, pos + len(s)))
+                pos += len(s) + 1
+            texts.append((prefix + " ".join(sents), sents, spans))
+        todo = [k for k, (_, sents, _) in enumerate(texts) if sents]
+        encoded = (
+            self.tokenizer([texts[k][0] for k in todo], add_special_tokens=False, return_offsets_mapping=True)
+            if todo
+            else {"input_ids": [], "offset_mapping": []}
+        )
+        empty = np.zeros(0, dtype=np.int64)
+        out = [_Prepared(text, [], [], empty, np.zeros((0, 2), dtype=np.int64), empty) for text, _, _ in texts]
+        for k, ids_list, offsets_list in zip(todo, encoded["input_ids"], encoded["offset_mapping"], strict=True):
+            text, sents, spans = texts[k]
+            ids = np.asarray(ids_list, dtype=np.int64)
+            offsets = np.asarray(offsets_list, dtype=np.int64).reshape(-1, 2)
+            # region j starts where sentence j's separator (or the leading space) starts
+            starts = np.asarray([a - (1 if (j > 0 or prefix) else 0) for j, (a, _) in enumerate(spans)])
+            owner = np.clip(np.searchsorted(starts, offsets[:, 0], side="right") - 1, 0, len(sents) - 1)
+            words = [find_words(text, a, b) for a, b in spans]
+            bounds = np.searchsorted(owner, np.arange(len(sents) + 1), side="left")
+            error = None
+            if len(ids) + 1 > self.max_tokens:
+                error = f"the story has {len(ids) + 1} tokens, more than the LM's context of {self.max_tokens}"
+            elif len(ids) > 1 and ((np.diff(offsets[:, 0]) < 0).any() or (np.diff(offsets[:, 1]) < 0).any()):
+                error = "the LM's tokenizer gave this story's tokens out of text order (character offsets)"
+            out[k] = _Prepared(text, sents, spans, ids, offsets, owner, error, words, bounds)
+        return out
 
     def _assemble(
         self,
@@ -836,32 +911,43 @@ class CausalLM:
             return StoryLogprobs(p.text, (), p.error, passes)
         full = story_lp.get(k, np.zeros(0))
         out = []
+        # every word's tokens at once (story-wide token indices), each range kept inside its sentence's run: the
+        # same runs as asking each sentence's own tokens (`word_token_ranges`), in a few array calls per story
+        all_words = [w for ws in p.words for w in ws]
+        n_words = np.asarray([len(ws) for ws in p.words], dtype=np.int64)
+        word_start = np.concatenate([[0], np.cumsum(n_words)])
+        first, last = word_token_ranges(p.offsets, all_words)
+        low = np.repeat(p.bounds[:-1], n_words)
+        high = np.repeat(p.bounds[1:], n_words)
+        first = np.clip(first, low, high)
+        last = np.clip(last, first, high)
+        token_word = first_word_of_tokens(len(p.ids), first, last)
+        local = np.stack([first - low, last - low], axis=1)
+        token_text = [p.text[a:b] for a, b in p.offsets.tolist()]
         for j, (sent, span) in enumerate(zip(p.sentences, p.spans, strict=True)):
-            mask = p.owner == j
-            ids = p.ids[mask]
-            offs = p.offsets[mask]
+            run = slice(int(p.bounds[j]), int(p.bounds[j + 1]))  # copied below: no two results share memory
+            ids = p.ids[run].copy()
+            offs = p.offsets[run].copy()
             if "story" in passes:
-                in_story = full[mask] if full.size else np.zeros(0)
+                in_story = full[run].copy() if full.size else np.zeros(0)
             else:  # sentence 1's alone row is the start of the story row (absent when a given story row serves
                 # both: `merged` takes sentence 1 from there); the others have no in-story values
                 in_story = alone_lp.get((k, 0), np.zeros(0)) if j == 0 else np.zeros(0)
             alone = in_story if j == 0 else alone_lp.get((k, j), np.zeros(0))
             words = tuple(p.words[j])
-            token_word = np.full(len(ids), -1, dtype=np.int64)
-            for w_index in range(len(words) - 1, -1, -1):  # backwards: the first overlapping word wins
-                _, a, b = words[w_index]
-                token_word[(offs[:, 0] < b) & (offs[:, 1] > a)] = w_index
+            tw = token_word[run] - word_start[j]
             out.append(
                 SentenceLogprobs(
                     text=sent,
                     span=span,
                     token_ids=ids,
-                    tokens=tuple(p.text[a:b] for a, b in offs),
+                    tokens=tuple(token_text[run]),
                     offsets=offs,
                     in_story=in_story,
                     alone=alone,
                     words=words,
-                    token_word=token_word,
+                    token_word=np.where(tw >= 0, tw, -1),
+                    word_tokens=local[word_start[j] : word_start[j + 1]].copy(),
                 )
             )
         return StoryLogprobs(p.text, tuple(out), None, passes)
@@ -879,11 +965,20 @@ class CausalLM:
         distinct = [list(k) for k in index]
         out: list[np.ndarray] = [np.zeros(0)] * len(distinct)
         lengths = [self._run_length(len(r)) for r in distinct]
-        batches = batches_by_length(lengths, batch_size=1024, max_tokens=self.batch_tokens, max_padding=0.15)
+        rows_at_most, padding = BATCH_SHAPE.get(self.device.type, BATCH_SHAPE["other"])
+        batches = list(
+            batches_by_length(lengths, batch_size=rows_at_most, max_tokens=self.batch_tokens, max_padding=padding)
+        )
+        # every batch is queued before any result is read back: on a GPU the host prepares and launches the next
+        # batch while the device runs this one, and one copy brings every value back (no sync per batch)
         with torch.inference_mode():
-            for batch in batches:
-                for i, v in zip(batch, self._forward([distinct[i] for i in batch]), strict=True):
-                    out[i] = v
+            parts = [self._forward([distinct[i] for i in batch]) for batch in batches]
+            flat = torch.cat(parts).double().cpu().numpy() if parts else np.zeros(0)
+        at = 0
+        for batch in batches:
+            for i in batch:
+                out[i] = flat[at : at + lengths[i]]
+                at += lengths[i]
         seen: set[int] = set()
         values = []
         for w in where:  # a repeat gets its own copy: no two results share an array
@@ -897,36 +992,41 @@ class CausalLM:
         the LM head: all but the last, which predicts nothing scored."""
         return row - 1
 
-    def _forward(self, rows: list[list[int]]) -> list[np.ndarray]:
-        """The scored log-probabilities of a batch of rows (each: start token + at least one token). Position t
-        predicts token t + 1, so a row's last token is not run. Right padding: no mask is needed, since causal
-        attention never reads a later (padding) position."""
+    def _forward(self, rows: list[list[int]]) -> Any:
+        """The scored log-probabilities of a batch of rows (each: start token + at least one token), row after
+        row, as one float32 tensor on the model's device (not waited for). Position t predicts token t + 1, so a
+        row's last token is not run. Right padding: no mask is needed, since causal attention never reads a
+        later (padding) position. The scored positions are picked by index, not by a boolean mask (which would
+        make the host wait for the device)."""
         import torch
 
         lens = [self._run_length(len(r)) for r in rows]
         longest = max(lens)
         pad = int(self.start_id)
-        ids = torch.full((len(rows), longest), pad, dtype=torch.long)
-        targets = torch.full((len(rows), longest), pad, dtype=torch.long)
+        ids = np.full((len(rows), longest), pad, dtype=np.int64)
+        targets = np.full((len(rows), longest), pad, dtype=np.int64)
         for i, r in enumerate(rows):
-            row = torch.as_tensor(r, dtype=torch.long)
+            row = np.asarray(r, dtype=np.int64)
             ids[i, : lens[i]] = row[:-1]
             targets[i, : lens[i]] = row[1:]
-        keep = (torch.arange(longest)[None, :] < torch.as_tensor(lens)[:, None]).to(self.device)
-        ids, targets = ids.to(self.device), targets.to(self.device)[keep]
+        keep = np.flatnonzero(np.arange(longest)[None, :] < np.asarray(lens)[:, None])
+        device = self.device
+        pinned = device.type == "cuda"
+        ids_t, picked = (
+            torch.from_numpy(a).pin_memory().to(device, non_blocking=True)
+            if pinned
+            else torch.from_numpy(a).to(device)
+            for a in (ids, np.ascontiguousarray(targets.reshape(-1)[keep]))
+        )
+        keep_t = torch.from_numpy(keep).pin_memory().to(device, non_blocking=True) if pinned else torch.from_numpy(keep)
         if self.plain_head:
-            hidden = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state
-            scored = self._head_logprobs(hidden[keep], targets)
+            hidden = self.model.base_model(input_ids=ids_t, use_cache=False).last_hidden_state
+            scored = self._head_logprobs(hidden.reshape(-1, hidden.shape[-1]).index_select(0, keep_t), picked)
         else:
-            scored = _target_logprob(self.model(input_ids=ids, use_cache=False).logits[keep].float(), targets)
+            logits = self.model(input_ids=ids_t, use_cache=False).logits
+            scored = _target_logprob(logits.reshape(-1, logits.shape[-1]).index_select(0, keep_t).float(), picked)
         # a log-probability is <= 0; rounding in logsumexp may leave +1e-7 on a certain token
-        flat = scored.clamp(max=0.0).double().cpu().numpy()
-        out = []
-        at = 0
-        for n in lens:
-            out.append(flat[at : at + n])
-            at += n
-        return out
+        return scored.clamp(max=0.0)
 
     def _head_logprobs(self, hidden: Any, targets: Any) -> Any:
         """``log_softmax(head(hidden))[i, targets[i]]`` in float32 without a (positions x vocabulary) logits
