@@ -362,3 +362,25 @@ def test_compare_names_each_system_by_its_file(
         code, _, err = _run(capsys, "compare", hyp_file, ref_file, "-r", ref_file, "-m", word_ratio,
                             *[arg for n in bad for arg in ("--name", n)])  # fmt: skip
         assert code == 1 and why in err
+
+
+def test_an_empty_option_value_is_refused_not_read_as_the_current_folder(
+    hyp_file: Path, ref_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-O story-ranker.model=` loaded the current folder (Path("") is "."), `-O story-ranker.lm=` silently fell
+    back to the packaged LM: an empty name or path is one sentence, at the CLI and in the Python API."""
+    from vistkit.errors import InputError
+    from vistkit.models.lm import resolve_lm
+    from vistkit.models.resolve import resolve_model
+
+    for value in ("", "  "):
+        code, out, err = _run(capsys, "score", hyp_file, "-r", ref_file, "-m", "sacrebleu", "-O",
+                              f"sacrebleu.tokenize={value}")  # fmt: skip
+        assert code == 1 and out == ""
+        assert err.strip() == (
+            "error: --option sacrebleu.tokenize is empty: give it a value, or leave the option out for its default"
+        )
+        with pytest.raises(InputError, match="the model name is empty"):
+            resolve_model(value)
+        with pytest.raises(InputError, match="the LM name is empty"):
+            resolve_lm(value)

@@ -545,6 +545,9 @@ def test_what_is_not_a_causal_lm_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(MissingDependencyError, match=r"neither the packaged LM \(smollm2-135m\)"):
         load_lm("gpt2", device="cpu")
+    for empty in ("", "  "):  # Path("") would be the current folder
+        with pytest.raises(InputError, match="the LM name is empty: leave lm out for the packaged LM"):
+            load_lm(empty, device="cpu")
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="holds no model weights"):
         load_lm(tmp_path / "empty", device="cpu")

@@ -127,6 +127,10 @@ def coerce_option(metric: str, option: str, value: str) -> Any:
         except ValueError:
             pass
     if types & {"str", "Path", "Sequence", "dict"}:
+        if not value.strip():  # an empty name or path would silently be the current folder or the default
+            raise InputError(
+                f"--option {metric}.{option} is empty: give it a value, or leave the option out for its default"
+            )
         return value
     wanted = [
         text

@@ -190,7 +190,9 @@ class StoryRanker(UtilityRanker):
 
         self.model = StoryRankerV2Model(model)
         try:
-            self.scorer = get_scorer(lm or self.model.lm, device=device, precision=precision, batch_tokens=batch_tokens)
+            self.scorer = get_scorer(
+                self.model.lm if lm is None else lm, device=device, precision=precision, batch_tokens=batch_tokens
+            )
         except ImportError as exc:
             raise MissingDependencyError(
                 f"story-ranker needs torch and transformers for its language model ({exc.name} is missing): "

@@ -427,6 +427,10 @@ def resolve_lm(name: str | os.PathLike[str] | None = None) -> LMSource:
     (`MissingDependencyError` when it is not there).
     """
     text = DEFAULT_LM if name is None else str(name)
+    if not text.strip():  # Path("") is the current folder: never what an empty option meant
+        raise InputError(
+            f"the LM name is empty: leave lm out for the packaged LM ({DEFAULT_LM}), or give a folder or a hub id"
+        )
     if text == DEFAULT_LM:
         try:
             gguf, digest = packaged_gguf()

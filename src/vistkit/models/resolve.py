@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from vistkit.errors import MissingDependencyError
+from vistkit.errors import InputError, MissingDependencyError
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,8 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
         return folder
 
     text = str(name_or_path)
+    if not text.strip():  # Path("") is the current folder: never what an empty name meant
+        raise InputError("the model name is empty: give a model folder, a packaged model's name or a hub id")
     p = Path(text).expanduser()
     if p.exists():
         return checked(p.resolve())
