@@ -41,7 +41,9 @@ Scoring conventions (`CausalLM.story_logprobs`), fixed so that every caller sees
   on the right (causal attention never looks right, so padding cannot change a real position), under
   ``torch.inference_mode``; the LM head and ``log_softmax`` (float32) run only on the positions whose next
   token is scored (a row's last token predicts nothing scored and is not run). Results do not depend on batch
-  composition beyond float rounding (tests: 1e-5);
+  composition beyond float rounding (tests: 1e-5). Every batch of a call is queued before any result is read
+  back, and the scored values come back in one copy, so a GPU computes while its host prepares the next batch
+  (`BATCH_SHAPE`: fewer, larger batches on a GPU, whose host is the bottleneck);
 - on the CPU in fp32 the linear layers and the LM head multiply through oneDNN with each weight laid out once
   (`vistkit.models.cpu_matmul`; 1.2x the three LM metrics' speed on the 2-core box), not PyTorch's BLAS: float32
   either way, equal to float rounding (on 60 VIST val stories at most 2.3e-3 nats on one token, 8e-4 on a
