@@ -8,8 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from vistkit.cli import app as _TYPER_APP  # the Typer object itself (see `cli_verbs`)
+
+# Machines differ in speed and load (CI shares 2 cores): no property test may fail because one example ran slowly.
+# A test's own @settings still sets what it names; what it leaves out comes from this profile.
+settings.register_profile("vistkit", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("vistkit")
 
 # the CLI turns an unforeseen exception into one sentence; in tests it must surface as a failure instead
 os.environ.setdefault("VISTKIT_DEBUG", "1")
