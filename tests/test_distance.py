@@ -227,3 +227,53 @@ def test_a_missing_c_model_suggests_dimensions_without_c(dims: tuple[str, ...], 
         _build_metric("C", "dhm-c", {}, dims)
     message = str(info.value)
     assert message.endswith(f"--dimensions {suggested})") and "coherence" in message
+
+
+def _write_prefix(folder: Path, name: str, g: float, c: float, r: float) -> Path:
+    (folder / f"{name}_G.json").write_text(json.dumps({"1": g, "2": g / 2}))
+    (folder / f"{name}_C.csv").write_text(f"story_id,C_score\n1,{c}\n2,{c / 2}\n")
+    (folder / f"{name}_R.csv").write_text(f"story_id,R_score\n1,{r}\n2,{r / 2}\n")
+    return folder / name
+
+
+@pytest.mark.parametrize("target", ["h_G.json", "h_C.csv", "h_R.csv", "m_G.json", "m_C.csv", "m_R.csv"])
+def test_per_item_never_overwrites_a_file_of_a_score_prefix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    """--per-item onto one of the files a --human/--model prefix names is refused, --force or not (finding 1)."""
+    human, model = _write_prefix(tmp_path, "h", 0.5, 0.9, 0.8), _write_prefix(tmp_path, "m", 0.1, 0.5, 0.4)
+    before = (tmp_path / target).read_bytes()
+    args = ["distance", "--human", str(human), "--model", str(model), "--per-item", str(tmp_path / target)]
+    assert main([*args, "--force"]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / target} is an input of this command" in err and "Traceback" not in err
+    assert (tmp_path / target).read_bytes() == before
+    link = tmp_path / "link.csv"  # a link to a prefix file is that file
+    link.symlink_to(tmp_path / target)
+    assert main([*args[:-1], str(link), "--force"]) == 1
+    assert (tmp_path / target).read_bytes() == before
+    out = tmp_path / "items.csv"  # any other file is written as before
+    assert main([*args[:-1], str(out)]) == 0
+    assert out.read_text().splitlines()[0] == "story_id,dG,dC,dR,dHM"
+
+
+def test_score_csv_value_column_is_picked_by_name(tmp_path: Path) -> None:
+    """An extra column in a _C.csv/_R.csv never stands in for the score (finding 2): the score column is found by
+    its name (C_score / R_score, as the official files), and a table whose score column is ambiguous is refused."""
+    _write_prefix(tmp_path, "x", 0.5, 0.9, 0.8)
+    (tmp_path / "x_R.csv").write_text("story_id,junk,R_score\n1,5,0.8\n2,5,0.4\n")
+    (tmp_path / "x_C.csv").write_text("C_score,story_id\n0.9,1\n0.45,2\n")  # any order of the columns
+    t = read_dhm_scores(tmp_path / "x")
+    assert t["R"] == {"1": 0.8, "2": 0.4} and t["C"] == {"1": 0.9, "2": 0.45}
+    (tmp_path / "x_R.csv").write_text("story_id,junk,other\n1,5,0.8\n")
+    ambiguous = r"x_R\.csv: cannot tell which column holds the R scores \(columns story_id, junk, other\)"
+    with pytest.raises(InputError, match=ambiguous):
+        read_dhm_scores(tmp_path / "x")
+    (tmp_path / "x_R.csv").write_text("story_id,R_score,score\n1,0.8,0.7\n")
+    with pytest.raises(InputError, match="cannot tell which column"):
+        read_dhm_scores(tmp_path / "x")
+    (tmp_path / "x_R.csv").write_text("story_id,C_score\n1,0.8\n")  # the C table given as R
+    with pytest.raises(InputError, match=r"x_R\.csv: its score column 'C_score' holds C scores"):
+        read_dhm_scores(tmp_path / "x")
+    (tmp_path / "x_R.csv").write_text("story_id,score\n1,0.8\n")  # two columns: the second, whatever its name
+    assert read_dhm_scores(tmp_path / "x")["R"] == {"1": 0.8}

@@ -4,6 +4,7 @@ missing."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import Counter
 
@@ -24,6 +25,7 @@ from vistkit.engine.merge import (
     merge_scores,
     strategy,
 )
+from vistkit.errors import InputError
 from vistkit.metrics.base import Item, Score, align, get_metric
 from vistkit.metrics.coco import _NgramTable, cider_d_item_scores
 
@@ -177,3 +179,22 @@ def test_ray_missing_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'vistkit\[ray\]'"):
         make_engine("ray")
+
+
+def test_ray_options_that_cannot_work_are_refused_at_once() -> None:
+    """A NaN GPU share, or more workers than a local cluster holds: one sentence before any wait (Ray itself
+    waited 120 s for workers that could never start)."""
+    pytest.importorskip("ray")
+    from vistkit.engine.ray import RayEngine, _check_fits
+
+    for bad in (math.nan, math.inf, -1.0):
+        with pytest.raises(InputError, match="--num-gpus-per-worker must be a number >= 0"):
+            RayEngine(num_gpus_per_worker=bad)
+    _check_fits(2, 1.0, 0.0, {"CPU": 2.0})
+    _check_fits(4, 1.0, 0.5, {"CPU": 4.0, "GPU": 2.0})
+    with pytest.raises(InputError, match=r"3 Ray workers need 3 CPUs .* has 2; ask for at most 2 with --workers"):
+        _check_fits(3, 1.0, 0.0, {"CPU": 2.0})
+    with pytest.raises(InputError, match="has no GPU; leave out --num-gpus-per-worker"):
+        _check_fits(1, 1.0, 1.0, {"CPU": 2.0})
+    with pytest.raises(InputError, match=r"need 3 GPUs .* has 2; ask for at most 2"):
+        _check_fits(3, 1.0, 1.0, {"CPU": 8.0, "GPU": 2.0})

@@ -448,7 +448,12 @@ def _fake_writer(gguf: Path, out: Path, *, source_sha256: str) -> None:
         fh.write(f"{os.getpid()}\n")
     time.sleep(0.5)
     (out / "model.safetensors").write_bytes(b"weights" * 100)
-    meta = {"format": lm_mod.LM_FORMAT, "weights": {"model.safetensors": _sha(out / "model.safetensors")}}
+    (out / "config.json").write_text('{"num_hidden_layers": 2}', encoding="utf-8")
+    meta = {
+        "format": lm_mod.LM_FORMAT,
+        "weights": {"model.safetensors": _sha(out / "model.safetensors")},
+        "files": {"config.json": _sha(out / "config.json")},
+    }
     (out / lm_mod.LM_META).write_text(json.dumps(meta), encoding="utf-8")
 
 
@@ -490,6 +495,39 @@ def test_conversion_is_locked_atomic_and_idempotent(fake_package: Path) -> None:
     assert lm_mod.convert_packaged() == folder  # later calls find it done
     assert len((fake_package / "runs.txt").read_text().split()) == 1
     assert lm_mod.resolve_lm().state == "converted"
+
+
+def test_conversion_cleans_up_after_a_killed_one_and_redoes_an_older_one(fake_package: Path) -> None:
+    """A conversion killed by SIGTERM leaves its temporary folder (no handler runs): the next one removes it
+    under the lock. A folder converted before every file's hash was recorded is converted again."""
+    fake_package.mkdir(parents=True)
+    src = lm_mod.resolve_lm()
+    assert src.folder is not None
+    stale = fake_package / f".{src.folder.name}.tmp-killed"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half")
+    folder = lm_mod.convert_packaged()
+    assert not stale.exists() and len((fake_package / "runs.txt").read_text().split()) == 1
+    meta = json.loads((folder / lm_mod.LM_META).read_text(encoding="utf-8"))
+    del meta["files"]
+    (folder / lm_mod.LM_META).write_text(json.dumps(meta), encoding="utf-8")
+    assert lm_mod.convert_packaged() == folder
+    assert len((fake_package / "runs.txt").read_text().split()) == 2
+    assert "files" in json.loads((folder / lm_mod.LM_META).read_text(encoding="utf-8"))
+    assert not [p for p in fake_package.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_changed_config_of_the_converted_lm_is_refused(fake_package: Path) -> None:
+    """The config.json of the cached LM changes every value under the same weights (fewer layers): its hash is
+    checked like the weights' one."""
+    folder = lm_mod.convert_packaged()
+    lm_mod.verify_converted(folder)
+    (folder / "config.json").write_text('{"num_hidden_layers": 1}', encoding="utf-8")
+    with pytest.raises(InputError, match=r"config\.json does not match the SHA-256 recorded .* reconvert"):
+        lm_mod.verify_converted(folder)
+    (folder / "config.json").unlink()
+    with pytest.raises(InputError, match="missing"):
+        lm_mod.verify_converted(folder)
 
 
 def test_failed_conversion_leaves_nothing(fake_package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -737,3 +775,66 @@ def test_tokens_out_of_text_order_leave_the_story_unscored(tiny: CausalLM, monke
     monkeypatch.setattr(tiny, "tokenizer", Backwards())
     (out,) = tiny.story_logprobs([["we went to the beach .", "the sea was cold ."]])
     assert out.sentences == () and "out of text order" in (out.error or "")
+
+
+# --------------------------------------------------------------------------------------------------- probes
+def _variant(tiny_folder: Path, out: Path, **config: Any) -> Path:
+    """The tiny LM's files in ``out`` with ``config`` changed in its config.json."""
+    shutil.copytree(tiny_folder, out)
+    cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    cfg.update(config)
+    (out / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return out
+
+
+def test_one_loaded_model_per_lm_device_and_precision(tiny_folder: Path, tmp_path: Path) -> None:
+    """Metrics that differ in batch_tokens, or name one folder by two paths, share one model in memory (the
+    ranker and the lm-* metrics used to load the packaged LM twice: 2.8 GB for one story)."""
+    from vistkit.metrics.lm import get_scorer
+
+    link = tmp_path / "link"
+    link.symlink_to(tiny_folder)
+    a = get_scorer(str(tiny_folder), device="cpu")
+    b = get_scorer(str(link), device="cpu", batch_tokens=64)
+    assert a.lm.model is b.lm.model and a.lm.tokenizer is b.lm.tokenizer
+    assert b.lm.batch_tokens == 64 and a.lm.batch_tokens != 64 and a is not b
+    assert get_scorer(str(link), device="cpu") is a
+    (x,), (y,) = a.logprobs([STORY]), b.logprobs([STORY])
+    assert np.allclose(x.in_story(), y.in_story(), atol=1e-5)
+
+
+def test_a_folder_is_known_by_its_config_and_tokenizer_too(tiny_folder: Path, tmp_path: Path) -> None:
+    """A config.json that changes the values (rms_norm_eps) changes the fingerprint in the signature; one that
+    declares fewer layers than were saved is refused (the unused layers would be dropped without a word); one
+    that transformers cannot even build is one sentence."""
+    same = load_lm(tiny_folder, device="cpu")
+    eps = load_lm(_variant(tiny_folder, tmp_path / "eps", rms_norm_eps=0.1), device="cpu")
+    assert eps.fingerprint != same.fingerprint
+    layers = int(json.loads((tiny_folder / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"])
+    assert layers >= 2
+    with pytest.raises(InputError, match="weights its config.json does not use"):
+        load_lm(_variant(tiny_folder, tmp_path / "fewer", num_hidden_layers=layers - 1), device="cpu")
+    for name, change in (("heads0", {"num_attention_heads": 0}), ("text", {"hidden_size": "16"})):
+        with pytest.raises(InputError, match="transformers cannot load it as a causal language model"):
+            load_lm(_variant(tiny_folder, tmp_path / name, **change), device="cpu")
+
+
+def test_per_sentence_values_stay_on_their_sentences(tiny_folder: Path) -> None:
+    """An empty or invisible source sentence (U+200B, U+FEFF) is not scored, and its place keeps None, so that
+    value k is sentence k (photo k); a story of invisible characters only is excluded like an empty one."""
+    opts: dict[str, Any] = {"lm": str(tiny_folder), "device": "cpu", "sentences": "source"}
+    sents = (STORY[0], "", STORY[1], "\u200b\ufeff", STORY[2])
+    stories = [
+        Story("gaps", " ".join(sents), sentences=sents),
+        Story("whole", " ".join((STORY[0], STORY[1], STORY[2])), sentences=(STORY[0], STORY[1], STORY[2])),
+        Story("invisible", "\u200b\u200b \u200b"),
+        Story("bom", "\ufeff"),
+    ]
+    flu, coh = LMFluency(**opts), LMCoherence(**opts)
+    for metric in (flu, coh):
+        score = metric.score(stories)
+        gaps, whole = score.extra["item_sentences"][:2]
+        assert len(gaps) == 5 and gaps[1] is None and gaps[3] is None
+        assert [gaps[0], gaps[2], gaps[4]] == pytest.approx(whole, nan_ok=True)
+        assert set(score.excluded) >= {"invisible", "bom"}
+        assert metric.sentence_scores(stories[:1])[0][1] != metric.sentence_scores(stories[:1])[0][1]  # NaN

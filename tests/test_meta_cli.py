@@ -231,3 +231,131 @@ def test_metrics_all_skips_what_cannot_run(meta: MetaRunner) -> None:
     # the next run with named metrics is strict again
     code, _, err = meta("pairs", "vhed_small.csv", "-m", "meta-test-overlap")
     assert code == 1 and "--references" in err
+
+
+def _rankings(path: Path, tasks: int = 12, *, tied: bool = False) -> Path:
+    """A studio-like rankings CSV: ``tasks`` tasks of 3 stories ranked by 5 workers (seeded), or every worker
+    pair mirroring the other (``tied``: every story's average rank the same)."""
+    import random
+
+    rnd = random.Random(7)
+    lines = ["task,worker,story,rank,text,system,story_id,img_seq"]
+    for t in range(tasks):
+        orders = [[1, 2, 3], [3, 2, 1], [2, 1, 3], [2, 3, 1]] if tied else [rnd.sample([1, 2, 3], 3) for _ in range(5)]
+        for w, ranks in enumerate(orders):
+            for s, (system, rank) in enumerate(zip(("gt", "m1", "m2"), ranks, strict=True)):
+                text = " ".join(f"w{t}" for _ in range(s * 2 + 1 + t % 3))
+                lines.append(f"T{t},w{w},S{s},{rank},{text},{system},{t},{t}-1-2")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_gap_buckets_hold_every_pair_and_say_what_they_leave_out(meta: MetaRunner, tmp_path: Path) -> None:
+    """Default auto edges put every pair with a preference in a bucket (finding 3); explicit edges that leave
+    pairs out say how many, in the text and the JSON, for `meta gap` and `meta pairs`."""
+    pairs_csv = tmp_path / "rpairs.csv"
+    assert meta("rankings-to-pairs", _rankings(tmp_path / "r.csv"), "-o", str(pairs_csv))[0] == 0
+    code, out, _ = meta("pairs", pairs_csv, "-m", "meta-test-length", "-f", "json", "--bootstrap", "10")
+    data = json.loads(out)
+    counted = data["n"]["meta-test-length"]["all"]
+    assert code == 0 and data["outside_gap_buckets"] == 0 and counted > 20
+    assert sum(b["n"] for b in data["by_gap"]["meta-test-length"]) == counted
+    code, out, _ = meta("gap", pairs_csv, "-m", "meta-test-length", "-f", "json")
+    data = json.loads(out)
+    assert data["outside_gap_buckets"] == 0 and sum(b["n"] for b in data["by_gap"]["meta-test-length"]) == counted
+    code, out, _ = meta("gap", pairs_csv, "-m", "meta-test-length", "--gap-edges", "0.6,0.8", "-f", "json")
+    assert code == 0 and json.loads(out)["outside_gap_buckets"] == counted
+    for command, *more in (("gap",), ("pairs", "--bootstrap", "10")):
+        code, out, _ = meta(command, pairs_csv, "-m", "meta-test-length", "--gap-edges", "0,0.1", *more)
+        text = " ".join(out.split())
+        assert code == 0 and "with a human preference have a ranking gap outside the buckets (0 to 0.1)" in text
+    code, _, err = meta("gap", pairs_csv, "-m", "meta-test-length", "--gap-edges", "-0.5,0.5")
+    assert code == 1 and "--gap-edges must be 0 or more" in err
+
+
+def test_rankings_to_pairs_refuses_what_has_no_pair(meta: MetaRunner, tmp_path: Path) -> None:
+    """Every rank tied: one sentence, no header-only file (finding 4); a story with two texts: one sentence."""
+    out_csv = tmp_path / "pairs.csv"
+    code, _, err = meta("rankings-to-pairs", _rankings(tmp_path / "r.csv", 2, tied=True), "-o", str(out_csv))
+    assert code == 1 and not out_csv.exists() and "Traceback" not in err
+    assert "no two stories of a task have different average ranks" in " ".join(err.split())
+    lines = _rankings(tmp_path / "r2.csv", 2).read_text().splitlines()
+    lines[5] = lines[5].replace(",w0 w0 w0,", ",something else,")  # T0's S1 (first on line 3) of worker w1
+    (tmp_path / "r2.csv").write_text("\n".join(lines) + "\n")
+    code, _, err = meta("rankings-to-pairs", tmp_path / "r2.csv", "-o", str(out_csv))
+    assert code == 1 and not out_csv.exists()
+    assert "line 6: story 'S1' of task 'T0' has a different text than on line 3" in " ".join(err.split())
+
+
+def test_gap_on_proxy_pairs_says_so(capsys: pytest.CaptureFixture[str], meta: MetaRunner, tmp_path: Path) -> None:
+    """`meta gap` prints the PROXY-label note `meta pairs` prints, and its refusal of auto edges names them."""
+    machine = tmp_path / "m.json"
+    machine.write_text(json.dumps({"r1": "a b", "r3": "p q r s t"}))
+    built = tmp_path / "built.csv"
+    args = ["meta", "build-pairs", "-r", str(FIX / "references_small.jsonl"), "--machine", f"mm={machine}"]
+    assert run(capsys, *args, "-o", str(built))[0] == 0
+    code, out, _ = meta("gap", built, "-m", "meta-test-length", "--gap-edges", "0,1")
+    assert code == 0 and "note: 2 pairs carry a PROXY label" in " ".join(out.split())
+    code, out, _ = meta("gap", built, "-m", "meta-test-length", "--gap-edges", "0,1", "-f", "json")
+    assert json.loads(out)["proxy_label_pairs"] == 2
+    code, _, err = meta("gap", built, "-m", "meta-test-length")
+    assert code == 1 and "2 of the 2 pairs carry a PROXY label" in err and "nothing to bucket" in err
+
+
+def test_beats_ref_without_reference_pairs_says_why_it_is_empty(meta: MetaRunner, tmp_path: Path) -> None:
+    """An empty beats-ref table says that no pair sets a reference against a machine story (finding 6), in the
+    text, the JSON and (a CSV has no caption) on stderr."""
+    lines = (FIX / "vhed_small.csv").read_text().splitlines()
+    machine_only = tmp_path / "mm.csv"
+    machine_only.write_text("\n".join([lines[0], *[row for row in lines[1:] if ",gt," not in row]]) + "\n")
+    why = "note: the table is empty: none of the 5 pairs sets a reference story against a machine story"
+    code, out, _ = meta("beats-ref", machine_only, "-m", "meta-test-length")
+    assert code == 0 and why in " ".join(out.split())
+    code, out, _ = meta("beats-ref", machine_only, "-m", "meta-test-length", "-f", "json")
+    assert json.loads(out)["beats_reference"] == {"human": {}, "meta-test-length": {}}
+    assert json.loads(out)["note"].startswith(why)
+    code, out, err = meta("beats-ref", machine_only, "-m", "meta-test-length", "-f", "csv")
+    assert code == 0 and out.strip() == "judge,system,ratio,ties,n" and why in " ".join(err.split())
+    code, out, _ = meta("beats-ref", "vhed_small.csv", "-m", "meta-test-length")
+    assert code == 0 and "the table is empty" not in out
+
+
+def test_vhed_rank_norm_out_of_range_is_refused(meta: MetaRunner, tmp_path: Path) -> None:
+    """rank_norm 99 on every row made the gap buckets vanish silently (finding 5): now refused in one sentence."""
+    lines = (FIX / "vhed_small.csv").read_text().splitlines()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([lines[0], *[row.rsplit(",", 1)[0] + ",99" for row in lines[1:]]]) + "\n")
+    code, _, err = meta("gap", bad, "-m", "meta-test-length")
+    assert code == 1 and "line 2: rank_norm is 99" in err and "Traceback" not in err
+    flipped = tmp_path / "flipped.csv"  # the sign turned on every row: a warning, the buckets still shown
+    flipped.write_text(
+        "\n".join([lines[0], *[row.rsplit(",", 1)[0] + "," + str(-float(row.rsplit(",", 1)[1])) for row in lines[1:]]])
+    )
+    code, _, err = meta("gap", flipped, "-m", "meta-test-length", "--gap-edges", "0,1")
+    assert code == 0 and "rank_norm disagrees with label / order in 7 of 8 rows" in " ".join(err.split())
+
+
+def test_errors_say_how_ties_count(meta: MetaRunner, tmp_path: Path) -> None:
+    """A 1:1 annotator tie counts as the error present: the help says so, the output counts the tied stories, and
+    a label that is 1 only through ties says that instead of "the error labels are all 1" (finding 6)."""
+    code, out, _ = run_help("errors")
+    assert "a tie" in out and "counts as the error being present" in out
+    f = tmp_path / "e.csv"
+    rows = [f"m{i % 2},i{i},{1 if w == 0 else 0},{int(i == 1)},{'w ' * (i + 1)}" for i in range(4) for w in range(2)]
+    f.write_text("system,item,Gram,Rep,text\n" + "\n".join(rows) + "\n")
+    code, out, _ = meta("errors", f, "-m", "meta-test-length")
+    text = " ".join(out.split())
+    assert code == 0 and "note: Gram: the annotators of 4 of 4 stories are tied" in text
+    assert "note: n/a for meta-test-length / Gram: the annotators of every story are tied on Gram" in text
+    assert "Rep: the annotators" not in text
+    code, out, _ = meta("errors", f, "-m", "meta-test-length", "-f", "json")
+    assert json.loads(out)["tied_stories"] == {"Gram": 4, "Rep": 0}
+
+
+def run_help(command: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from vistkit.cli import app
+
+    res = CliRunner().invoke(app, ["meta", command, "--help"], terminal_width=200)
+    return res.exit_code, " ".join(res.output.split()), ""

@@ -159,3 +159,78 @@ def test_rank_norm_from_the_file_wins(tmp_path: Path) -> None:
     )
     first, second = read_pairs(f)
     assert first.rank_norm == pytest.approx(0.25) and second.rank_norm == pytest.approx(0.2)
+
+
+RANKING_HEAD = "task,worker,story,rank,text,system,story_id,img_seq\n"
+
+
+@pytest.mark.parametrize(
+    ("second", "what"),
+    [("T,w2,A,1,another story,gt,1,1-2", "text"), ("T,w2,A,1,story a,m9,1,1-2", "system")],
+)
+def test_rankings_refuse_one_story_with_two_texts_or_systems(tmp_path: Path, second: str, what: str) -> None:
+    """Two workers of a task giving one story another text or system is refused naming task, story and lines,
+    as the Likert reader refuses it (finding 4), instead of keeping the first silently."""
+    f = tmp_path / "r.csv"
+    f.write_text(RANKING_HEAD + "T,w1,A,1,story a,gt,1,1-2\nT,w1,B,2,story b,m1,1,1-2\n" + second + "\n")
+    with pytest.raises(InputError, match=rf"line 4: story 'A' of task 'T' has a different {what} than on line 2"):
+        read_rankings(f)
+    # spacing is not a different text, and a row without text or system takes the other row's
+    f.write_text(
+        RANKING_HEAD + "T,w1,A,1,,,1,1-2\nT,w1,B,2,story b,m1,1,1-2\nT,w2,A,1,story  a,gt,1,1-2\n"
+        "T,w2,B,2,story b,m1,1,1-2\n"
+    )
+    assert read_rankings(f)["T"]["stories"]["A"].system == "gt"
+
+
+def test_huge_rank_is_shown_readably(tmp_path: Path) -> None:
+    f = tmp_path / "r.csv"
+    f.write_text("task,worker,story,rank\nT,w1,A,1e30\nT,w1,B,1\n")
+    with pytest.raises(InputError) as info:
+        read_rankings(f)
+    assert "ranks story 'A' 1e+30, but ranks run from 1" in str(info.value)
+    assert "1000000000000000019884624838656" not in str(info.value)
+
+
+VHED_HEAD = "sent1,sent2,label,avg_rank_base,avg_rank_comp,order,rank_norm\n"
+
+
+@pytest.mark.parametrize(
+    ("rank_norm", "instead"), [("0.2", "label / order is -0.2"), ("-0.6", "label / order is -0.2")]
+)
+def test_rank_norm_that_disagrees_with_label_and_order_is_warned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rank_norm: str, instead: str
+) -> None:
+    """A rank_norm with the wrong sign or size (x3) is said in one warning naming the first line (finding 5)."""
+    f = tmp_path / "p.csv"
+    f.write_text(VHED_HEAD + f"a,b,-1.0,1,2,5,{rank_norm}\nc,d,2.0,3,1,5,0.4\n")
+    pairs = read_pairs(f)
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1
+    assert f"rank_norm disagrees with label / order in 1 of 2 rows (first: line 2, rank_norm {rank_norm} where " \
+        f"{instead})" in " ".join(err.split())
+    assert pairs[1].rank_norm == pytest.approx(0.4)
+    f.write_text(VHED_HEAD + "a,b,-1.0,1,2,5,-0.2\nc,d,2.0,3,1,5,0.4\ne,f,1.2,3,1,5,0.24000000000000002\n")
+    read_pairs(f)
+    assert "warning" not in capsys.readouterr().err  # consistent rows (float noise included) say nothing
+    f.write_text("sent1,sent2,label,rank_norm\na,b,-1.0,0.2\n")  # no order: the sign is still checked
+    read_pairs(f, label_sign="base-minus-comp")
+    assert "rank_norm 0.2 where label is -1" in capsys.readouterr().err
+
+
+def test_impossible_rank_norm_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "p.csv"
+    f.write_text(VHED_HEAD + "a,b,-1.0,1,2,5,99\n")
+    with pytest.raises(InputError, match=r"p\.csv line 2: rank_norm is 99, but .* lies between -1 and 1"):
+        read_pairs(f)
+
+
+def test_error_label_ties_are_marked(tmp_path: Path) -> None:
+    """A 1:1 tie counts as the error present (majority vote) and is marked in `HumanScores.ties`."""
+    t = read_error_labels(FIX / "errors_small.csv")
+    assert t.ties is not None and not t.ties.any()  # m2/i2 is 2 of 3 and 1 of 3: no tie
+    f = tmp_path / "e.csv"
+    f.write_text("system,item,Gram,Rep\nm,i,1,0\nm,i,0,0\nm,j,1,1\n")
+    t = read_error_labels(f)
+    assert t.column("Gram").tolist() == [1, 1] and t.ties is not None
+    assert t.ties[:, 0].tolist() == [True, False] and not t.ties[:, 1].any()

@@ -214,3 +214,70 @@ def test_rankings_to_pairs_properties(n: int, k: int, rnd: Any) -> None:
         assert k / 2 <= p.agreement <= k
         agree = sum(np.sign(r[p.system_2] - r[p.system_1]) == p.preference for r in ranks.values())
         assert p.agreement == max(agree, k - agree)
+
+
+def _gap_pairs(gaps: list[float], n: int = 3) -> list[StoryPair]:
+    """Pairs whose raw gap is each of ``gaps`` (N = ``n`` stories: rank_norm = gap / n), story 1 always longer."""
+    return [
+        StoryPair(str(i), str(i), (), "a b c", "a", "gt", "m", gap=g, n_stories=n) for i, g in enumerate(gaps)
+    ]
+
+
+def _bucket_total(pairs: list[StoryPair], edges: tuple[float, ...] | None, **kw: Any) -> int:
+    assert edges is not None
+    return sum(b["n"] for b in accuracy_by_gap(score_pairs(D.MetaLength(), pairs), pairs, edges=edges, **kw))
+
+
+def test_auto_gap_edges_put_every_pair_in_a_bucket() -> None:
+    """Quartile edges (more than five gaps) start at the exact lowest gap and end at the exact highest: 0.2/3 and
+    1.6/3 are not cut off by rounding to 0.066667 and 0.533333 (finding 3: 36 pairs, buckets summing to 23)."""
+    from vistkit.meta.pairs import auto_gap_edges, gaps_outside
+
+    gaps = [0.2, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.6, 0.2, 1.6] * 3
+    pairs = _gap_pairs(gaps)
+    edges = auto_gap_edges(pairs)
+    assert edges is not None and edges[0] <= 0.2 / 3 and edges[-1] >= 1.6 / 3
+    assert _bucket_total(pairs, edges) == len(pairs) == 36
+    assert gaps_outside(pairs, edges) == 0
+    raw = auto_gap_edges(pairs, normalised=False)
+    assert raw is not None and _bucket_total(pairs, raw, normalised=False) == 36
+    # quartiles that fall on a gap (0.4/3, not 0.133333) keep the pairs with that gap in their bucket
+    nine = _gap_pairs([0.2, 0.4, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6])
+    edges = auto_gap_edges(nine)
+    assert edges == pytest.approx((0.2 / 3, 0.4 / 3, 0.8 / 3, 1.2 / 3, 1.6 / 3), rel=1e-12)
+    length = score_pairs(D.MetaLength(), nine)
+    assert [b["n"] for b in accuracy_by_gap(length, nine, edges=edges)] == [3, 2, 2, 2]
+
+
+def test_gaps_that_differ_by_float_noise_are_one_value() -> None:
+    """0.6 and 0.6000000000000001 are one gap: three distinct gaps give three buckets (midpoint edges), and a gap
+    a hair over an explicit edge counts as on it."""
+    from vistkit.meta.pairs import auto_gap_edges
+
+    noisy = [0.2, 0.2 + 1e-16, 0.4, 0.4 + 2e-16, 0.6, 0.6000000000000001, 0.2 * 3 - 1e-16]
+    pairs = _gap_pairs(noisy, n=1)
+    edges = auto_gap_edges(pairs)
+    assert edges == (0.2, 0.3, 0.5, 0.6000000000000001)
+    length = score_pairs(D.MetaLength(), pairs)
+    assert [b["n"] for b in accuracy_by_gap(length, pairs, edges=edges)] == [2, 2, 3]
+    assert [b["n"] for b in accuracy_by_gap(length, pairs, edges=(0, 0.2, 0.4, 0.6))] == [2, 2, 3]
+
+
+@pytest.mark.parametrize(("edges", "outside"), [("0,0.1", 7), ("0.6,0.8", 6), ("0,1", 0), ("0.1,0.3", 5)])
+def test_pairs_outside_the_edges_are_counted(edges: str, outside: int) -> None:
+    from vistkit.meta.pairs import gaps_outside, parse_edges
+
+    pairs = _gap_pairs([0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 0.2, 0.0], n=2)  # rank_norm 0.1 .. 0.8; one tie
+    parsed = parse_edges(edges)
+    assert parsed is not None
+    assert gaps_outside(pairs, parsed) == outside
+    assert _bucket_total(pairs, parsed) == 9 - outside  # the tie counts nowhere, and is not "outside"
+
+
+def test_negative_gap_edges_are_refused() -> None:
+    from vistkit.errors import InputError
+    from vistkit.meta.pairs import parse_edges
+
+    with pytest.raises(InputError, match=r"--gap-edges must be 0 or more .* got -0\.2 in '-0\.2,0\.5'"):
+        parse_edges("-0.2,0.5")
+    assert parse_edges("0,0.5") == (0.0, 0.5)

@@ -738,3 +738,90 @@ def test_files_saved_by_a_library_arrive_whole_or_not_at_all(tmp_path: Path) -> 
         "sub/vocab.txt",
         "tokenizer.json",
     ]
+
+
+# ============================================================================================ 7. links and whole folders
+def test_an_output_that_is_a_link_is_written_through_and_the_link_kept(
+    g: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    real.write_text("old\n", encoding="utf-8")
+    link.symlink_to(real.name)
+    assert run(capsys, "meta", "rankings-to-pairs", g["rankings"], "-o", link, "--force")[0] == 0
+    assert link.is_symlink() and real.read_text(encoding="utf-8").startswith("story_a") is False
+    assert real.read_text(encoding="utf-8") != "old\n" and "label" in real.read_text(encoding="utf-8").splitlines()[0]
+    # the Python API too; a dangling link gets its target; a loop is one sentence
+    output.write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text(encoding="utf-8") == "new\n"
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to("made-here.txt")
+    output.write_text(dangling, "x")
+    assert dangling.is_symlink() and (tmp_path / "made-here.txt").read_text(encoding="utf-8") == "x"
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop.name)
+    with pytest.raises(OutputError, match="link loop"):
+        output.write_text(loop, "x")
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "/dev/stderr"])
+def test_a_name_of_stdout_or_stderr_writes_through_that_stream(g: dict[str, Path], tmp_path: Path, name: str) -> None:
+    """``-o /dev/stdout > out.csv``: the output goes into out.csv after what the command printed (never at offset
+    0 over it), the command's own messages go to stderr, and /dev/stdout stays the system's link (it used to be
+    renamed over when stdout was a regular file, as root)."""
+    import subprocess
+    import sys
+
+    if not Path(name).exists():
+        pytest.skip(f"{name} does not exist here")
+    streams = {"out": tmp_path / "out.txt", "err": tmp_path / "err.txt"}
+    with open(streams["out"], "wb") as out, open(streams["err"], "wb") as err:
+        err.write(b"before\n")
+        err.flush()
+        args = ["meta", "rankings-to-pairs", str(g["rankings"]), "-o", name, "--force"]
+        rc = subprocess.run([sys.executable, "-m", "vistkit", *args], stdout=out, stderr=err, check=False).returncode
+    assert rc == 0
+    assert Path(name).exists() and (not name.startswith("/dev/std") or Path(name).is_symlink())
+    written = streams["err" if name == "/dev/stderr" else "out"].read_text(encoding="utf-8")
+    if name == "/dev/stderr":
+        assert written.startswith("before\n")
+    csv_lines = [ln for ln in written.splitlines() if ln.count(",") >= 3]
+    assert csv_lines and "label" in csv_lines[0]
+    if name != "/dev/stderr":  # stdout holds the pairs alone: "wrote N pairs" went to stderr
+        assert written.splitlines()[0] == csv_lines[0] and "wrote" not in written
+
+
+def test_a_report_replaced_with_force_keeps_nothing_of_the_old_one(
+    g: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = tmp_path / "rep"
+    assert run(capsys, "meta", "pairs", g["pairs"], "-m", METRIC, "--bootstrap", "20", "--report", rep)[0] == 0
+    (rep / "stale.csv").write_text("from an earlier report\n", encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in rep.iterdir()}
+    # a writer that fails half-way leaves the old report as it was, and no hidden folder beside it
+    from vistkit.report import html
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(html, "write_table_files", broken)
+    code, _, err = run(capsys, "meta", "pairs", g["pairs"], "-m", METRIC, "--bootstrap", "20", "--report", rep,
+                       "--force")  # fmt: skip
+    assert code == 1 and "disk is full" in one_sentence_error(err)
+    assert {p.name: p.read_bytes() for p in rep.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "rep"]
+    monkeypatch.undo()
+    # replaced whole: the new report, and nothing of the old one
+    fresh = tmp_path / "fresh"
+    for folder in (rep, fresh):
+        assert run(capsys, "meta", "gap", g["pairs"], "-m", METRIC, "--report", folder, "--force")[0] == 0
+    names = {p.name for p in rep.iterdir()}
+    assert names == {p.name for p in fresh.iterdir()} and "stale.csv" not in names and "index.html" in names
+    shutil.rmtree(fresh)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "rep"]
+    # an input inside the folder is refused before anything is written (replacing the folder would delete it)
+    inside = rep / "pairs.csv"
+    shutil.copyfile(g["pairs"], inside)
+    kept = {p.name: p.read_bytes() for p in rep.iterdir()}
+    code, _, err = run(capsys, "meta", "pairs", inside, "-m", METRIC, "--report", rep, "--force")
+    assert code == 1 and "replaces whole" in one_sentence_error(err)
+    assert {p.name: p.read_bytes() for p in rep.iterdir()} == kept

@@ -7,6 +7,8 @@ sources (e.g. scoring stories end to end) only need to produce the same per-stor
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from vistkit.commands.common import (
     warn_ignored,
     writes_output,
 )
+from vistkit.data.output import is_standard_output
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
@@ -64,6 +67,20 @@ def load_tables(
                 if g_is_bounded(g_col):
                     tanh_g = False
     return tables[0], tables[1], tanh_g
+
+
+@contextlib.contextmanager
+def score_inputs(*sources: Path | None) -> Iterator[None]:
+    """Within the block, every file the score sources read counts as an input of the running command (a dHM
+    prefix names three files, which the command line does not show), so no output is written over one of them,
+    ``--force`` or not."""
+    from vistkit.data.output import current_policy, output_policy
+    from vistkit.scores.distance import score_files
+
+    policy = current_policy()
+    files = [f for src in sources if src is not None for f in score_files(src)]
+    with output_policy(force=policy.force, inputs=[*policy.inputs, *files], cli=policy.cli):
+        yield
 
 
 def render_distance(result: Any, fmt: OutputFormat, *, title: str, caption: str) -> str:
@@ -168,6 +185,43 @@ def distance(
     Per story |human - model| for each of G (tanh), C, R, averaged over the stories scored in all six tables;
     dHM is the mean of dG, dC and dR (Surikuchi et al., 2024; the official dHM.py). Lower is closer to humans.
     """
+    with score_inputs(human, model):
+        if per_item is not None and str(per_item) != "-":
+            from vistkit.data.output import check_output
+
+            check_output(per_item)  # before any work: the dHM files behind --human/--model are inputs too
+        _distance(
+            human, model, human_stories, model_stories, images=images, regions=regions, photos=photos,
+            dimensions=dimensions, sentences=sentences, option=option, g_metric=g_metric, c_metric=c_metric,
+            r_metric=r_metric, tanh_g=tanh_g, per_item=per_item, fmt=fmt, engine=engine, address=address,
+            workers=workers, num_gpus_per_worker=num_gpus_per_worker,
+        )
+
+
+def _distance(
+    human: Path | None,
+    model: Path | None,
+    human_stories: Path | None,
+    model_stories: Path | None,
+    *,
+    images: Path | None,
+    regions: Path | None,
+    photos: Path | None,
+    dimensions: str,
+    sentences: str,
+    option: list[str],
+    g_metric: str | None,
+    c_metric: str | None,
+    r_metric: str | None,
+    tanh_g: bool | None,
+    per_item: Path | None,
+    fmt: OutputFormat,
+    engine: str,
+    address: str | None,
+    workers: int | None,
+    num_gpus_per_worker: float,
+) -> None:
+    """The body of `distance` (its inputs registered by `score_inputs`)."""
     from vistkit.scores.distance import dhm_distance, per_story_rows
 
     stories_mode = human_stories is not None or model_stories is not None
@@ -195,7 +249,7 @@ def distance(
                 images=images, regions=regions, photos=photos, dimensions=dimensions,
                 sentences=sentences, option_pairs=option, engine=eng,
             )
-        emit(text, to_stderr=per_item is not None and str(per_item) == "-")
+        emit(text, to_stderr=per_item is not None and is_standard_output(per_item))
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
@@ -211,5 +265,5 @@ def distance(
         f"tables ({result.dropped['human']} human-side and {result.dropped['model']} model-side ids left out)"
     )
     title = f"dHM: {human.name if human else ''} vs {model.name if model else ''}"
-    to_stderr = per_item is not None and str(per_item) == "-"
+    to_stderr = per_item is not None and is_standard_output(per_item)
     emit(render_distance(result, fmt, title=title, caption=caption), to_stderr=to_stderr)

@@ -36,6 +36,7 @@ from vistkit.commands.common import (
     warn_ignored,
     writes_output,
 )
+from vistkit.data.output import is_standard_output
 from vistkit.data.story import Keying, StorySet
 from vistkit.engine import Engine
 from vistkit.errors import InputError, VistkitError
@@ -284,7 +285,7 @@ def write_per_item(path: Path, results: list[Score]) -> None:
                 detail_cols.append(
                     (f"{r.metric}.{name}", {i: repr(float(f[name])) for i, f in zip(r.item_ids, feats, strict=True)})
                 )
-    with open_csv_output(path, lineterminator="\n" if str(path) == "-" else "\r\n") as w:
+    with open_csv_output(path, lineterminator="\n" if is_standard_output(path) else "\r\n") as w:
         w.writerow(["id", *names, *(h for h, _ in detail_cols)])
         for i in ids:
             row: list[str] = [i]
@@ -514,7 +515,7 @@ def score(
         if score_only_
         else render_scores(results, fmt, cis=cis, extra={"skipped": skipped} if skipped else None)
     )
-    if per_item is not None and str(per_item) == "-":  # stdout holds the per-item CSV
+    if per_item is not None and is_standard_output(per_item):  # stdout holds the per-item CSV
         typer.echo(text.rstrip("\n"), err=True)
     else:
         echo(text)

@@ -303,11 +303,16 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
     if os.path.isdir(p):
         raise OutputError(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
     _refuse_inputs(p, policy)
+    if _is_stream(p):
+        return p
+    if os.path.islink(p):  # a link is written through: its target is replaced, the link stays
+        p = _follow_links(p)[0]
+        if os.path.isdir(p):
+            raise OutputError(f"{path} is a link to a folder; give a file name for the output")
+        _refuse_inputs(p, policy)
     if os.path.lexists(p):
-        if _is_stream(p):
-            return p
         if not force:
-            raise OutputError(f"{p} exists already; pass --force to overwrite it, or choose another output file")
+            raise OutputError(f"{path} exists already; pass --force to overwrite it, or choose another output file")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.exists():
         raise _os_error(p, OSError(errno.ENOENT, "no such folder"))
@@ -316,13 +321,64 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
     return p
 
 
+#: where a link names a file the process already has open (``/dev/stdout`` -> ``/proc/self/fd/1``): written in place
+_OPEN_FILE_LINKS = ("/proc/", "/dev/fd/")
+
+
+def _follow_links(p: Path) -> tuple[Path, bool]:
+    """The file ``p`` names once the links of its last part are followed (``out.csv`` -> ``real/out.csv``), and
+    whether one of those links is an open file of a process (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``):
+    such a name is written in place, since replacing it would replace the link (``/dev/stdout`` itself) and the
+    file the shell opened would never see the output."""
+    current = os.path.abspath(p)
+    for _ in range(40):  # the kernel's own limit on links in a row
+        if current.startswith(_OPEN_FILE_LINKS):
+            return Path(current), True
+        if not os.path.islink(current):
+            return Path(current), False
+        try:
+            target = os.readlink(current)
+        except OSError:
+            return Path(current), False
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    raise OutputError(f"cannot write {p}: a symbolic link loop (a link that leads back to itself); check the path")
+
+
+_FD_LINK = re.compile(r"/(?:proc/(self|thread-self|\d+)(?:/task/\d+)?/fd|dev/fd)/(\d+)")
+
+
+def _process_fd(p: Path) -> int | None:
+    """The file descriptor of this process that ``p`` names (``/dev/stderr`` -> 2), or None: such an output is
+    written through a copy of that descriptor, at its current offset (as a shell's ``>&2``); opening the name
+    anew would start at offset 0 and write over what the process already wrote there."""
+    where, open_file = _follow_links(p)
+    match = _FD_LINK.fullmatch(str(where)) if open_file else None
+    if match is None or match.group(1) not in (None, "self", "thread-self", str(os.getpid())):
+        return None
+    return int(match.group(2))
+
+
 def _is_stream(p: Path) -> bool:
-    """A device or a pipe (``/dev/null``, ``/dev/full``, a FIFO): written in place, never replaced."""
+    """A device or a pipe (``/dev/null``, ``/dev/full``, a FIFO), or a name of a file the process has open
+    (``/dev/stdout``, `_follow_links`): written in place, never replaced."""
+    if _follow_links(p)[1]:
+        return True
     try:
         mode = os.stat(p).st_mode
     except OSError:
         return False
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode)
+
+
+def is_standard_output(path: str | Path) -> bool:
+    """Whether writing ``path`` writes this process's standard output (``-``, ``/dev/stdout``, or the very file
+    or pipe stdout goes to): a command then says what it did on stderr, so as not to mix it into its output."""
+    if str(path) == STDOUT:
+        return True
+    try:
+        return _process_fd(Path(path)) == sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError, OutputError):
+        return False
 
 
 def check_output_folder(path: str | Path, *, force: bool | None = None, markers: Sequence[str] = (MARKER,)) -> Path:
@@ -398,11 +454,71 @@ def prepare_folder(path: str | Path, *, force: bool | None = None, markers: Sequ
     return p
 
 
+@contextlib.contextmanager
+def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[Path]:
+    """An output folder written whole (a report): `check_output_folder`, then a new hidden folder beside it to
+    fill in the block. When the block ends the new folder takes the name: an earlier vistkit folder is first
+    moved aside (and removed after), so that no file of the old report stays among the new one's, and an
+    interruption leaves the old report or the new one, never a mix (between the two renames, the old one waits
+    beside it as ``.NAME.old-*``). If the block fails, the new folder is removed and the old one is untouched.
+    A file that the running command reads inside the folder is refused first (replacing the folder would
+    delete it)."""
+    p = check_output_folder(path, force=force)
+    if p.is_symlink():  # the link stays; the folder it names is replaced
+        p = Path(os.path.realpath(p))
+    if p.is_dir():
+        for inp in current_policy().inputs:
+            if os.path.lexists(inp) and _inside(Path(inp), str(p)):
+                raise OutputError(
+                    f"{inp} is inside {path}, which this command replaces whole; move that input out of the "
+                    "folder or choose another output folder"
+                )
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.new-"))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0o700; a report is as readable as any folder
+    except OSError as exc:
+        raise _os_error(p, exc, folder=True) from None
+    old: Path | None = None
+    try:
+        prepare_folder(tmp, force=True)
+        try:
+            yield tmp
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS:
+                raise _os_error(p, exc, folder=True) from None
+            raise
+        try:
+            for f in sorted(tmp.rglob("*")):
+                if f.is_file():
+                    with open(f, "rb") as fh:
+                        os.fsync(fh.fileno())
+            if p.exists():
+                old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.old-"))
+                os.replace(p, old)  # an empty folder is replaced by the rename
+            os.replace(tmp, p)
+        except OSError as exc:
+            if old is not None and not p.exists():  # put the old folder back
+                with contextlib.suppress(OSError):
+                    os.replace(old, p)
+                    old = None
+            raise _os_error(p, exc, folder=True) from None
+        _fsync_folder(parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 # ----------------------------------------------------------------------------------------------- writing
-def _umask_mode() -> int:
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
+
+
+def _umask_mode() -> int:
+    return 0o666 & ~_umask()
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -498,8 +614,10 @@ def open_output(
     force: bool | None = None,
 ) -> Iterator[IO[Any]]:
     """A file object that becomes ``path`` when the block ends without an error (temp file + fsync + rename; see
-    module doc). ``-`` is standard output; a device or a pipe is written in place."""
-    if str(path) == STDOUT:
+    module doc). ``-`` is standard output, and so is a name of the file stdout goes to (``/dev/stdout``: written
+    through stdout itself, so that it does not overwrite what the command prints there); a device or a pipe is
+    written in place."""
+    if is_standard_output(path):
         stream: IO[Any] = sys.stdout.buffer if binary else sys.stdout
         yield stream
         stream.flush()
@@ -509,7 +627,8 @@ def open_output(
     text_kwargs: dict[str, Any] = {} if binary else {"encoding": encoding, "newline": newline}
     if _is_stream(target):
         try:
-            fh = open(target, mode, **text_kwargs)
+            fd = _process_fd(target)
+            fh = open(target, mode, **text_kwargs) if fd is None else os.fdopen(os.dup(fd), mode, **text_kwargs)
         except OSError as exc:
             raise _os_error(target, exc) from None
         try:

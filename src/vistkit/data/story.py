@@ -64,6 +64,16 @@ class Story:
                 f"(Story(story_id='1', text='We went to the park. ...'))"
             )
 
+        for part in (self.text, *(self.sentences or ())):
+            if isinstance(part, str) and not part.isascii():
+                try:
+                    part.encode("utf-8")
+                except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800"): no tokenizer or file takes it
+                    shown = self.story_id if len(self.story_id) <= 60 else self.story_id[:57] + "..."
+                    raise InputError(
+                        f"story {shown!r} holds a lone UTF-16 surrogate (U+{ord(part[exc.start]):04X}, half of a "
+                        "surrogate pair), which is not text; remove it or give the whole pair"
+                    ) from None
         limit = max_story_chars()
         if len(self.text) > limit:
             shown = self.story_id if len(self.story_id) <= 60 else self.story_id[:57] + "..."

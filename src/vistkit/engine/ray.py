@@ -15,6 +15,7 @@ statistics (`vistkit.engine.merge.StreamTotals`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -52,6 +53,36 @@ _CLASS_ATTRS = (
     "card",
     "item_scores_depend_on_corpus",
 )
+
+
+def _check_fits(workers: int, cpus: float, gpus: float, resources: dict[str, float]) -> None:
+    """Refuse at once a worker count the local cluster cannot hold (Ray would wait `START_TIMEOUT` seconds)."""
+    for what, each in (("CPU", cpus), ("GPU", gpus)):
+        have = float(resources.get(what, 0.0))
+        if each <= 0 or workers * each <= have + 1e-9:
+            continue
+        if have == 0:
+            raise InputError(f"this machine's local Ray cluster has no {what}; leave out --num-gpus-per-worker")
+        raise InputError(
+            f"{workers} Ray workers need {workers * each:g} {what}s and this machine's local Ray cluster has "
+            f"{have:g}; ask for at most {int(have // each)} with --workers"
+        )
+
+
+def _exit_quietly_on_sigterm() -> Any:
+    """SIGTERM ends the run like Ctrl-C (workers shut down, no output half-written) instead of Ray's own
+    handler, which prints a stack dump; only where Python may set handlers (the main thread). Returns the
+    handler it replaced (`RayEngine.close` puts it back), or None."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def _import_ray() -> Any:
@@ -169,8 +200,8 @@ class RayEngine(Engine):
         self.ray = ray
         if workers is not None and workers < 1:
             raise InputError("--workers must be at least 1")
-        if num_gpus_per_worker < 0:
-            raise InputError("--num-gpus-per-worker must be 0 or more")
+        if not math.isfinite(num_gpus_per_worker) or num_gpus_per_worker < 0:
+            raise InputError(f"--num-gpus-per-worker must be a number >= 0, not {num_gpus_per_worker}")
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             opts: dict[str, Any] = {
@@ -190,6 +221,7 @@ class RayEngine(Engine):
                     f"could not reach the Ray cluster at {address or 'a new local cluster'} ({exc}); start it "
                     "with `ray start --head` or pass --address auto|ray://HOST:PORT"
                 ) from None
+        self._sigterm = _exit_quietly_on_sigterm() if self._owns_ray else None
         resources = ray.cluster_resources()
         if workers is None:
             if num_gpus_per_worker > 0:
@@ -197,6 +229,13 @@ class RayEngine(Engine):
             else:
                 workers = int(resources.get("CPU", 1) // num_cpus_per_worker)
             workers = max(1, workers)
+        if address is None and self._owns_ray:  # a local cluster does not grow: say now what cannot start
+            try:
+                _check_fits(workers, num_cpus_per_worker, num_gpus_per_worker, resources)
+            except InputError:
+                self._restore_sigterm()
+                ray.shutdown()
+                raise
         self.n_workers = workers
         self.batch_size = batch_size
         self.max_retries = max_retries
@@ -400,6 +439,15 @@ class RayEngine(Engine):
             self._actors = []
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
+        self._restore_sigterm()
+
+    def _restore_sigterm(self) -> None:
+        import signal
+
+        if getattr(self, "_sigterm", None) is not None:
+            with contextlib.suppress(ValueError):  # not the main thread
+                signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None
 
 
 _REMOTE_CLASSES: dict[type[Metric], type[RemoteMetric]] = {}

@@ -149,6 +149,14 @@ def _float(value: str | None, where: str, name: str) -> float | None:
     return number
 
 
+def shown_number(value: float) -> str:
+    """A number for a message: whole numbers as such (``3``), anything else, and huge or tiny values, in short
+    form (``1e+30``, ``0.333333``), never thirty digits."""
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.6g}"
+
+
 # the most workers one pair's agreement can count: VHED has 5 per ranking, the studio's default is 5; a count over
 # this (or below 0, or not whole) is a broken file, not a judgement
 MAX_AGREEMENT = 100
@@ -257,6 +265,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
         label_sign = detect_label_sign(rows, where=str(p))
     _warn_repeated_rows(rows, p)
     pairs: list[StoryPair] = []
+    odd_norms: list[tuple[int, float, str]] = []  # (line, rank_norm, what label and order say) where they disagree
     for n, row in enumerate(rows, start=2):
         where = f"{p} line {n}"
         a = _float(row.get("avg_rank_base"), where, "avg_rank_base")
@@ -278,6 +287,10 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                 f"{where}: agreement {agreement} is more than the {n_workers} workers who judged the pair"
             )
         rank_norm = _float(row.get("rank_norm"), where, "rank_norm")
+        if rank_norm is not None:
+            disagreement = _check_rank_norm(rank_norm, label, gap, order, where=where)
+            if disagreement is not None:
+                odd_norms.append((n, rank_norm, disagreement))
         pairs.append(
             StoryPair(
                 pair_id=str(row.get("pair_id") or n - 2),
@@ -301,8 +314,52 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
         )
     if not pairs:
         raise InputError(f"{p}: holds no pairs")
+    _warn_odd_rank_norms(odd_norms, len(pairs), p)
     _warn_contradicting_pairs(pairs, p)
     return pairs
+
+
+# how far a file's rank_norm may lie from label / order (rounding in the file) before it is said to disagree
+RANK_NORM_TOLERANCE = 0.005
+
+
+def _check_rank_norm(rank_norm: float, label: float | None, gap: float, order: int | None, *, where: str) -> str | None:
+    """Check a row's ``rank_norm`` (VHED: ``label / order``, the gap divided by the number of stories ranked):
+    one outside -1..1 is impossible and refused; returns what ``label`` and ``order`` say instead when the two
+    disagree (sign, or size where ``order`` is known), else None."""
+    if abs(rank_norm) > 1:
+        raise InputError(
+            f"{where}: rank_norm is {shown_number(rank_norm)}, but it is the ranking gap divided by the number of "
+            "stories ranked (label / order), so it lies between -1 and 1; fix the file or remove its rank_norm column"
+        )
+    if label is not None:
+        if order:
+            expected = label / order
+            if abs(rank_norm - expected) > RANK_NORM_TOLERANCE:
+                return f"label / order is {shown_number(expected)}"
+            return None
+        if np.sign(rank_norm) != np.sign(label):  # no order: only the sign can be checked
+            return f"label is {shown_number(label)}"
+        return None
+    if order:
+        expected = abs(gap) / order
+        if abs(abs(rank_norm) - expected) > RANK_NORM_TOLERANCE:
+            return f"|gap| / order is {shown_number(expected)}"
+    return None
+
+
+def _warn_odd_rank_norms(odd: Sequence[tuple[int, float, str]], total: int, p: Path) -> None:
+    """One warning for the rows whose ``rank_norm`` disagrees with their ``label`` and ``order``."""
+    if not odd:
+        return
+    from vistkit.errors import warn
+
+    line, got, instead = odd[0]
+    warn(
+        f"{p}: rank_norm disagrees with label / order in {len(odd)} of {total} rows (first: line {line}, rank_norm "
+        f"{shown_number(got)} where {instead}); the gap buckets use the file's rank_norm, so fix those rows or "
+        "remove the rank_norm column to use label / order"
+    )
 
 
 def _warn_contradicting_pairs(pairs: Sequence[StoryPair], p: Path) -> None:
@@ -392,6 +449,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
             f"{p}: a rankings CSV needs columns task, worker, story, rank; missing {', '.join(need)}"
         )
     tasks: dict[str, dict[str, Any]] = {}
+    first_line: dict[tuple[str, str], dict[str, int]] = {}  # (task, story) -> {"text"/"system": its first line}
     for n, row in enumerate(rows, start=2):
         where = f"{p} line {n}"
         task = tasks.setdefault(row["task"], {"stories": {}, "ranks": {}, "lines": {}})
@@ -404,6 +462,9 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
                 story_id=row.get("story_id", ""),
                 img_seq=parse_img_seq(row.get("img_seq", "")),
             )
+        task["stories"][key] = _same_story(
+            task["stories"][key], row, first_line.setdefault((row["task"], key), {}), where=where, line=n
+        )
         rank = _float(row["rank"], where, "rank")
         if rank is None:
             raise InputError(f"{where}: empty rank")
@@ -424,6 +485,28 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
     return tasks
 
 
+def _same_story(
+    story: RankedStory, row: dict[str, str], lines: dict[str, int], *, where: str, line: int
+) -> RankedStory:
+    """``story`` with the text and system of another row of it filled in where it had none; a row of the same
+    task and story with a different text or system is refused (it is another story: the first would be kept
+    silently). ``lines``: the first line that gave each field."""
+    found = {"text": " ".join((row.get("text") or "").split()), "system": (row.get("system") or "").strip()}
+    known = {"text": " ".join(story.text.split()), "system": story.system.strip()}
+    for name, value in found.items():
+        if not value:
+            continue
+        if not known[name]:
+            story = replace(story, text=row.get("text", "")) if name == "text" else replace(story, system=value)
+        elif value != known[name]:
+            raise InputError(
+                f"{where}: story {row['story']!r} of task {row['task']!r} has a different {name} than on line "
+                f"{lines.get(name, '?')}; one story of a task is one story, so give the other story its own id"
+            )
+        lines.setdefault(name, line)
+    return story
+
+
 def check_task_ranks(task_id: str, task: dict[str, Any], *, where: str | Path | None = None) -> None:
     """Refuse a task (`read_rankings` layout) in which a worker leaves a story unranked or gives a rank that is
     not a whole number from 1 to N (N = the task's stories); names the line of file ``where`` when the task
@@ -440,9 +523,8 @@ def check_task_ranks(task_id: str, task: dict[str, Any], *, where: str | Path | 
                 continue
             line = lines.get((worker, key))
             at = f"{where} line {line}" if line is not None and where is not None else f"task {task_id!r}"
-            shown = int(rank) if math.isfinite(rank) and rank == int(rank) else rank
             raise InputError(
-                f"{at}: worker {worker!r} ranks story {key!r} {shown}, but ranks run from 1 (the best) to "
+                f"{at}: worker {worker!r} ranks story {key!r} {shown_number(rank)}, but ranks run from 1 (the best) to "
                 f"{n}, the number of stories in task {task_id!r}"
             )
 
@@ -573,6 +655,7 @@ class HumanScores:
     texts: list[str]
     n_workers: np.ndarray
     binary: bool = False
+    ties: np.ndarray | None = None  # error labels: where the annotators split evenly (majority vote: error present)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -682,8 +765,10 @@ def _read_judgements(
     with warnings.catch_warnings():  # an aspect nobody rated for an item: NaN (missing), not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
         values = np.array([np.nanmean(np.array(groups[k], dtype=float), axis=0) for k in keys], dtype=float)
+    ties = None
     if binary:
-        # several annotators: majority vote (ties count as an error being present)
+        # several annotators: majority vote; a tie (as many 1 as 0, e.g. 1 of 2) counts as the error being present
+        ties = values == 0.5
         values = np.where(np.isnan(values), np.nan, (values >= 0.5).astype(float))
     return HumanScores(
         systems=[k[0] for k in keys],
@@ -693,6 +778,7 @@ def _read_judgements(
         texts=[texts[k][0] if k in texts else "" for k in keys],
         n_workers=np.array([len(groups[k]) for k in keys]),
         binary=binary,
+        ties=ties,
     )
 
 
@@ -714,6 +800,7 @@ def read_likert(
 
 def read_error_labels(path: str | Path, *, errors: Sequence[str] | None = None) -> HumanScores:
     """Binary error labels per story (``system, item`` + 0/1 columns such as `VRANK_ERRORS`); several
-    annotators of one story (one row each, a ``worker`` column optional) are merged by majority vote. Two rows
-    of one (system, item) whose texts differ are refused."""
+    annotators of one story (one row each, a ``worker`` column optional) are merged by majority vote, a tie (as
+    many 1 as 0) counting as the error present (`HumanScores.ties` marks those). Two rows of one (system, item)
+    whose texts differ are refused."""
     return _read_judgements(path, aspects=errors, binary=True)

@@ -90,10 +90,19 @@ def gap_values(pairs: Sequence[StoryPair], *, normalised: bool = True) -> np.nda
     return np.array([abs(p.gap) for p in pairs], dtype=float)
 
 
+GAP_TOLERANCE = 1e-9
+"""Gaps closer than this (relative to max(1, |gap|)) are the same gap: 0.6 and 0.6000000000000001 are one value,
+and a gap that close to a bucket edge lies on it."""
+
+
+def _close(a: np.ndarray | float, b: float) -> np.ndarray:
+    return np.abs(np.asarray(a, dtype=float) - b) <= GAP_TOLERANCE * max(1.0, abs(b))
+
+
 def parse_edges(text: str | Sequence[float]) -> tuple[float, ...] | None:
-    """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing finite numbers (NaN and infinity are
-    refused: a NaN edge made empty buckets). ``"auto"`` -> None: the buckets are chosen from the data
-    (`auto_gap_edges`)."""
+    """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing finite numbers, none negative (a gap
+    is an absolute rank difference; NaN and infinity are refused: a NaN edge made empty buckets). ``"auto"`` ->
+    None: the buckets are chosen from the data (`auto_gap_edges`)."""
     if isinstance(text, str) and text.strip().lower() == "auto":
         return None
     try:
@@ -103,28 +112,80 @@ def parse_edges(text: str | Sequence[float]) -> tuple[float, ...] | None:
     bad = next((e for e in edges if not math.isfinite(e)), None)
     if bad is not None:
         raise InputError(f"--gap-edges must be finite numbers (a gap is 0 or more), got {bad:g} in {text!r}")
+    negative = next((e for e in edges if e < 0), None)
+    if negative is not None:
+        raise InputError(
+            f"--gap-edges must be 0 or more (a ranking gap is the absolute difference of two ranks), got "
+            f"{negative:g} in {text!r}"
+        )
     if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
         raise InputError(f"--gap-edges must be at least two increasing numbers, got {text!r}")
     return edges
 
 
+def _counted_gaps(pairs: Sequence[StoryPair], *, normalised: bool) -> np.ndarray:
+    """The gaps of the pairs with a human preference (the pairs that can count), NaN left out."""
+    gaps = gap_values([p for p in pairs if p.gap != 0], normalised=normalised)
+    return gaps[~np.isnan(gaps)]
+
+
+def _groups(values: np.ndarray) -> list[tuple[float, float]]:
+    """(lowest, highest) of each run of sorted ``values`` that differ by float noise only (`GAP_TOLERANCE`)."""
+    out: list[tuple[float, float]] = []
+    for v in np.sort(values):
+        if out and _close(v, out[-1][1]):
+            out[-1] = (out[-1][0], float(v))
+        else:
+            out.append((float(v), float(v)))
+    return out
+
+
+def _tidy(edge: float, low: float, high: float) -> float:
+    """``edge`` without float noise (0.3, not 0.30000000000000004) when rounding to 6 decimals moves it by noise
+    only and keeps it strictly between ``low`` and ``high``; else exactly as it is (a rounded quartile such as
+    0.133333 for 2/15 would move the pairs whose gap is 2/15 into the next bucket)."""
+    rounded = float(round(edge, 6))
+    return rounded if bool(_close(rounded, edge)) and low < rounded < high else edge
+
+
 def auto_gap_edges(pairs: Sequence[StoryPair], *, normalised: bool = True) -> tuple[float, ...] | None:
     """Bucket edges chosen from the gaps of the pairs that count (human gap != 0), for `accuracy_by_gap`.
 
-    At most five distinct gaps (VHED's k/5, raw rank gaps): one bucket per value (edges at the midpoints);
-    more: the quartiles of the gaps (duplicates merged). None when the gap takes fewer than two distinct values
-    (e.g. proxy pairs, whose gap is always 1): then there is nothing to bucket.
+    At most five distinct gaps (VHED's k/5, raw rank gaps; gaps differing by float noise are one): one bucket
+    per value (edges at the midpoints); more: the quartiles of the gaps (duplicates merged). The first and last
+    edges are the exact lowest and highest gap, so every pair that counts lies in a bucket. None when the gap
+    takes fewer than two distinct values (e.g. proxy pairs, whose gap is always 1): then there is nothing to
+    bucket.
     """
-    gaps = gap_values([p for p in pairs if p.gap != 0], normalised=normalised)
-    gaps = gaps[~np.isnan(gaps)]
-    values = np.unique(gaps)
-    if values.size < 2:
+    gaps = _counted_gaps(pairs, normalised=normalised)
+    groups = _groups(gaps)
+    if len(groups) < 2:
         return None
-    if values.size <= 5:
-        mids = (values[:-1] + values[1:]) / 2.0
-        return (float(values[0]), *(float(round(m, 6)) for m in mids), float(values[-1]))
-    edges = np.unique(np.quantile(gaps, [0.0, 0.25, 0.5, 0.75, 1.0]))
-    return tuple(float(round(e, 6)) for e in edges)
+    if len(groups) <= 5:
+        mids = [_tidy((a[1] + b[0]) / 2.0, a[1], b[0]) for a, b in itertools.pairwise(groups)]
+        return (groups[0][0], *mids, groups[-1][1])
+    low, high = float(gaps.min()), float(gaps.max())
+    edges = [low]
+    for q in np.quantile(gaps, [0.25, 0.5, 0.75]):
+        e = _tidy(float(q), low, high)
+        if not _close(e, edges[-1]) and not _close(e, high) and e > edges[-1]:
+            edges.append(e)
+    return (*edges, high)
+
+
+def _snapped(gaps: np.ndarray, edges: Sequence[float]) -> np.ndarray:
+    """``gaps`` with every value within float noise of an edge set to that edge (see `GAP_TOLERANCE`)."""
+    out = np.array(gaps, dtype=float)
+    for e in edges:
+        out[_close(out, float(e))] = float(e)
+    return out
+
+
+def gaps_outside(pairs: Sequence[StoryPair], edges: Sequence[float], *, normalised: bool = True) -> int:
+    """How many pairs with a human preference have a gap outside every bucket of ``edges`` (below the first
+    edge or above the last): `accuracy_by_gap` counts them nowhere."""
+    gaps = _snapped(_counted_gaps(pairs, normalised=normalised), edges)
+    return int(((gaps < edges[0]) | (gaps > edges[-1])).sum())
 
 
 def accuracy_interval(
@@ -156,9 +217,10 @@ def accuracy_by_gap(
     normalised: bool = True,
 ) -> list[dict[str, Any]]:
     """Accuracy per ranking-gap bucket (Vrank Fig. 3). Buckets are ``(lo, hi]`` except the first, ``[lo,
-    hi]``; gaps outside all buckets are reported in no bucket."""
+    hi]``; a gap within float noise of an edge counts as on it. Gaps outside all buckets are reported in no
+    bucket (`gaps_outside` counts them)."""
     correct = pair_correct(scores, pairs)
-    gaps = gap_values(pairs, normalised=normalised)
+    gaps = _snapped(gap_values(pairs, normalised=normalised), edges)
     out = []
     for i, (lo, hi) in enumerate(itertools.pairwise(edges)):
         mask = (gaps <= hi) & ((gaps >= lo) if i == 0 else (gaps > lo))

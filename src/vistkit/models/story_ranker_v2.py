@@ -64,6 +64,11 @@ CONFIG_FILE = "config.json"
 KIND = "story-ranker-v2"
 
 
+#: the largest weight a ranker config may give a feature: far above the shipped ones (0.5, 1), far below what
+#: overflows (a weight of 1e308 times a z of 3 is inf)
+MAX_WEIGHT = 100.0
+
+
 @dataclass(frozen=True)
 class Feature:
     """One feature of the ranker: its name, fixed sign and weight, and what it measures."""
@@ -291,8 +296,11 @@ class StoryRankerV2Model:
             )
         for f in FEATURES:  # the signs and the caps are part of the design, not of a file
             k = self.names.index(f.name)
-            if int(feats[f.name]["sign"]) != f.sign or float(feats[f.name]["weight"]) <= 0:
-                raise InputError(f"{path}: feature {f.name} must have sign {f.sign:+d} and a positive weight")
+            if int(feats[f.name]["sign"]) != f.sign or not 0 < float(feats[f.name]["weight"]) <= MAX_WEIGHT:
+                raise InputError(
+                    f"{path}: feature {f.name} must have sign {f.sign:+d} and a weight above 0 and at most "
+                    f"{MAX_WEIGHT:g} (the shipped weights are 0.5 and 1)"
+                )
             if self.max_z[k] != cap_z(f.max_z, self.clip):
                 raise InputError(
                     f"{path}: feature {f.name} must have max_z {f.max_z} (rebuild it with scripts/train_ranker_v2.py)"

@@ -6,16 +6,17 @@ Each page lists the exact command that produced it and every metric signature, s
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vistkit.data.output import prepare_folder, write_text
+from vistkit.data.output import replaced_folder, write_text
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
 
 _CSS = """
@@ -29,6 +30,20 @@ pre,code{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto;w
 figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 .note{background:#fff8e1;border-left:4px solid #f0c000;padding:.5em .8em}
 """
+
+
+def _whole_folder(write: Callable[..., Any]) -> Callable[..., Path]:
+    """A report writer ``write(folder, ...)`` that fills a new folder, which then replaces ``folder`` whole (new,
+    empty or an earlier vistkit report with --force; `vistkit.data.output.replaced_folder`): a report never
+    keeps files of an earlier one, and an interruption leaves the old report or the new one."""
+
+    @functools.wraps(write)
+    def wrapper(folder: Path, *args: Any, **kwargs: Any) -> Path:
+        with replaced_folder(folder) as fresh:
+            write(fresh, *args, **kwargs)
+        return Path(folder)
+
+    return wrapper
 
 
 def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4) -> str:
@@ -80,14 +95,14 @@ def write_html(
     parts.append("<p>Metric signatures:</p>")
     parts.append(html_table(["metric", "signature"], [[m, s] for m, s in signatures.items()]))
     parts.append("</body></html>")
-    write_text(path, "\n".join(parts), force=True)  # inside a report folder (`prepare_folder`)
+    write_text(path, "\n".join(parts), force=True)  # inside a report's folder (`_whole_folder`)
     return Path(path)
 
 
 def write_table_files(
     folder: Path, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str
 ) -> None:
-    """``name.csv`` and ``name.tex`` (booktabs) next to the page (in a folder made by `prepare_folder`)."""
+    """``name.csv`` and ``name.tex`` (booktabs) next to the page (in a report's folder, `_whole_folder`)."""
     write_text(folder / f"{name}.csv", render_table(columns, rows, OutputFormat.CSV), force=True)
     write_text(folder / f"{name}.tex", render_table(columns, rows, OutputFormat.LATEX, caption=caption), force=True)
 
@@ -110,6 +125,7 @@ def _scores_by_system(pairs: Sequence[Any], scores: Sequence[Any]) -> dict[str, 
     return out
 
 
+@_whole_folder
 def pairs_report(
     folder: Path, pairs: Sequence[Any], scores: Sequence[Any], result: dict[str, Any], *, command: str
 ) -> Path:
@@ -118,7 +134,6 @@ def pairs_report(
     from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row
     from vistkit.report import plots
 
-    folder = prepare_folder(folder)  # new, empty or an earlier vistkit report (with --force)
     write_text(folder / "result.json", dumps_json(result), force=True)
     sections: list[tuple[str, str]] = []
 
@@ -234,6 +249,7 @@ def pairs_report(
     )
 
 
+@_whole_folder
 def correlation_report(
     folder: Path,
     table: Any,
@@ -246,7 +262,6 @@ def correlation_report(
     """Correlation report: heatmaps (metrics x aspects) per level, tables, score distributions per system."""
     from vistkit.report import plots
 
-    folder = prepare_folder(folder)  # new, empty or an earlier vistkit report (with --force)
     write_text(folder / "result.json", dumps_json(result), force=True)
     metrics = list(values)
     aspects = list(table.aspects)
@@ -348,6 +363,7 @@ def correlation_report(
     )
 
 
+@_whole_folder
 def errors_report(
     folder: Path,
     errors: Sequence[str],
@@ -360,7 +376,6 @@ def errors_report(
     """Point-biserial report: heatmap (metrics x error types), table, page."""
     from vistkit.report import plots
 
-    folder = prepare_folder(folder)  # new, empty or an earlier vistkit report (with --force)
     write_text(folder / "result.json", dumps_json(payload), force=True)
     result = payload["point_biserial"]
     metrics = list(result)

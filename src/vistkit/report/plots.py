@@ -45,7 +45,7 @@ def save_figure(fig: Any, stem: Path) -> Path:
 
     plt = _pyplot()
     png = stem.with_suffix(".png")
-    try:  # in a report folder (`prepare_folder`): temp file + rename, as every vistkit output
+    try:  # in a report folder (`report.html._whole_folder`): temp file + rename, as every vistkit output
         with output_path(png, force=True) as tmp:
             fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight", metadata={"Software": "vistkit"})
         with output_path(stem.with_suffix(".pdf"), force=True) as tmp:

@@ -310,10 +310,10 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
 def write_dhm_per_story(result: DhmResult, path: Any) -> None:
     """CSV ``story_id,dG,dC,dR,dHM,excluded``: a row per story; the reason instead of numbers if left out
     (``path`` ``-``: standard output)."""
-    from vistkit.data.output import open_csv_output
+    from vistkit.data.output import is_standard_output, open_csv_output
 
     dims = result.distance.dimensions
-    with open_csv_output(path, lineterminator="\n" if str(path) == "-" else "\r\n") as w:
+    with open_csv_output(path, lineterminator="\n" if is_standard_output(path) else "\r\n") as w:
         w.writerow(["story_id", *[f"d{d}" for d in dims], "dHM", "excluded"])
         for sid, row in result.distance.per_story.items():
             w.writerow([sid, *[repr(row[d]) for d in dims], repr(row["HM"]), ""])

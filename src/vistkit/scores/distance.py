@@ -237,19 +237,49 @@ class _Ids:
             )
 
 
-def _read_score_csv(path: Path) -> dict[str, float]:
-    """dHM's ``<prefix>_C.csv`` / ``_R.csv``: a header row, then ``story_id,score`` (ids stripped, NaN
-    dropped, an id given twice refused naming both lines)."""
+#: the value column of dHM's ``<prefix>_C.csv`` / ``_R.csv`` by name (the official files: ``C_score``, ``R_score``)
+SCORE_COLUMNS: dict[str, tuple[str, ...]] = {d: (f"{d}_score", d, "score") for d in DIMENSIONS}
+
+
+def score_csv_columns(header: Sequence[str], dim: str, path: Path | str) -> tuple[str, str]:
+    """The story id and score columns of a dHM ``<prefix>_C.csv`` / ``_R.csv`` (``dim`` C or R): ``story_id``
+    (else the first column) and the one other column, or, when there are more, the one named ``<dim>_score``,
+    ``<dim>`` or ``score``; a table whose score column cannot be told, or is named for another dimension, is
+    refused."""
+    cols = list(header)
+    if len(cols) < 2:
+        raise InputError(f"{path} line 1: expected the header story_id,{dim}_score (two columns)")
+    id_col = "story_id" if "story_id" in cols else cols[0]
+    rest = [c for c in cols if c != id_col]
+    named = [c for c in rest if c.lower() in {n.lower() for n in SCORE_COLUMNS[dim]}]
+    if len(rest) == 1:
+        other = [d for d in DIMENSIONS if d != dim and rest[0].lower() in {n.lower() for n in SCORE_COLUMNS[d]}]
+        if other and not named:
+            raise InputError(
+                f"{path}: its score column {shown_names(rest)!r} holds {other[0]} scores, but this file should "
+                f"hold {dim} scores (header story_id,{dim}_score); check which file is which"
+            )
+        return id_col, rest[0]
+    if len(named) != 1:
+        raise InputError(
+            f"{path}: cannot tell which column holds the {dim} scores (columns {shown_names(cols)}); keep only "
+            f"story_id and {dim}_score, as dHM's files have"
+        )
+    return id_col, named[0]
+
+
+def _read_score_csv(path: Path, dim: str = "C") -> dict[str, float]:
+    """dHM's ``<prefix>_C.csv`` / ``_R.csv`` (``dim`` C or R): a header row, then ``story_id,score`` (the
+    score column picked by name when there are more, see `score_csv_columns`; ids stripped, NaN dropped, an id
+    given twice refused naming both lines)."""
     from vistkit.data.readers import open_csv
 
     out: dict[str, float] = {}
     ids = _Ids(path)
     with open_csv(path, delimiter=",") as f:
         if not f.fieldnames:
-            raise InputError(f"{path}: empty file (expected a header row, then story_id,score rows)")
-        if len(f.fieldnames) < 2:
-            raise InputError(f"{path} line 1: expected the header story_id,score (two columns)")
-        id_col, score_col = f.fieldnames[:2]
+            raise InputError(f"{path}: empty file (expected a header row, then story_id,{dim}_score rows)")
+        id_col, score_col = score_csv_columns(f.fieldnames, dim, path)
         for n, row in f:
             sid, value = row[id_col].strip(), row[score_col]
             if not sid and not value.strip():
@@ -281,6 +311,15 @@ def dhm_score_paths(prefix: str | Path) -> dict[str, Path]:
     }
 
 
+def score_files(path: str | Path) -> list[Path]:
+    """The files a score source (``--human`` / ``--model``) reads: a per-item CSV itself, or the three files of
+    a dHM score prefix (`dhm_score_paths`); a command counts each as an input it must never write over."""
+    p = Path(path)
+    if is_per_item_csv(p) or p.is_dir():
+        return [p]
+    return [p, *dhm_score_paths(p).values()]
+
+
 def read_dhm_scores(prefix: str | Path) -> dict[str, dict[str, float]]:
     """Scores from dHM's files: ``<prefix>_G.json`` (raw GROOViST), ``<prefix>_C.csv``, ``<prefix>_R.csv``."""
     paths = dhm_score_paths(prefix)
@@ -292,8 +331,8 @@ def read_dhm_scores(prefix: str | Path) -> dict[str, dict[str, float]]:
         )
     return {
         "G": _read_score_json(paths["G"]),
-        "C": _read_score_csv(paths["C"]),
-        "R": _read_score_csv(paths["R"]),
+        "C": _read_score_csv(paths["C"], "C"),
+        "R": _read_score_csv(paths["R"], "R"),
     }
 
 

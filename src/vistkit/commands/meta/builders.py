@@ -6,9 +6,10 @@ from pathlib import Path
 
 import typer
 
-from vistkit.commands.common import RefFormatOption, echo, writes_output
+from vistkit.commands.common import RefFormatOption, emit, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import _parse_story_files
+from vistkit.data.output import is_standard_output
 from vistkit.errors import InputError
 
 
@@ -48,7 +49,10 @@ def build_pairs_cmd(
         got = build_reference_pairs(refs, [m], key=keys.get(name, "story"))
         pairs += got if limit is None else got[:limit]
     write_pairs(pairs, output)
-    echo(f"wrote {len(pairs)} pairs to {output} (label is a proxy: the human story is assumed better)")
+    emit(
+        f"wrote {len(pairs)} pairs to {output} (label is a proxy: the human story is assumed better)",
+        to_stderr=is_standard_output(output),
+    )
 
 
 def _split_eq(v: str, opt: str) -> tuple[str, str]:
@@ -70,8 +74,13 @@ def rankings_to_pairs_cmd(
     from vistkit.meta.human import pairs_from_rankings, read_rankings, write_pairs
 
     pairs = pairs_from_rankings(read_rankings(rankings_csv))
+    if not pairs:
+        raise InputError(
+            f"{rankings_csv}: no two stories of a task have different average ranks (every pair is tied, or every "
+            "task has one story), so there is no pair with a human preference to write"
+        )
     write_pairs(pairs, output)
-    echo(f"wrote {len(pairs)} pairs to {output}")
+    emit(f"wrote {len(pairs)} pairs to {output}", to_stderr=is_standard_output(output))
     tied = sum(1 for p in pairs if p.meta.get("ties", "0") != "0")
     if tied:
         note(

@@ -218,6 +218,19 @@ def _left_out_note(result: dict[str, Any]) -> str:
     return "".join("\n" + line for line in lines)
 
 
+def _outside_note(result: dict[str, Any]) -> str:
+    """Under a gap table: how many pairs with a human preference lie outside every bucket of the edges."""
+    n = result.get("outside_gap_buckets", 0)
+    if not n:
+        return ""
+    edges = result["gap_edges"]
+    return (
+        f"\nnote: {n} pair{'s' if n != 1 else ''} with a human preference {'have' if n != 1 else 'has'} a ranking "
+        f"gap outside the buckets ({edges[0]:g} to {edges[-1]:g}) and {'are' if n != 1 else 'is'} in no bucket; "
+        "widen --gap-edges (or use auto) to count them"
+    )
+
+
 def _sig_caption(signatures: dict[str, str]) -> str:
     return "\n".join(f"{m}: {s}" for m, s in signatures.items())
 
@@ -241,6 +254,7 @@ def pairs_assessment(
         accuracy_interval,
         auto_gap_edges,
         beats_reference,
+        gaps_outside,
         pair_accuracy,
         pair_correct,
     )
@@ -269,6 +283,7 @@ def pairs_assessment(
         },
         "gap_edges": list(edges or []),
         "gap_normalised": normalised,
+        "outside_gap_buckets": gaps_outside(pairs, edges, normalised=normalised) if edges else 0,
         "beats_reference": {
             "human": beats_reference(None, pairs),
             **{s.metric: beats_reference(s, pairs) for s in scores},

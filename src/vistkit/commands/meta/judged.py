@@ -256,7 +256,11 @@ def errors_cmd(
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
-    """Point-biserial correlation of metric scores with binary error labels (Vrank Table 5)."""
+    """Point-biserial correlation of metric scores with binary error labels (Vrank Table 5).
+
+    Several annotators of one story are merged by majority vote; a tie (as many say 1 as 0, e.g. 1 of 2) counts
+    as the error being present, and the output says how many stories were tied.
+    """
     from vistkit.meta.correlation import point_biserial
     from vistkit.meta.human import read_error_labels
 
@@ -264,19 +268,48 @@ def errors_cmd(
     _, values, sigs, lower = _score_table(table, inputs)
     oriented = _oriented(values, lower)
     result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
+    tied = _tied_labels(table, oriented, result)
     payload = {
         "point_biserial": result,
         "signatures": sigs,
         "n_stories": len(table),
         "lower_is_better": lower,
-        "note": "scores of lower-is-better metrics are negated: r < 0 means stories with the error score worse",
+        "tied_stories": tied,
+        "note": "scores of lower-is-better metrics are negated: r < 0 means stories with the error score worse; "
+        "annotators are merged by majority vote, a tie counting as the error present",
     }
     cols = ["metric", "error", "r", "p", "n", "with error"]
     rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
     title = "point-biserial r with error labels (Vrank Table 5)"
     undefined = [{"metric": m, "aspect": e, **v} for m, d in result.items() for e, v in d.items()]
-    _emit(payload, cols, rows, fmt, title, _sig_caption(sigs) + _undefined_note(undefined))
+    notes = "".join(
+        f"\nnote: {e}: the annotators of {n} of {len(table)} stories are tied (as many 1 as 0); a tie counts as the "
+        "error present"
+        for e, n in tied.items()
+        if n
+    )
+    _emit(payload, cols, rows, fmt, title, _sig_caption(sigs) + notes + _undefined_note(undefined))
     if report is not None:
         from vistkit.report.html import errors_report
 
         _report(report, lambda: errors_report(report, table.aspects, payload, cols, rows, command=_command_line(ctx)))
+
+
+def _tied_labels(table: Any, scores: dict[str, np.ndarray], result: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Per error, how many stories have tied annotators (counted as the error present); where a correlation is
+    undefined because every story it uses is such a tie, its reason says so instead of "the labels are all 1"."""
+    ties = table.ties if table.ties is not None else np.zeros(table.values.shape, dtype=bool)
+    counts: dict[str, int] = {}
+    for j, error in enumerate(table.aspects):
+        tied = ties[:, j]
+        counts[error] = int(tied.sum())
+        labels = table.column(error)
+        for metric, v in scores.items():
+            r = result[metric][error]
+            used = ~(np.isnan(v) | np.isnan(labels))
+            if r.get("undefined") and used.sum() >= 3 and tied[used].all():
+                r["undefined"] = (
+                    f"the annotators of every story are tied on {error} (as many 1 as 0), and a tie counts as the "
+                    "error present, so every label is 1"
+                )
+    return counts

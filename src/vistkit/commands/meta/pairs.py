@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from vistkit.commands.common import FormatOption, writes_output
+from vistkit.commands.common import FormatOption, note, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     PairsInput,
@@ -20,6 +20,7 @@ from vistkit.commands.meta.common import (
     _command_line,
     _emit,
     _left_out_note,
+    _outside_note,
     _proxy_note,
     _report,
     _sig_caption,
@@ -64,7 +65,8 @@ def pairs_cmd(
         _sig_caption(result["signatures"])
         + f"\nlabel sign: {', '.join(result['label_sign']) or 'n/a'} (lower rank is better)"
         + _proxy_note(result["proxy_label_pairs"])
-        + _left_out_note(result),
+        + _left_out_note(result)
+        + _outside_note(result),
     )
     if report is not None:
         from vistkit.report.html import pairs_report
@@ -89,20 +91,26 @@ def gap_cmd(
     report: Path | None = ReportOpt,
 ) -> None:
     """Pair accuracy by ranking-gap bucket (Vrank Fig. 3)."""
-    from vistkit.meta.pairs import accuracy_by_gap, auto_gap_edges, gap_table, parse_edges
+    from vistkit.meta.pairs import accuracy_by_gap, auto_gap_edges, gap_table, gaps_outside, parse_edges
 
     edges = parse_edges(gap_edges)
     pairs, scores = inputs.prepare()
+    proxy = sum(1 for p in pairs if p.meta.get("label", "").startswith("proxy"))
     if edges is None:
         edges = auto_gap_edges(pairs, normalised=not raw_gap)
     if edges is None:
-        raise InputError("every pair has the same ranking gap, so there is nothing to bucket (proxy pairs?)")
+        why = (
+            f" ({proxy} of the {len(pairs)} pairs carry a PROXY label, whose gap is always the same)" if proxy else ""
+        )
+        raise InputError(f"every pair has the same ranking gap{why}, so there is nothing to bucket")
     by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {
         "by_gap": by_gap,
         "gap_edges": list(edges),
         "gap_normalised": not raw_gap,
+        "outside_gap_buckets": gaps_outside(pairs, edges, normalised=not raw_gap),
+        "proxy_label_pairs": proxy,
         "signatures": signatures,
     }
     cols, rows = gap_table(by_gap)
@@ -112,7 +120,7 @@ def gap_cmd(
         rows,
         fmt,
         "accuracy by ranking gap (Vrank Fig. 3)",
-        _sig_caption(signatures),
+        _sig_caption(signatures) + _proxy_note(proxy) + _outside_note(payload),
     )
     if report is not None:
         from vistkit.report.html import pairs_report
@@ -132,16 +140,27 @@ def beats_ref_cmd(
 
     pairs, scores = inputs.prepare()
     data = {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs) for s in scores}}
-    payload = {"beats_reference": data, "signatures": {s.metric: s.signature for s in scores}}
+    payload: dict[str, Any] = {"beats_reference": data, "signatures": {s.metric: s.signature for s in scores}}
     cols = ["judge", "system", "ratio", "ties", "n"]
     rows = [[j, sysname, v["ratio"], v["tie_ratio"], v["n"]] for j, d in data.items() for sysname, v in d.items()]
+    empty = ""
+    if not any(p.kind == "reference-machine" for p in pairs):
+        from vistkit.meta.human import REFERENCE_SYSTEMS
+
+        empty = (
+            f"note: the table is empty: none of the {len(pairs)} pairs sets a reference story against a machine "
+            f"story (a reference is a model_base or model_comp named {', '.join(sorted(REFERENCE_SYSTEMS))})"
+        )
+        payload["note"] = empty
+        if fmt is OutputFormat.CSV:  # a CSV table carries no caption
+            note(empty)
     _emit(
         payload,
         cols,
         rows,
         fmt,
         "machine-beats-reference ratio (Vrank Fig. 4)",
-        _sig_caption(payload["signatures"]),
+        _sig_caption(payload["signatures"]) + (f"\n{empty}" if empty else ""),
     )
 
 
