@@ -1112,7 +1112,7 @@ def test_empty_file_is_refused_as_a_study_without_writing_to_it(tmp_path: Path) 
     assert empty.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]  # no -wal
     stories = _stories(tmp_path / "a.jsonl")
     err = cli_fails_cleanly("studio", "init", empty, "--task", "rank", "-s", f"a={stories}", "-s", f"b={stories}")
-    assert "exists already" in err and empty.read_bytes() == b""  # init never overwrites it either
+    assert "holds no finished study" in err and empty.read_bytes() == b""  # init never overwrites it either
 
 
 def test_another_programs_database_is_refused_as_a_study_without_writing_to_it(tmp_path: Path) -> None:

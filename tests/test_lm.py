@@ -812,7 +812,7 @@ def test_a_folder_is_known_by_its_config_and_tokenizer_too(tiny_folder: Path, tm
     assert eps.fingerprint != same.fingerprint
     layers = int(json.loads((tiny_folder / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"])
     assert layers >= 2
-    with pytest.raises(InputError, match="weights its config.json does not use"):
+    with pytest.raises(InputError, match=r"weights its config\.json does not use"):
         load_lm(_variant(tiny_folder, tmp_path / "fewer", num_hidden_layers=layers - 1), device="cpu")
     for name, change in (("heads0", {"num_attention_heads": 0}), ("text", {"hidden_size": "16"})):
         with pytest.raises(InputError, match="transformers cannot load it as a causal language model"):

@@ -740,7 +740,7 @@ def test_files_saved_by_a_library_arrive_whole_or_not_at_all(tmp_path: Path) -> 
     ]
 
 
-# ============================================================================================ 7. links and whole folders
+# ======================================================================================= 7. links and whole folders
 def test_an_output_that_is_a_link_is_written_through_and_the_link_kept(
     g: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

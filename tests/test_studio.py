@@ -743,6 +743,34 @@ def test_nested_json_and_other_encodings_get_one_sentence(tmp_path: Path) -> Non
     assert r.json() == {"saved": True, "duplicate": False}
 
 
+def test_bad_utf8_escapes_are_400_and_other_charsets_415_as_documented(tmp_path: Path) -> None:
+    """docs/studio.md: 400 for a body that is not a form of its encoding (bad UTF-8, also in a percent-escape,
+    which used to be read as U+FFFD and answered 422), 415 for another encoding (a charset other than UTF-8,
+    which used to be decoded as UTF-8 anyway); nothing is stored. UTF-8 spelled any way is accepted."""
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    c = client_for(made)
+    tok = made.tokens[0]
+    page = read_page(c, tok)
+    h = {"accept": "application/json"}
+    form = {"assignment": page.assignment, "csrf": page.csrf, "ranking": "1,2,3"}
+    urlencoded = "&".join(f"{k}={v}" for k, v in form.items())
+    for body in (urlencoded + "&note=%ff%fe", urlencoded.replace("ranking=", "ranking=%c3%28")):
+        r = c.post(f"/a/{tok}/submit", content=body.encode(), headers=h)
+        assert r.status_code == 400 and r.json() == {"error": "the request body is not a valid form"}, body
+    as_json = json.dumps(form)
+    for ctype, body in (
+        ("application/json; charset=utf-16", as_json.encode("utf-16")),
+        ("application/json; charset=utf-16", as_json.encode()),  # even when the bytes happen to be ASCII
+        ("application/x-www-form-urlencoded; charset=latin-1", urlencoded.encode("latin-1")),
+    ):
+        r = c.post(f"/a/{tok}/submit", content=body, headers={**h, "content-type": ctype})
+        assert r.status_code == 415 and "send the form in UTF-8" in r.json()["error"], ctype
+    assert count(made.study, db.judgements) == 0
+    utf8 = {**h, "content-type": 'application/json; Charset="UTF8"'}
+    r = c.post(f"/a/{tok}/submit", content=as_json.encode(), headers=utf8)
+    assert r.json() == {"saved": True, "duplicate": False}
+
+
 # --------------------------------------------------------------------------------------------------- storage faults
 def _fault(engine, *, said: str, when: tuple[str, ...] = ("INSERT", "UPDATE")):  # type: ignore[no-untyped-def]
     """Make the statements of ``engine`` that start with ``when`` fail as SQLite does (``said``); returns the undo."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -297,3 +298,127 @@ def test_help_imports_no_web_stack() -> None:
         env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"},
     )
     assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------------------------------- keeping outputs
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_report_refuses_overlapping_outputs_and_inputs_before_writing_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--keep rep/accuracy.csv --report rep --force` used to write the export over rep/accuracy.csv (and a
+    provenance beside it) and only then fail: now each output inside (or equal to) another, and each input inside
+    the report folder, is refused in one sentence before anything is written; the earlier report is unchanged."""
+    made = ranked_study(tmp_path)
+    rep = tmp_path / "rep"
+    base = ["studio", "report", str(made.path), "-m", "meta-test-length", "--bootstrap", "20"]
+    assert main([*base, "--report", str(rep)]) == 0
+    before = _snapshot(rep)
+    assert "accuracy.csv" in before
+    refs = rep / "refs.json"
+    study_in_rep = rep / "in.db"
+    cases = [
+        ([*base, "--keep", str(rep / "accuracy.csv"), "--report", str(rep)], "lies inside --report"),
+        ([*base, "--keep", str(tmp_path / "same"), "--report", str(tmp_path / "same")], "are the same place"),
+        ([*base, "--report", str(rep), "--references", str(refs)], f"--references {refs} lies inside --report"),
+        (
+            ["studio", "report", str(study_in_rep), "-m", "meta-test-length", "--report", str(rep)],
+            f"the study {study_in_rep} lies inside --report",
+        ),
+    ]
+    for args, message in cases:
+        capsys.readouterr()
+        refs.write_text("{}")
+        shutil.copy(made.path, study_in_rep)
+        snap = _snapshot(rep)
+        assert main([*args, "--force"]) == 1, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, (args, err)
+        assert _snapshot(rep) == snap, args  # not a byte written
+        assert not (tmp_path / "same").exists()
+        refs.unlink()
+        study_in_rep.unlink()
+    assert _snapshot(rep) == before
+
+
+def test_a_failed_report_leaves_an_earlier_keep_file_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--keep is written only once the meta-evaluation has succeeded, with a provenance naming its SHA-256: a run
+    that fails (an unknown metric) leaves the earlier kept export and its provenance as they were."""
+    made = ranked_study(tmp_path)
+    keep = tmp_path / "kept.csv"
+    prov = Path(f"{keep}.provenance.json")
+    base = ["studio", "report", str(made.path), "--bootstrap", "20", "--keep", str(keep)]
+    assert main([*base, "-m", "meta-test-length"]) == 0
+    assert json.loads(prov.read_text())["sha256"] == _sha256(keep) and len(read_pairs(keep)) == 3
+    kept, kept_prov = keep.read_bytes(), prov.read_bytes()
+    capsys.readouterr()
+    assert main([*base, "-m", "no-such-metric", "--force"]) == 1
+    assert "no-such-metric" in capsys.readouterr().err
+    assert keep.read_bytes() == kept and prov.read_bytes() == kept_prov
+
+
+def test_an_export_provenance_names_its_file_by_hash_and_never_describes_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provenance records the file's name and SHA-256. Replacing an export removes the old provenance before
+    the new file takes the name: a run killed between the two renames (here: the provenance write fails) leaves the
+    new file with no provenance, never the old one; a run that fails while writing leaves the old pair intact."""
+    from vistkit.studio import analysis
+
+    made = ranked_study(tmp_path)
+    out = tmp_path / "e.csv"
+    prov = Path(f"{out}.provenance.json")
+    assert main(["studio", "export", str(made.path), "-f", "rankings", "-o", str(out)]) == 0
+    p = json.loads(prov.read_text())
+    assert p["file"] == "e.csv" and p["sha256"] == _sha256(out) and p["rows"] == 9
+    old, old_prov = out.read_bytes(), prov.read_bytes()
+
+    def fails_midway(stories, js):  # type: ignore[no-untyped-def]
+        yield from ()
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:  # a full disk while the new file is written: the old pair stays
+        m.setattr(analysis, "_ranking_rows", fails_midway)
+        assert main(["studio", "export", str(made.path), "-f", "rankings", "-o", str(out), "--force"]) == 1
+    assert out.read_bytes() == old and prov.read_bytes() == old_prov
+
+    def killed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt  # stands in for a kill -9 after the new file was renamed into place
+
+    with monkeypatch.context() as m:
+        m.setattr(analysis, "_write_provenance", killed)
+        assert main(["studio", "export", str(made.path), "-f", "jsonl", "-o", str(out), "--force"]) != 0
+    assert out.read_bytes() != old and out.read_text().startswith("{") and not prov.exists()
+    assert main(["studio", "export", str(made.path), "-f", "jsonl", "-o", str(out), "--force"]) == 0
+    p = json.loads(prov.read_text())
+    assert p["format"] == "jsonl" and p["sha256"] == _sha256(out) and p["rows"] == p["judgements"] == 3
+
+
+def test_export_streams_the_judgements_instead_of_loading_the_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exports read the judgements batch by batch (`iter_judgements`), never the whole study at once (`load`,
+    which status and the admin page use): each format gives the same file as before."""
+    from vistkit.studio import analysis
+
+    made = ranked_study(tmp_path)
+    data = analysis.load(made.study)
+    js = analysis._kept(data, include_gold=False, drop_failed_gold=False)
+    rows = analysis.ranking_rows(data, js)
+    monkeypatch.setattr(analysis, "load", lambda st: pytest.fail("export loaded the whole study"))
+    out = tmp_path / "r.csv"
+    prov = analysis.export(made.study, out, fmt="rankings")
+    with open(out, encoding="utf-8", newline="") as fh:
+        got = list(csv.DictReader(fh))
+    assert [{k: str(v) for k, v in r.items()} for r in rows] == got and prov["rows"] == len(rows) == 9
+    assert analysis.export(made.study, tmp_path / "j.jsonl", fmt="jsonl")["rows"] == 3

@@ -83,12 +83,45 @@ def _open(study: str, db_url: str | None) -> Any:
     from vistkit.studio.db import display_name, open_study
 
     st = open_study(db_url or study)
-    if st.setting("task") is None:  # an empty database (e.g. an empty file): nothing was ever initialised
+    if st.setting("task") is None:  # an empty database, or what an interrupted init left: nothing was initialised
         raise InputError(
-            f"{display_name(db_url or study)} holds no study; create one with `vistkit studio init STUDY --task "
-            "rank --stories NAME=FILE ...`"
+            f"{display_name(db_url or study)} holds no study (an interrupted `vistkit studio init` leaves such a "
+            "file); create one with `vistkit studio init STUDY --task rank --stories NAME=FILE ...`"
         )
     return st
+
+
+def _check_apart(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
+    """Refuse, before anything is read or written, an output that is, or lies inside, another output (``--keep``
+    inside ``--report``) or that holds an input (a study or references file inside the report folder, which the
+    report replaces): one of them would destroy the other."""
+    import os
+
+    def real(p: Path) -> Path:
+        return Path(os.path.realpath(p))
+
+    given = {k: v for k, v in outputs.items() if v is not None and str(v) not in ("", "-")}
+    names = list(given)
+    for n, a in enumerate(names):
+        for b in names[n + 1 :]:
+            pa, pb = real(given[a]), real(given[b])
+            if pa == pb:
+                raise InputError(f"{a} and {b} are the same place ({given[a]}); give them separate places")
+            if pa.is_relative_to(pb) or pb.is_relative_to(pa):
+                inner, outer = (a, b) if pa.is_relative_to(pb) else (b, a)
+                raise InputError(
+                    f"{inner} {given[inner]} lies inside {outer} {given[outer]}, also written by this command; "
+                    "give them separate places"
+                )
+    for label, inp in inputs.items():
+        if inp is None or not os.path.lexists(inp):
+            continue
+        for out_label, out in given.items():
+            if real(inp) == real(out) or real(inp).is_relative_to(real(out)):
+                raise InputError(
+                    f"{label} {inp} lies inside {out_label} {out}, which this command writes; move that input out "
+                    f"of it or choose another place for {out_label}"
+                )
 
 
 def _parse_stories(values: list[str]) -> dict[str, tuple[Path, str]]:
@@ -318,13 +351,14 @@ def export_cmd(
     """Write the judgements in the formats `vistkit meta` reads (rankings-to-pairs, pairs, correlate)."""
     from vistkit.commands.common import emit
     from vistkit.data.output import STDOUT
-    from vistkit.studio.analysis import export
+    from vistkit.studio.analysis import export, writes_in_place
 
     st = _open(study, db_url)
     prov = export(st, output, fmt=fmt, include_gold=include_gold, drop_failed_gold=drop_failed_gold)
-    to_stdout = str(output) == STDOUT
-    where = "standard output (no provenance file)" if to_stdout else str(output)
-    emit(f"wrote {prov['rows']} rows ({prov['judgements']} judgements) to {where}", to_stderr=to_stdout)
+    in_place = writes_in_place(output)  # stdout, a device, a pipe: the line goes to stderr, out of the data's way
+    where = "standard output" if str(output) == STDOUT else str(output)
+    where += " (no provenance file)" if in_place else ""
+    emit(f"wrote {prov['rows']} rows ({prov['judgements']} judgements) to {where}", to_stderr=in_place)
 
 
 @studio_app.command("report")
@@ -351,20 +385,33 @@ def report_cmd(
     force: bool = ForceOption,
 ) -> None:
     """Meta-evaluate metrics against the collected judgements in one step: exports the study and runs
-    `vistkit meta pairs` (rank, pairwise) or `vistkit meta correlate` (Likert) on it."""
+    `vistkit meta pairs` (rank, pairwise) or `vistkit meta correlate` (Likert) on it.
+
+    Every output is checked against the others and the inputs before anything is written; ``--keep`` is written
+    only once the meta-evaluation has succeeded, so a failed run leaves an earlier ``--keep`` file as it was."""
     import tempfile
 
-    from vistkit.data.output import STDOUT
-    from vistkit.studio.analysis import export
+    from vistkit.data.output import STDOUT, check_output
+    from vistkit.studio.analysis import export, keep_copy, provenance_path, writes_in_place
 
-    if keep is not None and str(keep) == STDOUT:
-        raise InputError("--keep needs a file name (the judgements are read back from it), not -")
+    if keep is not None and (str(keep) == STDOUT or writes_in_place(keep)):
+        raise InputError(f"--keep needs a file name (the judgements are read back from it), not {keep}")
+    _need_extra()
+    from vistkit.studio.db import sqlite_path
+
+    study_file = sqlite_path(db_url or study)
+    _check_apart(
+        {"--report": report, "--keep": keep, "--keep's provenance": None if keep is None else provenance_path(keep)},
+        {"the study": study_file, "--references": references},
+    )
+    if keep is not None:
+        check_output(provenance_path(keep))  # --keep itself was checked with the other outputs
     st = _open(study, db_url)
     task = st.setting("task")
     with tempfile.TemporaryDirectory(prefix="vistkit-studio-") as tmp:
         kind = "likert" if task == "likert" else "pairs"
-        out = keep or Path(tmp) / f"{kind}.csv"
-        export(st, out, fmt=kind, drop_failed_gold=drop_failed_gold)
+        out = Path(tmp) / f"{kind}.csv"
+        prov = export(st, out, fmt=kind, drop_failed_gold=drop_failed_gold)
         args = ["meta", "correlate" if task == "likert" else "pairs", str(out), "--metrics", ",".join(metrics)]
         args += ["--format", fmt.value, "--bootstrap", str(bootstrap)]
         if references is not None:
@@ -378,6 +425,8 @@ def report_cmd(
         rv = app(args=args, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool) and rv:
             raise typer.Exit(rv)
+        if keep is not None:
+            keep_copy(out, keep, prov)
 
 
 @studio_app.command("demo")

@@ -46,6 +46,7 @@ import re
 import shutil
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -109,7 +110,7 @@ def find_java() -> JavaInfo | None:
         return _JAVA_CACHE[key]
     for exe in _java_candidates():
         try:
-            proc = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=60)
+            proc = subprocess.run([exe, *NO_CRASH_LOG_HERE, "-version"], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             continue
         text = (proc.stderr or "") + (proc.stdout or "")
@@ -300,7 +301,8 @@ def _helper_classpath(java: JavaInfo) -> str | None:
         files.append(str(path))
     release = ["--release", "8"] if java.version >= 9 else []
     proc = subprocess.run(
-        [javac, *release, "-nowarn", "-encoding", "UTF-8", "-cp", str(jar), "-d", str(tmp), *files],
+        [javac, *(f"-J{o}" for o in NO_CRASH_LOG_HERE), *release, "-nowarn", "-encoding", "UTF-8", "-cp", str(jar),
+         "-d", str(tmp), *files],
         capture_output=True,
         text=True,
     )
@@ -323,6 +325,11 @@ def default_threads() -> int:
     if env and env.isdigit() and int(env) > 0:
         return int(env)
     return max(2, min(8, os.cpu_count() or 1))
+
+
+#: a JVM that cannot start (too little memory) writes hs_err_pid*.log into the current folder, the user's: into
+#: the temporary folder instead
+NO_CRASH_LOG_HERE = (f"-XX:ErrorFile={os.path.join(tempfile.gettempdir(), 'vistkit-java-hs_err_pid%p.log')}",)
 
 
 def helper_jvm_options() -> list[str]:
@@ -399,7 +406,8 @@ class MeteorServer:
             props = [f"-Dvistkit.paraphrase.cache={tables}"] if tables is not None else []
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
-                [java.path, *helper_jvm_options(), *props, "-cp", cp, HELPER_CLASS, str(self.threads)],
+                [java.path, *NO_CRASH_LOG_HERE, *helper_jvm_options(), *props, "-cp", cp, HELPER_CLASS,
+                 str(self.threads)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -545,7 +553,8 @@ class StdioMeteor:
 
     def __init__(self, cfg: MeteorConfig, *, java: JavaInfo | None = None) -> None:
         java = java or require_java()
-        cmd = [java.path, "-Xmx2G", "-jar", str(meteor_jar()), "-", "-", "-stdio", "-l", cfg.language]
+        cmd = [java.path, *NO_CRASH_LOG_HERE, "-Xmx2G", "-jar", str(meteor_jar()), "-", "-", "-stdio", "-l",
+               cfg.language]  # fmt: skip
         if cfg.task:
             cmd += ["-t", cfg.task]
         if cfg.norm:
@@ -661,7 +670,7 @@ def run_ptb_tokenizer(lines: Sequence[str]) -> list[str]:
         return []
     data = "\n".join(lines).encode("utf-8", errors="surrogatepass")
     proc = subprocess.run(
-        [java.path, "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS],
+        [java.path, *NO_CRASH_LOG_HERE, "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS],
         input=data,
         capture_output=True,
     )

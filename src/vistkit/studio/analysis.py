@@ -4,19 +4,20 @@ reads (raw rankings, VHED-layout pairs, Likert tables) plus JSON lines and a tas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
 
 from vistkit.errors import InputError
-from vistkit.studio import db
+from vistkit.studio import LIKERT_STATEMENTS, db
 
 EXPORT_FORMATS = ("rankings", "pairs", "likert", "jsonl", "tasks")
 
@@ -53,44 +54,139 @@ def iso(t: float | None) -> str:
     return "" if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
 
+def _judgement_query() -> Any:
+    """The judgements with what they judged, in submission order."""
+    from sqlalchemy import select
+
+    j, a, u, i, an = db.judgements, db.assignments, db.units, db.items, db.annotators
+    return (
+        select(
+            j.c.id,
+            an.c.name,
+            j.c.unit_id,
+            i.c.key,
+            i.c.photo_ids,
+            u.c.is_gold,
+            u.c.story_ids,
+            a.c.story_order,
+            j.c.answer,
+            j.c.gold_passed,
+            j.c.seconds,
+            a.c.claimed_at,
+            j.c.created_at,
+        )
+        .join(a, a.c.id == j.c.assignment_id)
+        .join(u, u.c.id == j.c.unit_id)
+        .join(i, i.c.id == u.c.item_id)
+        .join(an, an.c.id == j.c.annotator_id)
+        .order_by(j.c.id)
+    )
+
+
+def _stories(conn: Any) -> dict[int, dict[str, Any]]:
+    from sqlalchemy import select
+
+    keys = ("system", "story_id", "text", "gold_role", "item_id")
+    return {r.id: {k: getattr(r, k) for k in keys} for r in conn.execute(select(db.stories)).all()}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_time(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _answer_problem(task: str, answer: Any, unit: list[int], aspects: Sequence[str]) -> str | None:
+    """What is wrong with a stored answer of ``task`` for a unit of story ids ``unit`` (None: nothing)."""
+    if not isinstance(answer, dict):
+        return "is not a JSON object"
+    if task == "rank":
+        ranks = answer.get("ranks")
+        if not isinstance(ranks, dict) or len(ranks) != len(unit) or not all(str(s) in ranks for s in unit):
+            return f"does not rank the unit's stories {unit}"
+        if not all(_is_int(r) for r in ranks.values()):
+            return "holds a rank that is not a whole number"
+        return None
+    if task == "pairwise":
+        if answer.get("choice") not in ("A", "B", "same") or "preferred" not in answer:
+            return "is not a choice of A, B or same"
+        if answer["preferred"] is not None and answer["preferred"] not in unit:
+            return f"prefers story {answer['preferred']!r}, which is not in the unit {unit}"
+        return None
+    ratings = answer.get("ratings")
+    if not isinstance(ratings, dict) or any(a not in ratings for a in aspects):
+        return f"does not rate every statement ({', '.join(aspects)})"
+    if any(k not in LIKERT_STATEMENTS or not _is_int(v) or not 1 <= v <= 5 for k, v in ratings.items()):
+        return "holds a rating that is not a whole number from 1 to 5 of a known statement"
+    return None
+
+
+def _field(value: Any, name: str, what: Callable[[], str]) -> Any:
+    """A JSON field of a row decoded; ``what`` (called only on failure) names it for `db.damaged`."""
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError, RecursionError):
+        return db.loads(value, name, what())  # raises the one sentence
+
+
+def _judgement(r: Any, name: str, settings: dict[str, Any], stories: dict[int, dict[str, Any]]) -> Judgement:
+    """One judgement row decoded and checked; a row that is not what vistkit stores is `db.damaged`, naming it."""
+    (jid, annotator, unit_id, key, raw_photos, is_gold, raw_unit, raw_order, raw_answer, gold_passed, seconds,
+     claimed_at, created_at) = r  # fmt: skip
+    photo_ids = _field(raw_photos, name, lambda: f"judgement {jid}: the photo ids of item {key!r}")
+    if not isinstance(photo_ids, list) or not all(isinstance(p, str) for p in photo_ids):
+        raise db.damaged(name, f"judgement {jid}: the photo ids of item {key!r} are not a list of texts")
+    unit = _field(raw_unit, name, lambda: f"judgement {jid}: the story ids of unit {unit_id}")
+    if not isinstance(unit, list) or not unit or not all(_is_int(s) and s in stories for s in unit):
+        raise db.damaged(name, f"judgement {jid}: unit {unit_id} names stories the study does not hold ({raw_unit!r})")
+    order = _field(raw_order, name, lambda: f"judgement {jid}: its story order")
+    if not isinstance(order, list) or len(order) != len(unit) or set(map(str, order)) != set(map(str, unit)):
+        raise db.damaged(name, f"judgement {jid}: its story order {raw_order!r} is not an order of the unit {unit}")
+    answer = _field(raw_answer, name, lambda: f"judgement {jid}: its answer")
+    problem = _answer_problem(settings["task"], answer, unit, settings.get("aspects", []))
+    if problem is not None:
+        raise db.damaged(name, f"judgement {jid}: its answer {problem}")
+    if (
+        not _is_time(created_at)
+        or not (seconds is None or _is_time(seconds))
+        or not (claimed_at is None or _is_time(claimed_at))
+    ):
+        raise db.damaged(name, f"judgement {jid}: a time of it is not a number")
+    return Judgement(
+        id=jid,
+        annotator=annotator,
+        unit_id=unit_id,
+        item_key=key,
+        photo_ids=photo_ids,
+        is_gold=bool(is_gold),
+        unit_story_ids=unit,
+        order=order,
+        answer=answer,
+        gold_passed=None if gold_passed is None else bool(gold_passed),
+        seconds=seconds,
+        claimed_at=claimed_at,
+        created_at=created_at,
+    )
+
+
+def iter_judgements(st: db.Study, conn: Any, stories: dict[int, dict[str, Any]]) -> Iterator[Judgement]:
+    """The study's judgements one at a time (read in batches, never all at once), in submission order, decoded and
+    checked (`_judgement`)."""
+    settings = st.settings
+    for r in conn.execute(_judgement_query().execution_options(yield_per=2000)):
+        yield _judgement(r, st.name, settings, stories)
+
+
 def load(st: db.Study) -> StudyData:
     """Everything needed for analysis and export, in submission order."""
     from sqlalchemy import func, select
 
-    j, a, u, i, an = db.judgements, db.assignments, db.units, db.items, db.annotators
+    j, u, i, an = db.judgements, db.units, db.items, db.annotators
     with st.read() as conn:
-        rows = conn.execute(
-            select(
-                j.c.id,
-                an.c.name,
-                j.c.unit_id,
-                i.c.key,
-                i.c.photo_ids,
-                u.c.is_gold,
-                u.c.story_ids,
-                a.c.story_order,
-                j.c.answer,
-                j.c.gold_passed,
-                j.c.seconds,
-                a.c.claimed_at,
-                j.c.created_at,
-            )
-            .join(a, a.c.id == j.c.assignment_id)
-            .join(u, u.c.id == j.c.unit_id)
-            .join(i, i.c.id == u.c.item_id)
-            .join(an, an.c.id == j.c.annotator_id)
-            .order_by(j.c.id)
-        ).all()
-        stories = {
-            r.id: {
-                "system": r.system,
-                "story_id": r.story_id,
-                "text": r.text,
-                "gold_role": r.gold_role,
-                "item_id": r.item_id,
-            }
-            for r in conn.execute(select(db.stories)).all()
-        }
+        stories = _stories(conn)
+        judgements = list(iter_judgements(st, conn, stories))
         unit_rows = conn.execute(
             select(u.c.id, u.c.is_gold, i.c.key, func.count(j.c.id).label("done"))
             .join(i, i.c.id == u.c.item_id)
@@ -99,24 +195,6 @@ def load(st: db.Study) -> StudyData:
             .order_by(u.c.id)
         ).all()
         names = [r.name for r in conn.execute(select(an.c.name).order_by(an.c.id)).all()]
-    judgements = [
-        Judgement(
-            id=r.id,
-            annotator=r.name,
-            unit_id=r.unit_id,
-            item_key=r.key,
-            photo_ids=json.loads(r.photo_ids),
-            is_gold=bool(r.is_gold),
-            unit_story_ids=json.loads(r.story_ids),
-            order=json.loads(r.story_order),
-            answer=json.loads(r.answer),
-            gold_passed=r.gold_passed,
-            seconds=r.seconds,
-            claimed_at=r.claimed_at,
-            created_at=r.created_at,
-        )
-        for r in rows
-    ]
     units = [{"id": r.id, "item": r.key, "is_gold": bool(r.is_gold), "done": int(r.done)} for r in unit_rows]
     return StudyData(
         settings=dict(st.settings),
@@ -179,19 +257,39 @@ def _pair_value(j: Judgement) -> int:
 
 
 # --------------------------------------------------------------------------------------------------- summary
-def _gold_rates(data: StudyData) -> dict[str, tuple[int, int]]:
+def _count_gold(results: Iterable[tuple[str, bool | None]]) -> dict[str, tuple[int, int]]:
+    """(passed, gold judgements) per annotator from ``(annotator, gold_passed)`` pairs."""
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for j in data.judgements:
-        if j.gold_passed is not None:
-            out[j.annotator][0] += int(j.gold_passed)
-            out[j.annotator][1] += 1
+    for annotator, passed in results:
+        if passed is not None:
+            out[annotator][0] += int(passed)
+            out[annotator][1] += 1
     return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _gold_rates(data: StudyData) -> dict[str, tuple[int, int]]:
+    return _count_gold((j.annotator, j.gold_passed) for j in data.judgements)
+
+
+def _below(rates: dict[str, tuple[int, int]], settings: dict[str, Any]) -> set[str]:
+    threshold = float(settings.get("gold_pass", 0.8))
+    return {a for a, (ok, n) in rates.items() if n and ok / n < threshold}
 
 
 def failed_gold(data: StudyData) -> set[str]:
     """Annotators whose gold pass rate is below the study's threshold."""
-    threshold = float(data.settings.get("gold_pass", 0.8))
-    return {a for a, (ok, n) in _gold_rates(data).items() if n and ok / n < threshold}
+    return _below(_gold_rates(data), data.settings)
+
+
+def _failed_gold_in(st: db.Study, conn: Any) -> set[str]:
+    """`failed_gold` read from the study (only the gold results, not every judgement)."""
+    from sqlalchemy import select
+
+    j, an = db.judgements, db.annotators
+    rows = conn.execute(
+        select(an.c.name, j.c.gold_passed).join(an, an.c.id == j.c.annotator_id).where(j.c.gold_passed.is_not(None))
+    )
+    return _below(_count_gold((r.name, bool(r.gold_passed)) for r in rows), st.settings)
 
 
 def summary(data: StudyData) -> dict[str, Any]:
@@ -294,6 +392,27 @@ def position_bias(data: StudyData) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------------------- export
+#: the columns of the rankings export (the layout `vistkit.meta.human.read_rankings` reads)
+RANKING_COLUMNS = ("task", "worker", "story", "rank", "system", "text", "story_id", "img_seq", "position")
+
+#: the study task each export format needs (None: any)
+_FORMAT_TASKS = {
+    "rankings": (("rank",), "--format rankings needs a rank study; use pairs, likert or jsonl"),
+    "pairs": (
+        ("rank", "pairwise"),
+        "--format pairs needs a rank or pairwise study; export a Likert study with --format likert",
+    ),
+    "likert": (("likert",), "--format likert needs a Likert study; use rankings, pairs or jsonl"),
+}
+
+
+def _check_format(fmt: str, task: str) -> None:
+    """Refuse, before anything is read, an export format that the study's task does not have."""
+    tasks, message = _FORMAT_TASKS.get(fmt, (None, ""))
+    if tasks is not None and task not in tasks:
+        raise InputError(message)
+
+
 def _img_seq(j: Judgement) -> str:
     return "-".join(j.photo_ids)
 
@@ -303,39 +422,36 @@ def _kept(data: StudyData, *, include_gold: bool, drop_failed_gold: bool) -> lis
     return [j for j in data.judgements if (include_gold or not j.is_gold) and j.annotator not in dropped]
 
 
+def _ranking_rows(stories: dict[int, dict[str, Any]], js: Iterable[Judgement]) -> Iterator[dict[str, Any]]:
+    for j in js:
+        img_seq = _img_seq(j)
+        for sid in j.unit_story_ids:
+            s = stories[sid]
+            yield {
+                "task": j.item_key,
+                "worker": j.annotator,
+                "story": s["system"],
+                "rank": j.answer["ranks"][str(sid)],
+                "system": s["system"],
+                "text": s["text"],
+                "story_id": s["story_id"],
+                "img_seq": img_seq,
+                "position": j.order.index(sid) + 1,
+            }
+
+
 def ranking_rows(data: StudyData, js: Sequence[Judgement]) -> list[dict[str, Any]]:
     """Raw rankings in the layout `vistkit.meta.human.read_rankings` reads, with the display position."""
-    if data.settings["task"] != "rank":
-        raise InputError("--format rankings needs a rank study; use pairs, likert or jsonl")
-    rows = []
-    for j in js:
-        for sid in j.unit_story_ids:
-            s = data.stories[sid]
-            rows.append(
-                {
-                    "task": j.item_key,
-                    "worker": j.annotator,
-                    "story": s["system"],
-                    "rank": j.answer["ranks"][str(sid)],
-                    "system": s["system"],
-                    "text": s["text"],
-                    "story_id": s["story_id"],
-                    "img_seq": _img_seq(j),
-                    "position": j.order.index(sid) + 1,
-                }
-            )
-    return rows
+    _check_format("rankings", data.settings["task"])
+    return list(_ranking_rows(data.stories, js))
 
 
-def study_pairs(data: StudyData, js: Sequence[Judgement]) -> list[Any]:
-    """VHED-style `StoryPair`s: from rankings as VHED built them (`pairs_from_rankings`), or from pairwise
-    choices (preferred story rank 1, the other 2, "same" 1.5 each; averaged over annotators; zero gaps dropped)."""
+def _study_pairs(task: str, stories: dict[int, dict[str, Any]], js: Iterable[Judgement]) -> list[Any]:
     from vistkit.meta.human import RankedStory, StoryPair, pairs_from_rankings, parse_img_seq
 
-    task = data.settings["task"]
     if task == "rank":
         tasks: dict[str, dict[str, Any]] = {}
-        for r in ranking_rows(data, js):
+        for r in _ranking_rows(stories, js):
             t = tasks.setdefault(r["task"], {"stories": {}, "ranks": {}})
             t["stories"].setdefault(
                 r["story"],
@@ -349,14 +465,13 @@ def study_pairs(data: StudyData, js: Sequence[Judgement]) -> list[Any]:
             )
             t["ranks"].setdefault(r["worker"], {})[r["story"]] = float(r["rank"])
         return pairs_from_rankings(tasks)
-    if task != "pairwise":
-        raise InputError("--format pairs needs a rank or pairwise study; export a Likert study with --format likert")
+    _check_format("pairs", task)
     by_unit: dict[int, list[Judgement]] = defaultdict(list)
     for j in js:
         by_unit[j.unit_id].append(j)
     pairs = []
     for unit_id, group in by_unit.items():
-        s1, s2 = (data.stories[s] for s in group[0].unit_story_ids)
+        s1, s2 = (stories[s] for s in group[0].unit_story_ids)
         r1 = [1.0 if _pair_value(j) > 0 else 2.0 if _pair_value(j) < 0 else 1.5 for j in group]
         r2 = [3.0 - x for x in r1]
         m1, m2 = float(np.mean(r1)), float(np.mean(r2))
@@ -384,72 +499,84 @@ def study_pairs(data: StudyData, js: Sequence[Judgement]) -> list[Any]:
     return pairs
 
 
+def study_pairs(data: StudyData, js: Sequence[Judgement]) -> list[Any]:
+    """VHED-style `StoryPair`s: from rankings as VHED built them (`pairs_from_rankings`), or from pairwise
+    choices (preferred story rank 1, the other 2, "same" 1.5 each; averaged over annotators; zero gaps dropped)."""
+    return _study_pairs(data.settings["task"], data.stories, js)
+
+
+def _likert_rows(
+    aspects: Sequence[str], stories: dict[int, dict[str, Any]], js: Iterable[Judgement]
+) -> Iterator[dict[str, Any]]:
+    for j in js:
+        s = stories[j.unit_story_ids[0]]
+        yield {
+            "system": s["system"],
+            "item": j.item_key,
+            "worker": j.annotator,
+            **{a: j.answer["ratings"][a] for a in aspects},
+            "text": s["text"],
+            "story_id": s["story_id"],
+            "img_seq": _img_seq(j),
+        }
+
+
 def likert_rows(data: StudyData, js: Sequence[Judgement]) -> list[dict[str, Any]]:
     """The Likert table `vistkit.meta.human.read_likert` reads: system, item, worker, one column per statement."""
-    if data.settings["task"] != "likert":
-        raise InputError("--format likert needs a Likert study; use rankings, pairs or jsonl")
-    rows = []
+    _check_format("likert", data.settings["task"])
+    return list(_likert_rows(data.settings["aspects"], data.stories, js))
+
+
+def _jsonl_records(
+    settings: dict[str, Any], stories: dict[int, dict[str, Any]], js: Iterable[Judgement]
+) -> Iterator[dict[str, Any]]:
     for j in js:
-        s = data.stories[j.unit_story_ids[0]]
-        rows.append(
-            {
-                "system": s["system"],
-                "item": j.item_key,
-                "worker": j.annotator,
-                **{a: j.answer["ratings"][a] for a in data.settings["aspects"]},
-                "text": s["text"],
-                "story_id": s["story_id"],
-                "img_seq": _img_seq(j),
-            }
-        )
-    return rows
+        yield {
+            "study_id": settings["study_id"],
+            "task": settings["task"],
+            "judgement": j.id,
+            "annotator": j.annotator,
+            "unit": j.unit_id,
+            "item": j.item_key,
+            "img_seq": j.photo_ids,
+            "gold": j.is_gold,
+            "gold_passed": j.gold_passed,
+            "shown": [
+                {
+                    "position": n,
+                    "system": stories[s]["system"],
+                    "story_id": stories[s]["story_id"],
+                    "text": stories[s]["text"],
+                }
+                for n, s in enumerate(j.order, start=1)
+            ],
+            "answer": _readable_answer(stories, j),
+            "seconds": j.seconds,
+            "started_at": iso(j.claimed_at),
+            "submitted_at": iso(j.created_at),
+        }
 
 
 def jsonl_records(data: StudyData, js: Sequence[Judgement]) -> list[dict[str, Any]]:
-    out = []
-    for j in js:
-        out.append(
-            {
-                "study_id": data.settings["study_id"],
-                "task": data.settings["task"],
-                "judgement": j.id,
-                "annotator": j.annotator,
-                "unit": j.unit_id,
-                "item": j.item_key,
-                "img_seq": j.photo_ids,
-                "gold": j.is_gold,
-                "gold_passed": j.gold_passed,
-                "shown": [
-                    {
-                        "position": n,
-                        "system": data.stories[s]["system"],
-                        "story_id": data.stories[s]["story_id"],
-                        "text": data.stories[s]["text"],
-                    }
-                    for n, s in enumerate(j.order, start=1)
-                ],
-                "answer": _readable_answer(data, j),
-                "seconds": j.seconds,
-                "started_at": iso(j.claimed_at),
-                "submitted_at": iso(j.created_at),
-            }
-        )
-    return out
+    """One record per judgement: who judged what, shown in which order, the answer by system name, the times."""
+    return list(_jsonl_records(data.settings, data.stories, js))
 
 
-def _readable_answer(data: StudyData, j: Judgement) -> dict[str, Any]:
+def _readable_answer(stories: dict[int, dict[str, Any]], j: Judgement) -> dict[str, Any]:
     a = j.answer
     if "ranks" in a:
-        return {"ranks": {data.stories[int(s)]["system"]: r for s, r in a["ranks"].items()}}
+        return {"ranks": {stories[int(s)]["system"]: r for s, r in a["ranks"].items()}}
     if "choice" in a:
         p = a["preferred"]
-        return {"choice": a["choice"], "preferred": None if p is None else data.stories[p]["system"]}
+        return {"choice": a["choice"], "preferred": None if p is None else stories[p]["system"]}
     return a
 
 
 def task_rows(st: db.Study) -> list[dict[str, Any]]:
     """One row per unit (item, photos, stories in a fixed order): a task list for crowdsourcing platforms."""
     from sqlalchemy import select
+
+    from vistkit.studio.service import photo_link
 
     with st.read() as conn:
         units = conn.execute(
@@ -459,17 +586,24 @@ def task_rows(st: db.Study) -> list[dict[str, Any]]:
         ).all()
         texts = {r.id: r for r in conn.execute(select(db.stories)).all()}
     url = st.setting("photo_url")
-    rows = []
-    width = max((len(json.loads(u.story_ids)) for u in units), default=0)
+    decoded = []
     for u in units:
-        ids = json.loads(u.story_ids)
-        photos = json.loads(u.photo_ids)
+        ids = db.loads(u.story_ids, st.name, f"unit {u.id}: its story ids")
+        photos = db.loads(u.photo_ids, st.name, f"item {u.key!r}: its photo ids")
+        if not isinstance(ids, list) or not all(_is_int(s) and s in texts for s in ids):
+            raise db.damaged(st.name, f"unit {u.id} names stories the study does not hold ({u.story_ids!r})")
+        if not isinstance(photos, list) or not all(isinstance(p, str) for p in photos):
+            raise db.damaged(st.name, f"item {u.key!r}: its photo ids are not a list of texts")
+        decoded.append((u, ids, photos))
+    rows = []
+    width = max((len(ids) for _, ids, _ in decoded), default=0)
+    for u, ids, photos in decoded:
         row: dict[str, Any] = {
             "unit": u.id,
             "item": u.key,
             "gold": int(bool(u.is_gold)),
             "img_seq": "-".join(photos),
-            "photo_urls": " ".join(url.format(id=p) for p in photos) if url else "",
+            "photo_urls": " ".join(photo_link(str(url), p) for p in photos) if url else "",
         }
         for n in range(width):
             row[f"story_{n + 1}"] = texts[ids[n]].text if n < len(ids) else ""
@@ -478,10 +612,133 @@ def task_rows(st: db.Study) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_csv(rows: list[dict[str, Any]], path: Path | str, columns: Sequence[str]) -> None:
-    from vistkit.data.output import write_csv_rows
+# --------------------------------------------------------------------------------------------------- writing
+def provenance_path(output: str | Path) -> Path:
+    """Where the provenance of an export file goes: ``OUTPUT.provenance.json`` beside it."""
+    return Path(f"{output}.provenance.json")
 
-    write_csv_rows(path, list(columns), [[r.get(c, "") for c in columns] for r in rows])
+
+def writes_in_place(output: str | Path) -> bool:
+    """Whether ``output`` is standard output (``-``), a device, a pipe or a name of an open file (``/dev/stdout``,
+    ``/proc/self/fd/1``): written in place, with no provenance file beside it."""
+    import os
+    import stat
+
+    from vistkit.data.output import STDOUT
+
+    if str(output) == STDOUT:
+        return True
+    current = os.path.abspath(output)
+    for _ in range(40):  # the links of the last part: /dev/stdout -> /proc/self/fd/1 is a file the process has open
+        if current.startswith(("/proc/", "/dev/fd/")):
+            return True
+        if not os.path.islink(current):
+            break
+        try:
+            current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+        except OSError:
+            break
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode)
+
+
+class _HashingText:
+    """A text file's ``write`` that also feeds the SHA-256 of the UTF-8 bytes written (the file is opened with
+    ``newline=""``, so those bytes are the file's)."""
+
+    def __init__(self, fh: Any) -> None:
+        import hashlib
+
+        self.fh = fh
+        self.sha256 = hashlib.sha256()
+
+    def write(self, text: str) -> int:
+        self.sha256.update(text.encode("utf-8"))
+        return int(self.fh.write(text))
+
+
+@contextlib.contextmanager
+def _data_file(output: str | Path) -> Iterator[_HashingText]:
+    """The export file, written through the one writer (temporary file, then renamed to ``output``). Just before
+    the rename, the provenance file of an earlier export is removed, so a provenance never describes another file
+    than the one beside it: an interruption leaves the old pair, or the new file without a provenance."""
+    from vistkit.data.output import open_output
+
+    in_place = writes_in_place(output)
+    with open_output(output, newline="") as fh:
+        out = _HashingText(fh)
+        yield out
+        if not in_place:
+            _remove_provenance(output)
+
+
+def _remove_provenance(output: str | Path) -> None:
+    import os
+
+    from vistkit.errors import OutputError
+
+    old = provenance_path(output)
+    try:
+        if os.path.lexists(old):
+            os.unlink(old)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot remove {old}, the provenance of the earlier {output} ({exc.strerror or exc}); nothing was "
+            "replaced: remove it or choose another output file"
+        ) from None
+
+
+def _write_rows(
+    output: str | Path,
+    columns: Sequence[str],
+    rows: Iterable[dict[str, Any]],
+    *,
+    empty: str | None = "the study has no judgements to export yet",
+) -> tuple[int, str]:
+    """CSV ``rows`` (dicts, streamed) under ``columns``; returns (rows written, SHA-256 of the file). No row is
+    refused with ``empty`` (nothing is written), unless it is None."""
+    from vistkit.data.output import csv_writer
+
+    n = 0
+    with _data_file(output) as out:
+        w = csv_writer(cast(IO[str], out))  # csv needs only write()
+        w.writerow(list(columns))
+        for r in rows:
+            w.writerow([r.get(c, "") for c in columns])
+            n += 1
+        if n == 0 and empty is not None:
+            raise InputError(empty)
+    return n, out.sha256.hexdigest()
+
+
+def _copy_in(output: str | Path, source: Path) -> str:
+    """Copy the UTF-8 text file ``source`` to ``output`` (see `_data_file`); returns its SHA-256."""
+    with _data_file(output) as out, open(source, encoding="utf-8", newline="") as fh:
+        while chunk := fh.read(1 << 20):
+            out.write(chunk)
+    return out.sha256.hexdigest()
+
+
+class _Tally:
+    """Judgements counted as they pass (per annotator: how many, first and last)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.counts: dict[str, int] = defaultdict(int)
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def over(self, js: Iterable[Judgement]) -> Iterator[Judgement]:
+        for j in js:
+            self.n += 1
+            a = j.annotator
+            self.counts[a] += 1
+            self.first[a] = min(self.first.get(a, j.created_at), j.created_at)
+            self.last[a] = max(self.last.get(a, j.created_at), j.created_at)
+            yield j
 
 
 def export(
@@ -493,81 +750,97 @@ def export(
     drop_failed_gold: bool = False,
 ) -> dict[str, Any]:
     """Write one export file and its provenance beside it (``OUTPUT.provenance.json``); returns the provenance
-    (``rows``: the rows, or pairs, written; ``judgements``: the judgements they come from).
+    (``rows``: the rows, or pairs, written; ``judgements``: the judgements they come from; ``sha256``: of the
+    file written, so a provenance that does not describe the file beside it can be told).
 
-    ``output`` ``-`` is standard output; no provenance file is written then (it is still returned)."""
+    The judgements are read and written one batch at a time (pairs: one entry per pair kept). ``output`` ``-``
+    is standard output; no provenance file is written then (it is still returned), nor for a device or pipe."""
+    import tempfile
+
     from vistkit import __version__
 
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
-    from vistkit.data.output import STDOUT, check_output
+    from vistkit.data.output import check_output
 
-    to_stdout = str(output) == STDOUT
-    out: Path | str = STDOUT if to_stdout else Path(output)
-    if not to_stdout:  # before any work: not an input, not an existing file without --force, a folder that exists
-        check_output(out)
-        check_output(f"{out}.provenance.json")
-    data = load(st)
-    js = _kept(data, include_gold=include_gold, drop_failed_gold=drop_failed_gold)
-    n = len(js)
-    if fmt == "rankings":
-        rows = ranking_rows(data, js)
-        cols = ["task", "worker", "story", "rank", "system", "text", "story_id", "img_seq", "position"]
-        if not rows:
-            raise InputError("the study has no judgements to export yet")
-        _write_csv(rows, out, cols)
-        n = len(rows)  # one row per story of each judgement
-    elif fmt == "pairs":
-        from vistkit.meta.human import write_pairs
+    in_place = writes_in_place(output)
+    if not in_place:  # before any work: not an input, not an existing file without --force, a folder that exists
+        check_output(output)
+        check_output(provenance_path(output))
+    settings = st.settings
+    task = settings["task"]
+    _check_format(fmt, task)
+    tally = _Tally()
+    dropped: set[str] = set()
+    with st.read() as conn:  # one read transaction: the export is one consistent snapshot of the study
+        if fmt == "tasks":
+            rows = task_rows(st)
+            n, sha = _write_rows(output, list(rows[0]) if rows else ["unit"], rows, empty=None)
+        else:
+            stories = _stories(conn)
+            if drop_failed_gold:
+                dropped = _failed_gold_in(st, conn)
+            js = tally.over(
+                j
+                for j in iter_judgements(st, conn, stories)
+                if (include_gold or not j.is_gold) and j.annotator not in dropped
+            )
+            if fmt == "rankings":
+                n, sha = _write_rows(output, RANKING_COLUMNS, _ranking_rows(stories, js))
+            elif fmt == "likert":
+                columns = ["system", "item", "worker", *settings["aspects"], "text", "story_id", "img_seq"]
+                n, sha = _write_rows(output, columns, _likert_rows(settings["aspects"], stories, js))
+            elif fmt == "pairs":
+                from vistkit.meta.human import write_pairs
 
-        pairs = study_pairs(data, js)
-        if not pairs:
-            raise InputError("no pairs to export yet (no judgements, or every pair is a tie)")
-        write_pairs(pairs, out)
-        n = len(pairs)
-    elif fmt == "likert":
-        rows = likert_rows(data, js)
-        if not rows:
-            raise InputError("the study has no judgements to export yet")
-        _write_csv(rows, out, ["system", "item", "worker", *data.settings["aspects"], "text", "story_id", "img_seq"])
-        n = len(rows)
-    elif fmt == "jsonl":
-        from vistkit.data.output import open_output
-
-        with open_output(out) as fh:
-            for rec in jsonl_records(data, js):
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    else:
-        rows = task_rows(st)
-        _write_csv(rows, out, list(rows[0]) if rows else ["unit"])
-        n = len(rows)
-    counts: dict[str, int] = defaultdict(int)
-    first: dict[str, float] = {}
-    last: dict[str, float] = {}
-    for j in js:
-        counts[j.annotator] += 1
-        first[j.annotator] = min(first.get(j.annotator, j.created_at), j.created_at)
-        last[j.annotator] = max(last.get(j.annotator, j.created_at), j.created_at)
+                pairs = _study_pairs(task, stories, js)
+                if not pairs:
+                    raise InputError("no pairs to export yet (no judgements, or every pair is a tie)")
+                with tempfile.TemporaryDirectory(prefix="vistkit-export-") as tmp:
+                    write_pairs(pairs, Path(tmp) / "pairs.csv")
+                    sha = _copy_in(output, Path(tmp) / "pairs.csv")
+                n = len(pairs)
+            else:
+                n = 0
+                with _data_file(output) as out:
+                    for rec in _jsonl_records(settings, stories, js):
+                        out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                        n += 1
+                sha = out.sha256.hexdigest()
     prov = {
-        "study_id": data.settings["study_id"],
-        "title": data.settings.get("title", ""),
-        "task": data.settings["task"],
+        "study_id": settings["study_id"],
+        "title": settings.get("title", ""),
+        "task": task,
         "format": fmt,
+        "file": None if in_place else Path(output).name,
+        "sha256": None if in_place else sha,
         "rows": n,
-        "judgements": len(js),
+        "judgements": tally.n,
         "include_gold": include_gold,
-        "dropped_annotators": sorted(failed_gold(data)) if drop_failed_gold else [],
-        "per_item": data.settings["per_item"],
-        "aspects": data.settings.get("aspects") if data.settings["task"] == "likert" else None,
+        "dropped_annotators": sorted(dropped),
+        "per_item": settings["per_item"],
+        "aspects": settings.get("aspects") if task == "likert" else None,
         "annotators": [
-            {"name": a, "judgements": counts[a], "first": iso(first[a]), "last": iso(last[a])} for a in sorted(counts)
+            {"name": a, "judgements": tally.counts[a], "first": iso(tally.first[a]), "last": iso(tally.last[a])}
+            for a in sorted(tally.counts)
         ],
-        "study_created_at": iso(data.settings.get("created_at")),
+        "study_created_at": iso(settings.get("created_at")),
         "exported_at": iso(db.now()),
         "vistkit": __version__,
     }
-    if not to_stdout:
-        from vistkit.data.output import write_text
-
-        write_text(f"{out}.provenance.json", json.dumps(prov, indent=2) + "\n")
+    if not in_place:
+        _write_provenance(output, prov)
     return prov
+
+
+def _write_provenance(output: str | Path, prov: dict[str, Any]) -> None:
+    from vistkit.data.output import write_text
+
+    write_text(provenance_path(output), json.dumps(prov, indent=2) + "\n")
+
+
+def keep_copy(source: str | Path, output: str | Path, prov: dict[str, Any]) -> None:
+    """Copy an export (``source``, written by `export` with provenance ``prov``) and its provenance to ``output``,
+    in the same order as `export` writes them."""
+    sha = _copy_in(output, Path(source))
+    _write_provenance(output, {**prov, "file": Path(output).name, "sha256": sha})

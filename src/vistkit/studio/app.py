@@ -62,14 +62,28 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "application/json")
 """The encodings a submission may use (no content type at all: urlencoded)."""
 
 
+def _charset(params: str) -> str | None:
+    """The ``charset`` parameter of a Content-Type header's parameters (lower case, unquoted), or None."""
+    for part in params.split(";"):
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
+
+
 async def _read_form(request: Request) -> dict[str, str]:
     """The urlencoded (or JSON) body, at most `MAX_BODY` bytes: else `StudioError` 415 (another encoding, such
-    as multipart), 413 (too large) or 400 (not a form of that encoding)."""
-    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    as multipart, or a charset other than UTF-8), 413 (too large) or 400 (not a form of that encoding, such as a
+    percent-escape that is not UTF-8)."""
+    ctype, _, params = request.headers.get("content-type", "").partition(";")
+    ctype = ctype.strip().lower()
     if ctype and ctype not in FORM_TYPES:
         raise StudioError(
             415, f"send the form urlencoded ({FORM_TYPES[0]}) or as JSON ({FORM_TYPES[1]}), not {ctype[:60]}"
         )
+    charset = _charset(params)
+    if charset is not None and charset not in ("utf-8", "utf8"):  # another encoding of the text: 415, as documented
+        raise StudioError(415, f"send the form in UTF-8 (charset=utf-8), not charset={charset[:40]}")
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -91,7 +105,9 @@ async def _read_form(request: Request) -> dict[str, str]:
             if not isinstance(data, dict):
                 raise ValueError
             return {str(k): str(v) for k, v in data.items()}
-        fields = parse_qsl(text, keep_blank_values=True, max_num_fields=64, strict_parsing=False)
+        fields = parse_qsl(  # errors="strict": a percent-escape that is not UTF-8 is a bad body (400)
+            text, keep_blank_values=True, max_num_fields=64, strict_parsing=False, encoding="utf-8", errors="strict"
+        )
         if len({k for k, _ in fields}) != len(fields):  # a field given twice: which one counts is ambiguous
             raise ValueError
         return dict(fields)
@@ -278,6 +294,18 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
             message = f"the study could not be read or updated ({reason}); try again in a few minutes"
         return failure(request, 503, message, {**SECURITY_HEADERS, "Retry-After": "60"})
 
+    async def study_damaged(request: Request, exc: Exception) -> Response:
+        """A study whose content vistkit cannot use (a row or setting changed by hand: `db.damaged`): 503 and one
+        sentence, the organiser's sentence in the server's log (no traceback)."""
+        from vistkit.errors import warn
+
+        warn(str(exc))
+        if request.method == "POST":
+            message = "the study could not be saved (the study file is damaged); your answer was not stored"
+        else:
+            message = "the study could not be read (the study file is damaged); tell the study's organiser"
+        return failure(request, 503, message, SECURITY_HEADERS)
+
     async def unexpected(request: Request, exc: Exception) -> Response:
         message = "the server hit an unexpected error (the organiser finds it in the server's log); reload the page"
         return failure(request, 500, message, SECURITY_HEADERS)
@@ -300,9 +328,11 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
     ]
     from sqlalchemy.exc import DBAPIError
 
+    from vistkit.errors import VistkitError
+
     app = Starlette(
         routes=routes,
-        exception_handlers={DBAPIError: storage_failed, Exception: unexpected},
+        exception_handlers={DBAPIError: storage_failed, VistkitError: study_damaged, Exception: unexpected},
         lifespan=lifespan,
     )
     app.state.study = st

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import threading
 import time
@@ -129,8 +130,10 @@ def _migration_1(conn: Connection) -> None:
 
 
 def _migration_2(conn: Connection) -> None:
-    """Per-annotator quota (how many tasks an invite link may take; NULL: no limit)."""
-    conn.execute(text("ALTER TABLE annotators ADD COLUMN quota INTEGER"))
+    """Per-annotator quota (how many tasks an invite link may take; NULL: no limit). A table that has the column
+    already (a study whose version mark was set back) is left as it is."""
+    if "quota" not in {c["name"] for c in inspect(conn).get_columns("annotators")}:
+        conn.execute(text("ALTER TABLE annotators ADD COLUMN quota INTEGER"))
 
 
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _migration_1, 2: _migration_2}
@@ -199,10 +202,13 @@ class Study:
 
     @property
     def settings(self) -> dict[str, Any]:
+        """The study's settings, decoded and checked (`check_settings`); a damaged one is an `InputError`."""
         if self._settings is None:
             with self.read() as conn:
                 rows = conn.execute(select(settings.c.key, settings.c.value)).all()
-            self._settings = {k: json.loads(v) for k, v in rows}
+            values = {str(k): loads(v, self.name, f"its setting {k!r}") for k, v in rows}
+            check_settings(values, self.name)
+            self._settings = values
         return self._settings
 
     def setting(self, key: str, default: Any = None) -> Any:
@@ -278,18 +284,98 @@ def _create_private(path: Path, *, exist_ok: bool = True) -> None:
         raise InputError(f"cannot create study {path}: {exc.strerror or exc}") from None
 
 
-def schema_version(conn: Connection) -> int:
-    """The schema version stored in the study (0: an empty database)."""
+def damaged(name: str, what: str) -> InputError:
+    """The one sentence for a study that can be read but whose content is wrong: ``what`` says what and where."""
+    return InputError(f"study {name} is damaged ({what}); restore it from a backup")
+
+
+def loads(value: Any, name: str, what: str) -> Any:
+    """``value`` (a JSON text the study stores) decoded; a value that is not JSON is `damaged` (``what`` names
+    the row and field, e.g. "judgement 3: its answer")."""
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError, RecursionError):
+        shown = repr(value) if value is None or len(str(value)) <= 40 else repr(str(value)[:40]) + "..."
+        raise damaged(name, f"{what} is {shown}, not valid JSON") from None
+
+
+def schema_version(conn: Connection, name: str = "the study") -> int:
+    """The schema version stored in the study (0: an empty database); a mark that is not a whole number from 1 is
+    `damaged`."""
     if not inspect(conn).has_table("settings"):
         return 0
     row = conn.execute(select(settings.c.value).where(settings.c.key == "schema_version")).first()
-    return int(json.loads(row[0])) if row else 0
+    if row is None:
+        return 0
+    value = loads(row[0], name, "its schema version")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise damaged(name, f"its schema version is {row[0]!r}, not a whole number from 1")
+    return value
 
 
-def migrate(engine: Engine, *, target: int = SCHEMA_VERSION) -> int:
+def check_schema(conn: Connection, name: str) -> None:
+    """Refuse, as `damaged`, a study that lacks a table or a column of the current schema (e.g. a table dropped
+    by hand): every verb and every request would fail on it later."""
+    found = inspect(conn)
+    for table in T.values():
+        if not found.has_table(table.name):
+            raise damaged(name, f"it has no {table.name} table")
+        have = {c["name"] for c in found.get_columns(table.name)}
+        missing = [c.name for c in table.columns if c.name not in have]
+        if missing:
+            raise damaged(name, f"its {table.name} table has no {', '.join(missing)} column")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def check_settings(values: dict[str, Any], name: str) -> None:
+    """Refuse, as `damaged`, a finished study (one with a ``task``) whose settings lack or mistype a value the
+    verbs and the server use. A study without a task (an empty database, an interrupted ``init``) passes: the
+    commands say it holds no study."""
+    from vistkit.studio import LIKERT_STATEMENTS, MAX_PER_ITEM, TASKS
+
+    if "task" not in values:
+        return
+
+    def bad(key: str, wanted: str) -> InputError:
+        shown = "missing" if key not in values else f"{json.dumps(values[key])[:60]}"
+        return damaged(name, f"its setting {key!r} is {shown}, not {wanted}")
+
+    if values["task"] not in TASKS:
+        raise bad("task", f"one of {', '.join(TASKS)}")
+    per_item = values.get("per_item")
+    if isinstance(per_item, bool) or not isinstance(per_item, int) or not 1 <= per_item <= MAX_PER_ITEM:
+        raise bad("per_item", f"a whole number of annotators from 1 to {MAX_PER_ITEM:,}")
+    if not isinstance(values.get("study_id"), str) or not values["study_id"]:
+        raise bad("study_id", "a text")
+    secret = values.get("secret")
+    if not isinstance(secret, str) or len(secret) < 32 or re.fullmatch(r"[0-9a-fA-F]+", secret) is None:
+        raise bad("secret", "a hexadecimal key")
+    aspects = values.get("aspects", [])
+    if not isinstance(aspects, list) or not all(isinstance(a, str) and a in LIKERT_STATEMENTS for a in aspects):
+        raise bad("aspects", f"a list of statements from {', '.join(LIKERT_STATEMENTS)}")
+    if values["task"] == "likert" and not aspects:
+        raise bad("aspects", "a non-empty list of statements (a Likert study rates at least one)")
+    for key in ("title", "photos_dir", "photo_url", "reference_system", "admin_token_hash"):
+        if values.get(key) is not None and not isinstance(values[key], str):
+            raise bad(key, "a text")
+    if "allow_same" in values and not isinstance(values["allow_same"], bool):
+        raise bad("allow_same", "true or false")
+    if "gold_pass" in values and not (_is_number(values["gold_pass"]) and 0 <= values["gold_pass"] <= 1):
+        raise bad("gold_pass", "a number from 0 to 1")
+    if "claim_timeout" in values and not (_is_number(values["claim_timeout"]) and values["claim_timeout"] > 0):
+        raise bad("claim_timeout", "a number of seconds above 0")
+    for key in ("created_at", "seed"):
+        if values.get(key) is not None and not _is_number(values[key]):
+            raise bad(key, "a number")
+
+
+def migrate(engine: Engine, *, target: int = SCHEMA_VERSION, name: str = "the study") -> int:
     """Apply every migration above the stored version up to ``target``, each in its own transaction."""
     with engine.begin() as conn:
-        current = schema_version(conn)
+        current = schema_version(conn, name)
     if current > SCHEMA_VERSION:
         raise InputError(
             f"this study has schema version {current}, newer than this vistkit understands ({SCHEMA_VERSION}); "
@@ -337,6 +423,30 @@ def _check_is_study(path: Path) -> None:
         )
 
 
+def unfinished_study(path: Path) -> bool:
+    """Whether the SQLite file ``path`` holds no finished study and nothing else: an empty file, or a vistkit
+    database with its tables but no study in them (what ``init`` leaves when it is killed before it commits).
+    Read through a read-only connection; anything else (a study, another program's database) is False."""
+    import sqlite3
+
+    try:
+        if path.stat().st_size == 0:
+            return True
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "settings" not in tables or not {t for t in tables if not t.startswith("sqlite_")} <= set(T):
+                return False
+            keys = {r[0] for r in con.execute("SELECT key FROM settings")}
+            if "schema_version" not in keys or "task" in keys:
+                return False
+            return "items" not in tables or con.execute("SELECT 1 FROM items LIMIT 1").fetchone() is None
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error):
+        return False
+
+
 def sqlite_path(study: str | Path) -> Path | None:
     """The file of a SQLite study (a path, or the database of a ``sqlite:///FILE`` URL), None for other databases.
 
@@ -374,8 +484,13 @@ def open_study(study: str | Path, *, create: bool = False) -> Study:
             _create_private(path)
         make_private(path)
     engine = make_engine(study)
+    name = display_name(study)
     try:
-        migrate(engine)
+        migrate(engine, name=name)
+        with engine.connect() as conn:
+            check_schema(conn, name)
+        st = Study(engine, name)
+        st.settings  # noqa: B018  (read and checked now: a damaged setting is refused before any work)
     except InputError:
         engine.dispose()
         raise
@@ -386,7 +501,7 @@ def open_study(study: str | Path, *, create: bool = False) -> Study:
             raise study_error(exc, display_name(study)) from None
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise InputError(f"cannot open study {display_name(study)}: {exc.__class__.__name__}: {first}"[:400]) from None
-    return Study(engine, display_name(study))
+    return st
 
 
 # --------------------------------------------------------------------------------------------------- storage errors

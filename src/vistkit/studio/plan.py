@@ -14,6 +14,7 @@ import json
 import random
 import re
 import secrets
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,7 @@ def items_from_story_sets(
     shared = [k for k in first if all(k in s for s in by_system.values())]
     if not shared:
         raise InputError(f"no {keying.value} key is shared by every system ({', '.join(sets)}); check --key")
+    _warn_left_out(by_system, set(shared), keying.value)
     if max_items is not None:
         if max_items < 1:
             raise InputError(f"--max-items must be at least 1, not {max_items}")
@@ -106,6 +108,41 @@ def items_from_story_sets(
             row.append(PlanStory(system=name, story_id=s.story_id, text=s.text))
         out.append(PlanItem(key=k, photo_ids=photos, stories=row, photo_source=source))
     return out
+
+
+def _warn_left_out(by_system: Mapping[str, Mapping[str, Any]], shared: set[str], what: str) -> None:
+    """One warning naming, per system, how many stories were left out because not every system has their key,
+    and the keys that would match once Unicode-normalised (NFC): the ids are never changed, only reported."""
+    import unicodedata
+
+    from vistkit.errors import warn
+
+    left = {name: [k for k in keyed if k not in shared] for name, keyed in by_system.items()}
+    left = {name: keys for name, keys in left.items() if keys}
+    if not left:
+        return
+    parts = [f"{len(keys):,} of {name}" for name, keys in left.items()]
+    n_first = len(next(iter(left.values())))
+    parts[0] = parts[0].replace(" of ", f" {'story' if n_first == 1 else 'stories'} of ", 1)
+    counts = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    first_name, first_keys = next(iter(left.items()))
+    message = (
+        f"{counts} {'was' if sum(map(len, left.values())) == 1 else 'were'} left out because not every system has "
+        f"their {what} key (first: {first_keys[0]!a} of {first_name}); the study has the {len(shared):,} keys all "
+        "systems share"
+    )
+    nfc: dict[str, list[tuple[str, str]]] = {}
+    for name, keys in left.items():
+        for k in keys:
+            nfc.setdefault(unicodedata.normalize("NFC", k), []).append((name, k))
+    close = [found for found in nfc.values() if len({name for name, _ in found}) > 1]
+    if close:
+        (a_sys, a_key), (b_sys, b_key) = close[0][:2]
+        message += (
+            f"; {len(close)} of those keys match across systems once Unicode-normalised (NFC), e.g. "
+            f"{a_key!a} of {a_sys} and {b_key!a} of {b_sys}: write them the same way in every file"
+        )
+    warn(message)
 
 
 def shuffle_sentences(text: str, rng: random.Random) -> str | None:
@@ -204,7 +241,8 @@ def create_study(
     title: str = "",
 ) -> dict[str, Any]:
     """Create a new study database with its items, units and assignment plan; returns its summary (with the
-    admin token, shown once: only its hash is stored)."""
+    admin token, shown once: only its hash is stored). A file already there is refused (a study is never
+    overwritten); the refusal says when it holds no finished study (what an interrupted ``init`` leaves)."""
     from sqlalchemy import insert
 
     from vistkit.studio import db
@@ -245,6 +283,13 @@ def create_study(
         raise InputError(f"a {task} study needs at least two systems (give two or more --stories)")
     file = db.sqlite_path(study_path)
     if file is not None and file.exists():
+        if db.unfinished_study(file):
+            sidecars = (Path(f"{file}{x}") for x in ("-wal", "-shm", "-journal"))
+            files = [shlex.quote(str(p)) for p in (file, *sidecars) if p.exists()]
+            raise InputError(
+                f"{file} holds no finished study (an interrupted `vistkit studio init` leaves such a file); delete "
+                f"it (rm {' '.join(files)}) and run init again, or choose a new file name"
+            )
         raise InputError(f"{file} exists already; choose a new file name (a study is never overwritten)")
     systems = sorted({s.system for it in items for s in it.stories if s.system})
     if reference_system != "human" and reference_system not in systems:

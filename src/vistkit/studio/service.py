@@ -126,7 +126,7 @@ def is_admin(st: db.Study, token: str) -> bool:
         return False
     with st.read() as conn:
         row = conn.execute(select(db.settings.c.value).where(db.settings.c.key == "admin_token_hash")).first()
-    stored = json.loads(row[0]) if row else ""
+    stored = db.loads(row[0], st.name, "its setting 'admin_token_hash'") if row else ""
     return db.tokens_equal(db.token_hash(token), str(stored))
 
 
@@ -226,19 +226,30 @@ def load_task(st: db.Study, annotator: Annotator, assignment_id: int) -> Task:
         ).first()
         if row is None:
             raise StudioError(404, "no such task")
-        order = json.loads(row.story_order)
+        order = _story_order(st, row)
         texts = dict(conn.execute(select(db.stories.c.id, db.stories.c.text).where(db.stories.c.id.in_(order))).all())
         done, total = _counts(conn, annotator)
+    photo_ids = db.loads(row.photo_ids, st.name, f"item {row.key!r}: its photo ids")
+    if not isinstance(photo_ids, list) or any(sid not in texts for sid in order):
+        raise db.damaged(st.name, f"assignment {assignment_id}: its item or stories are not what vistkit stores")
     labels = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     return Task(
         assignment_id=assignment_id,
         unit_id=row.unit_id,
         item_key=row.key,
-        photo_ids=json.loads(row.photo_ids),
+        photo_ids=[str(p) for p in photo_ids],
         stories=[{"id": sid, "text": texts[sid], "label": labels[i % 26]} for i, sid in enumerate(order)],
         done=done,
         total=max(total, done + 1),
     )
+
+
+def _story_order(st: db.Study, row: Any) -> list[int]:
+    """An assignment's story order (display order of story ids); one that is not a list of ids is `db.damaged`."""
+    order = db.loads(row.story_order, st.name, f"assignment {row.id}: its story order")
+    if not isinstance(order, list) or not order or not all(isinstance(s, int) for s in order):
+        raise db.damaged(st.name, f"assignment {row.id}: its story order {row.story_order!r} is not a list of ids")
+    return order
 
 
 def progress(st: db.Study, annotator: Annotator) -> tuple[int, int]:
@@ -319,7 +330,7 @@ def _submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[st
         row = conn.execute(select(a).where(a.c.id == assignment_id)).first()
         if row is None or row.annotator_id != annotator.id:
             raise StudioError(409, "this task is not (or no longer) assigned to you; reload the page")
-        order = json.loads(row.story_order)
+        order = _story_order(st, row)
         answer = parse_answer(task, form, order, aspects, allow_same)
         canonical = json.dumps(answer, sort_keys=True)
         prior = conn.execute(
