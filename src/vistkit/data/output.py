@@ -489,10 +489,7 @@ def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[
                 raise _os_error(p, exc, folder=True) from None
             raise
         try:
-            for f in sorted(tmp.rglob("*")):
-                if f.is_file():
-                    with open(f, "rb") as fh:
-                        os.fsync(fh.fileno())
+            _fsync_files(tmp)
             if p.exists():
                 old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.old-"))
                 os.replace(p, old)  # an empty folder is replaced by the rename
@@ -528,6 +525,14 @@ def _fsync_folder(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _fsync_files(folder: Path) -> None:
+    """Flush every file under ``folder`` to disk (before it is renamed into place)."""
+    for f in sorted(folder.rglob("*")):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
 
 
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
@@ -587,10 +592,7 @@ def files_into(folder: str | Path) -> Iterator[Path]:
                 raise _os_error(target, exc, folder=True) from None
             raise
         try:
-            for f in sorted(tmp.rglob("*")):
-                if f.is_file():
-                    with open(f, "rb") as fh:
-                        os.fsync(fh.fileno())
+            _fsync_files(tmp)
             for f in sorted(tmp.rglob("*")):
                 dest = target / f.relative_to(tmp)
                 if f.is_dir():
