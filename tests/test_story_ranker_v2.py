@@ -32,6 +32,7 @@ from vistkit.models.story_ranker_v2 import (
     StoryRankerV2Model,
     config_sha256,
     default_model_dir,
+    is_not_english,
     lexical_features,
     story_words,
     word_specificity,
@@ -222,6 +223,27 @@ def test_explain_sums_to_the_utility(tiny_ranker) -> None:  # type: ignore[no-un
     assert sum(empty.values()) == pytest.approx(-15.0) and all(v < 0 for v in empty.values())
     made_up = Story("d", "qzxv blorp snarfle wibble . glorp zzyzx quux .")  # nothing repeats, all "rare": gated
     assert metric.utility([made_up])[0] == pytest.approx(-15.0)
+    # another language: its words are in the English list (not made up), rare in English (specific), and the LM
+    # reads them fluently; a French story scored +4.4 before this gate
+    foreign = [
+        "nous sommes allés au parc . c'était une belle journée . les enfants ont joué . nous sommes rentrés .",
+        "Fuimos al parque. Fue un día hermoso. Los niños jugaron en los columpios. Volvimos a casa.",
+        "Wir gingen in den Park. Es war ein schöner Tag. Die Kinder spielten auf der Schaukel. Wir fuhren nach Hause.",
+    ]
+    assert metric.utility([Story(str(k), t) for k, t in enumerate(foreign)]).tolist() == pytest.approx([-15.0] * 3)
+    english = "we went to the park . it was a beautiful day . the kids played on the swings . we went home ."
+    assert not is_not_english([w for s in story_words(english) for w in s])
+    assert not is_not_english(["hello", "world"])  # too few words to tell
+
+
+@requires_shared
+def test_no_vist_val_story_is_taken_for_another_language() -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    from train_ranker_v2 import val_stories
+
+    stories = val_stories(3000)
+    assert len(stories) >= 2500
+    assert not [t for t in stories if is_not_english([w for s in story_words(t) for w in s])]
 
 
 def test_story_words_counts_words_only() -> None:
