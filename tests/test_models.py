@@ -349,3 +349,21 @@ def test_cli_models_list_info_convert(tiny_sop: Path, tmp_path: Path, capsys: py
     assert main(["models", "info", str(out), "--format", "json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["kind"] == "rovist-sop-albert" and info["fingerprint"] == file_sha256(tiny_sop)[:12]
+
+
+def test_transformers_errors_are_one_sentence_about_the_folder() -> None:
+    """Whatever transformers raises for a folder (its config validation, a zero head count, a failed mmap) is one
+    sentence naming the folder; running out of memory says so instead of blaming the model."""
+    from vistkit.models.checkpoints import transformers_load_errors
+
+    cases = [
+        (ZeroDivisionError("integer modulo by zero"), r"config\.json is zero or out of range"),
+        (type("StrictDataclassFieldValidationError", (Exception,), {})("hidden_size: expected int"), "hidden_size"),
+        (RuntimeError("unable to mmap 1000 bytes: Cannot allocate memory (12)"), "not enough memory to load"),
+    ]
+    for raised, said in cases:
+        with pytest.raises(InputError, match=said) as info, transformers_load_errors("/m", "causal language model"):
+            raise raised
+        assert "/m" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(MemoryError), transformers_load_errors("/m", "model"):
+        raise MemoryError

@@ -704,6 +704,11 @@ def transformers_load_errors(folder: str | Path, what: str) -> Iterator[None]:
     except Exception as exc:  # any of transformers' own: config validation (huggingface_hub's strict dataclasses),
         # a zero head count (ZeroDivisionError), shapes (RuntimeError), files (OSError), ...
         first = _first_line(exc)
+        if "cannot allocate memory" in first.lower() or "out of memory" in first.lower():
+            raise InputError(
+                f"not enough memory to load {folder} ({first}); free some memory or raise the process's limit "
+                "(ulimit -v, a container's memory)"
+            ) from None
         if isinstance(exc, ArithmeticError):
             first = f"a number in its config.json is zero or out of range: {first}"
         if "mismatched" in first or "size mismatch" in first:
