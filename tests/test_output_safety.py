@@ -825,3 +825,16 @@ def test_a_report_replaced_with_force_keeps_nothing_of_the_old_one(
     code, _, err = run(capsys, "meta", "pairs", inside, "-m", METRIC, "--report", rep, "--force")
     assert code == 1 and "replaces whole" in one_sentence_error(err)
     assert {p.name: p.read_bytes() for p in rep.iterdir()} == kept
+
+
+def test_a_report_never_replaces_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for name in (".", str(here)):  # ("..", which holds it, is refused already: it holds files vistkit did not write)
+        with pytest.raises(OutputError, match="is the current folder"), output.replaced_folder(name, force=True):
+            pass
+    assert here.is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["here"]
+    with output.replaced_folder("rep") as fresh:
+        (fresh / "index.html").write_text("x", encoding="utf-8")
+    assert (here / "rep" / "index.html").read_text(encoding="utf-8") == "x"

@@ -464,8 +464,12 @@ def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[
     A file that the running command reads inside the folder is refused first (replacing the folder would
     delete it)."""
     p = check_output_folder(path, force=force)
-    if p.is_symlink():  # the link stays; the folder it names is replaced
-        p = Path(os.path.realpath(p))
+    p = Path(os.path.realpath(p)) if p.is_symlink() else Path(os.path.abspath(p))  # a link stays: its folder goes
+    if Path(os.getcwd()).resolve().is_relative_to(p.resolve()):
+        raise OutputError(
+            f"{path} is the current folder (or holds it), and a report replaces its folder whole; give a new folder "
+            "name for the report"
+        )
     if p.is_dir():
         for inp in current_policy().inputs:
             if os.path.lexists(inp) and _inside(Path(inp), str(p)):
