@@ -486,12 +486,8 @@ def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[
     old: Path | None = None
     try:
         prepare_folder(tmp, force=True)
-        try:
+        with _write_faults(p, folder=True):
             yield tmp
-        except OSError as exc:
-            if exc.errno in _WRITE_ERRNOS:
-                raise _os_error(p, exc, folder=True) from None
-            raise
         try:
             _fsync_files(tmp)
             if p.exists():
@@ -543,6 +539,18 @@ _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO
 
 
 @contextlib.contextmanager
+def _write_faults(target: Path, *, folder: bool = False) -> Iterator[None]:
+    """A machine fault while the block writes ``target`` (a full disk, a read-only or failing one) as one
+    sentence naming it (`_os_error`); any other error as it is."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _WRITE_ERRNOS:
+            raise _os_error(target, exc, folder=folder) from None
+        raise
+
+
+@contextlib.contextmanager
 def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path]:
     """A temporary path beside ``path`` for a library that wants a file name (matplotlib, safetensors): fill it
     in the block; it is then flushed to disk and renamed to ``path`` (removed if the block fails)."""
@@ -557,12 +565,8 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
         raise _os_error(target, exc) from None
     tmp = Path(tmp_name)
     try:
-        try:
+        with _write_faults(target):
             yield tmp
-        except OSError as exc:
-            if exc.errno in _WRITE_ERRNOS:
-                raise _os_error(target, exc) from None
-            raise
         try:
             mode = os.stat(target).st_mode & 0o7777 if target.exists() else _umask_mode()
             os.chmod(tmp, mode)
@@ -589,12 +593,8 @@ def files_into(folder: str | Path) -> Iterator[Path]:
     except OSError as exc:
         raise _os_error(target, exc, folder=True) from None
     try:
-        try:
+        with _write_faults(target, folder=True):
             yield tmp
-        except OSError as exc:
-            if exc.errno in _WRITE_ERRNOS:
-                raise _os_error(target, exc, folder=True) from None
-            raise
         try:
             _fsync_files(tmp)
             for f in sorted(tmp.rglob("*")):
@@ -653,14 +653,9 @@ def open_output(
             raise
         return
     with output_path(target, force=True) as tmp:
-        try:
-            with open(tmp, mode, **text_kwargs) as fh:
-                yield fh
-                fh.flush()
-        except OSError as exc:
-            if exc.errno in _WRITE_ERRNOS:
-                raise _os_error(target, exc) from None
-            raise
+        with _write_faults(target), open(tmp, mode, **text_kwargs) as fh:
+            yield fh
+            fh.flush()
 
 
 def write_text(path: str | Path, text: str, *, force: bool | None = None, newline: str | None = None) -> Path:

@@ -25,7 +25,6 @@ story ranker can compute the same features without a metric object.
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import threading
@@ -247,7 +246,7 @@ def get_scorer(
     from vistkit.models.runtime import choose_device
 
     name = DEFAULT_LM if lm is None or str(lm) == DEFAULT_LM else str(lm)
-    if name != DEFAULT_LM and str(name).strip() and os.path.exists(os.path.expanduser(name)):
+    if name != DEFAULT_LM and os.path.exists(os.path.expanduser(name)):
         name = os.path.realpath(os.path.expanduser(name))
     try:
         where = str(choose_device(device))
@@ -261,19 +260,9 @@ def get_scorer(
             if loaded is None:
                 model = load_lm(lm, device=device, precision=precision, batch_tokens=batch_tokens)
             else:  # the same weights with another batch budget: a view on the loaded model
-                model = load_lm_view(loaded, batch_tokens)
+                model = loaded.with_batch_tokens(batch_tokens)
             _SCORERS[key] = LMScorer(model, Unigram())
         return _SCORERS[key]
-
-
-def load_lm_view(loaded: CausalLM, batch_tokens: int | None) -> CausalLM:
-    """``loaded`` with another ``batch_tokens`` (its default when None), sharing the model and tokenizer."""
-    from vistkit.models.lm import DEFAULT_BATCH_TOKENS, check_batch_tokens
-
-    check_batch_tokens(batch_tokens)
-    view = copy.copy(loaded)
-    view.batch_tokens = int(batch_tokens or DEFAULT_BATCH_TOKENS.get(loaded.device.type, 2048))
-    return view
 
 
 # --------------------------------------------------------------------------------------------------- metrics

@@ -60,6 +60,7 @@ frequency its large English list holds) for unknown words.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import math
@@ -668,7 +669,6 @@ def load_lm(
 
         if pack_linears(model, skip=[model.get_output_embeddings()]):  # the head is packed in blocks
             matmul = "onednn"
-    budget = batch_tokens or DEFAULT_BATCH_TOKENS.get(dev.type, 2048)
     return CausalLM(
         model=model,
         tokenizer=tok,
@@ -676,7 +676,7 @@ def load_lm(
         weights_sha256=weights_sha,
         device=dev,
         precision=precision,
-        batch_tokens=int(budget),
+        batch_tokens=batch_budget(batch_tokens, dev),
         matmul=matmul,
     )
 
@@ -710,6 +710,11 @@ def check_batch_tokens(batch_tokens: int | None) -> None:
     """`InputError` unless ``batch_tokens`` is None (the device's default) or a whole number in [1, 2^24]."""
     if batch_tokens is not None and (isinstance(batch_tokens, bool) or not 1 <= int(batch_tokens) <= 1 << 24):
         raise InputError(f"batch_tokens must be a whole number from 1 to {1 << 24:,} (got {batch_tokens!r})")
+
+
+def batch_budget(batch_tokens: int | None, device: Any) -> int:
+    """Padded tokens per forward batch: ``batch_tokens``, else the device's default (`DEFAULT_BATCH_TOKENS`)."""
+    return int(batch_tokens or DEFAULT_BATCH_TOKENS.get(device.type, 2048))
 
 
 def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
@@ -837,6 +842,14 @@ class CausalLM:
         cfg = model.config
         self.max_tokens = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 2048)
         self.plain_head = getattr(cfg, "model_type", "") in _PLAIN_HEAD_TYPES
+
+    def with_batch_tokens(self, batch_tokens: int | None) -> CausalLM:
+        """This LM with another ``batch_tokens`` (the device's default when None), sharing its model and tokenizer:
+        one model in memory however many batch budgets ask for it."""
+        check_batch_tokens(batch_tokens)
+        view = copy.copy(self)
+        view.batch_tokens = batch_budget(batch_tokens, self.device)
+        return view
 
     @property
     def fingerprint(self) -> str:
