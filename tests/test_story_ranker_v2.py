@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO, requires_shared, shared_file
@@ -155,6 +155,8 @@ def test_word_specificity_by_hand() -> None:
     sents=st.lists(st.lists(st.sampled_from([*WORDS, "[male]", "zzqxv", "lighthouse"]), min_size=1), min_size=1),
     pick=st.integers(min_value=0),
 )
+@example(sents=[["the"], ["went", "zzqxv", "zzqxv"]], pick=1)  # a copy made it "made up" when tokens were counted
+@example(sents=[["lighthouse", "went"], ["zzqxv", "lighthouse", "went"]], pick=0)  # a join added a function word
 def test_word_specificity_ignores_copies_order_and_joins(sents: list[list[str]], pick: int) -> None:
     unigram = Unigram()
     spec = lexical_features(sents, unigram=unigram)["word_specificity"]

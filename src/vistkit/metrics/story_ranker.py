@@ -148,9 +148,9 @@ class StoryRanker(UtilityRanker):
             "any feature (each s_k z_k <= 0: the PMI of garbled sentences is inflated, text without its function "
             "words repeats fewer words); the cap, the centre and this rule are in the config, whose hash the "
             "signature carries; "
-            "a story without words, or whose plain words are mostly not in the frequency list (a "
+            "a story without words, or whose distinct content words are mostly not in the frequency list (a "
             "string of made-up words), or that is not English (under 8% English function words among 5 or more "
-            "plain words: French, Spanish, German text), gets the lowest utility, -15. See "
+            "distinct plain words: French, Spanish, German text), gets the lowest utility, -15. See "
             "docs/models/story-ranker-v2.md."
         ),
         range=(
