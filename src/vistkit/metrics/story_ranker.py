@@ -150,7 +150,9 @@ class StoryRanker(UtilityRanker):
             "signature carries; "
             "a story without words, or whose distinct content words are mostly not in the frequency list (a "
             "string of made-up words), or that is not English (under 8% English function words among 5 or more "
-            "distinct plain words: French, Spanish, German text), gets the lowest utility, -15. See "
+            "distinct plain words: French, Spanish, German text; or a sentence in another language: mostly letters "
+            "of another script, or 4+ Latin-script words at least 3 nats per word likelier under another language's "
+            "wordfreq list than under English's), gets the lowest utility, -15. See "
             "docs/models/story-ranker-v2.md."
         ),
         range=(
@@ -250,7 +252,7 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     from vistkit import progress
     from vistkit.metrics.coherence import split_sentences
     from vistkit.metrics.lm import coherence_sentences, fluency_sentences
-    from vistkit.models.story_ranker_v2 import FEATURES, lexical_features, story_words
+    from vistkit.models.story_ranker_v2 import FEATURES, language_lists, lexical_features, story_words
     from vistkit.text.detokenize import natural_sentence, plain_quotes
 
     names = [f.name for f in FEATURES]
@@ -267,7 +269,7 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
             return np.stack([vectors[k] for k in sentences])
 
         for row in rows:
-            lex = lexical_features(words[row], encode, scorer.unigram)
+            lex = lexical_features(words[row], encode, scorer.unigram, language_lists())
             for k, v in lex.items():
                 table[row, names.index(k)] = v
         # the LM pass of the same block (its log-probabilities are held for one block, as the vectors);
