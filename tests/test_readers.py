@@ -258,8 +258,11 @@ def test_missing_file_and_folder(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- round trips
-text_st = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
-id_st = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Cc")), min_size=1, max_size=8)
+# no NUL in a text, no control or invisible character in an id: vistkit refuses them (tests/test_probes_inputs_r3.py)
+text_st = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+id_st = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Cc", "Cf", "Zl", "Zp")), min_size=1, max_size=8
+)
 photo_st = id_st.filter(lambda x: "-" not in x)
 sentence_st = text_st.filter(lambda x: x == x.strip() and "|||" not in x and x != "")
 

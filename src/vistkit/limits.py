@@ -20,6 +20,15 @@ INPUT_BYTES_DEFAULT = 256 * MiB
 # longest story in the VIST, VWP, dHM, AREL, TAPM and PR-VIST files is 2,212 characters
 STORY_CHARS_ENV = "VISTKIT_MAX_STORY_CHARS"
 STORY_CHARS_DEFAULT = 100_000
+# stories one file may hold (each costs a few hundred bytes of memory before its text; the VIST SIS train file
+# holds 40,155, with 200,775 storylets)
+STORIES_ENV = "VISTKIT_MAX_STORIES"
+STORIES_DEFAULT = 2_000_000
+# values (objects, lists, strings, numbers) one JSON file may hold: a JSON file is parsed whole, and a value costs
+# 50-250 bytes of memory, so 256 MiB of "[[],[],..." would need 6 GiB; counted before parsing. A 250 MB file of
+# VIST SIS storylets holds about 7 million
+JSON_VALUES_ENV = "VISTKIT_MAX_JSON_VALUES"
+JSON_VALUES_DEFAULT = 12_000_000
 # bootstrap resamples (memory does not grow with the number: they are drawn in chunks; time does)
 MAX_BOOTSTRAP = 1_000_000
 # a checkpoint's zip records (torch.save's format) are read only when stored, never deflated, and each must fit
@@ -59,6 +68,16 @@ def max_story_chars() -> int:
     return _env_int(STORY_CHARS_ENV, STORY_CHARS_DEFAULT)
 
 
+def max_stories() -> int:
+    """Most stories one input file may hold (`VISTKIT_MAX_STORIES`; default 2,000,000)."""
+    return _env_int(STORIES_ENV, STORIES_DEFAULT)
+
+
+def max_json_values() -> int:
+    """Most values one JSON file may hold (`VISTKIT_MAX_JSON_VALUES`; default 12,000,000)."""
+    return _env_int(JSON_VALUES_ENV, JSON_VALUES_DEFAULT)
+
+
 def input_too_large(where: object, limit: int) -> InputError:
     """The one error for an input over `max_input_bytes` (``where``: the file, or ARCHIVE.zip:MEMBER)."""
     return InputError(
@@ -75,6 +94,17 @@ LIMIT_ROWS = [
         f"{INPUT_BYTES_ENV}=<MiB>",
     ],
     ["story length", f"{STORY_CHARS_DEFAULT:,} characters of text per story", f"{STORY_CHARS_ENV}=<characters>"],
+    [
+        "stories per file",
+        f"{STORIES_DEFAULT:,} stories in one input file (counted while reading)",
+        f"{STORIES_ENV}=<n>",
+    ],
+    [
+        "JSON values",
+        f"{JSON_VALUES_DEFAULT:,} values (objects, lists, strings, numbers) in one JSON file, counted before it is "
+        "parsed (a JSON file is read whole; each value costs memory)",
+        f"{JSON_VALUES_ENV}=<n>",
+    ],
     [
         "bootstrap resamples",
         f"--n-bootstrap, --bootstrap, --n-samples: 1 to {MAX_BOOTSTRAP:,}; drawn in blocks of at most 2 million "

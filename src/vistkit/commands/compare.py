@@ -79,8 +79,13 @@ def system_names(paths: list[Path], names: list[str]) -> list[str]:
     if names:
         if len(names) != len(paths):
             raise InputError(f"give one --name per system file ({len(paths)} files, {len(names)} names)")
-        if empty := next((n for n in names if not n.strip()), None):
-            raise InputError(f"--name {empty!r} is empty: give every system a visible name")
+        for name in names:
+            if not name.strip():  # "" too: a walrus on the name itself would let "" through
+                raise InputError(f"--name {name!r} is empty: give every system a visible name")
+            if not name.isprintable():
+                raise InputError(
+                    f"--name {name!r} holds a control or invisible character: give every system a visible name"
+                )
         if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
             raise InputError(f"--name {dup!r} is given to two systems: give each system its own name")
         return list(names)

@@ -78,10 +78,14 @@ FORMAT_ROWS = [
 CAPTION = (
     "Every file: UTF-8, with or without a byte-order mark (BOM; Excel's 'CSV UTF-8'); other encodings are "
     "refused with one error naming the byte. .gz and .zip are opened transparently; a zip must hold one file "
-    "(__MACOSX litter ignored), a zip with several is refused naming them: choose one as ARCHIVE.zip:MEMBER; "
-    "member names with '..' or a leading '/' are refused. .tsv reads as tab-separated; JSONL and CSV are "
-    "streamed. A key given twice in one JSON object (two stories with one id, a setting twice) is refused "
-    "naming it. The 'limit:' rows bound memory and time on any input (the third column: how to change one)."
+    "(__MACOSX litter ignored) and is read in the format of that file's name (stories.zip holding stories.jsonl "
+    "reads as JSONL), a zip with several is refused naming them: choose one as ARCHIVE.zip:MEMBER; "
+    "member names with '..' or a leading '/' and archives inside an archive are refused. .tsv reads as "
+    "tab-separated; JSONL and CSV are streamed. A key given twice in one JSON object (two stories with one id, a "
+    "setting twice) is refused naming it. Ids (story, album, photo) are compared in Unicode NFC (an accent typed "
+    "as a separate mark matches the composed letter); an id holding a control or invisible character (tab, "
+    "newline, zero-width space, byte-order mark) is refused, and so is a story holding a NUL character. The "
+    "'limit:' rows bound memory and time on any input (the third column: how to change one)."
 )
 
 WRITING = (

@@ -69,19 +69,24 @@ def parse_metric_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _parse_value(value: str) -> Any:
+def _parse_value(value: str, label: str = "") -> Any:
     """A value for an option whose type is not declared: a boolean word, a number, else the text."""
     low = value.lower()
     if low in ("true", "yes", "on"):
         return True
     if low in ("false", "no", "off"):
         return False
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(number):
+        raise InputError(f"--option {label}={value}: give a finite number, not {value!r}")
+    return number
 
 
 _TRUE = ("true", "yes", "on", "1")
@@ -108,7 +113,7 @@ def coerce_option(metric: str, option: str, value: str) -> Any:
     """``value`` (text from the command line) as the type ``metric``'s ``option`` declares."""
     types = _declared_types(metric, option)
     if types is None:
-        return _parse_value(value)
+        return _parse_value(value, f"{metric}.{option}")
     low = value.strip().lower()
     if "None" in types and low in ("none", "null"):
         return None
@@ -124,9 +129,13 @@ def coerce_option(metric: str, option: str, value: str) -> Any:
             pass
     if "float" in types:
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
             pass
+        else:
+            if not math.isfinite(number):  # nan would silently poison every score, inf is no setting
+                raise InputError(f"--option {metric}.{option}={value}: {option} takes a finite number, not {value!r}")
+            return number
     if types & {"str", "Path", "Sequence", "dict"}:
         if not value.strip():  # an empty name or path would silently be the current folder or the default
             raise InputError(

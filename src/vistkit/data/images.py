@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -45,6 +46,8 @@ WHOLE = "whole_img"
 Box = tuple[float, float, float, float]
 Region = tuple[str, Box | None]  # (bbox text as in the CSV, box or None for the whole photo)
 
+#: a box corner further than this from the origin is no photo's (the largest JPEG is 65,535 pixels wide)
+MAX_COORDINATE = 1_000_000
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _BBOX = re.compile(rf"^\s*[\[(]?\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*[\])]?\s*$")
 
@@ -57,6 +60,10 @@ def parse_bbox(text: str, *, where: str = "") -> Box | None:
     if not m:
         raise InputError(f"{where}bbox {text!r} is not '[x1, y1, x2, y2]' (or {WHOLE})")
     x1, y1, x2, y2 = (float(g) for g in m.groups())
+    if not all(math.isfinite(v) and abs(v) <= MAX_COORDINATE for v in (x1, y1, x2, y2)):
+        raise InputError(
+            f"{where}bbox {text!r} has a coordinate beyond any photo (more than {MAX_COORDINATE:,} pixels)"
+        )
     if x2 <= x1 or y2 <= y1:
         raise InputError(f"{where}bbox {text!r} is empty: it needs x2 > x1 and y2 > y1")
     return (x1, y1, x2, y2)
@@ -94,10 +101,16 @@ def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
     if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise InputError(f"{p}: no such photo map (a JSON object story_id -> [photo ids])")
 
+    from vistkit.data.readers import photo_id_text
+
     data = load_json(p)
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise InputError(f"{p}: a photo map must be a JSON object story_id -> [photo ids]")
-    return {str(k): tuple(str(x) for x in v) for k, v in data.items()}
+    # each photo id as the stories' readers take it (str(None) would look for the photo "None")
+    return {
+        str(k): tuple(photo_id_text(x, f"{p}: story {k!r}", j) for j, x in enumerate(v, start=1))
+        for k, v in data.items()
+    }
 
 
 def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | None) -> StorySet:

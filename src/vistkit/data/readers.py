@@ -111,7 +111,21 @@ def split_field(path: str, *, default: str = "text") -> tuple[str, str]:
 
 
 def _zip_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
-    """The one member to read: the named one, else the only file in the archive (several: an error)."""
+    """The one member to read: the named one, else the only file in the archive (several: an error); a member
+    that is itself an archive (``.zip``, ``.gz``...) is refused in one sentence (vistkit opens one level)."""
+    name = _pick_member(zf, p, member)
+    if name.lower().endswith(_ARCHIVE_SUFFIXES):
+        raise InputError(
+            f"{p}: the member {shown_names([name])!r} is itself compressed; vistkit opens one archive level, so "
+            "unpack it and give the inner file"
+        )
+    return name
+
+
+_ARCHIVE_SUFFIXES = (".zip", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".tar", ".rar", ".zst")
+
+
+def _pick_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
     names = [n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")]
     unsafe = [n for n in names if n.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", n)]
     if member is not None:
@@ -187,6 +201,20 @@ class _Capped(io.RawIOBase):
             super().close()
 
 
+def content_name(path: str | Path) -> str:
+    """The name of the file whose bytes `open_binary` reads: ``ARCHIVE.zip:MEMBER`` as given, a zip's one member
+    (``stories.zip`` holding ``stories.jsonl`` -> ``stories.zip:stories.jsonl``), else the path; a zip that
+    cannot be listed keeps its own name (opening it then says what is wrong)."""
+    p, member = split_member(path)
+    if member is not None or p.suffix.lower() != ".zip" or not p.is_file():
+        return str(path)
+    try:
+        with zipfile.ZipFile(p) as zf:
+            return f"{p}:{_pick_member(zf, p, None)}"
+    except (InputError, *_READ_ERRORS, RuntimeError, NotImplementedError, ValueError):
+        return str(path)
+
+
 def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.BufferedReader:
     """The decompressed bytes of a file (see `open_text`), capped at ``max_bytes`` (default:
     `vistkit.limits.max_input_bytes`)."""
@@ -234,7 +262,31 @@ def open_text(path: str | Path, *, newline: str | None = None, max_bytes: int | 
     return io.TextIOWrapper(open_binary(path, max_bytes=max_bytes), encoding=ENCODING, newline=newline)
 
 
+#: the first bytes of files that are not UTF-8 text, and what they are
+_UTF32 = "UTF-32 text (it starts with a UTF-32 byte-order mark); save it as UTF-8"
+_UTF16 = "UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+_MAGIC = (
+    (b"\x00\x00\xfe\xff", _UTF32),
+    (b"\xff\xfe\x00\x00", _UTF32),
+    (b"\xff\xfe", _UTF16),
+    (b"\xfe\xff", _UTF16),
+    (b"\x1f\x8b", "gzip-compressed data (compressed twice, or a .gz file named without .gz?); unpack it"),
+    (b"PK\x03\x04", "a zip archive (named without .zip, or zipped twice?); unpack it"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed data; unpack it"),
+    (b"BZh", "bzip2-compressed data; unpack it"),
+    (b"\xfd7zXZ", "xz-compressed data; unpack it"),
+)
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file starting with ``head`` is when it is not UTF-8 text (UTF-16, a gzip or zip archive ...)."""
+    return next((what for magic, what in _MAGIC if head.startswith(magic)), None)
+
+
 def _decode_error(p: Path | str, exc: UnicodeDecodeError) -> InputError:
+    head = exc.object[:4] if isinstance(exc.object, bytes | bytearray) and exc.start < 4 else b""
+    if (kind := binary_kind(bytes(head))) is not None:
+        return InputError(f"{p}: not UTF-8 text but {kind}")
     return InputError(
         f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8 (e.g. 'CSV UTF-8' in Excel)"
     )
@@ -251,12 +303,25 @@ def iter_lines(fh: io.TextIOBase, path: str | Path, *, max_line: int | None = No
         while line := fh.readline(max_line + 1):
             n += 1
             if len(line) > max_line:
-                raise InputError(f"{path} line {n}: longer than {max_line:,} characters; is this the right file?")
+                raise InputError(
+                    f"{path} line {n}: longer than {max_line:,} characters, over vistkit's limit per line; is this "
+                    "the right file?"
+                )
             yield line
     except UnicodeDecodeError as exc:
         raise _decode_error(path, exc) from None
     except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
         raise InputError(f"{path}: cannot be read ({exc})") from None
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The whole decompressed content of a file (see `open_binary`: ``.zip``/``.gz`` opened, capped at the input
+    limit), every reading error one `InputError` naming ``path``."""
+    with open_binary(path) as fh:
+        try:
+            return fh.read()
+        except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
+            raise InputError(f"{path}: cannot be read ({exc})") from None
 
 
 def read_text(path: str | Path) -> str:
@@ -272,7 +337,7 @@ def read_text(path: str | Path) -> str:
 
 def csv_delimiter(path: str | Path) -> str:
     """Tab for ``.tsv`` files (also inside ``.gz``/``.zip``), else comma."""
-    return "\t" if _inner_suffix(Path(str(path).split(".zip:")[-1])) == ".tsv" else ","
+    return "\t" if _inner_suffix(Path(content_name(path).split(".zip:")[-1])) == ".tsv" else ","
 
 
 class CsvFile:
@@ -457,6 +522,7 @@ def parse_json(text: str | bytes, where: str | Path) -> Any:
             text = text.decode(ENCODING)
         except UnicodeDecodeError as exc:
             raise _decode_error(where, exc) from None
+    check_json_values(text, where)
     try:
         data = json.loads(text, object_pairs_hook=unique_pairs)
     except DuplicateKeyError as exc:
@@ -469,6 +535,29 @@ def parse_json(text: str | bytes, where: str | Path) -> Any:
         raise InputError(f"{where}: invalid JSON ({_first_clause(exc)})") from None
     refuse_surrogates(text, data, where)
     return data
+
+
+def json_values(text: str) -> int:
+    """An upper bound on the memory the values of JSON ``text`` take when parsed, counted in values: every
+    ``[`` and ``,`` one, every ``{`` three (an object costs about three times a string); a ``,`` or bracket inside
+    a string counts too, so real files are overestimated a little."""
+    return text.count(",") + text.count("[") + 3 * text.count("{") + 1
+
+
+def check_json_values(text: str, where: str | Path) -> None:
+    """Refuse JSON ``text`` whose values (`json_values`) exceed `vistkit.limits.max_json_values`, before it is
+    parsed (parsing holds the whole document: 256 MiB of ``[[],[],...`` would take 6 GiB)."""
+    from vistkit.limits import JSON_VALUES_ENV, max_json_values
+
+    limit = max_json_values()
+    if 3 * len(text) + 1 <= limit:  # too short to hold that many values
+        return
+    if (n := json_values(text)) > limit:
+        raise InputError(
+            f"{where} holds about {n:,} JSON values (objects, lists, strings, numbers), over vistkit's limit of "
+            f"{limit:,} per file (the whole file is held in memory while it is read); split it, or if it is "
+            f"genuine raise the limit with {JSON_VALUES_ENV}=<n>"
+        )
 
 
 def load_json(path: str | Path) -> Any:
@@ -532,7 +621,7 @@ def read_stories(
         return _read_stdin(format=format, system=system, field=field)
     p = Path(path)
     fmt = format
-    suffix = _inner_suffix(p)
+    suffix = _inner_suffix(Path(content_name(p)))  # a zip's one member: its own name (stories.zip:s.jsonl)
     if fmt is None and suffix == ".jsonl":
         fmt = "jsonl"
     if fmt is None and suffix in (".csv", ".tsv"):
@@ -542,14 +631,31 @@ def read_stories(
     if fmt in ("jsonl", "csv"):
         _check_field(field, fmt, p)
     if fmt == "jsonl":
-        stories = list(iter_jsonl(p, system=system))
+        stories = _collect(iter_jsonl(p, system=system), p)
     elif fmt == "csv":
-        stories = list(iter_csv(p, system=system))
+        stories = _collect(iter_csv(p, system=system), p)
     else:
         stories = _json_stories(load_json(p), fmt, p, system=system, field=field)
     if not stories:
         raise InputError(f"{p}: holds no stories")
     return StorySet(stories, source=str(p))
+
+
+def _collect(stories: Iterable[Story], where: str | Path) -> list[Story]:
+    """``stories`` as a list, refused in one sentence once there are more than `vistkit.limits.max_stories`
+    (counted as they are read, so memory stays bounded)."""
+    from vistkit.limits import STORIES_ENV, max_stories
+
+    limit = max_stories()
+    out: list[Story] = []
+    for story in stories:
+        if len(out) >= limit:
+            raise InputError(
+                f"{where} holds more than {limit:,} stories, over vistkit's limit per file; split it, or raise the "
+                f"limit with {STORIES_ENV}=<n>"
+            )
+        out.append(story)
+    return out
 
 
 STDIN = "-"
@@ -566,7 +672,7 @@ def _json_stories(data: Any, fmt: str | None, p: Path, *, system: str | None, fi
         except InputError as exc:
             raise InputError(f"{p}: {exc}") from None
     _check_field(field, fmt, p)
-    return list(_from_json(data, fmt, p, system=system, field=field))
+    return _collect(_from_json(data, fmt, p, system=system, field=field), p)
 
 
 def _check_field(field: str, fmt: str, p: Path) -> None:
@@ -617,11 +723,11 @@ def _read_stdin(*, format: str | None, system: str | None, field: str) -> StoryS
     if fmt in ("jsonl", "csv"):
         _check_field(field, fmt, name)
     if fmt == "jsonl":
-        stories = list(_jsonl_stories(io.StringIO(text), name, system))
+        stories = _collect(_jsonl_stories(io.StringIO(text), name, system), name)
     elif fmt == "csv":
         delimiter = "\t" if "\t" in text.split("\n", 1)[0] else ","
         with io.StringIO(text, newline="") as fh:
-            stories = list(_csv_stories(CsvFile(fh, name, delimiter), name, system))
+            stories = _collect(_csv_stories(CsvFile(fh, name, delimiter), name, system), name)
     else:
         stories = _json_stories(parse_json(text, "<stdin>"), fmt, name, system=system, field=field)
     if not stories:
@@ -665,7 +771,7 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
         for sid, text in data.items():
             if not isinstance(text, str):
                 raise InputError(f"{p}: story {sid!r}: text must be a string, found {type(text).__name__}")
-            yield Story(story_id=str(sid), text=text, system=system)
+            yield _story(p, story_id=str(sid), text=text, system=system)
     elif fmt == "tapm":
         _need_dict(data, p)
         for key, text in data.items():
@@ -674,7 +780,7 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
                 raise InputError(f"{p}: key {key!r}: text must be a string")
             where = f"{p}: key '{_printable(key)}'"
             ids = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos, start=1))
-            yield Story(story_id=str(key), text=text, photo_ids=ids, album_id=album, system=system)
+            yield _story(p, story_id=str(key), text=text, photo_ids=ids, album_id=album, system=system)
     elif fmt == "tapm-nested":
         _need_dict(data, p)
         for album, seqs in data.items():
@@ -685,19 +791,35 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
                     raise InputError(f"{p}: album {album!r} sequence {seq!r}: text must be a string")
                 where = f"{p}: album '{_printable(album)}' sequence '{_printable(seq)}'"
                 seq_photos = tuple(photo_id_text(x, where, j) for j, x in enumerate(seq.split("_"), start=1))
-                yield Story(
-                    story_id=f"{album}_{seq}", text=text, photo_ids=seq_photos, album_id=str(album), system=system
+                yield _story(
+                    p, story_id=f"{album}_{seq}", text=text, photo_ids=seq_photos, album_id=str(album), system=system
                 )
     elif fmt == "arel":
         _need_dict(data, p)
+        made: dict[str, str] = {}  # story id -> the album it came from
         for album, texts in data.items():
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 raise InputError(f"{p}: album {album!r}: expected a list of story strings")
             for i, text in enumerate(texts):
                 sid = str(album) if len(texts) == 1 else f"{album}#{i}"
-                yield Story(story_id=sid, text=text, album_id=str(album), system=system)
+                if sid in made:  # album "1" with two stories makes "1#0", as does an album named "1#0"
+                    raise InputError(
+                        f"{p}: albums '{_printable(made[sid])}' and '{_printable(album)}' both give a story the id "
+                        f"'{_printable(sid)}' (the stories of an album are ALBUM#0, ALBUM#1, ...); rename one album"
+                    )
+                made[sid] = album
+                yield _story(p, story_id=sid, text=text, album_id=str(album), system=system)
     else:
         raise InputError(f"{p}: format {fmt!r} is not a JSON format")
+
+
+def _story(where: str | Path, **fields: Any) -> Story:
+    """A `Story` read at ``where`` (a file, a line, a record): a story the model refuses (an id with a control
+    character, a text over the length limit ...) is refused naming the place."""
+    try:
+        return Story(**fields)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def _need_dict(data: Any, p: Path) -> None:
@@ -721,7 +843,8 @@ def _challenge(data: Any, p: Path, system: str | None) -> Iterator[Story]:
         if not isinstance(text, str):
             raise InputError(f"{where}: 'story_text_normalized' must be a string")
         ids = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos, start=1))
-        yield Story(
+        yield _story(
+            where,
             story_id=sequence_key(ids),
             text=text,
             photo_ids=ids,
@@ -742,21 +865,44 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
         photo_id_text(rec["photo_flickr_id"], where, "photo_flickr_id")  # checked here, where the storylet can be named
         if (album := rec.get("album_id")) is not None:
             id_text(album, where, "album_id")
-        by_story.setdefault(id_text(rec["story_id"], where, "story_id"), []).append(rec)
+        if not isinstance(rec[field], str):  # str(None) would score the story "None"
+            raise InputError(
+                f"{where}: the field {field!r} is {_kind(rec[field])}, not text; every storylet needs its "
+                f"{field} as a string" + ("" if field == "text" else " (is it the right --hyp-field?)")
+            )
+        sid = id_text(rec["story_id"], where, "story_id")
+        order = rec["worker_arranged_photo_order"]
+        if type(order) is not int and not (isinstance(order, str) and order.strip().isdigit()):
+            shown = f"the text '{_printable(order)}'" if isinstance(order, str) else _kind(order)
+            raise InputError(
+                f"{p}: story {_printable(sid)}, storylet {i + 1}: worker_arranged_photo_order is {shown}, but it "
+                "must be a whole number (the photo's place in the story: 0, 1, ...)"
+            )
+        by_story.setdefault(sid, []).append(rec)
     for sid, recs in by_story.items():
-        try:
-            recs.sort(key=lambda r: int(r["worker_arranged_photo_order"]))
-        except (TypeError, ValueError):
-            raise InputError(f"{p}: story {sid}: worker_arranged_photo_order must be integers") from None
+        recs.sort(key=lambda r: int(r["worker_arranged_photo_order"]))
+        orders = [int(r["worker_arranged_photo_order"]) for r in recs]
+        if len(set(orders)) != len(orders):
+            twice = next(o for i, o in enumerate(orders) if o in orders[:i])
+            raise InputError(
+                f"{p}: story '{_printable(sid)}' has two storylets at worker_arranged_photo_order {twice}, so the "
+                "order of its sentences is unknown; give each storylet its own place"
+            )
         photos = tuple(str(r["photo_flickr_id"]) for r in recs)
         album = recs[0].get("album_id")
         if field == "text":
-            sentences = tuple(str(r["text"]) for r in recs)
+            sentences = tuple(r["text"] for r in recs)
             text = " ".join(sentences).strip()
         else:  # a story-level field repeated on every storylet (PR-VIST's predicted_story)
             sentences = None
-            text = str(recs[0][field])
-        yield Story(
+            text = recs[0][field]
+            if any(r[field] != text for r in recs[1:]):
+                raise InputError(
+                    f"{p}: story '{_printable(sid)}': its storylets hold different {field!r} values, and a story "
+                    f"has one; is {field!r} a story-level field?"
+                )
+        yield _story(
+            p,
             story_id=sid,
             text=text,
             sentences=sentences,
@@ -847,14 +993,24 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     if sid is None:
         raise InputError(f"{where}: needs 'story_id' or 'photo_ids'")
     album = rec.get("album_id")
-    return Story(
+    return _story(
+        where,
         story_id=id_text(sid, where, "story_id"),
         text=text,
         sentences=sentences,
         photo_ids=photos,
         album_id=None if album is None or album == "" else id_text(album, where, "album_id"),
-        system=system or (str(rec["system"]) if rec.get("system") else None),
+        system=system or _system_name(rec.get("system"), where),
     )
+
+
+def _system_name(value: Any, where: str) -> str | None:
+    """A record's ``system`` field: text (empty or missing: None); another kind of value is refused."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{where}: 'system' is {_kind(value)}, but a system name is text; write it as a string")
+    return value
 
 
 def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
@@ -865,11 +1021,17 @@ def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story
 
 
 def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[Story]:
+    decoder = json.JSONDecoder(object_pairs_hook=unique_pairs)  # one for all lines (json.loads makes one each)
     for n, line in enumerate(iter_lines(fh, p), start=1):
         if not line.strip():
             continue
+        if "\x00" in line:
+            raise InputError(
+                f"{p} line {n}: holds a NUL byte, which no JSON text has; is the file UTF-16 (save it as UTF-8) "
+                "or not a JSONL file?"
+            )
         try:
-            rec = json.loads(line, object_pairs_hook=unique_pairs)
+            rec = decoder.decode(line)
         except DuplicateKeyError as exc:
             raise InputError(f"{p} line {n}: {exc}; give each field once") from None
         except json.JSONDecodeError as exc:

@@ -33,6 +33,41 @@ class Keying(StrEnum):
             raise InputError(f"key {value!r} is not a keying; use one of {', '.join(k.value for k in cls)}") from None
 
 
+def _shown(text: str) -> str:
+    """An id for a message: control characters escaped, at most 60 characters."""
+    shown = text if text.isprintable() else repr(text)[1:-1]
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+#: Unicode categories no id may hold: control characters (tab, newline, ESC...), invisible format characters
+#: (zero-width space, byte-order mark, direction marks) and line/paragraph separators
+_BAD_ID_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+
+
+def clean_id(value: str, what: str, story_id: str) -> str:
+    """An id (story, album, photo) as it is matched: Unicode NFC (``café`` typed as ``e`` + accent matches the
+    composed ``é``); an id holding a control or invisible character (``"a\\u200b"`` looks like ``"a"`` and would
+    silently match nothing) is refused in one sentence. ASCII ids without control characters pass unchanged."""
+    if type(value) is not str:
+        raise InputError(
+            f"story {_shown(str(story_id))!r}: {what} must be a string, not {type(value).__name__}"
+        )
+    if value.isascii() and value.isprintable():
+        return value
+    import unicodedata
+
+    for ch in value:
+        if unicodedata.category(ch) in _BAD_ID_CATEGORIES:
+            name = unicodedata.name(ch, "")
+            char = f"U+{ord(ch):04X} ({name.lower()})" if name else f"the control character U+{ord(ch):04X}"
+            owner = "" if what == "story_id" else f"story {_shown(str(story_id))!r}: "
+            raise InputError(
+                f"{owner}{what} '{_shown(value)}' holds {char}, which is invisible in an id (it would not match "
+                "the same id typed without it); remove it"
+            )
+    return unicodedata.normalize("NFC", value)
+
+
 def sequence_key(photo_ids: Iterable[str]) -> str:
     """The sequence key of an ordered photo list: ids joined by ``-``."""
     return "-".join(str(p) for p in photo_ids)
@@ -64,7 +99,18 @@ class Story:
                 f"(Story(story_id='1', text='We went to the park. ...'))"
             )
 
+        object.__setattr__(self, "story_id", clean_id(self.story_id, "story_id", self.story_id))
+        if self.album_id is not None:
+            object.__setattr__(self, "album_id", clean_id(self.album_id, "album_id", self.story_id))
+        if self.photo_ids and not all(type(p) is str and p.isascii() and p.isprintable() for p in self.photo_ids):
+            photos = tuple(clean_id(p, "a photo id", self.story_id) for p in self.photo_ids)
+            object.__setattr__(self, "photo_ids", photos)
         for part in (self.text, *(self.sentences or ())):
+            if isinstance(part, str) and "\x00" in part:
+                raise InputError(
+                    f"story {_shown(self.story_id)!r} holds a NUL character (U+0000), which is not text; is the file "
+                    "UTF-16 (save it as UTF-8) or binary?"
+                )
             if isinstance(part, str) and not part.isascii():
                 try:
                     part.encode("utf-8")

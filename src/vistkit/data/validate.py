@@ -221,14 +221,19 @@ def _decode(raw: bytes) -> tuple[str, list[Finding]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from vistkit.data.readers import binary_kind
+
         text = raw.decode("utf-8", errors="replace")
         line = raw[: exc.start].count(b"\n") + 1
+        kind = binary_kind(raw[:4]) if exc.start < 4 else None
         found.append(
             Finding(
                 "encoding",
                 Level.ERROR,
                 Origin.VISTKIT,
-                f"[Error] (vistkit) The file is not UTF-8 text (byte {exc.start}, line {line}: "
+                f"[Error] (vistkit) The file is not UTF-8 text but {kind}."
+                if kind
+                else f"[Error] (vistkit) The file is not UTF-8 text (byte {exc.start}, line {line}: "
                 f"{exc.reason}); save it as UTF-8.",
                 line=line,
             )
@@ -389,31 +394,18 @@ def validate_submission(
     elif str(submission) == STDIN:
         raw, path = read_stdin_bytes("the submission"), name or "<stdin>"
     else:
-        p = Path(submission)
-        path = name or str(p)
-        if not p.exists():
-            from vistkit.data.readers import missing_file
+        from vistkit.data.readers import read_bytes
 
-            raise missing_file(p)
-        if p.is_dir():
-            raise InputError(f"{p} is a folder; give the submission JSON file")
-        from vistkit.limits import input_too_large, max_input_bytes
-
-        limit = max_input_bytes()
-        try:
-            if p.stat().st_size > limit:
-                raise input_too_large(p, limit)
-            with open(p, "rb") as fh:  # a pipe or a device has no size: read one byte past the limit
-                raw = fh.read(limit + 1)
-            if len(raw) > limit:
-                raise input_too_large(p, limit)
-        except OSError as exc:
-            raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+        path = name or str(submission)
+        raw = read_bytes(submission)  # .zip / .gz opened as everywhere, capped at the input limit
     tmpl = _load_side(template, "template")
     refs = _load_side(references, "references")
     required = required_sequences(tmpl, refs)
     report = ValidationReport(path=_printable(path), n_required=None if required is None else len(required))
     text, encoding_findings = _decode(raw)
+    from vistkit.data.readers import check_json_values
+
+    check_json_values(text, path)  # before parsing: the parsed document is held whole
     entries = _challenge_checks(text, report, required)
     if entries is not None:
         report.n_stories = len(entries)
