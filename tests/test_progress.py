@@ -225,3 +225,24 @@ def test_labelled_tasks_name_their_system(clock: FakeClock, capsys: pytest.Captu
         clock.now += 4
         t.update(1)
     assert _lines(capsys) == ["bertscore: scored 1/1 stories (0.2/s, 0:00:04)"]
+
+
+def test_part_maps_an_inner_loop_onto_its_block(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inner loop inside one block of a longer run (an LM's batches for stories 1,024..2,047 of 2,019...) moves
+    the task over that block only: before `progress.part`, the first block's inner loop said the run was done."""
+    monkeypatch.setenv("VISTKIT_PROGRESS_INTERVAL", "1000")
+    with progress.task("story-ranker", 24) as t:
+        with progress.part(0, 8, 24):
+            progress.fraction(1, 2)
+            assert t.done == 4
+            progress.fraction(1, 1)
+            assert t.done == 8
+        with progress.part(8, 16, 24):
+            progress.fraction(1, 4)
+            assert t.done == 10
+        progress.fraction(16, 24)
+        assert t.done == 16
+    with progress.part(0, 1, 2):  # no open task: nothing happens
+        progress.fraction(1, 1)
+    assert progress.current() is None
+

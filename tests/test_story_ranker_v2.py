@@ -217,6 +217,29 @@ def test_copy_of_a_sentence_never_raises_the_score_tiny_lm(tiny_ranker, sents: l
             assert after <= before + 1e-5, name  # float32 LM: batch shapes change the last bits
 
 
+def test_progress_follows_the_blocks(tiny_lm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoder's and the LM's inner loops move the count block by block (`progress.part`): the first block's
+    inner loops once said the whole run was done (2,019/2,019 after 1,024 stories, then minutes of silence)."""
+    from vistkit import progress
+    from vistkit.metrics import story_ranker
+    from vistkit.metrics.base import get_metric
+
+    monkeypatch.setattr(story_ranker, "ENCODER_BLOCK", 8)
+    seen: list[int] = []
+    real = progress.Task.update
+
+    def spy(self: progress.Task, done: int) -> None:
+        real(self, done)
+        if self.parent is None:
+            seen.append(self.done)
+
+    monkeypatch.setattr(progress.Task, "update", spy)
+    metric = get_metric("story-ranker", lm=str(tiny_lm), device="cpu")
+    metric.score([Story(str(k), f"we went to park {k} . the dog ran . we had fun .") for k in range(24)])
+    assert seen and seen[-1] == 24
+    assert all(d <= 8 for d in seen[: seen.index(8)]) and 8 in seen and 16 in seen, seen
+
+
 def test_explain_sums_to_the_utility(tiny_ranker) -> None:  # type: ignore[no-untyped-def]
     metric = tiny_ranker["story-ranker"]
     stories = [Story("a", "we went to the park . the dog ran . we had fun ."), Story("b", "the the the .")]

@@ -359,7 +359,8 @@ class _LMMetric(Metric):
         for start in range(0, len(items), SCORE_CHUNK):  # the log-probabilities of one chunk at a time
             chunk = items[start : start + SCORE_CHUNK]
             sents = [self.story_sentences(it.hypothesis) for it in chunk]
-            logprobs = self.scorer.logprobs(sents, passes=PASSES_OF[self.name])
+            with progress.part(start, start + len(chunk), len(items)):  # the LM's batches move this chunk's span
+                logprobs = self.scorer.logprobs(sents, passes=PASSES_OF[self.name])
             for item, sentences, lp in zip(chunk, sents, logprobs, strict=True):
                 sv = per(self.scorer, lp)
                 value = self.story_value(sv, lp)

@@ -262,7 +262,10 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     for start in range(0, len(texts), ENCODER_BLOCK):  # the sentence vectors of one block of stories at a time
         rows = range(start, min(start + ENCODER_BLOCK, len(texts)))
         keys = sorted({" ".join(s) for row in rows for s in words[row] if s})
-        vectors = dict(zip(keys, encoder.encode(keys), strict=True))  # one length-batched pass, distinct sentences
+        # progress: the encoder moves the first tenth of this block's span, the LM pass the rest
+        lm_start = start + 0.1 * len(rows)
+        with progress.part(start, lm_start, len(texts)):
+            vectors = dict(zip(keys, encoder.encode(keys), strict=True))  # one length-batched pass, distinct sentences
         encoder.forget()  # the vectors live as long as this block, not in the load-once encoder
 
         def encode(sentences: Sequence[str], vectors: dict[str, np.ndarray] = vectors) -> np.ndarray:
@@ -275,7 +278,9 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
         # the LM pass of the same block (its log-probabilities are held for one block, as the vectors);
         # ASCII quotes before splitting: NLTK 3.8.1's Punkt keeps "\u201cA.\u201d \u201cB.\u201d" as one sentence
         lm_input = [[natural_sentence(s) for s in split_sentences(plain_quotes(texts[row]))] for row in rows]
-        for row, lp in zip(rows, scorer.logprobs(lm_input), strict=True):
+        with progress.part(lm_start, rows.stop, len(texts)):
+            block_logprobs = scorer.logprobs(lm_input)
+        for row, lp in zip(rows, block_logprobs, strict=True):
             if lp.error is not None or not lp.sentences:
                 continue
             table[row, names.index("lm_fluency")] = _mean_defined(fluency_sentences(lp, scorer.unigram))

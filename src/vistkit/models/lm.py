@@ -1061,8 +1061,13 @@ class CausalLM:
         )
         # every batch is queued before any result is read back: on a GPU the host prepares and launches the next
         # batch while the device runs this one, and one copy brings every value back (no sync per batch)
+        from vistkit import progress
+
         with torch.inference_mode():
-            parts = [self._forward([distinct[i] for i in batch]) for batch in batches]
+            parts = []
+            for k, batch in enumerate(batches):
+                parts.append(self._forward([distinct[i] for i in batch]))
+                progress.fraction(k + 1, len(batches))  # the open task (or `progress.part`), if any
             flat = torch.cat(parts).double().cpu().numpy() if parts else np.zeros(0)
         at = 0
         for batch in batches:

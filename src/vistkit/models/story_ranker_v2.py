@@ -284,7 +284,7 @@ def other_script(sentence: Sequence[str]) -> bool:
 
 class LanguageLists:
     """Unigram log-frequencies (wordfreq's "small" lists) of English and `OTHER_LANGUAGES`, to tell a sentence in
-    another Latin-script language (`other_language`). Loads in ~1 s (~100 MB), once per process (`language_lists`)."""
+    another Latin-script language (`other_language`). Loads in ~0.7 s (~130 MB), once per process (`language_lists`)."""
 
     def __init__(self) -> None:
         from wordfreq import word_frequency  # the models extra, as `vistkit.models.lm.Unigram`
