@@ -163,7 +163,7 @@ LIKERT_HEAD = "system,item,worker,coherent\n"
     [
         (
             "a,i1,w1,3\na,i1,w1,3\nb,i1,w1,2\n",
-            r"1 row judge a story a worker already judged \(first: line 3 .* line 2\)",
+            r"1 row judges a story a worker already judged \(first: line 3 .* line 2\)",
         ),
         ("a,i1,w1,3\nb,i1,w1,42\n", r"line 3: rating 'coherent' is '42', outside the scale 1-5"),
         ("a,i1,w1,0\n", "outside the scale 1-5"),

@@ -359,3 +359,13 @@ def run_help(command: str) -> tuple[int, str, str]:
 
     res = CliRunner().invoke(app, ["meta", command, "--help"], terminal_width=200)
     return res.exit_code, " ".join(res.output.split()), ""
+
+
+def test_left_out_note_counts_pairs_not_stories() -> None:
+    """`excluded` counts pairs (a human story shared by three pairs is three): the note says pairs."""
+    from vistkit.commands.meta.common import _left_out_note
+
+    note = _left_out_note({"excluded": {"bleu-4": 1020, "rovist-nr": 1, "meteor-vist": 0}})
+    assert "note: bleu-4: 1020 pairs left out (a story of each has no score)" in note
+    assert "note: rovist-nr: 1 pair left out (a story of it has no score)" in note
+    assert "meteor-vist" not in note

@@ -412,6 +412,10 @@ def report_cmd(
         kind = "likert" if task == "likert" else "pairs"
         out = Path(tmp) / f"{kind}.csv"
         prov = export(st, out, fmt=kind, drop_failed_gold=drop_failed_gold)
+        from vistkit.meta.human import SHOWN_AS
+
+        # a warning naming lines of the export names the file the user keeps (the same lines), not this one
+        SHOWN_AS[str(out)] = str(keep) if keep is not None else f"the export of {study} (--keep FILE keeps it)"
         args = ["meta", "correlate" if task == "likert" else "pairs", str(out), "--metrics", ",".join(metrics)]
         args += ["--format", fmt.value, "--bootstrap", str(bootstrap)]
         if references is not None:

@@ -56,6 +56,19 @@ VIST_ASPECTS = ("focused", "coherent", "share", "human", "grounded", "detailed")
 VRANK_ERRORS = ("Gram", "Rep", "Desc", "Abs", "Event", "Obj")
 
 
+#: how a message names a file that a command wrote for a moment (studio report's export): path -> words
+SHOWN_AS: dict[str, str] = {}
+
+
+def _shown(p: Path) -> str:
+    return SHOWN_AS.get(str(p), str(p))
+
+
+def _rows(n: int, plural: str, singular: str) -> str:
+    """``3 rows judge`` / ``1 row judges``."""
+    return f"{n} rows {plural}" if n != 1 else f"1 row {singular}"
+
+
 def is_reference_system(system: str | None) -> bool:
     """Whether ``system`` names a human reference story ("human", "gt", "reference", ...)."""
     return system is not None and system.strip().lower() in REFERENCE_SYSTEMS
@@ -191,7 +204,7 @@ def _warn_repeated_rows(rows: Sequence[dict[str, str]], p: Path) -> None:
         from vistkit.errors import warn
 
         warn(
-            f"{p}: {repeats} row{'s' if repeats > 1 else ''} repeat an earlier row exactly (first: line {first[0]} "
+            f"{_shown(p)}: {_rows(repeats, 'repeat', 'repeats')} an earlier row exactly (first: line {first[0]} "
             f"= line {first[1]}); each is counted as a separate pair: remove copies that are not separate judgements"
         )
 
@@ -382,7 +395,7 @@ def _warn_contradicting_pairs(pairs: Sequence[StoryPair], p: Path) -> None:
         from vistkit.errors import warn
 
         warn(
-            f"{p}: {contradicting} row{'s' if contradicting > 1 else ''} judge the same two stories as an earlier row "
+            f"{_shown(p)}: {_rows(contradicting, 'judge', 'judges')} the same two stories as an earlier row "
             f"but prefer the other one (first: line {example[0]} against line {example[1]}); both are counted, so "
             "check that no label has the wrong sign"
         )
@@ -751,14 +764,14 @@ def _read_judgements(
     if repeated and anonymous_repeats:
         n, first = repeated[0]
         raise InputError(
-            f"{p}: {len(repeated)} row{'s' if len(repeated) > 1 else ''} rate a story rated on an earlier row and "
+            f"{_shown(p)}: {_rows(len(repeated), 'rate', 'rates')} a story rated on an earlier row and "
             f"there is no worker column to tell whose ratings they are (first: line {n} repeats system and item of "
             f"line {first}); add a worker column, or remove the copies"
         )
     if repeated:
         n, first = repeated[0]
         raise InputError(
-            f"{p}: {len(repeated)} row{'s' if len(repeated) > 1 else ''} judge a story a worker already judged "
+            f"{_shown(p)}: {_rows(len(repeated), 'judge', 'judges')} a story a worker already judged "
             f"(first: line {n} repeats system, item and worker of line {first}); remove the copies"
         )
     keys = list(groups)

@@ -211,10 +211,12 @@ def _left_out_note(result: dict[str, Any]) -> str:
             f"note: {result['zero_gap_pairs']} of {result['pairs']} pairs have no human preference (a gap of 0) "
             "and are left out"
         )
-    for metric, n in result.get("excluded", {}).items():
+    for metric, n in result.get("excluded", {}).items():  # pairs (a story shared by three pairs counts thrice)
         if n:
-            stories = f"{n} stor{'y' if n == 1 else 'ies'}"
-            lines.append(f"note: {metric}: {stories} without a score; their pairs are left out")
+            lines.append(
+                f"note: {metric}: {n} pair{'' if n == 1 else 's'} left out (a story of "
+                f"{'it' if n == 1 else 'each'} has no score)"
+            )
     return "".join("\n" + line for line in lines)
 
 
