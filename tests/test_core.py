@@ -126,3 +126,15 @@ def test_resample_uses_statistics_when_given() -> None:
 def test_unknown_metric_names_a_fix() -> None:
     with pytest.raises(UnknownMetricError, match="vistkit metrics"):
         get_metric_class("no-such-metric")
+
+
+def test_a_tiny_value_is_not_shown_as_zero() -> None:
+    """A BLEU-4 of 8.1e-07 (no shared 4-gram in 50 stories) read 0.0000 in the demo, as if broken."""
+    from vistkit.report.tables import fmt_number
+
+    assert fmt_number(8.1e-07) == "8.1e-07"
+    assert fmt_number(-3e-9) == "-3.0e-09"
+    assert fmt_number(0.0) == "0.0000"
+    assert fmt_number(0.00005) == "0.0001"  # rounds to a non-zero number: unchanged
+    assert fmt_number(0.24296) == "0.2430"
+    assert fmt_number(float("nan")) == "n/a"
