@@ -360,10 +360,20 @@ class BertScore(Metric):
             raise MissingDependencyError(
                 "bertscore needs torch and transformers: pip install 'vistkit[models]'"
             ) from None
+        from vistkit.metrics._options import option_batch_size, option_bool, option_int, option_text
+
         threads = check_num_threads(self.name, num_threads)
-        if batch_size < 1:
-            raise InputError(f"bertscore: batch_size must be at least 1 (got {batch_size})")
-        if not str(model).strip():  # Path("") would be the current folder
+        batch_size = option_batch_size(self.name, batch_size)
+        idf = option_bool(self.name, "idf", idf)
+        rescale_with_baseline = option_bool(self.name, "rescale_with_baseline", rescale_with_baseline)
+        fast_tokenizer = option_bool(self.name, "fast_tokenizer", fast_tokenizer)
+        layer = None if layer is None else option_int(self.name, "layer", layer, low=0)
+        lang = option_text(self.name, "lang", lang)
+        if baseline_path is not None and not isinstance(baseline_path, str | Path):  # "" is `read_baseline`'s
+            raise InputError(f"bertscore: baseline_path must be a file name, not {type(baseline_path).__name__}")
+        if isinstance(model, Path):
+            model = str(model)
+        if not isinstance(model, str) or not model.strip():  # Path("") would be the current folder
             raise InputError(
                 "bertscore: model is empty; give a packaged model (minilm-l6), a hub id in the local Hugging Face "
                 "cache or a model folder"
@@ -411,7 +421,10 @@ class BertScore(Metric):
             elif isinstance(values, int | float):
                 parts = [float(values)]
             else:
-                parts = [float(v) for v in values]
+                try:
+                    parts = [float(v) for v in values]
+                except (TypeError, ValueError):
+                    parts = []  # refused below, in one sentence
             if len(parts) == 1:
                 parts = parts * 3
             if len(parts) != 3 or not all(math.isfinite(v) and v < 1.0 for v in parts):
@@ -466,9 +479,14 @@ class BertScore(Metric):
     def idf_weights(self, references: Sequence[str]) -> dict[int, float]:
         """bert_score's ``get_idf_dict``: ``log((M + 1) / (df + 1))`` over M reference documents."""
         df: Counter[int] = Counter()
-        for text in references:
-            cached = self._cache.get(text)
-            df.update(set(cached[0] if cached is not None else self._encoder.encode(text)))
+        ids: dict[str, list[int]] = {}  # the distinct texts of a block, tokenised in one batched call
+        for start in range(0, len(references), 4096):
+            block = references[start : start + 4096]
+            todo = list(dict.fromkeys(t for t in block if t not in self._cache))
+            ids = dict(zip(todo, self._encoder.encode_many(todo), strict=True))
+            for text in block:
+                cached = self._cache.get(text)
+                df.update(set(cached[0] if cached is not None else ids[text]))
         m = len(references)
         return {tok: math.log((m + 1) / (c + 1)) for tok, c in df.items()} | {-1: math.log(m + 1)}
 
@@ -508,17 +526,52 @@ class BertScore(Metric):
         if any(not g for g in groups):
             raise InputError("bertscore: every candidate needs at least one reference")
         flat = [r for g in groups for r in g]
-        self._embedded([*candidates, *flat])
-        idf = self.idf_weights(flat) if self.idf else None
+        idf = self.idf_weights(flat) if self.idf else None  # token ids only: no embedding held for it
         out = np.zeros((len(candidates), 3), dtype=float)
-        for k, (cand, group) in enumerate(zip(candidates, groups, strict=True)):
-            prf = np.array([self._pair(cand, ref, idf) for ref in group], dtype=float)
-            out[k] = prf.max(axis=0)  # each of P, R, F1 maximised separately (bert_score)
+        chunks = self._chunks(candidates, groups)
+        for lo, hi in chunks:
+            # a part of the items at a time, so the embeddings held stay within the cache's size whatever the
+            # number of stories (50,000 stories held ~12 GB of token vectors at once); each text's vectors do not
+            # depend on the part (real tokens only are matched)
+            with progress.part(lo, hi, len(candidates)):
+                self._embedded([*candidates[lo:hi], *(r for g in groups[lo:hi] for r in g)])
+            for k in range(lo, hi):
+                prf = np.array([self._pair(candidates[k], ref, idf) for ref in groups[k]], dtype=float)
+                out[k] = prf.max(axis=0)  # each of P, R, F1 maximised separately (bert_score)
+            self._trim_cache()
+            progress.fraction(hi, len(candidates))
         if self.baseline_values is not None:
             b = np.array(self.baseline_values, dtype=float)
             out = (out - b) / (1.0 - b)
-        self._trim_cache()
+        # float32 dot products of a text with itself can round to 1 + 1e-7: the declared range [-1, 1] holds
+        np.clip(out, -1.0, 1.0, out=out)
         return out[:, 0], out[:, 1], out[:, 2]
+
+    def _chunks(self, candidates: Sequence[str], groups: Sequence[Sequence[str]]) -> list[tuple[int, int]]:
+        """Runs of items whose texts' token vectors fit in half the cache (a text's tokens estimated from its
+        characters: at most one token per two characters, plus the special tokens, at most ``max_length``)."""
+        dim = int(getattr(self._encoder.model.config, "hidden_size", 0) or 1024)
+        budget = max(1, _CACHE_FLOATS // 2 // dim)
+        cap = self._encoder.max_length
+
+        def tokens(text: str) -> int:
+            return min(len(text) // 2 + 2, cap)
+
+        out: list[tuple[int, int]] = []
+        lo, used = 0, 0
+        seen: set[str] = set()
+        for k, cand in enumerate(candidates):
+            cost = sum(tokens(t) for t in {cand, *groups[k]} - seen)
+            if k > lo and used + cost > budget:
+                out.append((lo, k))
+                lo, used = k, 0
+                seen = set()
+                cost = sum(tokens(t) for t in {cand, *groups[k]})
+            used += cost
+            seen.update((cand, *groups[k]))
+        if lo < len(candidates):
+            out.append((lo, len(candidates)))
+        return out
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         cands = [it.hypothesis.text for it in items]

@@ -61,8 +61,9 @@ CLIPSCORE_PREFIX = "A photo depicts "
 
 
 def clip_s(cosines: np.ndarray | float, *, w: float = CLIPSCORE_W) -> np.ndarray:
-    """CLIP-S = w * max(cos, 0) (Hessel et al. 2021, Eq. 1), elementwise."""
-    return w * np.clip(np.asarray(cosines, dtype=np.float64), 0.0, None)
+    """CLIP-S = w * max(cos, 0) (Hessel et al. 2021, Eq. 1), elementwise (a float32 cosine rounded above 1 counts
+    as 1, so the declared range [0, w] holds)."""
+    return w * np.clip(np.asarray(cosines, dtype=np.float64), 0.0, 1.0)
 
 
 def story_sentences(story: Story, mode: str) -> list[str]:
@@ -112,8 +113,16 @@ class ClipEncoder:
         self.folder = folder
         self.device = choose_device(device)
         self.batch_size = batch_size
-        self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
-        self.processor = processor_class.from_pretrained(str(folder))
+        from vistkit.models.checkpoints import transformers_load_errors
+
+        if not folder.is_dir():
+            raise InputError(
+                f"{folder} is a file, not a CLIP model folder (config.json, model.safetensors and the tokenizer's "
+                "vocab.json and merges.txt)"
+            )
+        with transformers_load_errors(folder, "CLIP tokenizer and image processor"):
+            self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
+            self.processor = processor_class.from_pretrained(str(folder))
         with quiet_transformers():
             model, info = load_pretrained(
                 CLIPModel, folder, trust=trust, what="CLIP model", output_loading_info=True
@@ -200,8 +209,14 @@ def load_clip(
 ) -> ClipEncoder:
     """A (process-cached) `ClipEncoder`; a missing model raises one sentence naming the hub id and the
     option."""
+    from vistkit.metrics._options import option_batch_size, option_bool, option_text
+
+    batch_size = option_batch_size(metric, batch_size)
+    trust = option_bool(metric, "trust_checkpoint", trust)
+    name_or_path = option_text(metric, "clip_model", name_or_path)
     key = (str(name_or_path), str(device), trust)
     if key in _CLIP_CACHE:
+        _CLIP_CACHE[key].batch_size = batch_size
         return _CLIP_CACHE[key]
     try:
         import transformers  # noqa: F401
@@ -254,6 +269,8 @@ class _ClipScoreBase(PhotoMetric):
             clip_model, metric=self.name, device=device, trust=trust_checkpoint, batch_size=batch_size
         )
         self._use_photos(images, photos)
+        if not isinstance(prefix, str):
+            raise InputError(f"{self.name}: prefix must be a text (got {type(prefix).__name__})")
         self.prefix = prefix
         self._image_cache: dict[str, np.ndarray] = {}
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from vistkit import progress
 from vistkit.data.story import Story
-from vistkit.errors import MissingDependencyError
+from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
 from vistkit.models.precision import precision_fields
 from vistkit.models.runtime import content_key
@@ -171,7 +171,18 @@ class RovistC(Metric):
     ) -> None:
         if model is None:
             raise _checkpoint_missing(self.name)
+        from vistkit.metrics._options import option_batch_size, option_bool
         from vistkit.models.sop import load_sop_model
+
+        trust_checkpoint = option_bool(self.name, "trust_checkpoint", trust_checkpoint)
+        if batch_size is not None:
+            batch_size = option_batch_size(self.name, batch_size)
+        # a boolean (or the word, as the CLI reads it); other text is the cache file's path
+        words = ("true", "yes", "on", "1", "false", "no", "off", "0")
+        if not isinstance(cache, Path) and not (isinstance(cache, str) and cache.strip().lower() not in words):
+            cache = option_bool(self.name, "cache", cache)
+        elif not str(cache).strip():
+            raise InputError(f"{self.name}: cache is empty; give true, false or the cache file's path")
 
         self.model = load_sop_model(
             model,
@@ -344,8 +355,10 @@ class Coherence(Metric):
         batch_size: int = 64,
         precision: str = "fp32",
     ) -> None:
+        from vistkit.metrics._options import option_batch_size
         from vistkit.models.coherence_head import CoherenceModel
 
+        batch_size = option_batch_size(self.name, batch_size)
         try:
             self.model = CoherenceModel(model, device=device, batch_size=batch_size, precision=precision)
         except ImportError:

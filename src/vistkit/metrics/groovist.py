@@ -399,6 +399,12 @@ class Groovist(PhotoMetric):
         batch_size: int = 64,
         trust_checkpoint: bool = False,
     ) -> None:
+        from vistkit.metrics._options import option_float, option_int, option_text
+
+        dataset = option_text(self.name, "dataset", dataset)
+        max_regions = option_int(self.name, "max_regions", max_regions, low=1, high=10_000)
+        if theta is not None:
+            theta = option_float(self.name, "theta", theta)
         if theta is None:
             if dataset.lower() not in THETA:
                 raise InputError(
@@ -463,12 +469,23 @@ class Groovist(PhotoMetric):
             for i in items
         ]
         phrases = {i.item_id: self._weighted(nps) for i, nps in zip(items, all_nps, strict=True)}
-        self.encoder.encode_texts(
-            list(dict.fromkeys(p for nps, _ in phrases.values() for p in nps)), truncate=False
-        )
+        # a phrase over CLIP's context (the official clip.tokenize stops the whole run there): its story only is
+        # left out, with the reason
+        distinct = list(dict.fromkeys(p for nps, _ in phrases.values() for p in nps))
+        limit = self.encoder.max_tokens
+        counts = self.encoder.n_tokens(distinct) if distinct else []
+        too_long = {p: n for p, n in zip(distinct, counts, strict=True) if n > limit}
+        self.encoder.encode_texts([p for p in distinct if p not in too_long], truncate=False)
         for item in progress_items(items):
             story = item.hypothesis
             problem = self._photo_problem(story)
+            long = next((p for p in phrases[item.item_id][0] if p in too_long), None)
+            if problem is None and long is not None:
+                shown = long if len(long) <= 60 else long[:60] + "..."
+                problem = (
+                    f"the noun phrase {shown!r} is {too_long[long]:,} CLIP tokens, over CLIP's {limit}-token context "
+                    "(the official code stops there)"
+                )
             if problem is not None:
                 excluded[item.item_id] = problem
                 values.append(math.nan)

@@ -191,8 +191,11 @@ class MeteorVist(Metric):
     )
 
     def __init__(self, *, drop_non_ascii: bool = False, prefetch: bool = True) -> None:
-        self.drop_non_ascii = bool(drop_non_ascii)
-        if prefetch:  # load-once scorer: the JVM loads Meteor's tables while the caller reads its files
+        from vistkit.metrics._options import option_bool
+
+        self.drop_non_ascii = option_bool(self.name, "drop_non_ascii", drop_non_ascii)
+        # load-once scorer: the JVM loads Meteor's tables while the caller reads its files
+        if option_bool(self.name, "prefetch", prefetch):
             _prefetch("hter", False)
 
     def signature_fields(self) -> dict[str, object]:
@@ -253,7 +256,10 @@ class _PooledMeteor(Metric):
     norm: ClassVar[bool]
 
     def __init__(self, *, prefetch: bool = True) -> None:
-        if prefetch:  # load-once scorer: the JVM loads Meteor's tables while the caller reads its files
+        from vistkit.metrics._options import option_bool
+
+        # load-once scorer: the JVM loads Meteor's tables while the caller reads its files
+        if option_bool(self.name, "prefetch", prefetch):
             _prefetch(self.task, self.norm)
 
     def _texts(self, items: Sequence[Item]) -> tuple[list[str], list[list[str]]]:

@@ -147,8 +147,12 @@ class SacreBleu(Metric):
             raise InputError(
                 f"sacrebleu: unknown smooth_method {smooth_method!r}; use one of {', '.join(_SMOOTH)}"
             )
-        if not 1 <= int(max_ngram_order) <= 9:
-            raise InputError(f"sacrebleu: max_ngram_order must be between 1 and 9 (got {max_ngram_order})")
+        from vistkit.metrics._options import option_bool, option_int
+
+        max_ngram_order = option_int(self.name, "max_ngram_order", max_ngram_order, low=1, high=9)
+        lowercase = option_bool(self.name, "lowercase", lowercase)
+        if not isinstance(tokenize, str) or not isinstance(smooth_method, str):
+            raise InputError("sacrebleu: tokenize and smooth_method are names (text)")
         if smooth_value is not None and smooth_method not in _SMOOTH_WITH_VALUE:
             warn(
                 f"sacrebleu: smooth_value is ignored: it applies to smooth_method floor or add-k, and this run "
@@ -160,7 +164,7 @@ class SacreBleu(Metric):
                 value = float(smooth_value)
             except (TypeError, ValueError):
                 value = math.nan
-            if not (math.isfinite(value) and value > 0):
+            if isinstance(smooth_value, bool) or not (math.isfinite(value) and value > 0):
                 raise InputError(
                     f"sacrebleu: smooth_value must be a finite number above 0 for smooth_method {smooth_method} "
                     f"(got {smooth_value!r})"

@@ -76,7 +76,14 @@ class Vrank(CrossEncoderRanker):
         num_threads: int | None = None,
     ) -> None:
         super().__init__()
+        from vistkit.metrics._options import option_batch_size, option_text
+
         threads = check_num_threads(self.name, num_threads)
+        batch_size = option_batch_size(self.name, batch_size)
+        if model is not None:
+            model = option_text(self.name, "model", model)
+        if anchors is not None:
+            anchors = option_text(self.name, "anchors", anchors)
         if model is None:
             raise MissingDependencyError(
                 "vrank needs a trained Vrank folder (no model is shipped): train one with `vistkit vrank train "

@@ -43,6 +43,7 @@ import importlib.util
 import json
 import os
 import re
+import select
 import shutil
 import struct
 import subprocess
@@ -75,6 +76,51 @@ class JavaInfo:
 
 
 _JAVA_CACHE: dict[tuple[str | None, str | None], JavaInfo] = {}
+_JAVA_LOCK = threading.Lock()  # the prefetch thread and the caller ask at once: one `java -version` between them
+
+#: seconds a Java process may stay silent where a working JVM answers at once (``java -version``, the METEOR
+#: helper's hello, the jar's usage text): a ``java`` that hangs is refused in one sentence instead of waiting forever
+JAVA_TIMEOUT = 30.0
+#: seconds Meteor may take to load a language's tables (the jar parses 61 MB of gzip in 7-28 s; the cache: < 1 s)
+TABLE_LOAD_TIMEOUT = 300.0
+
+
+def _run_java(
+    cmd: Sequence[str], *, timeout: float, data: bytes | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run`` of a short Java command in a process group of its own: on a timeout, Ctrl-C or any
+    error the whole group is killed, so a ``java`` wrapper script that hangs leaves no child behind."""
+    posix = os.name != "nt"
+    proc = subprocess.Popen(
+        list(cmd),
+        stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        start_new_session=posix,
+    )
+    try:
+        out, err = proc.communicate(data, timeout=timeout)
+    except BaseException:
+        if posix:
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                proc.kill()
+        else:
+            proc.kill()
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+
+def java_timeout() -> float:
+    """`JAVA_TIMEOUT`, or ``$VISTKIT_JAVA_TIMEOUT`` seconds when that is a number above 0."""
+    try:
+        value = float(os.environ.get("VISTKIT_JAVA_TIMEOUT", ""))
+    except ValueError:
+        return JAVA_TIMEOUT
+    return value if 0 < value < 1e6 else JAVA_TIMEOUT
 
 
 def _java_candidates() -> list[str]:
@@ -106,20 +152,26 @@ def parse_java_version(text: str) -> int:
 def find_java() -> JavaInfo | None:
     """The Java to use (``$JAVA_HOME/bin/java``, else ``java`` on ``PATH``), or ``None``."""
     key = (os.environ.get("JAVA_HOME"), os.environ.get("PATH"))
-    if key in _JAVA_CACHE:
-        return _JAVA_CACHE[key]
-    for exe in _java_candidates():
-        try:
-            proc = subprocess.run([exe, *NO_CRASH_LOG_HERE, "-version"], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        text = (proc.stderr or "") + (proc.stdout or "")
-        lines = text.strip().splitlines()
-        first = lines[0] if proc.returncode == 0 and lines else ": ".join(lines[:2])  # a failure: with its reason
-        info = JavaInfo(exe, parse_java_version(text), first, started=proc.returncode == 0)
-        _JAVA_CACHE[key] = info
-        return info
-    return None
+    with _JAVA_LOCK:
+        if key in _JAVA_CACHE:
+            return _JAVA_CACHE[key]
+        for exe in _java_candidates():
+            timeout = java_timeout()
+            try:
+                proc = _run_java([exe, *NO_CRASH_LOG_HERE, "-version"], timeout=timeout)
+            except subprocess.TimeoutExpired:  # found, but hangs: say so (not "no java found")
+                info = JavaInfo(exe, 0, f"`java -version` did not answer within {timeout:g} s", started=False)
+                _JAVA_CACHE[key] = info
+                return info
+            except (OSError, subprocess.SubprocessError):
+                continue
+            text = (proc.stderr + proc.stdout).decode("utf-8", "replace")
+            lines = [" ".join(line.split()) for line in text.strip().splitlines()]
+            first = lines[0] if proc.returncode == 0 and lines else ": ".join(lines[:2])  # a failure: its reason
+            info = JavaInfo(exe, parse_java_version(text), first[:300], started=proc.returncode == 0)
+            _JAVA_CACHE[key] = info
+            return info
+        return None
 
 
 def require_java(purpose: str = "METEOR") -> JavaInfo:
@@ -128,6 +180,11 @@ def require_java(purpose: str = "METEOR") -> JavaInfo:
     info = find_java()
     if info is None:
         raise MissingDependencyError(f"{hint} (no java found on PATH or in JAVA_HOME).")
+    if not info.started and info.version == 0 and "did not answer" in info.version_text:
+        raise MissingDependencyError(
+            f"{purpose} needs Java, and {info.path} hangs ({info.version_text}); fix or remove that java, or point "
+            "JAVA_HOME at a working one (VISTKIT_JAVA_TIMEOUT=SECONDS waits longer)"
+        )
     if not info.started and info.version == 0:
         raise MissingDependencyError(
             f"{purpose} needs Java, and {info.path} is installed but did not start ({info.version_text!r}); the "
@@ -207,6 +264,8 @@ def cache_dir() -> Path:
 #                                                numbers), double score; then the pooled score. Each line is
 #                                                handled like a stdio "SCORE ||| r1 ||| ... ||| hyp" line
 #                                                (split on '|||', trim); its stats are re-parsed like "EVAL".
+#   'V'                                       -> int32 0x56495354 ("VIST"), at once: the hello that proves a
+#                                                working JVM runs the helper (a `java` that hangs is caught)
 #   'Q'                                       -> exit
 HELPER_CLASS = "VistkitMeteor"
 JAVA_SOURCES = "resources/java"  # package data: the helper and our edu/cmu/meteor/aligner classes
@@ -300,13 +359,19 @@ def _helper_classpath(java: JavaInfo) -> str | None:
         path.write_text(text, encoding="utf-8")
         files.append(str(path))
     release = ["--release", "8"] if java.version >= 9 else []
-    proc = subprocess.run(
-        [javac, *(f"-J{o}" for o in NO_CRASH_LOG_HERE), *release, "-nowarn", "-encoding", "UTF-8", "-cp", str(jar),
-         "-d", str(tmp), *files],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
+    try:
+        proc = subprocess.run(
+            [javac, *(f"-J{o}" for o in NO_CRASH_LOG_HERE), *release, "-nowarn", "-encoding", "UTF-8", "-cp",
+             str(jar), "-d", str(tmp), *files],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=max(300.0, 4 * java_timeout()),
+        )
+    except (OSError, subprocess.TimeoutExpired):  # a javac that hangs or cannot run: Meteor's stdio fallback
+        proc = None
+    if proc is None or proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     shutil.rmtree(src_dir, ignore_errors=True)
@@ -384,6 +449,73 @@ class MultiResult:
     corpus: float
 
 
+class _Silent(Exception):
+    """The child said nothing before the deadline."""
+
+
+class _Closed(Exception):
+    """The child closed its output (it exited)."""
+
+
+class _Pipe:
+    """A child's stdout read through its file descriptor, each read with an optional deadline (``select``; on
+    Windows reads block), so a ``java`` that hangs is noticed instead of waited for forever."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd = proc.stdout.fileno()
+        self.buf = bytearray()
+
+    def _fill(self, deadline: float | None) -> None:
+        if deadline is not None and os.name != "nt":
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise _Silent
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            raise _Closed
+        self.buf += chunk
+
+    def read(self, n: int, timeout: float | None = None) -> bytes:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(self.buf) < n:
+            self._fill(deadline)
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def readline(self, timeout: float | None = None) -> bytes:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (end := self.buf.find(b"\n")) < 0:
+            self._fill(deadline)
+        out = bytes(self.buf[: end + 1])
+        del self.buf[: end + 1]
+        return out
+
+
+#: the helper's answer to its hello ('V'): "VIST" as a big-endian int
+HELPER_HELLO = 0x56495354
+#: the most bytes one string of the helper's answers may hold (a larger length is not the helper speaking)
+_MAX_ANSWER_STRING = 1 << 20
+
+
+def _stopped(proc: subprocess.Popen[bytes] | None, what: str = "the METEOR Java helper") -> MissingDependencyError:
+    code = proc.poll() if proc is not None else None
+    how = f" (exit code {code})" if code is not None else ""
+    return MissingDependencyError(
+        f"{what} stopped unexpectedly{how}; check that Java works (java -version) and that 2 GB of memory are free"
+    )
+
+
+def _kill(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 class MeteorServer:
     """A warm JVM running the helper (``VistkitMeteor.java``) (or Meteor's stdio server as a fallback). Thread-safe."""
 
@@ -413,32 +545,53 @@ class MeteorServer:
                 stderr=subprocess.DEVNULL,
                 cwd=str(meteor_jar().parent),
             )
+            self._pipe = _Pipe(self.proc)
+            self._hello()
             self.start_seconds = time.perf_counter() - t0
+
+    def _hello(self) -> None:
+        """The helper answers 'V' at once: a ``java`` that hangs or is not Java is refused in one sentence."""
+        self._send(b"V")
+        if self._int(timeout=java_timeout(), doing="start METEOR's helper") != HELPER_HELLO:
+            proc, self.proc = self.proc, None
+            _kill(proc)
+            raise MissingDependencyError(
+                f"{self.java.path} did not run METEOR's helper (it answered something else); check that it is a "
+                "working Java (java -version), or point JAVA_HOME at one"
+            )
 
     # -- protocol --------------------------------------------------------------------------------------
     def _send(self, data: bytes) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
+        if self.proc is None or self.proc.stdin is None:  # stopped after an earlier failure
+            raise _stopped(None)
         try:
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
-            raise MissingDependencyError(
-                "the METEOR Java helper stopped unexpectedly; check that Java works (java -version) and that "
-                "2 GB of memory are free"
-            ) from exc
+            proc, self.proc = self.proc, None
+            _kill(proc)
+            raise _stopped(proc) from exc
 
-    def _read(self, n: int) -> bytes:
-        assert self.proc is not None and self.proc.stdout is not None
-        buf = self.proc.stdout.read(n)
-        if buf is None or len(buf) != n:
+    def _read(self, n: int, *, timeout: float | None = None, doing: str = "answer") -> bytes:
+        """``n`` bytes of the helper's answer; a helper that exits, or stays silent past ``timeout`` seconds, is
+        stopped and reported in one sentence (the server is then unusable; `meteor_server` starts a new one)."""
+        assert self.proc is not None
+        try:
+            return self._pipe.read(n, timeout)
+        except _Closed:
+            proc, self.proc = self.proc, None
+            _kill(proc)
+            raise _stopped(proc) from None
+        except _Silent:
+            proc, self.proc = self.proc, None
+            _kill(proc)
             raise MissingDependencyError(
-                "the METEOR Java helper stopped unexpectedly; check that Java works (java -version) and that "
-                "2 GB of memory are free"
-            )
-        return buf
+                f"{self.java.path} did not {doing} within {timeout:g} s and was stopped; check that Java works "
+                "(java -version) and is not starved of memory or CPU (VISTKIT_JAVA_TIMEOUT=SECONDS waits longer)"
+            ) from None
 
-    def _int(self) -> int:
-        return int(struct.unpack(">i", self._read(4))[0])
+    def _int(self, *, timeout: float | None = None, doing: str = "answer") -> int:
+        return int(struct.unpack(">i", self._read(4, timeout=timeout, doing=doing))[0])
 
     def _doubles(self, n: int) -> list[float]:
         return list(struct.unpack(f">{n}d", self._read(8 * n))) if n else []
@@ -457,16 +610,24 @@ class MeteorServer:
     def _config_locked(self, cfg: MeteorConfig) -> ConfigInfo:
         if cfg in self._configs:
             return self._configs[cfg]
-        if self.proc is None:
+        if not self.uses_helper:
             t0 = time.perf_counter()
             self._stdio[cfg] = StdioMeteor(cfg, java=self.java)
             info = ConfigInfo(-1, time.perf_counter() - t0, math_nan, math_nan, math_nan, math_nan, ())
         else:
             self._send(b"C" + self._str(cfg.task) + self._str(cfg.language) + self._str(cfg.norm_name))
-            cid = self._int()
+            cid = self._int(timeout=TABLE_LOAD_TIMEOUT, doing="load METEOR's tables")
             ms = self._int()
             loaded = self._int()
-            table = self._read(self._int()).decode("utf-8")
+            size = self._int()
+            if not 0 <= size <= _MAX_ANSWER_STRING:
+                proc, self.proc = self.proc, None
+                _kill(proc)
+                raise MissingDependencyError(
+                    f"{self.java.path} answered METEOR's helper protocol with nonsense (a {size:,}-byte name); "
+                    "check that it is a working Java (java -version)"
+                )
+            table = self._read(size).decode("utf-8", "replace")
             a, b, g, d = self._doubles(4)
             k = self._int()
             info = ConfigInfo(cid, ms / 1000.0, a, b, g, d, tuple(self._doubles(k)), bool(loaded), table)
@@ -485,7 +646,7 @@ class MeteorServer:
             info = self._config_locked(cfg)
             if not tests:
                 return []
-            if self.proc is None:
+            if not self.uses_helper:
                 got = self._stdio[cfg].pair_scores([t for t, _ in unique], [r for _, r in unique])
             else:
                 parts = [b"P", struct.pack(">ii", info.cid, len(unique))]
@@ -500,7 +661,7 @@ class MeteorServer:
         """Stdio semantics: each ``SCORE ||| ref1 ||| ... ||| hyp`` line -> stats; then one pooled EVAL."""
         with self._lock:
             info = self._config_locked(cfg)
-            if self.proc is None:
+            if not self.uses_helper:
                 return self._stdio[cfg].score_lines(lines)
             parts = [b"M", struct.pack(">ii", info.cid, len(lines))]
             parts += [self._str(line) for line in lines]
@@ -553,6 +714,7 @@ class StdioMeteor:
 
     def __init__(self, cfg: MeteorConfig, *, java: JavaInfo | None = None) -> None:
         java = java or require_java()
+        _check_runs_meteor_jar(java)
         cmd = [java.path, *NO_CRASH_LOG_HERE, "-Xmx2G", "-jar", str(meteor_jar()), "-", "-", "-stdio", "-l",
                cfg.language]  # fmt: skip
         if cfg.task:
@@ -560,6 +722,7 @@ class StdioMeteor:
         if cfg.norm:
             cmd.append("-norm")
         self.cfg = cfg
+        self.java = java
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
@@ -567,14 +730,51 @@ class StdioMeteor:
             stderr=subprocess.DEVNULL,
             cwd=str(meteor_jar().parent),
         )
+        self._pipe = _Pipe(self.proc)
+        self._answered = False  # the first answer waits for the tables to load (`TABLE_LOAD_TIMEOUT`)
+
+    def _write(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(text.encode("utf-8", errors="surrogatepass"))
+            self.proc.stdin.flush()
+        except OSError as exc:
+            _kill(self.proc)
+            raise _stopped(self.proc, "the METEOR jar") from exc
+
+    def _line(self) -> str:
+        """One answer line (the first one may wait for the table load; a hang or an exit is one sentence)."""
+        timeout = None if self._answered else TABLE_LOAD_TIMEOUT
+        try:
+            raw = self._pipe.readline(timeout)
+        except _Closed:
+            _kill(self.proc)
+            raise _stopped(self.proc, "the METEOR jar") from None
+        except _Silent:
+            _kill(self.proc)
+            raise MissingDependencyError(
+                f"{self.java.path} did not load METEOR's tables within {TABLE_LOAD_TIMEOUT:g} s and was stopped; "
+                "check that Java works (java -version) and has 2 GB of memory"
+            ) from None
+        self._answered = True
+        return raw.decode("utf-8", "replace").strip()
+
+    def _number(self, text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            _kill(self.proc)
+            raise MissingDependencyError(
+                f"the METEOR jar run by {self.java.path} answered {text[:80]!r} where Meteor prints a score; check "
+                "that it is a working Java (java -version)"
+            ) from None
 
     def _ask(self, line: str) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write((line + "\n").encode("utf-8"))
-        self.proc.stdin.flush()
-        out = self.proc.stdout.readline().decode("utf-8").strip()
+        self._write(line + "\n")
+        out = self._line()
         if not out:
-            raise MissingDependencyError("the METEOR jar stopped unexpectedly; check that Java works")
+            _kill(self.proc)
+            raise _stopped(self.proc, "the METEOR jar")
         return out
 
     @staticmethod
@@ -591,23 +791,20 @@ class StdioMeteor:
         out = []
         for t, r in zip(tests, refs, strict=True):
             stats = self.score_stats(t, [r])
-            out.append(float(self._ask(f"EVAL ||| {stats}")))
+            out.append(self._number(self._ask(f"EVAL ||| {stats}")))
             self._drain_one()
         return out
 
     def _drain_one(self) -> None:
         # EVAL prints one score per stats block and then the pooled score: read the second line too.
-        assert self.proc.stdout is not None
-        self.proc.stdout.readline()
+        self._line()
 
     def score_lines(self, lines: Sequence[str]) -> MultiResult:
         stats_text = [self._ask(self.one_line(line)) for line in lines]
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(("EVAL ||| " + " ||| ".join(stats_text) + "\n").encode("utf-8"))
-        self.proc.stdin.flush()
-        scores = [float(self.proc.stdout.readline()) for _ in lines]
-        corpus = float(self.proc.stdout.readline())
-        return MultiResult([[float(x) for x in s.split()] for s in stats_text], scores, corpus)
+        self._write("EVAL ||| " + " ||| ".join(stats_text) + "\n")
+        scores = [self._number(self._line()) for _ in lines]
+        corpus = self._number(self._line())
+        return MultiResult([[self._number(x) for x in s.split()] for s in stats_text], scores, corpus)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -620,8 +817,52 @@ class StdioMeteor:
                 self.proc.wait()
 
 
+def _check_runs_meteor_jar(java: JavaInfo) -> None:
+    """``java -jar meteor-1.5.jar`` prints Meteor's usage at once: a ``java`` that hangs or is not Java is refused
+    in one sentence before Meteor's stdio server would wait minutes for its tables."""
+    with _JAVA_LOCK:  # the prefetch thread asked first: its answer, not a second wait
+        if java.path in _JAR_RUNS:
+            if _JAR_RUNS[java.path]:
+                raise MissingDependencyError(_JAR_RUNS[java.path])
+            return
+        try:
+            _run_meteor_jar_usage(java)
+        except MissingDependencyError as exc:
+            _JAR_RUNS[java.path] = str(exc)
+            raise
+        _JAR_RUNS[java.path] = ""
+
+
+_JAR_RUNS: dict[str, str] = {}  # java path -> "" (runs the jar) or the sentence saying why not
+
+
+def _run_meteor_jar_usage(java: JavaInfo) -> None:
+    timeout = java_timeout()
+    try:
+        proc = _run_java(
+            [java.path, *NO_CRASH_LOG_HERE, "-jar", str(meteor_jar())], timeout=timeout, cwd=str(meteor_jar().parent)
+        )
+    except subprocess.TimeoutExpired:
+        raise MissingDependencyError(
+            f"{java.path} did not run METEOR's jar within {timeout:g} s (it printed nothing); check that Java works "
+            "(java -version), or set VISTKIT_JAVA_TIMEOUT=SECONDS to wait longer"
+        ) from None
+    except OSError as exc:
+        raise MissingDependencyError(f"{java.path} could not run METEOR's jar ({exc.strerror or exc})") from None
+    text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    if "Meteor" not in text:
+        first = re.sub(r"[^\x20-\x7e]+", "?", " ".join(text.split()))[:120]
+        raise MissingDependencyError(
+            f"{java.path} did not run METEOR's jar (it printed {first!r}); check that it is a working Java "
+            "(java -version), or point JAVA_HOME at one"
+        )
+
+
 _SERVER: MeteorServer | None = None
 _SERVER_LOCK = threading.Lock()
+#: a ``java`` that hung while starting the helper, by (JAVA_HOME, PATH): the prefetch thread already waited for
+#: it, so the caller gets the same sentence at once instead of waiting again
+_HUNG: dict[tuple[str | None, str | None], str] = {}
 
 
 def prefetch(cfg: MeteorConfig) -> None:
@@ -642,7 +883,16 @@ def meteor_server() -> MeteorServer:
     with _SERVER_LOCK:
         server = _SERVER
         if server is None or (server.uses_helper and (server.proc is None or server.proc.poll() is not None)):
-            server = _SERVER = MeteorServer()
+            key = (os.environ.get("JAVA_HOME"), os.environ.get("PATH"))
+            if key in _HUNG:
+                raise MissingDependencyError(_HUNG[key])
+            _SERVER = None
+            try:
+                server = _SERVER = MeteorServer()
+            except MissingDependencyError as exc:
+                if "within" in str(exc):  # a hang (a timeout), not a missing Java that may be installed meanwhile
+                    _HUNG[key] = str(exc)
+                raise
         return server
 
 
@@ -659,6 +909,9 @@ atexit.register(shutdown)
 
 
 # --------------------------------------------------------------------------------------------------- PTB
+#: the line `run_ptb_tokenizer` adds after the texts, and what the tokenizer makes of it
+PTB_CHECK_LINE = "VistkitPTB Check, done."
+PTB_CHECK_TOKENS = "vistkitptb check , done ."
 PTB_CLASS_AND_FLAGS = ("edu.stanford.nlp.process.PTBTokenizer", "-preserveLines", "-lowerCase")
 
 
@@ -668,21 +921,35 @@ def run_ptb_tokenizer(lines: Sequence[str]) -> list[str]:
     java = require_java("the PTB tokenizer (coco metrics)")
     if not lines:
         return []
-    data = "\n".join(lines).encode("utf-8", errors="surrogatepass")
-    proc = subprocess.run(
-        [java.path, *NO_CRASH_LOG_HERE, "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS],
-        input=data,
-        capture_output=True,
-    )
-    if proc.returncode != 0:
-        raise MissingDependencyError(
-            "the Stanford PTB tokenizer failed: " + proc.stderr.decode("utf-8", "replace").strip()[-300:]
+    # a last line with a known answer: a `java` that is not the tokenizer, or a text the jar split in two, cannot
+    # pass for tokens (an empty last text would give no line at all; followed by this line it gives one)
+    data = "\n".join([*lines, PTB_CHECK_LINE]).encode("utf-8", errors="surrogatepass")
+    # the tokenizer reads ~1 MB/s and more: a JVM start plus 20 kB/s is ample, and a `java` that hangs is stopped
+    timeout = java_timeout() + len(data) / 20_000
+    try:
+        proc = _run_java(
+            [java.path, *NO_CRASH_LOG_HERE, "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS], timeout=timeout, data=data
         )
-    out = proc.stdout.decode("utf-8").split("\n")
-    if out and out[-1] == "" and len(out) > len(lines):
-        out = out[: len(lines)]
-    # an empty last text produces no line at all
-    out += [""] * (len(lines) - len(out))
-    if len(out) != len(lines):
-        raise RuntimeError(f"PTB tokenizer returned {len(out)} lines for {len(lines)} texts")
-    return out
+    except subprocess.TimeoutExpired:
+        raise MissingDependencyError(
+            f"the Stanford PTB tokenizer ({java.path}) did not finish {len(lines):,} texts within {timeout:,.0f} s "
+            "and was stopped; check that Java works (java -version), or set VISTKIT_JAVA_TIMEOUT=SECONDS"
+        ) from None
+    if proc.returncode != 0:
+        why = " ".join(proc.stderr.decode("utf-8", "replace").split())[-300:] or f"exit code {proc.returncode}"
+        raise MissingDependencyError(f"the Stanford PTB tokenizer ({java.path}) failed: {why}")
+    try:
+        out = proc.stdout.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        raise MissingDependencyError(
+            f"the Stanford PTB tokenizer ({java.path}) wrote text that is not UTF-8; check that it is a working Java "
+            "(java -version)"
+        ) from None
+    if out and out[-1] == "":
+        out.pop()
+    if len(out) != len(lines) + 1 or out[-1].strip() != PTB_CHECK_TOKENS:
+        raise MissingDependencyError(
+            f"the Stanford PTB tokenizer ({java.path}) returned {len(out) - 1:,} lines for {len(lines):,} texts, "
+            "so no text can be matched to its tokens; check that it is a working Java (java -version)"
+        )
+    return out[:-1]

@@ -465,6 +465,32 @@ def read_sop_weights(
     raise MissingDependencyError(f"{p} does not exist; provide {CHECKPOINT_HELP}")
 
 
+def sop_module_with(state: Mapping[str, Any], cfg: Mapping[str, Any], p: Path) -> Any:
+    """The SOP classifier built from ``cfg`` holding ``state``; a config that cannot build it (negative or zero
+    sizes, far larger than the weights: a memory bomb) or weights that do not fit it are one `InputError`."""
+    from vistkit.limits import DECLARED_FLOOR_VALUES, DECLARED_RATIO
+    from vistkit.models.checkpoints import declared_values_floor, transformers_load_errors
+
+    stored = sum(int(t.numel()) for t in state.values() if hasattr(t, "numel"))
+    declared = declared_values_floor(dict(cfg))
+    if declared > DECLARED_FLOOR_VALUES and declared > DECLARED_RATIO * stored:
+        raise InputError(
+            f"{p}: its ALBERT config declares a model of at least {declared:,} weights, but the checkpoint holds "
+            f"{stored:,}; is it the config.json these weights were trained with?"
+        )
+    weight: Any = state.get("linear.weight")
+    hidden_dim = int(weight.shape[1]) if getattr(weight, "ndim", 0) == 2 else None
+    with transformers_load_errors(p, "RoViST SOP classifier (ALBERT)"):
+        module = build_sop_module(cfg, hidden_dim=hidden_dim)
+        missing, unexpected = module.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise InputError(
+            f"{p.name} does not match the SOP classifier (missing {sorted(missing)[:3]}, unexpected "
+            f"{sorted(unexpected)[:3]}); is it {CHECKPOINT_NAME}?"
+        )
+    return module
+
+
 def load_sop_model(
     model: str | Path,
     *,
@@ -479,14 +505,7 @@ def load_sop_model(
     folder."""
     p = Path(model).expanduser()
     state, cfg, _meta = read_sop_weights(p, trust_checkpoint=trust_checkpoint, config=config)
-    hidden_dim = int(state["linear.weight"].shape[1]) if "linear.weight" in state else None
-    module = build_sop_module(cfg, hidden_dim=hidden_dim)
-    missing, unexpected = module.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise InputError(
-            f"{p.name} does not match the SOP classifier (missing {sorted(missing)[:3]}, unexpected "
-            f"{sorted(unexpected)[:3]}); is it {CHECKPOINT_NAME}?"
-        )
+    module = sop_module_with(state, cfg, p)
     tok = _load_tokenizer(tokenizer, p if p.is_dir() else None)
     return SOPModel(
         module,
@@ -509,6 +528,7 @@ def convert_sop_checkpoint(
 ) -> Path:
     """Convert ``sop_model_epoch4.pth.tar`` once to a safe folder (safetensors + JSON [+ tokenizer files])."""
     state, cfg, meta = read_sop_weights(checkpoint, trust_checkpoint=trust_checkpoint, config=config)
+    sop_module_with(state, cfg, Path(checkpoint))  # a folder that could never load is not written
     tok = _load_tokenizer(tokenizer, None) if tokenizer is not None else None
     return save_converted(
         out_dir,

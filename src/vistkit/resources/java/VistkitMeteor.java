@@ -129,7 +129,35 @@ public class VistkitMeteor {
         for (Future<?> f : fs) f.get();
     }
 
+    /**
+     * Exit as soon as the Python process that started us is gone (killed by SIGTERM or SIGKILL, it closes no
+     * pipe we would notice while a batch runs): a daemon thread polls the parent's ProcessHandle (Java 9+, by
+     * reflection so that the helper still compiles with --release 8; on Java 8 there is no watchdog).
+     */
+    static void exitWithParent() {
+        try {
+            Class<?> handle = Class.forName("java.lang.ProcessHandle");
+            Object self = handle.getMethod("current").invoke(null);
+            Object parent = ((Optional<?>) handle.getMethod("parent").invoke(self)).orElse(null);
+            if (parent == null) return;
+            java.lang.reflect.Method alive = handle.getMethod("isAlive");
+            Thread watchdog = new Thread(() -> {
+                try {
+                    while ((Boolean) alive.invoke(parent)) Thread.sleep(1000);
+                } catch (Exception e) {
+                    return;
+                }
+                Runtime.getRuntime().halt(0);
+            }, "vistkit-parent-watchdog");
+            watchdog.setDaemon(true);
+            watchdog.start();
+        } catch (Exception e) {
+            // Java 8: no ProcessHandle; the helper ends when it next reads or writes the closed pipes
+        }
+    }
+
     public static void main(String[] args) throws Exception {
+        exitWithParent();
         threads = Math.max(1, Integer.parseInt(args.length > 0 ? args[0] : "1"));
         pool = Executors.newFixedThreadPool(threads, r -> {
             Thread t = new Thread(r);
@@ -142,7 +170,9 @@ public class VistkitMeteor {
             int op;
             try { op = in.readByte(); } catch (EOFException e) { break; }
             if (op == 'Q') break;
-            if (op == 'C') {
+            if (op == 'V') {
+                out.writeInt(0x56495354);  // hello ("VIST"): the caller knows a working JVM runs the helper
+            } else if (op == 'C') {
                 String task = readStr(in), lang = readStr(in), normName = readStr(in);
                 // -norm = NORMALIZE_KEEP_PUNCT, -lower = NORMALIZE_LC_ONLY (from the jar's Constants)
                 int norm = normName.equals("norm") ? Constants.NORMALIZE_KEEP_PUNCT
