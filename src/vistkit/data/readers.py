@@ -890,17 +890,13 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
             )
         photos = tuple(str(r["photo_flickr_id"]) for r in recs)
         album = recs[0].get("album_id")
-        if field == "text":
-            sentences = tuple(r["text"] for r in recs)
+        if field == "text" or any(r[field] != recs[0][field] for r in recs[1:]):
+            # one sentence per storylet (SIS `text`, `original_text`): the story is their sentences in order
+            sentences = tuple(r[field] for r in recs)
             text = " ".join(sentences).strip()
         else:  # a story-level field repeated on every storylet (PR-VIST's predicted_story)
             sentences = None
             text = recs[0][field]
-            if any(r[field] != text for r in recs[1:]):
-                raise InputError(
-                    f"{p}: story '{_printable(sid)}': its storylets hold different {field!r} values, and a story "
-                    f"has one; is {field!r} a story-level field?"
-                )
         yield _story(
             p,
             story_id=sid,
