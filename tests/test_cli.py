@@ -384,3 +384,17 @@ def test_an_empty_option_value_is_refused_not_read_as_the_current_folder(
             resolve_model(value)
         with pytest.raises(InputError, match="the LM name is empty"):
             resolve_lm(value)
+
+
+def test_ctrl_c_says_interrupted_and_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Typer turns a KeyboardInterrupt into a silent Exit(130): the user still reads one line saying so."""
+
+    class _CtrlC(io.StringIO):
+        def read(self, *args: object) -> str:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("sys.stdin", _CtrlC())
+    assert main(["validate", "-"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "interrupted"

@@ -112,6 +112,13 @@ class VistkitGroup(TyperGroup):
         quiet = next((p for p in self.params if "--quiet" in getattr(p, "opts", ())), None)
         _conventions(self, quiet, set())
 
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # typer would turn Ctrl-C into a silent Exit(130): say so in one line
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
 
 app = typer.Typer(
     name="vistkit",
