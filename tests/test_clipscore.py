@@ -204,3 +204,23 @@ def test_needs_images(tiny_clip: Path):
 
     with pytest.raises(InputError, match="needs the story photos"):
         ClipScore(clip_model=str(tiny_clip)).score([Story("a", "x .", photo_ids=("1",))])
+
+
+@pytest.mark.slow
+def test_embedding_caches_are_bounded_and_values_unchanged(
+    tiny_clip: Path, photo_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The text and photo caches keep at most VISTKIT_CACHE_MB (least recently used out first): a budget of
+    about two embeddings gives the same scores as the default, and the caches stay within it."""
+    from vistkit.metrics.clipscore import ClipScore
+
+    sents = ("a cat looks at us .", "coffee is served .", "a man with a camera .")
+    stories = StorySet([Story(f"s{i}", " ".join(sents), sentences=sents, photo_ids=tuple(PHOTOS)) for i in range(3)])
+    wide = ClipScore(images=photo_dir, clip_model=str(tiny_clip), sentences="source").score(stories)
+    monkeypatch.setenv("VISTKIT_CACHE_MB", "0.0001")  # ~105 bytes: one tiny-CLIP embedding or two at most
+    monkeypatch.setattr("vistkit.metrics.clipscore._CLIP_CACHE", {})  # a fresh encoder (and text cache)
+    metric = ClipScore(images=photo_dir, clip_model=str(tiny_clip), sentences="source")
+    narrow = metric.score(stories)
+    assert narrow.item_scores == pytest.approx(wide.item_scores, abs=1e-6)
+    for cache in (metric._image_cache, metric.encoder._text_cache):
+        assert cache.max_bytes == 104 and 0 < cache.nbytes <= 104 and len(cache) < 3

@@ -15,6 +15,7 @@ import numpy as np
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 from vistkit.metrics.base import Metric
+from vistkit.models.runtime import ArrayCache
 
 __all__ = ["PhotoMetric", "image_store", "with_photo_map"]
 
@@ -55,10 +56,10 @@ class PhotoMetric(Metric):
     photos: Any
 
     def _use_photos(self, images: Any, photos: Any, regions: Any = None, max_regions: int = 10) -> None:
-        """Set the image store (from a folder), the photo map and an empty region cache."""
+        """Set the image store (from a folder), the photo map and an empty (bounded) region cache."""
         self.store = image_store(images, regions, max_regions)
         self.photos = photos
-        self._region_cache: dict[str, np.ndarray] = {}
+        self._region_cache = ArrayCache()  # photo id -> its regions' embeddings, least recently used out first
 
     @abstractmethod
     def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
@@ -83,6 +84,7 @@ class PhotoMetric(Metric):
 
     def _regions(self, photo_id: str) -> np.ndarray:
         """The encoded regions of a photo, one row per region (cached)."""
-        if photo_id not in self._region_cache:
-            self._region_cache[photo_id] = self._encode_images(self.store.regions_of(photo_id))
-        return self._region_cache[photo_id]
+        found = self._region_cache.get(photo_id)
+        if found is None:
+            found = self._region_cache.put(photo_id, self._encode_images(self.store.regions_of(photo_id)))
+        return found

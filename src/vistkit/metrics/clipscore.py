@@ -41,6 +41,7 @@ from vistkit.metrics._grounding import PhotoMetric
 from vistkit.metrics._grounding import image_store as image_store  # re-exported (moved to _grounding)
 from vistkit.metrics._grounding import with_photo_map as with_photo_map
 from vistkit.metrics.base import Item, MetricCard, Score, mean_score, progress_items, register
+from vistkit.models.runtime import ArrayCache
 
 __all__ = [
     "CLIPSCORE_PREFIX",
@@ -132,7 +133,7 @@ class ClipEncoder:
         self.max_tokens = int(self.model.config.text_config.max_position_embeddings)
         self.fingerprint = model_fingerprint(folder)
         self._torch = torch
-        self._text_cache: dict[tuple[str, bool], np.ndarray] = {}
+        self._text_cache = ArrayCache()  # (text, truncate) -> unit vector, least recently used out first
 
     def n_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts including the start and end tokens (what must fit ``max_tokens``)."""
@@ -144,7 +145,8 @@ class ClipEncoder:
         Texts are batched by length (less padding) and every batch is launched before any result is copied
         back (one wait for the device, not one per batch).
         """
-        todo = sorted(dict.fromkeys(t for t in texts if (t, truncate) not in self._text_cache), key=len)
+        found = {t: v for t in dict.fromkeys(texts) if (v := self._text_cache.get((t, truncate))) is not None}
+        todo = sorted((t for t in dict.fromkeys(texts) if t not in found), key=len)
         torch = self._torch
         pending = []
         for start in range(0, len(todo), self.batch_size):
@@ -162,10 +164,10 @@ class ClipEncoder:
                 pending.append((chunk, torch.nn.functional.normalize(feats.float(), p=2, dim=-1)))
         for chunk, feats in pending:
             for t, f in zip(chunk, feats.cpu().numpy(), strict=True):
-                self._text_cache[(t, truncate)] = f
+                found[t] = self._text_cache.put((t, truncate), f.copy())
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._text_cache[(t, truncate)] for t in texts])
+        return np.stack([found[t] for t in texts])
 
     @property
     def dim(self) -> int:
@@ -272,7 +274,7 @@ class _ClipScoreBase(PhotoMetric):
         if not isinstance(prefix, str):
             raise InputError(f"{self.name}: prefix must be a text (got {type(prefix).__name__})")
         self.prefix = prefix
-        self._image_cache: dict[str, np.ndarray] = {}
+        self._image_cache = ArrayCache()  # photo id -> unit vector
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A variant declares only its own option, ``__init__(self, *, OPTION=..., **options)``; its signature
@@ -287,9 +289,10 @@ class _ClipScoreBase(PhotoMetric):
         return self.encoder.encode_images(images)
 
     def _photo_embedding(self, photo_id: str) -> np.ndarray:
-        if photo_id not in self._image_cache:
-            self._image_cache[photo_id] = self._encode_images([self.store.image(photo_id)])[0]
-        return self._image_cache[photo_id]
+        found = self._image_cache.get(photo_id)
+        if found is None:
+            found = self._image_cache.put(photo_id, self._encode_images([self.store.image(photo_id)])[0].copy())
+        return found
 
     def signature_fields(self) -> dict[str, object]:
         return {

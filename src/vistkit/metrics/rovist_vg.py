@@ -495,7 +495,7 @@ class RovistVG(PhotoMetric):
         batch_size: int = 32,
         trust_checkpoint: bool = False,
     ) -> None:
-        from vistkit.metrics._options import option_batch_size, option_bool, option_int
+        from vistkit.metrics._options import option_batch_size, option_bool, option_float, option_int
 
         if aggregate not in ("log_sum_exp", "sum", "mean"):
             raise InputError(f"aggregate must be log_sum_exp, sum or mean, not {aggregate!r}")
@@ -548,13 +548,7 @@ class RovistVG(PhotoMetric):
             )
         self.idf = checked_idf(idf, "idf") if isinstance(idf, dict) else load_idf(idf, trust=trust_checkpoint)
         if idf_default is not None:
-            try:
-                default_value = float(idf_default)
-            except (TypeError, ValueError, OverflowError):
-                default_value = math.nan
-            if isinstance(idf_default, bool) or not math.isfinite(default_value):
-                raise InputError(f"{self.name}: idf_default must be a finite number (got {idf_default!r:.40})")
-            idf_default = default_value
+            idf_default = option_float(self.name, "idf_default", idf_default)
         import hashlib
 
         self.idf_hash = hashlib.sha256(json.dumps(sorted(self.idf.items())).encode()).hexdigest()[:12]

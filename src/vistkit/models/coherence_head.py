@@ -24,7 +24,7 @@ import numpy as np
 from vistkit import progress
 from vistkit.errors import InputError
 from vistkit.models.checkpoints import file_sha256
-from vistkit.models.runtime import batches_by_length, choose_device
+from vistkit.models.runtime import ArrayCache, batches_by_length, choose_device
 
 KIND = "coherence-head"
 DEFAULT_NAME = "coherence-minilm-v1"
@@ -114,7 +114,7 @@ class SentenceEncoder:
         self.batch_size = batch_size
         self.max_length = max_length
         self.dim = int(self.model.config.hidden_size)
-        self._memo: dict[str, np.ndarray] = {}
+        self._memo = ArrayCache()  # text -> unit vector, least recently used out first beyond its budget
 
     def forget(self) -> None:
         """Drop the memoised embeddings (a caller that keeps its own, for one call)."""
@@ -137,7 +137,8 @@ class SentenceEncoder:
         """``(len(texts), dim)`` float32 unit vectors."""
         import torch
 
-        todo = sorted({t for t in texts if t not in self._memo})
+        found = {t: v for t in dict.fromkeys(texts) if (v := self._memo.get(t)) is not None}
+        todo = sorted({t for t in texts if t not in found})
         if todo:
             enc = self.tokenizer(todo, truncation=True, max_length=self.max_length)
             lengths = [len(x) for x in enc["input_ids"]]
@@ -159,12 +160,12 @@ class SentenceEncoder:
                     pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
                     pooled = torch.nn.functional.normalize(pooled, p=2, dim=1).float().cpu().numpy()
                     for k, i in enumerate(batch):
-                        self._memo[todo[i]] = pooled[k]
+                        found[todo[i]] = self._memo.put(todo[i], pooled[k].copy())
                     done += len(batch)
                     progress.fraction(0.9 * done, len(todo))  # the metric's task (vistkit.progress), if any
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._memo[t] for t in texts]).astype(np.float32)
+        return np.stack([found[t] for t in texts]).astype(np.float32)
 
 
 class CoherenceModel:

@@ -1,4 +1,5 @@
-"""Running models: device choice, length-sorted batching, and an optional content-hash cache."""
+"""Running models: device choice, length-sorted batching, an optional content-hash cache, and bounded in-memory
+caches of embeddings."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,72 @@ def content_key(namespace: str, *parts: object) -> str:
     """SHA-256 of a namespace (model signature) and the inputs, as a cache key."""
     payload = json.dumps([namespace, *parts], ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+#: bytes one `ArrayCache` keeps by default (VISTKIT_CACHE_MB sets it, in MiB)
+DEFAULT_CACHE_BYTES = 512 * 2**20
+
+
+def cache_bytes() -> int:
+    """The size of each in-memory embedding cache: ``VISTKIT_CACHE_MB`` MiB (0 keeps nothing), else 512 MiB."""
+    raw = os.environ.get("VISTKIT_CACHE_MB", "").strip()
+    if not raw:
+        return DEFAULT_CACHE_BYTES
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = float("nan")
+    if not (mib >= 0 and mib < 2**40):  # NaN fails too
+        raise InputError(f"VISTKIT_CACHE_MB must be a number of MiB, 0 or more (got {raw!r:.40})")
+    return int(mib * 2**20)
+
+
+class ArrayCache:
+    """Embeddings (numpy arrays) by key, least recently used out first beyond ``max_bytes`` in all.
+
+    What a metric computes once per photo, region set or text and reuses across stories: unbounded, such a
+    cache grew with the corpus (CLIP regions of 10^6 photos: ~70 GB). An array larger than the whole budget is
+    returned by the caller but not kept.
+    """
+
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self.max_bytes = cache_bytes() if max_bytes is None else int(max_bytes)
+        self._items: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        self.nbytes = 0
+        self._lock = threading.Lock()  # metrics may encode in a prefetch thread
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: Hashable) -> np.ndarray | None:
+        """The array kept under ``key`` (now the most recently used), or None."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: np.ndarray) -> np.ndarray:
+        """Keep ``value`` under ``key`` (dropping the least recently used beyond the budget); returns it."""
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.nbytes -= old.nbytes
+            if value.nbytes <= self.max_bytes:
+                self._items[key] = value
+                self.nbytes += value.nbytes
+                while self.nbytes > self.max_bytes:
+                    _, dropped = self._items.popitem(last=False)
+                    self.nbytes -= dropped.nbytes
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0
 
 
 class ScoreCache:
