@@ -29,6 +29,11 @@ STORIES_DEFAULT = 2_000_000
 # VIST SIS storylets holds about 7 million
 JSON_VALUES_ENV = "VISTKIT_MAX_JSON_VALUES"
 JSON_VALUES_DEFAULT = 12_000_000
+# characters one line of a JSONL or CSV file may hold (each line is read whole; a story of `STORY_CHARS_DEFAULT`
+# characters escaped as \uXXXX with its sentences takes about 1.2 million): at least 8 Mi, 16 per story character
+LINE_CHARS_FLOOR = 8 * MiB
+# blank lines in a row a JSONL or CSV file may hold (skipped one by one: 256 MiB of them took 76 s to refuse)
+BLANK_LINES_MAX = 100_000
 # bootstrap resamples (memory does not grow with the number: they are drawn in chunks; time does)
 MAX_BOOTSTRAP = 1_000_000
 # a checkpoint's zip records (torch.save's format) are read only when stored, never deflated, and each must fit
@@ -78,6 +83,12 @@ def max_json_values() -> int:
     return _env_int(JSON_VALUES_ENV, JSON_VALUES_DEFAULT)
 
 
+def max_line_chars() -> int:
+    """Most characters one line of a JSONL or CSV file may hold: 16 per story character (`max_story_chars`), at
+    least 8 Mi."""
+    return max(LINE_CHARS_FLOOR, 16 * max_story_chars())
+
+
 def input_too_large(where: object, limit: int) -> InputError:
     """The one error for an input over `max_input_bytes` (``where``: the file, or ARCHIVE.zip:MEMBER)."""
     return InputError(
@@ -119,6 +130,18 @@ LIMIT_ROWS = [
         "-",
     ],
     ["CSV cell", "131,072 characters (Python's csv limit)", "-"],
+    [
+        "JSONL and CSV lines",
+        f"{LINE_CHARS_FLOOR // MiB} Mi characters per line (or 16 per story character, if more); at most "
+        f"{BLANK_LINES_MAX:,} blank lines in a row",
+        f"{STORY_CHARS_ENV}=<characters>",
+    ],
+    [
+        "input kinds",
+        "a regular file, or data piped in (-, /dev/stdin, /dev/fd/N); a FIFO, a device (/dev/zero), a socket or a "
+        "folder given as a file is refused before it is read",
+        "-",
+    ],
     [
         "METEOR text length",
         f"meteor-vist/-album/-coco: a story or reference of more than {METEOR_MAX_WORDS:,} words is excluded "

@@ -71,19 +71,17 @@ def parse_bbox(text: str, *, where: str = "") -> Box | None:
 
 def read_regions(path: str | Path) -> dict[str, list[Region]]:
     """``image_id -> [(bbox text, box), ...]`` in file order, from a ``vist_entities.csv``-shaped file."""
-    from vistkit.data.readers import is_input_file, open_csv, shown_names
+    from vistkit.data.readers import is_input_file, missing_input, open_csv, shown_names
 
     p = Path(path)
     if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
-        raise InputError(f"{p}: no such regions file (a CSV with columns image_id,bbox)")
+        raise missing_input(p, "regions file (a CSV with columns image_id,bbox)")
 
     out: dict[str, list[Region]] = {}
     with open_csv(p, delimiter=",") as f:
         cols = f.fieldnames
         if "image_id" not in cols or "bbox" not in cols:
-            raise InputError(
-                f"{p}: the regions CSV needs the columns image_id and bbox (it has {shown_names(cols)})"
-            )
+            raise InputError(f"{p}: the regions CSV needs the columns image_id and bbox (it has {shown_names(cols)})")
         for line, row in f:
             iid = row["image_id"].strip()
             text = row["bbox"].strip()
@@ -95,11 +93,11 @@ def read_regions(path: str | Path) -> dict[str, list[Region]]:
 
 def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
     """``{story_id: [photo ids in story order]}`` from a JSON file."""
-    from vistkit.data.readers import is_input_file, load_json
+    from vistkit.data.readers import is_input_file, load_json, missing_input
 
     p = Path(path)
     if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
-        raise InputError(f"{p}: no such photo map (a JSON object story_id -> [photo ids])")
+        raise missing_input(p, "photo map (a JSON object story_id -> [photo ids])")
 
     from vistkit.data.readers import photo_id_text
 
@@ -129,9 +127,7 @@ def _pil() -> Any:
     try:
         from PIL import Image
     except ImportError:
-        raise MissingDependencyError(
-            "reading photos needs Pillow: pip install 'vistkit[grounding]'"
-        ) from None
+        raise MissingDependencyError("reading photos needs Pillow: pip install 'vistkit[grounding]'") from None
     return Image
 
 
@@ -149,11 +145,9 @@ class ImageStore:
         regions: str | Path | dict[str, list[Region]] | None = None,
         max_regions: int = 10,
     ) -> None:
-        self.root = Path(images)
-        if not self.root.is_dir():
-            raise InputError(
-                f"{self.root}: no such photo folder (give --images DIR holding <photo_id>.jpg files)"
-            )
+        from vistkit.data.readers import check_input_folder
+
+        self.root = check_input_folder(images, "photo folder", "give --images DIR holding <photo_id>.jpg files")
         if max_regions < 1:
             raise InputError(f"max_regions must be at least 1, not {max_regions}")
         self.max_regions = max_regions
@@ -165,10 +159,10 @@ class ImageStore:
             self.regions_file = "given"
         else:
             self.boxes = read_regions(regions)
-            from vistkit.data.readers import split_member
+            from vistkit.data.readers import open_input, split_member
 
             digest = hashlib.sha256()
-            with open(split_member(regions)[0], "rb") as fh:  # an archive member: the archive's bytes
+            with open_input(split_member(regions)[0])[0] as fh:  # an archive member: the archive's bytes
                 while block := fh.read(1 << 20):
                     digest.update(block)
             self.regions_file = digest.hexdigest()[:12]
@@ -186,9 +180,7 @@ class ImageStore:
         if self.path_of(photo_id) is not None:
             return True
         # pre-cut crops only (the official layout)
-        return any(
-            self._crop_file(photo_id, text) is not None for text, _ in self.boxes.get(photo_id, [])[:1]
-        )
+        return any(self._crop_file(photo_id, text) is not None for text, _ in self.boxes.get(photo_id, [])[:1])
 
     def missing(self, photo_ids: Iterable[str]) -> list[str]:
         """The photos of ``photo_ids`` that are not in the folder."""

@@ -28,6 +28,7 @@ import io
 import json
 import os
 import re
+import stat
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -77,11 +78,122 @@ def split_member(path: str | Path) -> tuple[Path, str | None]:
 
 
 def is_input_file(path: str | Path) -> bool:
-    """True when ``path`` can be read as a file: a file, a pipe or a device (``<(zcat x.gz)`` gives
-    ``/dev/fd/63``; every read is capped, `open_binary`), or ``ARCHIVE.zip:MEMBER`` naming an existing archive
-    (the member itself is checked when it is opened); not a folder."""
+    """True when ``path`` names something that exists and is not a folder, or ``ARCHIVE.zip:MEMBER`` naming an
+    existing archive: a caller then opens it with `open_binary`, which refuses what is not a regular file (a
+    FIFO, a device, a socket: `open_input`) in one sentence, and checks the member."""
     p = split_member(path)[0]
     return p.exists() and not p.is_dir()
+
+
+# ------------------------------------------------------------------------------------- what a path may name
+#: how `open_input` opens a path: O_NONBLOCK so that opening a FIFO (or a device) can never wait for a writer;
+#: O_NOCTTY so that a terminal never becomes the controlling one
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: the target of ``/proc/self/fd/N`` for an unnamed pipe (``cat x | ... /dev/stdin``, ``<(zcat x.gz)``)
+_PIPE_LINK = re.compile(r"pipe:\[\d+\]")
+
+
+#: the names of an open file descriptor (``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0``): no suffix tells the
+#: format of what they hold, so `read_stories` detects it from the content, as for ``-``
+_FD_NAME = re.compile(r"/dev/std(?:in|out|err)|/dev/fd/\d+|/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd/\d+")
+
+
+def unnamed_pipe(path: str | Path) -> bool:
+    """Whether ``path`` reaches an unnamed pipe through the links of an open file descriptor (``/dev/stdin``,
+    ``/dev/fd/63`` as ``<(zcat x.gz)`` gives, ``/proc/self/fd/0``): data a shell pipes in, read like ``-``. A
+    named pipe (a FIFO made by ``mkfifo``) is not one."""
+    current = str(path)
+    for _ in range(40):  # the kernel's own limit on links in a row
+        try:
+            target = os.readlink(current)
+        except OSError:
+            return False
+        if _PIPE_LINK.fullmatch(target):
+            return True
+        current = os.path.join(os.path.dirname(current), target)
+    return False
+
+
+def not_a_file(path: str | Path, mode: int, *, fix: str = "give a regular file") -> InputError | None:
+    """The error for a path whose ``st_mode`` is not a regular file's (a folder, a FIFO, a device, a socket),
+    ending with ``fix``; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return InputError(f"{path} is a folder; {fix}")
+    if stat.S_ISFIFO(mode):
+        what = "a named pipe (FIFO), not a regular file, and reading it would wait for a writer forever"
+    elif stat.S_ISCHR(mode):
+        what = "a character device (a terminal, or a device such as /dev/zero that never ends), not a regular file"
+    elif stat.S_ISBLK(mode):
+        what = "a block device (a disk), not a regular file"
+    elif stat.S_ISSOCK(mode):
+        what = "a socket, not a regular file"
+    else:
+        what = "not a regular file"
+    return InputError(f"{path} is {what}; {fix}")
+
+
+def open_input(path: str | Path) -> tuple[io.BufferedReader, int | None]:
+    """Open the file at ``path`` to read its bytes: ``(file, size)``, size None for a pipe.
+
+    Every user-given input goes through here. Only a regular file is opened, or an unnamed pipe reached through
+    ``/dev/stdin``, ``/dev/fd/N`` or ``/proc/self/fd/N`` (`unnamed_pipe`; its reader caps what it reads). A
+    missing path, a link to nothing, a link loop, a folder, a FIFO, a device, a socket and an unreadable file
+    are each refused in one sentence naming ``path`` (`InputError`). The path is checked before it is opened (a
+    device is never opened), opened without waiting (``O_NONBLOCK``), and what was opened checked again
+    (``fstat``), so a path swapped in between is refused too.
+    """
+    p = Path(path)
+    piped = unnamed_pipe(p)
+
+    def check(mode: int) -> None:
+        if not (piped and stat.S_ISFIFO(mode)) and (error := not_a_file(p, mode)) is not None:
+            raise error
+
+    try:
+        check(os.stat(p).st_mode)
+        fd = os.open(p, _OPEN_FLAGS)
+    except OSError as exc:
+        raise _open_error(p, exc) from None
+    try:
+        st = os.fstat(fd)
+        check(st.st_mode)
+        os.set_blocking(fd, True)  # reads wait for a pipe's data as usual; only the open must not
+        return os.fdopen(fd, "rb"), (st.st_size if stat.S_ISREG(st.st_mode) else None)
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise _open_error(p, exc) from None
+        raise
+
+
+def _open_error(p: Path, exc: OSError) -> InputError:
+    """One sentence for an `OSError` from stat or open: missing, a link loop or to nothing, no permission."""
+    if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+        return missing_file(p)
+    if exc.errno == errno.EACCES or exc.errno == errno.EPERM:
+        return InputError(f"{p}: cannot be read (permission denied); make it readable (chmod u+r) or copy it")
+    return InputError(f"{p}: cannot be read ({exc.strerror or exc})")
+
+
+def check_input_folder(path: str | Path, noun: str, hint: str) -> Path:
+    """``path`` when it is a folder (links followed); otherwise one `InputError` naming it as ``noun`` (e.g.
+    "photo folder") with ``hint`` (what to give): missing, a link to nothing or a loop, or a file (or a FIFO, a
+    device) where a folder is expected."""
+    p = Path(path)
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            found = str(missing_file(p))
+            found = f"{p}: no such {noun}" if found == f"{p}: no such file" else found
+            raise InputError(f"{found} ({hint})") from None
+        raise InputError(f"{p}: cannot be read as a {noun} ({exc.strerror or exc}; {hint})") from None
+    if not stat.S_ISDIR(mode):
+        kind = "a file" if stat.S_ISREG(mode) else "not a folder"
+        raise InputError(f"{p} is {kind}, not a {noun} ({hint})")
+    return p
 
 
 # FILE:FIELD (a storylet field, e.g. predicted_story): a plain name that is not a file name
@@ -101,11 +213,7 @@ def split_field(path: str, *, default: str = "text") -> tuple[str, str]:
     if ":" not in path or Path(path).exists():
         return path, default
     before, _, field = path.rpartition(":")
-    if (
-        _FIELD_NAME.fullmatch(field)
-        and not field.lower().endswith(_FILE_SUFFIXES)
-        and is_input_file(before)
-    ):
+    if _FIELD_NAME.fullmatch(field) and not field.lower().endswith(_FILE_SUFFIXES) and is_input_file(before):
         return before, field
     return path, default
 
@@ -167,13 +275,24 @@ def missing_file(path: str | Path) -> InputError:
     return InputError(f"{p}: no such file")
 
 
+def missing_input(path: str | Path, what: str) -> InputError:
+    """The error for a path `is_input_file` refused, naming ``what`` it was to be (e.g. "regions file (a CSV with
+    columns image_id,bbox)"): a folder, a link to nothing or a loop (`missing_file`), else "no such WHAT"."""
+    p = split_member(path)[0]
+    if p.is_dir():
+        return InputError(f"{p} is a folder; give the {what}")
+    error = missing_file(p)
+    return error if str(error) != f"{p}: no such file" else InputError(f"{p}: no such {what}")
+
+
 class _Capped(io.RawIOBase):
     """A binary stream that stops with one `InputError` once more than ``limit`` bytes came out of it (an
     archive's header can lie about the size; the bytes are counted as they are inflated)."""
 
-    def __init__(self, raw: Any, limit: int, where: str) -> None:
+    def __init__(self, raw: Any, limit: int, where: str, *, also: tuple[Any, ...] = ()) -> None:
         super().__init__()
         self._raw = raw
+        self._also = also  # closed after ``raw``: the archive and the file it reads (which it does not close)
         self._left = limit
         self._limit = limit
         self._where = where
@@ -198,6 +317,8 @@ class _Capped(io.RawIOBase):
         try:
             self._raw.close()
         finally:
+            for other in self._also:
+                other.close()
             super().close()
 
 
@@ -217,38 +338,38 @@ def content_name(path: str | Path) -> str:
 
 def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.BufferedReader:
     """The decompressed bytes of a file (see `open_text`), capped at ``max_bytes`` (default:
-    `vistkit.limits.max_input_bytes`)."""
+    `vistkit.limits.max_input_bytes`); what is not a regular file (a FIFO, a device, a folder ...) is refused
+    before anything is read (`open_input`)."""
     from vistkit.limits import input_too_large, max_input_bytes
 
     p, member = split_member(path)
+    limit = max_input_bytes() if max_bytes is None else max_bytes
+    fh, size = open_input(p)
+    zf: zipfile.ZipFile | None = None
     try:
-        if not p.exists():
-            raise missing_file(p)
-        if p.is_dir():
-            raise InputError(f"{p} is a folder; give a file")
-        limit = max_input_bytes() if max_bytes is None else max_bytes
         if p.suffix == ".zip" or member is not None:
-            zf = zipfile.ZipFile(p)
+            zf = zipfile.ZipFile(fh)
             name = _zip_member(zf, p, member)
             where = f"{p}:{name}"
             if zf.getinfo(name).file_size > limit:  # what the header declares; the stream is counted too
-                zf.close()
                 raise input_too_large(where, limit)
-            raw: Any = zf.open(name)
-        elif p.suffix == ".gz":
-            where, raw = str(p), gzip.open(p)
-        else:
-            where, raw = str(p), open(p, "rb")
-            if p.stat().st_size > limit:
-                raw.close()
-                raise input_too_large(where, limit)
-        return io.BufferedReader(_Capped(raw, limit, where))
-    except zipfile.BadZipFile as exc:
-        raise InputError(f"{p}: not a valid zip archive ({exc})") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
-    except (RuntimeError, NotImplementedError) as exc:  # zip: encrypted or unknown compression
-        raise InputError(f"{p}: cannot be read ({exc})") from None
+            return io.BufferedReader(_Capped(zf.open(name), limit, where, also=(zf, fh)))
+        if p.suffix == ".gz":
+            return io.BufferedReader(_Capped(gzip.GzipFile(fileobj=fh, mode="rb"), limit, str(p), also=(fh,)))
+        if size is not None and size > limit:
+            raise input_too_large(p, limit)
+        return io.BufferedReader(_Capped(fh, limit, str(p)))
+    except BaseException as exc:
+        if zf is not None:
+            zf.close()
+        fh.close()
+        if isinstance(exc, zipfile.BadZipFile):
+            raise InputError(f"{p}: not a valid zip archive ({exc})") from None
+        if isinstance(exc, OSError):
+            raise InputError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+        if isinstance(exc, RuntimeError | NotImplementedError):  # zip: encrypted or unknown compression
+            raise InputError(f"{p}: cannot be read ({exc})") from None
+        raise
 
 
 def open_text(path: str | Path, *, newline: str | None = None, max_bytes: int | None = None) -> io.TextIOBase:
@@ -292,9 +413,9 @@ def _decode_error(p: Path | str, exc: UnicodeDecodeError) -> InputError:
     )
 
 
-def iter_lines(fh: io.TextIOBase, path: str | Path, *, max_line: int | None = None) -> Iterator[str]:
+def iter_lines(fh: io.TextIOBase, path: str | Path, *, max_line: int | None = None, why: str = "") -> Iterator[str]:
     """The lines of ``fh``; a decoding or archive error becomes one `InputError` naming ``path``, and so does a
-    line longer than ``max_line`` characters (when given)."""
+    line longer than ``max_line`` characters (when given; ``why``: what sets that limit, shown after it)."""
     try:
         if max_line is None:
             yield from fh
@@ -304,14 +425,43 @@ def iter_lines(fh: io.TextIOBase, path: str | Path, *, max_line: int | None = No
             n += 1
             if len(line) > max_line:
                 raise InputError(
-                    f"{path} line {n}: longer than {max_line:,} characters, over vistkit's limit per line; is this "
-                    "the right file?"
+                    f"{path} line {n}: longer than {max_line:,} characters, over vistkit's limit per line{why}; is "
+                    "this the right file?"
                 )
             yield line
     except UnicodeDecodeError as exc:
         raise _decode_error(path, exc) from None
     except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
         raise InputError(f"{path}: cannot be read ({exc})") from None
+
+
+#: what sets the limit on a JSONL or CSV line (`vistkit.limits.max_line_chars`), as `iter_lines` shows it
+LINE_LIMIT_WHY = " (16 characters per story character: VISTKIT_MAX_STORY_CHARS raises it)"
+
+
+class BlankRun:
+    """Counts the blank lines in a row a JSONL or CSV reader skips, refusing more than
+    `vistkit.limits.BLANK_LINES_MAX` in one sentence (each costs a step of Python: 256 MiB of them took 76 s)."""
+
+    def __init__(self, path: str | Path) -> None:
+        from vistkit.limits import BLANK_LINES_MAX
+
+        self.path = path
+        self.limit = BLANK_LINES_MAX
+        self.count = 0
+
+    def add(self, line: int) -> None:
+        """One more blank line, line ``line`` of the file."""
+        self.count += 1
+        if self.count > self.limit:
+            raise InputError(
+                f"{self.path} line {line}: more than {self.limit:,} blank lines in a row, which no story file has; "
+                "is this the right file?"
+            )
+
+    def reset(self) -> None:
+        """A line that is not blank."""
+        self.count = 0
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -349,8 +499,11 @@ class CsvFile:
     """
 
     def __init__(self, fh: io.TextIOBase, path: str | Path, delimiter: str) -> None:
+        from vistkit.limits import max_line_chars
+
         self.path = path
-        self._rows = csv.reader(iter_lines(fh, path), delimiter=delimiter, strict=True)
+        lines = iter_lines(fh, path, max_line=max_line_chars(), why=LINE_LIMIT_WHY)
+        self._rows = csv.reader(lines, delimiter=delimiter, strict=True)
         self._end = 0  # the last line read so far
         try:
             header = next(self._rows, [])
@@ -386,10 +539,12 @@ class CsvFile:
         names = self.fieldnames
         width = len(names)
         rows = self._rows
+        blank = BlankRun(self.path)
         try:
             for row in rows:
                 if len(row) != width:
                     if not row or (len(row) == 1 and not row[0].strip()):  # a blank line
+                        blank.add(rows.line_num)
                         self._end = rows.line_num
                         continue
                     raise InputError(
@@ -397,6 +552,7 @@ class CsvFile:
                         f"the header has {width} column{'s' if width != 1 else ''}; give every row one cell "
                         "per column (quote cells that hold the delimiter)"
                     )
+                blank.reset()
                 self._end = rows.line_num
                 yield self._end, dict(zip(names, map(restore_cell, row), strict=True))
         except csv.Error as exc:
@@ -420,8 +576,11 @@ def read_csv(path: str | Path, *, delimiter: str | None = None) -> tuple[list[st
 
 def read_csv_rows(path: str | Path, *, delimiter: str | None = None) -> list[list[str]]:
     """All rows of a CSV as lists of cells (no header handling; an unterminated quote is refused)."""
+    from vistkit.limits import max_line_chars
+
     with open_text(path, newline="") as fh:
-        rows = csv.reader(iter_lines(fh, path), delimiter=delimiter or csv_delimiter(path), strict=True)
+        lines = iter_lines(fh, path, max_line=max_line_chars(), why=LINE_LIMIT_WHY)
+        rows = csv.reader(lines, delimiter=delimiter or csv_delimiter(path), strict=True)
         try:
             return [[restore_cell(c) for c in row] for row in rows]
         except csv.Error as exc:
@@ -547,23 +706,113 @@ def json_values(text: str) -> int:
 def check_json_values(text: str, where: str | Path) -> None:
     """Refuse JSON ``text`` whose values (`json_values`) exceed `vistkit.limits.max_json_values`, before it is
     parsed (parsing holds the whole document: 256 MiB of ``[[],[],...`` would take 6 GiB)."""
-    from vistkit.limits import JSON_VALUES_ENV, max_json_values
+    from vistkit.limits import max_json_values
 
     limit = max_json_values()
     if 3 * len(text) + 1 <= limit:  # too short to hold that many values
         return
     if (n := json_values(text)) > limit:
-        raise InputError(
-            f"{where} holds about {n:,} JSON values (objects, lists, strings, numbers), over vistkit's limit of "
-            f"{limit:,} per file (the whole file is held in memory while it is read); split it, or if it is "
-            f"genuine raise the limit with {JSON_VALUES_ENV}=<n>"
-        )
+        raise _too_many_values(where, f"about {n:,}", limit)
+
+
+def _too_many_values(where: str | Path, count: str, limit: int) -> InputError:
+    from vistkit.limits import JSON_VALUES_ENV
+
+    return InputError(
+        f"{where} holds {count} JSON values (objects, lists, strings, numbers), over vistkit's limit of "
+        f"{limit:,} per file (the whole file is held in memory while it is read); split it, or if it is "
+        f"genuine raise the limit with {JSON_VALUES_ENV}=<n>"
+    )
+
+
+#: how much of a JSON file is read at a time while its values are counted (`read_json_text`, `read_json_bytes`)
+_JSON_BLOCK = 1 << 22
+
+
+def read_json_text(path: str | Path) -> str:
+    """The whole text of a JSON file (see `read_text`), read block by block: its values are counted as it is
+    read, so a file over `vistkit.limits.max_json_values` (``[[[[...``, ``[0,0,0,...``) is refused once the
+    count passes the limit, a file that is only blank lines or spaces is refused without being held, and one
+    that cannot be JSON from its first character on is read no further (`_JsonBlocks`)."""
+    blocks = _JsonBlocks(path)
+    with open_text(path) as fh:
+        try:
+            while not blocks.stop and (block := fh.read(_JSON_BLOCK)):
+                blocks.add(block, block.isspace(), json_values(block) - 1)
+        except UnicodeDecodeError as exc:
+            raise _decode_error(path, exc) from None
+        except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
+            raise InputError(f"{path}: cannot be read ({exc})") from None
+    return "".join(blocks.end())
+
+
+def read_json_bytes(path: str | Path) -> bytes:
+    """The whole decompressed bytes of a JSON file (see `read_bytes`), refused as `read_json_text` refuses them
+    (the values counted on the bytes, whatever their encoding)."""
+    blocks = _JsonBlocks(path)
+    with open_binary(path) as fh:
+        try:
+            while not blocks.stop and (block := fh.read(_JSON_BLOCK)):
+                blocks.add(block, block.isspace(), block.count(b",") + block.count(b"[") + 3 * block.count(b"{"))
+        except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
+            raise InputError(f"{path}: cannot be read ({exc})") from None
+    return b"".join(blocks.end())
+
+
+#: the characters a JSON value starts with (NaN and Infinity too: a reader names them)
+_JSON_STARTS = frozenset('{["-0123456789tfnNI')
+
+
+class _JsonBlocks:
+    """The blocks of a JSON file as it is read: more values than `vistkit.limits.max_json_values` are refused
+    when the count passes the limit; more than one block of blank lines or spaces before the first value is
+    not kept, and refused at the first value or at the end (no JSON file starts with megabytes of nothing); a
+    first character that no JSON value starts with (a letter, ``<``, ``#``...) stops the reading (`stop`): parsing
+    fails there whatever follows, with the same line and column, so the rest need not be read or held."""
+
+    def __init__(self, path: str | Path) -> None:
+        from vistkit.limits import max_json_values
+
+        self.path = path
+        self.limit = max_json_values()
+        self.count = 1
+        self.blocks: list[Any] = []
+        self.blank = 0  # characters (bytes) of blank blocks while no value has come yet; -1 once one has
+        self.stop = False
+
+    def add(self, block: Any, blank: bool, values: int) -> None:
+        """One more block: whether it is all blank, and the values it adds (`json_values` less one)."""
+        if self.blank >= 0:
+            if blank:
+                self.blank += len(block)
+                if self.blank <= _JSON_BLOCK:
+                    self.blocks.append(block)
+                return
+            if self.blank > _JSON_BLOCK:
+                raise InputError(
+                    f"{self.path} starts with more than {_JSON_BLOCK // (1 << 20)} MiB of blank lines or spaces "
+                    "before any JSON; is this the right file?"
+                )
+            self.blank = -1
+            first = block.lstrip()[:1]
+            first = chr(first[0]) if isinstance(first, bytes) else first
+            self.stop = "!" <= first <= "~" and first not in _JSON_STARTS
+        self.count += values
+        if self.count > self.limit:
+            raise _too_many_values(self.path, f"more than {self.limit:,}", self.limit)
+        self.blocks.append(block)
+
+    def end(self) -> list[Any]:
+        """The blocks read, once the file has ended."""
+        if self.blank > _JSON_BLOCK:
+            raise InputError(f"{self.path} holds only blank lines or spaces, no JSON; is this the right file?")
+        return self.blocks
 
 
 def load_json(path: str | Path) -> Any:
     """Parse a JSON file (UTF-8, BOM allowed); a syntax error names the line and column, a duplicate key is
-    refused naming it."""
-    return parse_json(read_text(path), path)
+    refused naming it, and a file with too many values is refused while it is read (`read_json_text`)."""
+    return parse_json(read_json_text(path), path)
 
 
 def _first_clause(exc: BaseException) -> str:
@@ -610,7 +859,8 @@ def read_stories(
 ) -> StorySet:
     """Read stories from ``path`` in any supported format (auto-detected unless ``format`` is given).
 
-    ``-`` reads standard input (the format detected from the content: JSON, JSONL or CSV with a header).
+    ``-`` reads standard input (the format detected from the content: JSON, JSONL or CSV with a header), and so
+    does a path to an unnamed pipe without a file suffix (``/dev/stdin``, ``<(zcat x.gz)``: `unnamed_pipe`).
     ``field``: which text field of storylet records (VIST SIS, PR-VIST) to read; None = ``text``.
     """
     if field is None:
@@ -620,6 +870,8 @@ def read_stories(
     if str(path) == STDIN:
         return _read_stdin(format=format, system=system, field=field)
     p = Path(path)
+    if not p.suffix and (unnamed_pipe(p) or _FD_NAME.fullmatch(str(p))):  # /dev/stdin: format from content, as -
+        return _read_stdin(format=format, system=system, field=field, path=p)
     fmt = format
     suffix = _inner_suffix(Path(content_name(p)))  # a zip's one member: its own name (stories.zip:s.jsonl)
     if fmt is None and suffix == ".jsonl":
@@ -708,16 +960,20 @@ def read_stdin_bytes(what: str = "stories") -> bytes:
     return data
 
 
-def _read_stdin(*, format: str | None, system: str | None, field: str) -> StorySet:
-    """Stories piped into standard input (``-`` as the path), any format `read_stories` reads."""
-    name = Path("<stdin>")
+def _read_stdin(*, format: str | None, system: str | None, field: str, path: Path | None = None) -> StorySet:
+    """Stories piped into standard input (``-`` as the path), or through the unnamed pipe at ``path``
+    (``/dev/stdin``, ``/dev/fd/63``), in any format `read_stories` reads (detected from the content)."""
+    where = "<stdin>" if path is None else str(path)
+    name = Path(where)
     if format is not None and format not in FORMATS:
         raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     try:
-        text = read_stdin_bytes().decode(ENCODING)
+        text = (read_stdin_bytes() if path is None else read_bytes(path)).decode(ENCODING)
     except UnicodeDecodeError as exc:
-        raise _decode_error("<stdin>", exc) from None
+        raise _decode_error(where, exc) from None
     if not text.strip():
+        if path is not None:
+            raise InputError(f"{where}: nothing was piped in (the pipe is empty)")
         raise InputError("standard input is empty (only one argument can be -, and it needs stories piped in)")
     fmt = format or sniff_format(text)
     if fmt in ("jsonl", "csv"):
@@ -729,16 +985,24 @@ def _read_stdin(*, format: str | None, system: str | None, field: str) -> StoryS
         with io.StringIO(text, newline="") as fh:
             stories = _collect(_csv_stories(CsvFile(fh, name, delimiter), name, system), name)
     else:
-        stories = _json_stories(parse_json(text, "<stdin>"), fmt, name, system=system, field=field)
+        stories = _json_stories(parse_json(text, where), fmt, name, system=system, field=field)
     if not stories:
-        raise InputError("<stdin>: holds no stories")
-    return StorySet(stories, source="<stdin>")
+        raise InputError(f"{where}: holds no stories")
+    return StorySet(stories, source=where)
+
+
+_NOT_SPACE = re.compile(r"\S")
+#: what `str.splitlines` ends a line at
+_LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def sniff_format(text: str) -> str | None:
     """``jsonl``, ``csv`` or None (one JSON document: `detect_format` decides) for text piped in."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    head = lines[0].lstrip() if lines else ""
+    # the first line that is not blank, and whether another follows (without splitting all the text in lines)
+    first_char = _NOT_SPACE.search(text)
+    start = first_char.start() if first_char else len(text)
+    end = line_end.start() if (line_end := _LINE_END.search(text, start)) else len(text)
+    head = text[start:end]
     if not head.startswith(("{", "[")):
         return "csv"
     if head.startswith("{") and head.rstrip().endswith("}"):
@@ -746,7 +1010,8 @@ def sniff_format(text: str) -> str | None:
             first = json.loads(head)
         except (ValueError, RecursionError):
             return None
-        if len(lines) > 1 or (isinstance(first, dict) and ("text" in first or "story" in first)):
+        more = _NOT_SPACE.search(text, end) is not None
+        if more or (isinstance(first, dict) and ("text" in first or "story" in first)):
             return "jsonl"
     return None
 
@@ -936,7 +1201,7 @@ def id_text(value: Any, where: str, what: str) -> str:
         return str(value)
     raise InputError(
         f"{where}: {what} is {_kind(value)}, but ids must be strings or whole numbers; write it as a string "
-        "(e.g. \"1741642\")"
+        '(e.g. "1741642")'
     )
 
 
@@ -961,8 +1226,7 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     for group in (_TEXT_FIELDS, _PHOTO_FIELDS):
         if len(given := [f for f in group if f in rec]) > 1:
             raise InputError(
-                f"{where}: has both {given[0]!r} and {given[1]!r}, and vistkit would not know which to read; "
-                "keep one"
+                f"{where}: has both {given[0]!r} and {given[1]!r}, and vistkit would not know which to read; keep one"
             )
     text = next((rec[f] for f in _TEXT_FIELDS if f in rec), None)
     if not isinstance(text, str):
@@ -1017,10 +1281,15 @@ def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story
 
 
 def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[Story]:
+    from vistkit.limits import max_line_chars
+
     decoder = json.JSONDecoder(object_pairs_hook=unique_pairs)  # one for all lines (json.loads makes one each)
-    for n, line in enumerate(iter_lines(fh, p), start=1):
+    blank = BlankRun(p)
+    for n, line in enumerate(iter_lines(fh, p, max_line=max_line_chars(), why=LINE_LIMIT_WHY), start=1):
         if not line.strip():
+            blank.add(n)
             continue
+        blank.reset()
         if "\x00" in line:
             raise InputError(
                 f"{p} line {n}: holds a NUL byte, which no JSON text has; is the file UTF-16 (save it as UTF-8) "

@@ -199,9 +199,7 @@ class _Number:
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(
-        f"{name} is not valid JSON (Gson's lenient reader accepted it; write a number or a string)"
-    )
+    raise ValueError(f"{name} is not valid JSON (Gson's lenient reader accepted it; write a number or a string)")
 
 
 def _decode(raw: bytes) -> tuple[str, list[Finding]]:
@@ -335,9 +333,7 @@ def _bind(rec: Any, index: int) -> _Entry:
             if p is not None and not isinstance(p, str):
                 coerced.append(f"photo id {j + 1} is {_kind(p)}")
     else:
-        raise TypeError(
-            f"output_stories[{index}].photo_sequence is {_kind(raw_photos)}, not a list of photo ids"
-        )
+        raise TypeError(f"output_stories[{index}].photo_sequence is {_kind(raw_photos)}, not a list of photo ids")
     return _Entry(index, values["album_id"], photos, values["story_text_normalized"], coerced)
 
 
@@ -394,10 +390,12 @@ def validate_submission(
     elif str(submission) == STDIN:
         raw, path = read_stdin_bytes("the submission"), name or "<stdin>"
     else:
-        from vistkit.data.readers import read_bytes
+        from vistkit.data.readers import read_json_bytes
 
         path = name or str(submission)
-        raw = read_bytes(submission)  # .zip / .gz opened as everywhere, capped at the input limit
+        # .zip / .gz opened as everywhere, capped at the input limit; a FIFO or a device refused before reading; too
+        # many JSON values refused while reading
+        raw = read_json_bytes(submission)
     tmpl = _load_side(template, "template")
     refs = _load_side(references, "references")
     required = required_sequences(tmpl, refs)
@@ -415,9 +413,7 @@ def validate_submission(
     return report
 
 
-def _challenge_checks(
-    text: str, report: ValidationReport, required: Sequence[str] | None
-) -> list[_Entry] | None:
+def _challenge_checks(text: str, report: ValidationReport, required: Sequence[str] | None) -> list[_Entry] | None:
     """Checks 1-4 of the challenge; returns the bound stories when they could be bound."""
     add = report.findings.append
     # 1. JSON syntax
@@ -443,11 +439,7 @@ def _challenge_checks(
         )
         return None
     except json.JSONDecodeError as exc:
-        add(
-            _syntax_error(
-                f"line {exc.lineno}, column {exc.colno}: {exc.msg}", line=exc.lineno, column=exc.colno
-            )
-        )
+        add(_syntax_error(f"line {exc.lineno}, column {exc.colno}: {exc.msg}", line=exc.lineno, column=exc.colno))
         return None
     except ValueError as exc:  # NaN / Infinity
         add(_syntax_error(str(exc)))
@@ -518,9 +510,7 @@ def _challenge_checks(
         msg = f"[Error] {MSG_ATTRIBUTES}"
         if first.cha_key is not None:
             msg += f" Photo seq: {_printable(first.cha_key)}"
-        missing = [
-            f for f, v in zip(FIELDS, (first.album_id, first.photos, first.text), strict=True) if v is None
-        ]
+        missing = [f for f, v in zip(FIELDS, (first.album_id, first.photos, first.text), strict=True) if v is None]
         add(
             Finding(
                 "attributes",
@@ -615,9 +605,7 @@ def _vistkit_checks(entries: list[_Entry], report: ValidationReport, template: S
 
     if not entries:
         report.findings.append(
-            Finding(
-                "empty", Level.ERROR, Origin.VISTKIT, "[Error] (vistkit) The submission holds no stories."
-            )
+            Finding("empty", Level.ERROR, Origin.VISTKIT, "[Error] (vistkit) The submission holds no stories.")
         )
         return
     flag(
@@ -625,8 +613,7 @@ def _vistkit_checks(entries: list[_Entry], report: ValidationReport, template: S
         Level.WARNING,
         [e for e in entries if e.coerced],
         "Stories with numbers or booleans where the format has strings",
-        fix="write album_id, photo ids and story_text_normalized as strings (the challenge read them as "
-        "written).",
+        fix="write album_id, photo ids and story_text_normalized as strings (the challenge read them as written).",
     )
     with_photos = [e for e in entries if e.photos is not None]
     flag(
@@ -691,6 +678,5 @@ def _vistkit_checks(entries: list[_Entry], report: ValidationReport, template: S
         Level.WARNING,
         [e for e in entries if e.text is not None and not e.text.isascii()],
         "Stories with non-ASCII characters",
-        fix="the challenge README says they are ignored in evaluation (meteor-vist --drop-non-ascii does "
-        "that).",
+        fix="the challenge README says they are ignored in evaluation (meteor-vist --drop-non-ascii does that).",
     )

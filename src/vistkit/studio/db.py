@@ -469,9 +469,26 @@ def sqlite_path(study: str | Path) -> Path | None:
     return Path(database)
 
 
+def _check_study_file(path: Path) -> None:
+    """Refuse a SQLite study path that exists and is not a regular file (a folder, a FIFO, a device such as
+    /dev/zero), before SQLite opens it: it would wait on a FIFO, and write a journal file beside a device."""
+    import os
+
+    from vistkit.data.readers import not_a_file
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing (init creates it; the others say so) or unreadable (SQLite says so)
+        return
+    if (error := not_a_file(path, mode, fix="give a study file (study.db)")) is not None:
+        raise error
+
+
 def open_study(study: str | Path, *, create: bool = False) -> Study:
     """Open (and migrate) a study; ``create`` allows a new empty database, otherwise it must exist."""
     path = sqlite_path(study)
+    if path is not None:
+        _check_study_file(path)
     if path is not None and not create:
         if not path.exists():
             raise InputError(f"no study file {path}; create it with `vistkit studio init {path} ...`")
