@@ -316,3 +316,23 @@ def test_a_json_file_that_cannot_be_json_is_read_no_further(tmp_path: Path, monk
     q = tmp_path / "bom.json"
     q.write_bytes(b"\xef\xbb\xbf" + json.dumps({"1": "a"}).encode())
     assert len(read_stories(q)) == 1 and validate_submission(q).findings
+
+
+def test_a_dhm_score_file_that_is_a_fifo_is_named_not_called_missing(fifo: Path, tmp_path: Path) -> None:
+    """`read_dhm_scores` reported a FIFO at <prefix>_G.json as missing (it filtered with is_file)."""
+    from vistkit.scores.distance import read_dhm_scores
+
+    prefix = tmp_path / "run"
+    os.symlink(fifo, f"{prefix}_G.json")
+    for dim in "CR":
+        Path(f"{prefix}_{dim}.csv").write_text("story_id,score\n1,0.5\n", encoding="utf-8")
+    message = refused(read_dhm_scores, prefix)
+    assert "named pipe (FIFO)" in message and "missing" not in message
+
+
+def test_a_clip_model_path_that_is_a_fifo_is_named_as_such(fifo: Path) -> None:
+    pytest.importorskip("transformers")
+    from vistkit.metrics.clipscore import load_clip
+
+    message = refused(lambda p: load_clip(p), fifo)
+    assert "not a folder, not a CLIP model folder" in message

@@ -114,13 +114,12 @@ class ClipEncoder:
         self.folder = folder
         self.device = choose_device(device)
         self.batch_size = batch_size
+        from vistkit.data.readers import check_input_folder
         from vistkit.models.checkpoints import transformers_load_errors
 
-        if not folder.is_dir():
-            raise InputError(
-                f"{folder} is a file, not a CLIP model folder (config.json, model.safetensors and the tokenizer's "
-                "vocab.json and merges.txt)"
-            )
+        check_input_folder(
+            folder, "CLIP model folder", "config.json, model.safetensors and the tokenizer's vocab.json and merges.txt"
+        )
         with transformers_load_errors(folder, "CLIP tokenizer and image processor"):
             self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
             self.processor = processor_class.from_pretrained(str(folder))

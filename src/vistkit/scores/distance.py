@@ -323,7 +323,8 @@ def score_files(path: str | Path) -> list[Path]:
 def read_dhm_scores(prefix: str | Path) -> dict[str, dict[str, float]]:
     """Scores from dHM's files: ``<prefix>_G.json`` (raw GROOViST), ``<prefix>_C.csv``, ``<prefix>_R.csv``."""
     paths = dhm_score_paths(prefix)
-    absent = [str(p) for p in paths.values() if not p.is_file()]
+    # only what is not there is "missing": a folder, a FIFO or a device there is refused by its reader, by name
+    absent = [str(p) for p in paths.values() if not p.exists()]
     if absent:
         raise InputError(
             f"{prefix}: missing {', '.join(absent)}; a dHM score prefix needs <prefix>_G.json, "
