@@ -191,6 +191,17 @@ def one_readable_line(message: str) -> str:
     return f"{text[:half]} [... {len(text) - 2 * half:,} characters left out ...] {text[-half:]}"
 
 
+def bad_value(exc: BaseException) -> str | None:
+    """Click's message for an option or argument given a value it refuses (``--bootstrap 0``, ``--format xml``):
+    shown as one ``error:`` sentence like the bad values a verb refuses itself, not click's Usage/Try/Error
+    block (kept for a missing or unknown option or command, where the usage line helps). None for other errors."""
+    names = {cls.__name__ for cls in type(exc).__mro__}  # typer may vendor click: match by name
+    if "BadParameter" not in names or "MissingParameter" in names:
+        return None
+    format_message = getattr(exc, "format_message", None)
+    return str(format_message()) if callable(format_message) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
     # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
@@ -229,6 +240,9 @@ def _run(argv: list[str] | None) -> int:
     except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: duck-type)
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):
+            if (message := bad_value(exc)) is not None:  # as every other bad value: one sentence (exit 2)
+                typer.secho(f"error: {one_readable_line(message)}", fg=typer.colors.RED, err=True)
+                return code
             show()
             return code
         from vistkit.data.output import environment_error  # a full disk or a read-only file system: not a bug

@@ -76,6 +76,15 @@ GpusPerWorkerOption = typer.Option(
 )
 
 
+def check_engine(kind: str) -> None:
+    """`InputError` for an ``--engine`` vistkit does not have, before any input is read or model loaded."""
+    from vistkit.engine import ENGINES
+    from vistkit.errors import InputError
+
+    if kind not in ENGINES:
+        raise InputError(f"unknown engine {kind!r}: use --engine local or --engine ray")
+
+
 def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_per_worker: float) -> Engine:
     """The engine the command's ``--engine`` options ask for (close it, or use it in a ``with`` block)."""
     from vistkit.engine import make_engine

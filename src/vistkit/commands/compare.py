@@ -33,6 +33,7 @@ from vistkit.commands.common import (
     TemplateOption,
     WorkersOption,
     check_confidence,
+    check_engine,
     check_resamples,
     check_seed,
     echo,
@@ -333,9 +334,12 @@ def compare(
     """Compare SYSTEMS on the given metrics: one table with CIs and significance against a baseline."""
     from vistkit import progress
     from vistkit.commands.score import (
-        all_runnable,
-        build_metrics,
+        check_inputs,
+        construct,
+        construct_all,
         parse_metric_options,
+        plan_all,
+        plan_metrics,
         score_all,
         warn_unused_options,
     )
@@ -353,20 +357,30 @@ def compare(
     check_baseline(baseline, labels, systems, named=bool(names))
     per_metric = parse_metric_options(option)
     warn_unused_options(metric_names, per_metric)
+    check_engine(engine)
+    skipped: dict[str, str] | None = None
+    # everything that can be wrong is checked before a model loads, Java starts or a Ray cluster comes up
+    if metric_names == ["all"]:  # as `vistkit score -m all`; a metric that fails on any system is left out
+        plans, skipped = plan_all({}, per_metric, has_references=references is not None)
+    else:
+        plans = plan_metrics(metric_names, {}, per_metric)
     refs = read_references(references, ref_format)
     seqs = read_template(template) if template is not None else None
-    scores: dict[str, dict[str, Any]] = {}
     stories: dict[str, StorySet] = {}
-    skipped: dict[str, str] | None = None
+    for label, path in zip(labels, systems, strict=True):
+        stories[label] = read_stories(path, format=hyp_format, field=hyp_field)
+    for label, hyps in stories.items():
+        failed: dict[str, str] | None = None if skipped is None else {}
+        plans = check_inputs(
+            plans, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=failed
+        )
+        if failed and skipped is not None:
+            skipped.update({name: f"{label}: {why}" for name, why in failed.items()})
+    scores: dict[str, dict[str, Any]] = {}
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
-        if metric_names == ["all"]:  # as `vistkit score -m all`; a metric that fails on any system is left out
-            built, skipped = all_runnable({}, per_metric, has_references=refs is not None, engine=eng)
-        else:
-            built = build_metrics(metric_names, {}, per_metric, engine=eng)
-        for label, path in zip(labels, systems, strict=True):
-            hyps = read_stories(path, format=hyp_format, field=hyp_field)
-            stories[label] = hyps
-            failed: dict[str, str] | None = None if skipped is None else {}
+        built = construct(plans, engine=eng) if skipped is None else construct_all(plans, skipped, engine=eng)
+        for label, hyps in stories.items():
+            failed = None if skipped is None else {}
             with progress.labelled(label):  # "sysA: bertscore: scored 1,200/2,019 stories ..."
                 results = score_all(
                     built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=failed

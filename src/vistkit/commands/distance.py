@@ -240,16 +240,23 @@ def _distance(
         },
     )
     if stories_mode:  # end to end: vistkit.scores.dhm
-        from vistkit.scores.dhm import distance_from_story_files
+        from vistkit.scores.dhm import compute_dhm, render_dhm, write_dhm_per_story
 
+        names, options, h_stories, m_stories = _check_stories_mode(
+            human, model, human_stories, model_stories, metrics={"G": g_metric, "C": c_metric, "R": r_metric},
+            shared={"images": images, "regions": regions, "photos": photos, "sentences": sentences},
+            dimensions=dimensions, option=option, engine=engine,
+        )
         with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
-            text = distance_from_story_files(
-                human_stories, model_stories, fmt=fmt, per_item=per_item, human_scores=human,
-                model_scores=model, g_metric=g_metric, c_metric=c_metric, r_metric=r_metric,
-                images=images, regions=regions, photos=photos, dimensions=dimensions,
-                sentences=sentences, option_pairs=option, engine=eng,
+            scored = compute_dhm(
+                h_stories, m_stories, g_metric=names["G"], c_metric=names["C"], r_metric=names["R"],
+                images=images, regions=regions, photos=photos, sentences=sentences, dimensions=dimensions,
+                options=options, engine=eng,
             )
-        emit(text, to_stderr=per_item is not None and is_standard_output(per_item))
+        if per_item is not None:
+            write_dhm_per_story(scored, per_item)
+        title = f"dHM: {Path(str(human_stories)).name} vs {Path(str(model_stories)).name} (scored from stories)"
+        emit(render_dhm(scored, fmt, title=title), to_stderr=per_item is not None and is_standard_output(per_item))
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
@@ -267,3 +274,52 @@ def _distance(
     title = f"dHM: {human.name if human else ''} vs {model.name if model else ''}"
     to_stderr = per_item is not None and is_standard_output(per_item)
     emit(render_distance(result, fmt, title=title, caption=caption), to_stderr=to_stderr)
+
+
+def _check_stories_mode(
+    human: Path | None,
+    model: Path | None,
+    human_stories: Path | None,
+    model_stories: Path | None,
+    *,
+    metrics: dict[str, str | None],
+    shared: dict[str, Any],
+    dimensions: str,
+    option: list[str],
+    engine: str,
+) -> tuple[dict[str, str], dict[str, dict[str, Any]], Any, Any]:
+    """Everything `vistkit distance --human-stories/--model-stories` can refuse without a model: the files
+    given, the dimensions, each metric and its options, both story files read and sharing a story id. Returns
+    the metric name and options of each dimension, and the human and model stories."""
+    from vistkit.commands.common import check_engine
+    from vistkit.commands.score import parse_metric_options, plan_metrics
+    from vistkit.data.readers import read_stories
+    from vistkit.metrics.base import get_metric_class
+    from vistkit.scores.dhm import DEFAULT_METRICS, DIMENSIONS, parse_dimensions
+
+    if human_stories is None or model_stories is None:
+        raise InputError("give both --human-stories and --model-stories (story files in any VIST format)")
+    if human is not None or model is not None:
+        raise InputError(
+            "use either score files (--human/--model) or story files (--human-stories/--model-stories), not both"
+        )
+    if shared["sentences"] not in ("split", "source"):
+        raise InputError(f"sentences must be 'split' or 'source', not {shared['sentences']!r}")
+    dims = parse_dimensions(dimensions)
+    check_engine(engine)
+    names = {d: metrics.get(d) or DEFAULT_METRICS[d] for d in DIMENSIONS}
+    per_metric = parse_metric_options(option)
+    options = {d: per_metric.get(names[d], {}) for d in DIMENSIONS}
+    words = {"G": "grounding", "C": "coherence", "R": "non-redundancy"}
+    for d in dims:
+        if get_metric_class(names[d]).needs_references:  # as `compute_dhm` says, before any metric is built
+            raise InputError(
+                f"{names[d]} needs reference stories, so it cannot score dHM's {words[d]} dimension {d}: choose a "
+                f"reference-free metric for --{d.lower()}-metric (`vistkit metrics` says what each needs)"
+            )
+        plan_metrics([names[d]], shared, {names[d]: options[d]})
+    h = read_stories(human_stories, system="human")
+    m = read_stories(model_stories, system="model")
+    if not {s.story_id for s in h} & {s.story_id for s in m}:
+        raise InputError("the human and model story files share no story id (dHM matches stories by id)")
+    return names, options, h, m

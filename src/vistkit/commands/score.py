@@ -26,6 +26,7 @@ from vistkit.commands.common import (
     TemplateOption,
     WorkersOption,
     check_confidence,
+    check_engine,
     check_resamples,
     check_seed,
     echo,
@@ -201,6 +202,31 @@ def warn_unused_shared(names: list[str], shared: dict[str, Any]) -> None:
             warn(f"{flag} is ignored: none of the metrics run ({', '.join(names)}) uses it")
 
 
+#: a metric to build: its class and the options it gets (every one checked, nothing loaded yet)
+Plan = tuple[type[Metric], dict[str, Any]]
+
+
+def plan_metrics(names: list[str], shared: dict[str, Any], per_metric: dict[str, dict[str, Any]]) -> list[Plan]:
+    """Each metric's class with the shared options it accepts plus its own ``--option`` values, every option
+    checked (its name, and its value as far as that needs no model: `Metric.precheck`); nothing is built."""
+    plans: list[Plan] = []
+    for name in names:
+        cls = get_metric_class(name)
+        params = inspect.signature(cls.__init__).parameters
+        opts = {k: v for k, v in shared.items() if k in params and v is not None}
+        own = per_metric.get(name, {})
+        check_options(cls, own)
+        opts.update(own)
+        cls.precheck(opts)
+        plans.append((cls, opts))
+    return plans
+
+
+def construct(plans: list[Plan], *, engine: Engine | None = None) -> list[Metric]:
+    """Build the planned metrics (this loads their models), on ``engine`` when given (`vistkit.engine`)."""
+    return [engine.metric(cls.name, opts) if engine is not None else cls(**opts) for cls, opts in plans]
+
+
 def build_metrics(
     names: list[str],
     shared: dict[str, Any],
@@ -209,17 +235,49 @@ def build_metrics(
     engine: Engine | None = None,
 ) -> list[Metric]:
     """Instantiate each metric with the shared options it accepts plus its own ``--option`` values (on
-    ``engine`` when given: `vistkit.engine`)."""
-    metrics: list[Metric] = []
-    for name in names:
-        cls = get_metric_class(name)
-        params = inspect.signature(cls.__init__).parameters
-        opts = {k: v for k, v in shared.items() if k in params and v is not None}
-        own = per_metric.get(name, {})
-        check_options(cls, own)
-        opts.update(own)
-        metrics.append(engine.metric(name, opts) if engine is not None else cls(**opts))
-    return metrics
+    ``engine`` when given: `vistkit.engine`); every metric's options are checked before the first is built."""
+    return construct(plan_metrics(names, shared, per_metric), engine=engine)
+
+
+def check_inputs(
+    plans: list[Plan],
+    hypotheses: StorySet,
+    references: StorySet | None,
+    *,
+    key: Keying | None,
+    template: list[str] | None,
+    reference_absent: bool = False,
+    skipped: dict[str, str] | None = None,
+) -> list[Plan]:
+    """Refuse inputs a planned metric would refuse once built (no references, no key shared with them, a story
+    of the template missing: `Metric.check_inputs`), before any model loads. ``skipped`` (``--metrics all``): such
+    a metric is left out with its reason there instead; the plans that can score these inputs are returned."""
+    kept: list[Plan] = []
+    outcome: dict[tuple[bool, Any], str | None] = {}  # metrics that align alike fail alike
+    for cls, opts in plans:
+        if cls.prepare_hypotheses is not Metric.prepare_hypotheses:  # it fills the stories in: checked when built
+            kept.append((cls, opts))
+            continue
+        kind = (cls.needs_references, cls.default_keying)
+        try:
+            if kind not in outcome or outcome[kind] is not None:  # a cached failure names the first metric
+                cls.check_inputs(
+                    hypotheses,
+                    references,
+                    key=key,
+                    template=template,
+                    require_all=template is not None,
+                    reference_absent=reference_absent,
+                )
+                outcome[kind] = None
+        except VistkitError as exc:
+            outcome[kind] = str(exc)
+            if skipped is None:
+                raise
+            skipped[cls.name] = str(exc)
+            continue
+        kept.append((cls, opts))
+    return kept
 
 
 DEFAULT_RESAMPLES = 1000
@@ -358,11 +416,12 @@ def range_of(name: str) -> str:
         return ""
 
 
-def all_runnable(
-    shared: dict[str, Any], per_metric: dict[str, dict[str, Any]], *, has_references: bool, engine: Engine | None
-) -> tuple[list[Metric], dict[str, str]]:
-    """``--metrics all``: every registered metric that can run on these inputs, and why each other one cannot."""
-    built: list[Metric] = []
+def plan_all(
+    shared: dict[str, Any], per_metric: dict[str, dict[str, Any]], *, has_references: bool
+) -> tuple[list[Plan], dict[str, str]]:
+    """``--metrics all``: every registered metric that can run on these inputs (planned, nothing built), and why
+    each other one cannot."""
+    plans: list[Plan] = []
     skipped: dict[str, str] = {}
     for name, cls in list_metrics().items():
         if cls.needs_references and not has_references:
@@ -375,10 +434,30 @@ def all_runnable(
             skipped[name] = "compares a human and a model story (vistkit distance)"
             continue
         try:
-            built += build_metrics([name], shared, per_metric, engine=engine)
-        except (VistkitError, ImportError, OSError) as exc:
+            plans += plan_metrics([name], shared, per_metric)
+        except VistkitError as exc:
             skipped[name] = str(exc)
-    return built, skipped
+    return plans, skipped
+
+
+def construct_all(plans: list[Plan], skipped: dict[str, str], *, engine: Engine | None) -> list[Metric]:
+    """``--metrics all``: build each planned metric; one that cannot be built here is left out with its reason
+    in ``skipped``."""
+    built: list[Metric] = []
+    for plan in plans:
+        try:
+            built += construct([plan], engine=engine)
+        except (VistkitError, ImportError, OSError) as exc:
+            skipped[plan[0].name] = str(exc)
+    return built
+
+
+def all_runnable(
+    shared: dict[str, Any], per_metric: dict[str, dict[str, Any]], *, has_references: bool, engine: Engine | None
+) -> tuple[list[Metric], dict[str, str]]:
+    """``--metrics all``: every registered metric that can run on these inputs, and why each other one cannot."""
+    plans, skipped = plan_all(shared, per_metric, has_references=has_references)
+    return construct_all(plans, skipped, engine=engine), skipped
 
 
 def score_only(results: list[Score]) -> str:
@@ -489,14 +568,18 @@ def score(
         confidence = n_bootstrap = seed = None
     elif confidence is None and bootstrap_flags:
         warn_ignored(bootstrap_flags, "the bootstrap of --confidence (e.g. --confidence 0.95)")
+    check_engine(engine)
+    # everything that can be wrong is checked before a model loads, Java starts or a Ray cluster comes up
+    if names == ["all"]:
+        plans, skipped = plan_all(shared, per_metric, has_references=references is not None)
+    else:
+        plans = plan_metrics(names, shared, per_metric)
+    hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
+    refs = read_references(references, ref_format)
+    seqs = read_template(template) if template is not None else None
+    plans = check_inputs(plans, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped)
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
-        if names == ["all"]:
-            built, skipped = all_runnable(shared, per_metric, has_references=references is not None, engine=eng)
-        else:
-            built = build_metrics(names, shared, per_metric, engine=eng)
-        hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
-        refs = read_references(references, ref_format)
-        seqs = read_template(template) if template is not None else None
+        built = construct(plans, engine=eng) if skipped is None else construct_all(plans, skipped, engine=eng)
         results = score_all(
             built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped
         )

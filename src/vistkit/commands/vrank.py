@@ -125,6 +125,11 @@ def train_cmd(
         mlm_lr=mlm_lr,
     )
     settings.check()
+    from vistkit.metrics._options import check_device
+    from vistkit.models.vrank import resolve_encoder
+
+    check_device(device)  # these two before torch is imported or a file read
+    resolve_encoder(encoder)
     set_threads(threads)  # checked (1..1,024) before any file is read
     if (out / META_FILE).exists() and not force:
         raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --output")
@@ -187,9 +192,17 @@ def predict_cmd(
     (g(s1, s2) - g(s2, s1)) / 2 that the `vrank` metric uses; with --output, also the pair accuracy of both."""
     import numpy as np
 
+    from vistkit.errors import MissingDependencyError
     from vistkit.meta.human import read_pairs
+    from vistkit.metrics._options import check_device
     from vistkit.models.vrank import load_vrank, set_threads
 
+    check_device(device)  # these two before torch is imported (`load_vrank` says the same, after it)
+    if not model.expanduser().exists():
+        raise MissingDependencyError(
+            f"no Vrank model at {model.expanduser()}; train one with `vistkit vrank train PAIRS.csv --output DIR` "
+            "and pass that folder"
+        )
     set_threads(threads)
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
     vr = load_vrank(model, device=device, batch_size=batch_size)

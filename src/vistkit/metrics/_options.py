@@ -81,3 +81,101 @@ def option_text(metric: str, name: str, value: Any) -> str:
     if "\x00" in value:
         raise InputError(f"{metric}: {name} holds a NUL character, which no name or path can hold")
     return value
+
+
+#: the devices `vistkit.models.runtime.choose_device` knows, checked here without importing torch
+_DEVICE = r"(auto|cpu|cuda(:\d+)?|mps)"
+
+
+def check_device(value: Any) -> None:
+    """The refusal `vistkit.models.runtime.choose_device` gives a device name it does not know, without importing
+    torch (whether this machine has that device is for `choose_device` to say)."""
+    import re
+
+    if isinstance(value, str) and value.strip() and not re.fullmatch(_DEVICE, value.strip().lower()):
+        raise InputError(f"device {value!r} is not one vistkit runs on; use auto, cpu, cuda, cuda:N or mps")
+
+
+def check_values(cls: type[Any], options: dict[str, Any]) -> None:
+    """The checks of ``options`` (for metric class ``cls``) that need no model, no torch and no Java, made before
+    anything slow starts (`vistkit score` checks every option this way before it loads a model): the same checks
+    the constructor makes first, by option name (batch_size, num_threads, batch_tokens, booleans, device,
+    precision, sentences, lm, a model path that names nothing). Whether the value fits the model (a layer it
+    lacks, a CUDA device this machine lacks) is left to the constructor."""
+    import inspect
+    import sys
+
+    name = str(getattr(cls, "name", cls.__name__))
+    params = inspect.signature(cls.__init__).parameters
+    module = sys.modules.get(cls.__module__)
+    for key, value in options.items():
+        param = params.get(key)
+        if param is None or value is None:
+            continue
+        annotation = str(param.annotation)
+        if key == "batch_size":
+            option_batch_size(name, value)
+        elif key == "num_threads":
+            from vistkit.metrics.base import check_num_threads
+
+            check_num_threads(name, value)
+        elif key == "batch_tokens":
+            from vistkit.models.lm import check_batch_tokens
+
+            check_batch_tokens(value)
+        elif annotation == "bool":
+            option_bool(name, key, value)
+        elif key == "layer":
+            option_int(name, key, value, low=0)
+            if name == "bertscore":
+                model = str(options.get("model") or getattr(module, "DEFAULT_MODEL", ""))
+                layers = _hidden_layers(model)
+                if layers is not None and int(value) > layers:  # as the constructor says once the model is loaded
+                    raise InputError(f"bertscore: layer must be between 0 and {layers} for {model} (got {value})")
+        elif key == "device":
+            check_device(value)
+        elif key == "precision":
+            offered = getattr(module, "PRECISIONS", None)
+            if offered is None and "lm" in params:  # the LM metrics and story-ranker: `vistkit.models.lm`
+                from vistkit.models.lm import PRECISIONS as offered
+            if offered is not None:
+                from vistkit.models.precision import check_precision
+
+                check_precision(str(value), offered=tuple(offered), what=f"{name}: precision")
+        elif key == "sentences" and getattr(module, "SENTENCE_MODES", None):
+            modes = tuple(module.SENTENCE_MODES)  # type: ignore[union-attr]
+            if value not in modes:
+                raise InputError(f"sentences must be {' or '.join(map(repr, modes))}, not {value!r}")
+        elif key == "lm":
+            from vistkit.models.lm import DEFAULT_LM, resolve_lm
+
+            if str(value) != DEFAULT_LM:
+                resolve_lm(value)  # a folder, or a hub id in the local cache: nothing converted or loaded
+        elif key == "model" and isinstance(value, str) and name in _RESOLVED_MODELS:
+            from vistkit.models.resolve import resolve_model
+
+            if "/" in value:  # a path or a hub id (in the local cache): one sentence when it names nothing
+                resolve_model(value)
+
+
+#: metrics whose ``model`` option `vistkit.models.resolve.resolve_model` reads (a name with no slash may be a
+#: legacy hub id such as ``roberta-large``, which bertscore looks up itself: not checked here)
+_RESOLVED_MODELS = ("bertscore",)
+
+
+def _hidden_layers(model: str) -> int | None:
+    """``num_hidden_layers`` of the config of an encoder ``model`` names (packaged, a folder or a hub id in the
+    local cache), read without loading it; None when that is not known without loading it."""
+    import json
+
+    from vistkit.errors import VistkitError
+    from vistkit.models.resolve import resolve_model
+
+    try:
+        config = json.loads((resolve_model(model) / "config.json").read_text(encoding="utf-8"))
+    except (VistkitError, OSError, ValueError, TypeError):
+        return None
+    layers = config.get("num_hidden_layers") if isinstance(config, dict) else None
+    if config.get("is_encoder_decoder") or isinstance(layers, bool) or not isinstance(layers, int):
+        return None
+    return layers

@@ -408,6 +408,42 @@ class Metric(ABC):
         fields.update(self.signature_fields())
         return make_signature(self.name, fields)
 
+    @classmethod
+    def precheck(cls, options: Mapping[str, Any]) -> None:
+        """The checks of ``options`` that need no model (names and values), before anything slow starts: an
+        `InputError` for the first wrong one. A metric may add its own cheap checks."""
+        from vistkit.metrics._options import check_values
+
+        check_options(cls, options)
+        check_values(cls, dict(options))
+
+    @classmethod
+    def check_inputs(
+        cls,
+        hypotheses: StorySet,
+        references: StorySet | None,
+        *,
+        key: Keying | str | None = None,
+        template: Sequence[str] | None = None,
+        require_all: bool = False,
+        reference_absent: bool = False,
+    ) -> Alignment:
+        """The items `score` would score (`align`), or the `InputError` it would raise (no stories, no
+        references, no shared key...), without building the metric: callers check their inputs with it before
+        loading any model."""
+        if len(hypotheses) == 0:
+            raise InputError(f"{cls.name}: there are no stories to score")
+        if cls.needs_references and references is None:
+            raise InputError(f"{cls.name} needs reference stories: pass --references FILE")
+        return align(
+            hypotheses,
+            references if cls.needs_references else None,
+            keying=key if key is not None else cls.default_keying,
+            template=template,
+            require_all=require_all,
+            reference_absent=reference_absent and cls.needs_references,
+        )
+
     def prepare_hypotheses(self, hypotheses: StorySet) -> StorySet:
         """The stories `score` aligns and scores: ``hypotheses`` as given (a metric may fill something in)."""
         return hypotheses
@@ -432,17 +468,8 @@ class Metric(ABC):
         if key is None and implied is not None:
             key = implied
         hyps = self.prepare_hypotheses(hyps)
-        if len(hyps) == 0:
-            raise InputError(f"{self.name}: there are no stories to score")
-        if self.needs_references and refs is None:
-            raise InputError(f"{self.name} needs reference stories: pass --references FILE")
-        alignment = align(
-            hyps,
-            refs if self.needs_references else None,
-            keying=key if key is not None else self.default_keying,
-            template=template,
-            require_all=require_all,
-            reference_absent=reference_absent and self.needs_references,
+        alignment = type(self).check_inputs(
+            hyps, refs, key=key, template=template, require_all=require_all, reference_absent=reference_absent
         )
         reference_absent = reference_absent and self.needs_references
         signature = self.signature(keying=alignment.keying, n_refs=alignment.n_refs, reference_absent=reference_absent)

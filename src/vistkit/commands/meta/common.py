@@ -21,6 +21,7 @@ from vistkit.commands.common import (
     MetricOptionOption,
     RefFormatOption,
     WorkersOption,
+    check_engine,
     check_resamples,
     check_seed,
     echo,
@@ -136,6 +137,16 @@ def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> l
     if not built:
         raise InputError("no registered metric can run here; see `vistkit metrics`")
     return built
+
+
+def _check_metrics(names: str | list[str], option: list[str]) -> None:
+    """The checks of `_metrics` that need no model: metric names, ``--option`` names and values."""
+    from vistkit.commands.score import parse_metric_options, plan_metrics
+
+    parsed = parse_metric_names(names)
+    per_metric = parse_metric_options(option)
+    if parsed and parsed != ["all"]:
+        plan_metrics(parsed, {}, per_metric)
 
 
 def _skip_or_raise(name: str, exc: VistkitError) -> None:
@@ -337,6 +348,8 @@ class PairsInput:
         ``--metrics all``), scored on ``--engine``."""
         pairs = _load_pairs(self.pairs_csv, self.label_sign)
         refs = _references(self.references, self.ref_format)
+        check_engine(self.engine)
+        _check_metrics(self.metrics, self.option)  # before a Ray cluster starts
         with open_engine(self.engine, self.address, self.workers, self.num_gpus_per_worker) as eng:
             built = _metrics(self.metrics, self.option, eng)
             return pairs, _score_all_pairs(built, pairs, refs, self.key, self.reference_absent)

@@ -88,11 +88,10 @@ def _score_table(
 ) -> tuple[list[Story], dict[str, np.ndarray], dict[str, str], list[str]]:
     """Build the metrics and score every judged story of a Likert or error-label table: the stories, the
     scores and signatures per metric, and the names of the lower-is-better metrics."""
+    judged = judged_stories(table, inputs.stories, inputs.key)  # every input read before a model loads
+    refs = _references(inputs.references, inputs.ref_format)
     built = _metrics(inputs.metrics, inputs.option)
-    judged = judged_stories(table, inputs.stories, inputs.key)
-    values, sigs = _score_judged(
-        built, judged, _references(inputs.references, inputs.ref_format), inputs.key, inputs.reference_absent
-    )
+    values, sigs = _score_judged(built, judged, refs, inputs.key, inputs.reference_absent)
     lower = [m.name for m in built if not m.higher_is_better]
     return judged, values, sigs, lower
 
@@ -126,10 +125,12 @@ def correlate_cmd(
 ) -> None:
     """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level,
     bootstrap CIs), and the Williams test between every two metrics."""
-    from vistkit.meta.human import parse_scale, read_likert
-
     if level not in ("story", "system", "both"):
         raise InputError("--level must be story, system or both")
+    if kendall not in ("b", "c"):  # before any scoring
+        raise InputError("--kendall must be b or c")
+    from vistkit.meta.human import parse_scale, read_likert
+
     table = read_likert(
         likert_csv, aspects=parse_metric_names(aspects) if aspects else None, scale=parse_scale(scale)
     )

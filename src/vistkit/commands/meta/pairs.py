@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from vistkit.commands.common import FormatOption, note, writes_output
+from vistkit.commands.common import FormatOption, note, parse_metric_names, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     PairsInput,
@@ -176,6 +176,8 @@ def compare_cmd(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Is metric A's pair accuracy significantly different from metric B's? (McNemar + paired bootstrap)"""
+    if len(parse_metric_names(inputs.metrics)) < 2 and parse_metric_names(inputs.metrics) != ["all"]:
+        raise InputError("compare needs at least two metrics: --metrics A,B")  # said before any scoring
     from vistkit.meta.pairs import SUBSETS, pair_correct, subset_masks
     from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row, pairwise_comparisons
 
