@@ -334,5 +334,21 @@ def test_a_clip_model_path_that_is_a_fifo_is_named_as_such(fifo: Path) -> None:
     pytest.importorskip("transformers")
     from vistkit.metrics.clipscore import load_clip
 
-    message = refused(lambda p: load_clip(p), fifo)
-    assert "not a folder, not a CLIP model folder" in message
+    assert "named pipe (FIFO)" in refused(lambda p: load_clip(p), fifo)  # by resolve_model, before any loader
+
+
+def test_a_model_path_that_is_a_device_or_fifo_is_refused_before_any_loader(fifo: Path) -> None:
+    """`-O bertscore.model=/dev/zero` reached Hugging Face's "Repo id must be in the form ..." message."""
+    from vistkit.models import resolve_model
+
+    assert "character device" in refused(resolve_model, "/dev/zero")
+    assert "named pipe (FIFO)" in refused(resolve_model, fifo)
+
+
+def test_bertscore_on_a_folder_that_is_not_a_model_says_so(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from vistkit.metrics.bertscore import BertScore
+
+    (tmp_path / "notes.txt").write_text("not a model", encoding="utf-8")
+    message = refused(lambda p: BertScore(model=str(p)), tmp_path)
+    assert "has no config.json, so it is not a Hugging Face model folder" in message

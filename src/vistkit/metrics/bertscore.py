@@ -155,6 +155,11 @@ class _Encoder:
         self.torch = torch
         try:
             with quiet_transformers():  # no "Loading weights" bar or load report on the user's stderr
+                if path.is_dir() and not (path / "config.json").is_file():  # not a model folder at all
+                    raise InputError(
+                        f"bertscore: {path} has no config.json, so it is not a Hugging Face model folder: give one "
+                        "(config.json, weights and tokenizer files) or a hub id in the local cache"
+                    )
                 self.tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=fast_tokenizer)
                 with transformers_load_errors(path, "BERTScore encoder"):  # e.g. weights that do not fit the config
                     model, info = AutoModel.from_pretrained(str(path), output_loading_info=True)

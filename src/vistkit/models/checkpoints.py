@@ -713,6 +713,8 @@ def transformers_load_errors(folder: str | Path, what: str) -> Iterator[None]:
             first = f"a number in its config.json is zero or out of range: {first}"
         if "mismatched" in first or "size mismatch" in first:
             first = "its weights have other shapes than its config.json declares"
+        if Path(folder).is_dir() and not (Path(folder) / "config.json").is_file():  # e.g. a folder of something else
+            first = f"it has no config.json, which every Hugging Face model folder holds; {first}"
         raise InputError(f"{folder}: transformers cannot load it as a {what} ({first})") from None
 
 

@@ -113,6 +113,13 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
         raise InputError("the model name is empty: give a model folder, a packaged model's name or a hub id")
     p = Path(text).expanduser()
     if p.exists():
+        import stat
+
+        from vistkit.data.readers import not_a_file
+
+        mode = p.stat().st_mode
+        if not stat.S_ISDIR(mode) and (error := not_a_file(p, mode, fix="give a model folder or file")) is not None:
+            raise error  # a FIFO, a device, a socket: never handed to a loader (which would wait or read forever)
         return checked(p.resolve())
     key = _HUB_ALIASES.get(text, text)
     if key in PACKAGED_MODELS:
