@@ -361,9 +361,9 @@ def compare(
     skipped: dict[str, str] | None = None
     # everything that can be wrong is checked before a model loads, Java starts or a Ray cluster comes up
     if metric_names == ["all"]:  # as `vistkit score -m all`; a metric that fails on any system is left out
-        plans, skipped = plan_all({}, per_metric, has_references=references is not None)
+        plans, skipped = plan_all({}, per_metric, has_references=references is not None, local=engine == "local")
     else:
-        plans = plan_metrics(metric_names, {}, per_metric)
+        plans = plan_metrics(metric_names, {}, per_metric, local=engine == "local")
     refs = read_references(references, ref_format)
     seqs = read_template(template) if template is not None else None
     stories: dict[str, StorySet] = {}

@@ -317,7 +317,7 @@ def _check_stories_mode(
                 f"{names[d]} needs reference stories, so it cannot score dHM's {words[d]} dimension {d}: choose a "
                 f"reference-free metric for --{d.lower()}-metric (`vistkit metrics` says what each needs)"
             )
-        plan_metrics([names[d]], shared, {names[d]: options[d]})
+        plan_metrics([names[d]], shared, {names[d]: options[d]}, local=engine == "local")
     h = read_stories(human_stories, system="human")
     m = read_stories(model_stories, system="model")
     if not {s.story_id for s in h} & {s.story_id for s in m}:

@@ -173,10 +173,19 @@ def convert(
         save_converted,
     )
 
+    # every mistake said before the checkpoint is read (torch imported, a large file unpickled)
+    if kind not in ("rovist-sop", "state-dict"):
+        raise InputError(f"unknown --kind {kind!r}; use rovist-sop or state-dict")
     cfg = None  # read here, so a bad config.json is one clear error (a folder means its config.json)
     if config is not None:
         config_file = config / "config.json" if config.is_dir() else config
         cfg = _json_object(load_json(config_file), config_file)
+    if tokenizer is not None and kind == "state-dict":
+        from vistkit.commands.common import warn_ignored
+
+        warn_ignored(["--tokenizer"], "--kind rovist-sop (a state-dict folder holds no tokenizer)")
+    elif tokenizer is not None:
+        check_tokenizer(tokenizer)
     if kind == "rovist-sop":
         from vistkit.models.sop import convert_sop_checkpoint
 
@@ -193,6 +202,27 @@ def convert(
             source={"file": checkpoint.name, "sha256": file_sha256(checkpoint)},
             extra={"opt": jsonable(obj.get("opt", {}))},
         )
-    else:
-        raise InputError(f"unknown --kind {kind!r}; use rovist-sop or state-dict")
     echo(f"converted {checkpoint} -> {folder}")
+
+
+#: the files of a Hugging Face tokenizer folder, one of which `models convert --tokenizer DIR` needs
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "spiece.model")
+
+
+def check_tokenizer(tokenizer: str) -> None:
+    """``--tokenizer`` names a tokenizer folder (or a hub id in the local cache) holding tokenizer files, checked
+    without loading it: one sentence, before the checkpoint is read."""
+    from vistkit.errors import InputError, VistkitError
+    from vistkit.models.resolve import resolve_model
+
+    try:
+        where = resolve_model(tokenizer)
+    except VistkitError as exc:
+        raise type(exc)(f"--tokenizer: {exc}") from None
+    if not where.is_dir():
+        raise InputError(f"--tokenizer {tokenizer} is a file; give the folder holding the tokenizer's files")
+    if not any((where / name).is_file() for name in TOKENIZER_FILES):
+        raise InputError(
+            f"--tokenizer {tokenizer} holds no tokenizer ({', '.join(TOKENIZER_FILES)}); give the folder of the "
+            "albert-large-v1 tokenizer"
+        )

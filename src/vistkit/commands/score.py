@@ -206,9 +206,12 @@ def warn_unused_shared(names: list[str], shared: dict[str, Any]) -> None:
 Plan = tuple[type[Metric], dict[str, Any]]
 
 
-def plan_metrics(names: list[str], shared: dict[str, Any], per_metric: dict[str, dict[str, Any]]) -> list[Plan]:
+def plan_metrics(
+    names: list[str], shared: dict[str, Any], per_metric: dict[str, dict[str, Any]], *, local: bool = True
+) -> list[Plan]:
     """Each metric's class with the shared options it accepts plus its own ``--option`` values, every option
-    checked (its name, and its value as far as that needs no model: `Metric.precheck`); nothing is built."""
+    checked (its name, and its value as far as that needs no model: `Metric.precheck`; ``local``: the metrics
+    are built on this machine, not on a Ray cluster); nothing is built."""
     plans: list[Plan] = []
     for name in names:
         cls = get_metric_class(name)
@@ -217,7 +220,7 @@ def plan_metrics(names: list[str], shared: dict[str, Any], per_metric: dict[str,
         own = per_metric.get(name, {})
         check_options(cls, own)
         opts.update(own)
-        cls.precheck(opts)
+        cls.precheck(opts, local=local)
         plans.append((cls, opts))
     return plans
 
@@ -417,7 +420,7 @@ def range_of(name: str) -> str:
 
 
 def plan_all(
-    shared: dict[str, Any], per_metric: dict[str, dict[str, Any]], *, has_references: bool
+    shared: dict[str, Any], per_metric: dict[str, dict[str, Any]], *, has_references: bool, local: bool = True
 ) -> tuple[list[Plan], dict[str, str]]:
     """``--metrics all``: every registered metric that can run on these inputs (planned, nothing built), and why
     each other one cannot."""
@@ -434,7 +437,7 @@ def plan_all(
             skipped[name] = "compares a human and a model story (vistkit distance)"
             continue
         try:
-            plans += plan_metrics([name], shared, per_metric)
+            plans += plan_metrics([name], shared, per_metric, local=local)
         except VistkitError as exc:
             skipped[name] = str(exc)
     return plans, skipped
@@ -571,9 +574,11 @@ def score(
     check_engine(engine)
     # everything that can be wrong is checked before a model loads, Java starts or a Ray cluster comes up
     if names == ["all"]:
-        plans, skipped = plan_all(shared, per_metric, has_references=references is not None)
+        plans, skipped = plan_all(
+            shared, per_metric, has_references=references is not None, local=engine == "local"
+        )
     else:
-        plans = plan_metrics(names, shared, per_metric)
+        plans = plan_metrics(names, shared, per_metric, local=engine == "local")
     hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
     refs = read_references(references, ref_format)
     seqs = read_template(template) if template is not None else None

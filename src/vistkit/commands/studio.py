@@ -198,13 +198,16 @@ def init_cmd(
 
         warn_ignored(["--aspects"], f"--task likert, not {task}")
     from vistkit.data.readers import read_stories
+    from vistkit.studio import TASKS
     from vistkit.studio.plan import create_study, items_from_story_sets
 
+    if key not in ("story", "sequence", "album"):  # these two before a story file is read
+        raise InputError(f"--key must be story, sequence or album, not {key!r}")
+    if task not in TASKS:
+        raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
     sets = {
         name: read_stories(path, field=field, system=name) for name, (path, field) in _parse_stories(stories).items()
     }
-    if key not in ("story", "sequence", "album"):
-        raise InputError("--key must be story, sequence or album")
     plan_items = items_from_story_sets(sets, key=key, max_items=max_items)
     summary = create_study(
         db_url or study,
@@ -406,6 +409,7 @@ def report_cmd(
     )
     if keep is not None:
         check_output(provenance_path(keep))  # --keep itself was checked with the other outputs
+    _check_report_inputs(metrics, option, references, key)
     st = _open(study, db_url)
     task = st.setting("task")
     with tempfile.TemporaryDirectory(prefix="vistkit-studio-") as tmp:
@@ -431,6 +435,19 @@ def report_cmd(
             raise typer.Exit(rv)
         if keep is not None:
             keep_copy(out, keep, prov)
+
+
+def _check_report_inputs(metrics: list[str], option: list[str], references: Path | None, key: str | None) -> None:
+    """What `vistkit meta` would refuse in ``studio report`` (metric names, ``-O`` options, ``--references``
+    read and parsed, ``--key``), said before the study is opened and exported."""
+    from vistkit.commands.common import read_references
+    from vistkit.commands.meta.common import _check_metrics
+    from vistkit.data.story import Keying
+
+    _check_metrics(metrics, option)
+    if key is not None:
+        Keying.parse(key)
+    read_references(references, None)
 
 
 @studio_app.command("demo")

@@ -125,7 +125,7 @@ def train_cmd(
         mlm_lr=mlm_lr,
     )
     settings.check()
-    from vistkit.metrics._options import check_device
+    from vistkit.metrics._options import check_device, check_device_here
     from vistkit.models.vrank import resolve_encoder
 
     check_device(device)  # these two before torch is imported or a file read
@@ -135,6 +135,7 @@ def train_cmd(
         raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --output")
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
     texts = _mlm_texts(mlm_stories) if mlm_stories is not None else None
+    check_device_here(device)  # a cuda/mps device this machine lacks: before the encoder loads (torch only then)
     progress, update = _progress()
     with progress:
         folder = train_vrank(
@@ -194,7 +195,7 @@ def predict_cmd(
 
     from vistkit.errors import MissingDependencyError
     from vistkit.meta.human import read_pairs
-    from vistkit.metrics._options import check_device
+    from vistkit.metrics._options import check_device, check_device_here
     from vistkit.models.vrank import load_vrank, set_threads
 
     check_device(device)  # these two before torch is imported (`load_vrank` says the same, after it)
@@ -205,6 +206,7 @@ def predict_cmd(
         )
     set_threads(threads)
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
+    check_device_here(device)  # a cuda/mps device this machine lacks: before the model loads (torch only then)
     vr = load_vrank(model, device=device, batch_size=batch_size)
     t1, t2 = [p.text_1 for p in pairs], [p.text_2 for p in pairs]
     from vistkit import progress

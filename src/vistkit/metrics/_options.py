@@ -96,12 +96,74 @@ def check_device(value: Any) -> None:
         raise InputError(f"device {value!r} is not one vistkit runs on; use auto, cpu, cuda, cuda:N or mps")
 
 
-def check_values(cls: type[Any], options: dict[str, Any]) -> None:
+def check_device_here(value: Any) -> None:
+    """`check_device`, then, for a device other than auto or cpu, whether this machine has it (as
+    `vistkit.models.runtime.choose_device` says when the model loads): torch is imported only then."""
+    check_device(value)
+    if isinstance(value, str) and value.strip().lower() not in ("", "auto", "cpu"):
+        from vistkit.models.runtime import choose_device
+
+        choose_device(value)
+
+
+#: the photo metrics' path options (each checked before the metric is built): the folder's noun and hint
+_PHOTO_FOLDER = ("photo folder", "give --images DIR holding <photo_id>.jpg files")
+
+
+def check_grounding_path(key: str, value: Any) -> None:
+    """The photo metrics' ``images`` (a folder), ``regions`` (a CSV image_id,bbox) and ``photos`` (a JSON photo
+    map) read as the metric reads them once built: the folder checked, the two small files parsed (once per
+    file and version: `_parsed`). Values that are not paths (an `ImageStore`, a dict) are the caller's."""
+    from pathlib import Path, PurePath
+
+    if not isinstance(value, str | PurePath):
+        return
+    if key == "images":
+        from vistkit.data.readers import check_input_folder
+
+        check_input_folder(Path(value), *_PHOTO_FOLDER)
+    elif key == "regions":
+        from vistkit.data.images import read_regions
+
+        _parsed(read_regions, str(value))
+    elif key == "photos":
+        from vistkit.data.images import load_photo_map
+
+        _parsed(load_photo_map, str(value))
+
+
+_PARSED: dict[tuple[Any, ...], bool] = {}
+
+
+def _parsed(reader: Any, path: str) -> None:
+    """``reader(path)`` unless it already read this file (same size and change time) without error: several
+    metrics share one ``--regions``/``--photos``, each planned with its own check."""
+    import os
+
+    from vistkit.data.readers import split_member
+
+    try:
+        st = os.stat(split_member(path)[0])
+        key: tuple[Any, ...] | None = (reader.__name__, path, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:  # the reader names what is wrong
+        key = None
+    if key is not None and key in _PARSED:
+        return
+    reader(path)
+    if key is not None:
+        if len(_PARSED) > 64:
+            _PARSED.clear()
+        _PARSED[key] = True
+
+
+def check_values(cls: type[Any], options: dict[str, Any], *, local: bool = True) -> None:
     """The checks of ``options`` (for metric class ``cls``) that need no model, no torch and no Java, made before
     anything slow starts (`vistkit score` checks every option this way before it loads a model): the same checks
     the constructor makes first, by option name (batch_size, num_threads, batch_tokens, booleans, device,
-    precision, sentences, lm, a model path that names nothing). Whether the value fits the model (a layer it
-    lacks, a CUDA device this machine lacks) is left to the constructor."""
+    precision, sentences, lm, a model path that names nothing, the photo metrics' images/regions/photos paths;
+    a cuda or mps device this machine lacks, importing torch only then). Whether the value fits the model (a
+    layer it lacks) is left to the constructor, unless its config tells (bertscore's layer). ``local``: the
+    metric is built on this machine (not on a Ray cluster, whose workers may have the GPU this one lacks)."""
     import inspect
     import sys
 
@@ -133,9 +195,11 @@ def check_values(cls: type[Any], options: dict[str, Any]) -> None:
                 if layers is not None and int(value) > layers:  # as the constructor says once the model is loaded
                     raise InputError(f"bertscore: layer must be between 0 and {layers} for {model} (got {value})")
         elif key == "device":
-            check_device(value)
+            check_device_here(value) if local else check_device(value)
+        elif key in ("images", "regions", "photos"):
+            check_grounding_path(key, value)
         elif key == "precision":
-            offered = getattr(module, "PRECISIONS", None)
+            offered = getattr(cls, "PRECISIONS", None) or getattr(module, "PRECISIONS", None)
             if offered is None and "lm" in params:  # the LM metrics and story-ranker: `vistkit.models.lm`
                 from vistkit.models.lm import PRECISIONS as offered
             if offered is not None:

@@ -409,13 +409,14 @@ class Metric(ABC):
         return make_signature(self.name, fields)
 
     @classmethod
-    def precheck(cls, options: Mapping[str, Any]) -> None:
+    def precheck(cls, options: Mapping[str, Any], *, local: bool = True) -> None:
         """The checks of ``options`` that need no model (names and values), before anything slow starts: an
-        `InputError` for the first wrong one. A metric may add its own cheap checks."""
+        `InputError` for the first wrong one (``local``: the metric will be built on this machine, so a device
+        it lacks is refused too). A metric may add its own cheap checks."""
         from vistkit.metrics._options import check_values
 
         check_options(cls, options)
-        check_values(cls, dict(options))
+        check_values(cls, dict(options), local=local)
 
     @classmethod
     def check_inputs(

@@ -33,6 +33,7 @@ from vistkit import progress
 from vistkit.data.story import Story
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
+from vistkit.models.precision import PRECISIONS as SOP_PRECISIONS
 from vistkit.models.precision import precision_fields
 from vistkit.models.runtime import content_key
 
@@ -119,6 +120,8 @@ def _checkpoint_missing(name: str) -> MissingDependencyError:
 #: encoder (bench/bench_precision.py --metrics coherence --stories 200: tf32x3 2.2e-7 with the tensor cores'
 #: rounding emulated, bf16 5.8e-3 on a CPU), rounded up; plain tf32 is not offered (a GPU must measure it)
 COHERENCE_DEVIATION: dict[str, str] = {"tf32x3": "1e-6", "bf16": "1e-2"}
+#: the precision modes of the offline `coherence` metric (checked before its model loads: `Metric.precheck`)
+PRECISIONS = ("fp32", *COHERENCE_DEVIATION)
 
 _SOP_CARD_COMMON = (
     "Model: the RoViST-C sentence-order classifier (ALBERT-large-v1 pooler -> Linear(1024, 2), softmax[1]; "
@@ -136,6 +139,8 @@ class RovistC(Metric):
     """RoViST-C (official ``coherence_scorer.py``): mean SOP probability over adjacent sentence pairs."""
 
     name: ClassVar[str] = "rovist-c"
+    #: the precision modes of the SOP model (`vistkit.models.sop`; `PRECISIONS` is the offline coherence's)
+    PRECISIONS: ClassVar[tuple[str, ...]] = SOP_PRECISIONS
     weights: ClassVar[str] = "the official RoViST-C checkpoint (sop_model_epoch4.pth.tar; not shipped)"
     context: ClassVar[str] = "adjacent"
     card: ClassVar[MetricCard] = MetricCard(

@@ -80,9 +80,11 @@ def build_demo(
     import json
 
     from vistkit.data.readers import read_stories
-    from vistkit.studio import MAX_INVITES, MAX_PER_ITEM, db, service
+    from vistkit.studio import MAX_INVITES, MAX_PER_ITEM, TASKS, db, service
     from vistkit.studio.plan import create_study, items_from_story_sets
 
+    if task not in TASKS:  # before the folder and its photos are written
+        raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
     if not 1 <= annotators <= MAX_INVITES:
         raise InputError(f"--annotators must be from 1 to {MAX_INVITES:,}, not {annotators:,}")
     if not 1 <= per_item <= MAX_PER_ITEM:

@@ -139,14 +139,49 @@ def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> l
     return built
 
 
-def _check_metrics(names: str | list[str], option: list[str]) -> None:
-    """The checks of `_metrics` that need no model: metric names, ``--option`` names and values."""
+def _check_metrics(
+    names: str | list[str],
+    option: list[str],
+    *,
+    local: bool = True,
+    pairs: list[Any] | None = None,
+    refs: StorySet | None = None,
+    key: Keying | None = None,
+) -> None:
+    """The checks of `_metrics` that need no model: metric names, ``--option`` names and values, and (given
+    ``pairs``) that every reference-based metric has references sharing a key with the pairs (`_check_pair_keys`).
+    ``local``: the metrics are built on this machine (not on a Ray cluster)."""
     from vistkit.commands.score import parse_metric_options, plan_metrics
 
     parsed = parse_metric_names(names)
     per_metric = parse_metric_options(option)
     if parsed and parsed != ["all"]:
-        plan_metrics(parsed, {}, per_metric)
+        plans = plan_metrics(parsed, {}, per_metric, local=local)
+        if pairs is not None:
+            _check_pair_keys([cls for cls, _ in plans], pairs, refs, key)
+
+
+def _check_pair_keys(classes: list[Any], pairs: list[Any], refs: StorySet | None, key: Keying | None) -> None:
+    """What `vistkit.meta.scoring.score_pairs` would refuse once the metric is built: a reference-based metric
+    without references, or with references that share no key with any pair (``--key``, by default sequence
+    when every pair has an img_seq)."""
+    from vistkit.meta.scoring import _pair_key
+    from vistkit.metrics.base import Ranker
+
+    if not pairs:
+        return
+    keying = key if key is not None else (Keying.SEQUENCE if all(p.img_seq for p in pairs) else Keying.STORY)
+    for cls in classes:
+        if issubclass(cls, Ranker) or not cls.needs_references:
+            continue
+        if refs is None:
+            raise InputError(f"{cls.name} is reference-based: pass --references FILE (the human stories)")
+        keys = [_pair_key(p, keying) for p in pairs]
+        if not set(keys) & set(refs.group(keying)):
+            raise InputError(
+                f"{cls.name}: no pair could be scored, as no reference story has the {keying.value} key of any "
+                f"pair (the first pair's is {keys[0]!r}): check --references and --key"
+            )
 
 
 def _skip_or_raise(name: str, exc: VistkitError) -> None:
@@ -349,7 +384,9 @@ class PairsInput:
         pairs = _load_pairs(self.pairs_csv, self.label_sign)
         refs = _references(self.references, self.ref_format)
         check_engine(self.engine)
-        _check_metrics(self.metrics, self.option)  # before a Ray cluster starts
+        _check_metrics(  # before a model loads or a Ray cluster starts
+            self.metrics, self.option, local=self.engine == "local", pairs=pairs, refs=refs, key=self.key
+        )
         with open_engine(self.engine, self.address, self.workers, self.num_gpus_per_worker) as eng:
             built = _metrics(self.metrics, self.option, eng)
             return pairs, _score_all_pairs(built, pairs, refs, self.key, self.reference_absent)

@@ -1,0 +1,248 @@
+"""Fifth CLI probe round: what the fourth round left to be said late is said before any slow work.
+
+The photo metrics' ``--images``/``--regions``/``--photos`` (and ``-O METRIC.images=...``), the keys of ``meta
+pairs`` against ``-r``, a CUDA/MPS device this machine lacks, coherence's ``precision``, and the mistakes of
+``studio init|report|demo`` and ``models convert``: each is one ``error:`` sentence before a metric is built, a
+checkpoint read or a folder written. Building a slow metric or opening an engine fails the test.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vistkit.cli import main
+from vistkit.errors import InputError
+from vistkit.metrics.base import get_metric_class
+
+SLOW = ("clipscore", "clipscore-story", "groovist", "rovist-vg", "bertscore", "coherence", "dhm-c", "lm-fluency",
+        "story-ranker")  # fmt: skip
+META = Path(__file__).parent / "fixtures" / "meta"
+
+
+@pytest.fixture
+def forbid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building a slow metric or opening an engine fails the test."""
+    for name in SLOW:
+        cls = get_metric_class(name)
+        original = cls.__init__
+
+        @functools.wraps(original)
+        def built(self: Any, *args: Any, _name: str = name, **kwargs: Any) -> None:
+            raise AssertionError(f"{_name} was built before the mistake was reported")
+
+        monkeypatch.setattr(cls, "__init__", built)
+
+    def engine(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an engine was opened before the mistake was reported")
+
+    monkeypatch.setattr("vistkit.engine.make_engine", engine)
+
+
+def _stories(path: Path, prefix: str = "s") -> Path:
+    rows = [
+        {"story_id": f"{prefix}{i}", "text": f"we went to the park {i} . it was nice .",
+         "photo_ids": [str(3 * i + k) for k in range(3)]}
+        for i in range(3)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def hyps(tmp_path: Path) -> Path:
+    return _stories(tmp_path / "hyps.jsonl")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def _fails(capsys: pytest.CaptureFixture[str], *args: Any, code: int = 1) -> str:
+    got, err = _run(capsys, *args)
+    lines = err.strip().splitlines()
+    assert got == code and len(lines) == 1 and lines[0].startswith("error: "), (got, err)
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------- grounding paths
+def test_photo_paths_are_checked_before_the_metric_is_built(
+    forbid: None, hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    text = tmp_path / "file.txt"
+    text.write_text("x")
+    err = _fails(capsys, "score", hyps, "-m", "clipscore", "--images", tmp_path / "nowhere")
+    assert "nowhere: no such photo folder (give --images DIR" in err
+    assert "is a file, not a photo folder" in _fails(capsys, "score", hyps, "-m", "clipscore-story", "--images", text)
+    err = _fails(capsys, "score", hyps, "-m", "groovist", "--images", photos, "--regions", tmp_path / "r.csv")
+    assert "r.csv: no such regions file" in err
+    cols = tmp_path / "cols.csv"
+    cols.write_text("photo,box\n1,[0, 0, 1, 1]\n")
+    err = _fails(capsys, "score", hyps, "-m", "groovist", "--images", photos, "--regions", cols)
+    assert "the regions CSV needs the columns image_id and bbox (it has photo, box)" in err
+    bad = tmp_path / "map.json"
+    bad.write_text("{not json")
+    err = _fails(capsys, "score", hyps, "-m", "clipscore-story", "--images", photos, "--photos", bad)
+    assert "map.json: invalid JSON" in err
+    err = _fails(capsys, "score", hyps, "-m", "rovist-vg", "--images", photos, "--photos", tmp_path / "m.json")
+    assert "m.json: no such photo map" in err
+    err = _fails(capsys, "score", hyps, "-m", "groovist", "-O", f"groovist.images={tmp_path / 'none'}")
+    assert "no such photo folder" in err
+
+
+def test_photo_paths_of_distance_and_meta_before_any_model(
+    forbid: None, hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _fails(capsys, "distance", "--human-stories", hyps, "--model-stories", hyps, "--images", tmp_path / "no")
+    assert "no such photo folder" in err
+    err = _fails(capsys, "meta", "pairs", META / "vhed_small.csv", "-m", "groovist", "-O",
+                 f"groovist.images={tmp_path / 'no'}")  # fmt: skip
+    assert "no such photo folder" in err
+
+
+def test_good_photo_paths_pass_the_precheck(tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    regions = tmp_path / "regions.csv"
+    regions.write_text('image_id,bbox\n1,"[0, 0, 4, 4]"\n2,whole_img\n')
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"s0": ["1", "2"]}))
+    get_metric_class("groovist").precheck({"images": photos, "regions": regions, "photos": mapping})
+    get_metric_class("clipscore").precheck({"images": str(photos), "photos": {"s0": ["1"]}})  # a dict is the caller's
+
+
+# ---------------------------------------------------------------------------------------------- meta pairs keys
+def test_meta_pairs_keys_before_the_model(forbid: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pairs = META / "vhed_small.csv"
+    hyps = _stories(tmp_path / "other.jsonl", prefix="x")  # no story id or photo sequence of the pairs
+    err = _fails(capsys, "meta", "pairs", pairs, "-m", "bertscore", "-r", hyps)
+    assert "bertscore: no pair could be scored, as no reference story has the sequence key of any pair" in err
+    err = _fails(capsys, "meta", "pairs", pairs, "-m", "bertscore", "-r", hyps, "--key", "story")
+    assert "has the story key of any pair" in err
+    assert "bertscore is reference-based: pass --references" in _fails(capsys, "meta", "pairs", pairs, "-m",
+                                                                       "bertscore")  # fmt: skip
+
+
+def test_pair_keys_shared_with_the_references_pass() -> None:
+    from vistkit.commands.common import read_references
+    from vistkit.commands.meta.common import _check_pair_keys
+    from vistkit.meta.human import read_pairs
+
+    pairs = read_pairs(META / "ref_pairs_small.csv")
+    refs = read_references(META / "references_small.jsonl", None, system="human")
+    _check_pair_keys([get_metric_class("bertscore"), get_metric_class("story-ranker")], pairs, refs, None)
+
+
+# ---------------------------------------------------------------------------------------------- device
+def test_a_device_this_machine_lacks_before_the_model(
+    forbid: None, hyps: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cuda/mps are checked with torch (`choose_device`) before the model loads; cpu and auto import nothing,
+    and a metric built on a Ray cluster (whose workers may have the GPU) is not checked here."""
+    import vistkit.models.runtime as runtime
+    from vistkit.commands.score import plan_metrics
+
+    asked: list[str] = []
+
+    def choose(device: str | None = None) -> None:
+        asked.append(str(device))
+        raise InputError(f"device {device!r} was asked for but CUDA is not available here; use device='cpu'")
+
+    monkeypatch.setattr(runtime, "choose_device", choose)
+    err = _fails(capsys, "score", hyps, "-m", "lm-fluency", "-O", "lm-fluency.device=cuda:1")
+    assert "device 'cuda:1' was asked for but CUDA is not available" in err and asked == ["cuda:1"]
+    for device in ("cpu", "auto", "CPU"):
+        plan_metrics(["bertscore"], {}, {"bertscore": {"device": device}})
+    plan_metrics(["bertscore"], {}, {"bertscore": {"device": "mps"}}, local=False)
+    assert asked == ["cuda:1"]
+    import vistkit.models.vrank as vrank
+
+    def loaded(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a Vrank model was loaded before the mistake was reported")
+
+    monkeypatch.setattr(vrank, "load_vrank", loaded)
+    err = _fails(capsys, "vrank", "predict", META / "vhed_small.csv", "--model", hyps.parent, "--device", "mps")
+    assert "device 'mps' was asked for" in err and asked == ["cuda:1", "mps"]
+
+
+# ---------------------------------------------------------------------------------------------- precision
+def test_coherence_precision_before_the_model(forbid: None, hyps: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _fails(capsys, "score", hyps, "-m", "coherence", "-O", "coherence.precision=fp8")
+    assert "coherence: precision must be one of fp32, tf32x3, bf16" in err
+    with pytest.raises(InputError, match="coherence: precision must be one of fp32, tf32x3, bf16 "):
+        get_metric_class("coherence").precheck({"precision": "tf32"})  # the offline head does not offer tf32
+    get_metric_class("dhm-c").precheck({"precision": "tf32"})  # the SOP model does
+    with pytest.raises(InputError, match="dhm-c: precision must be one of fp32, tf32x3, tf32, bf16"):
+        get_metric_class("dhm-c").precheck({"precision": "fp16"})
+
+
+# ---------------------------------------------------------------------------------------------- studio
+def test_studio_report_checks_metrics_and_references_before_the_study(
+    forbid: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sqlalchemy")
+    import vistkit.studio.analysis as analysis
+
+    def export(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the study was exported before the mistake was reported")
+
+    monkeypatch.setattr(analysis, "export", export)
+    study = tmp_path / "study.db"
+    assert "unknown metric 'nope'" in _fails(capsys, "studio", "report", study, "-m", "nope")
+    err = _fails(capsys, "studio", "report", study, "-m", "bertscore", "-O", "bertscore.batch_size=0")
+    assert "batch_size must be from 1" in err
+    assert "no such file" in _fails(capsys, "studio", "report", study, "-m", "bleu-4", "-r", tmp_path / "r.json")
+    assert "is not a keying" in _fails(capsys, "studio", "report", study, "-m", "bleu-4", "--key", "nope")
+
+
+def test_studio_init_and_demo_refuse_before_writing(
+    hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sqlalchemy")
+    err = _fails(capsys, "studio", "init", tmp_path / "s.db", "--task", "rank", "-s", f"a={hyps}", "-s",
+                 f"b={tmp_path / 'missing.jsonl'}", "--key", "nope")  # fmt: skip
+    assert "--key must be story, sequence or album, not 'nope'" in err
+    err = _fails(capsys, "studio", "init", tmp_path / "s.db", "--task", "rnk", "-s", f"a={tmp_path / 'x.json'}")
+    assert "--task must be one of rank, pairwise, likert, not 'rnk'" in err
+    assert not (tmp_path / "s.db").exists()
+    err = _fails(capsys, "studio", "demo", "--dir", tmp_path / "demo", "--task", "bogus", "--no-serve")
+    assert "--task must be one of rank, pairwise, likert" in err
+    assert not (tmp_path / "demo").exists()  # the folder and its photos were written before the task was checked
+
+
+# ---------------------------------------------------------------------------------------------- models convert
+def test_models_convert_checks_before_reading_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import vistkit.models.checkpoints as checkpoints
+    import vistkit.models.sop as sop
+
+    def read(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the checkpoint was read before the mistake was reported")
+
+    monkeypatch.setattr(sop, "convert_sop_checkpoint", read)
+    monkeypatch.setattr(checkpoints, "load_legacy_checkpoint", read)
+    ckpt = tmp_path / "ck.pth.tar"
+    ckpt.write_bytes(b"\x80\x02}q\x00.")
+    out = tmp_path / "out"
+    base = ["models", "convert", ckpt, out, "--trust-checkpoint"]
+    err = _fails(capsys, *base, "--kind", "bogus", "--config", tmp_path / "missing.json")
+    assert "unknown --kind 'bogus'" in err
+    assert "--tokenizer: model" in _fails(capsys, *base, "--tokenizer", tmp_path / "no" / "tok")
+    empty = tmp_path / "tok"
+    empty.mkdir()
+    assert "holds no tokenizer (tokenizer.json" in _fails(capsys, *base, "--tokenizer", empty)
+    assert "is a file; give the folder" in _fails(capsys, *base, "--tokenizer", ckpt)
+    assert not out.exists()
+    (empty / "tokenizer_config.json").write_text("{}")
+    with pytest.raises(AssertionError, match="the checkpoint was read"):  # every check passed: it is read now
+        main([str(a) for a in [*base, "--kind", "state-dict", "--tokenizer", empty]])
+    assert "--tokenizer is ignored: it applies to --kind rovist-sop" in capsys.readouterr().err
