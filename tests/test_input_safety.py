@@ -1099,7 +1099,8 @@ def test_bootstrap_options_without_confidence_warn(stories: Path, capsys: pytest
 def test_inputs_without_a_size_are_capped_while_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A device or a pipe reports no size (``st_size`` 0): `/dev/zero` given to `vistkit validate` grew past 24 GB
     (it checked the size, then read everything). Every reader refuses a device before reading it, and stops one
-    byte past the limit on a pipe (as ``<(zcat x.gz)`` gives), with the one input-limit error; a pipe under the limit still reads."""
+    byte past the limit on a pipe (as ``<(zcat x.gz)`` gives), with the one input-limit error; a pipe under the
+    limit still reads."""
     import threading
 
     from vistkit.data.images import load_photo_map, read_regions
