@@ -126,11 +126,12 @@ def train_cmd(
     )
     settings.check()
     from vistkit.metrics._options import check_device, check_device_here
-    from vistkit.models.vrank import resolve_encoder
+    from vistkit.models.vrank import check_threads, resolve_encoder
 
-    check_device(device)  # these two before torch is imported or a file read
+    check_device(device)  # these three before torch is imported or a file read
+    check_threads(threads)
     resolve_encoder(encoder)
-    set_threads(threads)  # checked (1..1,024) before any file is read
+    set_threads(threads)
     if (out / META_FILE).exists() and not force:
         raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --output")
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
@@ -196,9 +197,10 @@ def predict_cmd(
     from vistkit.errors import MissingDependencyError
     from vistkit.meta.human import read_pairs
     from vistkit.metrics._options import check_device, check_device_here
-    from vistkit.models.vrank import load_vrank, set_threads
+    from vistkit.models.vrank import check_threads, load_vrank, set_threads
 
-    check_device(device)  # these two before torch is imported (`load_vrank` says the same, after it)
+    check_device(device)  # these three before torch is imported (`load_vrank` says the same, after it)
+    check_threads(threads)
     if not model.expanduser().exists():
         raise MissingDependencyError(
             f"no Vrank model at {model.expanduser()}; train one with `vistkit vrank train PAIRS.csv --output DIR` "

@@ -95,12 +95,17 @@ class VrankSettings:
             raise InputError(f"--schedule must be linear or constant, not {self.schedule!r}")
 
 
+def check_threads(threads: int | None) -> None:
+    """Refuse a thread count outside 1..1024 (None: torch's choice), without importing torch."""
+    if threads is not None and not 1 <= threads <= 1024:
+        raise InputError(f"--threads must be from 1 to 1,024, not {threads:,}")
+
+
 def set_threads(threads: int | None) -> None:
     """torch's CPU threads (process-wide), 1..1024; None leaves torch's choice."""
+    check_threads(threads)
     if threads is None:
         return
-    if not 1 <= threads <= 1024:
-        raise InputError(f"--threads must be from 1 to 1,024, not {threads:,}")
     import torch
 
     torch.set_num_threads(int(threads))
