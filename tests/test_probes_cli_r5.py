@@ -246,3 +246,24 @@ def test_models_convert_checks_before_reading_the_checkpoint(
     with pytest.raises(AssertionError, match="the checkpoint was read"):  # every check passed: it is read now
         main([str(a) for a in [*base, "--kind", "state-dict", "--tokenizer", empty]])
     assert "--tokenizer is ignored: it applies to --kind rovist-sop" in capsys.readouterr().err
+
+
+def test_meta_all_skips_a_metric_no_reference_can_serve_before_building_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``--metrics all`` a reference-based metric whose references share no key with the pairs was built
+    (its model loaded) and only then skipped; it is now skipped, with the same reason, unbuilt."""
+    from vistkit.commands.common import read_references
+    from vistkit.commands.meta import common
+    from vistkit.meta.human import read_pairs
+
+    built: list[str] = []
+    monkeypatch.setattr(
+        "vistkit.commands.score.build_metrics", lambda names, *a, **k: built.extend(names) or list(names)
+    )
+    pairs = read_pairs(META / "vhed_small.csv")
+    refs = read_references(_stories(tmp_path / "other.jsonl", prefix="x"), None, system="human")
+    common._metrics("all", [], pairs=pairs, refs=refs, key=None)
+    assert "bleu-4" in common.SKIPPED and "bleu-4" not in built
+    assert "no reference story has the sequence key of any pair" in common.SKIPPED["bertscore"]
+    assert "bertscore" not in built and "rovist-nr" in built  # a reference-free metric is still built

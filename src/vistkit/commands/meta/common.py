@@ -107,9 +107,19 @@ SKIPPED: dict[str, str] = {}
 TOLERANT: list[bool] = [False]  # --metrics all: a metric that cannot score this input is skipped, not fatal
 
 
-def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> list[Any]:
+def _metrics(
+    names: str | list[str],
+    option: list[str],
+    engine: Any = None,
+    *,
+    pairs: list[Any] | None = None,
+    refs: StorySet | None = None,
+    key: Keying | None = None,
+) -> list[Any]:
     """Build the named metrics. ``all``: every registered metric that can run here; the others (a model that
-    is not installed, images not given) are skipped with their reason (stderr and ``"skipped"`` in JSON)."""
+    is not installed, images not given, and, given ``pairs``, references missing or sharing no key with them:
+    `_check_pair_keys`, before the metric is built) are skipped with their reason (stderr and ``"skipped"`` in
+    JSON)."""
     from vistkit.commands.score import build_metrics, parse_metric_options, warn_unused_options
     from vistkit.metrics.base import list_metrics
 
@@ -128,6 +138,12 @@ def _metrics(names: str | list[str], option: list[str], engine: Any = None) -> l
         if cls.needs_images and not per_metric.get(name):
             SKIPPED[name] = "needs images: pass --option NAME.images=FOLDER"
             continue
+        if pairs is not None:
+            try:
+                _check_pair_keys([cls], pairs, refs, key)  # no reference could serve: not worth its model
+            except InputError as exc:
+                SKIPPED[name] = str(exc)
+                continue
         try:
             built += build_metrics([name], {}, per_metric, engine=engine)
         except (VistkitError, ImportError, OSError) as exc:
@@ -388,7 +404,7 @@ class PairsInput:
             self.metrics, self.option, local=self.engine == "local", pairs=pairs, refs=refs, key=self.key
         )
         with open_engine(self.engine, self.address, self.workers, self.num_gpus_per_worker) as eng:
-            built = _metrics(self.metrics, self.option, eng)
+            built = _metrics(self.metrics, self.option, eng, pairs=pairs, refs=refs, key=self.key)
             return pairs, _score_all_pairs(built, pairs, refs, self.key, self.reference_absent)
 
 
