@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vistkit.errors import InputError
-from vistkit.models.runtime import DEFAULT_CACHE_BYTES, ArrayCache, cache_bytes
+from vistkit.limits import CACHE_BYTES_DEFAULT, cache_bytes
+from vistkit.models.runtime import ArrayCache
 
 
 def test_least_recently_used_goes_first() -> None:
@@ -30,7 +31,7 @@ def test_an_array_larger_than_the_budget_is_returned_not_kept() -> None:
 
 def test_budget_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VISTKIT_CACHE_MB", raising=False)
-    assert cache_bytes() == DEFAULT_CACHE_BYTES == 512 * 2**20
+    assert cache_bytes() == CACHE_BYTES_DEFAULT == 512 * 2**20
     monkeypatch.setenv("VISTKIT_CACHE_MB", "2")
     assert ArrayCache().max_bytes == 2 * 2**20
     monkeypatch.setenv("VISTKIT_CACHE_MB", "0")

@@ -45,6 +45,11 @@ DECLARED_RATIO = 16
 DECLARED_FLOOR_VALUES = 1 << 28  # 1 GiB of float32
 #: METEOR: words (whitespace-separated) of a hypothesis or reference sent to the jar (`vistkit.metrics.meteor`)
 METEOR_MAX_WORDS = 1_000
+# bytes each in-memory embedding cache keeps (`vistkit.models.runtime.ArrayCache`: CLIP's text, photo and region
+# embeddings, the MiniLM sentence encoder's), least recently used out first; unbounded, CLIP regions of 10^6 photos
+# took ~70 GB
+CACHE_ENV = "VISTKIT_CACHE_MB"
+CACHE_BYTES_DEFAULT = 512 * MiB
 #: story-ranker-v1: sentences of a story it scores (it compares every pair; `vistkit.models.story_ranker`)
 RANKER_V1_MAX_SENTENCES = 200
 
@@ -87,6 +92,21 @@ def max_line_chars() -> int:
     """Most characters one line of a JSONL or CSV file may hold: 16 per story character (`max_story_chars`), at
     least 8 Mi."""
     return max(LINE_CHARS_FLOOR, 16 * max_story_chars())
+
+
+def cache_bytes() -> int:
+    """Bytes each in-memory embedding cache keeps: `VISTKIT_CACHE_MB` MiB (a fraction is fine; 0 keeps nothing),
+    default 512."""
+    raw = os.environ.get(CACHE_ENV, "").strip()
+    if not raw:
+        return CACHE_BYTES_DEFAULT
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = float("nan")
+    if not 0 <= mib < 2**40:  # NaN fails too
+        raise InputError(f"{CACHE_ENV}={raw[:40]!r} must be a number of MiB, 0 or more; unset it or give e.g. 512")
+    return int(mib * MiB)
 
 
 def input_too_large(where: object, limit: int) -> InputError:
@@ -155,4 +175,10 @@ LIMIT_ROWS = [
         "-",
     ],
     ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
+    [
+        "embedding caches",
+        f"{CACHE_BYTES_DEFAULT // MiB} MiB each (CLIP text/photo/region embeddings, the MiniLM sentence encoder's): "
+        "least recently used out first; values do not depend on it",
+        f"{CACHE_ENV}=<MiB>",
+    ],
 ]

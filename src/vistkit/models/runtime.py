@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from vistkit.errors import InputError
+from vistkit.limits import cache_bytes
 
 
 def choose_device(device: str | None = None) -> Any:
@@ -97,24 +98,6 @@ def content_key(namespace: str, *parts: object) -> str:
     """SHA-256 of a namespace (model signature) and the inputs, as a cache key."""
     payload = json.dumps([namespace, *parts], ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-#: bytes one `ArrayCache` keeps by default (VISTKIT_CACHE_MB sets it, in MiB)
-DEFAULT_CACHE_BYTES = 512 * 2**20
-
-
-def cache_bytes() -> int:
-    """The size of each in-memory embedding cache: ``VISTKIT_CACHE_MB`` MiB (0 keeps nothing), else 512 MiB."""
-    raw = os.environ.get("VISTKIT_CACHE_MB", "").strip()
-    if not raw:
-        return DEFAULT_CACHE_BYTES
-    try:
-        mib = float(raw)
-    except ValueError:
-        mib = float("nan")
-    if not (mib >= 0 and mib < 2**40):  # NaN fails too
-        raise InputError(f"VISTKIT_CACHE_MB must be a number of MiB, 0 or more (got {raw!r:.40})")
-    return int(mib * 2**20)
 
 
 class ArrayCache:
