@@ -9,93 +9,52 @@ runs the verb in process with one mistake: the exit code and the one sentence pr
 
 from __future__ import annotations
 
-import functools
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_probe_helpers import META, forbid_building, one_error, run_cli, write_stories
 
-from vistkit.cli import main
 from vistkit.metrics.base import get_metric_class
 
 SLOW = ("story-ranker", "lm-fluency", "bertscore", "meteor-vist", "groovist", "dhm-c", "rovist-nr", "coherence")
-META = Path(__file__).parent / "fixtures" / "meta"
 
 
 @pytest.fixture
 def forbid(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Building a slow metric or opening an engine fails the test (the signature stays, so option checks that
-    read it still work)."""
-    for name in SLOW:
-        cls = get_metric_class(name)
-        original = cls.__init__
-
-        @functools.wraps(original)
-        def built(self: Any, *args: Any, _name: str = name, **kwargs: Any) -> None:
-            raise AssertionError(f"{_name} was built before the mistake was reported")
-
-        monkeypatch.setattr(cls, "__init__", built)
-
-    def engine(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("an engine was opened before the mistake was reported")
-
-    monkeypatch.setattr("vistkit.engine.make_engine", engine)
-
-
-def _stories(path: Path, prefix: str = "s") -> Path:
-    rows = [
-        {"story_id": f"{prefix}{i}", "text": f"we went to the park {i} . it was nice .",
-         "photo_ids": [str(3 * i + k) for k in range(3)]}
-        for i in range(3)
-    ]  # fmt: skip
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+    """Building a slow metric or opening an engine fails the test."""
+    forbid_building(monkeypatch, SLOW)
 
 
 @pytest.fixture
 def hyps(tmp_path: Path) -> Path:
-    return _stories(tmp_path / "hyps.jsonl")
+    return write_stories(tmp_path / "hyps.jsonl")
 
 
 @pytest.fixture
 def refs(tmp_path: Path) -> Path:
-    return _stories(tmp_path / "refs.jsonl")
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    err = capsys.readouterr().err
-    return code, err
-
-
-def _fails(capsys: pytest.CaptureFixture[str], *args: Any, code: int = 1) -> str:
-    got, err = _run(capsys, *args)
-    lines = err.strip().splitlines()
-    assert got == code and len(lines) == 1 and lines[0].startswith("error: "), (got, err)
-    return lines[0]
+    return write_stories(tmp_path / "refs.jsonl")
 
 
 # ---------------------------------------------------------------------------------------------- score
 def test_score_missing_or_malformed_references_before_the_model(
     forbid: None, hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert "missing.json: no such file" in _fails(
+    assert "missing.json: no such file" in one_error(
         capsys, "score", hyps, "-m", "story-ranker", "-r", tmp_path / "missing.json"
     )
     bad = tmp_path / "bad.json"
     bad.write_text("{bad")
-    assert "invalid JSON" in _fails(capsys, "score", hyps, "-m", "story-ranker", "-r", bad)
-    assert "no such file" in _fails(capsys, "score", tmp_path / "nope.jsonl", "-m", "story-ranker")
-    assert "no such file" in _fails(capsys, "score", hyps, "-m", "meteor-vist", "-r", hyps, "--template",
+    assert "invalid JSON" in one_error(capsys, "score", hyps, "-m", "story-ranker", "-r", bad)
+    assert "no such file" in one_error(capsys, "score", tmp_path / "nope.jsonl", "-m", "story-ranker")
+    assert "no such file" in one_error(capsys, "score", hyps, "-m", "meteor-vist", "-r", hyps, "--template",
                                     tmp_path / "missing.txt")  # fmt: skip
 
 
 def test_score_bad_outputs_before_the_model(
     forbid: None, hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = _fails(capsys, "score", hyps, "-m", "lm-fluency", "--per-item", tmp_path / "no" / "where.csv")
+    err = one_error(capsys, "score", hyps, "-m", "lm-fluency", "--per-item", tmp_path / "no" / "where.csv")
     assert "does not exist" in err and not (tmp_path / "no").exists()
 
 
@@ -120,28 +79,28 @@ def test_score_bad_outputs_before_the_model(
 def test_score_bad_metric_option_before_the_model(
     forbid: None, hyps: Path, refs: Path, metric: str, option: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert words in _fails(capsys, "score", hyps, "-m", metric, "-r", refs, "-O", option)
+    assert words in one_error(capsys, "score", hyps, "-m", metric, "-r", refs, "-O", option)
 
 
 def test_every_metric_option_is_checked_before_the_first_metric_is_built(
     forbid: None, hyps: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = _fails(capsys, "score", hyps, "-m", "story-ranker,rovist-nr", "-O", "rovist-nr.nope=1")
+    err = one_error(capsys, "score", hyps, "-m", "story-ranker,rovist-nr", "-O", "rovist-nr.nope=1")
     assert "rovist-nr has no option 'nope'" in err
 
 
 def test_score_keys_not_shared_with_the_references_before_the_model(
     forbid: None, hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    other = _stories(tmp_path / "other.jsonl", prefix="x")
-    err = _fails(capsys, "score", hyps, "-m", "meteor-vist,bertscore", "-r", other, "--key", "story")
+    other = write_stories(tmp_path / "other.jsonl", prefix="x")
+    err = one_error(capsys, "score", hyps, "-m", "meteor-vist,bertscore", "-r", other, "--key", "story")
     assert "no hypothesis shares a story key with the references" in err
-    err = _fails(capsys, "score", hyps, "-m", "bertscore")
+    err = one_error(capsys, "score", hyps, "-m", "bertscore")
     assert "bertscore needs reference stories" in err
 
 
 def test_score_unknown_engine_before_anything(forbid: None, hyps: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "unknown engine 'spark'" in _fails(capsys, "score", hyps, "-m", "story-ranker", "--engine", "spark")
+    assert "unknown engine 'spark'" in one_error(capsys, "score", hyps, "-m", "story-ranker", "--engine", "spark")
 
 
 def test_score_all_leaves_out_metrics_the_keys_rule_out_without_building_them(
@@ -155,8 +114,8 @@ def test_score_all_leaves_out_metrics_the_keys_rule_out_without_building_them(
     monkeypatch.setattr(score_cmd, "construct_all", lambda plans, skipped, *, engine: built.extend(
         c.name for c, _ in plans) or [])  # fmt: skip
     monkeypatch.setattr(score_cmd, "score_all", lambda *a, **k: [])
-    other = _stories(tmp_path / "other.jsonl", prefix="x")
-    code, err = _run(capsys, "score", hyps, "-m", "all", "-r", other, "--key", "story")
+    other = write_stories(tmp_path / "other.jsonl", prefix="x")
+    code, err = run_cli(capsys, "score", hyps, "-m", "all", "-r", other, "--key", "story")
     assert code == 1 and "no metric could score" in err
     assert "meteor-vist" not in built and "bertscore" not in built and "skipped bertscore: no hypothesis" in err
 
@@ -165,12 +124,12 @@ def test_score_all_leaves_out_metrics_the_keys_rule_out_without_building_them(
 def test_compare_reads_every_file_before_the_model(
     forbid: None, hyps: Path, refs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert "no such file" in _fails(capsys, "compare", hyps, tmp_path / "two.jsonl", "-m", "story-ranker")
-    assert "no such file" in _fails(capsys, "compare", hyps, hyps, "-m", "bertscore", "-r", tmp_path / "r.json")
-    err = _fails(capsys, "compare", hyps, hyps, "-m", "bertscore", "-r", refs, "-O", "bertscore.batch_size=0")
+    assert "no such file" in one_error(capsys, "compare", hyps, tmp_path / "two.jsonl", "-m", "story-ranker")
+    assert "no such file" in one_error(capsys, "compare", hyps, hyps, "-m", "bertscore", "-r", tmp_path / "r.json")
+    err = one_error(capsys, "compare", hyps, hyps, "-m", "bertscore", "-r", refs, "-O", "bertscore.batch_size=0")
     assert "batch_size must be from 1" in err
-    other = _stories(tmp_path / "other.jsonl", prefix="x")
-    err = _fails(capsys, "compare", hyps, other, "-m", "meteor-vist", "-r", refs, "--key", "story")
+    other = write_stories(tmp_path / "other.jsonl", prefix="x")
+    err = one_error(capsys, "compare", hyps, other, "-m", "meteor-vist", "-r", refs, "--key", "story")
     assert "no hypothesis shares a story key" in err
 
 
@@ -179,41 +138,41 @@ def test_distance_checks_files_metrics_and_options_before_any_model(
     forbid: None, hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["distance", "--human-stories", hyps]
-    assert "no such file" in _fails(capsys, *base, "--model-stories", tmp_path / "m.jsonl")
-    err = _fails(capsys, *base, "--model-stories", hyps, "--c-metric", "bleu-4")  # G (groovist) comes first
+    assert "no such file" in one_error(capsys, *base, "--model-stories", tmp_path / "m.jsonl")
+    err = one_error(capsys, *base, "--model-stories", hyps, "--c-metric", "bleu-4")  # G (groovist) comes first
     assert "bleu-4 needs reference stories, so it cannot score dHM's coherence dimension C" in err
-    err = _fails(capsys, *base, "--model-stories", hyps, "--dimensions", "G,R", "-O", "rovist-nr.nope=1")
+    err = one_error(capsys, *base, "--model-stories", hyps, "--dimensions", "G,R", "-O", "rovist-nr.nope=1")
     assert "rovist-nr has no option 'nope'" in err
-    other = _stories(tmp_path / "other.jsonl", prefix="x")
-    assert "share no story id" in _fails(capsys, *base, "--model-stories", other, "--dimensions", "R")
-    assert "unknown engine" in _fails(capsys, *base, "--model-stories", hyps, "--engine", "spark")
+    other = write_stories(tmp_path / "other.jsonl", prefix="x")
+    assert "share no story id" in one_error(capsys, *base, "--model-stories", other, "--dimensions", "R")
+    assert "unknown engine" in one_error(capsys, *base, "--model-stories", hyps, "--engine", "spark")
 
 
 # ---------------------------------------------------------------------------------------------- meta
 def test_meta_checks_before_scoring(forbid: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pairs, likert = META / "vhed_small.csv", META / "likert_small.csv"
-    err = _fails(capsys, "meta", "compare", pairs, "-m", "story-ranker")
+    err = one_error(capsys, "meta", "compare", pairs, "-m", "story-ranker")
     assert "compare needs at least two metrics" in err
-    assert "--kendall must be b or c" in _fails(capsys, "meta", "correlate", likert, "-m", "story-ranker",
+    assert "--kendall must be b or c" in one_error(capsys, "meta", "correlate", likert, "-m", "story-ranker",
                                                 "--kendall", "x")  # fmt: skip
-    err = _fails(capsys, "meta", "pairs", pairs, "-m", "lm-fluency", "-O", "lm-fluency.batch_tokens=0")
+    err = one_error(capsys, "meta", "pairs", pairs, "-m", "lm-fluency", "-O", "lm-fluency.batch_tokens=0")
     assert "batch_tokens must be a whole number" in err
-    err = _fails(capsys, "meta", "correlate", likert, "-m", "story-ranker", "-r", tmp_path / "refs.jsonl")
+    err = one_error(capsys, "meta", "correlate", likert, "-m", "story-ranker", "-r", tmp_path / "refs.jsonl")
     assert "no such file" in err
-    assert "unknown engine" in _fails(capsys, "meta", "pairs", pairs, "-m", "story-ranker", "--engine", "spark")
+    assert "unknown engine" in one_error(capsys, "meta", "pairs", pairs, "-m", "story-ranker", "--engine", "spark")
 
 
 # ---------------------------------------------------------------------------------------------- usage errors
 def test_a_value_click_refuses_is_one_sentence_with_exit_2(hyps: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--bootstrap 0`` printed click's four-line Usage/Try/Error block while ``--kendall x`` of the same verb
     is one sentence: every refused value is one ``error:`` sentence now (exit 2 for what click refuses)."""
-    err = _fails(capsys, "meta", "pairs", META / "vhed_small.csv", "-m", "story-ranker", "--bootstrap", "0",
+    err = one_error(capsys, "meta", "pairs", META / "vhed_small.csv", "-m", "story-ranker", "--bootstrap", "0",
                  code=2)  # fmt: skip
     assert "Invalid value for '--bootstrap': must be from 1 to 1,000,000 resamples, got 0" in err
-    assert "'--confidence': must be between 0 and 1" in _fails(capsys, "score", hyps, "-m", "x", "--confidence",
+    assert "'--confidence': must be between 0 and 1" in one_error(capsys, "score", hyps, "-m", "x", "--confidence",
                                                                 "2", code=2)  # fmt: skip
-    assert "'xml' is not one of" in _fails(capsys, "score", hyps, "-m", "x", "-f", "xml", code=2)
-    code, err = _run(capsys, "score", hyps)  # a missing option keeps the usage line
+    assert "'xml' is not one of" in one_error(capsys, "score", hyps, "-m", "x", "-f", "xml", code=2)
+    code, err = run_cli(capsys, "score", hyps)  # a missing option keeps the usage line
     assert code == 2 and "Usage: vistkit score" in err and "Missing option" in err
 
 
@@ -249,11 +208,11 @@ def test_vrank_device_encoder_and_model_before_torch(
     monkeypatch.setattr(vrank, "train_vrank", loaded)
     monkeypatch.setattr(vrank, "load_vrank", loaded)
     pairs = META / "vhed_small.csv"
-    err = _fails(capsys, "vrank", "train", pairs, "-o", tmp_path / "vr", "--device", "gpu9")
+    err = one_error(capsys, "vrank", "train", pairs, "-o", tmp_path / "vr", "--device", "gpu9")
     assert "device 'gpu9' is not one vistkit runs on" in err
-    err = _fails(capsys, "vrank", "train", pairs, "-o", tmp_path / "vr", "--encoder", tmp_path / "nothing")
+    err = one_error(capsys, "vrank", "train", pairs, "-o", tmp_path / "vr", "--encoder", tmp_path / "nothing")
     assert "the Vrank encoder" in err and "is not available offline" in err
     assert not (tmp_path / "vr").exists()
-    assert "no Vrank model at" in _fails(capsys, "vrank", "predict", pairs, "--model", tmp_path / "nothing")
-    err = _fails(capsys, "vrank", "predict", pairs, "--model", tmp_path, "--device", "tpu")
+    assert "no Vrank model at" in one_error(capsys, "vrank", "predict", pairs, "--model", tmp_path / "nothing")
+    err = one_error(capsys, "vrank", "predict", pairs, "--model", tmp_path, "--device", "tpu")
     assert "device 'tpu' is not one vistkit runs on" in err

@@ -8,12 +8,12 @@ checkpoint read or a folder written. Building a slow metric or opening an engine
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_probe_helpers import META, forbid_building, one_error, write_stories
 
 from vistkit.cli import main
 from vistkit.errors import InputError
@@ -21,54 +21,17 @@ from vistkit.metrics.base import get_metric_class
 
 SLOW = ("clipscore", "clipscore-story", "groovist", "rovist-vg", "bertscore", "coherence", "dhm-c", "lm-fluency",
         "story-ranker")  # fmt: skip
-META = Path(__file__).parent / "fixtures" / "meta"
 
 
 @pytest.fixture
 def forbid(monkeypatch: pytest.MonkeyPatch) -> None:
     """Building a slow metric or opening an engine fails the test."""
-    for name in SLOW:
-        cls = get_metric_class(name)
-        original = cls.__init__
-
-        @functools.wraps(original)
-        def built(self: Any, *args: Any, _name: str = name, **kwargs: Any) -> None:
-            raise AssertionError(f"{_name} was built before the mistake was reported")
-
-        monkeypatch.setattr(cls, "__init__", built)
-
-    def engine(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("an engine was opened before the mistake was reported")
-
-    monkeypatch.setattr("vistkit.engine.make_engine", engine)
-
-
-def _stories(path: Path, prefix: str = "s") -> Path:
-    rows = [
-        {"story_id": f"{prefix}{i}", "text": f"we went to the park {i} . it was nice .",
-         "photo_ids": [str(3 * i + k) for k in range(3)]}
-        for i in range(3)
-    ]  # fmt: skip
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+    forbid_building(monkeypatch, SLOW)
 
 
 @pytest.fixture
 def hyps(tmp_path: Path) -> Path:
-    return _stories(tmp_path / "hyps.jsonl")
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    return code, capsys.readouterr().err
-
-
-def _fails(capsys: pytest.CaptureFixture[str], *args: Any, code: int = 1) -> str:
-    got, err = _run(capsys, *args)
-    lines = err.strip().splitlines()
-    assert got == code and len(lines) == 1 and lines[0].startswith("error: "), (got, err)
-    return lines[0]
+    return write_stories(tmp_path / "hyps.jsonl")
 
 
 # ---------------------------------------------------------------------------------------------- grounding paths
@@ -79,31 +42,32 @@ def test_photo_paths_are_checked_before_the_metric_is_built(
     photos.mkdir()
     text = tmp_path / "file.txt"
     text.write_text("x")
-    err = _fails(capsys, "score", hyps, "-m", "clipscore", "--images", tmp_path / "nowhere")
+    err = one_error(capsys, "score", hyps, "-m", "clipscore", "--images", tmp_path / "nowhere")
     assert "nowhere: no such photo folder (give --images DIR" in err
-    assert "is a file, not a photo folder" in _fails(capsys, "score", hyps, "-m", "clipscore-story", "--images", text)
-    err = _fails(capsys, "score", hyps, "-m", "groovist", "--images", photos, "--regions", tmp_path / "r.csv")
+    err = one_error(capsys, "score", hyps, "-m", "clipscore-story", "--images", text)
+    assert "is a file, not a photo folder" in err
+    err = one_error(capsys, "score", hyps, "-m", "groovist", "--images", photos, "--regions", tmp_path / "r.csv")
     assert "r.csv: no such regions file" in err
     cols = tmp_path / "cols.csv"
     cols.write_text("photo,box\n1,[0, 0, 1, 1]\n")
-    err = _fails(capsys, "score", hyps, "-m", "groovist", "--images", photos, "--regions", cols)
+    err = one_error(capsys, "score", hyps, "-m", "groovist", "--images", photos, "--regions", cols)
     assert "the regions CSV needs the columns image_id and bbox (it has photo, box)" in err
     bad = tmp_path / "map.json"
     bad.write_text("{not json")
-    err = _fails(capsys, "score", hyps, "-m", "clipscore-story", "--images", photos, "--photos", bad)
+    err = one_error(capsys, "score", hyps, "-m", "clipscore-story", "--images", photos, "--photos", bad)
     assert "map.json: invalid JSON" in err
-    err = _fails(capsys, "score", hyps, "-m", "rovist-vg", "--images", photos, "--photos", tmp_path / "m.json")
+    err = one_error(capsys, "score", hyps, "-m", "rovist-vg", "--images", photos, "--photos", tmp_path / "m.json")
     assert "m.json: no such photo map" in err
-    err = _fails(capsys, "score", hyps, "-m", "groovist", "-O", f"groovist.images={tmp_path / 'none'}")
+    err = one_error(capsys, "score", hyps, "-m", "groovist", "-O", f"groovist.images={tmp_path / 'none'}")
     assert "no such photo folder" in err
 
 
 def test_photo_paths_of_distance_and_meta_before_any_model(
     forbid: None, hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = _fails(capsys, "distance", "--human-stories", hyps, "--model-stories", hyps, "--images", tmp_path / "no")
+    err = one_error(capsys, "distance", "--human-stories", hyps, "--model-stories", hyps, "--images", tmp_path / "no")
     assert "no such photo folder" in err
-    err = _fails(capsys, "meta", "pairs", META / "vhed_small.csv", "-m", "groovist", "-O",
+    err = one_error(capsys, "meta", "pairs", META / "vhed_small.csv", "-m", "groovist", "-O",
                  f"groovist.images={tmp_path / 'no'}")  # fmt: skip
     assert "no such photo folder" in err
 
@@ -122,12 +86,12 @@ def test_good_photo_paths_pass_the_precheck(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- meta pairs keys
 def test_meta_pairs_keys_before_the_model(forbid: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pairs = META / "vhed_small.csv"
-    hyps = _stories(tmp_path / "other.jsonl", prefix="x")  # no story id or photo sequence of the pairs
-    err = _fails(capsys, "meta", "pairs", pairs, "-m", "bertscore", "-r", hyps)
+    hyps = write_stories(tmp_path / "other.jsonl", prefix="x")  # no story id or photo sequence of the pairs
+    err = one_error(capsys, "meta", "pairs", pairs, "-m", "bertscore", "-r", hyps)
     assert "bertscore: no pair could be scored, as no reference story has the sequence key of any pair" in err
-    err = _fails(capsys, "meta", "pairs", pairs, "-m", "bertscore", "-r", hyps, "--key", "story")
+    err = one_error(capsys, "meta", "pairs", pairs, "-m", "bertscore", "-r", hyps, "--key", "story")
     assert "has the story key of any pair" in err
-    assert "bertscore is reference-based: pass --references" in _fails(capsys, "meta", "pairs", pairs, "-m",
+    assert "bertscore is reference-based: pass --references" in one_error(capsys, "meta", "pairs", pairs, "-m",
                                                                        "bertscore")  # fmt: skip
 
 
@@ -157,7 +121,7 @@ def test_a_device_this_machine_lacks_before_the_model(
         raise InputError(f"device {device!r} was asked for but CUDA is not available here; use device='cpu'")
 
     monkeypatch.setattr(runtime, "choose_device", choose)
-    err = _fails(capsys, "score", hyps, "-m", "lm-fluency", "-O", "lm-fluency.device=cuda:1")
+    err = one_error(capsys, "score", hyps, "-m", "lm-fluency", "-O", "lm-fluency.device=cuda:1")
     assert "device 'cuda:1' was asked for but CUDA is not available" in err and asked == ["cuda:1"]
     for device in ("cpu", "auto", "CPU"):
         plan_metrics(["bertscore"], {}, {"bertscore": {"device": device}})
@@ -169,13 +133,13 @@ def test_a_device_this_machine_lacks_before_the_model(
         raise AssertionError("a Vrank model was loaded before the mistake was reported")
 
     monkeypatch.setattr(vrank, "load_vrank", loaded)
-    err = _fails(capsys, "vrank", "predict", META / "vhed_small.csv", "--model", hyps.parent, "--device", "mps")
+    err = one_error(capsys, "vrank", "predict", META / "vhed_small.csv", "--model", hyps.parent, "--device", "mps")
     assert "device 'mps' was asked for" in err and asked == ["cuda:1", "mps"]
 
 
 # ---------------------------------------------------------------------------------------------- precision
 def test_coherence_precision_before_the_model(forbid: None, hyps: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = _fails(capsys, "score", hyps, "-m", "coherence", "-O", "coherence.precision=fp8")
+    err = one_error(capsys, "score", hyps, "-m", "coherence", "-O", "coherence.precision=fp8")
     assert "coherence: precision must be one of fp32, tf32x3, bf16" in err
     with pytest.raises(InputError, match="coherence: precision must be one of fp32, tf32x3, bf16 "):
         get_metric_class("coherence").precheck({"precision": "tf32"})  # the offline head does not offer tf32
@@ -196,24 +160,24 @@ def test_studio_report_checks_metrics_and_references_before_the_study(
 
     monkeypatch.setattr(analysis, "export", export)
     study = tmp_path / "study.db"
-    assert "unknown metric 'nope'" in _fails(capsys, "studio", "report", study, "-m", "nope")
-    err = _fails(capsys, "studio", "report", study, "-m", "bertscore", "-O", "bertscore.batch_size=0")
+    assert "unknown metric 'nope'" in one_error(capsys, "studio", "report", study, "-m", "nope")
+    err = one_error(capsys, "studio", "report", study, "-m", "bertscore", "-O", "bertscore.batch_size=0")
     assert "batch_size must be from 1" in err
-    assert "no such file" in _fails(capsys, "studio", "report", study, "-m", "bleu-4", "-r", tmp_path / "r.json")
-    assert "is not a keying" in _fails(capsys, "studio", "report", study, "-m", "bleu-4", "--key", "nope")
+    assert "no such file" in one_error(capsys, "studio", "report", study, "-m", "bleu-4", "-r", tmp_path / "r.json")
+    assert "is not a keying" in one_error(capsys, "studio", "report", study, "-m", "bleu-4", "--key", "nope")
 
 
 def test_studio_init_and_demo_refuse_before_writing(
     hyps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("sqlalchemy")
-    err = _fails(capsys, "studio", "init", tmp_path / "s.db", "--task", "rank", "-s", f"a={hyps}", "-s",
+    err = one_error(capsys, "studio", "init", tmp_path / "s.db", "--task", "rank", "-s", f"a={hyps}", "-s",
                  f"b={tmp_path / 'missing.jsonl'}", "--key", "nope")  # fmt: skip
     assert "--key must be story, sequence or album, not 'nope'" in err
-    err = _fails(capsys, "studio", "init", tmp_path / "s.db", "--task", "rnk", "-s", f"a={tmp_path / 'x.json'}")
+    err = one_error(capsys, "studio", "init", tmp_path / "s.db", "--task", "rnk", "-s", f"a={tmp_path / 'x.json'}")
     assert "--task must be one of rank, pairwise, likert, not 'rnk'" in err
     assert not (tmp_path / "s.db").exists()
-    err = _fails(capsys, "studio", "demo", "--dir", tmp_path / "demo", "--task", "bogus", "--no-serve")
+    err = one_error(capsys, "studio", "demo", "--dir", tmp_path / "demo", "--task", "bogus", "--no-serve")
     assert "--task must be one of rank, pairwise, likert" in err
     assert not (tmp_path / "demo").exists()  # the folder and its photos were written before the task was checked
 
@@ -234,13 +198,13 @@ def test_models_convert_checks_before_reading_the_checkpoint(
     ckpt.write_bytes(b"\x80\x02}q\x00.")
     out = tmp_path / "out"
     base = ["models", "convert", ckpt, out, "--trust-checkpoint"]
-    err = _fails(capsys, *base, "--kind", "bogus", "--config", tmp_path / "missing.json")
+    err = one_error(capsys, *base, "--kind", "bogus", "--config", tmp_path / "missing.json")
     assert "unknown --kind 'bogus'" in err
-    assert "--tokenizer: model" in _fails(capsys, *base, "--tokenizer", tmp_path / "no" / "tok")
+    assert "--tokenizer: model" in one_error(capsys, *base, "--tokenizer", tmp_path / "no" / "tok")
     empty = tmp_path / "tok"
     empty.mkdir()
-    assert "holds no tokenizer (tokenizer.json" in _fails(capsys, *base, "--tokenizer", empty)
-    assert "is a file; give the folder" in _fails(capsys, *base, "--tokenizer", ckpt)
+    assert "holds no tokenizer (tokenizer.json" in one_error(capsys, *base, "--tokenizer", empty)
+    assert "is a file; give the folder" in one_error(capsys, *base, "--tokenizer", ckpt)
     assert not out.exists()
     (empty / "tokenizer_config.json").write_text("{}")
     with pytest.raises(AssertionError, match="the checkpoint was read"):  # every check passed: it is read now
@@ -262,7 +226,7 @@ def test_meta_all_skips_a_metric_no_reference_can_serve_before_building_it(
         "vistkit.commands.score.build_metrics", lambda names, *a, **k: built.extend(names) or list(names)
     )
     pairs = read_pairs(META / "vhed_small.csv")
-    refs = read_references(_stories(tmp_path / "other.jsonl", prefix="x"), None, system="human")
+    refs = read_references(write_stories(tmp_path / "other.jsonl", prefix="x"), None, system="human")
     common._metrics("all", [], pairs=pairs, refs=refs, key=None)
     assert "bleu-4" in common.SKIPPED and "bleu-4" not in built
     assert "no reference story has the sequence key of any pair" in common.SKIPPED["bertscore"]

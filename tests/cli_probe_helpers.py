@@ -1,0 +1,62 @@
+"""Helpers shared by the CLI probe tests (tests/test_probes_cli_r4.py, _r5.py): make building a slow metric or
+opening an engine fail the test, write a tiny story file, and run the CLI in process expecting one error line."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vistkit.cli import main
+from vistkit.metrics.base import get_metric_class
+
+META = Path(__file__).parent / "fixtures" / "meta"
+
+
+def forbid_building(monkeypatch: pytest.MonkeyPatch, names: Iterable[str]) -> None:
+    """Building any metric of ``names`` or opening an engine fails the test (the constructor's signature stays,
+    so option checks that read it still work)."""
+    for name in names:
+        cls = get_metric_class(name)
+        original = cls.__init__
+
+        @functools.wraps(original)
+        def built(self: Any, *args: Any, _name: str = name, **kwargs: Any) -> None:
+            raise AssertionError(f"{_name} was built before the mistake was reported")
+
+        monkeypatch.setattr(cls, "__init__", built)
+
+    def engine(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an engine was opened before the mistake was reported")
+
+    monkeypatch.setattr("vistkit.engine.make_engine", engine)
+
+
+def write_stories(path: Path, prefix: str = "s") -> Path:
+    """Three two-sentence stories with ids ``{prefix}0..2`` and three photo ids each, as JSONL at ``path``."""
+    rows = [
+        {"story_id": f"{prefix}{i}", "text": f"we went to the park {i} . it was nice .",
+         "photo_ids": [str(3 * i + k) for k in range(3)]}
+        for i in range(3)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
+    """``vistkit ARGS`` in process: (exit code, stderr)."""
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def one_error(capsys: pytest.CaptureFixture[str], *args: Any, code: int = 1) -> str:
+    """The one ``error:`` line ``vistkit ARGS`` prints, asserting it exits with ``code`` and prints nothing else."""
+    got, err = run_cli(capsys, *args)
+    lines = err.strip().splitlines()
+    assert got == code and len(lines) == 1 and lines[0].startswith("error: "), (got, err)
+    return lines[0]
