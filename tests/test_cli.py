@@ -398,3 +398,17 @@ def test_ctrl_c_says_interrupted_and_exits_130(
     monkeypatch.setattr("sys.stdin", _CtrlC())
     assert main(["validate", "-"]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == "interrupted"
+
+
+def test_help_imports_no_numeric_or_model_stack() -> None:
+    """`vistkit --help` stays fast (~0.18 s, BENCHMARKS.md): building every verb's command loads no numpy (0.11 s
+    of the 0.25 s it took), torch, transformers or scipy; the modules that compute import them where they run."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from vistkit import cli; cli._load_commands();"
+        "print(sorted(m for m in ('numpy', 'torch', 'transformers', 'scipy', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -46,7 +46,10 @@ from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, warn
 from vistkit.metrics.base import Metric, Score
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
-from vistkit.scores.stats import DEFAULT_SEED, Comparison
+from vistkit.scores import DEFAULT_SEED
+
+if TYPE_CHECKING:
+    from vistkit.scores.stats import Comparison
 
 TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomisation"}
 

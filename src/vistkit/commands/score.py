@@ -43,6 +43,7 @@ from vistkit.engine import Engine
 from vistkit.errors import InputError, VistkitError
 from vistkit.metrics.base import Metric, Score, check_options, get_metric_class, list_metrics, range_label
 from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
+from vistkit.scores import DEFAULT_SEED
 
 
 def parse_metric_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
@@ -284,7 +285,6 @@ def check_inputs(
 
 
 DEFAULT_RESAMPLES = 1000
-DEFAULT_SEED = 12345  # sacreBLEU's
 
 
 def score_all(

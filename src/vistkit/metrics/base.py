@@ -19,12 +19,13 @@ import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, UnavailableMetricError, UnknownMetricError
+
+if TYPE_CHECKING:  # numpy is imported where it is used: `vistkit --help` does not load it
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -106,10 +107,12 @@ class Score:
     @property
     def n(self) -> int:
         """How many items count towards the corpus score."""
+        import numpy as np
         return int(np.sum(~np.isnan(self.item_scores)))
 
     def resample(self, indices: np.ndarray) -> float:
         """The corpus score of a resample of items (row indices into ``item_ids``)."""
+        import numpy as np
         if self.stats is not None and self.corpus_from_stats is not None:
             return float(self.corpus_from_stats(self.stats[indices]))
         values = self.item_scores[indices]
@@ -140,6 +143,7 @@ def mean_score(
     extra: dict[str, Any] | None = None,
 ) -> Score:
     """A `Score` whose corpus value is the mean of the defined (non-NaN) item scores."""
+    import numpy as np
     arr = np.asarray(values, dtype=float)
     defined = arr[~np.isnan(arr)]
     corpus = float(defined.mean()) if defined.size else math.nan
@@ -519,6 +523,7 @@ class Ranker(Metric):
 
     def preference(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
         """`prefer` with its inputs checked: equal lengths (Story objects or texts), a float array of that length."""
+        import numpy as np
         if len(a) != len(b):
             raise InputError(f"{self.name}: {len(a)} first stories but {len(b)} second stories; pass pairs")
         if not len(a):
@@ -551,6 +556,7 @@ class UtilityRanker(Ranker):
 
     def _distinct(self, stories: Sequence[Story]) -> tuple[list[Story], np.ndarray]:
         """The distinct stories (by `utility_key`, first occurrence kept) and, per story, its index among them."""
+        import numpy as np
         index: dict[object, int] = {}
         distinct: list[Story] = []
         where = []
@@ -563,6 +569,7 @@ class UtilityRanker(Ranker):
         return distinct, np.asarray(where, dtype=int)
 
     def _utilities(self, stories: Sequence[Story]) -> np.ndarray:
+        import numpy as np
         distinct, where = self._distinct(stories)
         if not distinct:
             return np.zeros(0)
@@ -599,11 +606,13 @@ class CrossEncoderRanker(Ranker):
         """The fixed anchor stories the per-story score compares against (non-empty)."""
 
     def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        import numpy as np
         n = len(a)
         g = np.asarray(self.raw_preference([*a, *b], [*b, *a]), dtype=float)
         return (g[:n] - g[n:]) / 2.0
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        import numpy as np
         anchors = list(self.anchors())
         if not anchors:
             raise RuntimeError(f"{self.name} has no anchor stories")

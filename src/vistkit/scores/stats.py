@@ -34,8 +34,8 @@ import numpy as np
 from vistkit.errors import InputError
 from vistkit.limits import MAX_BOOTSTRAP
 from vistkit.metrics.base import Score
+from vistkit.scores import DEFAULT_SEED as DEFAULT_SEED  # sacreBLEU's default (SACREBLEU_SEED)
 
-DEFAULT_SEED = 12345  # sacreBLEU's default (SACREBLEU_SEED)
 _CHUNK = 256  # resamples per vectorised block (bounds memory at CHUNK x n floats)
 
 

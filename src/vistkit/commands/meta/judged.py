@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import typer
 
 from vistkit.commands.common import FormatOption, parse_metric_names, writes_output
@@ -29,6 +28,9 @@ from vistkit.commands.meta.common import (
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, VistkitError
 from vistkit.report.tables import OutputFormat
+
+if TYPE_CHECKING:  # numpy is imported where it is used: `vistkit --help` does not load it
+    import numpy as np
 
 
 def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> list[Story]:
@@ -67,6 +69,7 @@ def _score_judged(
     key: Keying | None,
     reference_absent: bool,
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+
     from vistkit.meta.scoring import score_stories
 
     values: dict[str, np.ndarray] = {}
@@ -211,6 +214,8 @@ def _correlate_aspect(
     williams: list[dict[str, Any]],
 ) -> None:
     """`correlation_assessment` for one aspect: appends its correlation rows and Williams tests."""
+    import numpy as np
+
     from vistkit.meta.correlation import (
         compare_correlations,
         correlation_ci,
@@ -299,6 +304,7 @@ def errors_cmd(
 def _tied_labels(table: Any, scores: dict[str, np.ndarray], result: dict[str, dict[str, Any]]) -> dict[str, int]:
     """Per error, how many stories have tied annotators (counted as the error present); where a correlation is
     undefined because every story it uses is such a tie, its reason says so instead of "the labels are all 1"."""
+    import numpy as np
     ties = table.ties if table.ties is not None else np.zeros(table.values.shape, dtype=bool)
     counts: dict[str, int] = {}
     for j, error in enumerate(table.aspects):

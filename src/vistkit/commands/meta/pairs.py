@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import typer
 
 from vistkit.commands.common import FormatOption, note, parse_metric_names, writes_output
@@ -176,6 +175,7 @@ def compare_cmd(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Is metric A's pair accuracy significantly different from metric B's? (McNemar + paired bootstrap)"""
+    import numpy as np
     if len(parse_metric_names(inputs.metrics)) < 2 and parse_metric_names(inputs.metrics) != ["all"]:
         raise InputError("compare needs at least two metrics: --metrics A,B")  # said before any scoring
     from vistkit.meta.pairs import SUBSETS, pair_correct, subset_masks
