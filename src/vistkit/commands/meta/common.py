@@ -118,7 +118,7 @@ def _metrics(
 ) -> list[Any]:
     """Build the named metrics. ``all``: every registered metric that can run here; the others (a model that
     is not installed, images not given, and, given ``pairs``, references missing or sharing no key with them:
-    `_check_pair_keys`, before the metric is built) are skipped with their reason (stderr and ``"skipped"`` in
+    `_reference_problem`, before the metric is built) are skipped with their reason (stderr and ``"skipped"`` in
     JSON)."""
     from vistkit.commands.score import build_metrics, parse_metric_options, warn_unused_options
     from vistkit.metrics.base import list_metrics
@@ -134,16 +134,14 @@ def _metrics(
         return build_metrics(parsed, {}, per_metric, engine=engine)
     TOLERANT[0] = True
     built = []
+    problem = _reference_problem(pairs, refs, key) if pairs is not None else None
     for name, cls in list_metrics().items():
         if cls.needs_images and not per_metric.get(name):
             SKIPPED[name] = "needs images: pass --option NAME.images=FOLDER"
             continue
-        if pairs is not None:
-            try:
-                _check_pair_keys([cls], pairs, refs, key)  # no reference could serve: not worth its model
-            except InputError as exc:
-                SKIPPED[name] = str(exc)
-                continue
+        if problem is not None and _uses_references(cls):  # no reference could serve: not worth its model
+            SKIPPED[name] = f"{name}{problem}"
+            continue
         try:
             built += build_metrics([name], {}, per_metric, engine=engine)
         except (VistkitError, ImportError, OSError) as exc:
@@ -179,25 +177,38 @@ def _check_metrics(
 
 def _check_pair_keys(classes: list[Any], pairs: list[Any], refs: StorySet | None, key: Keying | None) -> None:
     """What `vistkit.meta.scoring.score_pairs` would refuse once the metric is built: a reference-based metric
-    without references, or with references that share no key with any pair (``--key``, by default sequence
-    when every pair has an img_seq)."""
-    from vistkit.meta.scoring import _pair_key
+    without references, or with references that share no key with any pair (`_reference_problem`)."""
+    problem = _reference_problem(pairs, refs, key)
+    for cls in classes:
+        if problem is not None and _uses_references(cls):
+            raise InputError(f"{cls.name}{problem}")
+
+
+def _uses_references(cls: Any) -> bool:
+    """Whether the metric class scores a pair against references (a ranker compares the pair's two stories)."""
     from vistkit.metrics.base import Ranker
 
+    return bool(cls.needs_references) and not issubclass(cls, Ranker)
+
+
+def _reference_problem(pairs: list[Any], refs: StorySet | None, key: Keying | None) -> str | None:
+    """Why no reference-based metric can score any of ``pairs``, as the rest of a sentence after the metric's
+    name: no references, or none sharing a key with a pair (``--key``, by default sequence when every pair has
+    an img_seq); None when they can. The same for every such metric, so computed once."""
+    from vistkit.meta.scoring import _pair_key
+
     if not pairs:
-        return
+        return None
+    if refs is None:
+        return " is reference-based: pass --references FILE (the human stories)"
     keying = key if key is not None else (Keying.SEQUENCE if all(p.img_seq for p in pairs) else Keying.STORY)
-    for cls in classes:
-        if issubclass(cls, Ranker) or not cls.needs_references:
-            continue
-        if refs is None:
-            raise InputError(f"{cls.name} is reference-based: pass --references FILE (the human stories)")
-        keys = [_pair_key(p, keying) for p in pairs]
-        if not set(keys) & set(refs.group(keying)):
-            raise InputError(
-                f"{cls.name}: no pair could be scored, as no reference story has the {keying.value} key of any "
-                f"pair (the first pair's is {keys[0]!r}): check --references and --key"
-            )
+    keys = [_pair_key(p, keying) for p in pairs]
+    if set(keys) & set(refs.group(keying)):
+        return None
+    return (
+        f": no pair could be scored, as no reference story has the {keying.value} key of any pair (the first "
+        f"pair's is {keys[0]!r}): check --references and --key"
+    )
 
 
 def _skip_or_raise(name: str, exc: VistkitError) -> None:
