@@ -1096,53 +1096,5 @@ def test_bootstrap_options_without_confidence_warn(stories: Path, capsys: pytest
     assert code == 0 and "warning" not in err and json.loads(out)
 
 
-def test_inputs_without_a_size_are_capped_while_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A device or a pipe reports no size (``st_size`` 0): `/dev/zero` given to `vistkit validate` grew past 24 GB
-    (it checked the size, then read everything). Every reader refuses a device before reading it, and stops one
-    byte past the limit on a pipe (as ``<(zcat x.gz)`` gives), with the one input-limit error; a pipe under the
-    limit still reads."""
-    import threading
-
-    from vistkit.data.images import load_photo_map, read_regions
-    from vistkit.data.readers import read_csv, read_template
-    from vistkit.data.validate import validate_submission
-    from vistkit.meta.human import read_likert, read_pairs, read_rankings
-    from vistkit.scores.distance import read_per_item_scores
-
-    monkeypatch.setenv("VISTKIT_MAX_INPUT_MB", "1")
-    readers = {
-        "stories": read_stories,
-        "validate": validate_submission,
-        "json": load_json,
-        "csv": read_csv,
-        "template": read_template,
-        "regions": read_regions,
-        "photo map": load_photo_map,
-        "pairs": read_pairs,
-        "rankings": read_rankings,
-        "likert": read_likert,
-        "scores": read_per_item_scores,
-    }
-    for name, read in readers.items():
-        with pytest.raises(InputError, match=r"/dev/zero is a character device") as exc:  # refused unread
-            read("/dev/zero")
-        assert "\n" not in str(exc.value), name
-
-    def pipe_of(data: bytes) -> str:
-        read_end, write_end = os.pipe()
-
-        def write() -> None:
-            try:
-                with os.fdopen(write_end, "wb") as fh:
-                    fh.write(data)
-            except BrokenPipeError:  # the reader stopped at the limit
-                pass
-
-        threading.Thread(target=write, daemon=True).start()
-        return f"/dev/fd/{read_end}"
-
-    with pytest.raises(InputError, match="holds more than 1 MiB"):
-        validate_submission(pipe_of(b'{"output_stories": []}' + b" " * (2 << 20)))
-    with pytest.raises(InputError, match="holds more than 1 MiB"):
-        read_stories(pipe_of(b'{"1": "' + b"a" * (2 << 20) + b'"}'))
-    assert [s.text for s in read_stories(pipe_of(b'{"1": "we went out ."}'))] == ["we went out ."]
+# devices and pipes (no size to check): tests/test_probes_inputs_r4.py refuses every reader's device unread and
+# caps what a pipe gives (`test_every_reader_refuses_a_device_before_reading_it`, `test_data_piped_in_...`)

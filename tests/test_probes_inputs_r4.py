@@ -215,6 +215,8 @@ def test_data_piped_in_through_dev_fd_still_reads_and_is_capped(monkeypatch: pyt
     monkeypatch.setenv("VISTKIT_MAX_INPUT_MB", "1")
     with pytest.raises(InputError, match="holds more than 1 MiB"):
         read_stories(_pipe_of(b'{"1": "' + b"a" * (2 << 20) + b'"}'))
+    with pytest.raises(InputError, match="holds more than 1 MiB"):  # `vistkit validate` reads on its own
+        validate_submission(_pipe_of(b'{"output_stories": []}' + b" " * (2 << 20)))
 
 
 @pytest.mark.parametrize("path", ["-", "/dev/stdin", "/proc/self/fd/0"])
