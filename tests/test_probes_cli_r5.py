@@ -231,3 +231,15 @@ def test_meta_all_skips_a_metric_no_reference_can_serve_before_building_it(
     assert "bleu-4" in common.SKIPPED and "bleu-4" not in built
     assert "no reference story has the sequence key of any pair" in common.SKIPPED["bertscore"]
     assert "bertscore" not in built and "rovist-nr" in built  # a reference-free metric is still built
+
+
+def test_a_layer_check_reads_an_odd_config_without_failing(tmp_path: Path) -> None:
+    """The early layer check reads the model's config.json: one that is a list, or names no layer count, leaves
+    the check to the constructor (before, a list raised AttributeError, shown as a bug)."""
+    from vistkit.metrics._options import _hidden_layers
+
+    for config in ("[1, 2]", '{"num_hidden_layers": true}', '{"num_hidden_layers": 4, "is_encoder_decoder": true}'):
+        (tmp_path / "config.json").write_text(config, encoding="utf-8")
+        assert _hidden_layers(str(tmp_path)) is None
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 6}', encoding="utf-8")
+    assert _hidden_layers(str(tmp_path)) == 6

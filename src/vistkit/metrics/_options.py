@@ -230,16 +230,15 @@ _RESOLVED_MODELS = ("bertscore",)
 def _hidden_layers(model: str) -> int | None:
     """``num_hidden_layers`` of the config of an encoder ``model`` names (packaged, a folder or a hub id in the
     local cache), read without loading it; None when that is not known without loading it."""
-    import json
-
+    from vistkit.data.readers import load_json
     from vistkit.errors import VistkitError
     from vistkit.models.resolve import resolve_model
 
-    try:
-        config = json.loads((resolve_model(model) / "config.json").read_text(encoding="utf-8"))
+    try:  # load_json: a config.json that is a FIFO or a device is refused, not waited on
+        config = load_json(resolve_model(model) / "config.json")
     except (VistkitError, OSError, ValueError, TypeError):
         return None
-    layers = config.get("num_hidden_layers") if isinstance(config, dict) else None
-    if config.get("is_encoder_decoder") or isinstance(layers, bool) or not isinstance(layers, int):
+    if not isinstance(config, dict) or config.get("is_encoder_decoder"):
         return None
-    return layers
+    layers = config.get("num_hidden_layers")
+    return layers if isinstance(layers, int) and not isinstance(layers, bool) else None
