@@ -321,8 +321,10 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
             "gold_pass_rate",
         )
     ]
-    head += [[f"alpha ({k})", v] for k, v in s["alpha"].items()]
-    echo(render_table(["field", "value"], head, fmt, title="study"))
+    shown_none = "n/a" if fmt is OutputFormat.TEXT else None
+    head += [[f"alpha ({k})", shown_none if v is None else v] for k, v in s["alpha"].items()]
+    undefined = "\n".join(f"note: alpha ({k}) is undefined: {why}" for k, why in s["alpha_undefined"].items())
+    echo(render_table(["field", "value"], head, fmt, title="study", caption=undefined or None))
     if s["results"]:
         cols = list(s["results"][0])
         echo(render_table(cols, [[r.get(c) for c in cols] for r in s["results"]], fmt, title="results"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from vistkit.data.readers import read_csv, shown_names
+from vistkit.data.readers import shown_names
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 
@@ -187,13 +186,14 @@ def _count(value: str | None, where: str, name: str, *, high: int | None = None)
     return int(number)
 
 
-def _warn_repeated_rows(rows: Sequence[dict[str, str]], p: Path) -> None:
+def _warn_repeated_rows(rows: Sequence[dict[str, str]], p: Path, lines: Sequence[int] | None = None) -> None:
     """One warning when rows repeat an earlier row cell for cell (each still counts: two tasks may judge the
-    same two stories alike, but a copy-paste slip counts one judgement twice)."""
+    same two stories alike, but a copy-paste slip counts one judgement twice). ``lines``: each row's line in
+    the file (default: the row number + 1)."""
     seen: dict[tuple[tuple[str, str], ...], int] = {}
     repeats = 0
     first: tuple[int, int] | None = None
-    for n, row in enumerate(rows, start=2):
+    for n, row in zip(lines or range(2, len(rows) + 2), rows, strict=True):
         k = tuple(sorted(row.items()))
         if k in seen:
             repeats += 1
@@ -209,14 +209,28 @@ def _warn_repeated_rows(rows: Sequence[dict[str, str]], p: Path) -> None:
         )
 
 
-def _read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    names, rows = read_csv(path)
+def _read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]], list[int]]:
+    """``(column names, rows, each row's line in the file)``: the line where the row ends, which is not the row
+    number + 1 once a quoted cell spans lines or a blank line is skipped."""
+    from vistkit.data.readers import open_csv
+
+    with open_csv(path) as f:
+        if not f.fieldnames:
+            raise InputError(f"{path}: empty CSV (no header row)")
+        names = list(f.fieldnames)
+        lines: list[int] = []
+        rows: list[dict[str, str]] = []
+        for n, row in f:
+            lines.append(n)
+            rows.append(row)
     if names and names[0] in ("", "Unnamed: 0"):
         names = names[1:]  # a pandas index column
-    return names, rows
+    return names, rows, lines
 
 
-def detect_label_sign(rows: Sequence[dict[str, str]], *, where: str = "pairs") -> str:
+def detect_label_sign(
+    rows: Sequence[dict[str, str]], *, where: str = "pairs", lines: Sequence[int] | None = None
+) -> str:
     """``"base-minus-comp"`` or ``"comp-minus-base"``: the way ``label`` is subtracted, read off the rows.
 
     Needs ``avg_rank_base``/``avg_rank_comp``; every row with a non-zero label must agree (a mixed file is an
@@ -225,7 +239,7 @@ def detect_label_sign(rows: Sequence[dict[str, str]], *, where: str = "pairs") -
     """
     votes = {"base-minus-comp": 0, "comp-minus-base": 0}
     has_ranks = has_preference = False
-    for n, row in enumerate(rows, start=2):
+    for n, row in zip(lines or range(2, len(rows) + 2), rows, strict=True):
         label = _float(row.get("label"), f"{where} line {n}", "label")
         a = _float(row.get("avg_rank_base"), f"{where} line {n}", "avg_rank_base")
         b = _float(row.get("avg_rank_comp"), f"{where} line {n}", "avg_rank_comp")
@@ -263,7 +277,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     (``label = avg_rank_base - avg_rank_comp``; negative: story 1 better) or ``comp-minus-base``.
     """
     p = Path(path)
-    names, rows = _read_csv_rows(p)
+    names, rows, lines = _read_csv_rows(p)
     missing = [c for c in ("sent1", "sent2") if c not in names]
     if missing or ("label" not in names and not {"avg_rank_base", "avg_rank_comp"} <= set(names)):
         raise InputError(
@@ -275,11 +289,11 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     if not rows:
         raise InputError(f"{p}: has a header but no rows: no pairs to read")
     if "label" in names and label_sign == "auto":
-        label_sign = detect_label_sign(rows, where=str(p))
-    _warn_repeated_rows(rows, p)
+        label_sign = detect_label_sign(rows, where=str(p), lines=lines)
+    _warn_repeated_rows(rows, p, lines)
     pairs: list[StoryPair] = []
     odd_norms: list[tuple[int, float, str]] = []  # (line, rank_norm, what label and order say) where they disagree
-    for n, row in enumerate(rows, start=2):
+    for n, row in zip(lines, rows, strict=True):
         where = f"{p} line {n}"
         a = _float(row.get("avg_rank_base"), where, "avg_rank_base")
         b = _float(row.get("avg_rank_comp"), where, "avg_rank_comp")
@@ -455,7 +469,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
     refused naming the line.
     """
     p = Path(path)
-    names, rows = _read_csv_rows(p)
+    names, rows, lines = _read_csv_rows(p)
     need = [c for c in ("task", "worker", "story", "rank") if c not in names]
     if need:
         raise InputError(
@@ -463,7 +477,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
         )
     tasks: dict[str, dict[str, Any]] = {}
     first_line: dict[tuple[str, str], dict[str, int]] = {}  # (task, story) -> {"text"/"system": its first line}
-    for n, row in enumerate(rows, start=2):
+    for n, row in zip(lines, rows, strict=True):
         where = f"{p} line {n}"
         task = tasks.setdefault(row["task"], {"stories": {}, "ranks": {}, "lines": {}})
         key = row["story"]
@@ -706,78 +720,105 @@ def _read_judgements(
     binary: bool,
     scale: tuple[float, float] | None = None,
 ) -> HumanScores:
+    """Stream the table (rows are not kept: per story a running sum and count of each aspect), so memory grows
+    with the number of stories and (story, worker) judgements, not with the file; line numbers in messages are
+    the file's (a quoted cell may span lines)."""
+    from vistkit.data.readers import open_csv
+
     p = Path(path)
-    names, rows = _read_csv_rows(p)
-    sys_col = "system" if "system" in names else ("model" if "model" in names else None)
-    item_col = "item" if "item" in names else ("story_id" if "story_id" in names else None)
-    if sys_col is None or item_col is None:
+    with open_csv(p) as f:
+        if not f.fieldnames:
+            raise InputError(f"{path}: empty CSV (no header row)")
+        names = list(f.fieldnames)
+        if names and names[0] in ("", "Unnamed: 0"):
+            names = names[1:]  # a pandas index column
+        sys_col = "system" if "system" in names else ("model" if "model" in names else None)
+        item_col = "item" if "item" in names else ("story_id" if "story_id" in names else None)
+        if sys_col is None or item_col is None:
+            raise InputError(
+                f"{p}: needs columns system and item (one row per story and worker); found {shown_names(names)}"
+            )
+        cols = list(aspects) if aspects else [c for c in names if c not in _NON_ASPECT]
+        bad = [c for c in cols if c not in names]
+        if bad or not cols:
+            raise InputError(f"{p}: no aspect column {bad[0] if bad else ''!r}; columns are {shown_names(names)}")
+        index: dict[tuple[str, str], int] = {}  # (system, item) -> story number, in order of first appearance
+        first_line: list[int] = []
+        sums: list[list[float]] = []
+        counts: list[list[int]] = []
+        n_rows: list[int] = []
+        texts: dict[int, tuple[str, int]] = {}  # story -> (text, its first line)
+        workers: dict[str, int] = {}
+        judged: dict[tuple[int, int], int] = {}  # (story, worker) -> first line
+        repeats = 0
+        first_repeat: tuple[int, int] | None = None  # (line, the earlier line it repeats)
+        # a Likert story rated on several rows must say by whom: without a worker column a copy-pasted row would
+        # be averaged in as one more judgement (error labels are documented as one row per annotator, no worker)
+        has_worker = "worker" in names
+        anonymous_repeats = not binary and not has_worker
+        low, high = scale if scale is not None else (-math.inf, math.inf)
+        for n, row in f:
+            k = (row[sys_col].strip(), row[item_col].strip())
+            i = index.get(k)
+            if i is None:
+                i = index[k] = len(first_line)
+                first_line.append(n)
+                sums.append([0.0] * len(cols))
+                counts.append([0] * len(cols))
+                n_rows.append(0)
+            elif anonymous_repeats:
+                repeats += 1
+                first_repeat = first_repeat or (n, first_line[i])
+            if has_worker:
+                w = workers.setdefault(row["worker"].strip(), len(workers))
+                seen = judged.setdefault((i, w), n)
+                if seen != n:
+                    repeats += 1
+                    first_repeat = first_repeat or (n, seen)
+            text = row.get("text") or ""
+            if text:
+                known = texts.setdefault(i, (text, n))
+                if known[0] != text and " ".join(known[0].split()) != " ".join(text.split()):
+                    raise InputError(
+                        f"{p} line {n}: system {k[0]!r} item {k[1]!r} has a different text than on line "
+                        f"{known[1]}; one system and item is one story, so give the other story its own item id"
+                    )
+            total, count = sums[i], counts[i]
+            for j, c in enumerate(cols):
+                v = _float(row.get(c), f"{p} line {n}", c)
+                if v is None:
+                    continue
+                if binary and v not in (0.0, 1.0):
+                    raise InputError(f"{p} line {n}: error label {c!r} must be 0 or 1, got {row.get(c)!r}")
+                if not low <= v <= high:
+                    raise InputError(
+                        f"{p} line {n}: rating {c!r} is {row.get(c)!r:.30}, outside the scale "
+                        f"{low:g}-{high:g}; fix the file or pass the scale it uses with --scale LOW-HIGH"
+                    )
+                total[j] += v
+                count[j] += 1
+            n_rows[i] += 1
+    if first_repeat is not None and anonymous_repeats:
+        n, first = first_repeat
         raise InputError(
-            f"{p}: needs columns system and item (one row per story and worker); found {shown_names(names)}"
-        )
-    cols = list(aspects) if aspects else [c for c in names if c not in _NON_ASPECT]
-    bad = [c for c in cols if c not in names]
-    if bad or not cols:
-        raise InputError(
-            f"{p}: no aspect column {bad[0] if bad else ''!r}; columns are {shown_names(names)}"
-        )
-    groups: dict[tuple[str, str], list[list[float]]] = {}
-    texts: dict[tuple[str, str], tuple[str, int]] = {}  # (system, item) -> (text, its first line)
-    first_line: dict[tuple[str, str], int] = {}
-    judged: dict[tuple[str, str, str], int] = {}  # (system, item, worker) -> first line
-    repeated: list[tuple[int, int]] = []
-    # a Likert story rated on several rows must say by whom: without a worker column a copy-pasted row would be
-    # averaged in as one more judgement (error labels are documented as one row per annotator, no worker needed)
-    anonymous_repeats = not binary and "worker" not in names
-    for n, row in enumerate(rows, start=2):
-        k = (row[sys_col].strip(), row[item_col].strip())
-        if "worker" in names:
-            wk = (*k, row["worker"].strip())
-            if wk in judged:
-                repeated.append((n, judged[wk]))
-            else:
-                judged[wk] = n
-        elif anonymous_repeats and k in first_line:
-            repeated.append((n, first_line[k]))
-        first_line.setdefault(k, n)
-        text = row.get("text") or ""
-        if text:
-            known = texts.setdefault(k, (text, n))
-            if " ".join(known[0].split()) != " ".join(text.split()):
-                raise InputError(
-                    f"{p} line {n}: system {k[0]!r} item {k[1]!r} has a different text than on line {known[1]}; "
-                    "one system and item is one story, so give the other story its own item id"
-                )
-        vals = []
-        for c in cols:
-            v = _float(row.get(c), f"{p} line {n}", c)
-            if binary and v not in (None, 0.0, 1.0):
-                raise InputError(f"{p} line {n}: error label {c!r} must be 0 or 1, got {row.get(c)!r}")
-            if scale is not None and v is not None and not scale[0] <= v <= scale[1]:
-                raise InputError(
-                    f"{p} line {n}: rating {c!r} is {row.get(c)!r:.30}, outside the scale "
-                    f"{scale[0]:g}-{scale[1]:g}; fix the file or pass the scale it uses with --scale LOW-HIGH"
-                )
-            vals.append(math.nan if v is None else v)
-        groups.setdefault(k, []).append(vals)
-    if not groups:
-        raise InputError(f"{p}: has a header but no rows: no judgements to read")
-    if repeated and anonymous_repeats:
-        n, first = repeated[0]
-        raise InputError(
-            f"{_shown(p)}: {_rows(len(repeated), 'rate', 'rates')} a story rated on an earlier row and "
+            f"{_shown(p)}: {_rows(repeats, 'rate', 'rates')} a story rated on an earlier row and "
             f"there is no worker column to tell whose ratings they are (first: line {n} repeats system and item of "
             f"line {first}); add a worker column, or remove the copies"
         )
-    if repeated:
-        n, first = repeated[0]
+    if first_repeat is not None:
+        n, first = first_repeat
         raise InputError(
-            f"{_shown(p)}: {_rows(len(repeated), 'judge', 'judges')} a story a worker already judged "
+            f"{_shown(p)}: {_rows(repeats, 'judge', 'judges')} a story a worker already judged "
             f"(first: line {n} repeats system, item and worker of line {first}); remove the copies"
         )
-    keys = list(groups)
-    with warnings.catch_warnings():  # an aspect nobody rated for an item: NaN (missing), not a warning
-        warnings.simplefilter("ignore", RuntimeWarning)
-        values = np.array([np.nanmean(np.array(groups[k], dtype=float), axis=0) for k in keys], dtype=float)
+    if not index:
+        raise InputError(f"{p}: has a header but no rows: no judgements to read")
+    keys = list(index)
+    # an aspect nobody rated for a story: NaN (missing)
+    values = np.array(
+        [[t / c if c else math.nan for t, c in zip(sums[i], counts[i], strict=True)] for i in range(len(keys))],
+        dtype=float,
+    ).reshape(len(keys), len(cols))
     ties = None
     if binary:
         # several annotators: majority vote; a tie (as many 1 as 0, e.g. 1 of 2) counts as the error being present
@@ -788,8 +829,8 @@ def _read_judgements(
         items=[k[1] for k in keys],
         aspects=cols,
         values=values,
-        texts=[texts[k][0] if k in texts else "" for k in keys],
-        n_workers=np.array([len(groups[k]) for k in keys]),
+        texts=[texts[i][0] if i in texts else "" for i in range(len(keys))],
+        n_workers=np.array(n_rows),
         binary=binary,
         ties=ties,
     )

@@ -210,43 +210,65 @@ def load(st: db.Study) -> StudyData:
 # --------------------------------------------------------------------------------------------------- agreement
 def krippendorff_alpha(ratings: Iterable[tuple[str, Any, float]], *, level: str = "ordinal") -> float | None:
     """Krippendorff's alpha (``krippendorff`` package) from ``(annotator, unit, value)`` triples; None when no
-    unit has two values or the values do not vary."""
+    unit has two values or the values do not vary (`alpha_with_reason` says which)."""
+    return alpha_with_reason(ratings, level=level)[0]
+
+
+def alpha_with_reason(
+    ratings: Iterable[tuple[str, Any, float]], *, level: str = "ordinal"
+) -> tuple[float | None, str | None]:
+    """``(alpha, None)``, or ``(None, why alpha is undefined)``: fewer than two annotators, no unit judged
+    twice, or every answer the same."""
     import krippendorff
 
     triples = list(ratings)
     coders = sorted({c for c, _, _ in triples})
     unit_ids = sorted({u for _, u, _ in triples}, key=str)
-    if len(coders) < 2 or not unit_ids:
-        return None
+    if not unit_ids:
+        return None, "nothing has been judged yet"
+    if len(coders) < 2:
+        return None, "only one annotator has judged so far; agreement needs two annotators of one task"
     ci = {c: n for n, c in enumerate(coders)}
     ui = {u: n for n, u in enumerate(unit_ids)}
     data = np.full((len(coders), len(unit_ids)), np.nan)
     for c, u, v in triples:
         data[ci[c], ui[u]] = v
     if not (np.sum(~np.isnan(data), axis=0) >= 2).any():
-        return None
-    if len(np.unique(data[~np.isnan(data)])) < 2:
-        return None
+        return None, "no task has been judged by two annotators yet"
+    values = np.unique(data[~np.isnan(data)])
+    if len(values) < 2:
+        return None, f"every answer is the same ({values[0]:g}), so agreement beyond chance is undefined"
     try:
-        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))  # type: ignore[arg-type]
+        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level)), None  # type: ignore[arg-type]
     except (ValueError, ZeroDivisionError):
-        return None
+        return None, "the answers leave it undefined"
 
 
 def agreement(data: StudyData) -> dict[str, float | None]:
     """Alpha over the non-gold judgements: ordinal on ranks (unit = one story in one item), on the pairwise
     choice (story 1 better / same / story 2 better) and per Likert statement."""
+    return {k: v[0] for k, v in _agreement(data).items()}
+
+
+def agreement_undefined(data: StudyData) -> dict[str, str]:
+    """Why each alpha that `agreement` leaves None is undefined (key as in `agreement`)."""
+    return {k: v[1] for k, v in _agreement(data).items() if v[1] is not None}
+
+
+def _agreement(data: StudyData) -> dict[str, tuple[float | None, str | None]]:
     task = data.settings["task"]
     js = [j for j in data.judgements if not j.is_gold]
     if task == "rank":
         triples = [(j.annotator, int(s), float(r)) for j in js for s, r in j.answer["ranks"].items()]
-        return {"rank": krippendorff_alpha(triples)}
+        return {"rank": alpha_with_reason(triples)}
     if task == "pairwise":
         triples = [(j.annotator, j.unit_id, float(_pair_value(j))) for j in js]
-        return {"preference": krippendorff_alpha(triples)}
+        return {"preference": alpha_with_reason(triples)}
     out = {}
     for aspect in data.settings["aspects"]:
-        out[aspect] = krippendorff_alpha([(j.annotator, j.unit_id, float(j.answer["ratings"][aspect])) for j in js])
+        out[aspect] = alpha_with_reason(
+            [(j.annotator, j.unit_id, float(j.answer["ratings"][aspect])) for j in js]
+        )
     return out
 
 
@@ -334,6 +356,7 @@ def summary(data: StudyData) -> dict[str, Any]:
         "gold_pass_rate": ok_all / n_all if n_all else None,
         "gold_threshold": float(data.settings.get("gold_pass", 0.8)),
         "alpha": agreement(data),
+        "alpha_undefined": agreement_undefined(data),
         "results": results(data),
         "position_bias": position_bias(data),
     }

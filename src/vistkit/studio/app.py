@@ -91,11 +91,16 @@ async def _read_form(request: Request) -> dict[str, str]:
                 raise StudioError(413, f"the request is larger than {MAX_BODY} bytes")
         except ValueError:
             raise StudioError(400, "bad Content-Length header") from None
+    from starlette.requests import ClientDisconnect
+
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            raise StudioError(413, f"the request is larger than {MAX_BODY} bytes")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise StudioError(413, f"the request is larger than {MAX_BODY} bytes")
+    except ClientDisconnect:  # the sender went away mid-body: nobody reads the answer, nothing is stored
+        raise StudioError(400, "the request ended before its body was complete") from None
     try:
         text = body.decode("utf-8")
         if ctype == "application/json":
@@ -104,14 +109,18 @@ async def _read_form(request: Request) -> dict[str, str]:
             data = json.loads(text or "{}", object_pairs_hook=unique_pairs)  # a field given twice: refused
             if not isinstance(data, dict):
                 raise ValueError
-            return {str(k): str(v) for k, v in data.items()}
+            form = {str(k): str(v) for k, v in data.items()}
+            for k, v in form.items():  # a lone surrogate (JSON's "\ud800") is no text: UnicodeEncodeError
+                k.encode("utf-8")
+                v.encode("utf-8")
+            return form
         fields = parse_qsl(  # errors="strict": a percent-escape that is not UTF-8 is a bad body (400)
             text, keep_blank_values=True, max_num_fields=64, strict_parsing=False, encoding="utf-8", errors="strict"
         )
         if len({k for k, _ in fields}) != len(fields):  # a field given twice: which one counts is ambiguous
             raise ValueError
         return dict(fields)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested thousands deep
+    except (ValueError, UnicodeError, RecursionError):  # RecursionError: JSON nested thousands deep
         raise StudioError(400, "the request body is not a valid form") from None
 
 
@@ -124,6 +133,21 @@ _STORAGE_REASONS = {
     "locked": "the study is busy",
     "unopenable": "the study file cannot be opened",
 }
+
+
+#: what an operating-system error of a request says about the server's storage (errno name -> `_STORAGE_REASONS` kind)
+_OS_PROBLEMS = {"ENOSPC": "full", "EDQUOT": "full", "EROFS": "read-only", "EACCES": "read-only", "EIO": "io"}
+
+
+def _os_problem(exc: BaseException) -> tuple[str, str] | None:
+    """``(kind, what the system said)`` for an `OSError` of the storage (a full disk, a read-only file system,
+    an input/output error) raised while a request ran, else None."""
+    import errno
+
+    if not isinstance(exc, OSError) or exc.errno is None:
+        return None
+    kind = _OS_PROBLEMS.get(errno.errorcode.get(exc.errno, ""))
+    return None if kind is None else (kind, (exc.strerror or str(exc))[:200])
 
 
 def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Starlette:
@@ -280,18 +304,40 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         return page("message.html", status=status, headers=headers, heading=heading, message=message, token=token)
 
     async def storage_failed(request: Request, exc: Exception) -> Response:
-        problem = db.storage_problem(exc)
+        """A database error or an `OSError` of the storage (a full disk, a read-only or damaged file): 503 and
+        one sentence; anything else goes on to the 500 handler."""
+        problem = db.storage_problem(exc) or _os_problem(exc)
         if problem is None:
             raise exc  # not the storage: the 500 handler answers, and the traceback goes to the server's log
         kind = problem[0]
         from vistkit.errors import warn
 
-        warn(str(db.study_error(exc, study_name)))  # for the organiser, in the server's log
+        if db.storage_problem(exc) is not None:
+            warn(str(db.study_error(exc, study_name)))  # for the organiser, in the server's log
+        else:
+            warn(f"study {study_name}: a request failed on the server's storage ({problem[1]}); nothing was stored")
         reason = _STORAGE_REASONS[kind]
         if request.method == "POST":
             message = f"the study could not be saved ({reason}); your answer was not stored, try again in a few minutes"
         else:
             message = f"the study could not be read or updated ({reason}); try again in a few minutes"
+        return failure(request, 503, message, {**SECURITY_HEADERS, "Retry-After": "60"})
+
+    async def study_file_changed(request: Request, exc: Exception) -> Response:
+        """The study file was deleted, moved or replaced under the running server (`db.StudyFileChanged`): 503,
+        nothing stored, the organiser's sentence in the server's log."""
+        from vistkit.errors import warn
+
+        warn(str(exc))
+        if request.method == "POST":
+            message = (
+                "the study could not be saved (its file was moved or replaced on the server); your answer was not "
+                "stored, tell the study's organiser"
+            )
+        else:
+            message = (
+                "the study cannot be used (its file was moved or replaced on the server); tell the study's organiser"
+            )
         return failure(request, 503, message, {**SECURITY_HEADERS, "Retry-After": "60"})
 
     async def study_damaged(request: Request, exc: Exception) -> Response:
@@ -332,7 +378,13 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
 
     app = Starlette(
         routes=routes,
-        exception_handlers={DBAPIError: storage_failed, VistkitError: study_damaged, Exception: unexpected},
+        exception_handlers={
+            DBAPIError: storage_failed,
+            OSError: storage_failed,
+            db.StudyFileChanged: study_file_changed,
+            VistkitError: study_damaged,
+            Exception: unexpected,
+        },
         lifespan=lifespan,
     )
     app.state.study = st

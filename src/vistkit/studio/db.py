@@ -173,15 +173,48 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-class Study:
-    """An open study database: the engine, a write lock (SQLite has one writer) and the settings."""
+class StudyFileChanged(OutputError):
+    """The SQLite file of an open study was deleted, moved or replaced by another file: what is written now would
+    go to a file nobody will find again (a deleted or replaced one), so nothing is written."""
 
-    def __init__(self, engine: Engine, name: str = "") -> None:
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of ``path``, or None when there is no file there."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class Study:
+    """An open study database: the engine, a write lock (SQLite has one writer) and the settings.
+
+    ``file``: the SQLite study file; every write transaction checks that the file under that name is still the
+    one opened (`check_file`)."""
+
+    def __init__(self, engine: Engine, name: str = "", *, file: Path | None = None) -> None:
         self.engine = engine
         self.name = name or engine.url.render_as_string(hide_password=True)  # for messages
         self.write_lock = threading.Lock()
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._settings: dict[str, Any] | None = None
+        self.file = file.absolute() if file is not None else None  # a later chdir does not change which file
+        self._identity = _identity(self.file) if self.file is not None else None
+
+    def check_file(self) -> None:
+        """Raise `StudyFileChanged` when the study's SQLite file was deleted, moved or replaced since it was
+        opened: the open connections would go on writing into the old file (a deleted one vanishes with the
+        server, a moved one loses its write-ahead log), so an answer stored now could never be found again."""
+        if self.file is None or self._identity is None:
+            return
+        if _identity(self.file) != self._identity:
+            raise StudyFileChanged(
+                f"study {self.name}: its file was deleted, moved or replaced while it was open, so nothing more is "
+                "stored; put the study file back (or restore it from a backup) and restart the server"
+            )
 
     @contextmanager
     def write(self, *, durable: bool = True) -> Iterator[Connection]:
@@ -189,11 +222,15 @@ class Study:
 
         SQLite: ``durable`` commits are synced to disk (``synchronous=FULL``); others (task claims, which are
         harmless to lose) use ``NORMAL``, which in WAL mode still survives a killed process, only not a power cut.
+        A study file deleted, moved or replaced since it was opened is `StudyFileChanged` (checked before the
+        transaction and again before its commit; the transaction is rolled back).
         """
         with self.write_lock, self.engine.begin() as conn:
             if self.is_sqlite:
                 conn.exec_driver_sql(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self.check_file()
             yield conn
+            self.check_file()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -236,9 +273,23 @@ class Study:
 
 
 def make_engine(study: str | Path) -> Engine:
+    """The engine of ``study``. A SQLite study file that exists (`open_study` creates a new one first) is opened
+    by every connection with ``mode=rw``, so a study file deleted while a server runs is not silently re-created
+    empty by the next connection (that connection fails instead, and the request is answered with 503)."""
     url = study_url(study)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20)
+        file = sqlite_path(study)
+        if file is not None and file.is_file():
+            import sqlite3
+
+            uri = f"{file.resolve().as_uri()}?mode=rw"
+
+            def connect() -> sqlite3.Connection:
+                return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+
+            engine = create_engine(url, creator=connect, pool_size=20)
+        else:
+            engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     try:
@@ -506,7 +557,7 @@ def open_study(study: str | Path, *, create: bool = False) -> Study:
         migrate(engine, name=name)
         with engine.connect() as conn:
             check_schema(conn, name)
-        st = Study(engine, name)
+        st = Study(engine, name, file=path)
         st.settings  # noqa: B018  (read and checked now: a damaged setting is refused before any work)
     except InputError:
         engine.dispose()

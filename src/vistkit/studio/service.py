@@ -45,8 +45,36 @@ class Task:
     total: int
 
 
+#: the longest ``--prefix`` of annotator names (the name column holds 128 characters with the number)
+MAX_PREFIX = 64
+
+
+def check_prefix(prefix: str) -> str:
+    """The annotator-name prefix, NFC-normalised, or `InputError`: a name lands in every report, export and
+    CSV, so it is 1 to `MAX_PREFIX` visible characters without control, format (right-to-left override,
+    zero-width), surrogate or line-breaking characters and without spaces at either end."""
+    import unicodedata
+
+    from vistkit.errors import InputError
+
+    fix = "use letters, digits and punctuation, e.g. --prefix pilot"
+    text = unicodedata.normalize("NFC", prefix) if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in prefix) else prefix
+    if not text.strip():
+        raise InputError(f"--prefix is empty; {fix}")
+    if len(text) > MAX_PREFIX:
+        raise InputError(f"--prefix is {len(text):,} characters long, more than {MAX_PREFIX}; {fix}")
+    bad = next((ch for ch in text if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), None)
+    if bad is not None:
+        raise InputError(f"--prefix holds the invisible or control character U+{ord(bad):04X}; {fix}")
+    if text != text.strip():
+        raise InputError(f"--prefix {text!r} starts or ends with a space; {fix}")
+    return text
+
+
 def invite(st: db.Study, *, n: int, prefix: str = "annotator", quota: int | None = None) -> list[tuple[str, str]]:
-    """Create ``n`` annotators; returns ``(name, token)`` pairs (the tokens are shown once, stored hashed)."""
+    """Create ``n`` annotators; returns ``(name, token)`` pairs (the tokens are shown once, stored hashed).
+    ``prefix`` is checked first (`check_prefix`)."""
+    prefix = check_prefix(prefix)
     out: list[tuple[str, str]] = []
     with st.write() as conn:
         existing = conn.execute(select(func.count()).select_from(db.annotators)).scalar_one()
