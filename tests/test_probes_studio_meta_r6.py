@@ -330,3 +330,22 @@ def test_likert_repeats_are_counted_and_named_by_line(tmp_path: Path) -> None:
     path.write_text("system,item,worker,q\na,i,w,3\na,i,w,4\nb,i,w,2\na,i,w,5\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"2 rows judge a story a worker already judged \(first: line 3 .* line 2\)"):
         read_likert(path)
+
+
+@pytest.mark.parametrize("command", ["correlate", "errors"])
+def test_a_reference_based_metric_without_references_is_refused_before_any_scoring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Before: `meta correlate -m rovist-nr,rouge-l` (no -r) scored every story with rovist-nr, then refused
+    rouge-l. After: refused before any metric is built or scores."""
+    from vistkit.meta import scoring
+
+    table = tmp_path / "t.csv"
+    column, low = ("q", 2) if command == "correlate" else ("Gram", 0)
+    table.write_text(
+        f"system,item,worker,{column},text\nh,i1,w1,1,the dog ran .\nm,i1,w1,{low},a cat sat .\n", encoding="utf-8"
+    )
+    monkeypatch.setattr(scoring, "score_stories", lambda *a, **k: pytest.fail("scored before the refusal"))
+    assert main(["meta", command, str(table), "-m", "rovist-nr,rouge-l"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "error: rouge-l is reference-based: pass --references FILE (the human stories)"

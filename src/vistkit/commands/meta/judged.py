@@ -93,10 +93,27 @@ def _score_table(
     scores and signatures per metric, and the names of the lower-is-better metrics."""
     judged = judged_stories(table, inputs.stories, inputs.key)  # every input read before a model loads
     refs = _references(inputs.references, inputs.ref_format)
+    _check_judged_metrics(inputs, refs)
     built = _metrics(inputs.metrics, inputs.option)
     values, sigs = _score_judged(built, judged, refs, inputs.key, inputs.reference_absent)
     lower = [m.name for m in built if not m.higher_is_better]
     return judged, values, sigs, lower
+
+
+def _check_judged_metrics(inputs: JudgedInput, refs: StorySet | None) -> None:
+    """Before any metric is built or scores: metric names and ``-O`` options, and that a reference-based metric
+    has ``--references`` (without them, the metrics before it in ``-m`` were scored, models loaded, for nothing).
+    ``--metrics all`` skips such a metric instead (`_metrics`)."""
+    from vistkit.commands.meta.common import _uses_references
+    from vistkit.commands.score import parse_metric_options, plan_metrics
+
+    names = parse_metric_names(inputs.metrics)
+    if not names or names == ["all"]:
+        return
+    plans = plan_metrics(names, {}, parse_metric_options(inputs.option))
+    for cls, _ in plans:
+        if refs is None and _uses_references(cls):
+            raise InputError(f"{cls.name} is reference-based: pass --references FILE (the human stories)")
 
 
 def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict[str, np.ndarray]:
