@@ -394,6 +394,44 @@ def test_per_item_csv_shows_each_feature_contribution(tiny_lm: Path, tmp_path: P
     for r in rows:
         assert float(r["story-ranker"]) == pytest.approx(sum(float(r[f"story-ranker.{n}"]) for n in names))
     assert float(rows[2]["story-ranker"]) == pytest.approx(-15.0)
+    # the lowest score says why, in its own column and on stderr's caption
+    assert [r["story-ranker note"] for r in rows] == ["", "", "lowest score: no words"]
+
+
+def test_floor_reasons_name_the_gate() -> None:
+    from vistkit.models.story_ranker_v2 import floor_reason
+
+    unigram, languages = Unigram(), language_lists()
+    english = story_words("we went to the park . the dog ran after the ball . we had fun .")
+    assert floor_reason(english, unigram, languages) is None
+    assert floor_reason([], unigram, languages) == "no words"
+    french = story_words("nous sommes allés au parc . les enfants ont joué dans le sable toute la journée .")
+    assert floor_reason(french, unigram, languages).startswith("not English")
+    assert floor_reason(story_words("the qzxv blorp frumb snarx ."), unigram, languages).startswith("made-up")
+    russian = "мы пошли в парк и играли весь день"
+    mixed = [*english, *story_words(russian + " .")]
+    assert floor_reason(mixed, unigram, languages) == f"a sentence in another language: {russian}"
+
+
+@requires_shared
+def test_a_long_english_text_is_english_and_a_long_french_one_is_not() -> None:
+    """The share of function-word types falls with length: 18,000 words of VIST sentences were once floored as
+    "not English". Judged in windows of ~250 words, a long English text stays English, a long French one does not,
+    and a VIST-length story is one window (the verdict of the whole story, as before)."""
+    from vistkit.models.story_ranker_v2 import LANGUAGE_WINDOW_WORDS, _few_function_words
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from train_ranker_v2 import val_stories
+
+    stories = val_stories(400)
+    joined = [w for t in stories for s in story_words(t) for w in s]
+    assert len(joined) > 15_000 and _few_function_words(joined)  # the whole text's share is below the line
+    assert not is_not_english(joined)
+    french = "nous sommes allés au parc avec toute la famille . les enfants ont joué dans le sable . " * 400
+    assert is_not_english([w for s in story_words(french) for w in s])
+    for t in stories[:100]:
+        words = [w for s in story_words(t) for w in s]
+        assert len(words) <= LANGUAGE_WINDOW_WORDS and is_not_english(words) == _few_function_words(words)
 
 
 def test_features_do_not_depend_on_the_encoder_block(tiny_ranker, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

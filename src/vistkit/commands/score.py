@@ -349,6 +349,9 @@ def write_per_item(path: Path, results: list[Score]) -> None:
             detail_cols.append(
                 (f"{r.metric} sentences", {i: json.dumps(v) for i, v in zip(r.item_ids, per, strict=True)})
             )
+        notes = r.extra.get("item_notes")
+        if isinstance(notes, list) and len(notes) == len(r.item_ids):
+            detail_cols.append((f"{r.metric} note", dict(zip(r.item_ids, map(str, notes), strict=True))))
         feats = r.extra.get("item_features")
         if isinstance(feats, list) and len(feats) == len(r.item_ids) and feats and isinstance(feats[0], dict):
             for name in feats[0]:
@@ -407,8 +410,18 @@ def render_scores(
             for r in results
             if r.excluded
         ]
+        notes += [item_notes_line(r) for r in results if any(r.extra.get("item_notes") or ())]
         caption = "\n".join([caption, *notes])
     return render_table(columns, rows, fmt, title="vistkit score", caption=caption)
+
+
+def item_notes_line(result: Score) -> str:
+    """One caption line for a metric's per-item notes (``Score.extra["item_notes"]``, e.g. story-ranker's reason
+    for a story's lowest score): how many items have one, and the first."""
+    noted = [(i, n) for i, n in zip(result.item_ids, result.extra["item_notes"], strict=True) if n]
+    first_id, first = noted[0]
+    more = f" and {len(noted) - 1} more" if len(noted) > 1 else ""
+    return f"{result.metric}: {first_id!r}: {first}{more} (see --per-item / --format json)"
 
 
 def range_of(name: str) -> str:

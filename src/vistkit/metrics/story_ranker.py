@@ -238,12 +238,29 @@ class StoryRanker(UtilityRanker):
         """Per story u, with each feature's contribution in ``extra["item_features"]`` (the ``--per-item`` CSV
         shows them as ``story-ranker.<feature>`` columns). Each distinct story is featurised once."""
         distinct, where = self._distinct([i.hypothesis for i in items])
-        rows = self.model.contributions(self.features(distinct))[where] if distinct else np.zeros((0, 0))
+        table = self.features(distinct) if distinct else np.zeros((0, len(self.model.names)))
+        rows = self.model.contributions(table)[where] if distinct else np.zeros((0, 0))
         per_feature = [dict(zip(self.model.names, row.tolist(), strict=True)) for row in rows]
         values = [float(row.sum()) for row in rows]
-        return mean_score(
-            self.name, [i.item_id for i in items], values, signature, extra={"item_features": per_feature}
-        )
+        extra: dict[str, Any] = {"item_features": per_feature}
+        floored = self.floor_reasons(distinct, table)
+        if any(floored):
+            notes = [floored[k] for k in where]
+            extra["item_notes"] = [f"lowest score: {n}" if n else "" for n in notes]
+        return mean_score(self.name, [i.item_id for i in items], values, signature, extra=extra)
+
+    def floor_reasons(self, stories: Sequence[Story | str], table: np.ndarray) -> list[str]:
+        """Per story of a feature table, why it got the lowest utility there is (no words, not English, made-up
+        words, a sentence in another language; `vistkit.models.story_ranker_v2.floor_reason`); "" for the rest."""
+        from vistkit.models.story_ranker_v2 import floor_reason, language_lists, story_words
+
+        unread = np.isnan(table[:, self.model.names.index("ttr")]) if len(table) else np.zeros(0, dtype=bool)
+        reasons = []
+        for story, floored in zip(stories, unread.tolist(), strict=True):
+            text = story.text if isinstance(story, Story) else str(story)
+            reason = floor_reason(story_words(text), self.scorer.unigram, language_lists()) if floored else None
+            reasons.append(reason or "")
+        return reasons
 
 
 def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:

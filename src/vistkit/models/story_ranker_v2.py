@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -234,6 +235,10 @@ def is_made_up(words: Sequence[str], known: Callable[[str], bool]) -> bool:
 #: `MIN_WORDS_FOR_LANGUAGE` of them), a story is not English (`is_not_english`)
 MIN_FUNCTION_SHARE = 0.08
 MIN_WORDS_FOR_LANGUAGE = 5
+#: a longer story is judged in windows of about this many words (`is_not_english`): English has a few hundred
+#: function words, so their share among a text's word types falls as the text grows (.40 in a median VIST story,
+#: .14 in 32 of them joined, ~1,700 words; 18,000 words of VIST sentences fell below the line and were floored)
+LANGUAGE_WINDOW_WORDS = 250
 
 
 def is_not_english(words: Sequence[str]) -> bool:
@@ -245,7 +250,19 @@ def is_not_english(words: Sequence[str]) -> bool:
     the verdict. English stories stay above the line: the lowest share among 3,000 VIST val human stories is
     .13, among TAPM's 6,057 machine stories .23, among VWP's and LLaVA's .11 (the lowest of 20,339 English
     stories, a VIST list of captions, .10); a French, Spanish and German version of one story have 0, .07 and
-    .05. A story that is mostly English with a sentence in another language is `has_other_language_sentence`'s."""
+    .05. A story that is mostly English with a sentence in another language is `has_other_language_sentence`'s.
+
+    A story of more than `LANGUAGE_WINDOW_WORDS` words is cut into near-equal windows of consecutive words and is
+    not English when more than half of the windows are not (the share of function-word types falls with length);
+    a VIST-length story is one window, so the invariances above hold for it unchanged."""
+    n_windows = max(1, math.ceil(len(words) / LANGUAGE_WINDOW_WORDS))
+    bounds = [round(i * len(words) / n_windows) for i in range(n_windows + 1)]
+    foreign = sum(_few_function_words(words[a:b]) for a, b in itertools.pairwise(bounds))
+    return 2 * foreign > n_windows
+
+
+def _few_function_words(words: Sequence[str]) -> bool:
+    """`is_not_english`'s rule on one window of words."""
     types = {w for w in words if _PLAIN_WORD.fullmatch(w)} - {"and"}
     if len(types) < MIN_WORDS_FOR_LANGUAGE:
         return False
@@ -336,6 +353,26 @@ def has_other_language_sentence(sentences: Sequence[Sequence[str]], languages: L
     return any(other_script(s) or languages.other_language(s) for s in sentences)
 
 
+def floor_reason(
+    sentences: Sequence[Sequence[str]], unigram: Unigram | None = None, languages: LanguageLists | None = None
+) -> str | None:
+    """Why a story (lists of word tokens, as `story_words` gives) gets the lowest utility there is, in a few
+    words; None for a story the features can read. The gates of `lexical_features`, in the order they are tried."""
+    words = [w for s in sentences for w in s]
+    if not words:
+        return "no words"
+    if is_not_english(words):
+        return "not English (too few English function words)"
+    if unigram is not None and is_made_up(words, unigram.knows):
+        return "made-up words (under half of its content words are in the frequency list)"
+    if languages is not None:
+        for sentence in sentences:
+            if other_script(sentence) or languages.other_language(sentence):
+                text = " ".join(sentence)
+                return f"a sentence in another language: {text[:60] + '...' if len(text) > 60 else text}"
+    return None
+
+
 def lexical_features(
     sentences: Sequence[Sequence[str]],
     encode: Callable[[Sequence[str]], np.ndarray] | None = None,
@@ -349,12 +386,7 @@ def lexical_features(
     ``languages``, also a story with a sentence in another language, `has_other_language_sentence`), counts as a
     story without words."""
     words = [w for s in sentences for w in s]
-    if (
-        not words
-        or is_not_english(words)
-        or (unigram is not None and is_made_up(words, unigram.knows))
-        or (languages is not None and has_other_language_sentence(sentences, languages))
-    ):
+    if floor_reason(sentences, unigram, languages) is not None:
         return dict.fromkeys(LEXICAL, float("nan"))
     overlap = max_jaccard([set(s) for s in sentences if s])
     return {
