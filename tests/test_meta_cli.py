@@ -152,6 +152,13 @@ def test_correlate_and_errors(meta: MetaRunner, tmp_path: Path) -> None:
     code, out, _ = meta("correlate", flat, "-m", "meta-test-length", "--bootstrap", "10")
     assert code == 0 and "note: n/a for meta-test-length / focused (story level): the human scores are all 3" in out
     assert "note: n/a for meta-test-length / coherent" not in out
+    # CSV: an undefined coefficient is an empty cell (not "nan"), and the notes and signatures go to stderr
+    code, out, err = meta("correlate", flat, "-m", "meta-test-length", "--bootstrap", "10", "-f", "csv")
+    rows = [r.split(",") for r in out.splitlines()]
+    focused = [r for r in rows if r[2] == "focused" and r[0] == "story"]
+    assert code == 0 and focused and all(r[4] == "" for r in focused) and "nan" not in out
+    assert "note: n/a for meta-test-length / focused (story level): the human scores are all 3" in err
+    assert "meta-test-length|" in err
     code, out, _ = meta("errors", "errors_small.csv", "-m", "meta-test-length", "-f", "json")
     r = json.loads(out)["point_biserial"]["meta-test-length"]["Gram"]["r"]
     assert r == pytest.approx(-3 / (17.5 / 6) ** 0.5 * 0.5)

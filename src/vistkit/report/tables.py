@@ -71,11 +71,18 @@ def render_table(
         w = csv_writer(buf, lineterminator="\n")
         w.writerow(columns)
         for r in rows:
-            w.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in r])
+            # an undefined number is an empty cell (as `score --per-item` writes it): "nan" made R and
+            # spreadsheets read the whole column as text
+            w.writerow(["" if _missing(v) else (repr(v) if isinstance(v, float) else v) for v in r])
         return buf.getvalue()
     if fmt is OutputFormat.LATEX:
         return latex_table(columns, rows, caption=caption or title, digits=digits)
     return text_table(columns, rows, title=title, caption=caption, digits=digits)
+
+
+def _missing(value: Any) -> bool:
+    """None or a float NaN (numpy's too): an undefined cell."""
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def table_width() -> int:

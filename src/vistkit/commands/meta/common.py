@@ -265,6 +265,8 @@ def _emit(
         echo(caption)
     else:
         echo(render_table(columns, rows, fmt, title=title, caption=caption))
+        if fmt is OutputFormat.CSV and caption.strip():  # a CSV has no caption: signatures and notes on stderr
+            note(caption.strip("\n"))
 
 
 def _proxy_note(n: int) -> str:

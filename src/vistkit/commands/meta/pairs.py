@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from vistkit.commands.common import FormatOption, note, parse_metric_names, writes_output
+from vistkit.commands.common import FormatOption, parse_metric_names, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     PairsInput,
@@ -151,8 +151,6 @@ def beats_ref_cmd(
             f"story (a reference is a model_base or model_comp named {', '.join(sorted(REFERENCE_SYSTEMS))})"
         )
         payload["note"] = empty
-        if fmt is OutputFormat.CSV:  # a CSV table carries no caption
-            note(empty)
     _emit(
         payload,
         cols,
