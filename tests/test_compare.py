@@ -110,9 +110,10 @@ def test_text_csv_latex_baseline_and_ar(files: dict[str, Path], capsys) -> None:
     assert code == 0
     assert "good (baseline)" in out and "**" in out and "approximate randomisation, 300 samples" in out
     assert "sb:[nrefs:var" in out
-    code, out, _ = run([*base, "--format", "csv"], capsys)
+    code, out, err = run([*base, "--format", "csv"], capsys)
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [r["system"] for r in rows] == ["bad", "good"] and rows[0]["p_value"] == ""
+    assert "sb:[nrefs:var" in err and "* p < 0.05" in err  # a CSV has no caption: signatures and notes on stderr
     assert float(rows[1]["ci_low"]) <= float(rows[1]["score"]) <= float(rows[1]["ci_high"])
     code, out, _ = run([*base, "--format", "latex"], capsys)
     assert code == 0 and r"\begin{tabular}" in out and "bad (baseline)" in out

@@ -56,6 +56,11 @@ def test_cli_golden_json(dataset: str, capsys: pytest.CaptureFixture[str]) -> No
     payload = json.loads(capsys.readouterr().out)
     assert set(payload) == {"dG", "dC", "dR", "dHM", "n"}
     assert {k: round(v, 4) if k != "n" else v for k, v in payload.items()} == GOLDEN[dataset]
+    assert main(["distance", "--human", str(human), "--model", str(model), "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    rows = list(csv.DictReader(out.splitlines()))
+    assert len(rows) == 1 and int(rows[0]["n"]) == GOLDEN[dataset]["n"]
+    assert "ids left out" in err  # a CSV has no caption: what was left out is said on stderr
 
 
 def test_per_item_csv_from_the_official_scores_gives_the_same_numbers(tmp_path: Path) -> None:

@@ -265,6 +265,15 @@ def render_comparison(
             r = c.results[s][m]
             cells.append(f"{fmt_number(r.score)} [{fmt_number(r.ci.low)}, {fmt_number(r.ci.high)}]{r.mark}")
         table.append(cells)
+    notes = comparison_notes(c, h2h)
+    if fmt is OutputFormat.TEXT:  # notes under the table, not squeezed into its width
+        return render_table(columns, table, fmt, title="vistkit compare") + "\n".join(notes) + "\n"
+    return render_table(columns, table, fmt, title="vistkit compare", caption="\n".join(notes))
+
+
+def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | None = None) -> list[str]:
+    """The lines under a comparison table: what the intervals and marks mean, each metric's items and signature,
+    tests on fewer items, the head-to-head shares (a CSV's stderr gets them too)."""
     level = f"{c.confidence:.0%}".replace("%", "% CI")
     notes = [
         f"[lo, hi]: {level} percentile bootstrap, {c.n_bootstrap} resamples of items, seed {c.seed}",
@@ -285,9 +294,7 @@ def render_comparison(
     if h2h:
         notes += ["head to head (bootstrap CI over the items both systems have):"]
         notes += ["  " + line for line in head_to_head_lines(h2h, c.confidence)]
-    if fmt is OutputFormat.TEXT:  # notes under the table, not squeezed into its width
-        return render_table(columns, table, fmt, title="vistkit compare") + "\n".join(notes) + "\n"
-    return render_table(columns, table, fmt, title="vistkit compare", caption="\n".join(notes))
+    return notes
 
 
 @app.command(cls=OnceCommand)
@@ -420,3 +427,5 @@ def compare(
         seed=seed,
     )
     echo(render_comparison(comparison, fmt, h2h, skipped=skipped))
+    if fmt is OutputFormat.CSV:  # a CSV has no caption: the signatures and notes on stderr
+        note("\n".join(comparison_notes(comparison, h2h)))

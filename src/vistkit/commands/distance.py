@@ -23,6 +23,7 @@ from vistkit.commands.common import (
     OnceCommand,
     WorkersOption,
     emit,
+    note,
     open_engine,
     warn_ignored,
     writes_output,
@@ -274,6 +275,8 @@ def _distance(
     title = f"dHM: {human.name if human else ''} vs {model.name if model else ''}"
     to_stderr = per_item is not None and is_standard_output(per_item)
     emit(render_distance(result, fmt, title=title, caption=caption), to_stderr=to_stderr)
+    if fmt is OutputFormat.CSV:  # a CSV has no caption: what was left out goes to stderr
+        note(caption)
 
 
 def _check_stories_mode(
