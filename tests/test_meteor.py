@@ -634,3 +634,20 @@ def test_compact_paraphrase_table_equals_the_jars_on_the_real_table(
     cmd = [paraphrase_check[0], "-Xmx2G", *paraphrase_check[2:]]
     cache = table_cache_dir() or tmp_path / "cache"  # the user's cache, as the helper uses it
     assert _run_check(cmd, paraphrase_table(), queries, cache, 5_274_084) in {"built", "mapped"}
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [("VISTKIT_METEOR_THREADS", "100000"), ("VISTKIT_METEOR_THREADS", "0"), ("VISTKIT_METEOR_THREADS", "two"),
+     ("VISTKIT_JAVA_TIMEOUT", "abc"), ("VISTKIT_JAVA_TIMEOUT", "0"), ("VISTKIT_JAVA_TIMEOUT", "inf")],
+)  # fmt: skip
+def test_java_settings_out_of_range_are_one_sentence(name: str, raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """100,000 threads started that many Java threads and failed after 81 s with "the helper stopped"."""
+    from vistkit.errors import InputError
+    from vistkit.models.java import default_threads, java_timeout
+
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(InputError, match=f"{name}='{raw}' must be"):
+        default_threads() if "THREADS" in name else java_timeout()
+    monkeypatch.setenv(name, "3")
+    assert (default_threads() if "THREADS" in name else java_timeout()) == 3

@@ -246,3 +246,14 @@ def test_part_maps_an_inner_loop_onto_its_block(clock: FakeClock, monkeypatch: p
         progress.fraction(1, 1)
     assert progress.current() is None
 
+
+
+@pytest.mark.parametrize("raw", ["nan", "-5", "abc", "1e9"])
+def test_a_bad_progress_interval_is_said_once_and_the_default_used(
+    raw: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VISTKIT_PROGRESS_INTERVAL", raw)
+    monkeypatch.setattr(progress, "_BAD_INTERVALS_SAID", set())
+    assert progress.interval() == progress.interval() == progress.DEFAULT_INTERVAL
+    err = capsys.readouterr().err
+    assert err.count("VISTKIT_PROGRESS_INTERVAL") == 1 and "from 0 to 86400" in err

@@ -68,6 +68,28 @@ def _env_int(name: str, default: int, *, scale: int = 1) -> int:
     return value * scale
 
 
+def env_number(name: str, default: float, *, low: float, high: float, integer: bool = False) -> float:
+    """``$name`` as a number from ``low`` to ``high`` (a whole number with ``integer``), ``default`` when unset or
+    blank; anything else is one sentence (a typo such as ``VISTKIT_METEOR_THREADS=100000`` started 100,000 Java
+    threads and failed after 81 s with an unrelated message)."""
+    import math
+
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    kind = "a whole number" if integer else "a number"
+    shown = f"{default:g}" if not integer else str(int(default))
+    try:
+        value = int(raw.strip()) if integer else float(raw.strip())
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and low <= value <= high):
+        raise InputError(
+            f"{name}={raw!r} must be {kind} from {low:g} to {high:g}; unset it or give e.g. {name}={shown}"
+        )
+    return value
+
+
 def max_input_bytes() -> int:
     """Most bytes one input file may hold decompressed (`VISTKIT_MAX_INPUT_MB`, in MiB; default 256)."""
     return _env_int(INPUT_BYTES_ENV, INPUT_BYTES_DEFAULT, scale=MiB)

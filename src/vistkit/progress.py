@@ -17,6 +17,7 @@ their batches with `fraction`. This module imports nothing heavy (rich only when
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -65,9 +66,23 @@ def interval() -> float:
     """Seconds between two plain progress lines (``VISTKIT_PROGRESS_INTERVAL``, default 10)."""
     raw = os.environ.get("VISTKIT_PROGRESS_INTERVAL", "")
     try:
-        return max(0.0, float(raw)) if raw.strip() else DEFAULT_INTERVAL
+        value = float(raw) if raw.strip() else DEFAULT_INTERVAL
     except ValueError:
+        value = math.nan
+    if not 0 <= value <= 86_400:  # NaN too: progress is chatter, so a bad value is said once, not fatal
+        if raw not in _BAD_INTERVALS_SAID:
+            _BAD_INTERVALS_SAID.add(raw)
+            print(
+                f"warning: VISTKIT_PROGRESS_INTERVAL={raw!r} is not a number of seconds from 0 to 86400; "
+                f"using {DEFAULT_INTERVAL:g}",
+                file=sys.stderr,
+                flush=True,
+            )
         return DEFAULT_INTERVAL
+    return value
+
+
+_BAD_INTERVALS_SAID: set[str] = set()
 
 
 def note(message: str) -> None:

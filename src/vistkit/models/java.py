@@ -115,12 +115,10 @@ def _run_java(
 
 
 def java_timeout() -> float:
-    """`JAVA_TIMEOUT`, or ``$VISTKIT_JAVA_TIMEOUT`` seconds when that is a number above 0."""
-    try:
-        value = float(os.environ.get("VISTKIT_JAVA_TIMEOUT", ""))
-    except ValueError:
-        return JAVA_TIMEOUT
-    return value if 0 < value < 1e6 else JAVA_TIMEOUT
+    """`JAVA_TIMEOUT`, or ``$VISTKIT_JAVA_TIMEOUT`` seconds (0.1 to 10^6; anything else is an error)."""
+    from vistkit.limits import env_number
+
+    return float(env_number("VISTKIT_JAVA_TIMEOUT", JAVA_TIMEOUT, low=0.1, high=1e6))
 
 
 def _java_candidates() -> list[str]:
@@ -384,12 +382,17 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     return str(target)
 
 
+#: the most scoring threads ``VISTKIT_METEOR_THREADS`` may ask for (each holds its own aligner state)
+MAX_METEOR_THREADS = 256
+
+
 def default_threads() -> int:
-    """Scoring threads of the helper: ``$VISTKIT_METEOR_THREADS``, else the CPU count (2 to 8)."""
-    env = os.environ.get("VISTKIT_METEOR_THREADS")
-    if env and env.isdigit() and int(env) > 0:
-        return int(env)
-    return max(2, min(8, os.cpu_count() or 1))
+    """Scoring threads of the helper: ``$VISTKIT_METEOR_THREADS`` (1 to `MAX_METEOR_THREADS`; anything else is an
+    error), else the CPU count (2 to 8)."""
+    from vistkit.limits import env_number
+
+    fallback = max(2, min(8, os.cpu_count() or 1))
+    return int(env_number("VISTKIT_METEOR_THREADS", fallback, low=1, high=MAX_METEOR_THREADS, integer=True))
 
 
 #: a JVM that cannot start (too little memory) writes hs_err_pid*.log into the current folder, the user's: into
