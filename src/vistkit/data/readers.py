@@ -64,12 +64,43 @@ def shown_names(names: Iterable[str], *, limit: int = 12, none: str = "none") ->
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def input_path(path: Any, what: str = "a file") -> str:
+    """``path`` (a ``str``, a `pathlib.Path` or any ``os.PathLike``; bytes are decoded as the file system does) as
+    text, or one `InputError` naming what is accepted: another type (an int, None, a list of paths, stories
+    themselves), an empty path, or a path no file can have (a NUL character, a lone UTF-16 surrogate)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        hint = (
+            "; for stories already in memory build a StorySet of Story objects"
+            if isinstance(path, list | tuple | dict | StorySet)
+            else ""
+        )
+        raise InputError(
+            f"{what} is named by a path (a str or pathlib.Path), not {type(path).__name__}{hint}"
+        )
+    if not path:
+        raise InputError(f"the path of {what} is empty; name a file")
+    if "\x00" in path:
+        raise InputError(f"the path {path!r:.80} holds a NUL character, which no file name can hold")
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"the path {path!r:.80} holds U+{ord(path[exc.start]):04X} (half of a UTF-16 surrogate pair), which no "
+            "file name can hold; give the whole character"
+        ) from None
+    return path
+
+
 def split_member(path: str | Path) -> tuple[Path, str | None]:
     """``ARCHIVE.zip:MEMBER`` -> ``(ARCHIVE.zip, MEMBER)``; any other path -> ``(path, None)``.
 
     A path that exists as given is never split (a file may have ``.zip:`` in its name).
     """
-    text = str(path)
+    text = input_path(path)
     p = Path(text)
     if p.exists() or ".zip:" not in text:
         return p, None
@@ -144,7 +175,7 @@ def open_input(path: str | Path) -> tuple[io.BufferedReader, int | None]:
     device is never opened), opened without waiting (``O_NONBLOCK``), and what was opened checked again
     (``fstat``), so a path swapped in between is refused too.
     """
-    p = Path(path)
+    p = Path(input_path(path))
     piped = unnamed_pipe(p)
 
     def check(mode: int) -> None:
@@ -181,7 +212,7 @@ def check_input_folder(path: str | Path, noun: str, hint: str) -> Path:
     """``path`` when it is a folder (links followed); otherwise one `InputError` naming it as ``noun`` (e.g.
     "photo folder") with ``hint`` (what to give): missing, a link to nothing or a loop, or a file (or a FIFO, a
     device) where a folder is expected."""
-    p = Path(path)
+    p = Path(input_path(path, f"a {noun}"))
     try:
         mode = os.stat(p).st_mode
     except OSError as exc:
@@ -863,11 +894,16 @@ def read_stories(
     does a path to an unnamed pipe without a file suffix (``/dev/stdin``, ``<(zcat x.gz)``: `unnamed_pipe`).
     ``field``: which text field of storylet records (VIST SIS, PR-VIST) to read; None = ``text``.
     """
+    path = input_path(path, "read_stories' file")
     if field is None:
         field = "text"
     elif not isinstance(field, str):
         raise InputError(f"field must be a text field name such as 'text' or 'original_text', not {field!r}")
-    if str(path) == STDIN:
+    if format is not None and not isinstance(format, str):
+        raise InputError(f"format must be a format name ({', '.join(FORMATS)}), not {type(format).__name__}")
+    if system is not None and not isinstance(system, str):
+        raise InputError(f"system must be a text (the name of the model that wrote the stories), not {system!r:.60}")
+    if path == STDIN:
         return _read_stdin(format=format, system=system, field=field)
     p = Path(path)
     if not p.suffix and (unnamed_pipe(p) or _FD_NAME.fullmatch(str(p))):  # /dev/stdin: format from content, as -

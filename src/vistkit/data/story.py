@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -68,6 +69,19 @@ def clean_id(value: str, what: str, story_id: str) -> str:
     return unicodedata.normalize("NFC", value)
 
 
+def _texts(value: object, field_name: str, items: str, story_id: str) -> tuple[str, ...]:
+    """A Story's ``photo_ids`` or ``sentences`` as a tuple (a list, a tuple or any other iterable of texts is
+    welcome); one text or a non-iterable value is refused, since a string would be read character by character."""
+    from collections.abc import Iterable as _Iterable
+
+    if isinstance(value, str | bytes) or not isinstance(value, _Iterable) or isinstance(value, dict | set | frozenset):
+        raise InputError(
+            f"story {_shown(str(story_id))!r}: {field_name} must be a list or tuple of {items}, not "
+            f"{type(value).__name__}"
+        )
+    return tuple(value)
+
+
 def sequence_key(photo_ids: Iterable[str]) -> str:
     """The sequence key of an ordered photo list: ids joined by ``-``."""
     return "-".join(str(p) for p in photo_ids)
@@ -100,6 +114,24 @@ class Story:
             )
 
         object.__setattr__(self, "story_id", clean_id(self.story_id, "story_id", self.story_id))
+        if type(self.photo_ids) is not tuple:
+            object.__setattr__(self, "photo_ids", _texts(self.photo_ids, "photo_ids", "photo ids", self.story_id))
+        if self.sentences is not None and type(self.sentences) is not tuple:
+            object.__setattr__(self, "sentences", _texts(self.sentences, "sentences", "texts", self.story_id))
+        if self.sentences is not None and not all(type(x) is str for x in self.sentences):
+            bad = next(x for x in self.sentences if type(x) is not str)
+            raise InputError(
+                f"story {_shown(self.story_id)!r}: every sentence must be a string, not {type(bad).__name__}"
+            )
+        if self.system is not None and not isinstance(self.system, str):
+            raise InputError(
+                f"story {_shown(self.story_id)!r}: system must be a string (the name of the model or 'human'), "
+                f"not {type(self.system).__name__}"
+            )
+        if not isinstance(self.meta, dict):
+            raise InputError(
+                f"story {_shown(self.story_id)!r}: meta must be a dict of extra fields, not {type(self.meta).__name__}"
+            )
         if self.album_id is not None:
             object.__setattr__(self, "album_id", clean_id(self.album_id, "album_id", self.story_id))
         if self.photo_ids and not all(type(p) is str and p.isascii() and p.isprintable() for p in self.photo_ids):
@@ -165,8 +197,15 @@ class StorySet:
     __slots__ = ("_stories", "source")
 
     def __init__(self, stories: Iterable[Story] = (), *, source: str | None = None) -> None:
-        if stories is None or isinstance(stories, str | bytes):
-            raise InputError(f"a StorySet is made of Story objects, not {type(stories).__name__}")
+        if stories is None or isinstance(stories, str | bytes) or not isinstance(stories, Iterable):
+            raise InputError(
+                f"a StorySet is made of Story objects, not {type(stories).__name__} "
+                "(give a list or any iterable of them)"
+            )
+        if isinstance(source, os.PathLike):
+            source = os.fspath(source)  # type: ignore[assignment]
+        if source is not None and not isinstance(source, str):
+            raise InputError(f"a StorySet's source names where it came from (a str), not {type(source).__name__}")
         self._stories: list[Story] = list(stories)
         bad = next((i for i, s in enumerate(self._stories) if not isinstance(s, Story)), None)
         if bad is not None:
@@ -192,6 +231,11 @@ class StorySet:
         """``stories[0]`` is a `Story`; ``stories[:100]`` a `StorySet` (same source), as a list slices."""
         if isinstance(index, slice):
             return StorySet(self._stories[index], source=self.source)
+        if not hasattr(index, "__index__") or isinstance(index, bool):
+            raise InputError(
+                f"a StorySet is indexed by position (an int) or a slice, not {type(index).__name__}; "
+                "stories.by_key('story')[ID] finds a story by its id"
+            )
         return self._stories[index]
 
     def __repr__(self) -> str:
@@ -232,11 +276,15 @@ class StorySet:
 
     def filter(self, keep: Iterable[str], keying: Keying | str) -> StorySet:
         """Only the stories whose key is in ``keep``."""
+        if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
+            raise InputError(f"filter keeps the keys given as a list or set of texts, not {type(keep).__name__}")
         wanted = set(keep)
         return StorySet((s for s in self._stories if s.key(keying) in wanted), source=self.source)
 
     def map_text(self, fn: Callable[[str], str]) -> StorySet:
         """A copy with ``fn`` applied to every text and sentence."""
+        if not callable(fn):
+            raise InputError(f"map_text takes a function from text to text, not {type(fn).__name__}")
         return StorySet(
             (
                 s.with_text(fn(s.text), tuple(fn(x) for x in s.sentences) if s.sentences is not None else None)

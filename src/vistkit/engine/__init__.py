@@ -11,12 +11,13 @@ An engine hands out `Metric` objects (`Engine.metric`): commands use them exactl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import numbers
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from types import TracebackType
 from typing import Any, TypeVar
 
-from vistkit.errors import VistkitError
+from vistkit.errors import InputError, VistkitError
 from vistkit.metrics.base import Item, Metric
 
 ENGINES = ("local", "ray")
@@ -48,10 +49,73 @@ class Engine:
         self.close()
 
 
+#: the most stories one shard or streamed batch may hold (the engines' ``batch_size``)
+MAX_BATCH = 1 << 20
+
+
+def check_batch_size(size: object, what: str = "batch_size") -> int:
+    """A shard / batch size: a whole number from 1 to `MAX_BATCH` (a float such as 64.0 is fine), else one
+    `InputError` naming ``what``."""
+    whole = (isinstance(size, numbers.Integral) and not isinstance(size, bool)) or (
+        isinstance(size, float) and size.is_integer()
+    )
+    if not whole:
+        raise InputError(f"{what} must be a whole number of stories from 1 to {MAX_BATCH:,} (got {size!r:.60})")
+    number = int(size)  # type: ignore[call-overload]
+    if not 1 <= number <= MAX_BATCH:
+        raise InputError(f"{what} must be from 1 to {MAX_BATCH:,} stories (got {number:,})")
+    return number
+
+
+def check_items(items: object) -> Iterable[Item]:
+    """The items of `score_stream`: any iterable of `Item` (checked as they are read, see `checked_items`)."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise InputError(
+            f"score_stream takes an iterable of Item objects (vistkit.metrics.base.align(...).items), not "
+            f"{type(items).__name__}"
+        )
+    return items
+
+
+def checked_items(batch: list[Any]) -> list[Item]:
+    """``batch`` when every element is an `Item`; one `InputError` naming the first that is not."""
+    bad = next((x for x in batch if not isinstance(x, Item)), None)
+    if bad is not None:
+        raise InputError(
+            f"score_stream takes Item objects (vistkit.metrics.base.align(...).items), not {type(bad).__name__}"
+        )
+    return batch
+
+
+def check_metric(metric: object) -> Metric:
+    """``metric`` when it is a `Metric` object (`Engine.metric` or `vistkit.get_metric` makes one)."""
+    if not isinstance(metric, Metric):
+        raise InputError(
+            f"score_stream takes a metric object (engine.metric(NAME) or vistkit.get_metric(NAME)), not "
+            f"{type(metric).__name__}"
+        )
+    return metric
+
+
+def check_metric_options(name: str, options: object) -> dict[str, Any]:
+    """``options`` of `Engine.metric` as a dict, their names checked against the metric's (one `InputError`)."""
+    from vistkit.metrics.base import check_options, get_metric_class
+
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise InputError(f"a metric's options are a dict {{option: value}}, not {type(options).__name__}")
+    opts = dict(options)
+    bad = next((k for k in opts if not isinstance(k, str)), None)
+    if bad is not None:
+        raise InputError(f"a metric's options are named by texts, not {type(bad).__name__}")
+    check_options(get_metric_class(name), opts)
+    return opts
+
+
 def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
     """Consecutive lists of ``size`` elements (the last may be shorter), read lazily."""
-    if size < 1:
-        raise ValueError("batch size must be >= 1")
+    size = check_batch_size(size)
     it = iter(items)
     while chunk := list(islice(it, size)):
         yield chunk
@@ -73,8 +137,6 @@ def make_engine(
         from vistkit.engine.ray import RayEngine
 
         return RayEngine(address=address, workers=workers, num_gpus_per_worker=num_gpus_per_worker)
-    from vistkit.errors import InputError
-
     raise InputError(f"unknown engine {kind!r}: use --engine local or --engine ray")
 
 

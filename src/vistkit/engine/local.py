@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from vistkit.engine import Engine, batched
+from vistkit.engine import (
+    Engine,
+    batched,
+    check_batch_size,
+    check_items,
+    check_metric,
+    check_metric_options,
+    checked_items,
+)
 from vistkit.engine.merge import StreamTotals, strategy
 from vistkit.errors import InputError
 from vistkit.metrics.base import Item, Metric, Score, get_metric_class
@@ -17,7 +25,8 @@ class LocalEngine(Engine):
     name = "local"
 
     def metric(self, name: str, options: dict[str, Any] | None = None) -> Metric:
-        return get_metric_class(name)(**(options or {}))
+        cls = get_metric_class(name)
+        return cls(**check_metric_options(name, options))
 
     def score_stream(
         self,
@@ -30,11 +39,16 @@ class LocalEngine(Engine):
     ) -> StreamTotals:
         """Score an iterator of items batch by batch, keeping only per-item scores and summed statistics;
         ``on_part`` receives each batch's `Score` in input order (e.g. to write per-item rows)."""
+        metric = check_metric(metric)
+        batch_size = check_batch_size(batch_size)
+        items = check_items(items)
+        if on_part is not None and not callable(on_part):
+            raise InputError(f"on_part must be a function of a Score, not {type(on_part).__name__}")
         if strategy(metric) != "items":
             raise InputError(f"{metric.name} cannot be streamed (its item scores depend on the whole set)")
         totals = StreamTotals()
         for batch in batched(items, batch_size):
-            part = metric.score_items(batch, signature=signature)
+            part = metric.score_items(checked_items(batch), signature=signature)
             totals.add(part)
             if on_part is not None:
                 on_part(part)

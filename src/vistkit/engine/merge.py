@@ -48,6 +48,10 @@ ITEM_METRICS = frozenset(
 
 def strategy(metric: Metric | str, options: dict[str, Any] | None = None) -> str:
     """``"items"``, ``"cider"`` or ``"whole"`` for a metric (and its options)."""
+    if not isinstance(metric, str | Metric):
+        from vistkit.errors import InputError
+
+        raise InputError(f"a metric is a name such as 'bleu-4' or a metric object, not {type(metric).__name__}")
     name = metric if isinstance(metric, str) else metric.name
     opts = dict(options or {})
     if not isinstance(metric, str) and getattr(metric, "idf", False):

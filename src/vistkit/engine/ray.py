@@ -25,7 +25,16 @@ from typing import Any
 
 from vistkit import progress
 from vistkit.data.story import StorySet
-from vistkit.engine import Engine, EngineError, batched
+from vistkit.engine import (
+    Engine,
+    EngineError,
+    batched,
+    check_batch_size,
+    check_items,
+    check_metric,
+    check_metric_options,
+    checked_items,
+)
 from vistkit.engine.merge import (
     StreamTotals,
     cider_df_part,
@@ -39,6 +48,8 @@ from vistkit.metrics.base import Item, Metric, Score, get_metric_class
 RAY_MISSING = "--engine ray needs Ray, which is not installed: pip install 'vistkit[ray]'"
 #: how often a crashed worker is restarted and its shard re-run before the run fails
 MAX_RETRIES = 3
+#: the most worker actors one engine starts (each is a process; more would only queue on any real cluster)
+MAX_WORKERS = 4096
 #: seconds to wait for the workers to start (they wait for free CPUs / GPUs): $VISTKIT_RAY_START_TIMEOUT
 START_TIMEOUT = float(os.environ.get("VISTKIT_RAY_START_TIMEOUT", "120"))
 _CLASS_ATTRS = (
@@ -80,9 +91,64 @@ def _exit_quietly_on_sigterm() -> Any:
         return None
 
     def stop(signum: int, frame: Any) -> None:
+        _SIGNALLED.append(signum)
         raise SystemExit(128 + signum)
 
     return signal.signal(signal.SIGTERM, stop)
+
+
+#: the signals `_exit_quietly_on_sigterm`'s handler received: Ray turns the SystemExit it raises inside
+#: ``ray.wait`` / ``ray.get`` into its own ``SystemExit(1)``; `_ray_call` gives the signal's exit code back
+_SIGNALLED: list[int] = []
+
+
+def _ray_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` (a blocking Ray call), exiting with 128 + the signal when SIGTERM stopped it."""
+    try:
+        return fn(*args, **kwargs)
+    except SystemExit:
+        if _SIGNALLED:
+            raise SystemExit(128 + _SIGNALLED[-1]) from None
+        raise
+
+
+class _DropAbandonedErrors(logging.Filter):
+    """Ray logs the traceback of every failed task whose result nobody fetched ("Unhandled error ...") when its
+    reference is freed: after one shard fails, the shards still in flight are abandoned and the run stops with
+    one sentence (`RayEngine._get`), so their tracebacks are noise. Installed while a RayEngine is open."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unhandled error")
+
+
+_DROP_ABANDONED = _DropAbandonedErrors()
+_RAY_WORKER_LOGGER = "ray._private.worker"
+
+
+def _number(value: object, name: str, *, low: float, strict: bool) -> float:
+    """A finite real number ``>= low`` (``> low`` when ``strict``) for a Ray option, else one `InputError`."""
+    import numbers
+
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value))
+    if not ok or float(value) < low or (strict and float(value) == low):  # type: ignore[arg-type]
+        shown = f"{float(value):g}" if ok else f"{value!r:.60}"  # type: ignore[arg-type]
+        raise InputError(f"{name} must be a number {'>' if strict else '>='} {low:g}, not {shown}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_workers(workers: object) -> int | None:
+    """``--workers``: None (one per CPU or GPU of the cluster) or a whole number from 1 to `MAX_WORKERS`."""
+    import numbers
+
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not (
+        isinstance(workers, numbers.Integral) or (isinstance(workers, float) and workers.is_integer())
+    ):
+        raise InputError(f"--workers must be a whole number of worker processes, not {workers!r:.60}")
+    if not 1 <= int(workers) <= MAX_WORKERS:  # type: ignore[call-overload]
+        raise InputError(f"--workers must be from 1 to {MAX_WORKERS:,} (got {int(workers):,})")  # type: ignore[call-overload]
+    return int(workers)  # type: ignore[call-overload]
 
 
 def _import_ray() -> Any:
@@ -179,6 +245,28 @@ class RemoteMetric(Metric):
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         return self.engine.score_items(self, list(items), signature=signature)
 
+    def __reduce__(self) -> Any:
+        raise EngineError(
+            f"a Ray engine's {self.name} cannot be pickled (it holds the engine's workers); pickle "
+            f"vistkit.get_metric({self.name!r}, **options) instead, or use the engine in one process"
+        )
+
+
+#: what a worker call is doing, for `RayEngine._get`'s sentence
+_DOING = {
+    "signature_fields": "building the metric",
+    "prepare": "preparing the stories",
+    "score": "scoring",
+}
+
+
+def _one_line(cause: BaseException | None, exc: BaseException) -> str:
+    """A worker's error as one line: its type and the first line of its message (never Ray's traceback)."""
+    if cause is None:
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
+    first = (str(cause).strip().splitlines() or [""])[0][:300]
+    return f"{type(cause).__name__}: {first}" if first else type(cause).__name__
+
 
 class RayEngine(Engine):
     """Score on a Ray cluster: ``address=None`` starts a private local one (all CPUs of this machine)."""
@@ -196,12 +284,21 @@ class RayEngine(Engine):
         max_retries: int = MAX_RETRIES,
         init_options: dict[str, Any] | None = None,
     ) -> None:
+        self._closed = True  # until the cluster is up: close() has nothing to do
+        self._actors: list[Any] = []
+        workers = check_workers(workers)
+        num_gpus_per_worker = _number(num_gpus_per_worker, "--num-gpus-per-worker", low=0.0, strict=False)
+        num_cpus_per_worker = _number(num_cpus_per_worker, "num_cpus_per_worker", low=0.0, strict=True)
+        if batch_size is not None:
+            batch_size = check_batch_size(batch_size)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 1000:
+            raise InputError(f"max_retries must be a whole number from 0 to 1,000, not {max_retries!r:.60}")
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise InputError(f"--address must be auto or ray://HOST:PORT, not {address!r:.60}")
+        if init_options is not None and not isinstance(init_options, dict):
+            raise InputError(f"init_options must be a dict of ray.init options, not {type(init_options).__name__}")
         ray = _import_ray()
         self.ray = ray
-        if workers is not None and workers < 1:
-            raise InputError("--workers must be at least 1")
-        if not math.isfinite(num_gpus_per_worker) or num_gpus_per_worker < 0:
-            raise InputError(f"--num-gpus-per-worker must be a number >= 0, not {num_gpus_per_worker}")
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             opts: dict[str, Any] = {
@@ -222,6 +319,7 @@ class RayEngine(Engine):
                     "with `ray start --head` or pass --address auto|ray://HOST:PORT"
                 ) from None
         self._sigterm = _exit_quietly_on_sigterm() if self._owns_ray else None
+        logging.getLogger(_RAY_WORKER_LOGGER).addFilter(_DROP_ABANDONED)
         resources = ray.cluster_resources()
         if workers is None:
             if num_gpus_per_worker > 0:
@@ -234,6 +332,7 @@ class RayEngine(Engine):
                 _check_fits(workers, num_cpus_per_worker, num_gpus_per_worker, resources)
             except InputError:
                 self._restore_sigterm()
+                logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(_DROP_ABANDONED)
                 ray.shutdown()
                 raise
         self.n_workers = workers
@@ -241,7 +340,6 @@ class RayEngine(Engine):
         self.max_retries = max_retries
         self._cpus = num_cpus_per_worker
         self._gpus = num_gpus_per_worker
-        self._actors: list[Any] = []
         self._closed = False
 
     # -- workers -----------------------------------------------------------------------------------------
@@ -258,8 +356,11 @@ class RayEngine(Engine):
                 max_task_retries=self.max_retries,
             )
             self._actors = [cls.remote() for _ in range(self.n_workers)]
-            ready, waiting = self.ray.wait(
-                [a.pid.remote() for a in self._actors], num_returns=len(self._actors), timeout=START_TIMEOUT
+            ready, waiting = _ray_call(
+                self.ray.wait,
+                [a.pid.remote() for a in self._actors],
+                num_returns=len(self._actors),
+                timeout=START_TIMEOUT,
             )
             if waiting:
                 for a in self._actors:
@@ -286,24 +387,25 @@ class RayEngine(Engine):
         from vistkit.metrics.base import Ranker
 
         cls = get_metric_class(name)
+        opts = check_metric_options(name, options)
         if issubclass(cls, Ranker):
-            return cls(**(options or {}))
-        return _remote_class(cls)(self, name, dict(options or {}))
+            return cls(**opts)
+        return _remote_class(cls)(self, name, opts)
 
     def call_one(self, method: str, *args: Any) -> Any:
         """Run one call on the first worker and return its value (errors as `_get` reports them)."""
         ref = getattr(self.actors[0], method).remote(*args)
-        return self._get(ref, what=method)
+        return self._get(ref, what=_DOING.get(method, f"running {method}"))
 
     def _get(self, ref: Any, *, what: str) -> Any:
         ray = self.ray
         try:
-            return ray.get(ref)
+            return _ray_call(ray.get, ref)
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, VistkitError):
                 raise cause from None
-            raise EngineError(f"a Ray worker failed while {what}: {cause or exc}") from None
+            raise EngineError(f"a Ray worker failed while {what}: {_one_line(cause, exc)}") from None
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError):
             raise EngineError(
                 f"a Ray worker died while {what} and was restarted {self.max_retries} time(s) without success; "
@@ -348,10 +450,13 @@ class RayEngine(Engine):
                 if exhausted:
                     return
                 continue
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = _ray_call(ray.wait, list(pending), num_returns=1)
             for ref in ready:
                 idx = pending.pop(ref)
                 load[owner.pop(ref)] -= 1
+                # a failure stops the run with one sentence; the shards still in flight are abandoned (not
+                # cancelled: a cancelled actor task leaves the actor waiting for it), their errors unlogged
+                # (`_DropAbandonedErrors`)
                 done[idx] = self._get(ref, what=whats[idx])
 
     # -- scoring -----------------------------------------------------------------------------------------
@@ -400,7 +505,19 @@ class RayEngine(Engine):
         on_part: Callable[[Score], None] | None = None,
     ) -> StreamTotals:
         """Score an iterator of items lazily (bounded memory): see `LocalEngine.score_stream`."""
+        from vistkit.metrics.base import metric_options
+
+        check_metric(metric)
+        batch_size = check_batch_size(batch_size)
+        items = check_items(items)
+        if on_part is not None and not callable(on_part):
+            raise InputError(f"on_part must be a function of a Score, not {type(on_part).__name__}")
         if not isinstance(metric, RemoteMetric):
+            if metric_options(type(metric)):  # its options cannot be read back from the object
+                raise InputError(
+                    f"the Ray engine scores {metric.name} with the options it was made with: pass "
+                    f"engine.metric({metric.name!r}, OPTIONS) rather than a metric built in this process"
+                )
             metric = self.metric(metric.name)
         assert isinstance(metric, RemoteMetric)
         if strategy(metric.name, metric.options) != "items":
@@ -410,7 +527,7 @@ class RayEngine(Engine):
 
         def calls() -> Iterator[tuple[str, tuple[Any, ...], str]]:
             for shard in batched(items, batch_size):
-                shards.append(shard)
+                shards.append(checked_items(shard))
                 yield "score", (name, opts, shard, signature), f"scoring {len(shard)} stories with {name}"
 
         totals = StreamTotals()
@@ -440,6 +557,7 @@ class RayEngine(Engine):
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
         self._restore_sigterm()
+        logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(_DROP_ABANDONED)
 
     def _restore_sigterm(self) -> None:
         import signal

@@ -110,9 +110,20 @@ class Score:
         import numpy as np
         return int(np.sum(~np.isnan(self.item_scores)))
 
-    def resample(self, indices: np.ndarray) -> float:
-        """The corpus score of a resample of items (row indices into ``item_ids``)."""
+    def resample(self, indices: np.ndarray | Sequence[int]) -> float:
+        """The corpus score of a resample of items (row indices into ``item_ids``, from 0 to ``len - 1``)."""
         import numpy as np
+
+        indices = np.asarray(indices)
+        n = len(self.item_scores)
+        if indices.dtype.kind not in "iu" and not (indices.size == 0 and indices.dtype.kind == "f"):
+            raise InputError(
+                f"{self.metric}: resample takes row numbers (integers) of the scored items, not {indices.dtype.name}"
+            )
+        indices = indices.astype(np.intp, copy=False)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
+            bad = int(indices.min()) if int(indices.min()) < 0 else int(indices.max())
+            raise InputError(f"{self.metric}: row {bad} is not one of the {n:,} scored items (0 to {n - 1:,})")
         if self.stats is not None and self.corpus_from_stats is not None:
             return float(self.corpus_from_stats(self.stats[indices]))
         values = self.item_scores[indices]
@@ -120,10 +131,10 @@ class Score:
         return float(values.mean()) if values.size else math.nan
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (full precision)."""
+        """A JSON-ready summary (full precision; an undefined corpus score, NaN, is None as JSON has no NaN)."""
         return {
             "metric": self.metric,
-            "corpus": self.corpus,
+            "corpus": None if math.isnan(self.corpus) or math.isinf(self.corpus) else float(self.corpus),
             "n": self.n,
             "signature": self.signature,
             "keying": self.keying.value if self.keying else None,
@@ -216,6 +227,9 @@ def align(
       For a story pair, `vistkit.meta.scoring` removes both stories of the pair (Eq. 3's ``R - x``).
     """
     keying = Keying.parse(keying) if keying is not None else hypotheses.default_keying()
+    template = check_template(template)
+    if template is not None and not template:
+        raise InputError("the template holds no sequence keys, so nothing would be scored; give a template with keys")
     hyps = hypotheses.by_key(keying)
     excluded: dict[str, str] = {}
     keep = set(template) if template is not None else None
@@ -259,6 +273,33 @@ def align(
     return Alignment(items, excluded, keying, n_refs)
 
 
+def check_template(template: Any) -> list[str] | None:
+    """A template (the sequence keys to score) as a list of texts: None, or a list, tuple or set of strings (e.g.
+    `vistkit.data.readers.read_template`); one text would be read character by character, so it is refused."""
+    if template is None:
+        return None
+    if isinstance(template, str | bytes) or not isinstance(template, Iterable) or isinstance(template, Mapping):
+        raise InputError(
+            "template must be a list of sequence keys (vistkit.data.readers.read_template(PATH) reads one), not "
+            f"{type(template).__name__}"
+        )
+    keys = list(template)
+    bad = next((k for k in keys if not isinstance(k, str)), None)
+    if bad is not None:
+        raise InputError(f"template must be a list of sequence keys (texts); it holds a {type(bad).__name__}")
+    return keys
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A yes/no option of the Python API as a bool: True or False (numpy's too), never a truthy text such as
+    ``"no"``."""
+    import numpy as np
+
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise InputError(f"{name} must be True or False, not {value!r:.60}")
+
+
 def is_same_story(a: Story, b: Story) -> bool:
     """Whether ``b`` is the story ``a`` itself: same story id (both human) or same text up to whitespace."""
     if a.story_id == b.story_id and (a.system in (None, "human")) and (b.system in (None, "human")):
@@ -295,6 +336,20 @@ _SHAPES = (
 )
 
 
+def _convert_hint(value: Any) -> str:
+    """How to turn a container `as_story_sets` does not take into one it does (a NumPy array, a pandas Series, a
+    generator, a set: unordered, so it cannot be matched by position)."""
+    if isinstance(value, set | frozenset):
+        return " (a set has no order, so its texts cannot be matched by position: give a list)"
+    if hasattr(value, "to_dict") and hasattr(value, "tolist"):  # a pandas Series
+        return " (pass series.to_dict() to match by index, or series.tolist() by position)"
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # a NumPy array
+        return " (pass array.tolist())"
+    if isinstance(value, Iterator):
+        return " (a generator or iterator: pass list(...))"
+    return ""
+
+
 def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, StorySet | None, Keying | None]:
     """Turn the inputs people pass (HF evaluate style) into StorySets, and the keying they imply.
 
@@ -307,10 +362,10 @@ def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, St
     """
     hk = _kind(hypotheses)
     if hk == "other":
-        raise InputError(f"cannot score {type(hypotheses).__name__} stories: {_SHAPES}")
+        raise InputError(f"cannot score {type(hypotheses).__name__} stories{_convert_hint(hypotheses)}: {_SHAPES}")
     rk = None if references is None else _kind(references)
     if rk == "other":
-        raise InputError(f"cannot use {type(references).__name__} references: {_SHAPES}")
+        raise InputError(f"cannot use {type(references).__name__} references{_convert_hint(references)}: {_SHAPES}")
     if hk in ("storyset", "stories"):
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
         if rk is None or rk in ("storyset", "stories"):
@@ -436,6 +491,8 @@ class Metric(ABC):
         """The items `score` would score (`align`), or the `InputError` it would raise (no stories, no
         references, no shared key...), without building the metric: callers check their inputs with it before
         loading any model."""
+        require_all = check_flag(require_all, "require_all")
+        reference_absent = check_flag(reference_absent, "reference_absent")
         if len(hypotheses) == 0:
             raise InputError(f"{cls.name}: there are no stories to score")
         if cls.needs_references and references is None:
@@ -469,6 +526,7 @@ class Metric(ABC):
         or a list of texts each) or dicts ``{id: text}`` / ``{id: [texts]}`` (matched by id): `as_story_sets`.
         ``reference_absent`` applies the Reference Absent Algorithm (Vrank Eq. 3; see `align`).
         """
+        reference_absent = check_flag(reference_absent, "reference_absent")
         hyps, refs, implied = as_story_sets(hypotheses, references)
         if key is None and implied is not None:
             key = implied
@@ -775,6 +833,8 @@ def score(
     """Functional face, as Hugging Face evaluate: ``score("bleu-4", ["a story"], [["a reference"]])``,
     ``score("rovist-nr", ["a story ."])``, ``score("meteor-vist", hyps, refs, key="sequence")`` with StorySets, or
     dicts by id (`as_story_sets`); ``options`` go to the metric."""
+    check_flag(reference_absent, "reference_absent")
+    check_template(template)
     return get_metric(name, **options).score(
         hypotheses, references, key=key, template=template, reference_absent=reference_absent
     )

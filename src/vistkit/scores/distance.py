@@ -73,6 +73,8 @@ def _is_missing(value: Any) -> bool:
 
 
 def _as_float(value: Any, where: str) -> float:
+    if isinstance(value, bool | np.bool_):  # True is 1 to float(), but no score is a yes/no
+        raise InputError(f"{where}: {value!r} is not a number")
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -172,6 +174,9 @@ def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResu
     ``tanh_g``: apply tanh to G, as dHM does to raw GROOViST scores; pass False when G is already in [-1, 1].
     Only story ids with all six scores count; `DistanceResult.dropped` says how many each side lost.
     """
+    if not isinstance(tanh_g, bool | np.bool_):
+        raise InputError(f"tanh_g must be True or False, not {tanh_g!r:.60}")
+    tanh_g = bool(tanh_g)
     h = normalize_table(human, side="human")
     m = normalize_table(model, side="model")
     tables = [h[d] for d in DIMENSIONS] + [m[d] for d in DIMENSIONS]
@@ -206,9 +211,19 @@ def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResu
 def table_from_scores(scores: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """A score table from vistkit `Score` objects, ``{"G": Score, "C": Score, "R": Score}`` (e.g. groovist,
     rovist-c and rovist-nr run on one side's stories); undefined (NaN) items are left out."""
+    from vistkit.metrics.base import Score
+
+    if not isinstance(scores, Mapping):
+        raise InputError(f"table_from_scores takes {{'G': Score, 'C': Score, 'R': Score}}, not {type(scores).__name__}")
     missing = [d for d in DIMENSIONS if d not in scores]
     if missing:
         raise InputError(f"no {', '.join(missing)} scores (dHM needs G, C and R)")
+    bad = next((d for d in DIMENSIONS if not isinstance(scores[d], Score)), None)
+    if bad is not None:
+        raise InputError(
+            f"the {bad} scores must be a vistkit Score (what vistkit.score(...) returns), not "
+            f"{type(scores[bad]).__name__}; a table {{dimension: {{story_id: number}}}} goes to dhm_distance directly"
+        )
     table: dict[str, dict[str, float]] = {}
     for d in DIMENSIONS:
         pairs = zip(scores[d].item_ids, scores[d].item_scores, strict=True)

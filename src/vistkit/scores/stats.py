@@ -26,7 +26,7 @@ that give the same numbers as one call, so memory stays bounded whatever ``B`` (
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -44,9 +44,27 @@ _BLOCK_CELLS = 1 << 21  # resample indices drawn per block (16 MiB of int64): me
 
 # --------------------------------------------------------------------------------------------------- helpers
 def _rng(seed: int | None) -> np.random.Generator:
-    if seed is not None and seed < 0:
+    return np.random.default_rng(_check_seed(seed))
+
+
+def _check_seed(seed: object) -> int | None:
+    """A seed: None (fresh randomness) or a whole number from 0 (NumPy's integers too, not a bool or a float)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer):
+        raise InputError(f"the seed must be a whole number from 0, or None (got {seed!r:.60})")
+    if seed < 0:
         raise InputError(f"the seed must be 0 or more (got {seed})")
-    return np.random.default_rng(seed)
+    return int(seed)
+
+
+def _check_score(score: object, what: str = "score") -> Score:
+    """``score`` when it is a `Score` (what `vistkit.score` and `Metric.score` return); one sentence otherwise."""
+    if not isinstance(score, Score):
+        raise InputError(
+            f"the {what} must be a vistkit Score (what vistkit.score(...) returns), not {type(score).__name__}"
+        )
+    return score
 
 
 def resample_blocks(rng: np.random.Generator, n: int, n_samples: int) -> Iterator[np.ndarray]:
@@ -73,6 +91,10 @@ def _uses_stats(score: Score) -> bool:
 
 def subset(score: Score, item_ids: Sequence[str]) -> Score:
     """The same score restricted to ``item_ids`` (in that order); the corpus value is recomputed."""
+    _check_score(score)
+    if isinstance(item_ids, str | bytes) or not isinstance(item_ids, Iterable):
+        raise InputError(f"{score.metric}: subset takes a list of item ids, not {type(item_ids).__name__}")
+    item_ids = list(item_ids)
     where = {k: i for i, k in enumerate(score.item_ids)}
     missing = [k for k in item_ids if k not in where]
     if missing:
@@ -139,11 +161,20 @@ def _p_value(null_stats: np.ndarray, observed: float) -> float:
     return (int(np.sum(null_stats > observed)) + 1) / (null_stats.size + 1)
 
 
-def _check_args(*, n: int, n_samples: int, confidence: float | None = None) -> None:
+def _check_args(*, n: int, n_samples: int, confidence: float | None = None, seed: object = None) -> None:
     if n == 0:
         raise InputError("there are no items to resample")
+    _check_seed(seed)
+    if isinstance(n_samples, bool | np.bool_) or not isinstance(n_samples, int | np.integer | float):
+        raise InputError(f"the number of resamples must be a whole number, e.g. 1000 (got {n_samples!r:.60})")
+    if isinstance(n_samples, float) and math.isfinite(n_samples) and not float(n_samples).is_integer():
+        raise InputError(f"the number of resamples must be a whole number, e.g. 1000 (got {n_samples})")
     if not 1 <= n_samples <= MAX_BOOTSTRAP:
         raise InputError(f"the number of resamples must be from 1 to {MAX_BOOTSTRAP:,} (got {n_samples:,})")
+    if confidence is not None and (
+        isinstance(confidence, bool | np.bool_) or not isinstance(confidence, int | float | np.integer | np.floating)
+    ):
+        raise InputError(f"the confidence must be a number between 0 and 1, e.g. 0.95 (got {confidence!r:.60})")
     if confidence is not None and not 0.0 < confidence < 1.0:
         raise InputError(f"--confidence must be between 0 and 1, e.g. 0.95 (got {confidence})")
 
@@ -153,10 +184,10 @@ def bootstrap_distribution(
     score: Score, *, n_bootstrap: int = 1000, seed: int | None = DEFAULT_SEED
 ) -> np.ndarray:
     """Corpus scores of ``n_bootstrap`` resamples of the items (with replacement), sacreBLEU's draws."""
-    n = len(score.item_ids)
-    _check_args(n=n, n_samples=n_bootstrap)
+    n = len(_check_score(score).item_ids)
+    _check_args(n=n, n_samples=n_bootstrap, seed=seed)
     rng = _rng(seed)
-    return np.concatenate([_resampled(score, idx) for idx in resample_blocks(rng, n, n_bootstrap)])
+    return np.concatenate([_resampled(score, idx) for idx in resample_blocks(rng, n, int(n_bootstrap))])
 
 
 @dataclass(frozen=True)
@@ -177,7 +208,9 @@ def bootstrap_ci(
     score: Score, *, confidence: float = 0.95, n_bootstrap: int = 1000, seed: int | None = DEFAULT_SEED
 ) -> ConfidenceInterval:
     """Percentile bootstrap confidence interval of the corpus score (items resampled with replacement)."""
-    _check_args(n=len(score.item_ids), n_samples=n_bootstrap, confidence=confidence)
+    if confidence is None:
+        raise InputError("the confidence must be a number between 0 and 1, e.g. 0.95 (got None)")
+    _check_args(n=len(_check_score(score).item_ids), n_samples=n_bootstrap, confidence=confidence, seed=seed)
     dist = bootstrap_distribution(score, n_bootstrap=n_bootstrap, seed=seed)
     dist = dist[~np.isnan(dist)]
     if dist.size == 0:
@@ -213,6 +246,8 @@ def pair_up(baseline: Score, system: Score) -> tuple[Score, Score]:
     For metrics scored as a mean of item scores an item left undefined (NaN) by either system is dropped
     too, so both means run over the same items.
     """
+    _check_score(baseline, "baseline")
+    _check_score(system, "system")
     if baseline.metric != system.metric:
         raise InputError(f"cannot pair {baseline.metric} with {system.metric}: compare one metric at a time")
     theirs = set(system.item_ids)
@@ -232,9 +267,9 @@ def paired_bootstrap(
     """Two-sided paired bootstrap resampling test (Koehn 2004; sacreBLEU ``paired_bs``)."""
     a, b = pair_up(baseline, system)
     n = len(a.item_ids)
-    _check_args(n=n, n_samples=n_samples)
+    _check_args(n=n, n_samples=n_samples, seed=seed)
     rng = _rng(seed)
-    blocks = [(_resampled(a, idx), _resampled(b, idx)) for idx in resample_blocks(rng, n, n_samples)]
+    blocks = [(_resampled(a, idx), _resampled(b, idx)) for idx in resample_blocks(rng, n, int(n_samples))]
     sa = np.concatenate([x for x, _ in blocks])
     sb = np.concatenate([y for _, y in blocks])
     observed = abs(b.corpus - a.corpus)
@@ -281,9 +316,9 @@ def approximate_randomization(
     """Two-sided paired approximate randomisation test (Riezler & Maxwell 2005; sacreBLEU ``paired_ar``)."""
     a, b = pair_up(baseline, system)
     n = len(a.item_ids)
-    _check_args(n=n, n_samples=n_samples)
+    _check_args(n=n, n_samples=n_samples, seed=seed)
     rng = _rng(seed)
-    blocks = [_swapped(a, b, mask) for mask in _mask_blocks(rng, n, n_samples)]
+    blocks = [_swapped(a, b, mask) for mask in _mask_blocks(rng, n, int(n_samples))]
     shuf_a = np.concatenate([x for x, _ in blocks])
     shuf_b = np.concatenate([y for _, y in blocks])
     observed = abs(a.corpus - b.corpus)
@@ -319,6 +354,8 @@ def significance_mark(
     p_value: float, *, levels: Sequence[tuple[float, str]] = ((0.01, "**"), (0.05, "*"))
 ) -> str:
     """``**`` for p < 0.01, ``*`` for p < 0.05, else an empty string."""
+    if isinstance(p_value, bool | np.bool_) or not isinstance(p_value, int | float | np.integer | np.floating):
+        raise InputError(f"a p-value is a number from 0 to 1, not {type(p_value).__name__}")
     for level, mark in levels:
         if p_value < level:
             return mark
@@ -372,9 +409,20 @@ def compare_scores(
     Every system gets a bootstrap CI; every system but the baseline (the first, unless named) gets a
     paired test against it. Items not scored for every system are dropped and counted in ``dropped``.
     """
+    if not isinstance(scores, Mapping):
+        raise InputError(
+            f"compare_scores takes {{system: {{metric: Score}}}}, not {type(scores).__name__}"
+        )
     systems = list(scores)
     if len(systems) < 2:
         raise InputError("compare needs at least two systems")
+    for s, by_metric in scores.items():
+        if not isinstance(by_metric, Mapping):
+            raise InputError(
+                f"system {s!r}: compare_scores takes {{metric: Score}} per system, not {type(by_metric).__name__}"
+            )
+        for m, sc in by_metric.items():
+            _check_score(sc, f"score of system {s!r} on {m}")
     base = systems[0] if baseline is None else baseline
     if base not in scores:
         raise InputError(f"--baseline {base!r} is not one of the systems: {', '.join(systems)}")
@@ -388,6 +436,12 @@ def compare_scores(
     n_items: dict[str, int] = {}
     dropped: dict[str, dict[str, int]] = {}
     for metric in metrics:
+        lacking = [s for s in systems if metric not in scores[s]]
+        if lacking:
+            raise InputError(
+                f"system {lacking[0]!r} has no {metric} score and the baseline {base!r} has one; score every system "
+                "with the same metrics"
+            )
         shared = set(scores[base][metric].item_ids)
         for s in systems:
             shared &= set(scores[s][metric].item_ids)
