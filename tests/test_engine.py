@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,3 +199,34 @@ def test_ray_options_that_cannot_work_are_refused_at_once() -> None:
         _check_fits(1, 1.0, 1.0, {"CPU": 2.0})
     with pytest.raises(InputError, match=r"need 3 GPUs .* has 2; ask for at most 2"):
         _check_fits(3, 1.0, 1.0, {"CPU": 8.0, "GPU": 2.0})
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-5", "nan"])
+def test_a_bad_ray_start_timeout_is_one_sentence_before_ray_starts(
+    raw: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It was read when vistkit.engine.ray was imported: a value that is not a number crashed the import."""
+    from vistkit.cli import main
+    from vistkit.engine.ray import start_timeout
+
+    monkeypatch.setenv("VISTKIT_RAY_START_TIMEOUT", raw)
+    with pytest.raises(InputError, match="VISTKIT_RAY_START_TIMEOUT"):
+        start_timeout()
+    stories = tmp_path / "s.json"
+    stories.write_text('{"a": "we went to the park . it was fun ."}')
+    monkeypatch.setattr("vistkit.engine.make_engine", lambda *a, **k: pytest.fail("an engine was opened"))
+    assert main(["score", str(stories), "-m", "rovist-nr", "--engine", "ray"]) == 1
+    assert "VISTKIT_RAY_START_TIMEOUT" in capsys.readouterr().err
+    monkeypatch.setenv("VISTKIT_RAY_START_TIMEOUT", "30")
+    assert start_timeout() == 30
+
+
+@pytest.mark.parametrize(("raw", "shown"), [("", True), ("0", True), ("no", True), ("1", False), ("yes", False)])
+def test_warnings_follow_vistkit_quiet_as_progress_does(
+    raw: str, shown: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vistkit.errors import warn
+
+    monkeypatch.setenv("VISTKIT_QUIET", raw)
+    warn("a thing to know")
+    assert ("warning: a thing to know" in capsys.readouterr().err) is shown

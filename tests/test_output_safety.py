@@ -838,3 +838,14 @@ def test_a_report_never_replaces_the_current_folder(tmp_path: Path, monkeypatch:
     with output.replaced_folder("rep") as fresh:
         (fresh / "index.html").write_text("x", encoding="utf-8")
     assert (here / "rep" / "index.html").read_text(encoding="utf-8") == "x"
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux's /proc")
+def test_only_open_file_names_under_proc_count_as_streams() -> None:
+    """/proc/x is a path in a folder that takes no files, checked before any work; /proc/self/fd/N and /dev/fd/N
+    name an open file (written in place)."""
+    with pytest.raises(OutputError, match="does not take new files"):
+        output.probe_writable(output.check_output_folder("/proc/vistkit-probe-x"))
+    assert not output._is_stream(Path("/proc/vistkit-probe-x"))
+    for name in ("/proc/self/fd/1", "/dev/fd/2", f"/proc/{os.getpid()}/fd/1", "/proc/thread-self/fd/0"):
+        assert output._follow_links(Path(name))[1], name

@@ -66,5 +66,6 @@ def warn(message: str) -> None:
     import os
     import sys
 
-    if not os.environ.get("VISTKIT_QUIET"):
+    # the same reading of the flag as the progress display: VISTKIT_QUIET=0 / no / false is not quiet
+    if os.environ.get("VISTKIT_QUIET", "").strip().lower() in ("", "0", "no", "false"):
         print(f"warning: {message}", file=sys.stderr)

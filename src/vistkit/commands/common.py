@@ -83,6 +83,10 @@ def check_engine(kind: str) -> None:
 
     if kind not in ENGINES:
         raise InputError(f"unknown engine {kind!r}: use --engine local or --engine ray")
+    if kind == "ray":  # its settings too (the module imports Ray only when an engine starts)
+        from vistkit.engine.ray import start_timeout
+
+        start_timeout()
 
 
 def open_engine(kind: str, address: str | None, workers: int | None, num_gpus_per_worker: float) -> Engine:

@@ -322,7 +322,9 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
 
 
 #: where a link names a file the process already has open (``/dev/stdout`` -> ``/proc/self/fd/1``): written in place
-_OPEN_FILE_LINKS = ("/proc/", "/dev/fd/")
+#: names of a file a process has open: /dev/fd/N, /proc/(self|thread-self|PID)[/task/TID]/fd/N (only those: a
+#: plain /proc/x is not one, and passing it as such skipped the early check of a --report folder there)
+_OPEN_FILE_LINK = re.compile(r"/(?:proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd|dev/fd)/\d+")
 
 
 def _follow_links(p: Path) -> tuple[Path, bool]:
@@ -332,7 +334,7 @@ def _follow_links(p: Path) -> tuple[Path, bool]:
     file the shell opened would never see the output."""
     current = os.path.abspath(p)
     for _ in range(40):  # the kernel's own limit on links in a row
-        if current.startswith(_OPEN_FILE_LINKS):
+        if _OPEN_FILE_LINK.fullmatch(current):
             return Path(current), True
         if not os.path.islink(current):
             return Path(current), False

@@ -51,7 +51,15 @@ MAX_RETRIES = 3
 #: the most worker actors one engine starts (each is a process; more would only queue on any real cluster)
 MAX_WORKERS = 4096
 #: seconds to wait for the workers to start (they wait for free CPUs / GPUs): $VISTKIT_RAY_START_TIMEOUT
-START_TIMEOUT = float(os.environ.get("VISTKIT_RAY_START_TIMEOUT", "120"))
+START_TIMEOUT = 120.0
+
+
+def start_timeout() -> float:
+    """`START_TIMEOUT`, or ``$VISTKIT_RAY_START_TIMEOUT`` seconds (1 to 86,400; anything else is one sentence; it
+    was read when the module was imported, and a value that was not a number crashed the import)."""
+    from vistkit.limits import env_number
+
+    return float(env_number("VISTKIT_RAY_START_TIMEOUT", START_TIMEOUT, low=1, high=86_400))
 _CLASS_ATTRS = (
     "name",
     "higher_is_better",
@@ -67,7 +75,7 @@ _CLASS_ATTRS = (
 
 
 def _check_fits(workers: int, cpus: float, gpus: float, resources: dict[str, float]) -> None:
-    """Refuse at once a worker count the local cluster cannot hold (Ray would wait `START_TIMEOUT` seconds)."""
+    """Refuse at once a worker count the local cluster cannot hold (Ray would wait `start_timeout` seconds)."""
     for what, each in (("CPU", cpus), ("GPU", gpus)):
         have = float(resources.get(what, 0.0))
         if each <= 0 or workers * each <= have + 1e-9:
@@ -297,6 +305,7 @@ class RayEngine(Engine):
             raise InputError(f"--address must be auto or ray://HOST:PORT, not {address!r:.60}")
         if init_options is not None and not isinstance(init_options, dict):
             raise InputError(f"init_options must be a dict of ray.init options, not {type(init_options).__name__}")
+        self._start_timeout = start_timeout()
         ray = _import_ray()
         self.ray = ray
         self._owns_ray = not ray.is_initialized()
@@ -360,14 +369,14 @@ class RayEngine(Engine):
                 self.ray.wait,
                 [a.pid.remote() for a in self._actors],
                 num_returns=len(self._actors),
-                timeout=START_TIMEOUT,
+                timeout=self._start_timeout,
             )
             if waiting:
                 for a in self._actors:
                     self.ray.kill(a)
                 self._actors = []
                 raise EngineError(
-                    f"only {len(ready)} of {self.n_workers} Ray workers started within {START_TIMEOUT:g} s (each "
+                    f"only {len(ready)} of {self.n_workers} Ray workers started within {self._start_timeout:g} s (each "
                     f"needs {self._cpus:g} CPU and {self._gpus:g} GPU free on the cluster); ask for fewer with "
                     "--workers or --num-gpus-per-worker"
                 )
