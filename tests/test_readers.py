@@ -166,6 +166,23 @@ def test_arel_album_lists(tmp_path: Path) -> None:
     assert {k: len(v) for k, v in stories.group("album").items()} == {"100": 1, "200": 2}
 
 
+def test_story_dict_hypotheses_against_arel_references(tmp_path: Path) -> None:
+    """{id: text} against {id: [texts]}: no story key is shared, and the error says how to read them (the
+    hypotheses as albums); forced to arel, {album: text} is that album's one story. AREL against AREL by story
+    key names --key album."""
+    from vistkit.metrics.base import align
+
+    refs = read_stories(_write(tmp_path / "refs.json", {"a": ["we went .", "it was fun ."], "b": ["x y .", "z ."]}))
+    hyps_path = _write(tmp_path / "hyps.json", {"a": "we went to a park .", "b": "x ."})
+    with pytest.raises(InputError, match="2 hypothesis ids are album ids of the references .* --hyp-format arel"):
+        align(read_stories(hyps_path), refs)
+    as_albums = read_stories(hyps_path, format="arel")
+    assert [(s.story_id, s.album_id) for s in as_albums] == [("a", "a"), ("b", "b")]
+    assert [len(i.references) for i in align(as_albums, refs, keying="album").items] == [2, 2]
+    with pytest.raises(InputError, match="with --key album, 2 of 2 hypotheses would"):
+        align(as_albums, refs)
+
+
 def test_jsonl(tmp_path: Path) -> None:
     p = tmp_path / "s.jsonl"
     p.write_text(

@@ -26,7 +26,8 @@ FORMAT_ROWS = [
     ["story-dict", "{story_id: text} (dHM, GROOViST)", "story"],
     ["tapm", '{"album_p1_p2_p3_p4_p5": text}', "sequence, album"],
     ["tapm-nested", '{album: {"p1_p2_p3_p4_p5": text}}', "sequence, album"],
-    ["arel", "{album_id: [text, ...]} (AREL predictions and references)", "album (story = album#i)"],
+    ["arel", "{album_id: [text, ...]} (AREL predictions and references; {album_id: text} with --hyp-format arel)",
+     "album (story = album#i)"],
     [
         "jsonl",
         "one object per line: text + story_id / photo_ids / album_id / sentences / system",

@@ -11,7 +11,8 @@ Formats (``format=`` name, auto-detected from the content when not given):
   story_text_normalized).
 - ``story-dict``: ``{story_id: text}`` (dHM, GROOViST).
 - ``tapm``: ``{"album_p1_p2_p3_p4_p5": text}``; ``tapm-nested``: ``{album: {"p1_p2_p3_p4_p5": text}}``.
-- ``arel``: ``{album_id: [text, ...]}`` (one or several stories per album; AREL predictions and references).
+- ``arel``: ``{album_id: [text, ...]}`` (one or several stories per album; AREL predictions and references);
+  forced (``format="arel"``), ``{album_id: text}`` too.
 - ``jsonl``: one JSON object per line with ``text`` (or ``story``) and any of ``story_id``, ``photo_ids`` (list or
   ``-``-joined), ``album_id``, ``sentences``, ``system``.
 - ``csv``: a header row with the same column names (``photo_ids`` ``-``-joined; ``sentences`` ``|||``-joined).
@@ -1099,8 +1100,10 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
         _need_dict(data, p)
         made: dict[str, str] = {}  # story id -> the album it came from
         for album, texts in data.items():
+            if isinstance(texts, str):  # {album: text} read as AREL (--hyp-format arel): that album's one story
+                texts = [texts]
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-                raise InputError(f"{p}: album {album!r}: expected a list of story strings")
+                raise InputError(f"{p}: album {album!r}: expected a story string or a list of story strings")
             for i, text in enumerate(texts):
                 sid = str(album) if len(texts) == 1 else f"{album}#{i}"
                 if sid in made:  # album "1" with two stories makes "1#0", as does an album named "1#0"

@@ -260,9 +260,10 @@ def align(
         items.append(Item(k, hyp, tuple(rs)))
     if not items:
         reasons = sorted(set(excluded.values()))
+        hint = _other_keys_hint(hypotheses, references, keying, keep)
         raise InputError(
             f"no hypothesis shares a {keying.value} key with the references ({'; '.join(reasons) or 'no hypotheses'}); "
-            "check --key and the files (e.g. story ids vs photo sequences)"
+            + (hint or "check --key and the files (e.g. story ids vs photo sequences)")
         )
     counts = {len(i.references) for i in items}
     n_refs = (
@@ -298,6 +299,33 @@ def check_flag(value: Any, name: str) -> bool:
     if isinstance(value, bool | np.bool_):
         return bool(value)
     raise InputError(f"{name} must be True or False, not {value!r:.60}")
+
+
+def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying, keep: set[str] | None) -> str:
+    """When no hypothesis shares a key with the references: the keying under which some would (AREL's
+    ``{album: [stories]}`` on both sides matches by album, not by story), or the reading that would make
+    ``{id: text}`` hypotheses match ``{id: [texts]}`` references; "" when nothing would."""
+    hints = []
+    for other in Keying:
+        if other is keying:
+            continue
+        try:
+            hyps, refs = hypotheses.by_key(other), references.group(other)
+        except InputError:  # a story without album or photos, or two hypotheses with one key
+            continue
+        shared = sum(1 for k in hyps if k in refs and (keep is None or k in keep))
+        if shared:
+            hints.append(f"with --key {other.value}, {shared:,} of {len(hyps):,} hypotheses would")
+    if hints:
+        return "; ".join(hints) + " (choose the key that says how your files are meant to match)"
+    albums = {s.album_id for s in references if s.album_id is not None}
+    named = [s.story_id for s in hypotheses if s.album_id is None and s.story_id in albums]
+    if named:
+        return (
+            f"{len(named):,} hypothesis ids are album ids of the references ({{album: [stories]}}, AREL's layout): "
+            "read the hypotheses as albums too with --hyp-format arel --key album"
+        )
+    return ""
 
 
 def is_same_story(a: Story, b: Story) -> bool:
