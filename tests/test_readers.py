@@ -174,7 +174,7 @@ def test_story_dict_hypotheses_against_arel_references(tmp_path: Path) -> None:
 
     refs = read_stories(_write(tmp_path / "refs.json", {"a": ["we went .", "it was fun ."], "b": ["x y .", "z ."]}))
     hyps_path = _write(tmp_path / "hyps.json", {"a": "we went to a park .", "b": "x ."})
-    with pytest.raises(InputError, match="2 hypothesis ids are album ids of the references .* --hyp-format arel"):
+    with pytest.raises(InputError, match=r"2 hypothesis ids are album ids of the references .* --hyp-format arel"):
         align(read_stories(hyps_path), refs)
     as_albums = read_stories(hyps_path, format="arel")
     assert [(s.story_id, s.album_id) for s in as_albums] == [("a", "a"), ("b", "b")]
