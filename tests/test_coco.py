@@ -460,3 +460,20 @@ def test_cli_spice_fails_with_the_sentence(tmp_path: Any, capsys: pytest.Capture
     assert main(["metrics"]) == 0
     out = capsys.readouterr().out
     assert "spice" in out and "bleurt" in out and "UNAVAILABLE" in out
+
+
+def test_token_cache_is_bounded_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PTB token cache holds at most VISTKIT_CACHE_MB (it was bounded by 400,000 texts only: long stories
+    could hold GBs); what it returns does not depend on what it keeps."""
+    monkeypatch.setattr(coco, "_ptb_backend", lambda texts: [t.lower() for t in texts])
+    monkeypatch.setattr(coco, "_TOKEN_CACHE", {})
+    monkeypatch.setattr(coco, "_TOKEN_CACHE_BYTES", [0])
+    monkeypatch.setenv("VISTKIT_CACHE_MB", str(4000 / 2**20))  # about 4,000 bytes
+    texts = [f"Story {i} " + "Word " * 50 for i in range(40)]
+    for start in range(0, 40, 3):
+        batch = texts[start : start + 5]
+        assert coco.ptb_tokenize_cached([*batch, batch[0]]) == [t.lower() for t in [*batch, batch[0]]]
+        held = sum(len(k) + len(v) + coco._ENTRY_OVERHEAD for k, v in coco._TOKEN_CACHE.items())
+        assert held == coco._TOKEN_CACHE_BYTES[0] <= 4000
+    monkeypatch.setenv("VISTKIT_CACHE_MB", "0")  # keeps nothing, still answers
+    assert coco.ptb_tokenize_cached(["A b", "C"]) == ["a b", "c"] and coco._TOKEN_CACHE == {}

@@ -198,9 +198,9 @@ LIMIT_ROWS = [
     ],
     ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
     [
-        "embedding caches",
-        f"{CACHE_BYTES_DEFAULT // MiB} MiB each (CLIP text/photo/region embeddings, the MiniLM sentence encoder's): "
-        "least recently used out first; values do not depend on it",
+        "in-memory caches",
+        f"{CACHE_BYTES_DEFAULT // MiB} MiB each (CLIP text/photo/region embeddings, the MiniLM sentence encoder's: "
+        "least recently used out first; the coco metrics' PTB tokens: emptied when full); values do not depend on it",
         f"{CACHE_ENV}=<MiB>",
     ],
 ]

@@ -75,6 +75,10 @@ _CITATION_COCO = (
 # ----------------------------------------------------------------------------------------------- tokenisation
 _TOKEN_CACHE: dict[str, str] = {}
 _TOKEN_CACHE_LIMIT = 400_000
+#: bytes the cache holds, about (a text and its tokens, ~1 byte a character of VIST's ASCII, plus each entry's
+#: overhead); at most `vistkit.limits.cache_bytes` (VISTKIT_CACHE_MB), so 400,000 long stories cannot hold GBs
+_TOKEN_CACHE_BYTES = [0]
+_ENTRY_OVERHEAD = 200
 
 
 def ptb_tokenize_cached(texts: Sequence[str]) -> list[str]:
@@ -84,15 +88,25 @@ def ptb_tokenize_cached(texts: Sequence[str]) -> list[str]:
     because ``-preserveLines`` tokenises each line on its own (the jar's only cross-line state, the direction
     of a double quote, only picks between two tokens that are both removed as punctuation).
     """
+    from vistkit.limits import cache_bytes
+
     missing = list(dict.fromkeys(t for t in texts if t not in _TOKEN_CACHE))
-    if missing:
-        tokenized = _ptb_backend(missing)
-        if len(tokenized) != len(missing):
-            raise RuntimeError(f"the PTB tokeniser returned {len(tokenized)} lines for {len(missing)} texts")
-        if len(_TOKEN_CACHE) + len(missing) > _TOKEN_CACHE_LIMIT:
-            _TOKEN_CACHE.clear()
-        _TOKEN_CACHE.update(zip(missing, tokenized, strict=True))
-    return [_TOKEN_CACHE[t] for t in texts]
+    if not missing:
+        return [_TOKEN_CACHE[t] for t in texts]
+    tokenized = _ptb_backend(missing)
+    if len(tokenized) != len(missing):
+        raise RuntimeError(f"the PTB tokeniser returned {len(tokenized)} lines for {len(missing)} texts")
+    new = dict(zip(missing, tokenized, strict=True))
+    out = [new[t] if t in new else _TOKEN_CACHE[t] for t in texts]  # before any clearing below
+    size = sum(len(t) + len(k) + _ENTRY_OVERHEAD for t, k in new.items())
+    budget = cache_bytes()
+    if len(_TOKEN_CACHE) + len(new) > _TOKEN_CACHE_LIMIT or _TOKEN_CACHE_BYTES[0] + size > budget:
+        _TOKEN_CACHE.clear()
+        _TOKEN_CACHE_BYTES[0] = 0
+    if size <= budget:
+        _TOKEN_CACHE.update(new)
+        _TOKEN_CACHE_BYTES[0] += size
+    return out
 
 
 def _ptb_backend(texts: list[str]) -> list[str]:
