@@ -150,3 +150,26 @@ def test_point_biserial_hand_computed() -> None:
     assert point_biserial(X, gram)["r"] == pytest.approx(-3 / math.sqrt(17.5 / 6) * 0.5)
     assert point_biserial(X, gram)["n_error"] == 3
     assert math.isnan(point_biserial(X, np.zeros(6))["r"])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: correlation(None, [1, 2, 3]),
+        lambda: correlation("abcd", [1, 2, 3, 4]),
+        lambda: correlation([1, 2, 3], [1, 2, 3], method="nope"),
+        lambda: correlation([1, 2], [1, 2, 3]),
+        lambda: correlation([1, 2, float("inf")], [1, 2, 3]),
+        lambda: correlation([[1, 2], [3, 4]], [[1, 2], [3, 4]]),
+        lambda: williams_test("a", 0.1, 0.2, 10),
+        lambda: williams_test(0.5, 0.1, 2.0, 10),
+        lambda: williams_test(0.5, 0.1, 0.2, 2.5),
+    ],
+)
+def test_wrong_inputs_from_python_are_one_sentence(call) -> None:  # type: ignore[no-untyped-def]
+    """From Python: a None, a string, an unknown method, unequal lengths, an infinite value or a value that is not
+    a correlation is an InputError (they were ValueError / TypeError from numpy, or a RuntimeWarning and NaN)."""
+    from vistkit.errors import InputError
+
+    with pytest.raises(InputError):
+        call()

@@ -20,18 +20,39 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from vistkit.errors import InputError
 from vistkit.meta.resample import BLOCK_CELLS, advance, block_rows, check_resampling, index_blocks, percentile_interval
 
 METHODS = ("pearson", "spearman", "kendall", "kendall_c")
 
 
+def _numbers(values: Any, name: str) -> np.ndarray:
+    """``values`` as a 1-D float array (NaN: missing); `InputError` for anything else or an infinite value."""
+    if isinstance(values, (str, bytes)) or values is None:
+        raise InputError(f"{name} must be a sequence of numbers (NaN for a missing one), not {type(values).__name__}")
+    try:
+        out = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a sequence of numbers (NaN for a missing one)") from None
+    if out.ndim != 1:
+        raise InputError(f"{name} must be one sequence of numbers, not an array of shape {out.shape}")
+    if np.isinf(out).any():
+        raise InputError(f"{name} holds an infinite value: no correlation is defined with it (NaN marks a missing one)")
+    return out
+
+
 def _clean(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    x = _numbers(x, "x (the metric scores)")
+    y = _numbers(y, "y (the human scores)")
     if x.shape != y.shape:
-        raise ValueError("x and y differ in length")
+        raise InputError(f"the two score lists differ in length ({x.size} and {y.size})")
     keep = ~(np.isnan(x) | np.isnan(y))
     return x[keep], y[keep]
+
+
+def _check_method(method: Any) -> None:
+    if method not in METHODS:
+        raise InputError(f"unknown correlation {method!r:.60}; choose one of {', '.join(METHODS)}")
 
 
 def undefined_reason(
@@ -59,6 +80,7 @@ def correlation(
     x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, method: str = "pearson"
 ) -> tuple[float, float]:
     """(coefficient, two-sided p) of the non-NaN pairs; NaN when fewer than 3 pairs or a side is constant."""
+    _check_method(method)
     x, y = _clean(x, y)
     if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
         return math.nan, math.nan
@@ -71,7 +93,7 @@ def correlation(
     elif method == "kendall_c":
         res = stats.kendalltau(x, y, variant="c")
     else:
-        raise ValueError(f"unknown correlation {method!r}; choose one of {', '.join(METHODS)}")
+        _check_method(method)
     return float(res[0]), float(res[1])
 
 
@@ -251,8 +273,7 @@ def correlation_ci(
     Resamples are computed a block at a time (vectorised; Kendall from concordance counts), so 10,000 resamples
     of 1,000 stories take about a second per coefficient."""
     check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
-    if method not in METHODS:
-        raise ValueError(f"unknown correlation {method!r}; choose one of {', '.join(METHODS)}")
+    _check_method(method)
     x, y = _clean(x, y)
     r, p = correlation(x, y, method=method)
     if x.size >= 3:
@@ -313,8 +334,7 @@ def system_correlation_ci(
     """System-level correlation: system means of the metric vs system means of the human score (stories where
     either is undefined are dropped), CI by resampling each system's stories (stratified bootstrap)."""
     check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
-    if method not in METHODS:
-        raise ValueError(f"unknown correlation {method!r}; choose one of {', '.join(METHODS)}")
+    _check_method(method)
     m = np.asarray(metric_scores, dtype=float)
     h = np.asarray(human_scores, dtype=float)
     keep = ~(np.isnan(m) | np.isnan(h))
@@ -382,6 +402,12 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, Any]:
     zero denominator: people and both metrics linearly dependent) t and the p-values are NaN and
     ``undefined`` says why.
     """
+    for name, r in (("r12", r12), ("r13", r13), ("r23", r23)):
+        number = not isinstance(r, bool) and isinstance(r, (int, float, np.floating))
+        if not number or not (math.isnan(r) or abs(r) <= 1 + 1e-9):  # a rounding step above 1 is still 1
+            raise InputError(f"williams_test: {name} must be a correlation from -1 to 1 (or NaN), not {r!r:.40}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise InputError(f"williams_test: n must be a whole number of items, not {n!r:.40}")
     nan = {"t": math.nan, "df": float(n - 3), "p_one_sided": math.nan, "p_two_sided": math.nan}
     reason = williams_undefined_reason(r12, r13, r23, n)
     if reason is not None:
