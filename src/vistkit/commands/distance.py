@@ -241,7 +241,7 @@ def _distance(
         },
     )
     if stories_mode:  # end to end: vistkit.scores.dhm
-        from vistkit.scores.dhm import compute_dhm, render_dhm, write_dhm_per_story
+        from vistkit.scores.dhm import compute_dhm, dhm_caption, render_dhm, write_dhm_per_story
 
         names, options, h_stories, m_stories = _check_stories_mode(
             human, model, human_stories, model_stories, metrics={"G": g_metric, "C": c_metric, "R": r_metric},
@@ -258,6 +258,8 @@ def _distance(
             write_dhm_per_story(scored, per_item)
         title = f"dHM: {Path(str(human_stories)).name} vs {Path(str(model_stories)).name} (scored from stories)"
         emit(render_dhm(scored, fmt, title=title), to_stderr=per_item is not None and is_standard_output(per_item))
+        if fmt is OutputFormat.CSV:  # a CSV has no caption: the stories left out, signatures and notes on stderr
+            note("\n".join(dhm_caption(scored)))
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)

@@ -296,15 +296,21 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
         )
     cols = [f"d{d}" for d in dist.dimensions] + ["dHM", "n"]
     row = [dist.d[d] for d in dist.dimensions] + [dist.dHM, dist.n]
+    caption = dhm_caption(result)
+    if OutputFormat(fmt) is OutputFormat.TEXT:  # notes under the table, unwrapped (signatures are long)
+        return render_table(cols, [row], OutputFormat.TEXT, title=title) + "\n" + "\n".join(caption)
+    return render_table(cols, [row], OutputFormat(fmt), title=title, caption="\n".join(caption))
+
+
+def dhm_caption(result: DhmResult) -> list[str]:
+    """The lines under the distance table: the stories left out and why, the signatures and notes (a CSV's
+    stderr gets them)."""
     n_out = len(result.excluded)
-    caption = [
+    return [
         f"{n_out} stor{'y' if n_out == 1 else 'ies'} left out:" if n_out else "no story left out",
         *exclusion_summary(result.excluded),
         *result.notes,
     ]
-    if OutputFormat(fmt) is OutputFormat.TEXT:  # notes under the table, unwrapped (signatures are long)
-        return render_table(cols, [row], OutputFormat.TEXT, title=title) + "\n" + "\n".join(caption)
-    return render_table(cols, [row], OutputFormat(fmt), title=title, caption="\n".join(caption))
 
 
 def write_dhm_per_story(result: DhmResult, path: Any) -> None:
