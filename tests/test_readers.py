@@ -410,3 +410,19 @@ def test_csv_writer_layout(tmp_path: Path) -> None:
         ["story_id", "album_id", "photo_ids", "system", "sentences", "text"],
         ["s1", "al1", "p1-p2-p3", "human", "first . ||| second . ||| third .", "first . second . third ."],
     ]
+
+
+def test_a_key_that_matches_few_hypotheses_warns_when_another_matches_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AREL predictions against AREL references by the default story key matched only the album with a single
+    reference story (1 of 897 in the 11-777 test references: BLEU 1.0 over n = 1); it now warns, once."""
+    from vistkit.metrics.base import align
+
+    refs = read_stories(_write(tmp_path / "refs.json", {"a": ["a ."], "b": ["b .", "bb ."], "c": ["c .", "cc ."]}))
+    hyps = read_stories(_write(tmp_path / "hyps.json", {"a": ["a ."], "b": ["b ."], "c": ["c ."]}))
+    assert [i.item_id for i in align(hyps, refs).items] == ["a"]
+    align(hyps, refs)
+    err = capsys.readouterr().err
+    assert err.count("warning: only 1 of 3 hypotheses share a story key") == 1 and "--key album, 3 would" in err
+    assert len(align(hyps, refs, keying="album").items) == 3 and capsys.readouterr().err == ""

@@ -250,7 +250,7 @@ def align(
             continue
         rs = refs.get(k)
         if not rs:
-            excluded[k] = "no reference story has this key"
+            excluded[k] = NO_REFERENCE_KEY
             continue
         if reference_absent:
             rs = [r for r in rs if not is_same_story(hyp, r)]
@@ -258,6 +258,9 @@ def align(
                 excluded[k] = "its only reference is the scored story itself (reference absent)"
                 continue
         items.append(Item(k, hyp, tuple(rs)))
+    no_key = sum(1 for why in excluded.values() if why == NO_REFERENCE_KEY)
+    if items and no_key >= len(items):  # most hypotheses found no reference: would another key match more?
+        _warn_better_key(hypotheses, references, keying, keep, matched=len(items), unmatched=no_key)
     if not items:
         reasons = sorted(set(excluded.values()))
         hint = _other_keys_hint(hypotheses, references, keying, keep)
@@ -301,11 +304,16 @@ def check_flag(value: Any, name: str) -> bool:
     raise InputError(f"{name} must be True or False, not {value!r:.60}")
 
 
-def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying, keep: set[str] | None) -> str:
-    """When no hypothesis shares a key with the references: the keying under which some would (AREL's
-    ``{album: [stories]}`` on both sides matches by album, not by story), or the reading that would make
-    ``{id: text}`` hypotheses match ``{id: [texts]}`` references; "" when nothing would."""
-    hints = []
+NO_REFERENCE_KEY = "no reference story has this key"
+_WARNED_KEYS: set[tuple[str, ...]] = set()
+
+
+def _shared_by_key(
+    hypotheses: StorySet, references: StorySet, keying: Keying, keep: set[str] | None
+) -> dict[Keying, tuple[int, int]]:
+    """For each keying other than ``keying`` that both sets support: (hypotheses sharing a key with the
+    references, hypotheses)."""
+    out = {}
     for other in Keying:
         if other is keying:
             continue
@@ -313,9 +321,41 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
             hyps, refs = hypotheses.by_key(other), references.group(other)
         except InputError:  # a story without album or photos, or two hypotheses with one key
             continue
-        shared = sum(1 for k in hyps if k in refs and (keep is None or k in keep))
-        if shared:
-            hints.append(f"with --key {other.value}, {shared:,} of {len(hyps):,} hypotheses would")
+        out[other] = (sum(1 for k in hyps if k in refs and (keep is None or k in keep)), len(hyps))
+    return out
+
+
+def _warn_better_key(
+    hypotheses: StorySet, references: StorySet, keying: Keying, keep: set[str] | None, *, matched: int, unmatched: int
+) -> None:
+    """Warn (once per process and files) when most hypotheses found no reference under ``keying`` and another key
+    would match more of them: AREL predictions against AREL references by story key matched only the one album
+    with a single reference story (1 of 897, BLEU 1.0 over n = 1) where ``--key album`` matches all."""
+    better = {k: v for k, v in _shared_by_key(hypotheses, references, keying, keep).items() if v[0] > matched}
+    if not better:
+        return
+    said = (str(hypotheses.source), str(references.source), keying.value)
+    if said in _WARNED_KEYS:
+        return
+    _WARNED_KEYS.add(said)
+    from vistkit.errors import warn
+
+    options = "; ".join(f"with --key {k.value}, {n:,} would" for k, (n, _) in better.items())
+    warn(
+        f"only {matched:,} of {matched + unmatched:,} hypotheses share a {keying.value} key with the references "
+        f"({options}); the scores cover only the matched ones: choose the key that says how your files match"
+    )
+
+
+def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying, keep: set[str] | None) -> str:
+    """When no hypothesis shares a key with the references: the keying under which some would (AREL's
+    ``{album: [stories]}`` on both sides matches by album, not by story), or the reading that would make
+    ``{id: text}`` hypotheses match ``{id: [texts]}`` references; "" when nothing would."""
+    hints = [
+        f"with --key {other.value}, {shared:,} of {total:,} hypotheses would"
+        for other, (shared, total) in _shared_by_key(hypotheses, references, keying, keep).items()
+        if shared
+    ]
     if hints:
         return "; ".join(hints) + " (choose the key that says how your files are meant to match)"
     albums = {s.album_id for s in references if s.album_id is not None}
