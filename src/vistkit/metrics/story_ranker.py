@@ -152,8 +152,9 @@ class StoryRanker(UtilityRanker):
             "string of made-up words), or that is not English (under 8% English function words among 5 or more "
             "distinct plain words: French, Spanish, German text; or a sentence in another language: mostly letters "
             "of another script, or 4+ Latin-script words at least 3 nats per word likelier under another language's "
-            "wordfreq list than under English's), gets the lowest utility, -15. See "
-            "docs/models/story-ranker-v2.md."
+            "wordfreq list than under English's), gets the lowest utility, -15 (a text over 250 words is judged "
+            "for language in windows of ~250 words; the reason is in the `story-ranker note` column of "
+            "`--per-item` and `item_notes` in JSON). See docs/models/story-ranker-v2.md."
         ),
         range=(
             "Within +-15 (each |z_k| at most 3, weights summing to 5); "
