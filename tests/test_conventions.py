@@ -335,3 +335,15 @@ def test_docs_metrics_are_the_cards_of_the_code() -> None:
         assert (folder / name).read_text(encoding="utf-8") == text, (
             f"docs/metrics/{name}: run scripts/gen_metric_docs.py"
         )
+
+
+def test_every_environment_variable_is_documented() -> None:
+    """docs/cli.md's "Environment variables" table names every VISTKIT_* variable the package reads."""
+    used = set()
+    for path in (REPO / "src" / "vistkit").rglob("*.py"):
+        used |= set(re.findall(r"VISTKIT_[A-Z0-9_]*[A-Z0-9]", path.read_text(encoding="utf-8")))
+    doc = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    table = doc.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(VISTKIT_[A-Z0-9_]+)`", table, flags=re.M))
+    assert used - documented == set(), "document these in docs/cli.md"
+    assert documented - used == set(), "docs/cli.md documents variables vistkit no longer reads"
