@@ -66,6 +66,14 @@ ROUGE_BETA = 1.2
 CIDER_SIGMA = 6.0
 COCO_METRICS = ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor-coco", "rouge-l", "cider-d")
 
+#: what vistkit does where pycocoevalcap's own tokenisation breaks (shared by the coco cards)
+_BREAKS_NOTE = (
+    " pycocoevalcap replaces only '\\n' before its tokenizer, which also ends a line at '\\r', '\\r\\n', \\x0b, "
+    "\\x0c, U+2028 and U+2029: such a text is split in two there and every later caption of the call is scored "
+    "against the wrong references. vistkit replaces those characters by a space (pycocoevalcap's numbers for the "
+    "text with a space there) and scores every story independently of the others in the batch "
+    "(tests/test_probes_content_r7.py)."
+)
 _CITATION_COCO = (
     "Chen et al., Microsoft COCO Captions: Data Collection and Evaluation Server, arXiv:1504.00325 (2015); "
     "code: github.com/salaniz/pycocoevalcap (version 1.2)."
@@ -599,7 +607,7 @@ def _bleu_card(n: int) -> MetricCard:
         ),
         differences=(
             "The paper's brevity penalty uses the effective reference length; pycocoevalcap (and vistkit) "
-            "use the 'closest' rule summed over items, and the 1e-15/1e-9 guards described above."
+            "use the 'closest' rule summed over items, and the 1e-15/1e-9 guards described above." + _BREAKS_NOTE
         ),
         citation="Papineni et al., BLEU: a Method for Automatic Evaluation of Machine Translation, ACL 2002. "
         + _CITATION_COCO,
@@ -679,7 +687,7 @@ class RougeL(_CocoMetric):
         differences=(
             "Lin (2004) defines ROUGE-L over multiple references as the best F per reference (or a "
             "jackknife); pycocoevalcap maximises precision and recall separately (possibly from different "
-            "references) and uses beta = 1.2 rather than the paper's large beta. We follow the code."
+            "references) and uses beta = 1.2 rather than the paper's large beta. We follow the code." + _BREAKS_NOTE
         ),
         citation="Lin, ROUGE: A Package for Automatic Evaluation of Summaries, ACL workshop 2004. "
         + _CITATION_COCO,
@@ -719,6 +727,7 @@ class CiderD(_CocoMetric):
             "pycocoevalcap's Gaussian penalty measures length as the number of bigrams (words - 1), not "
             "words; it drops the paper's stemming; idf comes from the evaluated references (not a fixed "
             "corpus such as coco-train). We follow the code. The coco papers report this number as 'CIDEr'."
+            + _BREAKS_NOTE
         ),
         citation="Vedantam et al., CIDEr: Consensus-based Image Description Evaluation, CVPR 2015. "
         + _CITATION_COCO,

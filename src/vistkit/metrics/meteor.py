@@ -91,6 +91,29 @@ def stdio_line(hypothesis: str, references: Sequence[str]) -> str:
     return " ||| ".join(("SCORE", " ||| ".join(refs), hyp))
 
 
+#: column of the chunk count in a row of Meteor statistics (after lengths, function words and 4 values per stage)
+CHUNKS = 4 + 4 * N_STAGES
+
+
+def pool_meteor_stats(rows: np.ndarray) -> np.ndarray:
+    """The sum of rows of Meteor statistics as ``MeteorStats.addStats`` pools them (the jar's ``EVAL``).
+
+    ``addStats`` adds every field, except the chunk count of a PERFECT item (all test and reference words matched,
+    in one chunk): its chunk is left out, so that pooled identical texts keep a fragmentation penalty of 0 (two
+    perfect items pool to score 1.0, not the 0.6 a plain sum of their chunks would give).
+    """
+    a = np.asarray(rows, dtype=float)
+    if a.ndim == 1:
+        a = a[None, :]
+    stages = a[:, 4 : 4 + 4 * N_STAGES].reshape(a.shape[0], N_STAGES, 4)
+    t_total = stages[:, :, 0].sum(axis=1) + stages[:, :, 2].sum(axis=1)
+    r_total = stages[:, :, 1].sum(axis=1) + stages[:, :, 3].sum(axis=1)
+    perfect = (t_total == a[:, 0]) & (r_total == a[:, 1]) & (a[:, CHUNKS] == 1)
+    total = a.sum(axis=0)
+    total[CHUNKS] -= float(np.count_nonzero(perfect))
+    return total
+
+
 def meteor_from_stats(
     stats: np.ndarray, *, alpha: float, beta: float, gamma: float, delta: float, weights: Sequence[float]
 ) -> float:
@@ -180,7 +203,11 @@ class MeteorVist(Metric):
             "(Sec. 5, footnote 8: 'Meteor version 1.5 with hter weights'). The challenge's gold standard "
             "also held 3 extra, non-public stories per test sequence (README, gsFile), so its leaderboard "
             "scores used more references than the public test set scored here. Meteor reads text through its "
-            "Java API here, so '|||' and line breaks inside a story are ordinary characters / spaces." + _LONG_TEXT_NOTE
+            "Java API here, as the evaluator does, so '|||' is an ordinary word and words are split where Meteor's "
+            "tokeniser (java.util.StringTokenizer) splits them: at spaces, tabs, \\n, \\r and \\f only; U+2028, "
+            "U+2029, U+0085, \\x0b, \\x1c-\\x1f, no-break and other Unicode spaces stay INSIDE a word (the story "
+            "'we went\\u2028to the park' scores 0.80, not 1.0, against 'we went to the park', as in the "
+            "evaluator; tests/test_probes_content_r7.py)." + _LONG_TEXT_NOTE
         ),
         citation=(
             "Mitchell et al., Proceedings of the First Workshop on Storytelling (NAACL 2018), VIST "
@@ -289,7 +316,7 @@ class _PooledMeteor(Metric):
             scores[keep] = np.asarray(result.scores, dtype=float)
 
         def corpus_from_stats(rows: np.ndarray) -> float:
-            total = np.asarray(rows).sum(axis=0)
+            total = pool_meteor_stats(rows)  # as the jar's EVAL pools (a perfect item's chunk is not added)
             return meteor_from_stats(
                 total,
                 alpha=info.alpha,
@@ -348,8 +375,9 @@ class MeteorAlbum(_PooledMeteor):
             "little: 0.353637 vs 0.353795 (IRL-XE-ss-init), 0.349053 vs 0.348813 (IRL-init-iter100), "
             "0.352645 vs 0.352446 (IRL-init-iter100-tahn), |diff| <= 2.4e-4. Equal to the jar's stdio "
             "protocol (-t hter) item by item, statistics included (tests/test_meteor.py); the pooled corpus "
-            "score is Meteor's formula in Python on those statistics, within 1 ulp of the jar's EVAL (Java's "
-            "Math.pow and C's pow may differ in the last bit) and bit for bit the Ray engine's."
+            "score is Meteor's formula in Python on those statistics pooled as the jar's EVAL pools them "
+            "(MeteorStats.addStats leaves out the one chunk of a perfectly matched album), within 1 ulp of the "
+            "jar's EVAL (Java's Math.pow and C's pow may differ in the last bit) and bit for bit the Ray engine's."
         ),
         differences=(
             "vist_eval's wrapper says 'MSR VIST group's measurement' and uses -t hter without -norm, while "
@@ -396,12 +424,14 @@ class MeteorCoco(_PooledMeteor):
             "pycocoevalcap 1.2 Meteor().compute_score after PTBTokenizer().tokenize, equal to 1e-9 corpus "
             "and per item (tests/test_meteor.py); on TAPM's ours.json, all 1,999 test sequences: "
             "0.11909292788829454, pycocoevalcap's value (the corpus score is Meteor's formula in Python on the "
-            "pooled statistics: within 1 ulp of the jar's EVAL, bit for bit the Ray engine's)."
+            "statistics pooled as the jar's EVAL pools them, MeteorStats.addStats leaving out the one chunk of a "
+            "perfectly matched item: within 1 ulp of the jar's EVAL, bit for bit the Ray engine's)."
         ),
         differences=(
             "pycocoevalcap writes one text per line to the jar: a line break inside a text breaks its "
             "protocol "
-            "(here it is a space; PTB tokenisation already removes them). Scores differ from meteor-album "
+            "(here it is a space; PTB tokenisation already removes them; see bleu-4 for \\r, U+2028 and the other "
+            "characters its tokenizer also ends a line at). Scores differ from meteor-album "
             "(task hter, no -norm) and meteor-vist (hter, no -norm, max-mean)." + _LONG_TEXT_NOTE
         ),
         citation=(

@@ -707,12 +707,33 @@ class MeteorServer:
 math_nan = float("nan")
 
 
+#: what Meteor's stdio line changes but its API keeps: '|||' (the field separator) and the characters <= U+0020
+#: that String.trim() strips off a field's ends but Meteor's tokeniser (StringTokenizer: space, \t \n \r \f)
+#: keeps inside a word
+_STDIO_UNSAFE = re.compile(r"\|\|\||[\x00-\x08\x0b\x0e-\x1f]")
+
+
+def _stdio_safe(test: str, ref: str) -> tuple[str, str]:
+    """``test`` and ``ref`` with each `_STDIO_UNSAFE` string replaced by a private-use character found in neither
+    (one per distinct string): a word then matches exactly the words it matched before (no table, stem rule or
+    function-word list holds either form), and the stdio line keeps every word intact."""
+    found = sorted(set(_STDIO_UNSAFE.findall(test)) | set(_STDIO_UNSAFE.findall(ref)))
+    if not found:
+        return test, ref
+    used = set(test) | set(ref)
+    free = (chr(c) for c in range(0xE000, 0xF900) if chr(c) not in used)
+    table = {u: next(free) for u in found}
+    return (_STDIO_UNSAFE.sub(lambda m: table[m.group(0)], test), _STDIO_UNSAFE.sub(lambda m: table[m.group(0)], ref))
+
+
 class StdioMeteor:
     """Meteor's own ``-stdio`` server (``java -jar meteor-1.5.jar - - -stdio ...``), one process per config.
 
     The reference protocol: used as a fallback when ``javac`` is absent, and by tests/benchmarks as the ground
     truth. Texts go in one line each, so newlines are replaced by spaces (Meteor tokenises on whitespace
-    anyway) and ``|||`` in a hypothesis is removed as pycocoevalcap does.
+    anyway); in `score_lines` (the wrappers' protocol) ``|||`` splits a line as in pycocoevalcap, while
+    `pair_scores` (the API's pairs, meteor-vist) first swaps ``|||`` and trimmable control characters for
+    stand-ins (`_stdio_safe`), so its numbers are the API's.
     """
 
     def __init__(self, cfg: MeteorConfig, *, java: JavaInfo | None = None) -> None:
@@ -790,9 +811,15 @@ class StdioMeteor:
         return self._ask(" ||| ".join(("SCORE", " ||| ".join(self.one_line(r) for r in refs), hyp)))
 
     def pair_scores(self, tests: Sequence[str], refs: Sequence[str]) -> list[float]:
-        """Per pair: SCORE then EVAL (two round trips), the per-pair jar protocol."""
+        """Per pair: SCORE then EVAL (two round trips), the per-pair jar protocol.
+
+        The scores are ``getMeteorStats(test, ref).score`` of the texts as given (meteor-vist's API semantics):
+        what the stdio line would change (a ``|||`` split or removed, a control character trimmed off a text's
+        end) is first replaced by `_stdio_safe`, which Meteor aligns exactly as the original.
+        """
         out = []
         for t, r in zip(tests, refs, strict=True):
+            t, r = _stdio_safe(t, r)
             stats = self.score_stats(t, [r])
             out.append(self._number(self._ask(f"EVAL ||| {stats}")))
             self._drain_one()
