@@ -242,23 +242,15 @@ COCO_ITEMS: list[tuple[str, list[str]]] = [
 
 
 def _pycocoevalcap(items: Sequence[tuple[str, Sequence[str]]]) -> dict[str, tuple[float, np.ndarray]]:
-    from pycocoevalcap.bleu.bleu import Bleu
-    from pycocoevalcap.cider.cider import Cider
-    from pycocoevalcap.rouge.rouge import Rouge
+    """pycocoevalcap's PTBTokenizer, then its Bleu(4), Rouge() and Cider() (tests/test_coco.py's pycoco_scores)."""
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    from tests.test_coco import pycoco_scores
 
     tok = PTBTokenizer()
     gts = tok.tokenize({i: [{"caption": _BREAKS.sub(" ", r)} for r in rs] for i, (_, rs) in enumerate(items)})
     res = tok.tokenize({i: [{"caption": _BREAKS.sub(" ", h)}] for i, (h, _) in enumerate(items)})
-    out: dict[str, tuple[float, np.ndarray]] = {}
-    score, scores = Bleu(4).compute_score(gts, res, verbose=0)
-    for k in range(4):
-        out[f"bleu-{k + 1}"] = (float(score[k]), np.asarray(scores[k], dtype=float))
-    score, scores = Rouge().compute_score(gts, res)
-    out["rouge-l"] = (float(score), np.asarray(scores, dtype=float))
-    score, scores = Cider().compute_score(gts, res)
-    out["cider-d"] = (float(score), np.asarray(scores, dtype=float))
-    return out
+    return pycoco_scores([res[i][0] for i in range(len(items))], [gts[i] for i in range(len(items))])
 
 
 @needs_java
