@@ -334,7 +334,7 @@ def _warn_better_key(
     better = {k: v for k, v in _shared_by_key(hypotheses, references, keying, keep).items() if v[0] > matched}
     if not better:
         return
-    said = (str(hypotheses.source), str(references.source), keying.value)
+    said = (str(hypotheses.source), str(references.source), keying.value, str(matched), str(unmatched))
     if said in _WARNED_KEYS:
         return
     _WARNED_KEYS.add(said)

@@ -350,7 +350,14 @@ def has_other_language_sentence(sentences: Sequence[Sequence[str]], languages: L
     story's function words) does not see when most of it is English. A story half in Russian scored +1.5 and one
     with a sentence of French, Spanish or German gained from it (new words raise the type-token ratio, English
     lists find them rare, so specific)."""
-    return any(other_script(s) or languages.other_language(s) for s in sentences)
+    return other_language_sentence(sentences, languages) is not None
+
+
+def other_language_sentence(
+    sentences: Sequence[Sequence[str]], languages: LanguageLists
+) -> Sequence[str] | None:
+    """The first sentence in another script or Latin-script language (`has_other_language_sentence`), or None."""
+    return next((s for s in sentences if other_script(s) or languages.other_language(s)), None)
 
 
 def floor_reason(
@@ -365,11 +372,10 @@ def floor_reason(
         return "not English (too few English function words)"
     if unigram is not None and is_made_up(words, unigram.knows):
         return "made-up words (under half of its content words are in the frequency list)"
-    if languages is not None:
-        for sentence in sentences:
-            if other_script(sentence) or languages.other_language(sentence):
-                text = " ".join(sentence)
-                return f"a sentence in another language: {text[:60] + '...' if len(text) > 60 else text}"
+    foreign = other_language_sentence(sentences, languages) if languages is not None else None
+    if foreign is not None:
+        text = " ".join(foreign)
+        return f"a sentence in another language: {text[:60] + '...' if len(text) > 60 else text}"
     return None
 
 
