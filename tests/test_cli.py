@@ -220,6 +220,22 @@ def test_exit_codes(
     assert _run(capsys, "no-such-command")[0] == 2
 
 
+def test_a_reader_that_stops_reading_gets_141_and_no_message() -> None:
+    """`vistkit ... | head`: the reader closed stdout; exit 141 (128 + SIGPIPE) as Unix tools, nothing on stderr
+    (click's own answer was a silent 1, indistinguishable from an error)."""
+    import subprocess
+    import sys
+
+    for args in (["metrics"], ["metrics", "--format", "csv"], ["--help"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vistkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # before the first write: every write meets a closed pipe
+        err = proc.stderr.read()
+        assert (proc.wait(timeout=60), err) == (141, b""), args
+
+
 def test_no_arguments_shows_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys)
     assert code in (0, 2) and "Usage" in out + err

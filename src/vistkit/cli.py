@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import importlib
 import os
 import sys
@@ -177,6 +178,9 @@ def _root(
     """Evaluate visual stories and the metrics themselves."""
 
 
+#: the exit status when the reader of stdout went away (`| head`): 128 + SIGPIPE, as a process killed by it
+EXIT_BROKEN_PIPE = 141
+
 #: an error message longer than this keeps its start and end (a 100,000-character value echoed back would bury it)
 MAX_MESSAGE_CHARS = 1000
 
@@ -237,6 +241,13 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         return 130
+    except SystemExit as exc:
+        # click answers a closed stdout (`vistkit ... | head`) with a silent exit 1; say it as Unix tools do,
+        # 141 (128 + SIGPIPE): the reader stopped reading, nothing went wrong here
+        cause = exc.__context__
+        if exc.code == 1 and isinstance(cause, OSError) and cause.errno == errno.EPIPE:
+            return EXIT_BROKEN_PIPE
+        raise
     except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: duck-type)
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):
