@@ -325,10 +325,16 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
 
     async def study_file_changed(request: Request, exc: Exception) -> Response:
         """The study file was deleted, moved or replaced under the running server (`db.StudyFileChanged`): 503,
-        nothing stored, the organiser's sentence in the server's log."""
+        nothing stored, the organiser's sentence in the server's log. A changed ``-wal`` or ``-shm`` file: what the
+        server's open log holds is copied into the study file first (`db.Study.salvage`), once."""
         from vistkit.errors import warn
 
         warn(str(exc))
+        try:
+            if await run_in_threadpool(st.salvage):
+                warn(f"study {study_name}: the judgements this server held were copied into the study file")
+        except Exception as salvage_failed:  # the log says so; the answer is 503 all the same
+            warn(f"study {study_name}: the judgements this server held could not be copied ({salvage_failed})")
         if request.method == "POST":
             message = (
                 "the study could not be saved (its file was moved or replaced on the server); your answer was not "

@@ -189,6 +189,31 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+#: the files SQLite keeps beside a study in WAL mode: the write-ahead log and its shared-memory index
+SIDE_FILES = ("-wal", "-shm")
+
+
+def _open_identities() -> set[tuple[int, int]] | None:
+    """The (device, inode) of every file this process holds open (``/proc/self/fd``, or ``/dev/fd``), or None
+    where the system does not list them."""
+    import os
+
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        out = set()
+        for fd in names:
+            try:
+                st = os.stat(f"{folder}/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            out.add((st.st_dev, st.st_ino))
+        return out
+    return None
+
+
 class Study:
     """An open study database: the engine, a write lock (SQLite has one writer) and the settings.
 
@@ -203,11 +228,24 @@ class Study:
         self._settings: dict[str, Any] | None = None
         self.file = file.absolute() if file is not None else None  # a later chdir does not change which file
         self._identity = _identity(self.file) if self.file is not None else None
+        #: the (device, inode) of the -wal and -shm files when last checked (`check_file`)
+        self._sides: dict[str, tuple[int, int] | None] = {}
+        self._salvaged = False
+        self._remember_sides()
+
+    def _remember_sides(self) -> None:
+        if self.file is not None and self.is_sqlite:
+            self._sides = {side: _identity(Path(f"{self.file}{side}")) for side in SIDE_FILES}
 
     def check_file(self) -> None:
         """Raise `StudyFileChanged` when the study's SQLite file was deleted, moved or replaced since it was
         opened: the open connections would go on writing into the old file (a deleted one vanishes with the
-        server, a moved one loses its write-ahead log), so an answer stored now could never be found again."""
+        server, a moved one loses its write-ahead log), so an answer stored now could never be found again.
+
+        The same for its ``-wal`` and ``-shm`` files: one that is no longer the file this process holds open (it
+        was deleted, moved or replaced; SQLite itself removing and re-creating them after every connection closed
+        is not a change) means the answers written now go into a log that a killed server loses, and that other
+        processes (``export``, ``status``) do not see."""
         if self.file is None or self._identity is None:
             return
         if _identity(self.file) != self._identity:
@@ -215,6 +253,34 @@ class Study:
                 f"study {self.name}: its file was deleted, moved or replaced while it was open, so nothing more is "
                 "stored; put the study file back (or restore it from a backup) and restart the server"
             )
+        if not self.is_sqlite:
+            return
+        for side in SIDE_FILES:
+            before = self._sides.get(side)
+            now = _identity(Path(f"{self.file}{side}"))
+            if now == before:
+                continue
+            if before is not None:
+                held = _open_identities()
+                if held is None or before in held:  # this process still reads and writes the old one
+                    raise StudyFileChanged(
+                        f"study {self.name}: its {self.file.name}{side} file was deleted, moved or replaced while "
+                        "the study was open, so nothing more is stored; stop the server with Ctrl-C or SIGTERM "
+                        "(not kill -9: it writes what it holds into the study file on its way out) and start it "
+                        "again"
+                    )
+            self._sides[side] = now
+
+    def salvage(self) -> bool:
+        """After `check_file` found the ``-wal`` or ``-shm`` file changed: copy what this process's write-ahead
+        log holds (through the file it still has open) into the study file (``PRAGMA wal_checkpoint(FULL)``),
+        once, so the answers acknowledged before the change survive even a kill -9. True when it ran."""
+        if not self.is_sqlite or self._salvaged or self.file is None or _identity(self.file) != self._identity:
+            return False
+        self._salvaged = True
+        with self.write_lock, self.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(FULL)")
+        return True
 
     @contextmanager
     def write(self, *, durable: bool = True) -> Iterator[Connection]:
@@ -270,6 +336,7 @@ class Study:
 
                 warn(f"the study's write-ahead log was not checkpointed ({problem[1]}); keep its -wal file with it")
         self.engine.dispose()
+        self._remember_sides()  # every connection is closed: SQLite removed (or will re-create) the -wal and -shm
 
 
 def make_engine(study: str | Path) -> Engine:
