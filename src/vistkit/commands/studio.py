@@ -273,10 +273,17 @@ def serve_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (loopback by default)."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
     db_url: str | None = DbOpt,
+    request_timeout: float = typer.Option(
+        30.0,
+        "--request-timeout",
+        help="Seconds a client has to send a whole request; slower ones are disconnected (they hold connections).",
+    ),
 ) -> None:
     """Run the annotation web app (uvicorn) until Ctrl-C."""
     from vistkit.studio.network import check_listen, http_url
 
+    if not 0 < request_timeout <= 3600:  # NaN too
+        raise InputError(f"--request-timeout must be a number of seconds from 0 to 3600, not {request_timeout}")
     host = check_listen(host, port)
     st = _open(study, db_url)
     try:
@@ -292,7 +299,7 @@ def serve_cmd(
         typer.secho(f"warning: serving on {host}: put it behind HTTPS before sharing links", err=True)
     echo(f"serving study {name} ({st.setting('task')}) on {http_url(host, port)}/  (Ctrl-C stops)")
     sys.stdout.flush()
-    serve(st, host=host, port=port, name=name, check=False)
+    serve(st, host=host, port=port, name=name, check=False, request_timeout=request_timeout)
 
 
 @studio_app.command("status")

@@ -150,6 +150,34 @@ def _os_problem(exc: BaseException) -> tuple[str, str] | None:
     return None if kind is None else (kind, (exc.strerror or str(exc))[:200])
 
 
+def _quiet_accept_errors(study_name: str, every: float = 10.0) -> Any:
+    """An event-loop exception handler that turns asyncio's "socket.accept() out of system resource" (the server
+    used up its open files: thousands of connections) into one warning line every ``every`` seconds. asyncio logs
+    it with a traceback once per waiting connection: 3 MB of log in a few seconds, and a server whose log is a
+    pipe nobody reads stopped altogether. Anything else goes to the loop's default handler."""
+    import errno
+    import time
+
+    said = [float("-inf")]
+
+    def handler(loop: Any, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+            if time.monotonic() - said[0] >= every:
+                said[0] = time.monotonic()
+                from vistkit.errors import warn
+
+                warn(
+                    f"study {study_name}: the server cannot take more connections ({exc.strerror}); new clients "
+                    "wait until slow or idle ones are disconnected (raise the open-file limit, ulimit -n, if this "
+                    "repeats)"
+                )
+            return
+        loop.default_exception_handler(context)
+
+    return handler
+
+
 def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Starlette:
     """The ASGI app for one study (a path, a SQLAlchemy URL or an open `Study`; ``name`` for the server's log).
 
@@ -364,7 +392,17 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        mine = loop.get_exception_handler() is None
+        if mine:
+            loop.set_exception_handler(_quiet_accept_errors(study_name))
+        try:
+            yield
+        finally:
+            if mine:
+                loop.set_exception_handler(None)
         await run_in_threadpool(st.close)
 
     routes = [
@@ -397,6 +435,59 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
     return app
 
 
+#: seconds a client has to send one whole request (head and body), from connecting or from its previous answer
+REQUEST_TIMEOUT = 30.0
+
+
+def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT) -> type:
+    """uvicorn's h11 protocol with a deadline per request: a client that has not sent a whole request (head and
+    body, at most `MAX_BODY` bytes) ``request_timeout`` seconds after connecting or after its previous answer is
+    disconnected (a 408 when it had not sent its head). Without it, a client sending a byte now and then, or
+    connecting and sending nothing, held its connection (and a file descriptor) for ever: a few hundred of them
+    used up the server's descriptors and nobody else was answered."""
+    import asyncio
+
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_later(request_timeout, self._expire)
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if self.transport.is_closing() or self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
+                return  # the whole request is in: the app answers it, however long that takes
+            if self.cycle is None or self.cycle.response_complete:
+                body = b"the request took too long to arrive; send it again"
+                self.transport.write(
+                    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+                    + f"content-length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+            self.transport.close()  # an app still reading the body sees a disconnect: nothing is stored
+
+    return GuardedH11Protocol
+
+
 def serve(
     study: str | Path | db.Study,
     *,
@@ -405,11 +496,17 @@ def serve(
     log_level: str = "warning",
     name: str | None = None,
     check: bool = True,
+    request_timeout: float = REQUEST_TIMEOUT,
 ) -> None:
-    """Run the app on uvicorn until interrupted (Ctrl-C or SIGTERM: the study is checkpointed and closed first).
+    """Run the app on uvicorn until interrupted (Ctrl-C, SIGTERM or SIGHUP, a closed terminal: the study is
+    checkpointed and closed first).
 
     Host and port are checked first (`check_listen`), and a study this process cannot write (or a damaged one) is
-    refused with one sentence (`db.check_writable`; ``check=False``: the caller did it) before the server starts."""
+    refused with one sentence (`db.check_writable`; ``check=False``: the caller did it) before the server starts.
+    A client gets ``request_timeout`` seconds to send each whole request (`guarded_protocol`)."""
+    import signal
+    import threading
+
     import uvicorn
 
     from vistkit.studio.network import check_listen
@@ -420,4 +517,32 @@ def serve(
     if check:
         db.check_writable(st, shown)
     app = create_app(st, name=shown)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        http=guarded_protocol(request_timeout),
+    )
+    server = uvicorn.Server(config)
+    hangup = getattr(signal, "SIGHUP", None)
+    if (
+        hangup is None
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(hangup) is not signal.SIG_DFL  # nohup (ignored) or the caller's own handler: kept
+    ):
+        server.run()
+        return
+
+    def hung_up(sig: int, frame: Any) -> None:  # a closed terminal: stop as for SIGTERM (checkpoint, close)
+        signal.signal(sig, signal.SIG_DFL)  # uvicorn raises it again once the study is closed
+        server.handle_exit(sig, frame)
+
+    signal.signal(hangup, hung_up)
+    try:
+        server.run()
+    finally:
+        if signal.getsignal(hangup) is hung_up:
+            signal.signal(hangup, signal.SIG_DFL)

@@ -233,9 +233,17 @@ class Study:
         self._salvaged = False
         self._remember_sides()
 
+    def _side(self, side: str) -> Path:
+        """The ``-wal`` or ``-shm`` file: beside the file the study's name leads to (SQLite opens a symlinked study
+        through its target, whose folder holds them)."""
+        import os
+
+        assert self.file is not None
+        return Path(f"{os.path.realpath(self.file)}{side}")
+
     def _remember_sides(self) -> None:
         if self.file is not None and self.is_sqlite:
-            self._sides = {side: _identity(Path(f"{self.file}{side}")) for side in SIDE_FILES}
+            self._sides = {side: _identity(self._side(side)) for side in SIDE_FILES}
 
     def check_file(self) -> None:
         """Raise `StudyFileChanged` when the study's SQLite file was deleted, moved or replaced since it was
@@ -257,14 +265,14 @@ class Study:
             return
         for side in SIDE_FILES:
             before = self._sides.get(side)
-            now = _identity(Path(f"{self.file}{side}"))
+            now = _identity(self._side(side))
             if now == before:
                 continue
             if before is not None:
                 held = _open_identities()
                 if held is None or before in held:  # this process still reads and writes the old one
                     raise StudyFileChanged(
-                        f"study {self.name}: its {self.file.name}{side} file was deleted, moved or replaced while "
+                        f"study {self.name}: its {self._side(side).name} file was deleted, moved or replaced while "
                         "the study was open, so nothing more is stored; stop the server with Ctrl-C or SIGTERM "
                         "(not kill -9: it writes what it holds into the study file on its way out) and start it "
                         "again"
@@ -380,6 +388,7 @@ def make_private(path: Path) -> None:
     """Owner-only permissions on a SQLite study and its WAL/SHM files (created so, tightened if they exist)."""
     import os
 
+    path = Path(os.path.realpath(path))  # a symlinked study: SQLite keeps its -wal and -shm beside the target
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
         try:
             if p.is_file() and p.stat().st_mode & 0o077:
