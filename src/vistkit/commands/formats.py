@@ -90,7 +90,7 @@ CAPTION = (
 )
 
 WRITING = (
-    "Every output vistkit writes (--per-item, -o/--output, --report, --out, --keep, models convert OUT): never onto "
+    "Every output vistkit writes (--per-item, -o/--output, --report, --keep, models convert OUT): never onto "
     "one of the command's inputs (the same path, a symlink or a hard link; ARCHIVE.zip:MEMBER counts as the "
     "archive); an existing file is replaced only with --force; a report or model folder is written only if it is "
     "new, empty or marked by vistkit (its .vistkit-output file; replacing it needs --force), never a folder of "
