@@ -350,13 +350,27 @@ def test_sigstop_then_a_resent_submission_is_stored_once(study: tuple[Path, list
 
 
 def test_sigterm_while_annotators_submit_loses_nothing_acknowledged(tmp_path: Path) -> None:
-    """SIGTERM in the middle of writes from 12 annotators: the server finishes what it started, checkpoints and
-    exits within its grace period; every acknowledged answer is in the .db file alone, none twice."""
+    """SIGTERM in the middle of writes from 12 annotators, with 4 more clients half-way through sending a body:
+    every acknowledged answer is in the .db file alone, none twice. Before: the half-sent requests held the stop
+    for uvicorn's whole grace period (5 s) and were then cancelled with a CancelledError traceback each in the
+    log. After: they are disconnected at once (they stored nothing), the rest is answered, and the server exits
+    promptly."""
     made = make_study(tmp_path, n_items=12, per_item=2, annotators=12)
     made.study.close()
     port = simulate.free_port()
     proc = _start(made.path, port)
+    half: list[socket.socket] = []
+    stopped: list[float] = []
+
+    def term() -> None:
+        stopped.append(time.monotonic())
+        proc.send_signal(signal.SIGTERM)
+
     try:
+        for token in made.tokens[:4]:
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(f"POST /a/{token}/submit HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nassign".encode())
+            half.append(s)
         res = asyncio.run(
             simulate.run_annotators(
                 f"http://127.0.0.1:{port}",
@@ -365,13 +379,17 @@ def test_sigterm_while_annotators_submit_loses_nothing_acknowledged(tmp_path: Pa
                 seed=3,
                 deadline=30,
                 stop_after_acks=6,
-                on_stop=lambda: proc.send_signal(signal.SIGTERM),
+                on_stop=term,
             )
         )
         proc.wait(timeout=20)
+        took = time.monotonic() - stopped[0]
     finally:
+        for s in half:
+            s.close()
         log = _stop(proc)
     assert proc.returncode == -signal.SIGTERM and "Traceback" not in log, log[-2000:]
+    assert took < 4, took
     assert not Path(f"{made.path}-wal").exists() or Path(f"{made.path}-wal").stat().st_size == 0
     check = simulate.verify(made.path, res.acked, made.names)
     assert len(res.acked) >= 6 and check["missing"] == [] and check["wrong"] == [] and check["duplicated"] == 0
@@ -380,8 +398,9 @@ def test_sigterm_while_annotators_submit_loses_nothing_acknowledged(tmp_path: Pa
 # ------------------------------------------------------------------------------------------- a full disk
 def test_a_file_size_limit_during_writes_is_503_and_the_study_still_opens_and_exports(tmp_path: Path) -> None:
     """The server's files may not grow past a limit (RLIMIT_FSIZE, SIGXFSZ ignored: what a full disk looks like
-    to SQLite). Every write that needs more room is 503 "not stored" (claims too), nothing half-written; after a
-    kill -9 the study opens, every acknowledged answer is in it, and it exports."""
+    to SQLite). Every write that needs more room is 503 "not stored" (claims too), nothing half-written; once the
+    room is back the same server stores again; after a kill -9 the study opens, every acknowledged answer is in
+    it, and it exports."""
     from vistkit.cli import main
 
     made = make_study(tmp_path, n_items=10, per_item=1, annotators=10)
@@ -390,14 +409,14 @@ def test_a_file_size_limit_during_writes_is_503_and_the_study_still_opens_and_ex
 
     def small_files() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
     port = simulate.free_port()
     proc = _start(made.path, port, preexec=small_files)
     acked, refused = 0, 0
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            for token in made.tokens:
+            for token in made.tokens[:7]:
                 r = _post(c, token)
                 if r.status_code == 200:
                     assert refused == 0  # once full, it stays full
@@ -406,6 +425,11 @@ def test_a_file_size_limit_during_writes_is_503_and_the_study_still_opens_and_ex
                 assert r.status_code == 503, r.text[:300]
                 assert "your answer was not stored" in r.text or "could not be read or updated" in r.text
                 refused += 1
+            unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+            resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, unlimited)  # the disk has room again
+            for token in made.tokens[7:]:
+                assert _post(c, token).json() == {"saved": True, "duplicate": False}
+                acked += 1
     finally:
         simulate.kill(proc)
     log = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
@@ -523,3 +547,15 @@ def test_bodies_at_and_over_the_limit_malformed_and_mistyped_and_200_at_once(
         log = _stop(proc)
     assert "Traceback" not in log
     assert _stored(path) == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "3601"])
+def test_a_request_timeout_out_of_range_is_one_sentence(
+    study: tuple[Path, list[str], list[str]], capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    from vistkit.cli import main
+
+    path, _, _ = study
+    assert main(["studio", "serve", str(path), "--request-timeout", value]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --request-timeout must be a number of seconds") and len(err.splitlines()) == 1

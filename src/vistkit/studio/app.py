@@ -461,6 +461,15 @@ def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT) -> type:
             super().on_response_complete()
             self._arm()
 
+        def shutdown(self) -> None:
+            """The server stops (SIGTERM, Ctrl-C): a client still sending its request is disconnected now (it
+            stored nothing and may send it again) instead of holding the stop for the grace period and being
+            cancelled with a traceback in the log; a whole request is still answered."""
+            if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+                self.transport.close()
+                return
+            super().shutdown()
+
         def connection_lost(self, exc: Exception | None) -> None:
             if self._deadline is not None:
                 self._deadline.cancel()
