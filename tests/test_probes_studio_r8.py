@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from meta_dummies import dummy_metrics_registered
 from studio_helpers import count, make_study, read_page
 
 from vistkit.studio import db, simulate
@@ -443,8 +444,7 @@ def test_a_file_size_limit_during_writes_is_503_and_the_study_still_opens_and_ex
 # ------------------------------------------------------------------------------------------- two servers, verbs
 def test_two_servers_and_the_read_verbs_on_one_study_at_once(tmp_path: Path) -> None:
     """A second `serve` on the same study is not refused: both write through SQLite's locks (one open task per
-    annotator, one judgement per unit and annotator), while `export` and `status` (what `report` reads with)
-    run against it.
+    annotator, one judgement per unit and annotator), while `export`, `status` and `report` run against it.
     Every acknowledged answer is stored once, and no verb fails."""
     import threading
 
@@ -454,7 +454,11 @@ def test_two_servers_and_the_read_verbs_on_one_study_at_once(tmp_path: Path) -> 
     made.study.close()
     ports = [simulate.free_port(), simulate.free_port()]
     procs = [_start(made.path, p) for p in ports]
-    stop, codes = threading.Event(), []
+    stop, codes, reports = threading.Event(), [], []
+
+    def report() -> None:
+        args = ["studio", "report", str(made.path), "-m", "meta-test-length", "--bootstrap", "20", "-f", "json"]
+        reports.append(main(args))
 
     def verbs() -> None:
         n = 0
@@ -462,9 +466,13 @@ def test_two_servers_and_the_read_verbs_on_one_study_at_once(tmp_path: Path) -> 
             out = tmp_path / f"o{n}.jsonl"
             codes.append(main(["studio", "export", str(made.path), "--format", "jsonl", "-o", str(out)]))
             codes.append(main(["studio", "status", str(made.path), "-f", "json"]))
+            if not reports and len(out.read_text(encoding="utf-8").splitlines()) >= 2:
+                report()
             n += 1
 
     side = threading.Thread(target=verbs)
+    registered = dummy_metrics_registered()
+    registered.__enter__()
     side.start()
     try:
 
@@ -484,6 +492,9 @@ def test_two_servers_and_the_read_verbs_on_one_study_at_once(tmp_path: Path) -> 
     finally:
         stop.set()
         side.join(timeout=60)
+        if not reports:  # the annotators were faster than the first export: the servers still run
+            report()
+        registered.__exit__(None, None, None)
         logs = [_stop(p) for p in procs]
     assert all("Traceback" not in log for log in logs)
     assert [r.errors for r in results] == [[], []]
@@ -493,7 +504,7 @@ def test_two_servers_and_the_read_verbs_on_one_study_at_once(tmp_path: Path) -> 
     check = simulate.verify(made.path, acked, made.names)
     assert check["missing"] == [] and check["wrong"] == [] and check["duplicated"] == 0
     assert check["stored"] == check["target"] == 12
-    assert codes and set(codes) == {0}
+    assert codes and set(codes) == {0} and reports == [0]
 
 
 # ------------------------------------------------------------------------------------------- request bodies
