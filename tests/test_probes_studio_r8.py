@@ -441,6 +441,29 @@ def test_a_file_size_limit_during_writes_is_503_and_the_study_still_opens_and_ex
     assert len(out.read_text(encoding="utf-8").splitlines()) == acked
 
 
+@pytest.mark.parametrize("verb", ["status", "serve"])
+def test_a_study_on_a_full_disk_is_not_called_a_non_study(tmp_path: Path, verb: str) -> None:
+    """Opening a WAL study makes its -shm file (32 KiB); on a full disk (a 300-byte file-size limit here) that
+    fails. Before: "cannot open study s.db: disk I/O error (is it a vistkit study?)", sending the organiser to
+    check the wrong thing. After: the sentence says the disk may be full or failing."""
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    made.study.close()
+
+    def tiny_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+
+    args = [sys.executable, "-c", CLI, "studio", verb, str(made.path)]
+    if verb == "serve":
+        args += ["--port", str(simulate.free_port())]
+    r = subprocess.run(args, capture_output=True, text=True, preexec_fn=tiny_files, timeout=60)
+    assert r.returncode == 1, r.stderr[-500:]
+    assert r.stderr.strip() == (
+        f"error: cannot open study {made.path}: disk I/O error (the disk may be full or failing: free some space "
+        "or check the disk, then try again)"
+    )
+
+
 # ------------------------------------------------------------------------------------------- two servers, verbs
 def test_two_servers_and_the_read_verbs_on_one_study_at_once(tmp_path: Path) -> None:
     """A second `serve` on the same study is not refused: both write through SQLite's locks (one open task per

@@ -542,6 +542,9 @@ def _check_is_study(path: Path) -> None:
         finally:
             con.close()
     except sqlite3.Error as exc:
+        problem = storage_problem(exc)
+        if problem is not None and problem[0] in ("io", "full"):  # e.g. no room for the -shm file of a WAL study
+            raise InputError(f"cannot open study {path}: {problem[1]} ({_HINTS[problem[0]]})") from None
         raise InputError(f"cannot open study {path}: {exc} (is it a vistkit study?)") from None
     if row is None:
         raise InputError(
