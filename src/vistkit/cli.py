@@ -218,10 +218,87 @@ def main(argv: list[str] | None = None) -> int:
     from vistkit import progress
 
     progress.set_quiet(None)  # shown (VISTKIT_QUIET=1 hides it) until a -q/--quiet says otherwise
+    restore = _encodable_standard_streams()
+    _drop_invalid_thread_counts()
     try:
+        try:
+            os.getcwd()
+        except OSError:  # torch and the JVM cannot even start there, and a relative path means nothing
+            typer.secho(
+                "error: the current folder no longer exists (it was deleted or moved while the shell was in it); cd "
+                "to an existing folder and run vistkit again",
+                fg=typer.colors.RED,
+                err=True,
+            )
+            return 1
         return _run(argv)
     finally:
         progress.set_quiet("library")  # in-process callers (tests, scripts) get the library default back
+        restore()
+
+
+#: thread-count variables the native libraries under torch read when they load; OpenMP's takes a list per level
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _drop_invalid_thread_counts() -> None:
+    """A thread count that is not a positive whole number (``OMP_NUM_THREADS=0`` / ``abc``) made libgomp print
+    "Invalid value for environment variable" (with blank lines) each time torch loaded, and was then ignored:
+    it is removed before anything loads, with one warning saying so."""
+    import re
+
+    from vistkit.errors import warn
+
+    for name in _THREAD_VARIABLES:
+        value = os.environ.get(name)
+        if value is None or "torch" in sys.modules:
+            continue
+        if not re.fullmatch(r"\s*[1-9]\d{0,5}\s*(,\s*[1-9]\d{0,5}\s*)*", value):
+            del os.environ[name]
+            warn(f"{name}={value!r} is not a positive whole number of threads; ignored (the default is used)")
+
+
+def _encodable_standard_streams() -> Any:
+    """Make stdout and stderr able to print any story text, whatever the locale; returns what undoes it.
+
+    An ASCII stream (``LC_ALL=C`` without Python's UTF-8 mode, ``PYTHONIOENCODING=ascii``) is taken as
+    misconfigured and writes UTF-8, as click already does for what it echoes (so a ``--per-item -`` table and
+    the results table agree, and equal the UTF-8 files vistkit writes); any other encoding that is not UTF
+    (``PYTHONIOENCODING=latin-1``) is kept, and a character it cannot hold is written as a backslash escape
+    instead of stopping the command with a UnicodeEncodeError after part of the output.
+    """
+    import codecs
+
+    undo: list[tuple[Any, str, str]] = []
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None)
+        reconfigure = getattr(stream, "reconfigure", None)
+        if not encoding or reconfigure is None:
+            continue
+        try:
+            name = codecs.lookup(encoding).name
+        except LookupError:
+            continue
+        if name.startswith("utf"):
+            continue
+        errors = getattr(stream, "errors", None) or "strict"
+        try:
+            if name == "ascii":
+                reconfigure(encoding="utf-8", errors=errors)
+            elif errors == "strict":
+                reconfigure(errors="backslashreplace")
+            else:
+                continue
+        except (OSError, ValueError):  # a stream that cannot change (already written to in some other way)
+            continue
+        undo.append((stream, encoding, errors))
+
+    def restore() -> None:
+        for stream, encoding, errors in undo:
+            with contextlib.suppress(OSError, ValueError):
+                stream.reconfigure(encoding=encoding, errors=errors)
+
+    return restore
 
 
 def _run(argv: list[str] | None) -> int:

@@ -85,6 +85,71 @@ JAVA_TIMEOUT = 30.0
 TABLE_LOAD_TIMEOUT = 300.0
 
 
+#: the JVM's default locale and charsets, pinned on every Java command vistkit runs: Meteor lower-cases with
+#: ``String.toLowerCase()`` and prints its statistics with ``String.format``, both in the default locale, so a
+#: Turkish locale (dotless i) changed scores and a German one (decimal comma) broke the protocol; the user's
+#: ``LANG`` / ``LC_ALL`` or ``JAVA_TOOL_OPTIONS='-Duser.language=tr'`` must not change a number
+JVM_LOCALE = (
+    "-Duser.language=en", "-Duser.country=US", "-Duser.variant=", "-Duser.script=",
+    "-Duser.language.format=en", "-Duser.country.format=US", "-Duser.variant.format=", "-Duser.script.format=",
+    "-Duser.language.display=en", "-Duser.country.display=US", "-Duser.variant.display=", "-Duser.script.display=",
+    "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8",
+    "-Dstdout.encoding=UTF-8", "-Dstderr.encoding=UTF-8",
+)  # fmt: skip
+#: the options of ``JAVA_TOOL_OPTIONS`` / ``_JAVA_OPTIONS`` / ``JDK_JAVA_OPTIONS`` that `java_env` drops (the
+#: command line wins over the first and the last, but ``_JAVA_OPTIONS`` wins over the command line)
+_LOCALE_OPTION = re.compile(
+    r"-D(?:user\.(?:language|country|variant|script|region)(?:\.(?:format|display))?|file\.encoding"
+    r"|sun\.jnu\.encoding|(?:sun\.)?std(?:out|err)\.encoding|native\.encoding)(?:=|$)"
+)
+JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")
+
+
+def java_env() -> dict[str, str]:
+    """The environment of every Java process vistkit starts: the user's, less the locale and charset options
+    (`_LOCALE_OPTION`) of the JVM option variables (other options, e.g. ``-Xmx1g``, stay)."""
+    env = dict(os.environ)
+    for var in JAVA_OPTION_VARIABLES:
+        value = env.get(var)
+        if value is None:
+            continue
+        words = value.split()
+        kept = [w for w in words if not _LOCALE_OPTION.match(w)]
+        if len(kept) == len(words):
+            continue
+        if kept:
+            env[var] = " ".join(kept)
+        else:
+            del env[var]
+    return env
+
+
+def java_cwd() -> str | None:
+    """The folder a Java process runs in: the current one, or ``/`` when it was deleted under the process (a JVM
+    cannot start without a working directory: "Properties init: Could not determine current working directory")."""
+    try:
+        os.getcwd()
+    except OSError:
+        return os.path.abspath(os.sep)
+    return None
+
+
+def jvm_base_options() -> list[str]:
+    """The options every JVM vistkit starts gets first: no crash log in the user's folder (`crash_log_option`)
+    and the pinned locale (`JVM_LOCALE`)."""
+    return [crash_log_option(), *JVM_LOCALE]
+
+
+def crash_log_option() -> str:
+    """A JVM that cannot start (too little memory) writes hs_err_pid*.log into the current folder, the user's:
+    into the temporary folder instead (no usable temporary folder: the JVM's default)."""
+    try:
+        folder = tempfile.gettempdir()
+    except OSError:
+        return "-XX:ErrorFile=/dev/null" if os.name != "nt" else "-XX:ErrorFile=NUL"
+    return f"-XX:ErrorFile={os.path.join(folder, 'vistkit-java-hs_err_pid%p.log')}"
+
+
 def _run_java(
     cmd: Sequence[str], *, timeout: float, data: bytes | None = None, cwd: str | None = None
 ) -> subprocess.CompletedProcess[bytes]:
@@ -96,7 +161,8 @@ def _run_java(
         stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=cwd,
+        cwd=cwd or java_cwd(),
+        env=java_env(),
         start_new_session=posix,
     )
     try:
@@ -156,7 +222,7 @@ def find_java() -> JavaInfo | None:
         for exe in _java_candidates():
             timeout = java_timeout()
             try:
-                proc = _run_java([exe, *NO_CRASH_LOG_HERE, "-version"], timeout=timeout)
+                proc = _run_java([exe, *jvm_base_options(), "-version"], timeout=timeout)
             except subprocess.TimeoutExpired:  # found, but hangs: say so (not "no java found")
                 info = JavaInfo(exe, 0, f"`java -version` did not answer within {timeout:g} s", started=False)
                 _JAVA_CACHE[key] = info
@@ -241,12 +307,11 @@ def ptb_jar() -> Path:
 
 
 def cache_dir() -> Path:
-    """Per-user cache (``$VISTKIT_CACHE``, else ``$XDG_CACHE_HOME/vistkit``, else ``~/.cache/vistkit``)."""
-    base = os.environ.get("VISTKIT_CACHE")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "vistkit"
+    """Per-user cache (``$VISTKIT_CACHE``, else ``$XDG_CACHE_HOME/vistkit``, else ``~/.cache/vistkit``; a private
+    temporary folder when that cannot be written: `vistkit.models.runtime.default_cache_dir`)."""
+    from vistkit.models.runtime import default_cache_dir
+
+    return default_cache_dir()
 
 
 # --------------------------------------------------------------------------------------------------- helper
@@ -359,12 +424,14 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     release = ["--release", "8"] if java.version >= 9 else []
     try:
         proc = subprocess.run(
-            [javac, *(f"-J{o}" for o in NO_CRASH_LOG_HERE), *release, "-nowarn", "-encoding", "UTF-8", "-cp",
+            [javac, *(f"-J{o}" for o in jvm_base_options()), *release, "-nowarn", "-encoding", "UTF-8", "-cp",
              str(jar), "-d", str(tmp), *files],
             capture_output=True,
             text=True,
             errors="replace",
             stdin=subprocess.DEVNULL,
+            env=java_env(),
+            cwd=java_cwd(),
             timeout=max(300.0, 4 * java_timeout()),
         )
     except (OSError, subprocess.TimeoutExpired):  # a javac that hangs or cannot run: Meteor's stdio fallback
@@ -395,9 +462,6 @@ def default_threads() -> int:
     return int(env_number("VISTKIT_METEOR_THREADS", fallback, low=1, high=MAX_METEOR_THREADS, integer=True))
 
 
-#: a JVM that cannot start (too little memory) writes hs_err_pid*.log into the current folder, the user's: into
-#: the temporary folder instead
-NO_CRASH_LOG_HERE = (f"-XX:ErrorFile={os.path.join(tempfile.gettempdir(), 'vistkit-java-hs_err_pid%p.log')}",)
 
 
 def helper_jvm_options() -> list[str]:
@@ -541,12 +605,13 @@ class MeteorServer:
             props = [f"-Dvistkit.paraphrase.cache={tables}"] if tables is not None else []
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
-                [java.path, *NO_CRASH_LOG_HERE, *helper_jvm_options(), *props, "-cp", cp, HELPER_CLASS,
+                [java.path, *helper_jvm_options(), *jvm_base_options(), *props, "-cp", cp, HELPER_CLASS,
                  str(self.threads)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 cwd=str(meteor_jar().parent),
+                env=java_env(),
             )
             self._pipe = _Pipe(self.proc)
             self._hello()
@@ -739,7 +804,7 @@ class StdioMeteor:
     def __init__(self, cfg: MeteorConfig, *, java: JavaInfo | None = None) -> None:
         java = java or require_java()
         _check_runs_meteor_jar(java)
-        cmd = [java.path, *NO_CRASH_LOG_HERE, "-Xmx2G", "-jar", str(meteor_jar()), "-", "-", "-stdio", "-l",
+        cmd = [java.path, *jvm_base_options(), "-Xmx2G", "-jar", str(meteor_jar()), "-", "-", "-stdio", "-l",
                cfg.language]  # fmt: skip
         if cfg.task:
             cmd += ["-t", cfg.task]
@@ -753,6 +818,7 @@ class StdioMeteor:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=str(meteor_jar().parent),
+            env=java_env(),
         )
         self._pipe = _Pipe(self.proc)
         self._answered = False  # the first answer waits for the tables to load (`TABLE_LOAD_TIMEOUT`)
@@ -870,7 +936,7 @@ def _run_meteor_jar_usage(java: JavaInfo) -> None:
     timeout = java_timeout()
     try:
         proc = _run_java(
-            [java.path, *NO_CRASH_LOG_HERE, "-jar", str(meteor_jar())], timeout=timeout, cwd=str(meteor_jar().parent)
+            [java.path, *jvm_base_options(), "-jar", str(meteor_jar())], timeout=timeout, cwd=str(meteor_jar().parent)
         )
     except subprocess.TimeoutExpired:
         raise MissingDependencyError(
@@ -958,7 +1024,7 @@ def run_ptb_tokenizer(lines: Sequence[str]) -> list[str]:
     timeout = java_timeout() + len(data) / 20_000
     try:
         proc = _run_java(
-            [java.path, *NO_CRASH_LOG_HERE, "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS], timeout=timeout, data=data
+            [java.path, *jvm_base_options(), "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS], timeout=timeout, data=data
         )
     except subprocess.TimeoutExpired:
         raise MissingDependencyError(

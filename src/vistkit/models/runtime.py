@@ -86,12 +86,133 @@ def batches_by_length(
         yield batch
 
 
+#: the cache folder chosen for each (VISTKIT_CACHE, XDG_CACHE_HOME, HOME, TMPDIR): decided (and warned about) once
+_CACHE_DIRS: dict[tuple[str | None, ...], Path] = {}
+_CACHE_LOCK = threading.Lock()
+
+
 def default_cache_dir() -> Path:
-    """``$VISTKIT_CACHE``, else ``$XDG_CACHE_HOME/vistkit``, else ``~/.cache/vistkit``."""
-    if os.environ.get("VISTKIT_CACHE"):
-        return Path(os.environ["VISTKIT_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "vistkit"
+    """The per-user cache folder, created: ``$VISTKIT_CACHE``, else ``$XDG_CACHE_HOME/vistkit``, else
+    ``~/.cache/vistkit``.
+
+    A ``VISTKIT_CACHE`` that cannot be used (a file, a read-only or missing parent, no permission) is an error in
+    one sentence. When the derived folder cannot be used (``HOME`` unset, not writable or nonexistent, as for
+    system users and containers; ``XDG_CACHE_HOME`` a file), the cache goes to a private folder of the temporary
+    folder instead (``vistkit-cache-UID``, mode 0700, owned by this user; else a fresh one) with one warning:
+    the numbers are the same, only the one-off conversions are redone when that folder is cleaned.
+    """
+    env = tuple(os.environ.get(k) for k in ("VISTKIT_CACHE", "XDG_CACHE_HOME", "HOME", "TMPDIR"))
+    with _CACHE_LOCK:
+        if env in _CACHE_DIRS:
+            return _CACHE_DIRS[env]
+        folder = _choose_cache_dir()
+        _CACHE_DIRS[env] = folder
+        return folder
+
+
+def _choose_cache_dir() -> Path:
+    from vistkit.errors import warn
+
+    explicit = os.environ.get("VISTKIT_CACHE", "").strip()
+    if explicit:
+        folder = Path(explicit).expanduser()
+        why = _unusable(folder)
+        if why:
+            raise InputError(
+                f"VISTKIT_CACHE={explicit} cannot hold vistkit's cache ({why}); point it at a writable folder, or "
+                "unset it to use ~/.cache/vistkit"
+            )
+        return folder
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError, OSError):  # no HOME and no passwd entry (a container's arbitrary uid)
+        home = None
+    if xdg:
+        folder = Path(xdg).expanduser() / "vistkit"
+        why = _unusable(folder)
+    elif home is None:
+        folder, why = Path("~/.cache/vistkit"), "HOME is not set and this user has no home folder"
+    elif not home.is_dir():  # a home folder that does not exist is not created (as root it could be)
+        folder, why = home / ".cache" / "vistkit", f"the home folder {home} does not exist or is not a folder"
+    else:
+        folder = home / ".cache" / "vistkit"
+        why = _unusable(folder)
+    if not why:
+        return folder
+    fallback = _private_temp_cache()
+    if fallback is None:
+        raise InputError(
+            f"vistkit's cache folder {folder} cannot be used ({why}) and no private folder could be made in the "
+            "temporary folder; set VISTKIT_CACHE to a writable folder"
+        )
+    warn(
+        f"vistkit's cache folder {folder} cannot be used ({why}); caching in {fallback} for now (set "
+        "VISTKIT_CACHE to a writable folder to keep the cache)"
+    )
+    return fallback
+
+
+def _unusable(folder: Path) -> str:
+    """Why ``folder`` cannot be the cache (created if missing), or ``""``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return "it is a file, not a folder"
+    except OSError as exc:
+        return _os_reason(exc)
+    if not folder.is_dir():
+        return "it is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "it is not writable"
+    return ""
+
+
+def _os_reason(exc: OSError) -> str:
+    import errno
+
+    reasons = {
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "a read-only file system",
+        errno.ENOTDIR: "a part of the path is a file, not a folder",
+        errno.ENOENT: "a part of the path does not exist",
+        errno.ENOSPC: "the disk is full",
+        errno.ENAMETOOLONG: "the name is too long",
+    }
+    return reasons.get(exc.errno or 0, exc.strerror or str(exc))
+
+
+def _private_temp_cache() -> Path | None:
+    """``$TMPDIR/vistkit-cache-UID`` when it is this user's alone (a folder owned by this user that nobody else can
+    write: the cache holds compiled Java classes that vistkit runs), else a fresh private folder; None when the
+    temporary folder is unusable."""
+    import stat
+    import tempfile
+
+    try:
+        tmp = tempfile.gettempdir()
+    except OSError:
+        return None
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = Path(tmp) / f"vistkit-cache-{uid}"
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    try:
+        st = os.lstat(folder)
+        if (
+            stat.S_ISDIR(st.st_mode)
+            and (not hasattr(os, "getuid") or st.st_uid == uid)
+            and not st.st_mode & 0o077
+            and os.access(folder, os.W_OK | os.X_OK)
+        ):
+            return folder
+    except OSError:
+        pass
+    try:
+        return Path(tempfile.mkdtemp(prefix="vistkit-cache-"))
+    except OSError:
+        return None
 
 
 def content_key(namespace: str, *parts: object) -> str:
