@@ -299,16 +299,19 @@ def test_meta_md_demo_runs_as_written(guide_env: dict[str, Any]) -> None:
     [block] = bash_blocks(guide("meta.md"))
     work = guide_env["work"] / "meta"
     work.mkdir()
-    ran = 0
+    ran, substituted = 0, set()
     for cmd in commands(block):
         if re.match(r"^[A-Z_]+=", cmd):
             assert cmd.split("=", 1)[0] == "DATA", f"meta.md defines {cmd!r}; teach this test about it"
             continue
         for old, (new, _why) in SUBSTITUTED.items():
-            cmd = cmd.replace(old, new)
+            if old in cmd:
+                cmd = cmd.replace(old, new)
+                substituted.add(old)
         run(cmd, guide_env["env"], work)
         ran += 1
     assert ran == 2
+    assert substituted == set(SUBSTITUTED), f"SUBSTITUTED entries no command uses: {set(SUBSTITUTED) - substituted}"
     rows = list(csv.DictReader((work / "human_vs_machine.csv").open(encoding="utf-8")))
     assert len(rows) == 3 * readme_data.SEQUENCES * 2
     assert list(rows[0])[-1] == "label_source"  # meta.md: the proxy pairs' extra last column
