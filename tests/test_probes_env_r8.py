@@ -267,6 +267,9 @@ def test_a_latin1_stdout_gets_escapes_not_a_traceback(unicode_stories: tuple[Pat
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode("latin-1")
     assert "\nJosé\\U0001f600\\u6771\\u4eac," in out and "\nnaïve," in out  # what latin-1 holds, kept
+    # the results table (on stderr: stdout holds the items) is drawn in ASCII, not as \u250f escapes
+    err = proc.stderr.decode("latin-1")
+    assert "\\u25" not in err and "| sacrebleu |" in err and "+---" in err
     assert b"Traceback" not in proc.stderr and b"Error" not in proc.stderr
 
 

@@ -33,14 +33,12 @@ def _needs(cls: type[Metric]) -> str:
 
 def render_markdown(text: str) -> str:
     """Markdown as a terminal shows it (rich: headings, emphasis, code), at the table width."""
-    import io
-
     from rich.console import Console
     from rich.markdown import Markdown
 
-    from vistkit.report.tables import table_width
+    from vistkit.report.tables import RenderBuffer, table_width
 
-    console = Console(file=io.StringIO(), width=table_width(), force_terminal=False, color_system=None)
+    console = Console(file=RenderBuffer(), width=table_width(), force_terminal=False, color_system=None)
     console.print(Markdown(text))
     return str(console.file.getvalue())  # type: ignore[attr-defined]
 

@@ -85,6 +85,23 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
+class RenderBuffer(io.StringIO):
+    """Where rich renders a text table or card: a string buffer that reports standard output's encoding, so that
+    rich draws the borders in ASCII when they would not survive that encoding (``PYTHONIOENCODING=latin-1``, a
+    cp1252 pipe on Windows: the box characters printed as ``\\u250f`` escapes)."""
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        import codecs
+        import sys
+
+        name = getattr(sys.stdout, "encoding", None) or "utf-8"
+        try:
+            return codecs.lookup(name).name
+        except LookupError:
+            return "utf-8"
+
+
 def table_width() -> int:
     """Width of text tables: the terminal's (``COLUMNS`` when set), 200 when the output is not a terminal;
     at least 40. Long cells wrap inside their column instead of widening the table."""
@@ -195,7 +212,7 @@ def text_table(
         table.add_row(*(escape(v) for v in r))
     fixed = [w for w in widths if w is not None]
     total = sum(fixed) + 3 * len(columns) + 1 if len(fixed) == len(columns) else 0
-    console = Console(file=io.StringIO(), width=max(table_width(), total), force_terminal=False, color_system=None)
+    console = Console(file=RenderBuffer(), width=max(table_width(), total), force_terminal=False, color_system=None)
     console.print(table)
     text: str = console.file.getvalue()  # type: ignore[attr-defined]
     # the caption (signatures, notes) goes below the table unwrapped, so long signatures stay copyable
