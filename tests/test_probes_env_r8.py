@@ -473,3 +473,42 @@ def test_valid_thread_counts_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("OMP_NUM_THREADS", value)
         cli._drop_invalid_thread_counts()
         assert os.environ["OMP_NUM_THREADS"] == value
+
+
+# --------------------------------------------------------------------------------------------------- JVM options
+@needs_java
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("JAVA_TOOL_OPTIONS", "-XX:BogusOption", "Unrecognized VM option 'BogusOption'"),
+        ("_JAVA_OPTIONS", "-Xmx1k", "Too small maximum heap"),
+    ],
+)
+def test_jvm_options_that_stop_java_are_named_not_blamed_on_memory(
+    name: str, value: str, reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: "installed but did not start ('Picked up JAVA_TOOL_OPTIONS: ...'); the usual cause is a memory
+    limit ..." - the JVM's own note taken for its reason, and the advice wrong."""
+    from vistkit.errors import MissingDependencyError
+    from vistkit.models import java
+
+    monkeypatch.setattr(java, "_JAVA_CACHE", {})
+    monkeypatch.setenv(name, value)
+    with pytest.raises(MissingDependencyError) as got:
+        java.require_java()
+    msg = str(got.value)
+    assert f"did not start with the JVM options of the environment ({name}={value})" in msg
+    assert reason in msg and msg.endswith(f"fix or unset {name}")
+    assert "Picked up" not in msg and "memory limit" not in msg
+
+
+@needs_java
+def test_a_picked_up_note_is_not_the_version_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vistkit.models import java
+
+    monkeypatch.setattr(java, "_JAVA_CACHE", {})
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xmx1g")
+    info = java.require_java()
+    assert info.started and info.version >= 8
+    assert "Picked up" not in info.version_text and "version" in info.version_text
+    assert info.picked_up == ("JAVA_TOOL_OPTIONS=-Xmx1g",)

@@ -73,6 +73,8 @@ class JavaInfo:
     version: int
     version_text: str
     started: bool = True  # False: `java -version` failed (the JVM could not start, e.g. too little memory)
+    #: the JVM option variables it said it picked up ("Picked up JAVA_TOOL_OPTIONS: ..."), as NAME=VALUE
+    picked_up: tuple[str, ...] = ()
 
 
 _JAVA_CACHE: dict[tuple[str | None, str | None], JavaInfo] = {}
@@ -213,6 +215,10 @@ def parse_java_version(text: str) -> int:
     return major
 
 
+#: the line a JVM prints on stderr for each option variable it reads
+_PICKED_UP = re.compile(r"(?:NOTE: )?Picked up (JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): ?(.*)$")
+
+
 def find_java() -> JavaInfo | None:
     """The Java to use (``$JAVA_HOME/bin/java``, else ``java`` on ``PATH``), or ``None``."""
     key = (os.environ.get("JAVA_HOME"), os.environ.get("PATH"))
@@ -231,8 +237,16 @@ def find_java() -> JavaInfo | None:
                 continue
             text = (proc.stderr + proc.stdout).decode("utf-8", "replace")
             lines = [" ".join(line.split()) for line in text.strip().splitlines()]
+            picked = [m for line in lines if (m := _PICKED_UP.match(line))]  # the JVM's notes, not its answer
+            lines = [line for line in lines if not _PICKED_UP.match(line)]
             first = lines[0] if proc.returncode == 0 and lines else ": ".join(lines[:2])  # a failure: its reason
-            info = JavaInfo(exe, parse_java_version(text), first[:300], started=proc.returncode == 0)
+            info = JavaInfo(
+                exe,
+                parse_java_version("\n".join(lines)),
+                first[:300],
+                started=proc.returncode == 0,
+                picked_up=tuple(f"{m.group(1)}={m.group(2).strip()}" for m in picked),
+            )
             _JAVA_CACHE[key] = info
             return info
         return None
@@ -248,6 +262,12 @@ def require_java(purpose: str = "METEOR") -> JavaInfo:
         raise MissingDependencyError(
             f"{purpose} needs Java, and {info.path} hangs ({info.version_text}); fix or remove that java, or point "
             "JAVA_HOME at a working one (VISTKIT_JAVA_TIMEOUT=SECONDS waits longer)"
+        )
+    if not info.started and info.version == 0 and info.picked_up:
+        names = " / ".join(p.split("=", 1)[0] for p in info.picked_up)
+        raise MissingDependencyError(
+            f"{purpose} needs Java, and {info.path} did not start with the JVM options of the environment "
+            f"({'; '.join(info.picked_up)}): {info.version_text!r}; fix or unset {names}"
         )
     if not info.started and info.version == 0:
         raise MissingDependencyError(
