@@ -512,3 +512,47 @@ def test_a_picked_up_note_is_not_the_version_text(monkeypatch: pytest.MonkeyPatc
     assert info.started and info.version >= 8
     assert "Picked up" not in info.version_text and "version" in info.version_text
     assert info.picked_up == ("JAVA_TOOL_OPTIONS=-Xmx1g",)
+
+
+def test_matplotlib_uses_the_cache_fallback_quietly(tmp_path: Path) -> None:
+    """HOME a file: matplotlib printed "mkdir -p failed for path .../.config/matplotlib" and "Matplotlib created a
+    temporary cache directory ..." on every report; now vistkit's one cache warning is all."""
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VISTKIT_CACHE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "MPLCONFIGDIR", "VISTKIT_QUIET")}
+    env.update(HOME=str(home), TMPDIR=str(tmp))  # fmt: skip
+    script = "from vistkit.report.plots import _pyplot; _pyplot(); import matplotlib; print(matplotlib.get_configdir())"
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp / f"vistkit-cache-{os.getuid()}" / "matplotlib")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("warning: vistkit's cache folder"), lines
+
+
+@needs_java
+def test_a_java_home_without_java_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JAVA_HOME pointing at nothing: silently another Java ran, and without one on PATH the sentence said only
+    "no java found on PATH or in JAVA_HOME"."""
+    from vistkit.errors import MissingDependencyError
+    from vistkit.models import java
+
+    monkeypatch.setattr(java, "_JAVA_CACHE", {})
+    monkeypatch.setattr(java, "_WARNED_HOME", set())
+    monkeypatch.delenv("VISTKIT_QUIET", raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk-gone"))
+    capsys.readouterr()
+    info = java.require_java()
+    java.require_java("the PTB tokenizer")
+    assert info.path == shutil.which("java")
+    assert capsys.readouterr().err == (
+        f"warning: JAVA_HOME={tmp_path / 'jdk-gone'} has no bin/java; METEOR uses {info.path} from PATH instead\n"
+    )
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(MissingDependencyError, match=r"\(JAVA_HOME=.*jdk-gone has no bin/java, and none is on PATH\)"):
+        java.require_java()

@@ -202,6 +202,18 @@ def _java_candidates() -> list[str]:
     return out
 
 
+_WARNED_HOME: set[str] = set()
+
+
+def _broken_java_home() -> str | None:
+    """``$JAVA_HOME`` when it is set but holds no runnable ``bin/java`` (a removed JDK, a typo), else None."""
+    home = os.environ.get("JAVA_HOME")
+    if not home:
+        return None
+    exe = Path(home) / "bin" / ("java.exe" if os.name == "nt" else "java")
+    return None if exe.is_file() and os.access(exe, os.X_OK) else home
+
+
 def parse_java_version(text: str) -> int:
     """The major version from ``java -version`` output (``1.8.0_392`` -> 8, ``17.0.15`` -> 17)."""
     m = re.search(r'version "(\d+)(?:\.(\d+))?', text)
@@ -256,8 +268,17 @@ def require_java(purpose: str = "METEOR") -> JavaInfo:
     """`find_java`, raising `MissingDependencyError` when Java is absent or older than 8."""
     hint = JAVA_HINT.replace("METEOR", purpose, 1)
     info = find_java()
+    broken_home = _broken_java_home()
     if info is None:
-        raise MissingDependencyError(f"{hint} (no java found on PATH or in JAVA_HOME).")
+        where = f"JAVA_HOME={broken_home} has no bin/java, and none is on PATH" if broken_home else (
+            "no java found on PATH or in JAVA_HOME"
+        )
+        raise MissingDependencyError(f"{hint} ({where}).")
+    if broken_home and info.path not in _WARNED_HOME:  # the user named a Java: say that another one runs
+        _WARNED_HOME.add(info.path)
+        from vistkit.errors import warn
+
+        warn(f"JAVA_HOME={broken_home} has no bin/java; {purpose} uses {info.path} from PATH instead")
     if not info.started and info.version == 0 and "did not answer" in info.version_text:
         raise MissingDependencyError(
             f"{purpose} needs Java, and {info.path} hangs ({info.version_text}); fix or remove that java, or point "

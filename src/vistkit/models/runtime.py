@@ -116,7 +116,7 @@ def _choose_cache_dir() -> Path:
     explicit = os.environ.get("VISTKIT_CACHE", "").strip()
     if explicit:
         folder = Path(explicit).expanduser()
-        why = _unusable(folder)
+        why = folder_problem(folder)
         if why:
             raise InputError(
                 f"VISTKIT_CACHE={explicit} cannot hold vistkit's cache ({why}); point it at a writable folder, or "
@@ -130,14 +130,14 @@ def _choose_cache_dir() -> Path:
         home = None
     if xdg:
         folder = Path(xdg).expanduser() / "vistkit"
-        why = _unusable(folder)
+        why = folder_problem(folder)
     elif home is None:
         folder, why = Path("~/.cache/vistkit"), "HOME is not set and this user has no home folder"
     elif not home.is_dir():  # a home folder that does not exist is not created (as root it could be)
         folder, why = home / ".cache" / "vistkit", f"the home folder {home} does not exist or is not a folder"
     else:
         folder = home / ".cache" / "vistkit"
-        why = _unusable(folder)
+        why = folder_problem(folder)
     if not why:
         return folder
     fallback = _private_temp_cache()
@@ -153,8 +153,8 @@ def _choose_cache_dir() -> Path:
     return fallback
 
 
-def _unusable(folder: Path) -> str:
-    """Why ``folder`` cannot be the cache (created if missing), or ``""``."""
+def folder_problem(folder: Path) -> str:
+    """Why ``folder`` cannot hold a cache (it is created when missing), or ``""``."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

@@ -19,7 +19,44 @@ HUMAN_COLOR = "#4d4d4d"
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#999999")
 
 
+def _matplotlib_folder() -> None:
+    """Point ``MPLCONFIGDIR`` into vistkit's cache when matplotlib's own folders (``~/.config/matplotlib``,
+    ``~/.cache/matplotlib``) cannot be written (no or a read-only HOME): matplotlib then printed two lines
+    ("mkdir -p failed ... Matplotlib created a temporary cache directory ...") on every report; vistkit's cache
+    says it once, in one warning, when it falls back itself."""
+    import os
+    import sys
+
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+        return
+    from vistkit.models.runtime import default_cache_dir, folder_problem
+
+    try:
+        home: Path | None = Path.home()
+    except (RuntimeError, KeyError, OSError):
+        home = None
+    usable = True
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache")):
+        base = os.environ.get(var, "").strip()
+        if base:
+            folder = Path(base).expanduser() / "matplotlib"
+        elif home is not None and home.is_dir():
+            folder = home / sub / "matplotlib"
+        else:
+            usable = False
+            break
+        if folder_problem(folder):
+            usable = False
+            break
+    if usable:
+        return
+    target = default_cache_dir() / "matplotlib"
+    target.mkdir(exist_ok=True)
+    os.environ["MPLCONFIGDIR"] = str(target)
+
+
 def _pyplot() -> Any:
+    _matplotlib_folder()
     import matplotlib
 
     matplotlib.use("Agg", force=True)
