@@ -556,3 +556,18 @@ def test_a_java_home_without_java_is_named(
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(MissingDependencyError, match=r"\(JAVA_HOME=.*jdk-gone has no bin/java, and none is on PATH\)"):
         java.require_java()
+
+
+# --------------------------------------------------------------------------------------------------- closed stdout
+def test_a_closed_stdout_is_an_error_not_lost_results(unicode_stories: tuple[Path, Path]) -> None:
+    """``vistkit score ... >&-``: the results went nowhere and the exit code was 0."""
+    import shlex
+
+    hyps, refs = unicode_stories
+    cmd = shlex.join([*VISTKIT, "score", str(hyps), "--references", str(refs), "-m", "sacrebleu", "-f", "csv"])
+    proc = subprocess.run(["sh", "-c", f"exec {cmd} >&-"], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        "error: standard output is closed (>&-), so the results would be lost; redirect it to a file or to "
+        "/dev/null instead"
+    )

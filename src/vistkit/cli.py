@@ -221,6 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     restore = _encodable_standard_streams()
     _drop_invalid_thread_counts()
     try:
+        if sys.stdout is None:  # `vistkit ... >&-`: every result would be dropped in silence, with exit code 0
+            typer.secho(
+                "error: standard output is closed (>&-), so the results would be lost; redirect it to a file or to "
+                "/dev/null instead",
+                fg=typer.colors.RED,
+                err=True,
+            )
+            return 1
         try:
             os.getcwd()
         except OSError:  # torch and the JVM cannot even start there, and a relative path means nothing
