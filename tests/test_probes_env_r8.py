@@ -571,3 +571,17 @@ def test_a_closed_stdout_is_an_error_not_lost_results(unicode_stories: tuple[Pat
         "error: standard output is closed (>&-), so the results would be lost; redirect it to a file or to "
         "/dev/null instead"
     )
+
+
+def test_an_existing_vistkit_cache_is_taken_as_it_is(cache_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only VISTKIT_CACHE prepared once (compiled helper, converted LM) is the user's choice: kept."""
+    from vistkit.models.runtime import default_cache_dir
+
+    shared = cache_env / "shared-cache"
+    shared.mkdir()
+    shared.chmod(0o555)
+    try:
+        monkeypatch.setenv("VISTKIT_CACHE", str(shared))
+        assert default_cache_dir() == shared
+    finally:
+        shared.chmod(0o755)

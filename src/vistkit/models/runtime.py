@@ -96,8 +96,9 @@ def default_cache_dir() -> Path:
     ``~/.cache/vistkit``.
 
     A ``VISTKIT_CACHE`` that cannot be used (a file, a read-only or missing parent, no permission) is an error in
-    one sentence. When the derived folder cannot be used (``HOME`` unset, not writable or nonexistent, as for
-    system users and containers; ``XDG_CACHE_HOME`` a file), the cache goes to a private folder of the temporary
+    one sentence; an existing folder is taken as it is (also read-only: a cache prepared once and shared). When
+    the derived folder cannot be used (``HOME`` unset, not writable or nonexistent, as for system users and
+    containers; ``XDG_CACHE_HOME`` a file), the cache goes to a private folder of the temporary
     folder instead (``vistkit-cache-UID``, mode 0700, owned by this user; else a fresh one) with one warning:
     the numbers are the same, only the one-off conversions are redone when that folder is cleaned.
     """
@@ -116,6 +117,8 @@ def _choose_cache_dir() -> Path:
     explicit = os.environ.get("VISTKIT_CACHE", "").strip()
     if explicit:
         folder = Path(explicit).expanduser()
+        if folder.is_dir():  # the user's choice, also when read-only (a cache prepared once and shared): kept
+            return folder
         why = folder_problem(folder)
         if why:
             raise InputError(
