@@ -585,3 +585,30 @@ def test_an_existing_vistkit_cache_is_taken_as_it_is(cache_env: Path, monkeypatc
         assert default_cache_dir() == shared
     finally:
         shared.chmod(0o755)
+
+
+# --------------------------------------------------------------------------------------------------- umask
+@pytest.mark.parametrize("mask", [0o777, 0o277, 0o077, 0o022])
+def test_outputs_follow_the_umask_like_a_plain_open(mask: int, tmp_path: Path) -> None:
+    """The atomic writer's temporary file came from mkstemp, whose 0600 goes through the umask: under umask 777
+    (or 277) it was mode 000 (0400) and could not be opened again to be filled ("cannot use .items.csv.x.tmp:
+    permission denied" for any user but root). It is filled at 0600 now and ends with a plain open's mode."""
+    from vistkit.data.output import open_output, output_path
+
+    plain = tmp_path / "plain.txt"
+    old = os.umask(mask)
+    try:
+        with open(plain, "w", encoding="utf-8") as fh:
+            fh.write("x")
+        with output_path(tmp_path / "out.bin") as tmp:
+            assert stat.S_IMODE(tmp.stat().st_mode) == 0o600  # fillable by its owner whatever the umask
+            tmp.write_bytes(b"x")
+        with open_output(tmp_path / "out.csv", force=True) as fh:
+            fh.write("a,b\n")
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE(plain.stat().st_mode)
+    assert want == 0o666 & ~mask
+    assert stat.S_IMODE((tmp_path / "out.bin").stat().st_mode) == want
+    assert stat.S_IMODE((tmp_path / "out.csv").stat().st_mode) == want
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin", "out.csv", "plain.txt"]  # no temporary left

@@ -562,7 +562,10 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
     parent = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp")
-        os.close(fd)
+        try:  # mkstemp's 0600 goes through the umask: under umask 777 the file could not be opened again to fill
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise _os_error(target, exc) from None
     tmp = Path(tmp_name)
@@ -570,10 +573,10 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
         with _write_faults(target):
             yield tmp
         try:
+            with open(tmp, "rb") as fh:  # before the chmod: a mode without read (umask 777) would refuse it
+                os.fsync(fh.fileno())
             mode = os.stat(target).st_mode & 0o7777 if target.exists() else _umask_mode()
             os.chmod(tmp, mode)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
             _refuse_inputs(target, current_policy())
             os.replace(tmp, target)
         except OSError as exc:
