@@ -612,3 +612,19 @@ def test_outputs_follow_the_umask_like_a_plain_open(mask: int, tmp_path: Path) -
     assert stat.S_IMODE((tmp_path / "out.bin").stat().st_mode) == want
     assert stat.S_IMODE((tmp_path / "out.csv").stat().st_mode) == want
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin", "out.csv", "plain.txt"]  # no temporary left
+
+
+def test_the_fallback_cache_is_private_and_usable_under_umask_777(
+    cache_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vistkit.models.runtime import default_cache_dir
+
+    monkeypatch.setenv("HOME", str(cache_env / "nowhere"))
+    monkeypatch.setenv("VISTKIT_QUIET", "1")
+    old = os.umask(0o777)
+    try:
+        got = default_cache_dir()
+    finally:
+        os.umask(old)
+    assert got == cache_env / f"vistkit-cache-{os.getuid()}"
+    assert stat.S_IMODE(got.stat().st_mode) == 0o700  # was 000 (mkdir's 0700 through the umask)

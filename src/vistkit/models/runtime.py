@@ -200,7 +200,8 @@ def _private_temp_cache() -> Path | None:
     uid = os.getuid() if hasattr(os, "getuid") else 0
     folder = Path(tmp) / f"vistkit-cache-{uid}"
     with contextlib.suppress(OSError):
-        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.mkdir(mode=0o700)
+        os.chmod(folder, 0o700)  # made here: 0700 whatever the umask (777 would leave it unusable)
     try:
         st = os.lstat(folder)
         if (
@@ -213,9 +214,11 @@ def _private_temp_cache() -> Path | None:
     except OSError:
         pass
     try:
-        return Path(tempfile.mkdtemp(prefix="vistkit-cache-"))
+        fresh = Path(tempfile.mkdtemp(prefix="vistkit-cache-"))
+        os.chmod(fresh, 0o700)
     except OSError:
         return None
+    return fresh
 
 
 def content_key(namespace: str, *parts: object) -> str:
