@@ -628,3 +628,18 @@ def test_the_fallback_cache_is_private_and_usable_under_umask_777(
         os.umask(old)
     assert got == cache_env / f"vistkit-cache-{os.getuid()}"
     assert stat.S_IMODE(got.stat().st_mode) == 0o700  # was 000 (mkdir's 0700 through the umask)
+
+
+# --------------------------------------------------------------------------------------------------- warnings
+@needs_java
+def test_a_closed_meteor_jvm_leaves_no_open_pipe(fresh_jvm: None) -> None:
+    """``PYTHONWARNINGS=error`` / ``python -X dev``: every METEOR run ended with "Exception ignored ... unclosed
+    file <_io.BufferedReader name=5>" and a traceback from ``shutdown``, the helper's stdout left open."""
+    from vistkit.models import java
+
+    server = java.meteor_server()
+    assert server.pair_scores(java.MeteorConfig(task="hter"), ["we went to the park"], ["we went to a park"])[0] > 0
+    proc = server.proc
+    assert proc is not None and proc.stdout is not None and proc.stdin is not None
+    java.shutdown()
+    assert proc.poll() is not None and proc.stdout.closed and proc.stdin.closed

@@ -38,6 +38,7 @@ directory, or 0 to parse the table in every process as the jar does).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -622,6 +623,18 @@ def _kill(proc: subprocess.Popen[bytes] | None) -> None:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+    _close_pipes(proc)
+
+
+def _close_pipes(proc: subprocess.Popen[bytes] | None) -> None:
+    """Close our ends of a stopped child's pipes: left open, each was a ResourceWarning at exit ("Exception
+    ignored ... unclosed file", a traceback under ``PYTHONWARNINGS=error`` or ``python -X dev``)."""
+    if proc is None or proc.poll() is None:
+        return
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
 
 
 class MeteorServer:
@@ -805,6 +818,7 @@ class MeteorServer:
                 except (OSError, subprocess.TimeoutExpired):
                     proc.kill()
                     proc.wait()
+            _close_pipes(proc)
         finally:
             if idle:
                 self._lock.release()
@@ -952,6 +966,7 @@ class StdioMeteor:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        _close_pipes(self.proc)
 
 
 def _check_runs_meteor_jar(java: JavaInfo) -> None:
