@@ -643,3 +643,50 @@ def test_a_closed_meteor_jvm_leaves_no_open_pipe(fresh_jvm: None) -> None:
     assert proc is not None and proc.stdout is not None and proc.stdin is not None
     java.shutdown()
     assert proc.poll() is not None and proc.stdout.closed and proc.stdin.closed
+
+
+# --------------------------------------------------------------------------------------------------- limits
+def _limited(kind: int, value: int) -> object:
+    import resource
+
+    def set_limit() -> None:
+        resource.setrlimit(kind, (value, resource.getrlimit(kind)[1]))
+
+    return set_limit
+
+
+@needs_java
+def test_too_few_open_files_is_one_sentence_not_no_java_or_a_bug(tmp_path: Path) -> None:
+    """``ulimit -n 8``: "METEOR needs Java 8+ ... (no java found ...)" (the failed start taken for a missing java);
+    ``ulimit -n 12``: "unexpected OSError: [Errno 24] Too many open files - this is a bug"."""
+    import resource
+
+    hyps = tmp_path / "h.json"
+    hyps.write_text('{"a": "we went to the park ."}', encoding="utf-8")
+    args = [*VISTKIT, "score", str(hyps), "--references", str(hyps), "-m", "meteor-vist", "-f", "csv"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
+                          preexec_fn=_limited(resource.RLIMIT_NOFILE, 8))  # type: ignore[arg-type]  # fmt: skip
+    assert proc.returncode == 1
+    assert message_lines(proc.stderr) == [
+        "error: too many open files for this process (its limit, ulimit -n, is 8); raise it (e.g. ulimit -n 4096) "
+        "and run vistkit again"
+    ]
+
+
+def test_a_file_size_limit_is_not_called_a_full_disk(tmp_path: Path) -> None:
+    """``ulimit -f``: "the disk is full (or over its quota)"."""
+    import resource
+
+    hyps = tmp_path / "h.jsonl"
+    hyps.write_text("".join(f'{{"story_id": "s{i}", "text": "we went to the park {i} ."}}\n' for i in range(300)),
+                    encoding="utf-8")  # fmt: skip
+    out = tmp_path / "items.csv"
+    args = [*VISTKIT, "score", str(hyps), "--references", str(hyps), "-m", "sacrebleu", "--per-item", str(out)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
+                          preexec_fn=_limited(resource.RLIMIT_FSIZE, 2048))  # type: ignore[arg-type]  # fmt: skip
+    assert proc.returncode == 1
+    assert message_lines(proc.stderr) == [
+        f"error: cannot write {out}: it grew past the largest file this process may write (ulimit -f) or its file "
+        "system holds; raise the limit, or write the output to another disk"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.jsonl"]  # no half file, no temporary left

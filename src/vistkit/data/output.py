@@ -249,7 +249,12 @@ def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> Output
             f"cannot write {p}: the folder {where} is read-only or not writable by you; choose a writable folder "
             "for the output"
         )
-    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    if code == errno.EFBIG:  # `ulimit -f` (or the file system's largest file), not a full disk
+        return OutputError(
+            f"cannot write {p}: it grew past the largest file this process may write (ulimit -f) or its file "
+            "system holds; raise the limit, or write the output to another disk"
+        )
+    if code in (errno.ENOSPC, errno.EDQUOT):
         return OutputError(
             f"cannot write {p}: the disk is full (or over its quota); free some space or write the output to "
             "another disk"
@@ -277,12 +282,33 @@ _PATH_ERRORS = {
 }
 
 
+def too_many_open_files(code: int) -> str:
+    """One sentence for EMFILE (this process's limit, ``ulimit -n``) or ENFILE (the machine's)."""
+    if code == errno.ENFILE:
+        return "too many files are open on this machine; close some programs and run vistkit again"
+    limit = "its limit, ulimit -n"
+    try:
+        import resource
+
+        limit += f", is {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}"
+    except (ImportError, OSError, ValueError):
+        pass
+    return f"too many open files for this process ({limit}); raise it (e.g. ulimit -n 4096) and run vistkit again"
+
+
 def environment_error(exc: BaseException) -> str | None:
     """One sentence for an error of the machine or of a path that escaped the readers and writers (a full disk,
     a read-only file system, a file too large, a file name too long, no permission), or None for any other
     exception."""
     if not isinstance(exc, OSError):
         return None
+    if exc.errno in (errno.EMFILE, errno.ENFILE):  # opening a file, a pipe or a child process, anywhere
+        return too_many_open_files(exc.errno)
+    if exc.errno in (errno.EAGAIN, errno.ENOMEM) and exc.filename is None:  # fork/exec of a helper (Java)
+        return (
+            "cannot start another process (too little memory, or a limit on processes: ulimit -u); free some "
+            "memory or raise the limit and run vistkit again"
+        )
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
         return str(_os_error(exc.filename or "the output", exc))
     if exc.errno in _PATH_ERRORS and exc.filename is not None:

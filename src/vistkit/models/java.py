@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import hashlib
 import importlib.util
 import json
@@ -228,6 +229,9 @@ def parse_java_version(text: str) -> int:
     return major
 
 
+#: errors starting a process that are the machine's limits (open files, processes, memory), not a missing Java
+_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM)
+
 #: the line a JVM prints on stderr for each option variable it reads
 _PICKED_UP = re.compile(r"(?:NOTE: )?Picked up (JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): ?(.*)$")
 
@@ -246,7 +250,11 @@ def find_java() -> JavaInfo | None:
                 info = JavaInfo(exe, 0, f"`java -version` did not answer within {timeout:g} s", started=False)
                 _JAVA_CACHE[key] = info
                 return info
-            except (OSError, subprocess.SubprocessError):
+            except OSError as exc:
+                if exc.errno in _RESOURCE_ERRNOS:  # the machine's limits, not "no java": said as such by the CLI
+                    raise
+                continue
+            except subprocess.SubprocessError:
                 continue
             text = (proc.stderr + proc.stdout).decode("utf-8", "replace")
             lines = [" ".join(line.split()) for line in text.strip().splitlines()]
