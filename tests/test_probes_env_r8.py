@@ -205,12 +205,14 @@ def test_every_java_command_pins_the_locale(monkeypatch: pytest.MonkeyPatch) -> 
         seen.append((list(cmd), dict(kwargs["env"])))  # type: ignore[call-overload]
         raise Stop
 
+    info = java.require_java()  # before Popen is replaced
     monkeypatch.setattr(java.subprocess, "Popen", popen)
     monkeypatch.setattr(java, "_check_runs_meteor_jar", lambda j: None)
     with pytest.raises(Stop):
-        java.StdioMeteor(java.MeteorConfig(task="hter"))
+        java.StdioMeteor(java.MeteorConfig(task="hter"), java=info)
     with pytest.raises(Stop):
-        java._run_meteor_jar_usage(java.require_java())
+        java._run_meteor_jar_usage(info)
+    assert "-stdio" in seen[0][0] and seen[1][0][-2:] == ["-jar", str(java.meteor_jar())]
     assert len(seen) == 2
     for cmd, env in seen:
         assert "-Duser.language=en" in cmd and "-Duser.country=US" in cmd and "-Dfile.encoding=UTF-8" in cmd

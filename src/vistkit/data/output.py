@@ -589,7 +589,8 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
     try:
         fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp")
         try:  # mkstemp's 0600 goes through the umask: under umask 777 the file could not be opened again to fill
-            os.fchmod(fd, 0o600)
+            if hasattr(os, "fchmod"):  # POSIX (Windows has no modes to restore)
+                os.fchmod(fd, 0o600)
         finally:
             os.close(fd)
     except OSError as exc:
