@@ -300,7 +300,7 @@ def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | 
 @app.command(cls=OnceCommand)
 def compare(
     systems: list[Path] = typer.Argument(
-        ..., metavar="FILE...", help="Two or more system story files (any VIST format; one may be - for stdin)."
+        ..., metavar="FILE", help="Two or more system story files (any VIST format; one may be - for stdin)."
     ),
     metrics: list[str] = MetricsOption,
     references: Path | None = ReferencesOption,
