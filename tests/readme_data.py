@@ -107,3 +107,30 @@ def build(folder: Path) -> Path:
                 w.writerow(["story_id", f"{dim}_score"])
                 w.writerows([sid, f"{rng.uniform(0, 1):.6f}"] for sid in ids)
     return folder
+
+
+def command_env(base: Path, root: Path) -> dict[str, object]:
+    """What the doc tests run commands in: the stand-in data under ``base`` (``data``), an empty working folder
+    (``work``) and an environment (``env``) with ``DATA`` set, the ``vistkit`` next to this Python first on PATH
+    and ``root``'s code under test first on PYTHONPATH (also when the installed vistkit is another checkout's).
+    Skips the test when no ``vistkit`` command is installed."""
+    import os
+    import shutil
+    import sys
+
+    import pytest
+
+    vistkit = Path(sys.executable).parent / "vistkit"
+    exe = str(vistkit) if vistkit.exists() else shutil.which("vistkit")
+    if exe is None:
+        pytest.skip("no `vistkit` command installed next to this Python (pip install '.[models]')")
+    data = build(base / "vist-data")
+    work = base / "work"
+    work.mkdir()
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{Path(exe).parent}{os.pathsep}{env.get('PATH', '')}", DATA=str(data), COLUMNS="120", VISTKIT_DEBUG="1"
+    )
+    src = str(root / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return {"data": data, "work": work, "env": env}

@@ -20,7 +20,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -271,20 +270,7 @@ def test_help_texts_and_formats_name_only_existing_options(tree: Any, capsys: py
 # --------------------------------------------------------------------------------------- commands that run
 @pytest.fixture(scope="module")
 def guide_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    vistkit = Path(sys.executable).parent / "vistkit"
-    exe = str(vistkit) if vistkit.exists() else shutil.which("vistkit")
-    if exe is None:
-        pytest.skip("no `vistkit` command installed next to this Python (pip install '.[models]')")
-    base = tmp_path_factory.mktemp("guides")
-    data = readme_data.build(base / "vist-data")
-    work = base / "work"
-    work.mkdir()
-    env = dict(os.environ)
-    env.update(PATH=f"{Path(exe).parent}{os.pathsep}{env.get('PATH', '')}", DATA=str(data), COLUMNS="120")
-    env["VISTKIT_DEBUG"] = "1"
-    src = str(ROOT / "src")  # the code under test, also when the installed vistkit is another checkout's
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return {"data": data, "work": work, "env": env}
+    return readme_data.command_env(tmp_path_factory.mktemp("guides"), ROOT)
 
 
 def run(cmd: str, env: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[str]:

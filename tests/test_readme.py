@@ -8,9 +8,7 @@ does not provide."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -94,24 +92,7 @@ def _judge(study: Path, tokens: list[str], per_annotator: int = 4) -> int:
 
 @pytest.fixture(scope="module")
 def tour_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    vistkit = Path(sys.executable).parent / "vistkit"
-    exe = str(vistkit) if vistkit.exists() else shutil.which("vistkit")
-    if exe is None:
-        pytest.skip("no `vistkit` command installed next to this Python (pip install '.[models]')")
-    base = tmp_path_factory.mktemp("readme")
-    data = readme_data.build(base / "vist-data")
-    work = base / "work"
-    work.mkdir()
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{Path(exe).parent}{os.pathsep}{env.get('PATH', '')}",
-        DATA=str(data),
-        COLUMNS="120",
-        VISTKIT_DEBUG="1",
-    )
-    src = str(ROOT / "src")  # the code under test, also when the installed vistkit is another checkout's
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return {"data": data, "work": work, "env": env}
+    return readme_data.command_env(tmp_path_factory.mktemp("readme"), ROOT)
 
 
 def test_the_readme_lists_what_it_skips_and_defines_only_known_variables() -> None:
