@@ -20,6 +20,9 @@ class OutputFormat(StrEnum):
     LATEX = "latex"
 
 
+_LARGE = 1e12  # numbers at least this large are shown in scientific notation
+
+
 def fmt_number(value: Any, digits: int = 4) -> str:
     """Display form of a cell: floats rounded, NaN as 'n/a'; a value that is not zero but would round to zero in
     ``digits`` decimals in two significant digits (BLEU-4 of 50 LLaVA stories, 8.1e-07, is not 0.0000)."""
@@ -28,8 +31,12 @@ def fmt_number(value: Any, digits: int = 4) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return "n/a"
+        if value == 0.0:  # negative zero (a difference of equal scores) is shown as 0, never "-0.0000"
+            value = 0.0
         if value != 0.0 and abs(value) < 0.5 * 10.0**-digits:
             return f"{value:.1e}"
+        if math.isfinite(value) and abs(value) >= _LARGE:  # 1e20 in 4 decimals was 25 digits wide
+            return f"{value:.{digits}e}"
         return f"{value:.{digits}f}"
     return "" if value is None else str(value)
 
@@ -236,22 +243,117 @@ _LATEX = {
 }
 
 
+# combining accents that LaTeX writes as commands (an NFD-decomposed letter: e + U+0301 is \\'{e})
+_LATEX_ACCENTS = {
+    "\u0300": "`",
+    "\u0301": "'",
+    "\u0302": "^",
+    "\u0303": "~",
+    "\u0304": "=",
+    "\u0306": "u",
+    "\u0307": ".",
+    "\u0308": '"',
+    "\u030a": "r",
+    "\u030b": "H",
+    "\u030c": "v",
+    "\u0327": "c",
+    "\u0328": "k",
+}
+# non-ASCII characters with a LaTeX command of their own (pdflatex stops at a character it has no glyph for)
+_LATEX_SYMBOLS = {
+    "\u00df": r"\ss{}",
+    "\u00e6": r"\ae{}",
+    "\u00c6": r"\AE{}",
+    "\u00f8": r"\o{}",
+    "\u00d8": r"\O{}",
+    "\u0153": r"\oe{}",
+    "\u0152": r"\OE{}",
+    "\u0142": r"\l{}",
+    "\u0141": r"\L{}",
+    "\u0131": r"\i{}",
+    "\u00a0": "~",
+    "\u2013": "--",
+    "\u2014": "---",
+    "\u2018": "`",
+    "\u2019": "'",
+    "\u201c": "``",
+    "\u201d": "''",
+    "\u2026": r"\ldots{}",
+    "\u00b1": r"$\pm$",
+    "\u00d7": r"$\times$",
+    "\u00b0": r"\textdegree{}",
+    "\u20ac": r"\texteuro{}",
+    "\u00a3": r"\pounds{}",
+    "\u00a7": r"\S{}",
+}
+
+
+def _latex_char(ch: str) -> str:
+    """One character in LaTeX: special characters escaped, accented letters as accent commands, other non-ASCII
+    characters as they are (they need xelatex or lualatex; `latex_table` says so in a comment)."""
+    if ch in _LATEX:
+        return _LATEX[ch]
+    if ch.isascii():
+        return ch
+    if ch in _LATEX_SYMBOLS:
+        return _LATEX_SYMBOLS[ch]
+    import unicodedata
+
+    parts = unicodedata.normalize("NFD", ch)
+    base, marks = parts[0], parts[1:]
+    if marks and base.isascii() and base.isalpha() and all(m in _LATEX_ACCENTS for m in marks):
+        out = "\\i" if base == "i" and marks[0] != "\u0327" else ("\\j" if base == "j" else base)
+        for m in marks:
+            out = f"\\{_LATEX_ACCENTS[m]}{{{out}}}"
+        return out
+    return ch
+
+
 def _latex_escape(s: str) -> str:
     """Text safe in a LaTeX table cell or caption (one pass, so escapes are not escaped again)."""
-    return "".join(_LATEX.get(ch, ch) for ch in s)
+    return "".join(_latex_char(ch) for ch in s)
+
+
+def _latex_cell(s: str) -> str:
+    """A cell: escaped, and ``[`` braced (a row starting with ``[`` read as the optional argument of the ``\\\\``
+    or ``\\midrule`` before it: 'Missing number'), a leading ``*`` too (``\\\\*`` swallowed it)."""
+    out = _latex_escape(s).replace("[", "{[}").replace("]", "{]}")
+    return "{}" + out if out.startswith("*") else out
+
+
+def _latex_caption(s: str) -> str:
+    """A caption: escaped, without blank lines (a paragraph break inside \\caption stops LaTeX: 'Paragraph ended
+    before \\@caption was complete')."""
+    return "\n".join(line for line in _latex_escape(s).splitlines() if line.strip())
+
+
+def _unsupported(texts: Sequence[str]) -> str:
+    """The non-ASCII characters that `_latex_char` leaves as they are, in order of appearance."""
+    seen: dict[str, None] = {}
+    for t in texts:
+        for ch in t:
+            if not ch.isascii() and _latex_char(ch) == ch:
+                seen[ch] = None
+    return "".join(seen)
 
 
 def latex_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None, digits: int = 4
 ) -> str:
     spec = "l" + "r" * (len(columns) - 1)
-    lines = [r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
-    lines.append(" & ".join(_latex_escape(c) for c in columns) + r" \\")
+    head = [str(c) for c in columns]
+    cells = [[fmt_number(v, digits) for v in r] for r in rows]
+    lines = []
+    other = _unsupported([*head, *(c for r in cells for c in r), caption or ""])
+    if other:  # a comment, so the table still compiles where these characters are set up
+        lines.append(f"% non-ASCII characters left as they are (xelatex or lualatex typeset them): {other}")
+    lines += [r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines.append(" & ".join(_latex_cell(c) for c in head) + r" \\")
     lines.append(r"\midrule")
-    for r in rows:
-        lines.append(" & ".join(_latex_escape(fmt_number(v, digits)) for v in r) + r" \\")
+    for r in cells:
+        lines.append(" & ".join(_latex_cell(c) for c in r) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
-    if caption:
-        lines.append(rf"\caption{{{_latex_escape(caption)}}}")
+    if caption and caption.strip():
+        lines.append(rf"\caption{{{_latex_caption(caption)}}}")
     lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"

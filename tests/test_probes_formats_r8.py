@@ -1,0 +1,138 @@
+"""Probe round 8: every output format of every verb (LaTeX escaping and numbers, strict JSON on stdout alone, CSV
+that the csv module reads back, text tables in narrow terminals, score tables read back by other verbs)."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from vistkit.cli import main
+from vistkit.data.readers import write_jsonl
+from vistkit.data.story import Story
+from vistkit.report.tables import fmt_number, latex_table
+
+WORDS = "we went to the park and had a great time with our friends family dog cat beach sun cake party".split()
+HOSTILE = "sys_a&b%#{x}~^$\\[1]*"  # every LaTeX special character, brackets and a star
+
+# one escape per special character (as tables._LATEX writes them), braced brackets, accent commands
+_TOKEN = re.compile(
+    r"\\text(?:backslash|asciitilde|asciicircum|bar|less|greater)\{\}|\\[&%_#${}]|\{\[\}|\{\]\}|\{\}(?=\*)"
+    r"|\\(?:ss|ae|AE|o|O|oe|OE|l|L|i)\{\}|\\[`'^~=.\"uvHrck]\{(?:\\[ij]|[A-Za-z])\}|---|--|``|''|\\ldots\{\}|.",
+    re.S,
+)
+_BACK = {
+    r"\textbackslash{}": "\\",
+    r"\textasciitilde{}": "~",
+    r"\textasciicircum{}": "^",
+    r"\textbar{}": "|",
+    r"\textless{}": "<",
+    r"\textgreater{}": ">",
+    "{[}": "[",
+    "{]}": "]",
+    "{}": "",
+    r"\ss{}": "ß",
+    "--": "\u2013",
+    "``": "\u201c",
+    "''": "\u201d",
+}
+
+
+def unlatex(cell: str, *, caption: bool = False) -> str:
+    """The text a LaTeX cell reads as; fails on a special character that is not escaped (or escaped twice).
+    Brackets are harmless in a caption (inside its braces)."""
+    out = []
+    for tok in _TOKEN.findall(cell):
+        if tok in _BACK:
+            out.append(_BACK[tok])
+        elif len(tok) == 2 and tok[0] == "\\":
+            out.append(tok[1])
+        elif tok.startswith("\\") and "{" in tok:  # an accent command: base letter + combining mark
+            import unicodedata
+
+            marks = {"'": "\u0301", "`": "\u0300", '"': "\u0308", "^": "\u0302", "~": "\u0303", "c": "\u0327"}
+            base = tok[tok.index("{") + 1 : -1].replace("\\", "")
+            out.append(unicodedata.normalize("NFC", base + marks[tok[1]]))
+        else:
+            assert tok not in ("\\&%$#_{}~^" if caption else "\\&%$#_{}~^[]"), f"bare {tok!r} in LaTeX cell {cell!r}"
+            out.append(tok)
+    return "".join(out)
+
+
+def latex_rows(tex: str) -> list[list[str]]:
+    body = tex[tex.index(r"\toprule") + len(r"\toprule") : tex.index(r"\bottomrule")]
+    rows = []
+    for line in body.splitlines():
+        if line.strip() and line.strip() != r"\midrule":
+            assert line.endswith(r" \\")
+            rows.append(line[: -len(r" \\")].split(" & "))
+    return rows
+
+
+def make_files(folder: Path, names: list[str], n: int = 12) -> tuple[Path, list[Path]]:
+    rng = random.Random(0)
+    refs: list[Story] = []
+    systems: dict[str, list[Story]] = {name: [] for name in names}
+    for i in range(n):
+        photos = tuple(f"{i}{j}" for j in range(5))
+        text = " ".join(rng.choice(WORDS) for _ in range(12))
+        refs.append(Story(f"r{i}", text, photo_ids=photos, system="human"))
+        for k, name in enumerate(names):
+            words = [w if rng.random() < 0.9 - 0.2 * k else rng.choice(WORDS) for w in text.split()]
+            systems[name].append(Story(f"{k}-{i}", " ".join(words), photo_ids=photos, system=name))
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(refs, folder / "refs.jsonl")
+    paths = []
+    for name, stories in systems.items():
+        write_jsonl(stories, folder / f"{name}.jsonl")
+        paths.append(folder / f"{name}.jsonl")
+    return folder / "refs.jsonl", paths
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --------------------------------------------------------------------------------------------------- LaTeX
+def test_latex_every_special_character_escaped_once_in_cells_and_caption() -> None:
+    names = [HOSTILE, "[x] first", "*best", "Ünïcödé Straße – “q”"]
+    tex = latex_table(["system", "sacre_bleu"], [[n, 0.5] for n in names], caption=f"a {HOSTILE}\n\nb")
+    rows = latex_rows(tex)
+    assert [unlatex(c) for c in rows[0]] == ["system", "sacre_bleu"]
+    assert [unlatex(r[0]) for r in rows[1:]] == names
+    for r in rows[1:]:  # a row never starts with [ or * (the optional argument / star of the \\ before it)
+        assert not r[0].startswith(("[", "*"))
+    caption = tex[tex.index(r"\caption{") + len(r"\caption{") : tex.rindex("}\n\\end{table}")]
+    assert "\n\n" not in caption  # a blank line (\par) inside \caption stops LaTeX
+    assert unlatex(caption.split("\n")[0], caption=True) == f"a {HOSTILE}"
+
+
+def test_latex_other_non_ascii_is_named_in_a_comment() -> None:
+    tex = latex_table(["system", "x"], [["XE_é字", 1.0]])
+    assert tex.startswith("% ") and "字" in tex.splitlines()[0] and "é" not in tex.splitlines()[0]
+    assert r"XE\_\'{e}字" in tex
+    assert not latex_table(["system"], [["plain"]]).startswith("%")
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(-0.0, "0.0000"), (1e-12, "1.0e-12"), (-1e-12, "-1.0e-12"), (1e20, "1.0000e+20"), (float("nan"), "n/a")],
+)
+def test_numbers_negative_zero_tiny_huge(value: float, shown: str) -> None:
+    assert fmt_number(value) == shown
+
+
+def test_compare_latex_with_hostile_system_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["sys_a&b%#{x}~^$", "[x]AREL", "XE_é"]
+    refs, paths = make_files(tmp_path, names)
+    code, out, err = run(["compare", *map(str, paths), "-r", str(refs), "-m", "bleu-4", "-f", "latex",
+                          "--n-bootstrap", "20", "--n-samples", "20"], capsys)  # fmt: skip
+    assert code == 0, err
+    rows = latex_rows(out)
+    shown = [unlatex(r[0]) for r in rows[1:]]
+    assert shown == [f"{names[0]} (baseline)", names[1], names[2]]
+    assert out.startswith(r"\begin{table}")  # nothing but the table on stdout
