@@ -3,11 +3,14 @@ that the csv module reads back, text tables in narrow terminals, score tables re
 
 from __future__ import annotations
 
+import csv
+import io
 import random
 import re
 from pathlib import Path
 
 import pytest
+from studio_helpers import make_study
 
 from vistkit.cli import main
 from vistkit.data.readers import write_jsonl
@@ -136,3 +139,17 @@ def test_compare_latex_with_hostile_system_names(tmp_path: Path, capsys: pytest.
     shown = [unlatex(r[0]) for r in rows[1:]]
     assert shown == [f"{names[0]} (baseline)", names[1], names[2]]
     assert out.startswith(r"\begin{table}")  # nothing but the table on stdout
+
+
+# --------------------------------------------------------------------------------------------------- CSV
+def test_studio_status_csv_is_one_table_with_notes_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = make_study(tmp_path)
+    code, out, err = run(["studio", "status", str(made.path), "-f", "csv"], capsys)
+    assert code == 0, err
+    rows = list(csv.reader(io.StringIO(out)))
+    assert rows[0] == ["table", "row", "field", "value"]
+    assert all(len(r) == 4 for r in rows) and rows.count(rows[0]) == 1  # one header, first
+    assert {r[0] for r in rows[1:]} >= {"study", "annotators"}
+    assert "alpha" in err and "undefined" in err  # the caption's note was dropped

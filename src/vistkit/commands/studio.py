@@ -23,6 +23,7 @@ from vistkit.commands.common import (
     check_resamples,
     check_seed,
     echo,
+    note,
     parse_metric_names,
     writes_output,
 )
@@ -331,11 +332,21 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
     shown_none = "n/a" if fmt is OutputFormat.TEXT else None
     head += [[f"alpha ({k})", shown_none if v is None else v] for k, v in s["alpha"].items()]
     undefined = "\n".join(f"note: alpha ({k}) is undefined: {why}" for k, why in s["alpha_undefined"].items())
+    cols = ["annotator", "done", "median_seconds", "gold_passed", "gold_total"]
+    if fmt is OutputFormat.CSV:  # one table (three printed one after another had headers mid-file): long form
+        long = [["study", "", k, v] for k, v in head]
+        for r in s["results"]:
+            first = next(iter(r))
+            long += [["results", r[first], c, v] for c, v in r.items() if c != first]
+        long += [["annotators", a["annotator"], c, a[c]] for a in s["annotators"] for c in cols[1:]]
+        echo(render_table(["table", "row", "field", "value"], long, fmt))
+        if undefined:  # a CSV has no caption: the notes on stderr
+            note(undefined)
+        return
     echo(render_table(["field", "value"], head, fmt, title="study", caption=undefined or None))
     if s["results"]:
-        cols = list(s["results"][0])
-        echo(render_table(cols, [[r.get(c) for c in cols] for r in s["results"]], fmt, title="results"))
-    cols = ["annotator", "done", "median_seconds", "gold_passed", "gold_total"]
+        results = list(s["results"][0])
+        echo(render_table(results, [[r.get(c) for c in results] for r in s["results"]], fmt, title="results"))
     echo(render_table(cols, [[a[c] for c in cols] for a in s["annotators"]], fmt, title="annotators"))
 
 
