@@ -153,3 +153,14 @@ def test_studio_status_csv_is_one_table_with_notes_on_stderr(
     assert all(len(r) == 4 for r in rows) and rows.count(rows[0]) == 1  # one header, first
     assert {r[0] for r in rows[1:]} >= {"study", "annotators"}
     assert "alpha" in err and "undefined" in err  # the caption's note was dropped
+
+
+# --------------------------------------------------------------------------------------------------- text
+def test_narrow_terminal_gives_every_column_a_few_characters() -> None:
+    from vistkit.report.tables import column_widths
+
+    columns = ["annotator", "done", "median_seconds", "gold_passed", "gold_total"]
+    cells = [[f"annotator-00{i}", "0", "", "0", "0"] for i in range(3)]
+    widths = column_widths(columns, cells, 40)
+    assert all(w is not None and w >= 4 for w in widths), widths  # was 8, 4, 8, 3, 1: 'gold_total' a letter a line
+    assert sum(w for w in widths if w) + 3 * len(columns) + 1 <= 40

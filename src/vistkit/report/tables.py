@@ -119,6 +119,7 @@ def table_width() -> int:
 
 _SHORT_NAME = 24  # a cell this short without spaces (a metric, a system) is a name: kept whole while there is room
 _MAX_NAME = 40  # names up to this long (hub ids) are kept whole when all of them fit
+_MIN_SHARE = 4  # before any column gets more, every column gets up to this many characters (one at a time)
 _MIN_READABLE = 8  # prose columns get at least this many characters before names are widened
 _MAX_LINK = 300  # a link is never folded (a folded link cannot be copied)
 
@@ -176,6 +177,9 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
             base[i] = max(base[i], min(tier[i], base[i] + max(0, available - sum(base))))
 
     base = [longest(i, _never_fold) for i in range(n)]
+    # every column a few characters first: leftmost-first alone left the last headers one letter a line at COLUMNS=40
+    for share in range(1, _MIN_SHARE + 1):
+        raise_to([min(natural[i], share) for i in range(n)])
     raise_to([min(natural[i], _MIN_READABLE) for i in range(n)])  # a few words of prose before long names
     long_names = [max(base[i], t) for i, t in enumerate(names(_MAX_NAME))]
     if sum(long_names) <= available:  # hub ids and the like whole, only if all of them fit
