@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from studio_helpers import make_study
@@ -164,3 +166,62 @@ def test_narrow_terminal_gives_every_column_a_few_characters() -> None:
     widths = column_widths(columns, cells, 40)
     assert all(w is not None and w >= 4 for w in widths), widths  # was 8, 4, 8, 3, 1: 'gold_total' a letter a line
     assert sum(w for w in widths if w) + 3 * len(columns) + 1 <= 40
+
+
+# --------------------------------------------------------------------------------------------------- JSON
+def _strict(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in JSON")
+
+    return json.loads(text, parse_constant=refuse)  # one document: trailing text fails too
+
+
+def test_score_and_compare_json_share_key_names_and_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refs, paths = make_files(tmp_path, ["a&b", "=c"])
+    code, out, err = run(["score", str(paths[0]), "-r", str(refs), "-m", "bleu-4,rouge-l", "-f", "json"], capsys)
+    assert code == 0, err
+    score = _strict(out)
+    code, out, err = run(["compare", *map(str, paths), "-r", str(refs), "-m", "bleu-4,rouge-l", "-f", "json",
+                          "--n-bootstrap", "20", "--n-samples", "20"], capsys)  # fmt: skip
+    assert code == 0, err
+    comp = _strict(out)
+    assert comp["signatures"] == score["signatures"]  # was only metrics.M.signature
+    assert comp["n"] == score["n"]  # was only metrics.M.n_items
+    for m, value in score["scores"].items():
+        assert comp["results"]["a&b"][m]["score"] == pytest.approx(value)
+
+
+# --------------------------------------------------------------------------------------------------- round trip
+def test_per_item_csv_with_hostile_ids_reads_back_into_distance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = ["a,b", 'q"uote', "=1+2", "-neg", "@at", "+plus"]
+    rng = random.Random(1)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(14)) for _ in ids]
+    (tmp_path / "refs.json").write_text(json.dumps({i: [t] for i, t in zip(ids, texts, strict=True)}))
+    for name, keep in (("h", 1.0), ("m", 0.5)):
+        hyp = {i: " ".join(w if rng.random() < keep else "zz" for w in t.split()) 
+               for i, t in zip(ids, texts, strict=True)}
+        (tmp_path / f"{name}.json").write_text(json.dumps(hyp))
+        code, out, err = run(["score", str(tmp_path / f"{name}.json"), "-r", str(tmp_path / "refs.json"),
+                              "--hyp-format", "arel", "--key", "album", "-m", "rouge-l,bleu-4,cider-d",
+                              "--per-item", str(tmp_path / f"{name}.csv"), "-q"], capsys)  # fmt: skip
+        assert code == 0, err
+    code, out, err = run(["distance", "--human", str(tmp_path / "h.csv"), "--model", str(tmp_path / "m.csv"),
+                          "--g-metric", "bleu-4", "--c-metric", "rouge-l", "--r-metric", "cider-d",
+                          "--per-item", "-", "-f", "json"], capsys)  # fmt: skip
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))  # the CSV alone on stdout, the JSON table on stderr
+    assert [r["story_id"] for r in sorted(rows, key=lambda r: ids.index(r["story_id"].lstrip("'")))] == [
+        "a,b", 'q"uote', "'=1+2", "'-neg", "'@at", "'+plus"]  # fmt: skip
+    assert _strict(err[err.index("{") :])["n"] == len(ids)
+
+    def read(name: str) -> dict[str, dict[str, float]]:
+        with open(tmp_path / f"{name}.csv", newline="") as fh:
+            return {r["id"]: {k: float(v) for k, v in r.items() if k != "id"} for r in csv.DictReader(fh)}
+
+    h, m = read("h"), read("m")
+    for r in rows:
+        assert float(r["dC"]) == pytest.approx(abs(h[r["story_id"]]["rouge-l"] - m[r["story_id"]]["rouge-l"]))

@@ -208,6 +208,9 @@ def comparison_payload(c: Comparison) -> dict[str, Any]:
         "n_bootstrap": c.n_bootstrap,
         "seed": c.seed,
         "systems": c.systems,
+        # as score and meta name them: metric -> signature, metric -> items scored
+        "signatures": {m: c.signatures[m] for m in c.metrics},
+        "n": {m: c.n_items[m] for m in c.metrics},
         "metrics": {
             m: {"signature": c.signatures[m], "n_items": c.n_items[m], "dropped": c.dropped[m]}
             for m in c.metrics
