@@ -202,7 +202,7 @@ def test_per_item_csv_with_hostile_ids_reads_back_into_distance(
     texts = [" ".join(rng.choice(WORDS) for _ in range(14)) for _ in ids]
     (tmp_path / "refs.json").write_text(json.dumps({i: [t] for i, t in zip(ids, texts, strict=True)}))
     for name, keep in (("h", 1.0), ("m", 0.5)):
-        hyp = {i: " ".join(w if rng.random() < keep else "zz" for w in t.split()) 
+        hyp = {i: " ".join(w if rng.random() < keep else "zz" for w in t.split())
                for i, t in zip(ids, texts, strict=True)}
         (tmp_path / f"{name}.json").write_text(json.dumps(hyp))
         code, out, err = run(["score", str(tmp_path / f"{name}.json"), "-r", str(tmp_path / "refs.json"),
