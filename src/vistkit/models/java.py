@@ -52,7 +52,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -676,7 +676,8 @@ class MeteorServer:
                 env=java_env(),
             )
             self._pipe = _Pipe(self.proc)
-            self._hello()
+            with self._exchange():
+                self._hello()
             self.start_seconds = time.perf_counter() - t0
 
     def _hello(self) -> None:
@@ -691,6 +692,22 @@ class MeteorServer:
             )
 
     # -- protocol --------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _exchange(self, cfg: MeteorConfig | None = None) -> Iterator[None]:
+        """One request and its whole answer. An exception in between (Ctrl-C in a notebook, a signal handler's, a
+        MemoryError) leaves the rest of the answer in the pipe, where the next call would read it as its own (a
+        wrong number or a hang): the helper (or ``cfg``'s stdio server) is stopped instead, and the next call
+        starts a fresh one (`meteor_server`)."""
+        try:
+            yield
+        except BaseException:
+            if cfg is not None and cfg in self._stdio:
+                _kill(self._stdio.pop(cfg).proc)
+                self._configs.pop(cfg, None)
+            proc, self.proc = self.proc, None
+            _kill(proc)
+            raise
+
     def _send(self, data: bytes) -> None:
         if self.proc is None or self.proc.stdin is None:  # stopped after an earlier failure
             raise _stopped(None)
@@ -745,24 +762,29 @@ class MeteorServer:
             self._stdio[cfg] = StdioMeteor(cfg, java=self.java)
             info = ConfigInfo(-1, time.perf_counter() - t0, math_nan, math_nan, math_nan, math_nan, ())
         else:
-            self._send(b"C" + self._str(cfg.task) + self._str(cfg.language) + self._str(cfg.norm_name))
-            cid = self._int(timeout=TABLE_LOAD_TIMEOUT, doing="load METEOR's tables")
-            ms = self._int()
-            loaded = self._int()
-            size = self._int()
-            if not 0 <= size <= _MAX_ANSWER_STRING:
-                proc, self.proc = self.proc, None
-                _kill(proc)
-                raise MissingDependencyError(
-                    f"{self.java.path} answered METEOR's helper protocol with nonsense (a {size:,}-byte name); "
-                    "check that it is a working Java (java -version)"
-                )
-            table = self._read(size).decode("utf-8", "replace")
-            a, b, g, d = self._doubles(4)
-            k = self._int()
-            info = ConfigInfo(cid, ms / 1000.0, a, b, g, d, tuple(self._doubles(k)), bool(loaded), table)
+            with self._exchange():
+                info = self._load_config(cfg)
         self._configs[cfg] = info
         return info
+
+    def _load_config(self, cfg: MeteorConfig) -> ConfigInfo:
+        """The helper's 'C' request: load ``cfg``'s tables; its id, load time and parameters."""
+        self._send(b"C" + self._str(cfg.task) + self._str(cfg.language) + self._str(cfg.norm_name))
+        cid = self._int(timeout=TABLE_LOAD_TIMEOUT, doing="load METEOR's tables")
+        ms = self._int()
+        loaded = self._int()
+        size = self._int()
+        if not 0 <= size <= _MAX_ANSWER_STRING:
+            proc, self.proc = self.proc, None
+            _kill(proc)
+            raise MissingDependencyError(
+                f"{self.java.path} answered METEOR's helper protocol with nonsense (a {size:,}-byte name); "
+                "check that it is a working Java (java -version)"
+            )
+        table = self._read(size).decode("utf-8", "replace")
+        a, b, g, d = self._doubles(4)
+        k = self._int()
+        return ConfigInfo(cid, ms / 1000.0, a, b, g, d, tuple(self._doubles(k)), bool(loaded), table)
 
     def pair_scores(self, cfg: MeteorConfig, tests: Sequence[str], refs: Sequence[str]) -> list[float]:
         """``MeteorScorer.getMeteorStats(test, ref).score`` for each pair (Meteor's API, no text changes)."""
@@ -776,36 +798,38 @@ class MeteorServer:
             info = self._config_locked(cfg)
             if not tests:
                 return []
-            if not self.uses_helper:
-                got = self._stdio[cfg].pair_scores([t for t, _ in unique], [r for _, r in unique])
-            else:
-                parts = [b"P", struct.pack(">ii", info.cid, len(unique))]
-                for t, r in unique:
-                    parts.append(self._str(t))
-                    parts.append(self._str(r))
-                self._send(b"".join(parts))
-                got = self._doubles(len(unique))
+            with self._exchange(cfg):
+                if not self.uses_helper:
+                    got = self._stdio[cfg].pair_scores([t for t, _ in unique], [r for _, r in unique])
+                else:
+                    parts = [b"P", struct.pack(">ii", info.cid, len(unique))]
+                    for t, r in unique:
+                        parts.append(self._str(t))
+                        parts.append(self._str(r))
+                    self._send(b"".join(parts))
+                    got = self._doubles(len(unique))
         return [got[k] for k in where]
 
     def score_lines(self, cfg: MeteorConfig, lines: Sequence[str]) -> MultiResult:
         """Stdio semantics: each ``SCORE ||| ref1 ||| ... ||| hyp`` line -> stats; then one pooled EVAL."""
         with self._lock:
             info = self._config_locked(cfg)
-            if not self.uses_helper:
-                return self._stdio[cfg].score_lines(lines)
-            parts = [b"M", struct.pack(">ii", info.cid, len(lines))]
-            parts += [self._str(line) for line in lines]
-            self._send(b"".join(parts))
-            stats: list[list[float]] = []
-            scores: list[float] = []
-            for j in range(len(lines)):
-                k = self._int()
-                stats.append(self._doubles(k))
-                scores.append(self._doubles(1)[0])
-                if j % 256 == 255:
-                    progress.fraction(j + 1, len(lines))  # the metric's task (vistkit.progress)
-            corpus = self._doubles(1)[0]
-            return MultiResult(stats, scores, corpus)
+            with self._exchange(cfg):
+                if not self.uses_helper:
+                    return self._stdio[cfg].score_lines(lines)
+                parts = [b"M", struct.pack(">ii", info.cid, len(lines))]
+                parts += [self._str(line) for line in lines]
+                self._send(b"".join(parts))
+                stats: list[list[float]] = []
+                scores: list[float] = []
+                for j in range(len(lines)):
+                    k = self._int()
+                    stats.append(self._doubles(k))
+                    scores.append(self._doubles(1)[0])
+                    if j % 256 == 255:
+                        progress.fraction(j + 1, len(lines))  # the metric's task (vistkit.progress)
+                corpus = self._doubles(1)[0]
+                return MultiResult(stats, scores, corpus)
 
     def close(self) -> None:
         """Stop the JVM (politely when idle; killed when a request, e.g. a table load, is still running)."""
