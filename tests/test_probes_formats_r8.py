@@ -225,3 +225,20 @@ def test_per_item_csv_with_hostile_ids_reads_back_into_distance(
     h, m = read("h"), read("m")
     for r in rows:
         assert float(r["dC"]) == pytest.approx(abs(h[r["story_id"]]["rouge-l"] - m[r["story_id"]]["rouge-l"]))
+
+
+@pytest.mark.parametrize("width", [40, 60])
+def test_compare_cells_never_fold_their_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    refs, paths = make_files(tmp_path, ["a_very_long_system_name_from_a_file", "b", "c"])
+    code, out, err = run(["compare", *map(str, paths), "-r", str(refs), "-m", "bleu-4,rouge-l,cider-d",
+                          "--n-bootstrap", "20", "--n-samples", "20"], capsys)  # fmt: skip
+    assert code == 0, err
+    code, js, err = run(["compare", *map(str, paths), "-r", str(refs), "-m", "bleu-4,rouge-l,cider-d", "-f", "json",
+                         "--n-bootstrap", "20", "--n-samples", "20"], capsys)  # fmt: skip
+    words = {w.strip("[],*") for line in out.splitlines() if line.startswith("│") for w in line.split()}
+    for system in json.loads(js)["results"].values():
+        for r in system.values():  # every number of the table appears whole in some line (was 7.76 / 58)
+            assert {fmt_number(r["score"]), fmt_number(r["ci"][0]), fmt_number(r["ci"][1])} <= words

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -137,6 +137,16 @@ def _never_fold(cell: str) -> bool:
     return True
 
 
+def _unbreakable(cell: str) -> int:
+    """Width a cell needs so that no number or link in it folds: the whole cell when it is one, else its longest
+    word that is a number with its brackets and marks (compare's ``0.0610 [0.0582, 0.0641]*`` folded to
+    ``7.76`` / ``58`` at COLUMNS=40), or 0."""
+    if _never_fold(cell):
+        return _cell_width(cell)
+    words = [w for w in cell.split() if _never_fold(w.strip("[](),;:*%")) and w.strip("[](),;:*%")]
+    return max((_cell_width(w) for w in words), default=0)
+
+
 def _rather_not_fold(cell: str, *, row_name: bool = False, limit: int = _SHORT_NAME) -> bool:
     """A name of at most ``limit`` characters (a metric, a system, a model id; the first column's row names
     may have spaces) or a short value such as a range: kept whole when there is room."""
@@ -163,9 +173,6 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
     if sum(natural) <= available:
         return [None] * n
 
-    def longest(i: int, keep: Callable[[str], bool]) -> int:
-        return max([1] + [_cell_width(r[i]) for r in cells if keep(r[i])])
-
     def names(limit: int) -> list[int]:
         return [
             max([1] + [_cell_width(r[i]) for r in cells if _rather_not_fold(r[i], row_name=i == 0, limit=limit)])
@@ -176,7 +183,7 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
         for i in range(n):
             base[i] = max(base[i], min(tier[i], base[i] + max(0, available - sum(base))))
 
-    base = [longest(i, _never_fold) for i in range(n)]
+    base = [max([1] + [_unbreakable(r[i]) for r in cells]) for i in range(n)]
     # every column a few characters first: leftmost-first alone left the last headers one letter a line at COLUMNS=40
     for share in range(1, _MIN_SHARE + 1):
         raise_to([min(natural[i], share) for i in range(n)])
