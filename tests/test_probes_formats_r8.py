@@ -242,3 +242,21 @@ def test_compare_cells_never_fold_their_numbers(
     for system in json.loads(js)["results"].values():
         for r in system.values():  # every number of the table appears whole in some line (was 7.76 / 58)
             assert {fmt_number(r["score"]), fmt_number(r["ci"][0]), fmt_number(r["ci"][1])} <= words
+
+
+def test_score_excluded_note_in_latex_caption_and_csv_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refs, paths = make_files(tmp_path, ["sys"])
+    extra = Story("orphan", "a story without references", photo_ids=tuple("vwxyz"), system="sys")
+    from vistkit.data.readers import read_stories
+
+    write_jsonl([*read_stories(paths[0]), extra], paths[0])
+    args = ["score", str(paths[0]), "-r", str(refs), "-m", "rouge-l"]
+    code, out, err = run([*args, "-f", "latex"], capsys)
+    assert code == 0, err
+    assert "rouge-l: 1 item(s) excluded" in out[out.index(r"\caption") :]  # was only in the text table
+    code, out, err = run([*args, "-f", "csv"], capsys)
+    assert code == 0, err
+    assert "excluded" not in out and "rouge-l: 1 item(s) excluded" in err  # was dropped
+    assert len(list(csv.reader(io.StringIO(out)))) == 2

@@ -403,16 +403,19 @@ def render_scores(
     if fmt is OutputFormat.CSV:  # the signature stays with its number: one column, one row per metric
         signed = [[*row, r.signature] for row, r in zip(rows, results, strict=True)]
         return render_table([*columns, "signature"], signed, fmt)
-    caption = "\n".join(f"{r.metric}: {r.signature}" for r in results)
-    if fmt is OutputFormat.TEXT:
-        notes = [
-            f"{r.metric}: {len(r.excluded)} item(s) excluded (see --per-item / --format json)"
-            for r in results
-            if r.excluded
-        ]
-        notes += [item_notes_line(r) for r in results if any(r.extra.get("item_notes") or ())]
-        caption = "\n".join([caption, *notes])
+    caption = "\n".join([*(f"{r.metric}: {r.signature}" for r in results), *score_notes(results)])
     return render_table(columns, rows, fmt, title="vistkit score", caption=caption)
+
+
+def score_notes(results: list[Score]) -> list[str]:
+    """The lines under a score table after the signatures: items excluded, per-item notes (a LaTeX caption has
+    them too; a CSV has no caption, so `score -f csv` writes them to stderr)."""
+    notes = [
+        f"{r.metric}: {len(r.excluded)} item(s) excluded (see --per-item / --format json)"
+        for r in results
+        if r.excluded
+    ]
+    return notes + [item_notes_line(r) for r in results if any(r.extra.get("item_notes") or ())]
 
 
 def item_notes_line(result: Score) -> str:
@@ -629,3 +632,5 @@ def score(
         typer.echo(text.rstrip("\n"), err=True)
     else:
         echo(text)
+    if fmt is OutputFormat.CSV and not score_only_ and score_notes(results):  # was dropped: a CSV has no caption
+        note("\n".join(score_notes(results)))
