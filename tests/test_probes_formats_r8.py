@@ -260,3 +260,12 @@ def test_score_excluded_note_in_latex_caption_and_csv_stderr(
     assert code == 0, err
     assert "excluded" not in out and "rouge-l: 1 item(s) excluded" in err  # was dropped
     assert len(list(csv.reader(io.StringIO(out)))) == 2
+
+
+def test_json_of_arrays_paths_and_sets_is_strict() -> None:
+    import numpy as np
+
+    from vistkit.report.tables import dumps_json
+
+    payload = {"a": np.array([1.0, np.nan, np.inf]), "p": Path("/x"), "s": {"b", "a"}, "f": np.float32(-np.inf)}
+    assert _strict(dumps_json(payload)) == {"a": [1.0, None, None], "p": "/x", "s": ["a", "b"], "f": None}

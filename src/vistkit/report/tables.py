@@ -42,11 +42,20 @@ def fmt_number(value: Any, digits: int = 4) -> str:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types; NaN/inf become null (JSON has no NaN)."""
+    """Plain JSON types; NaN/inf become null (JSON has no NaN); numpy arrays lists, paths strings, sets sorted
+    lists (each was an 'unexpected error' from json.dumps or ndarray.item)."""
+    import os
+
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [to_jsonable(v) for v in obj]
+    if isinstance(obj, set | frozenset):
+        return [to_jsonable(v) for v in sorted(obj, key=str)]
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if getattr(obj, "ndim", 0) and callable(getattr(obj, "tolist", None)):  # numpy array
+        return to_jsonable(obj.tolist())
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
         obj = obj.item()
     if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
