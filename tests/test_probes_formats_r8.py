@@ -269,3 +269,20 @@ def test_json_of_arrays_paths_and_sets_is_strict() -> None:
 
     payload = {"a": np.array([1.0, np.nan, np.inf]), "p": Path("/x"), "s": {"b", "a"}, "f": np.float32(-np.inf)}
     assert _strict(dumps_json(payload)) == {"a": [1.0, None, None], "p": "/x", "s": ["a", "b"], "f": None}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "latex"])
+def test_metric_card_in_csv_and_latex(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["metrics", "--info", "rouge-l", "-f", fmt], capsys)
+    assert code == 0, err
+    if fmt == "csv":  # was the rendered Markdown
+        rows = list(csv.reader(io.StringIO(out)))
+        assert rows[0] == ["field", "value"] and ["name", "rouge-l"] in rows and all(len(r) == 2 for r in rows)
+    else:
+        assert r"\begin{tabular}{ll}" in out  # prose left-aligned
+        assert unlatex(latex_rows(out)[1][1]) == "rouge-l"
+
+
+def test_latex_numeric_columns_right_aligned() -> None:
+    tex = latex_table(["system", "bleu", "note"], [["a", 0.5, "x"], ["b", "0.1 [0.0, 0.2]*", "y"]])
+    assert r"\begin{tabular}{lrl}" in tex

@@ -46,17 +46,23 @@ def render_markdown(text: str) -> str:
 @app.command()
 def metrics(
     info: str | None = typer.Option(
-        None, "--info", metavar="NAME", help="Show the card of this metric (Markdown, rendered; -f json: raw)."
+        None,
+        "--info",
+        metavar="NAME",
+        help="Show the card of this metric (Markdown, rendered; -f json|csv|latex: its fields).",
     ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """List the metrics (with what they need and their range), or show one card with --info NAME."""
     if info is not None:
         cls = get_metric_class(info)
+        card = {"name": cls.name, **cls.card.__dict__, "weights": cls.weights or None}
         if fmt is OutputFormat.JSON:
-            echo(dumps_json({"name": cls.name, **cls.card.__dict__, "weights": cls.weights or None}))
-        else:
+            echo(dumps_json(card))
+        elif fmt is OutputFormat.TEXT:
             echo(render_markdown(cls.card.render(cls.name)))
+        else:  # csv / latex: the card's fields as a table (both printed the rendered Markdown)
+            echo(render_table(["field", "value"], [[k, v] for k, v in card.items()], fmt, title=cls.name))
         return
     rows = [
         [name, cls.card.summary, _needs(cls), _bounds(cls), "higher" if cls.higher_is_better else "lower"]

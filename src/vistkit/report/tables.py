@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
@@ -360,7 +361,13 @@ def _unsupported(texts: Sequence[str]) -> str:
 def latex_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None, digits: int = 4
 ) -> str:
-    spec = "l" + "r" * (len(columns) - 1)
+    def numeric(v: Any) -> bool:  # a number, or a cell that starts with one (compare's "0.06 [0.05, 0.07]*")
+        if isinstance(v, bool):
+            return False
+        return v is None or isinstance(v, int | float) or re.match(r"[-+]?\d|n/a$", str(v)) is not None
+
+    # prose columns left-aligned (a card's definition, a metric's summary were right-aligned)
+    spec = "l" + "".join("r" if all(numeric(r[i]) for r in rows) else "l" for i in range(1, len(columns)))
     head = [str(c) for c in columns]
     cells = [[fmt_number(v, digits) for v in r] for r in rows]
     lines = []
