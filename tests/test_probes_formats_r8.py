@@ -286,3 +286,10 @@ def test_metric_card_in_csv_and_latex(fmt: str, capsys: pytest.CaptureFixture[st
 def test_latex_numeric_columns_right_aligned() -> None:
     tex = latex_table(["system", "bleu", "note"], [["a", 0.5, "x"], ["b", "0.1 [0.0, 0.2]*", "y"]])
     assert r"\begin{tabular}{lrl}" in tex
+
+
+def test_text_title_keeps_brackets_of_file_names() -> None:
+    from vistkit.report.tables import text_table
+
+    out = text_table(["dG", "n"], [[0.5, 3]], title="dHM: h[x].csv vs m[bold]y.csv")
+    assert "dHM: h[x].csv vs m[bold]y.csv" in " ".join(out.split())  # rich read [x] and [bold] as markup and dropped them

@@ -233,7 +233,7 @@ def text_table(
 
     numeric = [bool(rows) and all(is_number(r[i]) for r in rows) for i in range(len(columns))]
     widths = column_widths([str(c) for c in columns], cells, table_width())
-    table = Table(title=title)
+    table = Table(title=escape(title) if title else None)  # a file name "m[x].csv" lost its "[x]" as markup
     for i, c in enumerate(columns):
         table.add_column(escape(str(c)), justify="right" if numeric[i] else "left", overflow="fold", width=widths[i])
     for r in cells:
