@@ -292,4 +292,5 @@ def test_text_title_keeps_brackets_of_file_names() -> None:
     from vistkit.report.tables import text_table
 
     out = text_table(["dG", "n"], [[0.5, 3]], title="dHM: h[x].csv vs m[bold]y.csv")
-    assert "dHM: h[x].csv vs m[bold]y.csv" in " ".join(out.split())  # rich read [x] and [bold] as markup and dropped them
+    # rich read [x] and [bold] as markup and dropped them
+    assert "dHM: h[x].csv vs m[bold]y.csv" in " ".join(out.split())
