@@ -294,3 +294,20 @@ def test_text_title_keeps_brackets_of_file_names() -> None:
     out = text_table(["dG", "n"], [[0.5, 3]], title="dHM: h[x].csv vs m[bold]y.csv")
     # rich read [x] and [bold] as markup and dropped them
     assert "dHM: h[x].csv vs m[bold]y.csv" in " ".join(out.split())
+
+
+def test_meta_report_with_dollar_and_tex_in_system_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "meta"
+    text = (fixtures / "ref_pairs_small.csv").read_text(encoding="utf-8")
+    rows = list(csv.reader(io.StringIO(text)))
+    names = {"m1": "sys$a\\b$_{x", "m2": "=m2 &%#"}
+    rows = [rows[0], *[[names.get(c, c) for c in r] for r in rows[1:]]]
+    pairs = tmp_path / "pairs.csv"
+    with open(pairs, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+    code, _, err = run(["meta", "pairs", str(pairs), "-m", "rouge-l", "-r", str(fixtures / "references_small.jsonl"),
+                          "--bootstrap", "20", "--report", str(tmp_path / "rep"), "-q"], capsys)  # fmt: skip
+    assert code == 0, err  # matplotlib read "$a\b$" as mathtext: an unexpected ValueError
+    assert (tmp_path / "rep" / "beats_reference.png").exists()
+    tex = (tmp_path / "rep" / "beats_reference.tex").read_text(encoding="utf-8")
+    assert names["m1"] in {unlatex(r[1]) for r in latex_rows(tex)}

@@ -73,6 +73,8 @@ def _pyplot() -> Any:
             "figure.dpi": 100,
         }
     )
+    if "text.parse_math" in plt.rcParams:  # labels are names: "sys$a\b$" was mathtext (ValueError), "a_b" TeX
+        plt.rcParams["text.parse_math"] = False
     return plt
 
 
