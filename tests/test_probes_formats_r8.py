@@ -311,3 +311,10 @@ def test_meta_report_with_dollar_and_tex_in_system_names(tmp_path: Path, capsys:
     assert (tmp_path / "rep" / "beats_reference.png").exists()
     tex = (tmp_path / "rep" / "beats_reference.tex").read_text(encoding="utf-8")
     assert names["m1"] in {unlatex(r[1]) for r in latex_rows(tex)}
+
+
+def test_vrank_predict_says_format_is_ignored_without_output(capsys: pytest.CaptureFixture[str]) -> None:
+    pairs = Path(__file__).parent / "fixtures" / "meta" / "vhed_small.csv"
+    code, out, err = run(["vrank", "predict", str(pairs), "--model", "/nonexistent-vrank", "-f", "json"], capsys)
+    assert code == 1 and not out
+    assert "--format is ignored" in err  # without --output the CSV goes to stdout: -f json said nothing

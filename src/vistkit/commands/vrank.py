@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo, writes_output
+from vistkit.commands.common import FormatOption, echo, warn_ignored, writes_output
 from vistkit.errors import InputError
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
@@ -201,6 +201,8 @@ def predict_cmd(
 
     check_device(device)  # these three before torch is imported (`load_vrank` says the same, after it)
     check_threads(threads)
+    if output is None and fmt is not OutputFormat.TEXT:  # -f json printed the CSV without a word
+        warn_ignored(["--format"], "the summary printed with --output (without it the CSV goes to stdout)")
     if not model.expanduser().exists():
         raise MissingDependencyError(
             f"no Vrank model at {model.expanduser()}; train one with `vistkit vrank train PAIRS.csv --output DIR` "
