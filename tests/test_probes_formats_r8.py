@@ -24,7 +24,7 @@ HOSTILE = "sys_a&b%#{x}~^$\\[1]*"  # every LaTeX special character, brackets and
 
 # one escape per special character (as tables._LATEX writes them), braced brackets, accent commands
 _TOKEN = re.compile(
-    r"\\text(?:backslash|asciitilde|asciicircum|bar|less|greater)\{\}|\\[&%_#${}]|\{\[\}|\{\]\}|\{\}(?=\*)"
+    r"\\text(?:backslash|asciitilde|asciicircum|bar|less|greater)\{\}|\\[&%_#${}]|\{\[\}|\{\]\}|\{\}(?=\*)|-\{\}(?=-)"
     r"|\\(?:ss|ae|AE|o|O|oe|OE|l|L|i)\{\}|\\[`'^~=.\"uvHrck]\{(?:\\[ij]|[A-Za-z])\}|---|--|``|''|\\ldots\{\}|.",
     re.S,
 )
@@ -38,6 +38,7 @@ _BACK = {
     "{[}": "[",
     "{]}": "]",
     "{}": "",
+    "-{}": "-",
     r"\ss{}": "ß",
     "--": "\u2013",
     "``": "\u201c",
@@ -104,7 +105,7 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 # --------------------------------------------------------------------------------------------------- LaTeX
 def test_latex_every_special_character_escaped_once_in_cells_and_caption() -> None:
-    names = [HOSTILE, "[x] first", "*best", "Ünïcödé Straße – “q”"]
+    names = [HOSTILE, "[x] first", "*best", "Ünïcödé Straße – “q”", "--per-item ---"]
     tex = latex_table(["system", "sacre_bleu"], [[n, 0.5] for n in names], caption=f"a {HOSTILE}\n\nb")
     rows = latex_rows(tex)
     assert [unlatex(c) for c in rows[0]] == ["system", "sacre_bleu"]

@@ -331,8 +331,9 @@ def _latex_char(ch: str) -> str:
 
 
 def _latex_escape(s: str) -> str:
-    """Text safe in a LaTeX table cell or caption (one pass, so escapes are not escaped again)."""
-    return "".join(_latex_char(ch) for ch in s)
+    """Text safe in a LaTeX table cell or caption (one pass, so escapes are not escaped again); a hyphen before
+    another is kept apart (``--per-item`` printed as an en dash and ``per-item``)."""
+    return "".join("-{}" if ch == "-" and s[i + 1 : i + 2] == "-" else _latex_char(ch) for i, ch in enumerate(s))
 
 
 def _latex_cell(s: str) -> str:
