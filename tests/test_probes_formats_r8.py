@@ -117,6 +117,11 @@ def test_latex_every_special_character_escaped_once_in_cells_and_caption() -> No
     assert unlatex(caption.split("\n")[0], caption=True) == f"a {HOSTILE}"
 
 
+def test_latex_cell_with_blank_lines_stays_one_row() -> None:
+    tex = latex_table(["system", "x"], [["a\n\nb", 1.0]])
+    assert latex_rows(tex)[1] == ["a  b", "1.0000"]
+
+
 def test_latex_other_non_ascii_is_named_in_a_comment() -> None:
     tex = latex_table(["system", "x"], [["XE_é字", 1.0]])
     assert tex.startswith("% ") and "字" in tex.splitlines()[0] and "é" not in tex.splitlines()[0]

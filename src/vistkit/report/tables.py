@@ -339,7 +339,7 @@ def _latex_escape(s: str) -> str:
 def _latex_cell(s: str) -> str:
     """A cell: escaped, and ``[`` braced (a row starting with ``[`` read as the optional argument of the ``\\\\``
     or ``\\midrule`` before it: 'Missing number'), a leading ``*`` too (``\\\\*`` swallowed it)."""
-    out = _latex_escape(s).replace("[", "{[}").replace("]", "{]}")
+    out = _latex_escape(" ".join(s.splitlines())).replace("[", "{[}").replace("]", "{]}")  # a row is one line
     return "{}" + out if out.startswith("*") else out
 
 
