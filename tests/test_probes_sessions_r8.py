@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import io
+import multiprocessing
+import pickle
 import shutil
 import threading
 from collections.abc import Iterator
@@ -40,7 +43,7 @@ def _run_bounded(fn: Any, timeout: float = 60.0) -> Any:
     def go() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+        except BaseException as exc:  # handed back to the test
             box["error"] = exc
 
     t = threading.Thread(target=go, daemon=True)
@@ -90,3 +93,75 @@ def test_meteor_after_keyboard_interrupt_gives_the_right_numbers(
     assert again.corpus == want.corpus and list(again.item_scores) == list(want.item_scores)
     fresh = _run_bounded(lambda: get_metric(name).score(few, refs, key="sequence"))
     assert fresh.corpus == want.corpus
+
+
+@pytest.mark.parametrize("name", ["cider-d", "bertscore", "coherence"])
+def test_a_scorer_pickles_as_its_options(name: str, sets: tuple[StorySet, StorySet]) -> None:
+    from vistkit import get_metric
+
+    hyps, refs = sets
+    m = get_metric(name)
+    want = m.score(hyps, refs, key="sequence")
+    copy = pickle.loads(pickle.dumps(m))
+    assert type(copy) is type(m) and copy is not m
+    got = copy.score(hyps, refs, key="sequence")
+    assert got.corpus == want.corpus and got.signature == want.signature
+
+
+def test_a_scorer_pickles_with_its_options() -> None:
+    from vistkit import get_metric
+
+    m = get_metric("sacrebleu", lowercase=True)
+    copy = pickle.loads(pickle.dumps(m))
+    assert copy.signature_fields() == m.signature_fields()
+
+
+def _pool_score_refs(args: tuple[Any, StorySet, StorySet]) -> float:
+    metric, chunk, refs = args
+    return float(metric.score(chunk, refs, key="sequence").corpus)
+
+
+@needs_java
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_pools_with_a_live_meteor_jvm_in_the_parent(method: str, sets: tuple[StorySet, StorySet]) -> None:
+    from vistkit import get_metric
+
+    hyps, refs = sets
+    m = get_metric("meteor-coco")
+    chunks = [StorySet(list(hyps)[i::3]) for i in range(3)]
+    want = [m.score(c, refs, key="sequence").corpus for c in chunks]
+    ctx = multiprocessing.get_context(method)
+
+    def run() -> list[float]:  # spawn re-imports this module: the references go with each task
+        with ctx.Pool(2) as pool:
+            return pool.map(_pool_score_refs, [(m, c, refs) for c in chunks])
+
+    assert _run_bounded(run, 90) == want
+    assert [m.score(c, refs, key="sequence").corpus for c in chunks] == want  # the parent's JVM still answers
+
+
+@pytest.mark.parametrize("stream", ["closed", "none", "stringio"])
+def test_progress_and_warnings_on_an_unusable_stderr(
+    stream: str, sets: tuple[StorySet, StorySet], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from vistkit import get_metric
+    from vistkit.errors import warn
+
+    hyps, refs = sets
+    want = get_metric("cider-d").score(hyps, refs, key="sequence").corpus
+    monkeypatch.setenv("VISTKIT_PROGRESS", "1")
+    monkeypatch.setenv("VISTKIT_PROGRESS_INTERVAL", "0")  # a line at every step
+    monkeypatch.delenv("VISTKIT_QUIET", raising=False)
+    err = io.StringIO()
+    if stream == "closed":
+        err.close()
+    monkeypatch.setattr(sys, "stderr", None if stream == "none" else err)
+    assert get_metric("cider-d").score(hyps, refs, key="sequence").corpus == want
+    warn("a warning nobody can see")
+    out = capsys.readouterr().out
+    assert "cider-d" not in out and "warning" not in out  # never on stdout
+    if stream == "stringio":
+        text = err.getvalue()
+        assert "warning: a warning nobody can see" in text and "\x1b[" not in text  # plain lines, no live display

@@ -64,8 +64,9 @@ def warn(message: str) -> None:
     Library code calls this instead of printing, so the CLI can silence all of them at once (``VISTKIT_QUIET``).
     """
     import os
-    import sys
 
     # the same reading of the flag as the progress display: VISTKIT_QUIET=0 / no / false is not quiet
     if os.environ.get("VISTKIT_QUIET", "").strip().lower() in ("", "0", "no", "false"):
-        print(f"warning: {message}", file=sys.stderr)
+        from vistkit.progress import say
+
+        say(f"warning: {message}")

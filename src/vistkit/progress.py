@@ -72,11 +72,9 @@ def interval() -> float:
     if not 0 <= value <= 86_400:  # NaN too: progress is chatter, so a bad value is said once, not fatal
         if raw not in _BAD_INTERVALS_SAID:
             _BAD_INTERVALS_SAID.add(raw)
-            print(
+            say(
                 f"warning: VISTKIT_PROGRESS_INTERVAL={raw!r} is not a number of seconds from 0 to 86400; "
-                f"using {DEFAULT_INTERVAL:g}",
-                file=sys.stderr,
-                flush=True,
+                f"using {DEFAULT_INTERVAL:g}"
             )
         return DEFAULT_INTERVAL
     return value
@@ -88,7 +86,21 @@ _BAD_INTERVALS_SAID: set[str] = set()
 def note(message: str) -> None:
     """One line of chatter on stderr (a warning the user can act on goes through `warn` instead); silent when quiet."""
     if not is_quiet():
-        print(message, file=sys.stderr, flush=True)
+        say(message)
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """``text`` as one line on ``stream`` (stderr by default). Chatter never stops the work: a stream that is gone
+    (``sys.stderr`` None under pythonw or set so by a notebook, closed, a broken pipe) takes nothing (a closed
+    stderr stopped every metric with "ValueError: I/O operation on closed file", and a None one sent the lines to
+    stdout, into the results)."""
+    stream = sys.stderr if stream is None else stream
+    if stream is None or getattr(stream, "closed", False):
+        return
+    try:
+        print(text, file=stream, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def format_duration(seconds: float) -> str:
@@ -238,7 +250,7 @@ class _Display:
             self.progress = None
 
     def line(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        say(text, self.stream)
 
 
 _displays: dict[int, _Display] = {}
@@ -248,12 +260,17 @@ def _display() -> _Display | None:
     if is_quiet():
         return None
     stream = sys.stderr
+    if stream is None or getattr(stream, "closed", False):  # nowhere to show it (see `say`)
+        return None
     key = id(stream)
     found = _displays.get(key)
     if found is None or found.stream is not stream:
         _displays.clear()
         isatty = getattr(stream, "isatty", None)
-        rich = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+        try:
+            rich = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+        except (OSError, ValueError):
+            rich = False
         found = _displays[key] = _Display(stream, rich)
     return found
 

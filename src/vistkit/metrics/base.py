@@ -19,7 +19,7 @@ import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, UnavailableMetricError, UnknownMetricError
@@ -487,6 +487,11 @@ def _reference_group(rid: str, refs: Any) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------- protocol
+def _remake_metric(cls: type[Metric], args: tuple[Any, ...], options: dict[str, Any]) -> Metric:
+    """A metric made again from the options of a pickled one (`Metric.__reduce__`)."""
+    return cls(*args, **options)
+
+
 class Metric(ABC):
     """Base class of every metric.
 
@@ -507,10 +512,24 @@ class Metric(ABC):
     #: keying used when the caller gives none (``None``: sequence when every story has photos, else story)
     default_keying: ClassVar[Keying | None] = None
     card: ClassVar[MetricCard]
+    #: the arguments it was made with (`__reduce__` makes it again from them)
+    _made_with: tuple[tuple[Any, ...], dict[str, Any]]
 
     def __init__(self, **options: Any) -> None:
         if options:
             raise TypeError(f"{self.name} takes no option {sorted(options)!r}")
+
+    def __new__(cls, *args: Any, **options: Any) -> Self:
+        self = super().__new__(cls)
+        self._made_with = (args, dict(options))
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A pickled scorer (a ``multiprocessing`` pool, joblib) is made again from its options in the process that
+        unpickles it, which loads its own model: a loaded torch model, a lock or a live JVM cannot be pickled
+        (they stopped pickling with "cannot pickle 'module' object" and the like)."""
+        args, options = self.__dict__.get("_made_with", ((), {}))
+        return (_remake_metric, (type(self), args, options))
 
     # -- to implement ------------------------------------------------------------------------------------
     @abstractmethod
