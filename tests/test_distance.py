@@ -54,8 +54,10 @@ def test_cli_golden_json(dataset: str, capsys: pytest.CaptureFixture[str]) -> No
     human, model = _prefixes(dataset)
     assert main(["distance", "--human", str(human), "--model", str(model), "--format", "json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert set(payload) == {"dG", "dC", "dR", "dHM", "n"}
-    assert {k: round(v, 4) if k != "n" else v for k, v in payload.items()} == GOLDEN[dataset]
+    assert set(payload) == {"dG", "dC", "dR", "dHM", "n", "tanh_g", "left_out"}
+    assert payload["tanh_g"] is True and {"human", "model"} <= set(payload["left_out"])  # what the caption says
+    numbers = {k: v for k, v in payload.items() if k not in ("tanh_g", "left_out")}
+    assert {k: round(v, 4) if k != "n" else v for k, v in numbers.items()} == GOLDEN[dataset]
     assert main(["distance", "--human", str(human), "--model", str(model), "--format", "csv"]) == 0
     out, err = capsys.readouterr()
     rows = list(csv.DictReader(out.splitlines()))

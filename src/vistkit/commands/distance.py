@@ -84,9 +84,11 @@ def score_inputs(*sources: Path | None) -> Iterator[None]:
         yield
 
 
-def render_distance(result: Any, fmt: OutputFormat, *, title: str, caption: str) -> str:
+def render_distance(result: Any, fmt: OutputFormat, *, title: str, caption: str, tanh_g: bool) -> str:
+    """The distance from score tables; JSON also says what the text caption says (whether G went through tanh,
+    how many ids each side left out: a table's ids that are not in all six tables)."""
     if fmt is OutputFormat.JSON:
-        return dumps_json(result.as_dict())
+        return dumps_json({**result.as_dict(), "tanh_g": tanh_g, "left_out": dict(result.dropped)})
     row = [result.dG, result.dC, result.dR, result.dHM, result.n]
     return render_table(["dG", "dC", "dR", "dHM", "n"], [row], fmt, title=title, caption=caption)
 
@@ -276,7 +278,7 @@ def _distance(
     )
     title = f"dHM: {human.name if human else ''} vs {model.name if model else ''}"
     to_stderr = per_item is not None and is_standard_output(per_item)
-    emit(render_distance(result, fmt, title=title, caption=caption), to_stderr=to_stderr)
+    emit(render_distance(result, fmt, title=title, caption=caption, tanh_g=use_tanh), to_stderr=to_stderr)
     if fmt is OutputFormat.CSV:  # a CSV has no caption: what was left out goes to stderr
         note(caption)
 
