@@ -165,3 +165,27 @@ def test_progress_and_warnings_on_an_unusable_stderr(
     if stream == "stringio":
         text = err.getvalue()
         assert "warning: a warning nobody can see" in text and "\x1b[" not in text  # plain lines, no live display
+
+
+def _pool_score_torch(args: tuple[Any, StorySet, StorySet]) -> float:
+    metric, chunk, refs = args
+    return float(metric.score(chunk, refs, key="sequence").corpus)
+
+
+def test_a_fork_pool_after_the_parent_ran_torch(sets: tuple[StorySet, StorySet]) -> None:
+    from vistkit import get_metric
+
+    hyps, refs = sets
+    m = get_metric("coherence")
+    m.score(StorySet(list(hyps)[:10]), refs, key="sequence")
+    import torch
+
+    x = torch.randn(1000, 1000)
+    assert torch.isfinite((x @ x).sum())  # torch's OpenMP threads surely used in the parent (a session's work)
+    chunks = [StorySet(list(hyps)[10 + i :: 2]) for i in range(2)]  # stories no cache holds
+
+    # forked from the main thread (the thread that owns OpenMP's team: a fork from another thread did not hang)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.map_async(_pool_score_torch, [(m, c, refs) for c in chunks]).get(timeout=60)
+    want = [m.score(c, refs, key="sequence").corpus for c in chunks]
+    assert got == pytest.approx(want, rel=1e-6)  # one thread in the worker: sums in another order

@@ -28,6 +28,8 @@ def choose_device(device: str | None = None) -> Any:
     """
     import torch
 
+    one_thread_after_fork()
+
     if device not in (None, "", "auto"):
         try:
             dev = torch.device(str(device).strip().lower())
@@ -50,6 +52,29 @@ def choose_device(device: str | None = None) -> Any:
     if mps is not None and mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+_FORK_HOOKED: list[bool] = [False]
+
+
+def _torch_one_thread() -> None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            torch.set_num_threads(1)
+
+
+def one_thread_after_fork() -> None:
+    """Make a process forked from this one run torch on one CPU thread (once per process; every model's device
+    choice calls it). After the parent had used torch's OpenMP threads, a forked child (a ``multiprocessing``
+    pool's worker, the default start method on Linux) hung for good on its first torch operation: GNU OpenMP's
+    thread team does not survive ``fork``, and one thread per worker is what a pool wants anyway (as PyTorch's
+    own DataLoader workers)."""
+    if not _FORK_HOOKED[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_torch_one_thread)
+        _FORK_HOOKED[0] = True
 
 
 def batches_by_length(
