@@ -525,9 +525,9 @@ class Metric(ABC):
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """A pickled scorer (a ``multiprocessing`` pool, joblib) is made again from its options in the process that
-        unpickles it, which loads its own model: a loaded torch model, a lock or a live JVM cannot be pickled
-        (they stopped pickling with "cannot pickle 'module' object" and the like)."""
+        """A pickled scorer (a ``multiprocessing`` or other process pool) is made again from its options in the
+        process that unpickles it, which loads its own model: a loaded torch model, a lock or a live JVM cannot be
+        pickled (they stopped pickling with "cannot pickle 'module' object" and the like)."""
         args, options = self.__dict__.get("_made_with", ((), {}))
         return (_remake_metric, (type(self), args, options))
 
