@@ -774,9 +774,7 @@ class MeteorServer:
         ms = self._int()
         loaded = self._int()
         size = self._int()
-        if not 0 <= size <= _MAX_ANSWER_STRING:
-            proc, self.proc = self.proc, None
-            _kill(proc)
+        if not 0 <= size <= _MAX_ANSWER_STRING:  # `_exchange` stops the helper on the way out
             raise MissingDependencyError(
                 f"{self.java.path} answered METEOR's helper protocol with nonsense (a {size:,}-byte name); "
                 "check that it is a working Java (java -version)"
