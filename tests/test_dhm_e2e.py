@@ -237,6 +237,11 @@ def test_story_file_helpers_render_and_per_story(tmp_path: Path):
     data = json.loads(render_dhm(result, "json"))
     assert data["n"] == 1 and data["dimensions"] == ["R"] and set(data["excluded"]) == {"2", "3", "4"}
     assert data["dR"] == pytest.approx(data["dHM"])
+    # the signature at the top level, as `score -f json` has it (it was only inside the notes)
+    assert data["metrics"] == {"R": "rovist-nr"}
+    assert data["signatures"] == {"rovist-nr": result.signatures["R"]["signature"]}
+    assert data["signatures"]["rovist-nr"].startswith("rovist-nr")
+    assert any(data["signatures"]["rovist-nr"] in line for line in data["notes"])
     text = render_dhm(result, "text")
     assert "3 stories left out:" in text and "no human story with this id" in text
     out = tmp_path / "per_story.csv"

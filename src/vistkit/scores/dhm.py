@@ -66,19 +66,21 @@ class DhmDistance:
 
 
 class DhmResult(NamedTuple):
-    """``(tables, excluded, distance, notes)``.
+    """``(tables, excluded, distance, notes, signatures)``.
 
     - ``tables[side][dim][story_id]``: the raw metric value (``side`` = ``"human"``/``"model"``; NaN =
       undefined);
     - ``excluded[story_id]``: why the story is not in the distance (every reason, ``;``-joined);
     - ``distance``: `DhmDistance`;
-    - ``notes``: metrics, signatures and sentence sources used (one line each).
+    - ``notes``: metrics, signatures and sentence sources used (one line each);
+    - ``signatures[dim]``: ``{"metric": name, "signature": ...}`` of the metric that scored each dimension.
     """
 
     tables: dict[str, dict[str, dict[str, float]]]
     excluded: dict[str, str]
     distance: DhmDistance
     notes: list[str]
+    signatures: dict[str, dict[str, str]]
 
 
 def distance_from_tables(
@@ -203,6 +205,7 @@ def compute_dhm(
 
     tables: dict[str, dict[str, dict[str, float]]] = {"human": {}, "model": {}}
     notes: list[str] = []
+    signatures: dict[str, dict[str, str]] = {}
     for dim in dims:
         metric = metrics[dim]
         sent_note = "Punkt split (the metric has no sentence option)"
@@ -219,6 +222,7 @@ def compute_dhm(
                     excluded_reasons.setdefault(sid, []).append(f"{side} {dim} ({metric.name}): {reason}")
             if side == "human":
                 notes.append(f"{dim}: {score.signature} [{sent_note}]")
+                signatures[dim] = {"metric": metric.name, "signature": score.signature}
     if sentences == "source":
         with_source = [s for s in sides["human"] if s.sentences is not None] + [
             s for s in sides["model"] if s.sentences is not None
@@ -237,7 +241,7 @@ def compute_dhm(
         notes.append(f"G: {'tanh of the raw score' if tanh_g else 'as scored (bounded in [-1, 1])'}")
     distance = distance_from_tables(tables["human"], tables["model"], dimensions=dims, tanh_g=tanh_g)
     excluded = {sid: "; ".join(r) for sid, r in sorted(excluded_reasons.items())}
-    return DhmResult(tables=tables, excluded=excluded, distance=distance, notes=notes)
+    return DhmResult(tables=tables, excluded=excluded, distance=distance, notes=notes, signatures=signatures)
 
 
 # ----------------------------------------------------------------------------------------------- CLI helpers
@@ -291,6 +295,9 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
                 **dist.as_dict(),
                 "dimensions": list(dist.dimensions),
                 "excluded": result.excluded,
+                # as `score -f json`: metric -> signature; `metrics` says which metric scored each dimension
+                "metrics": {dim: entry["metric"] for dim, entry in result.signatures.items()},
+                "signatures": {entry["metric"]: entry["signature"] for entry in result.signatures.values()},
                 "notes": result.notes,
             }
         )
