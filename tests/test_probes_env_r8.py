@@ -437,6 +437,22 @@ def test_a_deleted_current_folder_is_one_sentence(tmp_path: Path) -> None:
     )
 
 
+def test_help_works_in_a_deleted_current_folder(tmp_path: Path) -> None:
+    """Help and the version read no file: they answer in a deleted folder (every command was refused there)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (
+        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); from vistkit.cli import main; "
+        "sys.exit(main(sys.argv[2:]))"
+    )
+    for args, expected in ((["score", "--help"], "Usage: vistkit score"), (["--version"], "vistkit ")):
+        proc = subprocess.run([sys.executable, "-c", script, str(gone), *args], capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(expected)
+        gone.mkdir()
+
+
 @needs_java
 def test_java_runs_when_the_current_folder_is_deleted(tmp_path: Path) -> None:
     """The library (no CLI in front): the PTB tokenizer and the METEOR helper's compile run in ``/``."""

@@ -206,6 +206,11 @@ def bad_value(exc: BaseException) -> str | None:
     return str(format_message()) if callable(format_message) else None
 
 
+def _asks_for_help(args: list[str]) -> bool:
+    """Whether the command line only asks for help or the version (no verb's work runs)."""
+    return not args or any(a in ("--help", "-h", "--version") for a in args)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
     # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
@@ -232,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             os.getcwd()
         except OSError:  # torch and the JVM cannot even start there, and a relative path means nothing
+            if _asks_for_help(sys.argv[1:] if argv is None else argv):
+                return _run(argv)  # help and the version read no file and start no model
             typer.secho(
                 "error: the current folder no longer exists (it was deleted or moved while the shell was in it); cd "
                 "to an existing folder and run vistkit again",
