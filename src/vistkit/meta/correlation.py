@@ -100,10 +100,10 @@ def correlation(
 def _coef(x: np.ndarray, y: np.ndarray, method: str) -> float:
     if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
         return math.nan
-    if method == "pearson":
-        return float(np.corrcoef(x, y)[0, 1])
+    if method == "pearson":  # not np.corrcoef: its squares overflow at 1e200 and underflow at 1e-160 (NaN, 0)
+        return float(_rows_pearson(x[None, :], y[None, :])[0])
     if method == "spearman":
-        return float(np.corrcoef(stats.rankdata(x), stats.rankdata(y))[0, 1])
+        return float(_rows_pearson(stats.rankdata(x)[None, :], stats.rankdata(y)[None, :])[0])
     return float(stats.kendalltau(x, y, variant="c" if method == "kendall_c" else "b")[0])
 
 
@@ -117,10 +117,22 @@ def _constant_rows(a: np.ndarray) -> np.ndarray:
     return np.asarray(a.max(axis=1) == a.min(axis=1))
 
 
+def _unit_rows(a: np.ndarray) -> np.ndarray:
+    """Every row of ``a`` times the power of two that brings its largest absolute value into [0.5, 1) (a zero
+    row as it is): exact, so scores that differ in their last bits keep their differences."""
+    exponent = np.frexp(np.max(np.abs(a), axis=1, keepdims=True))[1]
+    return np.ldexp(a, -exponent)
+
+
 def _rows_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson r of every row of ``a`` with the same row of ``b`` (B x k); NaN where a row is constant."""
-    ac = a - a.mean(axis=1, keepdims=True)
-    bc = b - b.mean(axis=1, keepdims=True)
+    """Pearson r of every row of ``a`` with the same row of ``b`` (B x k); NaN where a row is constant.
+
+    Each row is scaled by a power of two into [-1, 1] before and after centring (as `scipy.stats.pearsonr`
+    normalises), so scores of any magnitude give scipy's r: unscaled, the sums of squares overflow from about
+    1e154 (r NaN) and underflow below about 1e-154 (r NaN, or a silent 0 when the other side overflows)."""
+    ua, ub = _unit_rows(a), _unit_rows(b)
+    ac = _unit_rows(ua - ua.mean(axis=1, keepdims=True))
+    bc = _unit_rows(ub - ub.mean(axis=1, keepdims=True))
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.einsum("ij,ij->i", ac, bc) / np.sqrt(np.einsum("ij,ij->i", ac, ac) * np.einsum("ij,ij->i", bc, bc))
     r = np.clip(r, -1.0, 1.0)
@@ -459,6 +471,9 @@ def point_biserial(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     Negative r: stories WITH the error get lower scores (what a good higher-is-better metric should show).
     """
     s, lab = _clean(scores, labels)
+    odd = lab[(lab != 0) & (lab != 1)]
+    if odd.size:  # a 1/2 coding read as "error present" everywhere gave r NaN and n_error the sum of the codes
+        raise InputError(f"error labels must be 0 (no error) or 1 (error), not {odd[0]:g}")
     if s.size < 3 or np.all(lab == lab[0]) or np.all(s == s[0]):
         return {
             "r": math.nan,
