@@ -148,17 +148,27 @@ def _resampled(score: Score, idx: np.ndarray) -> np.ndarray:
     return out
 
 
-def _p_value(null_stats: np.ndarray, observed: float) -> float:
+#: a null statistic within this much (times the larger of 1 and the two corpus scores) of the observed difference
+#: equals it: the null and the observed value are summed in different orders, and the last bits must not decide
+TIE_TOLERANCE = 1e-9
+
+
+def _p_value(null_stats: np.ndarray, observed: float, scale: float = 1.0) -> float:
     """``(#{null > observed} + 1) / (B + 1)`` (multeval / sacreBLEU), but 1.0 when the systems score the
     same.
 
     sacreBLEU and multeval count strictly greater null statistics, so two identical systems (every null
     statistic and the observed difference are 0) get the smallest p-value, 1/(B+1). We return 1.0 there: a
-    zero observed difference is no evidence of a difference. Any other case is theirs exactly.
+    zero observed difference is no evidence of a difference. A null statistic that equals the observed one up
+    to rounding (`TIE_TOLERANCE` x ``scale``, the size of the scores) is a tie, not greater: for a mean of item
+    scores the swapped means are summed in another order than the observed ones, and two systems differing in
+    one item (where every shuffle ties with the observed difference) got any p-value from 1/(B+1) to 1 by
+    rounding; sacreBLEU's BLEU sums whole-number statistics and ties exactly. Any other case is theirs exactly.
     """
     if observed == 0.0:
         return 1.0
-    return (int(np.sum(null_stats > observed)) + 1) / (null_stats.size + 1)
+    greater = null_stats > observed + TIE_TOLERANCE * max(1.0, abs(scale))
+    return (int(np.sum(greater)) + 1) / (null_stats.size + 1)
 
 
 def _check_args(*, n: int, n_samples: int, confidence: float | None = None, seed: object = None) -> None:
@@ -275,7 +285,7 @@ def paired_bootstrap(
     observed = abs(b.corpus - a.corpus)
     sample_diffs = np.abs(sb - sa)
     centred = sample_diffs - sample_diffs.mean()  # the null: shift the bootstrap distribution to mean 0
-    p = _p_value(centred, observed)
+    p = _p_value(centred, observed, max(abs(a.corpus), abs(b.corpus)))
     return PairedResult(a.metric, "bs", a.corpus, b.corpus, p, n_samples, n, seed)
 
 
@@ -322,7 +332,7 @@ def approximate_randomization(
     shuf_a = np.concatenate([x for x, _ in blocks])
     shuf_b = np.concatenate([y for _, y in blocks])
     observed = abs(a.corpus - b.corpus)
-    p = _p_value(np.abs(shuf_a - shuf_b), observed)
+    p = _p_value(np.abs(shuf_a - shuf_b), observed, max(abs(a.corpus), abs(b.corpus)))
     return PairedResult(a.metric, "ar", a.corpus, b.corpus, p, n_samples, n, seed)
 
 
