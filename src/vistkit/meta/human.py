@@ -153,6 +153,8 @@ def _float(value: str | None, where: str, name: str) -> float | None:
     if value is None or str(value).strip() == "" or str(value).strip().lower() == "nan":
         return None
     try:
+        if "_" in str(value):  # Python reads "4_0" as 40 (digit grouping); in a cell it is a typo, not forty
+            raise ValueError
         number = float(value)
     except ValueError:
         raise InputError(f"{where}: column {name!r} must be a number, got {value!r:.60}") from None
@@ -759,6 +761,11 @@ def _read_judgements(
         low, high = scale if scale is not None else (-math.inf, math.inf)
         for n, row in f:
             k = (row[sys_col].strip(), row[item_col].strip())
+            blank = next((c for c, v in ((sys_col, k[0]), (item_col, k[1])) if not v), None)
+            if blank is None and has_worker and not row["worker"].strip():
+                blank = "worker"
+            if blank is not None:  # one blank id would merge every such row into one story (or one worker)
+                raise InputError(f"{p} line {n}: the {blank} cell is empty; every row names its {blank}")
             i = index.get(k)
             if i is None:
                 i = index[k] = len(first_line)
