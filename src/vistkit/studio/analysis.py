@@ -233,11 +233,17 @@ def alpha_with_reason(
     data = np.full((len(coders), len(unit_ids)), np.nan)
     for c, u, v in triples:
         data[ci[c], ui[u]] = v
-    if not (np.sum(~np.isnan(data), axis=0) >= 2).any():
+    pairable = data[:, np.sum(~np.isnan(data), axis=0) >= 2]  # alpha counts only units judged twice or more
+    if pairable.shape[1] == 0:
         return None, "no task has been judged by two annotators yet"
-    values = np.unique(data[~np.isnan(data)])
+    values, paired = np.unique(data[~np.isnan(data)]), np.unique(pairable[~np.isnan(pairable)])
     if len(values) < 2:
         return None, f"every answer is the same ({values[0]:g}), so agreement beyond chance is undefined"
+    if len(paired) < 2:  # the package divides 0 by 0 here (NaN, and a RuntimeWarning)
+        return None, (
+            f"every answer on the tasks judged twice is the same ({paired[0]:g}), so agreement beyond chance is "
+            "undefined"
+        )
     try:
         return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level)), None  # type: ignore[arg-type]
     except (ValueError, ZeroDivisionError):
