@@ -3,16 +3,28 @@
 - **Never onto an input.** A command that writes declares its inputs (`output_policy`; the CLI does it for every
   writing verb); an output that is the same file as one of them (same path, a symlink or a hard link to it;
   ``ARCHIVE.zip:MEMBER`` counts as ``ARCHIVE.zip``), an existing file inside an input folder (a model folder)
-  and an input's SQLite ``-wal``/``-shm``/``-journal`` file are refused, ``--force`` or not.
+  and an input's SQLite ``-wal``/``-shm``/``-journal`` file are refused, ``--force`` or not; so are standard
+  output when it goes to an input (``... >> INPUT``), a SQLite database in use (a ``-wal``, ``-shm`` or
+  ``-journal`` file beside it: a served study) or one of those files, and in the CLI an existing file or folder
+  inside vistkit's cache folder (`cache_folders`).
 - **Never over an existing file without ``--force``.** In the CLI an existing output file is refused unless the
-  verb got ``--force``; the Python API overwrites (as `open(path, "w")` would), atomically.
+  verb got ``--force``; the Python API overwrites (as `open(path, "w")` would), atomically. Without ``--force`` the
+  new file takes its name only if the name is still free when it is done (a hard link, which fails on a taken
+  name), so a file or folder made there while the command ran is never replaced.
+- **Links and permissions.** An output that is a symbolic link is written through: the file it leads to is
+  replaced and the link stays (a dangling link creates the file it names). A replaced file keeps its permission
+  bits (never more writable than before; setuid/setgid/sticky dropped) and, where the process may set them, its
+  owner and group; a new file gets what ``open`` gives under the umask. Another hard link to a replaced file keeps
+  the old content (the rename gives the name a new file).
 - **Folders** (reports, converted or trained models, the studio demo) are written only if they are new, empty or
   carry vistkit's marker file `MARKER` (replacing an earlier vistkit output needs ``--force``); a folder holding
   anything else (a user's ``index.html``) is never written into.
 - **Atomic.** Every file is written to a temporary file in the same folder, flushed to disk (``fsync``) and renamed
   over the final name (`os.replace`): a crash or a full disk never leaves a half-written file under that name, and
-  the temporary file is removed on failure. Devices and pipes (``/dev/null``, ``/dev/stdout``) are written
-  directly; ``-`` means standard output where a verb allows it.
+  the temporary file (``.NAME.partial-XXXXXXXX.tmp``) is removed on failure, on Ctrl-C, and in the CLI on
+  SIGTERM and SIGHUP too (`Terminated`: the process then still ends by that signal); only ``kill -9`` can leave
+  one, hidden and named as partial. Devices and pipes (``/dev/null``, ``/dev/stdout``) are written directly;
+  ``-`` means standard output where a verb allows it.
 - **One sentence per failure** (`vistkit.errors.OutputError`, exit 1): a missing parent folder, a read-only
   folder, a full disk, a folder where a file is expected and the reverse, each naming the path and the fix.
 - **CSV cells are neutralised against formula injection** (OWASP): a text cell that starts with ``=``, ``+``,
@@ -31,9 +43,11 @@ import errno
 import os
 import re
 import shutil
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -48,6 +62,16 @@ MODEL_MARKERS = (MARKER, "vistkit_model.json")
 """What marks a model folder as vistkit's: the marker, or the ``vistkit_model.json`` of a converted folder."""
 
 STDOUT = "-"
+
+def _error(message: str) -> OutputError:
+    """An `OutputError` whose message shows the bytes of a file name that is not UTF-8 as ``\\xff`` (Python keeps
+    them as lone surrogates, which no terminal shows and a strict UTF-8 stream refuses to write)."""
+    try:
+        shown = message.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeError:
+        shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return OutputError(shown)
+
 
 # ----------------------------------------------------------------------------------------------- CSV cells
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
@@ -117,11 +141,132 @@ def output_policy(*, force: bool, inputs: Iterable[Any] = (), cli: bool = True) 
     """Within the block, writers refuse existing outputs unless ``force`` and refuse to write onto any path
     found in ``inputs`` (paths, ``NAME=FILE[:FIELD]`` strings, ``ARCHIVE.zip:MEMBER``, lists, dataclasses)."""
     policy = OutputPolicy(force=force, inputs=tuple(input_paths(inputs)), cli=cli)
+    if cli:
+        refuse_stdout_input(policy)
     token = _POLICY.set(policy)
     try:
-        yield policy
+        with _terminated_cleanly() if cli else contextlib.nullcontext():
+            yield policy
     finally:
         _POLICY.reset(token)
+
+
+def refuse_stdout_input(policy: OutputPolicy | None = None) -> None:
+    """Refuse a command whose standard output is one of its input files (``vistkit score x.jsonl --per-item - >>
+    x.jsonl``): what it prints would be written into the file it reads (``cat x >> x`` refuses the same)."""
+    policy = current_policy() if policy is None else policy
+    try:
+        out = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured in a test, closed)
+        return
+    if not stat.S_ISREG(out.st_mode):
+        return
+    for inp in policy.inputs:
+        try:
+            st = os.stat(inp)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            raise _error(
+                f"standard output goes to {inp}, an input of this command; writing there would destroy that "
+                "input, so send the output to another file"
+            )
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived while a command that writes files ran (`output_policy`): raised like Ctrl-C's
+    KeyboardInterrupt, so that the writers remove their temporary files and a folder the command created, before
+    the process ends by that signal after all (`_terminated_cleanly`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: the signals that end a process without running Python's ``finally`` blocks (SIGINT already raises
+#: KeyboardInterrupt): ``kill``, a closed terminal
+_END_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _terminated_cleanly() -> Iterator[None]:
+    """Within the block (a command of the CLI that writes), SIGTERM and SIGHUP raise `Terminated` instead of ending
+    the process at once: the writers' cleanup runs (no ``.NAME.*.tmp`` file, no half-made output folder stays), then
+    the process ends by the same signal (exit status 128 + the signal, as before). Only where the signal has its
+    default action (a server or an engine that handles it keeps its own handler) and only in the main thread
+    (the only one Python runs handlers in); a forked child that inherited the handler dies by the signal as
+    before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pid = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != pid:  # a forked worker: its parent's cleanup is not its business
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(signum)
+
+    installed: list[int] = []
+    for sig in _END_SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, handler)
+                installed.append(sig)
+    try:
+        yield
+    except Terminated as exc:
+        if exc.signum not in installed:
+            raise
+        _restore_signals(installed, handler)
+        installed = []
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.kill(pid, exc.signum)  # its default action again: the process ends as it would have without cleanup
+        raise SystemExit(128 + exc.signum) from None  # (where the signal is somehow not fatal)
+    finally:
+        _restore_signals(installed, handler)
+
+
+def _restore_signals(signals: list[int], handler: Any) -> None:
+    for sig in signals:
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait while the block renames files into place (they are noted, then raised
+    again when it ends), so that an interruption cannot fall between moving an old output aside and moving the
+    new one in. Only in the main thread (where Python runs signal handlers); a handler that is neither Python's
+    own nor a default one (a server's, an engine's) is left as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    swapped: dict[int, Any] = {}
+    for sig in (signal.SIGINT, *_END_SIGNALS):
+        with contextlib.suppress(OSError, ValueError):
+            current = signal.getsignal(sig)
+            if current in (signal.SIG_DFL, signal.default_int_handler) or getattr(current, "__qualname__", "") == (
+                "_terminated_cleanly.<locals>.handler"
+            ):
+                swapped[sig] = signal.signal(sig, note)
+    try:
+        yield
+    finally:
+        for sig, before in swapped.items():
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(sig, before)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)  # now handled as it would have been (KeyboardInterrupt, Terminated, the end)
 
 
 def current_policy() -> OutputPolicy:
@@ -209,7 +354,7 @@ def _refuse_inputs(target: Path, policy: OutputPolicy, what: str = "file") -> No
     exists = os.path.lexists(target)
 
     def refuse(how: str) -> OutputError:
-        return OutputError(
+        return _error(
             f"{_shown(target)} is {how}; writing it would destroy that input, so choose another output name"
         )
 
@@ -225,6 +370,72 @@ def _refuse_inputs(target: Path, policy: OutputPolicy, what: str = "file") -> No
             raise refuse(f"part of the input {inp} (SQLite keeps its unsaved changes there)")
         if exists and os.path.isdir(inp) and not os.path.isdir(target) and _inside(target, inp):
             raise refuse(f"a file inside the folder {inp}, an input of this command")
+    if policy.cli and exists:  # vistkit's own files, which later runs read: never an output of a command
+        for cache in cache_folders():
+            if _inside(target, cache):
+                where = "is" if _same_file(target, cache) else "is inside"
+                raise _error(
+                    f"{_shown(target)} {where} vistkit's cache folder {cache} (converted models, compiled helpers, "
+                    f"cached scores, which later runs read); writing it would destroy that {what}, so choose "
+                    "another output name"
+                )
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _is_sqlite(path: str) -> bool:
+    try:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _refuse_live_database(target: Path) -> None:
+    """Refuse to replace a SQLite database that is open or holds unsaved changes (a ``-wal``, ``-shm`` or
+    ``-journal`` file beside it: a running studio's study), or one of those files of a database: the server would
+    go on writing into the replaced file (every answer after the last checkpoint lost) and the log's changes
+    would never reach the study. ``--force`` or not: a study is never an output of another command."""
+    real = os.path.realpath(target)
+    if _is_sqlite(real):
+        beside = [suffix for suffix in SQLITE_SIDECARS if os.path.lexists(real + suffix)]
+        if beside:
+            raise _error(
+                f"{target} is a SQLite database in use (its {os.path.basename(real)}{beside[0]} file is beside it: "
+                "a studio may be serving it, or it holds changes not yet saved into it); replacing it would lose "
+                "them, so choose another output name"
+            )
+    for suffix in SQLITE_SIDECARS:
+        if real.endswith(suffix) and _is_sqlite(real[: -len(suffix)]):
+            raise _error(
+                f"{target} is the name of the {suffix} file SQLite keeps beside the database "
+                f"{real[: -len(suffix)]} (for changes not yet saved into it); writing it could destroy them, so "
+                "choose another output name"
+            )
+
+
+def cache_folders() -> list[str]:
+    """vistkit's cache folders that exist (converted models, compiled helpers, cached scores), found without
+    creating one: the folder chosen in this process, ``$VISTKIT_CACHE``, ``$XDG_CACHE_HOME/vistkit``,
+    ``~/.cache/vistkit``."""
+    found: list[Path] = []
+    runtime = sys.modules.get("vistkit.models.runtime")
+    found += list(getattr(runtime, "_CACHE_DIRS", {}).values())
+    if explicit := os.environ.get("VISTKIT_CACHE", "").strip():
+        found.append(Path(explicit).expanduser())
+    if xdg := os.environ.get("XDG_CACHE_HOME", "").strip():
+        found.append(Path(xdg).expanduser() / "vistkit")
+    with contextlib.suppress(RuntimeError, KeyError, OSError):
+        found.append(Path.home() / ".cache" / "vistkit")
+    out: list[str] = []
+    for folder in found:
+        with contextlib.suppress(OSError, ValueError):
+            if folder.is_dir() and str(folder) not in out:
+                out.append(str(folder))
+    return out
 
 
 def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> OutputError:
@@ -233,38 +444,38 @@ def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> Output
     parent = p.parent if str(p.parent) else Path(".")
     code = exc.errno
     if code == errno.ENOENT and parent.is_dir():  # the folder is there (/proc/self): it takes no new files
-        return OutputError(f"cannot write {p}: the folder {parent} does not take new files; choose another output path")
+        return _error(f"cannot write {p}: the folder {parent} does not take new files; choose another output path")
     if code == errno.ENOENT:
-        return OutputError(
+        return _error(
             f"cannot write {p}: the folder {parent} does not exist; create it first (mkdir -p {parent}) or choose "
             "another output path"
         )
     if code == errno.ENOTDIR:
-        return OutputError(f"cannot write {p}: a part of its path is a file, not a folder; choose another output path")
+        return _error(f"cannot write {p}: a part of its path is a file, not a folder; choose another output path")
     if code == errno.EISDIR:
-        return OutputError(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
+        return _error(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
     if code in (errno.EACCES, errno.EPERM, errno.EROFS):
         where = p if folder else parent
-        return OutputError(
+        return _error(
             f"cannot write {p}: the folder {where} is read-only or not writable by you; choose a writable folder "
             "for the output"
         )
     if code == errno.EFBIG:  # `ulimit -f` (or the file system's largest file), not a full disk
-        return OutputError(
+        return _error(
             f"cannot write {p}: it grew past the largest file this process may write (ulimit -f) or its file "
             "system holds; raise the limit, or write the output to another disk"
         )
     if code in (errno.ENOSPC, errno.EDQUOT):
-        return OutputError(
+        return _error(
             f"cannot write {p}: the disk is full (or over its quota); free some space or write the output to "
             "another disk"
         )
     if code == errno.ENAMETOOLONG:
-        return OutputError(f"cannot write {p}: the file name is too long; choose a shorter output name")
+        return _error(f"cannot write {p}: the file name is too long; choose a shorter output name")
     if code == errno.EEXIST:
-        return OutputError(f"{p} exists already; choose another output path")
+        return _error(f"{p} exists already; choose another output path")
     reason = exc.strerror or type(exc).__name__
-    return OutputError(f"cannot write {p}: {reason.lower()}; check the output path and try again")
+    return _error(f"cannot write {p}: {reason.lower()}; check the output path and try again")
 
 
 #: operating-system errors about a path the user gave (reading or writing), and how to say them
@@ -324,21 +535,25 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
     policy = current_policy()
     force = policy.force if force is None else force
     if str(path) == "":
-        raise OutputError("the output path is empty; give a file name")
+        raise _error("the output path is empty; give a file name")
+    if str(path) == STDOUT:
+        refuse_stdout_input(policy)
+        return Path(STDOUT)
     p = Path(path)
     if os.path.isdir(p):
-        raise OutputError(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
+        raise _error(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
     _refuse_inputs(p, policy)
     if _is_stream(p):
         return p
     if os.path.islink(p):  # a link is written through: its target is replaced, the link stays
         p = _follow_links(p)[0]
         if os.path.isdir(p):
-            raise OutputError(f"{path} is a link to a folder; give a file name for the output")
+            raise _error(f"{path} is a link to a folder; give a file name for the output")
         _refuse_inputs(p, policy)
+    _refuse_live_database(p)
     if os.path.lexists(p):
         if not force:
-            raise OutputError(f"{path} exists already; pass --force to overwrite it, or choose another output file")
+            raise _error(f"{path} exists already; pass --force to overwrite it, or choose another output file")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.exists():
         raise _os_error(p, OSError(errno.ENOENT, "no such folder"))
@@ -369,7 +584,7 @@ def _follow_links(p: Path) -> tuple[Path, bool]:
         except OSError:
             return Path(current), False
         current = os.path.normpath(os.path.join(os.path.dirname(current), target))
-    raise OutputError(f"cannot write {p}: a symbolic link loop (a link that leads back to itself); check the path")
+    raise _error(f"cannot write {p}: a symbolic link loop (a link that leads back to itself); check the path")
 
 
 _FD_LINK = re.compile(r"/(?:proc/(self|thread-self|\d+)(?:/task/\d+)?/fd|dev/fd)/(\d+)")
@@ -415,19 +630,19 @@ def check_output_folder(path: str | Path, *, force: bool | None = None, markers:
     force = policy.force if force is None else force
     p = Path(path)
     if str(p) in ("", STDOUT):
-        raise OutputError("the output folder is empty or '-'; give a folder name")
+        raise _error("the output folder is empty or '-'; give a folder name")
     if os.path.lexists(p) and not p.is_dir():
-        raise OutputError(f"{p} is a file, not a folder; give a new or empty folder for the output")
+        raise _error(f"{p} is a file, not a folder; give a new or empty folder for the output")
     _refuse_inputs(p, policy, what="folder")
     if not p.exists():
         parent = p.parent if str(p.parent) else Path(".")
         if not parent.exists():
-            raise OutputError(
+            raise _error(
                 f"cannot write {p}: the folder {parent} does not exist; create it first (mkdir -p {parent}) or "
                 "choose another output folder"
             )
         if not parent.is_dir():
-            raise OutputError(f"cannot write {p}: {parent} is a file, not a folder; choose another output folder")
+            raise _error(f"cannot write {p}: {parent} is a file, not a folder; choose another output folder")
         return p
     try:
         entries = sorted(os.listdir(p))
@@ -439,12 +654,12 @@ def check_output_folder(path: str | Path, *, force: bool | None = None, markers:
         return p
     if not own:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        raise OutputError(
+        raise _error(
             f"{p} holds files vistkit did not write ({shown}); give a new or empty folder (vistkit never writes "
             "into a folder it did not make)"
         )
     if not force:
-        raise OutputError(f"{p} holds an earlier vistkit output; pass --force to replace it, or choose another folder")
+        raise _error(f"{p} holds an earlier vistkit output; pass --force to replace it, or choose another folder")
     return p
 
 
@@ -494,14 +709,14 @@ def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[
     p = check_output_folder(path, force=force)
     p = Path(os.path.realpath(p)) if p.is_symlink() else Path(os.path.abspath(p))  # a link stays: its folder goes
     if Path(os.getcwd()).resolve().is_relative_to(p.resolve()):
-        raise OutputError(
+        raise _error(
             f"{path} is the current folder (or holds it), and a report replaces its folder whole; give a new folder "
             "name for the report"
         )
     if p.is_dir():
         for inp in current_policy().inputs:
             if os.path.lexists(inp) and _inside(Path(inp), str(p)):
-                raise OutputError(
+                raise _error(
                     f"{inp} is inside {path}, which this command replaces whole; move that input out of the "
                     "folder or choose another output folder"
                 )
@@ -518,10 +733,12 @@ def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[
             yield tmp
         try:
             _fsync_files(tmp)
-            if p.exists():
-                old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.old-"))
-                os.replace(p, old)  # an empty folder is replaced by the rename
-            os.replace(tmp, p)
+            with _signals_held():
+                check_output_folder(p, force=force)  # a folder made there meanwhile is judged as at the start
+                if p.exists():
+                    old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.old-"))
+                    os.replace(p, old)  # an empty folder is replaced by the rename
+                os.replace(tmp, p)
         except OSError as exc:
             if old is not None and not p.exists():  # put the old folder back
                 with contextlib.suppress(OSError):
@@ -578,16 +795,67 @@ def _write_faults(target: Path, *, folder: bool = False) -> Iterator[None]:
         raise
 
 
+#: in the name of a temporary file (``.out.csv.partial-k2j3h4.tmp``): what a ``kill -9`` in the middle of a write
+#: leaves behind is hidden, says it is partial, and ends in ``.tmp``, so no reader takes it for a table
+TEMP_MARK = "partial-"
+
+
+def _take_mode(tmp: Path, target: Path) -> None:
+    """Give the new file ``tmp`` the permissions ``target`` will have: an existing file's own (its owner and group
+    too, where this process may set them: root replacing a user's file leaves it the user's), so a replaced output
+    is as private or as shared as before, never more writable; setuid, setgid and sticky bits are not carried over
+    (a table is no program). A new file gets what a plain ``open`` gives under the umask."""
+    try:
+        st = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        os.chmod(tmp, _umask_mode())
+        return
+    if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(OSError):
+            os.chown(tmp, st.st_uid, st.st_gid)
+    os.chmod(tmp, stat.S_IMODE(st.st_mode) & 0o777)
+
+
+#: what ``link`` says on a file system without hard links (FAT: EPERM; some network or FUSE ones)
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EXDEV, errno.EMLINK}
+
+
+def _link_new(tmp: Path, target: Path) -> bool:
+    """Put ``tmp`` under the name ``target`` only if that name is still free (no ``--force``): a hard link fails
+    when the name is taken, so a file made there while the command ran (another run, the user) is never replaced.
+    True when done; False where the file system has no hard links (the caller renames, the name checked just
+    before)."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise _error(
+            f"{target} was created while this command ran (it did not exist when the command started) and is left "
+            "as it is; pass --force to overwrite it, or choose another output file"
+        ) from None
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:  # a full disk, an I/O error: said as such by the caller
+            raise
+        if os.path.lexists(target):
+            raise _error(
+                f"{target} was created while this command ran (it did not exist when the command started) and is "
+                "left as it is; pass --force to overwrite it, or choose another output file"
+            ) from None
+        return False
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    return True
+
+
 @contextlib.contextmanager
 def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path]:
     """A temporary path beside ``path`` for a library that wants a file name (matplotlib, safetensors): fill it
     in the block; it is then flushed to disk and renamed to ``path`` (removed if the block fails)."""
     target = check_output(path, force=force)
     if _is_stream(target):
-        raise OutputError(f"{target} is a device or a pipe; give a regular file name for this output")
+        raise _error(f"{target} is a device or a pipe; give a regular file name for this output")
     parent = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.{TEMP_MARK}", suffix=".tmp")
         try:  # mkstemp's 0600 goes through the umask: under umask 777 the file could not be opened again to fill
             if hasattr(os, "fchmod"):  # POSIX (Windows has no modes to restore)
                 os.fchmod(fd, 0o600)
@@ -599,13 +867,17 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
     try:
         with _write_faults(target):
             yield tmp
+        policy = current_policy()
+        clobber = policy.force if force is None else force
         try:
             with open(tmp, "rb") as fh:  # before the chmod: a mode without read (umask 777) would refuse it
                 os.fsync(fh.fileno())
-            mode = os.stat(target).st_mode & 0o7777 if target.exists() else _umask_mode()
-            os.chmod(tmp, mode)
-            _refuse_inputs(target, current_policy())
-            os.replace(tmp, target)
+            with _signals_held():
+                _take_mode(tmp, target)
+                _refuse_inputs(target, policy)
+                _refuse_live_database(target)
+                if clobber or not _link_new(tmp, target):
+                    os.replace(tmp, target)
         except OSError as exc:
             raise _os_error(target, exc) from None
         _fsync_folder(parent)
@@ -656,6 +928,7 @@ def open_output(
     through stdout itself, so that it does not overwrite what the command prints there); a device or a pipe is
     written in place."""
     if is_standard_output(path):
+        refuse_stdout_input()
         stream: IO[Any] = sys.stdout.buffer if binary else sys.stdout
         yield stream
         stream.flush()
@@ -684,7 +957,7 @@ def open_output(
                 fh.close()
             raise
         return
-    with output_path(target, force=True) as tmp:
+    with output_path(target, force=force) as tmp:
         with _write_faults(target), open(tmp, mode, **text_kwargs) as fh:
             yield fh
             fh.flush()

@@ -1,0 +1,386 @@
+"""Probe round 9: the files vistkit WRITES: no file is ever lost or corrupted (DESIGN.md, "Writing files").
+
+Probed for every writing verb (``score``/``distance --per-item``, ``meta ... -o/--report``, ``studio
+export/report``, ``models convert``, ``vrank predict``): an output reached by another spelling of an input
+(relative/absolute, ``./x``, ``a/../x``, a symlink, a hard link, ``/proc/self/cwd/x``, ``/proc/self/fd/N``,
+``/dev/fd/N``, ``/dev/stdout`` on an input), two outputs of one command on one place, a folder, a FIFO, dangling
+and looping links, a link to a file elsewhere, a read-only file with ``--force``, new-line / non-UTF-8 / 300-byte
+names, a full tmpfs, SIGINT / SIGTERM / SIGHUP / kill -9 during a write, and the permissions of replaced files.
+Most were already right; what was wrong:
+
+- ``--per-item -`` (and a verb's printed table) with standard output appended to an input
+  (``vistkit score x.jsonl --per-item - >> x.jsonl``): the CSV was written into the input (5 -> 11 lines) while
+  ``--per-item /dev/stdout`` was refused; now both are refused before anything is read;
+- SIGTERM or SIGHUP (``kill``, a closed terminal) while writing left ``.out.csv.XXXX.tmp`` and a report's
+  ``.NAME.new-XXXX`` folder behind (Python's default action skips every ``finally``); now the writers clean up and
+  the process still ends by that signal (143 / 129); Ctrl-C cannot fall between moving an old report aside and
+  moving the new one in (it removed both);
+- the "exists already, pass --force" check ran only when the command started: a file made under the output name
+  while the command ran (another run, the user) was silently replaced without ``--force``, and a folder of the
+  user's made under a ``--report`` name was DELETED with its files; now the name must still be free at the end;
+- ``--per-item STUDY.db --force`` (or ``STUDY.db-wal``) onto a study that a studio was serving replaced it: every
+  answer not yet checkpointed was lost with the server; a SQLite database in use (a ``-wal``/``-shm``/``-journal``
+  beside it) and those files are now refused, ``--force`` or not;
+- an existing file or folder inside vistkit's cache (converted models, compiled helpers, cached scores) could be
+  overwritten by any output; now refused;
+- a replaced file kept setuid/setgid bits (``-rwsrwxr-x`` on a CSV) and, when root replaced a user's file, the
+  user lost it (owner became root); now the permission bits are kept without setuid/setgid/sticky, and the owner
+  and group where the process may set them.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from meta_dummies import dummy_metrics_registered
+
+from tests.conftest import message_lines
+from vistkit.cli import main
+from vistkit.data import output
+from vistkit.errors import OutputError
+
+METRIC = "meta-test-length"  # tests/fixtures/meta/dummy_metrics.py: instant, no model
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dummy_metrics() -> Iterator[None]:
+    with dummy_metrics_registered():
+        yield
+
+
+@pytest.fixture
+def stories(tmp_path: Path) -> Path:
+    p = tmp_path / "stories.jsonl"
+    text = "we went to the park . it was nice ."
+    p.write_text("".join(json.dumps({"story_id": f"s{i}", "text": text}) + "\n" for i in range(3)), encoding="utf-8")
+    return p
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def one_error(err: str, *words: str) -> str:
+    lines = message_lines(err)
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "unexpected" not in lines[0], err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+# ============================================================================================ standard output
+def test_standard_output_appended_to_an_input_is_refused(
+    stories: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--per-item -`` with stdout appended to the input wrote the CSV into it (3 -> 7 lines here), while
+    ``--per-item /dev/stdout`` was refused: both are refused now, and so is the printed table itself."""
+    before = stories.read_bytes()
+    for per_item in ("-", "/dev/stdout", None):
+        with open(stories, "a", encoding="utf-8") as fh:
+            monkeypatch.setattr(sys, "stdout", fh)
+            more = [] if per_item is None else ["--per-item", per_item]
+            code = main(["score", str(stories), "-m", METRIC, "-q", *more])
+        monkeypatch.undo()
+        assert code == 1, per_item
+        assert stories.read_bytes() == before, per_item
+        err = capsys.readouterr().err
+        assert "an input of this command" in one_error(err, "stories.jsonl"), err
+    # stdout to another file is fine, and gets the CSV
+    other = stories.parent / "other.csv"
+    with open(other, "w", encoding="utf-8") as fh:
+        monkeypatch.setattr(sys, "stdout", fh)
+        assert main(["score", str(stories), "-m", METRIC, "-q", "--per-item", "-"]) == 0
+    monkeypatch.undo()
+    assert other.read_text(encoding="utf-8").splitlines()[:2] == ["id," + METRIC, "s0,10.0"]  # ten words
+
+
+# ============================================================================================ databases and the cache
+def _wal_database(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE answers (x INTEGER)")
+    conn.execute("INSERT INTO answers VALUES (1)")
+    conn.commit()  # in the -wal file until a checkpoint: the database file alone does not hold it yet
+    return conn
+
+
+def test_a_database_in_use_and_its_log_are_never_replaced(
+    stories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--per-item STUDY.db --force`` while a studio served it replaced the study (answers not yet checkpointed
+    lost with the server); ``--per-item STUDY.db-wal`` destroyed the log itself. Refused now, --force or not;
+    once the database is closed (no -wal beside it) it is an ordinary file again."""
+    db = tmp_path / "study.db"
+    conn = _wal_database(db)
+    try:
+        assert (tmp_path / "study.db-wal").exists()
+        files = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("study.db")}
+        wal, shm = tmp_path / "study.db-wal", tmp_path / "study.db-shm"
+        for target, words in ((db, "in use"), (wal, "-wal file"), (shm, "-shm")):
+            for force in ([], ["--force"]):
+                code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", target, *force)
+                assert code == 1
+                one_error(err, target.name, words)
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("study.db")} == files
+        assert conn.execute("SELECT x FROM answers").fetchall() == [(1,)]
+    finally:
+        conn.close()
+    assert not (tmp_path / "study.db-wal").exists()
+    code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", db, "--force")
+    assert code == 0 and db.read_text(encoding="utf-8").startswith("id,")
+
+
+def test_files_in_the_cache_are_never_outputs(
+    stories: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An existing file (a converted model) or folder inside vistkit's cache was overwritten by any output with
+    --force; refused now. A new file there is harmless and allowed."""
+    cache = tmp_path / "cache"
+    (cache / "lm" / "m").mkdir(parents=True)
+    weights = cache / "lm" / "m" / "model.safetensors"
+    weights.write_bytes(b"weights")
+    (cache / "lm" / "m" / output.MARKER).write_text("x", encoding="utf-8")
+    monkeypatch.setenv("VISTKIT_CACHE", str(cache))
+    code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", weights, "--force")
+    assert code == 1 and weights.read_bytes() == b"weights"
+    one_error(err, str(weights), "cache folder")
+    rankings = Path(__file__).parent / "fixtures" / "meta" / "rankings_small.csv"
+    code, err = run(capsys, "meta", "rankings-to-pairs", rankings, "-o", weights, "--force")
+    assert code == 1 and weights.read_bytes() == b"weights"
+    code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", cache / "new.csv")
+    assert code == 0 and (cache / "new.csv").is_file()
+
+
+# ============================================================================================ races
+def test_a_name_taken_while_the_command_ran_is_kept(tmp_path: Path) -> None:
+    """The --force check ran only at the start: a file made under the output name meanwhile was replaced without
+    --force, and a user's folder made under a --report name was deleted with its files. Now the name must still
+    be free when the output is done (a hard link fails on a taken name); with --force it is replaced as asked."""
+    out = tmp_path / "out.csv"
+    with output.output_policy(force=False), pytest.raises(OutputError, match="was created while this command ran"):
+        with output.open_output(out) as fh:
+            fh.write("new")
+            out.write_text("user's", encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == "user's" and leftovers(tmp_path) == []
+
+    report = tmp_path / "report"
+    with output.output_policy(force=False), pytest.raises(OutputError, match="holds files vistkit did not write"):
+        with output.replaced_folder(report) as tmp:
+            output.write_text(tmp / "index.html", "new")
+            report.mkdir()
+            (report / "mine.txt").write_text("user's", encoding="utf-8")
+    assert sorted(p.name for p in report.iterdir()) == ["mine.txt"] and leftovers(tmp_path) == []
+
+    with output.output_policy(force=True), output.open_output(out) as fh:
+        fh.write("new")
+        out.write_text("user's", encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == "new" and leftovers(tmp_path) == []
+
+
+def test_a_full_disk_at_the_rename_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC (or EIO) at the last step, the hard link or the rename: one sentence, the old file intact, no
+    temporary file left."""
+    out = tmp_path / "out.csv"
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    for force, step in ((False, "link"), (True, "replace")):
+        if force:
+            out.write_text("old", encoding="utf-8")
+        monkeypatch.setattr(os, step, full)
+        with output.output_policy(force=force), pytest.raises(OutputError, match="the disk is full"):
+            output.write_text(out, "new " * 1000)
+        monkeypatch.undo()
+        assert (out.read_text(encoding="utf-8") if force else out.exists()) == ("old" if force else False)
+        assert leftovers(tmp_path) == []
+
+
+# ============================================================================================ signals
+SLOW_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from vistkit.commands.common import writes_output
+    from vistkit.data.output import open_output, replaced_folder, write_text
+
+    kind, out, made = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+
+    @writes_output(out="file" if kind == "file" else "folder", made="folder")
+    def verb(out, made, force=True):  # as a verb of the CLI: --force, the inputs, a folder it makes
+        made.mkdir()
+        (made / "part").write_text("x")
+        if kind == "file":
+            with open_output(out) as fh:
+                fh.write("partial")
+                fh.flush()
+                print("ready", flush=True)
+                time.sleep(20)
+        else:
+            with replaced_folder(out) as tmp:
+                write_text(tmp / "index.html", "new")
+                print("ready", flush=True)
+                time.sleep(20)
+
+    verb(out=out, made=made, force=True)
+    """
+)
+
+
+def _interrupt(tmp_path: Path, kind: str, sig: int) -> tuple[int | None, Path]:
+    out = tmp_path / ("out.csv" if kind == "file" else "report")
+    if kind == "file":
+        out.write_text("old", encoding="utf-8")
+    else:
+        out.mkdir()
+        (out / "index.html").write_text("old", encoding="utf-8")
+        (out / output.MARKER).write_text("", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITER, kind, str(out), str(tmp_path / "made")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n", proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(sig)
+        proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    return proc.returncode, out
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_an_interrupted_write_keeps_the_old_output_and_leaves_nothing(tmp_path: Path, kind: str, sig: str) -> None:
+    """SIGTERM or SIGHUP while writing left ``.out.csv.XXXX.tmp`` (a report: ``.report.new-XXXX``) and the
+    half-made folder of the command (Python's default action runs no ``finally``). Now: the old output intact, no
+    temporary file or folder, the made folder removed, and the process still ends by that signal."""
+    signum = getattr(signal, sig)
+    code, out = _interrupt(tmp_path, kind, signum)
+    assert code == -signum  # Ctrl-C too: an uncaught KeyboardInterrupt ends Python by SIGINT (the CLI says 130)
+    old = out if kind == "file" else out / "index.html"
+    assert old.read_text(encoding="utf-8") == "old"
+    assert leftovers(tmp_path) == [] and not (tmp_path / "made").exists()
+
+
+def test_kill_9_leaves_a_hidden_partial_file_that_nothing_reads(tmp_path: Path) -> None:
+    """kill -9 cannot be cleaned up after: what it leaves is hidden and named partial (``.out.csv.partial-*.tmp``),
+    the old file is intact, and the next run writes the output as usual."""
+    code, out = _interrupt(tmp_path, "file", signal.SIGKILL)
+    assert code == -signal.SIGKILL and out.read_text(encoding="utf-8") == "old"
+    (left,) = leftovers(tmp_path)
+    assert left.startswith(".out.csv.partial-") and left.endswith(".tmp")
+    with output.output_policy(force=True):
+        output.write_text(out, "new")
+    assert out.read_text(encoding="utf-8") == "new" and leftovers(tmp_path) == [left]
+
+
+def test_ctrl_c_waits_while_files_are_renamed_into_place() -> None:
+    """Ctrl-C between moving an old report aside and moving the new one in removed both: while the writers
+    rename, Ctrl-C and SIGTERM wait and are raised when the renames are done."""
+    with pytest.raises(KeyboardInterrupt):
+        with output._signals_held():
+            signal.raise_signal(signal.SIGINT)
+            done = True  # reached: the interrupt waited
+    assert done
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# ============================================================================================ permissions
+def test_a_replaced_file_keeps_its_permissions_and_owner_but_no_setuid(
+    stories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replaced file kept setuid/setgid (``-rwsrwxr-x`` on a CSV); a file root replaced became root's. Now its
+    permission bits without setuid/setgid/sticky, its owner and group where the process may set them; a new
+    file follows the umask; group and others never get a write access they lacked."""
+    out = tmp_path / "out.csv"
+    for mode in (0o640, 0o444, 0o6775, 0o600):
+        out.write_text("old", encoding="utf-8")
+        os.chmod(out, mode)
+        owner = (65534, 65534) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+        if os.geteuid() == 0:
+            os.chown(out, *owner)
+        code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", out, "--force")
+        st = out.stat()
+        assert code == 0 and out.read_text(encoding="utf-8").startswith("id,")
+        assert stat.S_IMODE(st.st_mode) == mode & 0o777, oct(st.st_mode)
+        assert (st.st_uid, st.st_gid) == owner
+    old_mask = os.umask(0o027)
+    try:
+        code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", tmp_path / "new.csv")
+    finally:
+        os.umask(old_mask)
+    assert code == 0 and stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o640
+
+
+def test_links_are_written_through_consistently(
+    stories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link to a file of the user's elsewhere: replaced only with --force, the link kept, the target replaced;
+    a dangling link creates the file it names (no --force: nothing is replaced); a loop is one sentence."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    mine = elsewhere / "mine.csv"
+    mine.write_text("mine", encoding="utf-8")
+    link = tmp_path / "link.csv"
+    link.symlink_to(mine)
+    code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", link)
+    assert code == 1 and mine.read_text(encoding="utf-8") == "mine"
+    one_error(err, "--force")
+    code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", link, "--force")
+    assert code == 0 and link.is_symlink() and mine.read_text(encoding="utf-8").startswith("id,")
+    dangling = tmp_path / "dangling.csv"
+    dangling.symlink_to(elsewhere / "new.csv")
+    code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", dangling)
+    assert code == 0 and dangling.is_symlink() and (elsewhere / "new.csv").read_text(encoding="utf-8").startswith("id,")
+    loop = tmp_path / "loop.csv"
+    loop.symlink_to(loop)
+    code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", loop, "--force")
+    assert code == 1
+    one_error(err, "symbolic link loop")
+    assert leftovers(tmp_path) == [] and leftovers(elsewhere) == []
+
+
+def test_odd_names_are_written_or_refused_in_one_sentence(
+    stories: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new line or non-UTF-8 bytes in the name are written as given; a 300-byte name is one sentence; none
+    leaves a temporary file."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("new\nline.csv", os.fsdecode(b"bad\xff\xfe.csv")):
+        code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", name)
+        assert code == 0 and Path(name).read_text(encoding="utf-8").startswith("id,")
+        code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", name)
+        assert code == 1
+        one_error(err, "--force")
+    code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", "x" * 300 + ".csv")
+    assert code == 1
+    one_error(err, "too long")
+    assert leftovers(tmp_path) == []
