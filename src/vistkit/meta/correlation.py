@@ -3,7 +3,9 @@ r.
 
 - Pearson r, Spearman rho and Kendall tau (``kendall`` = tau-b, which corrects for ties on both sides and is
   scipy's default; ``kendall_c`` = tau-c, Stuart's variant for rectangular tables). Point values and p-values
-  are scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`).
+  are scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`); Pearson's are of the
+  scores shifted and scaled exactly first (`_conditioned`: r is the same, and stays right for scores that
+  differ only in their last bits or lie near the ends of the float range).
 - Bootstrap CIs resample ITEMS (stories) with replacement (percentile intervals); at system level the items of
   each system are resampled (stratified) and the system means recomputed, so the CI reflects which stories
   were judged, not only which systems.
@@ -39,6 +41,15 @@ def _numbers(values: Any, name: str) -> np.ndarray:
     if np.isinf(out).any():
         raise InputError(f"{name} holds an infinite value: no correlation is defined with it (NaN marks a missing one)")
     return out
+
+
+def _aligned(**named: Any) -> list[np.ndarray]:
+    """Each named sequence as `_numbers`, all of one length (`InputError` otherwise), in the order given."""
+    arrays = [_numbers(v, k.replace("_", " ")) for k, v in named.items()]
+    if len({a.size for a in arrays}) > 1:
+        sizes = ", ".join(f"{k.replace('_', ' ')} {a.size}" for k, a in zip(named, arrays, strict=True))
+        raise InputError(f"the score lists differ in length ({sizes})")
+    return arrays
 
 
 def _clean(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,8 +95,8 @@ def correlation(
     x, y = _clean(x, y)
     if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
         return math.nan, math.nan
-    if method == "pearson":
-        res = stats.pearsonr(x, y)
+    if method == "pearson":  # scipy's r and p of the same scores, shifted and scaled exactly (`_conditioned`)
+        res = stats.pearsonr(_conditioned(x[None, :])[0], _conditioned(y[None, :])[0])
     elif method == "spearman":
         res = stats.spearmanr(x, y)
     elif method == "kendall":
@@ -124,13 +135,25 @@ def _unit_rows(a: np.ndarray) -> np.ndarray:
     return np.ldexp(a, -exponent)
 
 
+def _conditioned(a: np.ndarray) -> np.ndarray:
+    """Every row of ``a`` scaled by a power of two into [-1, 1] (`_unit_rows`), then less its smallest value.
+
+    Pearson r does not change under either, and both are exact where it matters: a difference of two values
+    within a factor 2 of each other is exact (Sterbenz), so scores that differ only in their last bits (4, 4 +
+    1 ulp, 4 + 2 ulp) become small whole multiples of an ulp whose mean rounds no more. Unshifted, their mean
+    (4 + 0.75 ulp) is not a float and r came out -0.1 instead of -0.1348 (scipy's too, with a warning)."""
+    scaled = _unit_rows(a)
+    return scaled - scaled.min(axis=1, keepdims=True)
+
+
 def _rows_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pearson r of every row of ``a`` with the same row of ``b`` (B x k); NaN where a row is constant.
 
-    Each row is scaled by a power of two into [-1, 1] before and after centring (as `scipy.stats.pearsonr`
-    normalises), so scores of any magnitude give scipy's r: unscaled, the sums of squares overflow from about
-    1e154 (r NaN) and underflow below about 1e-154 (r NaN, or a silent 0 when the other side overflows)."""
-    ua, ub = _unit_rows(a), _unit_rows(b)
+    Each row is shifted and scaled exactly (`_conditioned`) and scaled again by a power of two after centring
+    (as `scipy.stats.pearsonr` normalises), so scores of any magnitude give scipy's r: unscaled, the sums of
+    squares overflow from about 1e154 (r NaN) and underflow below about 1e-154 (r NaN, or a silent 0 when the
+    other side overflows)."""
+    ua, ub = _conditioned(a), _conditioned(b)
     ac = _unit_rows(ua - ua.mean(axis=1, keepdims=True))
     bc = _unit_rows(ub - ub.mean(axis=1, keepdims=True))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -347,10 +370,13 @@ def system_correlation_ci(
     either is undefined are dropped), CI by resampling each system's stories (stratified bootstrap)."""
     check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
     _check_method(method)
-    m = np.asarray(metric_scores, dtype=float)
-    h = np.asarray(human_scores, dtype=float)
+    if isinstance(systems, (str, bytes)):
+        raise InputError("systems must be a sequence of system names, one per story")
+    m, h = _aligned(metric_scores=metric_scores, human_scores=human_scores)
+    if len(systems) != m.size:
+        raise InputError(f"{len(systems)} system names for {m.size} stories; give one system name per story")
     keep = ~(np.isnan(m) | np.isnan(h))
-    sys_arr = np.asarray(list(systems))[keep]
+    sys_arr = np.asarray([str(s) for s in systems])[keep]
     m, h = m[keep], h[keep]
     names = list(dict.fromkeys(sys_arr.tolist()))
     groups = [np.flatnonzero(sys_arr == s) for s in names]
@@ -447,7 +473,7 @@ def compare_correlations(
 ) -> dict[str, Any]:
     """Williams test of metric A vs metric B against the same human scores (items with a NaN dropped); an
     undefined test carries ``undefined`` (`williams_test`)."""
-    h, a, b = (np.asarray(v, dtype=float) for v in (human, metric_a, metric_b))
+    h, a, b = _aligned(human_scores=human, metric_A=metric_a, metric_B=metric_b)  # infinity refused, not "constant"
     keep = ~(np.isnan(h) | np.isnan(a) | np.isnan(b))
     h, a, b = h[keep], a[keep], b[keep]
     r12 = _coef(h, a, method)
