@@ -372,7 +372,8 @@ def test_odd_names_are_written_or_refused_in_one_sentence(
     stories: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A new line or non-UTF-8 bytes in the name are written as given; a 300-byte name is one sentence; none
-    leaves a temporary file."""
+    leaves a temporary file. A report folder whose name is not UTF-8 stopped with "unexpected
+    UnicodeEncodeError" (its page shows the command line): the page is written, the name as ``\\xff``."""
     monkeypatch.chdir(tmp_path)
     for name in ("new\nline.csv", os.fsdecode(b"bad\xff\xfe.csv")):
         code, _ = run(capsys, "score", stories, "-m", METRIC, "--per-item", name)
@@ -383,4 +384,13 @@ def test_odd_names_are_written_or_refused_in_one_sentence(
     code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", "x" * 300 + ".csv")
     assert code == 1
     one_error(err, "too long")
+    assert leftovers(tmp_path) == []
+    report = os.fsdecode(b"report\xff")
+    for stream in (sys.stdout, sys.stderr):  # as the real ones: capsys's are strict, a terminal shows the byte
+        stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    pairs = Path(__file__).parent / "fixtures" / "meta" / "vhed_small.csv"
+    code, err = run(capsys, "meta", "pairs", pairs, "-m", METRIC, "--bootstrap", "20", "--report", report)
+    assert code == 0, err
+    page = (tmp_path / report / "index.html").read_text(encoding="utf-8")  # strict: the page is UTF-8
+    assert "report\\udcff" in page
     assert leftovers(tmp_path) == []

@@ -935,7 +935,11 @@ def open_output(
         return
     target = check_output(path, force=force)
     mode = "wb" if binary else "w"
-    text_kwargs: dict[str, Any] = {} if binary else {"encoding": encoding, "newline": newline}
+    # errors: a file name that is not UTF-8 (kept by Python as lone surrogates) written into a report's command
+    # line stopped the report with a UnicodeEncodeError; it is written as ``\\udcff``, so the file stays UTF-8
+    text_kwargs: dict[str, Any] = (
+        {} if binary else {"encoding": encoding, "newline": newline, "errors": "backslashreplace"}
+    )
     if _is_stream(target):
         try:
             fd = _process_fd(target)
