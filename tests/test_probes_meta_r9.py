@@ -372,3 +372,32 @@ def test_system_level_and_williams_inputs_are_checked_in_one_sentence() -> None:
     ):
         with pytest.raises(InputError, match=message):
             call()
+
+
+def test_resamples_that_leave_the_coefficient_undefined_are_counted_and_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was silent: with human scores 3, 3, 3, 4 a third of the resamples draw no 4 (coefficient undefined) and
+    the CI was over the other two thirds without a word; now ``undefined_resamples`` counts them (the number of
+    drawn rows holding no 4 or only 4s, by hand from the same draws) and the table says so under it."""
+    from meta_dummies import dummy_metrics_registered
+
+    from vistkit.cli import main
+
+    x, y = np.array([2.0, 1, 3, 4]), np.array([3.0, 3, 3, 4])
+    idx = np.concatenate(list(index_blocks(np.random.default_rng(12345), 4, 1000)))
+    no_four = int((~(idx == 3).any(axis=1) | (idx == 3).all(axis=1)).sum())  # no 4 drawn, or only 4s
+    for method in C.METHODS:
+        out = C.correlation_ci(x, y, method=method, n_resamples=1000)
+        assert (out["undefined_resamples"], out["n_resamples"]) == (no_four, 1000)
+    assert "undefined_resamples" not in C.correlation_ci([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], n_resamples=1)
+    table = tmp_path / "likert.csv"
+    table.write_text("system,item,text,focused\na,1,one two,3\na,2,one,3\nb,3,one two three,3\nb,4,x y z w,4\n")
+    with dummy_metrics_registered():
+        code = main(["meta", "correlate", str(table), "-m", "meta-test-length", "--level", "story"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (
+        f"note: meta-test-length / focused (story level): {no_four} of 1,000 bootstrap resamples leave pearson, "
+        "spearman, kendall undefined" in out
+    )

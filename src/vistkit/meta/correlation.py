@@ -319,7 +319,18 @@ def correlation_ci(
     out = {"r": r, "p": p, "ci": _ci(boots, confidence), "n": int(x.size), "method": method}
     if math.isnan(r):
         out["undefined"] = undefined_reason(x, y)
+    _count_undefined(out, boots, n_resamples)
     return out
+
+
+def _count_undefined(out: dict[str, Any], boots: np.ndarray, n_resamples: int) -> None:
+    """``undefined_resamples``: how many resamples left the coefficient undefined (a side constant in it, e.g.
+    every drawn story rated 3); the percentile CI is over the others, so a reader must know when that is many.
+    Only when the coefficient itself is defined and some resample was not."""
+    k = int(np.isnan(boots).sum())
+    if k and not math.isnan(out["r"]):
+        out["undefined_resamples"] = k
+        out["n_resamples"] = n_resamples
 
 
 def system_means(systems: Sequence[str], values: np.ndarray) -> dict[str, float]:
@@ -400,6 +411,7 @@ def system_correlation_ci(
     }
     if math.isnan(r):  # over the systems' means
         out["undefined"] = undefined_reason(mx, hy, unit="system", human_what="mean human scores")
+    _count_undefined(out, boots, n_resamples)
     return out
 
 

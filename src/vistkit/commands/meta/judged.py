@@ -178,10 +178,19 @@ def correlate_cmd(
 def _undefined_note(rows: list[dict[str, Any]]) -> str:
     """Under the table: why each n/a coefficient is undefined (one line per metric, aspect, level and reason)."""
     seen: dict[str, None] = {}
+    degenerate: dict[tuple[str, int, int], list[str]] = {}  # (where, k, resamples) -> methods
     for r in rows:
+        where = f"{r['metric']} / {r['aspect']}" + (f" ({r['level']} level)" if "level" in r else "")
         if r.get("undefined"):
-            where = f"{r['metric']} / {r['aspect']}" + (f" ({r['level']} level)" if "level" in r else "")
             seen.setdefault(f"\nnote: n/a for {where}: {r['undefined']}", None)
+        if r.get("undefined_resamples"):  # the CI is over the other resamples
+            degenerate.setdefault((where, r["undefined_resamples"], r["n_resamples"]), []).append(r["method"])
+    for (where, k, total), methods in degenerate.items():
+        seen.setdefault(
+            f"\nnote: {where}: {k:,} of {total:,} bootstrap resamples leave {', '.join(methods)} undefined (one side "
+            "constant in them); the CI is over the rest",
+            None,
+        )
     return "".join(seen)
 
 
