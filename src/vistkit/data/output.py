@@ -6,7 +6,7 @@
   and an input's SQLite ``-wal``/``-shm``/``-journal`` file are refused, ``--force`` or not; so are standard
   output when it goes to an input (``... >> INPUT``), a SQLite database in use (a ``-wal``, ``-shm`` or
   ``-journal`` file beside it: a served study) or one of those files, and in the CLI an existing file or folder
-  inside vistkit's cache folder (`cache_folders`).
+  of vistkit's cache (`CACHE_ENTRIES` of `cache_folders`).
 - **Never over an existing file without ``--force``.** In the CLI an existing output file is refused unless the
   verb got ``--force``; the Python API overwrites (as `open(path, "w")` would), atomically. Without ``--force`` the
   new file takes its name only if the name is still free when it is done (a hard link, which fails on a taken
@@ -370,15 +370,12 @@ def _refuse_inputs(target: Path, policy: OutputPolicy, what: str = "file") -> No
             raise refuse(f"part of the input {inp} (SQLite keeps its unsaved changes there)")
         if exists and os.path.isdir(inp) and not os.path.isdir(target) and _inside(target, inp):
             raise refuse(f"a file inside the folder {inp}, an input of this command")
-    if policy.cli and exists:  # vistkit's own files, which later runs read: never an output of a command
-        for cache in cache_folders():
-            if _inside(target, cache):
-                where = "is" if _same_file(target, cache) else "is inside"
-                raise _error(
-                    f"{_shown(target)} {where} vistkit's cache folder {cache} (converted models, compiled helpers, "
-                    f"cached scores, which later runs read); writing it would destroy that {what}, so choose "
-                    "another output name"
-                )
+    if policy.cli and exists and (held := _cache_holding(target)) is not None:  # vistkit's own, read by later runs
+        where = "is" if _same_file(target, held) else f"is inside {held},"
+        raise _error(
+            f"{_shown(target)} {where} part of vistkit's cache (converted models, compiled helpers, cached scores, "
+            f"which later runs read); writing it would destroy that {what}, so choose another output name"
+        )
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -417,10 +414,14 @@ def _refuse_live_database(target: Path) -> None:
             )
 
 
+#: what vistkit keeps in its cache folder (`vistkit.models.runtime.default_cache_dir`): compiled Java helpers,
+#: converted language models, METEOR's tables, matplotlib's font cache, cached scores
+CACHE_ENTRIES = ("java", "lm", "meteor-tables", "matplotlib", "scores.sqlite")
+
+
 def cache_folders() -> list[str]:
-    """vistkit's cache folders that exist (converted models, compiled helpers, cached scores), found without
-    creating one: the folder chosen in this process, ``$VISTKIT_CACHE``, ``$XDG_CACHE_HOME/vistkit``,
-    ``~/.cache/vistkit``."""
+    """vistkit's cache folders that exist, found without creating one: the folder chosen in this process,
+    ``$VISTKIT_CACHE``, ``$XDG_CACHE_HOME/vistkit``, ``~/.cache/vistkit``."""
     found: list[Path] = []
     runtime = sys.modules.get("vistkit.models.runtime")
     found += list(getattr(runtime, "_CACHE_DIRS", {}).values())
@@ -436,6 +437,23 @@ def cache_folders() -> list[str]:
             if folder.is_dir() and str(folder) not in out:
                 out.append(str(folder))
     return out
+
+
+def _cache_holding(target: Path) -> str | None:
+    """The part of vistkit's cache that ``target`` is or lies in (the cache folder itself, one of its
+    `CACHE_ENTRIES`, ``$VISTKIT_METEOR_TABLE_CACHE``), or None. Only those: a cache folder pointed at a busy
+    place (``VISTKIT_CACHE=/tmp``) does not make every file there vistkit's."""
+    for cache in cache_folders():
+        if _same_file(target, cache):
+            return cache
+        for entry in CACHE_ENTRIES:
+            held = os.path.join(cache, entry)
+            if os.path.lexists(held) and _inside(target, held):
+                return held
+    tables = os.environ.get("VISTKIT_METEOR_TABLE_CACHE", "").strip()
+    if tables and os.path.isdir(tables) and _inside(target, tables):
+        return tables
+    return None
 
 
 def _os_error(path: Path | str, exc: OSError, *, folder: bool = False) -> OutputError:
