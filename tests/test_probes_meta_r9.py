@@ -401,3 +401,23 @@ def test_resamples_that_leave_the_coefficient_undefined_are_counted_and_noted(
         f"note: meta-test-length / focused (story level): {no_four} of 1,000 bootstrap resamples leave pearson, "
         "spearman, kendall undefined" in out
     )
+
+
+def test_the_table_names_the_kendall_variant_it_shows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was wrong: under ``--kendall c`` the table's title still said "Kendall = tau-b" above tau-c values; now it
+    names the variant computed (and the value is scipy's tau-c)."""
+    from meta_dummies import dummy_metrics_registered
+
+    from vistkit.cli import main
+
+    table = tmp_path / "likert.csv"
+    table.write_text("system,item,text,focused\na,1,one two,3\na,2,one,2\nb,3,one two three,3\nb,4,x y z w,5\n")
+    args = ["meta", "correlate", str(table), "-m", "meta-test-length", "--level", "story", "--kendall", "c"]
+    with dummy_metrics_registered():
+        code = main([*args, "-f", "csv", "--bootstrap", "10"])
+        out = capsys.readouterr().out
+        tau_c = next(float(r.split(",")[4]) for r in out.splitlines() if ",kendall," in r)
+        assert code == 0 and tau_c == pytest.approx(stats.kendalltau([2, 1, 3, 4], [3, 2, 3, 5], variant="c")[0])
+        code = main([*args, "--bootstrap", "10"])
+    out = capsys.readouterr().out
+    assert code == 0 and "(Kendall = tau-c)" in out and "tau-b" not in out

@@ -165,7 +165,7 @@ def correlate_cmd(
         [r["level"], r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
         for r in result["correlations"]
     ]
-    title = "correlation with human scores (Kendall = tau-b)"
+    title = f"correlation with human scores (Kendall = tau-{kendall})"  # said tau-b under --kendall c too
     _emit(result, cols, rows, fmt, title, _sig_caption(sigs) + _undefined_note(result["correlations"]))
     if report is not None:
         from vistkit.report.html import correlation_report
