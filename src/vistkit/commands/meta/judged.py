@@ -143,8 +143,8 @@ def correlate_cmd(
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
-    """Pearson, Spearman and Kendall tau-b of metric scores with human scores (story and system level,
-    bootstrap CIs), and the Williams test between every two metrics."""
+    """Pearson, Spearman and Kendall tau-b (tau-c with --kendall c) of metric scores with human scores (story and
+    system level, bootstrap CIs), and the Williams test between every two metrics."""
     if level not in ("story", "system", "both"):
         raise InputError("--level must be story, system or both")
     if kendall not in ("b", "c"):  # before any scoring
