@@ -58,6 +58,14 @@ class PhotoMetric(Metric):
     def _use_photos(self, images: Any, photos: Any, regions: Any = None, max_regions: int = 10) -> None:
         """Set the image store (from a folder), the photo map and an empty (bounded) region cache."""
         self.store = image_store(images, regions, max_regions)
+        if self.store is not None and self.store.regions_file == "given":
+            # regions given as a table: its hash, as a CSV's (any two tables were "given" in the signature)
+            import json
+
+            from vistkit.metrics._options import short_hash
+
+            table = json.dumps(self.store.boxes, sort_keys=True, default=str)
+            self.store.regions_file = "given-" + short_hash(table)
         self.photos = photos
         self._region_cache = ArrayCache()  # photo id -> its regions' embeddings, least recently used out first
 

@@ -242,3 +242,38 @@ def _hidden_layers(model: str) -> int | None:
         return None
     layers = config.get("num_hidden_layers")
     return layers if isinstance(layers, int) and not isinstance(layers, bool) else None
+
+
+# --------------------------------------------------------------------------------------------------- signatures
+def short_hash(*parts: bytes | str | memoryview) -> str:
+    """12 hex digits of the SHA-256 of ``parts`` (each length-prefixed, so ("ab", "c") and ("a", "bc") differ): the
+    content hash a signature shows for a file or table the user gives (GloVe vectors, anchor stories, regions)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in parts:
+        data = memoryview(part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part).cast("B")
+        digest.update(data.nbytes.to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()[:12]
+
+
+def named_with_hash(path: Any, digest: str) -> str:
+    """``NAME@HASH`` for a signature: the file or folder's own name (not its folder on this machine, which two
+    runs of the same files would not share) and the hash of what was read from it (two files of one name but
+    different contents were the same signature)."""
+    from pathlib import PurePath
+
+    return f"{PurePath(str(path)).name or str(path)}@{digest}"
+
+
+def model_label(name: str) -> str:
+    """A model's name as a signature shows it: a hub id or packaged name as given, a local folder by its own name
+    (its full path named this machine's folders: the same weights elsewhere had another signature; the weights'
+    hash that follows it tells models apart)."""
+    from pathlib import Path
+
+    text = str(name)
+    if text.startswith((".", "/", "~")) or Path(text).expanduser().exists():
+        return Path(text).expanduser().name or text
+    return text

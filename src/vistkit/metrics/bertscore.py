@@ -133,6 +133,21 @@ def _resolve(name: str) -> Path:
         ) from None
 
 
+def _model_label(name: str, path: Path) -> str:
+    """The signature's model: a packaged model by its name (its hub id too: the same weights), any other by its
+    name (a folder by its own name) and the hash of its weights: two folders of one name, or a hub id whose
+    cached revision changed, were signed alike."""
+    from vistkit.metrics._options import model_label
+    from vistkit.models.checkpoints import model_fingerprint
+    from vistkit.models.resolve import PACKAGED_MODELS
+
+    if not Path(name).expanduser().exists():
+        for packaged in PACKAGED_MODELS.values():
+            if name in (packaged.name, packaged.hub_id):
+                return packaged.name
+    return f"{model_label(name)}@{model_fingerprint(path)}"
+
+
 class _Encoder:
     """A tokenizer + encoder truncated to the chosen layer; embeds texts into unit-norm token vectors."""
 
@@ -309,11 +324,12 @@ class BertScore(Metric):
             "rescaling (x - b)/(1 - b) the top stays 1 and the bottom is unbounded. Higher is better."
         ),
         signature_fields=(
-            "nrefs, key, refabsent as for every reference-based metric; model (packaged name, hub id or "
-            "folder name), layer (the encoder layer whose output is used; 0 = embeddings), idf (yes/no), "
-            "rescale (no, or the baseline file's name / the b values used), tok (slow or fast tokenizer), hf"
-            " (transformers version); with precision=tf32x3 (fp32-accurate on tensor cores) or bf16, "
-            "precision and maxdev (the measured largest F1 deviation: 1e-6 / 3e-3); then the vistkit version."
+            "nrefs, key, refabsent as for every reference-based metric; model (packaged name, or a hub id or "
+            "folder name with @ and its weights' hash), layer (the encoder layer whose output is used; 0 = "
+            "embeddings), idf (yes/no), rescale (no, the baseline file's name with the [b=P,R,F] values read from "
+            "it, or the b values given), tok (slow or fast tokenizer), hf (transformers version); with "
+            "precision=tf32x3 (fp32-accurate on tensor cores) or bf16, precision and maxdev (the measured "
+            "largest F1 deviation: 1e-6 / 3e-3); then the vistkit version."
         ),
         reproduces=(
             "bert_score 0.3.13 (Tiiiger/bert_score): bert_score.score(cands, refs, model_type=<same local "
@@ -402,7 +418,7 @@ class BertScore(Metric):
             precision=self.precision,
         )
         self.layer = self._encoder.layer
-        self._model_label = self.model_name if not Path(self.model_name).exists() else path.name
+        self._model_label = _model_label(self.model_name, path)
         self.baseline_values: tuple[float, float, float] | None = None
         self._rescale_label = "no"
         if baseline is not None or baseline_path is not None:
@@ -438,8 +454,9 @@ class BertScore(Metric):
                 )
             b = (parts[0], parts[1], parts[2])
             return b, "b=" + ",".join(f"{v:g}" for v in b)
-        if path is not None:
-            return read_baseline(path, self.layer), Path(path).name
+        if path is not None:  # the file's name and the values read (two files of one name signed alike)
+            b = read_baseline(path, self.layer)
+            return b, f"{Path(path).name}[b=" + ",".join(f"{v:g}" for v in b) + "]"
         packaged = _packaged_baseline(self.model_name, lang)
         if packaged is None:
             raise InputError(

@@ -248,6 +248,18 @@ _CARD_COMMON = (
 )
 
 
+def prefix_label(prefix: str) -> str:
+    """The signature's prefix: words joined by ``_`` for a prefix of words each followed by one space (the
+    default ``A photo depicts `` -> ``A_photo_depicts``), else the exact text in JSON quotes. Stripping it signed
+    ``"A photo depicts"`` (no space before the caption, other numbers) and ``""`` alike or as an empty field."""
+    import json
+
+    words = prefix.split()
+    if words and prefix == " ".join(words) + " " and not any(c in prefix for c in "_|\"'"):
+        return "_".join(words)
+    return json.dumps(prefix, ensure_ascii=False).replace("|", "\\u007c")
+
+
 class _ClipScoreBase(PhotoMetric):
     higher_is_better: ClassVar[bool] = True
     lower_bound: ClassVar[float | None] = 0.0
@@ -294,9 +306,11 @@ class _ClipScoreBase(PhotoMetric):
         return found
 
     def signature_fields(self) -> dict[str, object]:
+        from vistkit.metrics._options import model_label
+
         return {
-            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
-            "prefix": self.prefix.strip().replace(" ", "_"),
+            "model": f"{model_label(self.encoder.name)}@{self.encoder.fingerprint}",
+            "prefix": prefix_label(self.prefix),
             "w": CLIPSCORE_W,
             **self._variant_fields(),
         }
@@ -343,7 +357,8 @@ class ClipScore(_ClipScoreBase):
         definition=_CARD_COMMON + " Story score = mean over sentences; sentences over 77 CLIP tokens are "
         "truncated as in the official code (counted in the output).",
         range="[0, 2.5], higher = text closer to its photos.",
-        signature_fields="model (id + weights hash), prefix, w, sentence source.",
+        signature_fields="model (hub id or folder name @ weights hash), prefix (its words joined by _, or the "
+        "exact text in quotes when it is not words each followed by one space), w, sentence source.",
         reproduces="jmhessel/clipscore get_clip_score per (sentence, photo) pair.",
         differences="A story-level CLIPScore is not defined by Hessel et al.; the per-sentence pairing and "
         "the mean "
@@ -390,7 +405,8 @@ class ClipScoreStory(_ClipScoreBase):
         "with their token count (long=exclude, default) or truncated (long=truncate, as the official code "
         "would).",
         range="[0, 2.5], higher = text closer to its photos.",
-        signature_fields="model (id + weights hash), prefix, w, long-text policy.",
+        signature_fields="model (hub id or folder name @ weights hash), prefix (its words joined by _, or the "
+        "exact text in quotes when it is not words each followed by one space), w, long-text policy.",
         reproduces="jmhessel/clipscore get_clip_score with the whole story as the caption (long=truncate).",
         differences="The official code truncates long captions silently; by default we refuse to score a "
         "story "

@@ -429,8 +429,10 @@ class Groovist(PhotoMetric):
         self._weight_cache: dict[str, float] = {}
 
     def signature_fields(self) -> dict[str, object]:
+        from vistkit.metrics._options import model_label
+
         return {
-            "model": f"{self.encoder.name}@{self.encoder.fingerprint}",
+            "model": f"{model_label(self.encoder.name)}@{self.encoder.fingerprint}",
             "theta": f"{self.dataset}:{self.theta:.6g}",
             "np": spacy_model_name(self.nlp) + (f"+given-{self.given_hash}" if self.given_hash else ""),
             "lemma": self.wordnet,

@@ -462,7 +462,8 @@ class RovistVG(PhotoMetric):
         "* recall(n))) (Eq. 2), idf(n) = log(N / (1 + df(n))) (Eq. 1) from the release's IDF table.",
         range="Unbounded (grows with the number of nouns; negative only when every noun's idf * recall is "
         "negative); higher = better grounded.",
-        signature_fields="checkpoint hash, GloVe file, IDF table hash, POS tagger, regions, aggregate.",
+        signature_fields="checkpoint hash, GloVe file (name @ hash of the vectors read), IDF table hash, POS "
+        "tagger, regions, aggregate.",
         reproduces="usydnlp/rovist scripts/visual_grounding_scorer.py (vg_score, log_sum_exp); checked by "
         "tests/test_rovist_vg.py::test_whole_path_tiny_checkpoint against the same weights run through "
         "transformers' ViT image processor.",
@@ -495,7 +496,14 @@ class RovistVG(PhotoMetric):
         batch_size: int = 32,
         trust_checkpoint: bool = False,
     ) -> None:
-        from vistkit.metrics._options import option_batch_size, option_bool, option_float, option_int
+        from vistkit.metrics._options import (
+            named_with_hash,
+            option_batch_size,
+            option_bool,
+            option_float,
+            option_int,
+            short_hash,
+        )
 
         if aggregate not in ("log_sum_exp", "sum", "mean"):
             raise InputError(f"aggregate must be log_sum_exp, sum or mean, not {aggregate!r}")
@@ -534,8 +542,10 @@ class RovistVG(PhotoMetric):
         self.model, self.fingerprint = load_rovist_vg(
             checkpoint, trust=trust_checkpoint, vit_config=vit_config, device=device, batch_size=batch_size
         )
-        self.glove_name = Path(glove).name
         self.glove = load_glove(glove)
+        # the file's name and the hash of the vectors read (two GloVe files of one name were signed alike)
+        vectors = (v.data for v in self.glove.values())
+        self.glove_name = named_with_hash(glove, short_hash("\0".join(self.glove), *vectors))
         dim = len(self.glove["unk"])
         if dim != self.model.word_dim:
             raise InputError(

@@ -110,7 +110,8 @@ class SacreBleu(Metric):
         signature_fields=(
             "nrefs (references per item, 'a-b' when it varies), key (how hypotheses meet references), "
             "refabsent (Reference Absent Algorithm), then sb:[...] = sacreBLEU's own signature (nrefs, case, "
-            "eff, tok, smooth, version; nrefs:var when the count varies), then the vistkit version."
+            "eff, tok, smooth, version; nrefs:var when the count varies), ngram (max_ngram_order, only when it "
+            "is not 4: sacreBLEU's own signature leaves it out), then the vistkit version."
         ),
         reproduces=(
             "sacrebleu.corpus_bleu / sacrebleu.metrics.BLEU (mjpost/sacrebleu) exactly: the corpus value "
@@ -205,8 +206,12 @@ class SacreBleu(Metric):
         return str(self._corpus._SIGNATURE_TYPE(args).format())
 
     def signature_fields(self) -> dict[str, object]:
-        # sacreBLEU learns nrefs only when it reads the references; score_items fills it in
-        return {"sb": f"[{self.sacrebleu_signature()}]"}
+        # sacreBLEU learns nrefs only when it reads the references; score_items fills it in. sacreBLEU's own
+        # signature leaves out max_ngram_order (BLEU-2 and BLEU-6 signed as BLEU-4): ngram says it when not 4
+        fields: dict[str, object] = {"sb": f"[{self.sacrebleu_signature()}]"}
+        if self.max_ngram_order != 4:
+            fields["ngram"] = self.max_ngram_order
+        return fields
 
     # -- statistics ------------------------------------------------------------------------------------------
     def statistics(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:

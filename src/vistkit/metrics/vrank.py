@@ -52,7 +52,7 @@ class Vrank(CrossEncoderRanker):
         "Vrank Table 1); with target=normalised, that difference divided by N, the paper's ranking gap (Sec. 3.1), "
         "in (-1, 1) for the data; the per-story score is in the same units",
         signature_fields="model (hash of the trained weights), encoder (id the model was trained from), data "
-        "(training data name), anchors (packaged or the anchor file's name)",
+        "(training data name), anchors (packaged, or the anchor file's name @ the hash of its story texts)",
         reproduces="the Vrank training recipe of the paper (no checkpoint is shipped: train one on VHED, "
         "AcademiaSinicaNLPLab/VHED; `vistkit vrank train --help`). Pair accuracy of the paper (Table 4, VHED "
         "test pairs, Eqs. 1-2): .786 on Omega_4, .826 on Omega_5, .796 on Omega_{4,5}; .816 reference-machine and "
@@ -76,7 +76,7 @@ class Vrank(CrossEncoderRanker):
         num_threads: int | None = None,
     ) -> None:
         super().__init__()
-        from vistkit.metrics._options import option_batch_size, option_text
+        from vistkit.metrics._options import named_with_hash, option_batch_size, option_text, short_hash
 
         threads = check_num_threads(self.name, num_threads)
         batch_size = option_batch_size(self.name, batch_size)
@@ -101,8 +101,11 @@ class Vrank(CrossEncoderRanker):
         self.model_hash = str(meta.get("tensors_sha256") or model_fingerprint(Path(model).expanduser()))[:12]
         self.encoder = str(meta.get("source", {}).get("encoder", "unknown"))
         self.training_data = str(meta.get("data", {}).get("name", "unknown"))
-        self._anchor_name = "packaged-val8" if anchors is None else Path(anchors).name
         self._anchors = packaged_anchors() if anchors is None else self._read_anchors(Path(anchors))
+        # a given file by its name and the hash of the stories read (two anchor files of one name signed alike)
+        self._anchor_name = "packaged-val8" if anchors is None else named_with_hash(
+            anchors, short_hash(*(s.text for s in self._anchors))
+        )
 
     @staticmethod
     def _read_anchors(path: Path) -> list[Story]:
