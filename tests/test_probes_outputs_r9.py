@@ -217,6 +217,25 @@ def test_a_full_disk_at_the_rename_keeps_the_old_file(tmp_path: Path, monkeypatc
         assert leftovers(tmp_path) == []
 
 
+def test_a_library_stumbling_over_a_full_disk_is_one_sentence(tmp_path: Path) -> None:
+    """A report on a full disk (a 200 kB tmpfs): matplotlib's PDF writer answers ENOSPC with an AttributeError
+    raised while handling it, so the report stopped with "unexpected AttributeError ... a bug in vistkit" (the old
+    report stayed, rightly). Now the full disk is said, naming the report's file, not its hidden temporary
+    folder."""
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "index.html").write_text("old", encoding="utf-8")
+    (report / output.MARKER).write_text("", encoding="utf-8")
+    with output.output_policy(force=True), pytest.raises(OutputError) as info:
+        with output.replaced_folder(report) as tmp, output.output_path(tmp / "fig.pdf"):
+            try:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            except OSError:
+                raise AttributeError("'Stream' object has no attribute 'pos'") from None
+    assert str(info.value).startswith(f"cannot write {report / 'fig.pdf'}: the disk is full"), info.value
+    assert (report / "index.html").read_text(encoding="utf-8") == "old" and leftovers(tmp_path) == []
+
+
 # ============================================================================================ signals
 SLOW_WRITER = textwrap.dedent(
     """

@@ -747,8 +747,13 @@ def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[
     old: Path | None = None
     try:
         prepare_folder(tmp, force=True)
-        with _write_faults(p, folder=True):
-            yield tmp
+        try:
+            with _write_faults(p, folder=True):
+                yield tmp
+        except OutputError as exc:  # a file of the report: named where it was to go, not in the hidden folder
+            if str(tmp) not in str(exc):
+                raise
+            raise _error(str(exc).replace(str(tmp), str(path).rstrip(os.sep))) from None
         try:
             _fsync_files(tmp)
             with _signals_held():
@@ -804,12 +809,21 @@ _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO
 @contextlib.contextmanager
 def _write_faults(target: Path, *, folder: bool = False) -> Iterator[None]:
     """A machine fault while the block writes ``target`` (a full disk, a read-only or failing one) as one
-    sentence naming it (`_os_error`); any other error as it is."""
+    sentence naming it (`_os_error`), also when the library writing it stumbled over it into another error
+    (matplotlib's PDF writer answers a full disk with an AttributeError raised while handling it); any other
+    error as it is."""
     try:
         yield
-    except OSError as exc:
-        if exc.errno in _WRITE_ERRNOS:
-            raise _os_error(target, exc, folder=folder) from None
+    except Exception as exc:
+        if isinstance(exc, OutputError):
+            raise
+        cause: BaseException | None = exc
+        for _ in range(8):  # the error, then what it was raised while handling
+            if cause is None:
+                break
+            if isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS:
+                raise _os_error(target, cause, folder=folder) from None
+            cause = cause.__cause__ or cause.__context__
         raise
 
 
