@@ -421,3 +421,30 @@ def test_the_table_names_the_kendall_variant_it_shows(tmp_path: Path, capsys: py
         code = main([*args, "--bootstrap", "10"])
     out = capsys.readouterr().out
     assert code == 0 and "(Kendall = tau-c)" in out and "tau-b" not in out
+
+
+def test_system_level_williams_counts_systems_not_items(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was wrong: with 3 systems the system-level Williams test was n/a because "only 3 items" had scores (there
+    were 6 stories); now it says "only 3 systems". The story-level test reports scipy's Pearson r of each metric
+    and r_AB = -1 (a metric and its negation), for which it is undefined."""
+    import json
+
+    from meta_dummies import dummy_metrics_registered
+
+    from vistkit.cli import main
+
+    table = tmp_path / "likert.csv"
+    table.write_text(
+        "system,item,text,focused\na,1,one two,3\na,2,one,2\nb,3,one two three,3\nb,4,x y z w,5\n"
+        "c,5,p q r s t,4\nc,6,p,1\n"
+    )
+    with dummy_metrics_registered():
+        metrics = "meta-test-length,meta-test-shortness"
+        code = main(["meta", "correlate", str(table), "-m", metrics, "-f", "json", "--bootstrap", "10"])
+    tests = {w["level"]: w for w in json.loads(capsys.readouterr().out)["williams"]}
+    assert code == 0 and tests["system"]["undefined"].startswith("only 3 systems with both metrics")
+    story = tests["story"]
+    lengths, human = np.array([2.0, 1, 3, 4, 5, 1]), np.array([3.0, 2, 3, 5, 4, 1])
+    r12 = stats.pearsonr(human, lengths)[0]
+    assert (story["r_a"], story["r_b"], story["r_ab"]) == pytest.approx((r12, -r12, -1.0))
+    assert "r_AB = -1" in story["undefined"]  # shortness is length negated: nothing to test

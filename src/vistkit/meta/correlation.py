@@ -419,12 +419,13 @@ def system_correlation_ci(
 _SAME_METRIC_TOL = 1e-12
 
 
-def williams_undefined_reason(r12: float, r13: float, r23: float, n: int) -> str | None:
+def williams_undefined_reason(r12: float, r13: float, r23: float, n: int, *, unit: str = "item") -> str | None:
     """Why the Williams test of r12 vs r13 (given r23, over n items) is undefined, or None when it is defined:
     fewer than 4 items (n - 3 degrees of freedom), a correlation that is undefined (a constant column), or two
-    metrics that are the same or mirror images up to a linear map (r23 = +-1: nothing to compare)."""
+    metrics that are the same or mirror images up to a linear map (r23 = +-1: nothing to compare). ``unit``
+    names what was counted (``system`` at system level)."""
     if n <= 3:
-        return f"only {n} item{'s' if n != 1 else ''} with both metrics and human scores; the test needs 4"
+        return f"only {n} {unit}{'s' if n != 1 else ''} with both metrics and human scores; the test needs 4"
     if math.isnan(r12) and math.isnan(r13):
         return "neither metric's correlation with the human scores is defined (constant scores)"
     if math.isnan(r12) or math.isnan(r13):
@@ -439,7 +440,7 @@ def williams_undefined_reason(r12: float, r13: float, r23: float, n: int) -> str
     return None
 
 
-def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, Any]:
+def williams_test(r12: float, r13: float, r23: float, n: int, *, unit: str = "item") -> dict[str, Any]:
     """Williams test: is corr(human, metric A) = r12 different from corr(human, metric B) = r13, given
     corr(A, B) = r23 over the same n items?  (Graham & Baldwin 2014, Eq. 1)
 
@@ -459,7 +460,7 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, Any]:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise InputError(f"williams_test: n must be a whole number of items, not {n!r:.40}")
     nan = {"t": math.nan, "df": float(n - 3), "p_one_sided": math.nan, "p_two_sided": math.nan}
-    reason = williams_undefined_reason(r12, r13, r23, n)
+    reason = williams_undefined_reason(r12, r13, r23, n, unit=unit)
     if reason is not None:
         return {**nan, "undefined": reason}
     k = max(0.0, 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23)
@@ -481,10 +482,10 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict[str, Any]:
 
 
 def compare_correlations(
-    human: np.ndarray, metric_a: np.ndarray, metric_b: np.ndarray, *, method: str = "pearson"
+    human: np.ndarray, metric_a: np.ndarray, metric_b: np.ndarray, *, method: str = "pearson", unit: str = "item"
 ) -> dict[str, Any]:
     """Williams test of metric A vs metric B against the same human scores (items with a NaN dropped); an
-    undefined test carries ``undefined`` (`williams_test`)."""
+    undefined test carries ``undefined`` (`williams_test`; ``unit`` names the items in it, e.g. ``system``)."""
     h, a, b = _aligned(human_scores=human, metric_A=metric_a, metric_B=metric_b)  # infinity refused, not "constant"
     keep = ~(np.isnan(h) | np.isnan(a) | np.isnan(b))
     h, a, b = h[keep], a[keep], b[keep]
@@ -498,7 +499,7 @@ def compare_correlations(
         "r_b": r13,
         "r_ab": r23,
         "n": int(h.size),
-        **williams_test(r12, r13, r23, int(h.size)),
+        **williams_test(r12, r13, r23, int(h.size), unit=unit),
     }
 
 

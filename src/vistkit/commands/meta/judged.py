@@ -271,7 +271,7 @@ def _correlate_aspect(
             h, va, vb = (
                 np.array(list(system_means(systems, v[keep]).values())) for v in (human, values[a], values[b])
             )
-            test = compare_correlations(h, va, vb, method="pearson")
+            test = compare_correlations(h, va, vb, method="pearson", unit="system")  # n = systems, not items
             williams.append({"level": "system", "aspect": aspect, "a": a, "b": b, **test})
 
 
