@@ -146,14 +146,15 @@ def _conditioned(a: np.ndarray) -> np.ndarray:
     return scaled - scaled.min(axis=1, keepdims=True)
 
 
-def _rows_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _rows_pearson(a: np.ndarray, b: np.ndarray, *, conditioned: bool = False) -> np.ndarray:
     """Pearson r of every row of ``a`` with the same row of ``b`` (B x k); NaN where a row is constant.
 
     Each row is shifted and scaled exactly (`_conditioned`) and scaled again by a power of two after centring
     (as `scipy.stats.pearsonr` normalises), so scores of any magnitude give scipy's r: unscaled, the sums of
     squares overflow from about 1e154 (r NaN) and underflow below about 1e-154 (r NaN, or a silent 0 when the
-    other side overflows)."""
-    ua, ub = _conditioned(a), _conditioned(b)
+    other side overflows). ``conditioned``: the rows are draws from values already `_conditioned` (or ranks),
+    so the first step is skipped (the bootstrap conditions the n scores once, not every resample)."""
+    ua, ub = (a, b) if conditioned else (_conditioned(a), _conditioned(b))
     ac = _unit_rows(ua - ua.mean(axis=1, keepdims=True))
     bc = _unit_rows(ub - ub.mean(axis=1, keepdims=True))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -278,13 +279,16 @@ def _item_bootstrap(x: np.ndarray, y: np.ndarray, method: str, n_resamples: int,
     kendall = method.startswith("kendall") and n <= KENDALL_MATRIX_MAX
     by_counts = _KendallOfResamples(x, y, "c" if method == "kendall_c" else "b") if kendall else None
     groups_x, groups_y = np.unique(x, return_inverse=True)[1].ravel(), np.unique(y, return_inverse=True)[1].ravel()
+    cx, cy = _conditioned(x[None, :])[0], _conditioned(y[None, :])[0]  # exact; r of any resample unchanged
     parts = []
     for idx in index_blocks(rng, n, n_resamples):
         if by_counts is not None:
             parts.append(by_counts(idx))
         elif method == "spearman":  # Pearson r of the average ranks, ranked from the tie-group counts
-            r = _rows_pearson(_resampled_ranks(idx, groups_x), _resampled_ranks(idx, groups_y))
+            r = _rows_pearson(_resampled_ranks(idx, groups_x), _resampled_ranks(idx, groups_y), conditioned=True)
             parts.append(r)
+        elif method == "pearson":
+            parts.append(_rows_pearson(cx[idx], cy[idx], conditioned=True))  # NaN where a resample is constant
         else:
             parts.append(_rows_coef(x[idx], y[idx], method))
     return np.concatenate(parts)
