@@ -448,3 +448,14 @@ def test_system_level_williams_counts_systems_not_items(tmp_path: Path, capsys: 
     r12 = stats.pearsonr(human, lengths)[0]
     assert (story["r_a"], story["r_b"], story["r_ab"]) == pytest.approx((r12, -r12, -1.0))
     assert "r_AB = -1" in story["undefined"]  # shortness is length negated: nothing to test
+
+
+def test_point_biserial_of_scores_differing_in_their_last_bits_is_exact() -> None:
+    """Was wrong (the Pearson fix's sibling): scores 4, 4 + 1 ulp, 4 + 2 ulp, 4, 4 + 1 ulp against labels
+    0, 1, 1, 0, 0 gave r = 0.5217 (scipy's pointbiserialr on the raw scores); the exact r is that of 0, 1, 2, 0, 1,
+    0.7638. Now the scores are shifted and scaled exactly first."""
+    s = np.array([4.0, 4.000000000000001, 4.000000000000002, 4.0, 4.000000000000001])
+    labels = np.array([0.0, 1, 1, 0, 0])
+    want = stats.pearsonr(labels, [0.0, 1, 2, 0, 1])
+    got = C.point_biserial(s, labels)
+    assert got["r"] == pytest.approx(want[0], abs=1e-15) and got["p"] == pytest.approx(want[1], rel=1e-12)

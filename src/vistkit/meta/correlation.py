@@ -525,5 +525,5 @@ def point_biserial(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
             "n_error": int(lab.sum()),
             "undefined": undefined_reason(s, lab, human_what="error labels"),
         }
-    res = stats.pointbiserialr(lab.astype(bool), s)
+    res = stats.pointbiserialr(lab.astype(bool), _conditioned(s[None, :])[0])  # Pearson r: as `correlation`
     return {"r": float(res[0]), "p": float(res[1]), "n": int(s.size), "n_error": int(lab.sum())}
