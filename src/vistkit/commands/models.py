@@ -186,23 +186,28 @@ def convert(
         warn_ignored(["--tokenizer"], "--kind rovist-sop (a state-dict folder holds no tokenizer)")
     elif tokenizer is not None:
         check_tokenizer(tokenizer)
-    if kind == "rovist-sop":
-        from vistkit.models.sop import convert_sop_checkpoint
+    from vistkit.data.output import MODEL_MARKERS, replaced_folder
 
-        folder = convert_sop_checkpoint(
-            checkpoint, out, trust_checkpoint=trust_checkpoint, config=cfg, tokenizer=tokenizer
-        )
-    elif kind == "state-dict":
-        obj = load_legacy_checkpoint(checkpoint, trust=trust_checkpoint)
-        folder = save_converted(
-            out,
-            extract_state_dict(obj),
-            kind="state-dict",
-            config=cfg or {},
-            source={"file": checkpoint.name, "sha256": file_sha256(checkpoint)},
-            extra={"opt": jsonable(obj.get("opt", {}))},
-        )
-    echo(f"converted {checkpoint} -> {folder}")
+    # written whole beside it, then renamed into place: a failed or interrupted conversion (a full disk) leaves an
+    # earlier model of that name loadable, never a folder without its vistkit_model.json
+    with replaced_folder(out, markers=MODEL_MARKERS) as fresh:
+        if kind == "rovist-sop":
+            from vistkit.models.sop import convert_sop_checkpoint
+
+            convert_sop_checkpoint(
+                checkpoint, fresh, trust_checkpoint=trust_checkpoint, config=cfg, tokenizer=tokenizer
+            )
+        elif kind == "state-dict":
+            obj = load_legacy_checkpoint(checkpoint, trust=trust_checkpoint)
+            save_converted(
+                fresh,
+                extract_state_dict(obj),
+                kind="state-dict",
+                config=cfg or {},
+                source={"file": checkpoint.name, "sha256": file_sha256(checkpoint)},
+                extra={"opt": jsonable(obj.get("opt", {}))},
+            )
+    echo(f"converted {checkpoint} -> {out}")
 
 
 #: the files of a Hugging Face tokenizer folder, one of which `models convert --tokenizer DIR` needs

@@ -716,15 +716,19 @@ def prepare_folder(path: str | Path, *, force: bool | None = None, markers: Sequ
 
 
 @contextlib.contextmanager
-def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[Path]:
+def replaced_folder(
+    path: str | Path, *, force: bool | None = None, markers: Sequence[str] = (MARKER,)
+) -> Iterator[Path]:
     """An output folder written whole (a report): `check_output_folder`, then a new hidden folder beside it to
     fill in the block. When the block ends the new folder takes the name: an earlier vistkit folder is first
     moved aside (and removed after), so that no file of the old report stays among the new one's, and an
     interruption leaves the old report or the new one, never a mix (between the two renames, the old one waits
-    beside it as ``.NAME.old-*``). If the block fails, the new folder is removed and the old one is untouched.
+    beside it as ``.NAME.old-*``). If the block fails, the new folder is removed and the old one is untouched
+    (a converted model replaced with ``--force`` on a full disk stays loadable). ``markers``: what marks a folder
+    as vistkit's (`MODEL_MARKERS` for a model folder).
     A file that the running command reads inside the folder is refused first (replacing the folder would
     delete it)."""
-    p = check_output_folder(path, force=force)
+    p = check_output_folder(path, force=force, markers=markers)
     p = Path(os.path.realpath(p)) if p.is_symlink() else Path(os.path.abspath(p))  # a link stays: its folder goes
     if Path(os.getcwd()).resolve().is_relative_to(p.resolve()):
         raise _error(
@@ -757,7 +761,7 @@ def replaced_folder(path: str | Path, *, force: bool | None = None) -> Iterator[
         try:
             _fsync_files(tmp)
             with _signals_held():
-                check_output_folder(p, force=force)  # a folder made there meanwhile is judged as at the start
+                check_output_folder(p, force=force, markers=markers)  # one made meanwhile: judged as at the start
                 if p.exists():
                     old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.old-"))
                     os.replace(p, old)  # an empty folder is replaced by the rename
@@ -803,6 +807,8 @@ def _fsync_files(folder: Path) -> None:
                 os.fsync(fh.fileno())
 
 
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
 
 
@@ -810,8 +816,8 @@ _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO
 def _write_faults(target: Path, *, folder: bool = False) -> Iterator[None]:
     """A machine fault while the block writes ``target`` (a full disk, a read-only or failing one) as one
     sentence naming it (`_os_error`), also when the library writing it stumbled over it into another error
-    (matplotlib's PDF writer answers a full disk with an AttributeError raised while handling it); any other
-    error as it is."""
+    (matplotlib's PDF writer answers a full disk with an AttributeError raised while handling it) or says it in
+    its own error (safetensors: "I/O error: No space left on device (os error 28)"); any other error as it is."""
     try:
         yield
     except Exception as exc:
@@ -823,6 +829,10 @@ def _write_faults(target: Path, *, folder: bool = False) -> Iterator[None]:
                 break
             if isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS:
                 raise _os_error(target, cause, folder=folder) from None
+            # a library written in Rust (safetensors, tokenizers) says the OS error in its text: "(os error 28)"
+            code = _RUST_OS_ERROR.search(str(cause))
+            if code is not None and int(code.group(1)) in _WRITE_ERRNOS:
+                raise _os_error(target, OSError(int(code.group(1)), str(cause)), folder=folder) from None
             cause = cause.__cause__ or cause.__context__
         raise
 
