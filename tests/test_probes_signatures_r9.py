@@ -16,6 +16,10 @@ of runs compared. What was signed alike although the numbers differed:
 - vrank ``anchors``: only the file's name; now ``NAME@HASH`` of the anchor stories' texts;
 - rovist-vg ``glove``: only the file's name; now ``NAME@HASH`` of the vectors read;
 - groovist / rovist-vg ``regions`` given as a table (Python API): every table was ``csv-given``; now its hash;
+- coherence ``model`` as a folder: the hash covers the head's weights only and ``encoder:all-MiniLM-L6-v2`` was
+  fixed text, so a folder with the packaged head and ``"objective": "pairwise"`` (.6910 vs .6823) or
+  ``"max_length": 8`` (.6058) in its config.json was signed as the packaged model; the encoder is now read from
+  the config, and ``maxlen`` / ``objective`` show when not 256 / pointwise;
 - clipscore ``prefix``: the signature stripped it, so ``"A photo depicts"`` (no space before the sentence, other
   numbers) was signed as the default ``"A photo depicts "``, and ``""`` as an empty field; now a prefix of words
   each followed by one space keeps its ``A_photo_depicts`` form and any other is shown exactly, in JSON quotes.
@@ -217,6 +221,20 @@ def _sop(root: Path) -> Variants:
     }  # fmt: skip
 
 
+def _coherence(root: Path) -> Variants:
+    from vistkit.models.resolve import resolve_model
+
+    out: Variants = {"packaged": {}}
+    for label, change in {"pairwise": {"objective": "pairwise"}, "maxlen-8": {"max_length": 8}}.items():
+        folder = root / label
+        if not folder.is_dir():  # the packaged head, another config.json
+            shutil.copytree(resolve_model("coherence-minilm-v1"), folder)
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            (folder / "config.json").write_text(json.dumps({**config, **change}), encoding="utf-8")
+        out[label] = {"model": str(folder)}
+    return out
+
+
 #: metric -> (variants, pairs whose numbers must differ (each a real case that was signed alike, or a plain
 #: option), pairs whose numbers must agree to float rounding)
 CASES: dict[str, tuple[Callable[[Path], Variants], list[tuple[str, str]], list[tuple[str, str]]]] = {
@@ -233,6 +251,7 @@ CASES: dict[str, tuple[Callable[[Path], Variants], list[tuple[str, str]], list[t
     "rovist-vg": (_rovist_vg, [("glove-b", "glove-c"), ("regions-a", "regions-b"), ("default", "mean")],
                   [("default", "batch-1")]),
     "lm-perplexity": (_lm, [("lm-a", "lm-b"), ("lm-a", "bf16")], [("lm-a", "batch-tokens")]),
+    "coherence": (_coherence, [("packaged", "pairwise"), ("packaged", "maxlen-8")], []),
     "rovist-c": (_sop, [("sop-a", "sop-b"), ("sop-a", "bf16")], [("sop-a", "batch-1")]),
 }  # fmt: skip
 

@@ -342,7 +342,8 @@ class Coherence(Metric):
             "stories (swap / future / other-story / repeat negatives). See docs/models/coherence.md."
         ),
         range="[0, 1], higher is more coherent; one-sentence stories are excluded.",
-        signature_fields="model (name + head SHA-256 prefix), encoder, context:prefix, sentence splitter; with "
+        signature_fields="model (name + head SHA-256 prefix), encoder, maxlen and objective (from the model's "
+        "config.json, when not 256 and pointwise), context:prefix, sentence splitter; with "
         "precision=tf32x3 (fp32-accurate on tensor cores) or bf16, precision and maxdev (measured: 1e-6 / 1e-2).",
         reproduces=(
             "Not an official metric: an offline stand-in for dHM-C / RoViST-C. Agreement with the official "
@@ -372,9 +373,22 @@ class Coherence(Metric):
             ) from None
 
     def signature_fields(self) -> dict[str, object]:
-        return {
+        from vistkit.metrics._options import model_label
+
+        # the hash is the head's weights; the encoder, its token limit and the objective come from the folder's
+        # config.json (a folder with the same head and another config was signed as the packaged model)
+        config = self.model.config
+        encoder = str(config.get("encoder", "minilm-l6"))
+        fields: dict[str, object] = {
             "model": f"{self.model.name}@{self.model.fingerprint}",
-            "encoder": "all-MiniLM-L6-v2",
+            "encoder": "all-MiniLM-L6-v2" if encoder == "minilm-l6" else model_label(encoder),
+        }
+        if int(config.get("max_length", 256)) != 256:
+            fields["maxlen"] = int(config.get("max_length", 256))
+        if self.model.objective != "pointwise":
+            fields["objective"] = self.model.objective
+        return {
+            **fields,
             "context": "prefix",
             "sent": SENT_SPLITTER,
             **precision_fields(self.model.encoder.precision, COHERENCE_DEVIATION),
