@@ -138,10 +138,13 @@ def train_cmd(
     texts = _mlm_texts(mlm_stories) if mlm_stories is not None else None
     check_device_here(device)  # a cuda/mps device this machine lacks: before the encoder loads (torch only then)
     progress, update = _progress()
-    with progress:
-        folder = train_vrank(
+    from vistkit.data.output import MODEL_MARKERS, replaced_folder
+
+    # trained beside it, then renamed into place whole: a failed save (a full disk) leaves an earlier model loadable
+    with progress, replaced_folder(out, markers=MODEL_MARKERS) as fresh:
+        train_vrank(
             pairs,
-            out,
+            fresh,
             encoder=encoder,
             settings=settings,
             mlm_texts=texts,
@@ -151,6 +154,7 @@ def train_cmd(
             threads=threads,
             progress=update,
         )
+    folder = out
     import json
 
     meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
