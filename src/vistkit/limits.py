@@ -52,6 +52,11 @@ CACHE_ENV = "VISTKIT_CACHE_MB"
 CACHE_BYTES_DEFAULT = 512 * MiB
 #: story-ranker-v1: sentences of a story it scores (it compares every pair; `vistkit.models.story_ranker`)
 RANKER_V1_MAX_SENTENCES = 200
+#: story pairs one meta command may build (`vistkit.meta.human.pairs_from_rankings`: C(N, 2) per task of N stories;
+#: `build_reference_pairs`: every machine story with every reference of its key), counted before building: one
+#: task of 20,000 stories (a 400 KB rankings file) made 200 million pairs (hours, ~100 GB); VHED's tasks hold 5
+PAIRS_ENV = "VISTKIT_MAX_PAIRS"
+PAIRS_DEFAULT = 1_000_000
 
 
 def _env_int(name: str, default: int, *, scale: int = 1) -> int:
@@ -114,6 +119,22 @@ def max_line_chars() -> int:
     """Most characters one line of a JSONL or CSV file may hold: 16 per story character (`max_story_chars`), at
     least 8 Mi."""
     return max(LINE_CHARS_FLOOR, 16 * max_story_chars())
+
+
+def max_pairs() -> int:
+    """Most story pairs one meta command may build (`VISTKIT_MAX_PAIRS`; default 1,000,000)."""
+    return _env_int(PAIRS_ENV, PAIRS_DEFAULT)
+
+
+def too_many_pairs(count: int, what: str) -> InputError | None:
+    """The one error for ``count`` story pairs over `max_pairs` (``what``: where they come from), else None."""
+    limit = max_pairs()
+    if count <= limit:
+        return None
+    return InputError(
+        f"{what} make {count:,} story pairs, more than vistkit's limit of {limit:,} (the pairs grow with the square "
+        f"of the stories per task or key); if that is intended, raise the limit with {PAIRS_ENV}=<n>"
+    )
 
 
 def cache_bytes() -> int:
@@ -195,6 +216,12 @@ LIMIT_ROWS = [
         f"a story of more than {RANKER_V1_MAX_SENTENCES} sentences is excluded with the reason (it compares every "
         "pair of sentences)",
         "-",
+    ],
+    [
+        "story pairs",
+        f"meta rankings-to-pairs / build-pairs and a rank study's results: {PAIRS_DEFAULT:,} pairs (C(N, 2) per "
+        "ranking task of N stories; each machine story with each reference of its key), counted before building",
+        f"{PAIRS_ENV}=<n>",
     ],
     ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
     [

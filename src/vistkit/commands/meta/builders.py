@@ -46,8 +46,7 @@ def build_pairs_cmd(
     pairs = []
     for name, (path, field) in files.items():
         m = read_stories(path, field=field, system=name)
-        got = build_reference_pairs(refs, [m], key=keys.get(name, "story"))
-        pairs += got if limit is None else got[:limit]
+        pairs += build_reference_pairs(refs, [m], key=keys.get(name, "story"), limit=limit)
     write_pairs(pairs, output)
     emit(
         f"wrote {len(pairs)} pairs to {output} (label is a proxy: the human story is assumed better)",
