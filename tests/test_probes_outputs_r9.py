@@ -18,6 +18,8 @@ Most were already right; what was wrong:
 - the "exists already, pass --force" check ran only when the command started: a file made under the output name
   while the command ran (another run, the user) was silently replaced without ``--force``, and a folder of the
   user's made under a ``--report`` name was DELETED with its files; now the name must still be free at the end;
+- an output file that the shell also opened as stdout or stderr (``--per-item out.csv --force >> out.csv``) was
+  replaced by name, so all that the command printed went into the replaced file; refused now;
 - ``--per-item STUDY.db --force`` (or ``STUDY.db-wal``) onto a study that a studio was serving replaced it: every
   answer not yet checkpointed was lost with the server; a SQLite database in use (a ``-wal``/``-shm``/``-journal``
   beside it) and those files are now refused, ``--force`` or not;
@@ -116,6 +118,27 @@ def test_standard_output_appended_to_an_input_is_refused(
         assert main(["score", str(stories), "-m", METRIC, "-q", "--per-item", "-"]) == 0
     monkeypatch.undo()
     assert other.read_text(encoding="utf-8").splitlines()[:2] == ["id," + METRIC, "s0,10.0"]  # ten words
+
+
+def test_an_output_that_the_shell_also_opened_for_stdout_is_refused(
+    stories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--per-item out.csv --force >> out.csv``: the CSV replaced the file by name and the table printed to
+    standard output went into the replaced file (lost). Refused now (standard error too), the file untouched."""
+    out = tmp_path / "out.csv"
+    out.write_text("old\n", encoding="utf-8")
+    for fd in (1, 2):
+        saved, opened = os.dup(fd), os.open(out, os.O_WRONLY | os.O_APPEND)
+        os.dup2(opened, fd)
+        try:
+            code = main(["score", str(stories), "-m", METRIC, "--per-item", str(out), "--force"])
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+            os.close(opened)
+        assert code == 1 and out.read_text(encoding="utf-8") == "old\n"
+        where = "standard output" if fd == 1 else "standard error"
+        one_error(capsys.readouterr().err, f"{out} is also where {where} goes")
 
 
 # ============================================================================================ databases and the cache

@@ -173,6 +173,29 @@ def refuse_stdout_input(policy: OutputPolicy | None = None) -> None:
             )
 
 
+def _refuse_redirected(target: Path) -> None:
+    """Refuse an output file that the shell also opened as this command's standard output or error
+    (``vistkit score x --per-item out.csv --force > out.csv``): the new file would replace it by name, and all
+    that the command prints would go into the replaced file, lost. ``--per-item -`` writes there on purpose."""
+    try:
+        st = os.stat(target)
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    for fd, name in ((1, "standard output"), (2, "standard error")):
+        try:
+            other = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(other.st_mode) and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            raise _error(
+                f"{target} is also where {name} goes (a redirection of the shell); replacing it would lose what "
+                "the command prints there, so choose another output name"
+                + (" or write it with - (standard output)" if fd == 1 else "")
+            )
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived while a command that writes files ran (`output_policy`): raised like Ctrl-C's
     KeyboardInterrupt, so that the writers remove their temporary files and a folder the command created, before
@@ -569,6 +592,8 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
             raise _error(f"{path} is a link to a folder; give a file name for the output")
         _refuse_inputs(p, policy)
     _refuse_live_database(p)
+    if policy.cli:
+        _refuse_redirected(p)
     if os.path.lexists(p):
         if not force:
             raise _error(f"{path} exists already; pass --force to overwrite it, or choose another output file")
