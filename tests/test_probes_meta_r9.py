@@ -459,3 +459,20 @@ def test_point_biserial_of_scores_differing_in_their_last_bits_is_exact() -> Non
     want = stats.pearsonr(labels, [0.0, 1, 2, 0, 1])
     got = C.point_biserial(s, labels)
     assert got["r"] == pytest.approx(want[0], abs=1e-15) and got["p"] == pytest.approx(want[1], rel=1e-12)
+
+
+def test_mcnemar_equals_statsmodels_golden_numbers() -> None:
+    """statsmodels 0.15 ``mcnemar(table, exact=True)`` and ``exact=False, correction=True`` (run in a throwaway
+    venv; statsmodels is no dependency) on b, c = (5, 12), (0, 7), (13, 2): the same p-values and statistics."""
+    golden = {
+        (5, 12): (0.143463134765625, 2.1176470588235294, 0.1456100953968629),
+        (0, 7): (0.015625, 5.142857142857143, 0.02334220201289086),
+        (13, 2): (0.00738525390625, 6.666666666666667, 0.009823274507519235),
+    }
+    for (b, c), (p_exact, statistic, p_chi2) in golden.items():
+        a = np.array([1.0] * b + [0.0] * c + [1.0] * 3 + [0.0] * 4)
+        other = np.array([0.0] * b + [1.0] * c + [1.0] * 3 + [0.0] * 4)
+        got = mcnemar(a, other)
+        assert got["p_exact"] == pytest.approx(p_exact, rel=1e-12)
+        assert got["statistic"] == pytest.approx(statistic, rel=1e-12)
+        assert got["p_chi2"] == pytest.approx(p_chi2, rel=1e-10)

@@ -30,7 +30,9 @@ def _valid(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> dict[str, Any]:
     """McNemar on paired 0/1 correctness (NaN rows dropped): ``b`` = A right and B wrong, ``c`` = the reverse.
 
-    ``p_exact`` = min(1, 2 * P[Binomial(b + c, 1/2) <= min(b, c)]); ``p_chi2`` uses (|b - c| - 1)^2 / (b + c).
+    ``p_exact`` = min(1, 2 * P[Binomial(b + c, 1/2) <= min(b, c)]); ``p_chi2`` uses (|b - c| - 1)^2 / (b + c),
+    taken as 0 when b = c (the continuity correction never overshoots, as in scipy's Yates correction;
+    statsmodels' ``mcnemar(exact=False)`` gives 1 / (b + c) there). Both equal statsmodels' otherwise.
     Both are 1.0 when no pair is discordant (b = c = 0) and NaN (n/a) when no pair counts for both metrics
     (``n`` = 0), where there is nothing to test.
     """
