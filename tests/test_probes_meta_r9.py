@@ -476,3 +476,21 @@ def test_mcnemar_equals_statsmodels_golden_numbers() -> None:
         assert got["p_exact"] == pytest.approx(p_exact, rel=1e-12)
         assert got["statistic"] == pytest.approx(statistic, rel=1e-12)
         assert got["p_chi2"] == pytest.approx(p_chi2, rel=1e-10)
+
+
+@pytest.mark.parametrize("test", ["ar", "bs"])
+def test_paired_tests_on_systems_differing_in_one_sentence_equal_sacrebleu(
+    test: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tie rule on sacreBLEU's own statistics: two systems that differ in one sentence get sacreBLEU's
+    PairedTest p-value for the same seed (AR: 1/(B+1), every shuffle ties with the observed difference)."""
+    from test_stats import _sacrebleu_paired, bleu_score, synthetic_corpus
+
+    monkeypatch.setenv("SACREBLEU_SEED", "12345")
+    a, b, refs = synthetic_corpus(n=40, seed=3)
+    one_off = [next(y for x, y in zip(a, b, strict=True) if x != y), *a[1:]]
+    theirs = _sacrebleu_paired(test, a, one_off, refs, 500)
+    ours = S.paired_test(bleu_score(a, refs), bleu_score(one_off, refs), test=test, n_samples=500, seed=12345)
+    assert ours.p_value == pytest.approx(theirs, abs=1e-12)
+    if test == "ar":
+        assert theirs == pytest.approx(1 / 501)
