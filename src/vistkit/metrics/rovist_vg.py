@@ -633,8 +633,8 @@ class RovistVGScaled(RovistVG):
         "2 / (1 + exp(-0.5 * S_VG)) - 1 = tanh(S_VG / 4). Corpus score = mean over stories.",
         range="(-1, 1), strictly increasing in S_VG; [0, 1) whenever S_VG >= 0 (the paper's 'between 0 and "
         "1'), which holds as soon as one noun has idf * recall >= 0; higher = better grounded.",
-        signature_fields="those of rovist-vg (checkpoint hash, GloVe file, IDF table hash, POS tagger, "
-        "regions, aggregate) plus scale:eq3.",
+        signature_fields="those of rovist-vg (checkpoint hash, GloVe file name @ vectors hash, IDF table hash, "
+        "POS tagger, regions, aggregate) plus scale:eq3.",
         reproduces="RoViST Eq. 3 on the official scorer's S_VG (the released code does not scale); "
         "tests/test_rovist_vg.py checks it equals Eq. 3 applied to rovist-vg's per-story values.",
         differences="Eq. 3 is in the paper only ('one can optionally scale'); the released scorer returns "
