@@ -4,9 +4,10 @@
   writing verb); an output that is the same file as one of them (same path, a symlink or a hard link to it;
   ``ARCHIVE.zip:MEMBER`` counts as ``ARCHIVE.zip``), an existing file inside an input folder (a model folder)
   and an input's SQLite ``-wal``/``-shm``/``-journal`` file are refused, ``--force`` or not; so are standard
-  output when it goes to an input (``... >> INPUT``), a SQLite database in use (a ``-wal``, ``-shm`` or
-  ``-journal`` file beside it: a served study) or one of those files, and in the CLI an existing file or folder
-  of vistkit's cache (`CACHE_ENTRIES` of `cache_folders`).
+  output when it goes to an input (``... >> INPUT``), an output file that the shell also opened as standard
+  output or error (``--per-item out.csv >> out.csv``: it would be replaced by name), a SQLite database in use
+  (a ``-wal``, ``-shm`` or ``-journal`` file beside it: a served study) or one of those files, and in the CLI an
+  existing file or folder of vistkit's cache (`CACHE_ENTRIES` of `cache_folders`).
 - **Never over an existing file without ``--force``.** In the CLI an existing output file is refused unless the
   verb got ``--force``; the Python API overwrites (as `open(path, "w")` would), atomically. Without ``--force`` the
   new file takes its name only if the name is still free when it is done (a hard link, which fails on a taken
@@ -231,6 +232,7 @@ def _terminated_cleanly() -> Iterator[None]:
             return
         raise Terminated(signum)
 
+    handler.vistkit_terminates = True  # type: ignore[attr-defined]  # (`_signals_held` may hold it back)
     installed: list[int] = []
     for sig in _END_SIGNALS:
         with contextlib.suppress(OSError, ValueError):
@@ -278,9 +280,7 @@ def _signals_held() -> Iterator[None]:
     for sig in (signal.SIGINT, *_END_SIGNALS):
         with contextlib.suppress(OSError, ValueError):
             current = signal.getsignal(sig)
-            if current in (signal.SIG_DFL, signal.default_int_handler) or getattr(current, "__qualname__", "") == (
-                "_terminated_cleanly.<locals>.handler"
-            ):
+            if current in (signal.SIG_DFL, signal.default_int_handler) or getattr(current, "vistkit_terminates", False):
                 swapped[sig] = signal.signal(sig, note)
     try:
         yield
