@@ -20,6 +20,7 @@ Most were already right; what was wrong:
   user's made under a ``--report`` name was DELETED with its files; now the name must still be free at the end;
 - an output file that the shell also opened as stdout or stderr (``--per-item out.csv --force >> out.csv``) was
   replaced by name, so all that the command printed went into the replaced file; refused now;
+- a block device (``--per-item /dev/vda``) was written in place like ``/dev/null``; refused now;
 - ``--per-item STUDY.db --force`` (or ``STUDY.db-wal``) onto a study that a studio was serving replaced it: every
   answer not yet checkpointed was lost with the server; a SQLite database in use (a ``-wal``/``-shm``/``-journal``
   beside it) and those files are now refused, ``--force`` or not;
@@ -139,6 +140,23 @@ def test_an_output_that_the_shell_also_opened_for_stdout_is_refused(
         assert code == 1 and out.read_text(encoding="utf-8") == "old\n"
         where = "standard output" if fd == 1 else "standard error"
         one_error(capsys.readouterr().err, f"{out} is also where {where} goes")
+
+
+def test_a_block_device_is_never_an_output(stories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A block device (``--per-item /dev/vda --force``, a tab-completion typo) was written in place like
+    ``/dev/null``: as root, a CSV over the disk. Refused now, also through a link. (The node made here names
+    device 0:0, which does not exist, so nothing could be harmed if the refusal failed.)"""
+    node = tmp_path / "disk"
+    try:
+        os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(0, 0))
+    except PermissionError:
+        pytest.skip("this user may not make device nodes (mknod needs CAP_MKNOD)")
+    link = tmp_path / "disk-link"
+    link.symlink_to(node)
+    for target in (node, link):
+        code, err = run(capsys, "score", stories, "-m", METRIC, "--per-item", target, "--force")
+        assert code == 1
+        one_error(err, f"{target} is a disk or a partition (a block device)")
 
 
 # ============================================================================================ databases and the cache

@@ -584,6 +584,12 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
     if os.path.isdir(p):
         raise _error(f"{p} is a folder; give a file name for the output (e.g. {p / 'out.csv'})")
     _refuse_inputs(p, policy)
+    with contextlib.suppress(OSError, ValueError):
+        if stat.S_ISBLK(os.stat(p).st_mode):  # /dev/sda, /dev/vda1: a typo that would overwrite a disk (as root)
+            raise _error(
+                f"{path} is a disk or a partition (a block device); writing the output there would overwrite what "
+                "it holds, so give a regular file name"
+            )
     if _is_stream(p):
         return p
     if os.path.islink(p):  # a link is written through: its target is replaced, the link stays
