@@ -24,8 +24,8 @@
   over the final name (`os.replace`): a crash or a full disk never leaves a half-written file under that name, and
   the temporary file (``.NAME.partial-XXXXXXXX.tmp``) is removed on failure, on Ctrl-C, and in the CLI on
   SIGTERM and SIGHUP too (`Terminated`: the process then still ends by that signal); only ``kill -9`` can leave
-  one, hidden and named as partial. Devices and pipes (``/dev/null``, ``/dev/stdout``) are written directly;
-  ``-`` means standard output where a verb allows it.
+  one, hidden and named as partial. Devices and pipes (``/dev/null``, ``/dev/stdout``) are written directly
+  (not a disk: a block device is refused); ``-`` means standard output where a verb allows it.
 - **One sentence per failure** (`vistkit.errors.OutputError`, exit 1): a missing parent folder, a read-only
   folder, a full disk, a folder where a file is expected and the reverse, each naming the path and the fix.
 - **CSV cells are neutralised against formula injection** (OWASP): a text cell that starts with ``=``, ``+``,
@@ -721,9 +721,10 @@ def probe_writable(path: str | Path) -> None:
         return
     folder = p if p.is_dir() else (p.parent if str(p.parent) else Path("."))
     try:
-        fd, name = tempfile.mkstemp(dir=folder, prefix=".vistkit-probe-", suffix=".tmp")
-        os.close(fd)
-        os.unlink(name)
+        with _signals_held():  # never left behind by an interruption
+            fd, name = tempfile.mkstemp(dir=folder, prefix=".vistkit-probe-", suffix=".tmp")
+            os.close(fd)
+            os.unlink(name)
     except OSError as exc:
         raise _os_error(p, exc, folder=p.is_dir()) from None
 
@@ -805,9 +806,10 @@ def replaced_folder(
             raise _os_error(p, exc, folder=True) from None
         _fsync_folder(parent)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        with _signals_held():  # a second Ctrl-C or SIGTERM does not cut the cleanup short
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------- writing
@@ -955,7 +957,7 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
             raise _os_error(target, exc) from None
         _fsync_folder(parent)
     finally:
-        with contextlib.suppress(OSError):
+        with _signals_held(), contextlib.suppress(OSError):
             tmp.unlink()
 
 
@@ -984,7 +986,8 @@ def files_into(folder: str | Path) -> Iterator[Path]:
             raise _os_error(target, exc, folder=True) from None
         _fsync_folder(target)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with _signals_held():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
