@@ -33,8 +33,8 @@ Most were already right; what was wrong:
 - a non-UTF-8 ``--report`` name stopped the report with "unexpected UnicodeEncodeError" (the page shows the
   command line); messages showed such bytes as ``\\udcff``, now ``\\xff``;
 - a replaced file kept setuid/setgid bits (``-rwsrwxr-x`` on a CSV) and, when root replaced a user's file, the
-  user lost it (owner became root); now the permission bits are kept without setuid/setgid/sticky, and the owner
-  and group where the process may set them.
+  user lost it (owner became root); a private (0700) report folder replaced with --force became 0755. Now the
+  permission bits are kept without setuid/setgid/sticky, and the owner and group where the process may set them.
 """
 
 from __future__ import annotations
@@ -438,6 +438,14 @@ def test_a_replaced_file_keeps_its_permissions_and_owner_but_no_setuid(
     finally:
         os.umask(old_mask)
     assert code == 0 and stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o640
+    # a report folder replaced with --force: as private as before (it became 0o755 under umask 022)
+    report = tmp_path / "report"
+    report.mkdir(mode=0o700)
+    (report / output.MARKER).write_text("", encoding="utf-8")
+    os.chmod(report, 0o700)
+    with output.output_policy(force=True), output.replaced_folder(report) as fresh:
+        output.write_text(fresh / "index.html", "new")
+    assert stat.S_IMODE(report.stat().st_mode) == 0o700 and (report / "index.html").read_text(encoding="utf-8") == "new"
 
 
 def test_links_are_written_through_consistently(

@@ -795,6 +795,7 @@ def replaced_folder(
             with _signals_held():
                 check_output_folder(p, force=force, markers=markers)  # one made meanwhile: judged as at the start
                 if p.exists():
+                    _take_mode(tmp, p)  # a replaced folder keeps its permissions (a private report stays private)
                     old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.old-"))
                     os.replace(p, old)  # an empty folder is replaced by the rename
                 os.replace(tmp, p)
