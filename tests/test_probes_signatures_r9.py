@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,17 @@ def real() -> tuple[StorySet, StorySet]:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("signatures-r9")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The module's folder; torch on one thread meanwhile (tiny models gain nothing from two, and on a shared
+    machine the second thread's waiting doubled the time), restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield tmp_path_factory.mktemp("signatures-r9")
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _photos(root: Path) -> Path:
@@ -129,8 +138,10 @@ def _meteor_vist(root: Path) -> Variants:
 def _bertscore(root: Path) -> Variants:
     from tiny_models import make_tiny_encoder
 
-    a = make_tiny_encoder(root / "bert-a" / "enc", seed=0)
-    b = make_tiny_encoder(root / "bert-b" / "enc", seed=1)
+    a, b = root / "bert-a" / "enc", root / "bert-b" / "enc"  # one folder name, other weights
+    if not (b / "config.json").is_file():
+        make_tiny_encoder(a, seed=0)
+        make_tiny_encoder(b, seed=1)
     table = "LAYER,P,R,F\n" + "".join(f"{i},{{v}},{{v}},{{v}}\n" for i in range(3))
     base_a, base_b = _twin_files(root / "baselines", "base.csv", (table.format(v=0.5), table.format(v=0.6)))
     return {
@@ -262,7 +273,7 @@ RTOL = 1e-6
 def _run(name: str, options: dict[str, Any], hyp: StorySet, ref: StorySet) -> tuple[str, np.ndarray]:
     """Signature and [corpus, item scores...] of one run."""
     metric = list_metrics()[name](**options)
-    if name == "meteor-vist":  # a word whose accent hides a match unless dropped ("foodé" vs "food")
+    if name == "meteor-vist":  # a word whose accent hides a match unless dropped ("theé" vs "the")
         hyp = StorySet(Story(story_id=s.story_id, text=s.text.replace("the ", "theé "), album_id=s.album_id)
                        for s in hyp)  # fmt: skip
     key = "album" if metric.needs_references else "story"
@@ -314,7 +325,7 @@ def test_fixed_fields_read_as_documented(real: tuple[StorySet, StorySet], root: 
     packaged = resolve_model("minilm-l6")
     assert _model_label("minilm-l6", packaged) == "minilm-l6"
     assert _model_label(PACKAGED_MODELS["minilm-l6"].hub_id, packaged) == "minilm-l6"
-    variants = _bertscore(root / "labels")
+    variants = _bertscore(root / "bertscore")  # the folders of test_numbers_differ_only_with_signatures
     from vistkit.metrics.bertscore import BertScore
 
     metric = BertScore(**variants["base-b"])
