@@ -18,6 +18,8 @@ Most were already right; what was wrong:
 - the "exists already, pass --force" check ran only when the command started: a file made under the output name
   while the command ran (another run, the user) was silently replaced without ``--force``, and a folder of the
   user's made under a ``--report`` name was DELETED with its files; now the name must still be free at the end;
+- an input read from standard input (``vistkit score - --per-item x.jsonl --force < x.jsonl``) was not an input
+  of the command: the CSV replaced it; now ``-`` counts as the file redirected into it;
 - an output file that the shell also opened as stdout or stderr (``--per-item out.csv --force >> out.csv``) was
   replaced by name, so all that the command printed went into the replaced file; refused now;
 - a block device (``--per-item /dev/vda``) was written in place like ``/dev/null``; refused now;
@@ -119,6 +121,26 @@ def test_standard_output_appended_to_an_input_is_refused(
         assert main(["score", str(stories), "-m", METRIC, "-q", "--per-item", "-"]) == 0
     monkeypatch.undo()
     assert other.read_text(encoding="utf-8").splitlines()[:2] == ["id," + METRIC, "s0,10.0"]  # ten words
+
+
+def test_an_input_read_from_stdin_is_an_input(stories: Path, tmp_path: Path) -> None:
+    """``vistkit score - --per-item x.jsonl --force < x.jsonl``: the stories read from standard input were not
+    an input of the command, so the per-item CSV replaced them. Refused now; another output name works."""
+    before = stories.read_bytes()
+    refs = tmp_path / "refs.jsonl"
+    refs.write_bytes(before)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "VISTKIT_QUIET": "1"}
+    argv = [sys.executable, "-m", "vistkit", "score", "-", "-r", str(refs), "-m", "bleu-4"]
+    with open(stories, "rb") as stdin:
+        done = subprocess.run([*argv, "--per-item", str(stories), "--force"], stdin=stdin, capture_output=True,
+                              env=env, timeout=120, text=True)  # fmt: skip
+    assert done.returncode == 1 and stories.read_bytes() == before
+    one_error(done.stderr, f"{stories} is an input of this command (the same file as /dev/stdin)")
+    with open(stories, "rb") as stdin:
+        done = subprocess.run([*argv, "--per-item", str(tmp_path / "out.csv")], stdin=stdin, capture_output=True,
+                              env=env, timeout=120, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()[0] == "id,bleu-4"
 
 
 def test_an_output_that_the_shell_also_opened_for_stdout_is_refused(

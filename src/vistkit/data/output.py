@@ -299,7 +299,12 @@ def current_policy() -> OutputPolicy:
 def _path_candidates(text: str) -> Iterator[str]:
     """Paths a command-line value may name: itself, the part after ``NAME=``, a SQLite URL's file, and each
     prefix before a ``:`` (``FILE:FIELD``, ``ARCHIVE.zip:MEMBER``)."""
-    if not text or text == STDOUT:
+    if text == STDOUT:  # an input read from standard input: the file the shell redirected into it (< FILE)
+        with contextlib.suppress(OSError, ValueError):
+            if stat.S_ISREG(os.fstat(0).st_mode):
+                yield "/dev/stdin"
+        return
+    if not text:
         return
     values = [text]
     if "=" in text:
