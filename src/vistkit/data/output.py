@@ -769,8 +769,8 @@ def replaced_folder(
     p = Path(os.path.realpath(p)) if p.is_symlink() else Path(os.path.abspath(p))  # a link stays: its folder goes
     if Path(os.getcwd()).resolve().is_relative_to(p.resolve()):
         raise _error(
-            f"{path} is the current folder (or holds it), and a report replaces its folder whole; give a new folder "
-            "name for the report"
+            f"{path} is the current folder (or holds it), and this output (a report, a model) replaces its folder "
+            "whole; give a new folder name for it"
         )
     if p.is_dir():
         for inp in current_policy().inputs:
