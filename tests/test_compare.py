@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,26 @@ def test_systems_are_compared_on_shared_items_only(files: dict[str, Path], tmp_p
     assert payload["metrics"]["sacrebleu"]["dropped"] == {"good": 10, "partial": 0}
     good30 = sacrebleu_score(systems["good"][:30], refs).corpus
     assert payload["results"]["good"]["sacrebleu"]["score"] == pytest.approx(good30, abs=1e-9)
+
+
+def test_each_systems_signature_is_shown_where_it_differs(files: dict[str, Path], tmp_path: Path, capsys) -> None:
+    """A system that scored only one-reference items ran as nrefs:1 while the baseline's run was nrefs:1-3; only
+    the baseline's signature was shown (probe r9)."""
+    refs, systems = make_data()
+    per_sequence = Counter(s.photo_ids for s in refs)
+    partial = tmp_path / "partial.jsonl"
+    write_jsonl([s for s in systems["mid"] if per_sequence[s.photo_ids] == 1], partial)
+    payload = compare_json(capsys, [files["good"], partial], files["refs"])
+    own = payload["metrics"]["sacrebleu"]["system_signatures"]
+    assert own["good"] == payload["signatures"]["sacrebleu"] and "nrefs:1-3|" in own["good"]
+    assert "nrefs:1|" in own["partial"]
+    code, out, _ = run(["compare", str(files["good"]), str(partial), "-r", str(files["refs"]), "-m", "sacrebleu"],
+                         capsys)  # fmt: skip
+    assert code == 0 and f"sacrebleu: partial's run was signed {own['partial']}" in out
+    code, out, _ = run(["compare", str(files["good"]), str(partial), "-r", str(files["refs"]), "-m", "sacrebleu",
+                          "-f", "csv"], capsys)  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["signature"] for r in rows] == [own["good"], own["partial"]]
 
 
 def test_an_undefined_score_leaves_the_item_out_of_the_paired_test(tmp_path: Path, capsys) -> None:

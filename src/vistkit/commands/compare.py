@@ -212,7 +212,13 @@ def comparison_payload(c: Comparison) -> dict[str, Any]:
         "signatures": {m: c.signatures[m] for m in c.metrics},
         "n": {m: c.n_items[m] for m in c.metrics},
         "metrics": {
-            m: {"signature": c.signatures[m], "n_items": c.n_items[m], "dropped": c.dropped[m]}
+            m: {
+                "signature": c.signatures[m],
+                "n_items": c.n_items[m],
+                "dropped": c.dropped[m],
+                # each system's own run (data-dependent fields such as nrefs may differ from the baseline's)
+                "system_signatures": c.system_signatures.get(m, {}),
+            }
             for m in c.metrics
         },
         "results": {
@@ -252,13 +258,15 @@ def render_comparison(
             }
         )
     if fmt is OutputFormat.CSV:
-        columns = ["system", "metric", "score", "ci_low", "ci_high", "p_value", "mark", "n_items"]
+        # the signature as a column, as `score -f csv` has it (a CSV has no caption; stderr may be lost)
+        columns = ["system", "metric", "score", "ci_low", "ci_high", "p_value", "mark", "n_items", "signature"]
         rows: list[list[Any]] = []
         for s in c.systems:
             for m in c.metrics:
                 r = c.results[s][m]
                 p = r.paired.p_value if r.paired else None
-                rows.append([s, m, r.score, r.ci.low, r.ci.high, p, r.mark, c.n_items[m]])
+                signature = c.system_signatures.get(m, {}).get(s, c.signatures[m])
+                rows.append([s, m, r.score, r.ci.low, r.ci.high, p, r.mark, c.n_items[m], signature])
         return render_table(columns, rows, fmt)
     columns = ["system", *c.metrics]
     table: list[list[Any]] = []
@@ -286,6 +294,9 @@ def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | 
         lost = {s: k for s, k in c.dropped[m].items() if k}
         extra = f"; not shared, left out: {', '.join(f'{s} {k}' for s, k in lost.items())}" if lost else ""
         notes.append(f"{m}: {c.n_items[m]} items{extra}; {c.signatures[m]}")
+        for s, signature in c.system_signatures.get(m, {}).items():
+            if signature != c.signatures[m]:  # e.g. another number of references for the items it scored
+                notes.append(f"  {m}: {s}'s run was signed {signature}")
         for s in c.systems:  # a test on fewer items than the table's means can even point the other way
             test = c.results[s][m].paired
             if test is not None and test.n_items < c.n_items[m]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -402,6 +402,8 @@ class Comparison:
     signatures: dict[str, str]  # metric -> signature (of the baseline's run)
     n_items: dict[str, int]  # metric -> shared items
     dropped: dict[str, dict[str, int]]  # metric -> system -> items it had that were not shared
+    # metric -> system -> signature of that system's run: data-dependent fields (nrefs) can differ from the baseline's
+    system_signatures: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def compare_scores(
@@ -481,4 +483,5 @@ def compare_scores(
         signatures={m: scores[base][m].signature for m in metrics},
         n_items=n_items,
         dropped=dropped,
+        system_signatures={m: {s: scores[s][m].signature for s in systems} for m in metrics},
     )
