@@ -468,10 +468,16 @@ def test_a_text_too_long_for_meteor_is_left_out_not_run() -> None:
         ]
     )
     short = StorySet([hyps[0]])
+    # one long reference among short ones: meteor-vist took the max over the others, silently (probe r9); every
+    # variant now leaves the item out and says why
+    hyps = StorySet([*hyps, story("h4", "we saw a cat", photos=("4",), album="D")])
+    refs = StorySet([*refs, story("r4", "we saw a cat", photos=("4",), album="D"),
+                     story("r5", long_text, photos=("4",), album="D")])  # fmt: skip
     for name in ("meteor-vist", "meteor-coco", "meteor-album"):
         s = get_metric(name).score(hyps, refs, key="album")
-        assert set(s.excluded) == {"B", "C"} and "more than 1,000 words" in s.excluded["B"], (name, s.excluded)
-        assert math.isnan(s.item_scores[1]) and math.isnan(s.item_scores[2]) and s.n == 1
+        assert set(s.excluded) == {"B", "C", "D"} and "more than 1,000 words" in s.excluded["B"], (name, s.excluded)
+        assert s.excluded["D"].startswith("a reference has more than 1,000 words"), (name, s.excluded)
+        assert all(math.isnan(v) for v in s.item_scores[1:]) and s.n == 1
         alone = get_metric(name).score(short, refs, key="album")
         assert s.item_scores[0] == alone.item_scores[0] and s.corpus == alone.corpus, name
 
