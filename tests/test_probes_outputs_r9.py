@@ -1,7 +1,8 @@
 """Probe round 9: the files vistkit WRITES: no file is ever lost or corrupted (DESIGN.md, "Writing files").
 
-Probed for every writing verb (``score``/``distance --per-item``, ``meta ... -o/--report``, ``studio
-export/report``, ``models convert``, ``vrank predict``): an output reached by another spelling of an input
+Probed through ``score --per-item``, ``meta ... -o/--report``, ``studio export/report``, ``models convert`` (the
+other writing verbs, ``distance --per-item`` and ``vrank train/predict``, go through the same writer; the vrank
+verbs need a model and were not run): an output reached by another spelling of an input
 (relative/absolute, ``./x``, ``a/../x``, a symlink, a hard link, ``/proc/self/cwd/x``, ``/proc/self/fd/N``,
 ``/dev/fd/N``, ``/dev/stdout`` on an input), two outputs of one command on one place, a folder, a FIFO, dangling
 and looping links, a link to a file elsewhere, a read-only file with ``--force``, new-line / non-UTF-8 / 300-byte
