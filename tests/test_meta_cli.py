@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,6 +68,9 @@ def test_meta_pairs_other_formats(meta: MetaRunner, fmt: str) -> None:
     assert "0.5714" in out or "0.571428" in out
     if fmt == "latex":
         assert r"\begin{tabular}" in out
+    if fmt == "csv":  # the signature in a column, as `score -f csv` (stderr, where it also goes, is easily lost)
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert rows and all(r["signature"].startswith("meta-test-length|") for r in rows if r["metric"])
     if fmt == "text":  # the pair without a human preference is said to be left out (the table's n is 7 of 8)
         assert "note: 1 of 8 pairs have no human preference (a gap of 0) and are left out" in " ".join(out.split())
 
@@ -159,6 +164,7 @@ def test_correlate_and_errors(meta: MetaRunner, tmp_path: Path) -> None:
     assert code == 0 and focused and all(r[4] == "" for r in focused) and "nan" not in out
     assert "note: n/a for meta-test-length / focused (story level): the human scores are all 3" in err
     assert "meta-test-length|" in err
+    assert out.splitlines()[0].endswith(",n,signature") and all(r[-1].startswith("meta-test-length|") for r in rows[1:])
     code, out, _ = meta("errors", "errors_small.csv", "-m", "meta-test-length", "-f", "json")
     r = json.loads(out)["point_biserial"]["meta-test-length"]["Gram"]["r"]
     assert r == pytest.approx(-3 / (17.5 / 6) ** 0.5 * 0.5)
@@ -322,7 +328,7 @@ def test_beats_ref_without_reference_pairs_says_why_it_is_empty(meta: MetaRunner
     assert json.loads(out)["beats_reference"] == {"human": {}, "meta-test-length": {}}
     assert json.loads(out)["note"].startswith(why)
     code, out, err = meta("beats-ref", machine_only, "-m", "meta-test-length", "-f", "csv")
-    assert code == 0 and out.strip() == "judge,system,ratio,ties,n" and why in " ".join(err.split())
+    assert code == 0 and out.strip() == "judge,system,ratio,ties,n,signature" and why in " ".join(err.split())
     code, out, _ = meta("beats-ref", "vhed_small.csv", "-m", "meta-test-length")
     assert code == 0 and "the table is empty" not in out
 

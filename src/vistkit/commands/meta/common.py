@@ -258,6 +258,8 @@ def _emit(
 ) -> None:
     if SKIPPED:
         payload = {**payload, "skipped": dict(SKIPPED)}
+    if fmt is OutputFormat.CSV:
+        columns, rows = _with_signature_columns(columns, rows, payload.get("signatures"))
     if fmt is OutputFormat.JSON:
         echo(dumps_json(payload))
     elif fmt is OutputFormat.TEXT:  # signatures below the table (a rich caption wraps them)
@@ -267,6 +269,22 @@ def _emit(
         echo(render_table(columns, rows, fmt, title=title, caption=caption))
         if fmt is OutputFormat.CSV and caption.strip():  # a CSV has no caption: signatures and notes on stderr
             note(caption.strip("\n"))
+
+
+def _with_signature_columns(
+    columns: list[str], rows: list[list[Any]], signatures: Any
+) -> tuple[list[str], list[list[Any]]]:
+    """A CSV's rows with each metric's signature beside it (as `score -f csv`): a ``signature`` column after a
+    ``metric`` / ``judge`` column, ``signature A`` / ``signature B`` for a comparison of metrics A and B. A CSV has
+    no caption, and its notes on stderr are easily lost."""
+    if not isinstance(signatures, dict) or not signatures:
+        return columns, rows
+    named = [c for c in ("metric", "judge", "A", "B") if c in columns]
+    if not named:
+        return columns, rows
+    extra = ["signature" if c in ("metric", "judge") else f"signature {c}" for c in named]
+    index = [columns.index(c) for c in named]
+    return [*columns, *extra], [[*row, *(signatures.get(row[i], "") for i in index)] for row in rows]
 
 
 def _proxy_note(n: int) -> str:
