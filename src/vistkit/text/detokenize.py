@@ -55,13 +55,15 @@ def _attach_quotes(text: str) -> str:
     return out
 
 
+# A match that starts with a run of spaces starts where the run starts (``(?<!\s)``): the same matches, but a search
+# no longer tries every position inside a long run, each scanning the rest of it (quadratic in the run).
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\s+([.,!?;:%)\]}])"), r"\1"),  # no space before closing punctuation
+    (re.compile(r"(?<!\s)\s+([.,!?;:%)\]}])"), r"\1"),  # no space before closing punctuation
     (re.compile(r"([(\[{$])\s+"), r"\1"),  # nor after opening punctuation
     (re.compile(r"(?<=\w)\s+(n't|'s|'re|'ve|'ll|'m|'d)\b", re.IGNORECASE), r"\1"),  # clitics join their word
-    (re.compile(r"\s+'\s+s\b"), "'s"),
+    (re.compile(r"(?<!\s)\s+'\s+s\b"), "'s"),
     (re.compile(r"(?<![\w'])i(?=$|[\s',.!?;:])"), "I"),  # the pronoun
-    (re.compile(r"\s+-\s+"), " - "),
+    (re.compile(r"(?<!\s)\s+-\s+"), " - "),
 )
 
 
