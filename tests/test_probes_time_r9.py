@@ -1,0 +1,256 @@
+"""Probe round 9: PATHOLOGICAL RUNNING TIME on inputs within vistkit's size limits (ReDoS and super-linear work).
+
+Every regular expression reachable from user text (stories, ids, CSV cells, options) was fed runs of 10^3..10^5
+adversarial characters, and the text pipelines and pair-building steps were timed on degenerate inputs of the
+largest allowed size. What was wrong:
+
+- the Treebank tokeniser's final-period rule (`vistkit.text.tokenize`, used by rovist-nr and rovist-vg):
+  ``"a." + 20,000 spaces + "b"`` took 3 s, quadratic backtracking (a 100,000-character sentence: minutes);
+- the regions CSV's bbox pattern (`vistkit.data.images.parse_bbox`): a cell of 4,000 digits took 0.8 s to
+  refuse, quadratic (a 100,000-digit cell: minutes; a file of many 1,000-digit cells: hours);
+- rovist-nr on a story of 33,000 copies of one sentence (100,000 characters): ~30 s for its 5.5 * 10^8
+  sentence pairs; now the ratios are computed once per class of identical sentences (same values, same order);
+- ``meta rankings-to-pairs``: one task of N stories makes C(N, 2) pairs, so a 400 KB rankings file of one task
+  of 20,000 stories meant 2 * 10^8 pairs (1,000 stories already took 19 s); ``meta build-pairs`` pairs every
+  machine story with every reference of its key. Both now count the pairs before building any and refuse more
+  than ``VISTKIT_MAX_PAIRS`` (default 1,000,000) in one sentence.
+
+Timing guards here are at least 20x what the fixed code needs and far below what the old code took.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.cli_probe_helpers import one_error
+from vistkit.data.images import parse_bbox
+from vistkit.data.story import Story, StorySet
+from vistkit.errors import InputError
+from vistkit.meta.human import RankedStory, build_reference_pairs, pairs_from_rankings
+from vistkit.metrics.rovist_nr import _inter_ratio_rows, _inter_ratios, _Sentence, streamed_mean
+from vistkit.text.tokenize import _PUNCTUATION, treebank_tokenize
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "vistkit"
+
+
+def _best_of_two(fn: Callable[[], Any]) -> float:
+    """The shorter of two timed runs (a busy machine can stall one run; a quadratic one is slow in both)."""
+    times = []
+    for _ in range(2):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+# --------------------------------------------------------------------------------------------------- tokeniser
+#: NLTK 3.8.1's final-period rule as it was (greedy closing run): the reference for the possessive one
+_OLD_FINAL_PERIOD = re.compile(r'([^\.])(\.)([\]\)}>"\'' "»”’ " r"]*)\s*$")
+
+
+def test_final_period_rule_is_linear_and_unchanged() -> None:
+    """``"a." + 20,000 spaces + "b"`` took 3 s in `treebank_tokenize` (the closing-quote run and the ``\\s*``
+    after it both take spaces, and a greedy run gave them back one by one); 60,000 now take milliseconds."""
+    text = "a." + " " * 60_000 + "b"
+    assert _best_of_two(lambda: treebank_tokenize(text)) < 2.0  # fixed: ~0.01 s; before: ~30 s
+    assert treebank_tokenize(text) == ["a.", "b"]
+    assert treebank_tokenize('He said "hi." ') == ["He", "said", "``", "hi", ".", "''"]
+    new = _PUNCTUATION[0][0]
+    rng = random.Random(9)
+    alphabet = list('a. \t\n"\')]}>»”’x')
+    for _ in range(20_000):  # the same substitution as NLTK 3.8.1's greedy rule on every short string
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        assert new.sub(r"\1 \2 \3 ", s) == _OLD_FINAL_PERIOD.sub(r"\1 \2 \3 ", s), s
+
+
+# --------------------------------------------------------------------------------------------------- bbox
+_OLD_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_OLD_BBOX = re.compile(
+    rf"^\s*[\[(]?\s*({_OLD_NUM})\s*,\s*({_OLD_NUM})\s*,\s*({_OLD_NUM})\s*,\s*({_OLD_NUM})\s*[\])]?\s*$"
+)
+
+
+@pytest.mark.parametrize(
+    "cell",
+    ["1,2,3," + "4" * 100_000 + "e", "1" + "0" * 100_000 + "x", "[1,2,3,4" + " " * 50_000 + "]" + " " * 50_000 + "x"],
+    ids=["digits-then-e", "digits-then-x", "spaces-around-bracket"],
+)
+def test_long_bbox_cell_is_refused_quickly(cell: str) -> None:
+    """A bbox cell of 4,000 digits took 0.8 s to refuse, one of 100,000 digits minutes (``\\d+\\.?\\d*`` splits a
+    digit run any way between its two parts); now one sentence in milliseconds."""
+    t = time.perf_counter()
+    with pytest.raises(InputError, match=r"is not '\[x1, y1, x2, y2\]'"):
+        parse_bbox(cell, where="regions.csv, line 2: ")
+    assert time.perf_counter() - t < 2.0  # fixed: ~0.05 s; before: minutes
+
+
+def test_bbox_values_unchanged() -> None:
+    """The unambiguous pattern reads every box as before, with the same groups."""
+    assert parse_bbox("[1, 2, 3.5, 4e1]") == (1.0, 2.0, 3.5, 40.0)
+    assert parse_bbox(" ( .5 ,1.,2 , 3 ) ") == (0.5, 1.0, 2.0, 3.0)
+    assert parse_bbox("whole_img") is None
+    from vistkit.data.images import _BBOX
+
+    rng = random.Random(4)
+    pieces = ["1", "12.", ".5", "-3.25", "1e5", "+2E-3", "7.e1", "..", "1.2.3", "e", "", " ", "\t"]
+    for _ in range(20_000):
+        parts = [rng.choice(["", " ", "[", "(", " [ ", "(("])]
+        for k in range(4):
+            parts.append(rng.choice(pieces))
+            if k < 3:
+                parts.append(rng.choice([",", " , ", ",,", " "]))
+        parts.append(rng.choice(["", "]", ")", " ] ", "]]", "\n", " x"]))
+        s = "".join(parts)
+        old, new = _OLD_BBOX.match(s), _BBOX.match(s)
+        assert (old is None) == (new is None) and (old is None or old.groups() == new.groups()), s
+
+
+# --------------------------------------------------------------------------------------------------- rovist-nr
+def test_rovist_nr_repeated_sentences_same_values_and_fast() -> None:
+    """The inter-sentence ratios of identical sentences are computed once per class: the same floats in the same
+    order as the pair-by-pair code (so the same bits of the mean), and 5,000 copies (1.25 * 10^7 pairs) fast."""
+    rng = random.Random(7)
+    for _ in range(250):
+        pool = [[rng.choice("abcd") for _ in range(rng.randint(0, 4))] for _ in range(rng.randint(1, 5))]
+        tokens = [list(rng.choice(pool)) for _ in range(rng.randint(2, 50))]
+        for jaccard in (False, True):
+            pairwise = list(_inter_ratios([_Sentence(t) for t in tokens], jaccard=jaccard))
+            rows = list(_inter_ratio_rows(tokens, jaccard=jaccard))
+            assert (np.concatenate(rows).tolist() if rows else []) == pairwise
+            if pairwise:
+                assert streamed_mean(len(pairwise), iter(rows), arrays=True) == float(np.mean(pairwise))
+    copies = [["a"], ["b", "a"]] * 2_500
+    n = len(copies) * (len(copies) - 1) // 2
+    t = time.perf_counter()
+    mean = streamed_mean(n, _inter_ratio_rows(copies, jaccard=False), arrays=True)
+    assert time.perf_counter() - t < 10.0  # fixed: ~0.3 s; before: ~2 s (33,000 copies: ~30 s)
+    same = 2_500 * 2_499 // 2  # pairs of equal sentences (ratio 1) of each kind; the rest are a vs b a: 1/2
+    assert mean == pytest.approx((2 * same + 0.5 * (n - 2 * same)) / n, rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------- pairs
+def _task(ranks: dict[str, list[int]]) -> dict[str, Any]:
+    n = len(next(iter(ranks.values())))
+    stories = {f"s{i}": RankedStory(key=f"s{i}", text=f"t{i}", system="", story_id="", img_seq=()) for i in range(n)}
+    return {
+        "stories": stories,
+        "ranks": {w: {f"s{i}": float(r) for i, r in enumerate(rs)} for w, rs in ranks.items()},
+        "lines": {},
+    }
+
+
+def test_pairs_from_rankings_values() -> None:
+    """Hand-computed: means s0 = s1 = 4/3, s2 = 7/3; (s0, s1) has no gap; a tying worker counts for neither side."""
+    pairs = pairs_from_rankings({"T": _task({"w1": [1, 2, 3], "w2": [2, 1, 3], "w3": [1, 1, 1]})})
+    got = [(p.pair_id, p.gap, p.agreement, p.meta["ties"], p.avg_rank_1, p.avg_rank_2) for p in pairs]
+    assert got == [
+        ("T:s0:s2", pytest.approx(1.0), 2, "1", pytest.approx(4 / 9), pytest.approx(7 / 9)),
+        ("T:s1:s2", pytest.approx(1.0), 2, "1", pytest.approx(4 / 9), pytest.approx(7 / 9)),
+    ]
+    flipped = pairs_from_rankings({"T": _task({"w1": [2, 1], "w2": [1, 2], "w3": [2, 1]})})
+    assert [(p.gap, p.agreement, p.meta["ties"]) for p in flipped] == [(pytest.approx(-1 / 3), 2, "0")]
+
+
+def test_rankings_pairs_over_the_limit_are_refused_before_building(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One task of 1,500 stories (a 30 KB file) is 1,124,250 pairs: refused in one sentence before any is built
+    (one of 20,000 stories was 2 * 10^8 pairs, hours)."""
+    big = tmp_path / "rankings.csv"
+    big.write_text("task,worker,story,rank\n" + "".join(f"t,w,s{i},{i + 1}\n" for i in range(1_500)), encoding="utf-8")
+    t = time.perf_counter()
+    line = one_error(capsys, "meta", "rankings-to-pairs", big, "-o", tmp_path / "pairs.csv")
+    assert time.perf_counter() - t < 10.0  # fixed: ~0.1 s after start-up
+    assert "1,124,250 story pairs" in line and "1,000,000" in line and "VISTKIT_MAX_PAIRS" in line
+    assert not (tmp_path / "pairs.csv").exists()
+    monkeypatch.setenv("VISTKIT_MAX_PAIRS", "10")
+    assert len(pairs_from_rankings({"T": _task({"w": [1, 2, 3, 4, 5]})})) == 10
+    with pytest.raises(InputError, match="15 story pairs, more than vistkit's limit of 10"):
+        pairs_from_rankings({"T": _task({"w": [1, 2, 3, 4, 5, 6]})})
+
+
+def test_reference_pairs_over_the_limit_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """build-pairs pairs every machine story with every reference of its key: counted first (and --limit counts)."""
+    photos = ("1", "2")
+    refs = StorySet([Story(f"r{i}", f"ref {i}.", photo_ids=photos, album_id="A") for i in range(4)])
+    machine = StorySet([Story(f"m{i}", f"hyp {i}.", photo_ids=photos, album_id="A", system="sys") for i in range(3)])
+    assert len(build_reference_pairs(refs, [machine], key="album")) == 12
+    monkeypatch.setenv("VISTKIT_MAX_PAIRS", "11")
+    with pytest.raises(InputError, match="12 story pairs, more than vistkit's limit of 11"):
+        build_reference_pairs(refs, [machine], key="album")
+    first = build_reference_pairs(refs, [machine], key="album", limit=5)
+    assert [p.pair_id for p in first] == ["r0:sys", "r1:sys", "r2:sys", "r3:sys", "r0:sys"]
+    assert build_reference_pairs(refs, [machine], key="album", limit=0) == []
+
+
+# --------------------------------------------------------------------------------------------------- all regexes
+def _module_patterns() -> dict[re.Pattern[str], str]:
+    """Every compiled pattern a module-level assignment of ``src/vistkit`` holds (read from the source, so
+    nothing heavy is imported), with where it is."""
+    found: dict[re.Pattern[str], str] = {}
+
+    def collect(value: Any, where: str, depth: int = 0) -> None:
+        if isinstance(value, re.Pattern):
+            found.setdefault(value, where)
+        elif depth < 3 and isinstance(value, list | tuple):
+            for v in value:
+                collect(v, where, depth + 1)
+
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names: dict[str, Any] = {"re": re}
+        for stmt in tree.body:
+            if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            where = f"{path.relative_to(SRC)}:{stmt.lineno}"
+            try:
+                value = eval(compile(ast.Expression(stmt.value), where, "eval"), dict(names))
+            except Exception:
+                assert "re.compile" not in ast.unparse(stmt.value), f"{where}: cannot rebuild its pattern"
+                continue
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                names[targets[0].id] = value
+            collect(value, where)
+    return found
+
+
+def _adversarial(n: int) -> list[str]:
+    """Runs of one unit after a prefix that starts a match, ending in a character that breaks it."""
+    units = [" ", "\t", "0", "1,", ".", ". ", "'", '"', '" ', "-", "[", "a", "a ", "a.", "\n", "é", "/", "?!", "a'"]
+    prefixes = ["", "a.", "1,2,3,", "[ "]
+    runs = [p + (u * (n // len(u) + 1))[:n] + "\x00" for u in units for p in prefixes]
+    return runs + [u * (3 * n) + "\x00" for u in (" ", "\t", "0")]  # the usual culprits, longer
+
+
+def test_every_module_regex_is_linear_on_adversarial_runs() -> None:
+    """Each module-level pattern of vistkit, searched through and matched on 76 runs of 6,000 adversarial
+    characters and 3 of 18,000, stays fast on every one: a linear one takes at most ~15 ms on the worst run; the
+    quadratic ones fixed this round took over 0.1 s (the detokenizer's space runs before no punctuation, not
+    reachable from story text, which `natural_sentence` collapses first), 0.7 s (final period) and 12 s (bbox)."""
+    patterns = _module_patterns()
+    assert len(patterns) >= 60  # the collector sees them (69 when written)
+    texts = _adversarial(6_000)
+    slow = []
+    for pattern, where in patterns.items():
+        for text in texts:
+
+            def run(p: re.Pattern[str] = pattern, s: str = text) -> None:
+                for _ in p.finditer(s):
+                    pass
+                p.match(s)
+
+            t = time.perf_counter()
+            run()
+            if time.perf_counter() - t > 0.1 and _best_of_two(run) > 0.1:  # linear: < 5 ms
+                slow.append((where, pattern.pattern[:60], text[:12]))
+    assert not slow
