@@ -5,6 +5,7 @@ distance arithmetic, G through a tiny random CLIP, and one-sentence errors for m
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -242,6 +243,8 @@ def test_story_file_helpers_render_and_per_story(tmp_path: Path):
     assert data["signatures"] == {"rovist-nr": result.signatures["R"]["signature"]}
     assert data["signatures"]["rovist-nr"].startswith("rovist-nr")
     assert any(data["signatures"]["rovist-nr"] in line for line in data["notes"])
+    table = list(csv.DictReader(io.StringIO(render_dhm(result, "csv"))))
+    assert table[0]["signature R"] == data["signatures"]["rovist-nr"] and float(table[0]["dR"]) == data["dR"]
     text = render_dhm(result, "text")
     assert "3 stories left out:" in text and "no human story with this id" in text
     out = tmp_path / "per_story.csv"

@@ -303,6 +303,9 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
         )
     cols = [f"d{d}" for d in dist.dimensions] + ["dHM", "n"]
     row = [dist.d[d] for d in dist.dimensions] + [dist.dHM, dist.n]
+    if OutputFormat(fmt) is OutputFormat.CSV:  # a CSV has no caption: each dimension's signature in a column
+        cols += [f"signature {d}" for d in dist.dimensions if d in result.signatures]
+        row += [result.signatures[d]["signature"] for d in dist.dimensions if d in result.signatures]
     caption = dhm_caption(result)
     if OutputFormat(fmt) is OutputFormat.TEXT:  # notes under the table, unwrapped (signatures are long)
         return render_table(cols, [row], OutputFormat.TEXT, title=title) + "\n" + "\n".join(caption)
