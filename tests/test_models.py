@@ -131,6 +131,20 @@ def test_vit_official_format_convert_roundtrip(tmp_path: Path) -> None:
         load_converted(folder, kind="rovist-sop-albert")
 
 
+def test_a_sharded_model_folder_is_signed_by_its_shards(tmp_path: Path) -> None:
+    """Weights saved in shards (transformers' model-0000k-of-0000n.safetensors) were signed "unknown", so two
+    sharded models shared a signature (probe r9); their fingerprint is now that of every shard, in name order."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, last in ((a, b"2"), (b, b"3")):
+        folder.mkdir()
+        (folder / "model-00001-of-00002.safetensors").write_bytes(b"1")
+        (folder / "model-00002-of-00002.safetensors").write_bytes(last)
+    fa, fb = model_fingerprint(a), model_fingerprint(b)
+    assert fa != fb and "unknown" not in (fa, fb) and len(fa) == 12
+    assert model_fingerprint(a) == fa  # the same files, the same name
+    assert model_fingerprint(tmp_path / "empty") == "unknown"
+
+
 def test_save_converted_is_byte_reproducible(tmp_path: Path) -> None:
     """The same weights give byte-equal files: safetensors writes its metadata from a hash map (order varies
     between saves), so `save_converted` rewrites the header sorted; the file still loads with safetensors."""

@@ -689,6 +689,14 @@ def model_fingerprint(path: str | Path) -> str:
     for name in (WEIGHTS_FILE, "head.safetensors", "pytorch_model.bin"):
         if (p / name).is_file():
             return file_sha256(p / name)[:12]
+    # weights in shards (model-00001-of-00002.safetensors, as transformers saves a large model): every shard's
+    # hash, in name order (signed "unknown" before, so two sharded models were signed alike)
+    shards = sorted(f for pattern in ("*.safetensors", "pytorch_model-*.bin") for f in p.glob(pattern) if f.is_file())
+    if shards:
+        h = hashlib.sha256()
+        for shard in shards:
+            h.update(f"{shard.name}\0{file_sha256(shard)}\n".encode())
+        return h.hexdigest()[:12]
     return "unknown"
 
 
