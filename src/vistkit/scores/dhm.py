@@ -302,7 +302,7 @@ def render_dhm(result: DhmResult, fmt: Any, *, title: str = "dHM from stories") 
             }
         )
     cols = [f"d{d}" for d in dist.dimensions] + ["dHM", "n"]
-    row = [dist.d[d] for d in dist.dimensions] + [dist.dHM, dist.n]
+    row: list[Any] = [dist.d[d] for d in dist.dimensions] + [dist.dHM, dist.n]
     if OutputFormat(fmt) is OutputFormat.CSV:  # a CSV has no caption: each dimension's signature in a column
         cols += [f"signature {d}" for d in dist.dimensions if d in result.signatures]
         row += [result.signatures[d]["signature"] for d in dist.dimensions if d in result.signatures]
