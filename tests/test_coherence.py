@@ -174,6 +174,23 @@ def test_trusted_checkpoint_equals_converted(tiny: tuple[Path, Path]) -> None:
     assert f"rovist-sop-albert@{file_sha256(ckpt)[:12]}" in a.signature and "context:adjacent" in a.signature
 
 
+def test_a_config_beside_the_checkpoint_is_in_the_signature(tiny: tuple[Path, Path], tmp_path: Path) -> None:
+    """ALBERT's head count changes no weight's shape: the same checkpoint with another config.json gave other
+    numbers under the same signature, whose hash covered the checkpoint only (probe r9)."""
+    ckpt, _folder = tiny
+    config = json.loads((ckpt.parent / "config.json").read_text())
+    other = tmp_path / "config.json"
+    heads = 1 if config.get("num_attention_heads", 1) != 1 else 2
+    other.write_text(json.dumps({**config, "num_attention_heads": heads}))
+    runs = [
+        get_metric("rovist-c", model=ckpt, trust_checkpoint=True, config=c, tokenizer=ckpt.parent / "tokenizer")
+        for c in (ckpt.parent / "config.json", other)
+    ]
+    a, b = (m.score(STORIES) for m in runs)
+    assert not np.allclose(a.item_scores, b.item_scores, equal_nan=True)
+    assert a.signature != b.signature and "|cfg:" in a.signature and "|tok:" in a.signature
+
+
 @pytest.mark.parametrize("name", ["rovist-c", "dhm-c"])
 def test_missing_checkpoint_says_what_to_provide(name: str) -> None:
     with pytest.raises(MissingDependencyError, match=r"sop_model_epoch4\.pth\.tar.*usydnlp/rovist"):

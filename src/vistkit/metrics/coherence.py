@@ -151,7 +151,8 @@ class RovistC(Metric):
             "scores 0 without the model. " + _SOP_CARD_COMMON
         ),
         range="[0, 1], higher is more coherent; one-sentence stories are excluded (no pair).",
-        signature_fields="model (checkpoint name + SHA-256 prefix), context:adjacent, sentence splitter; "
+        signature_fields="model (checkpoint name + SHA-256 prefix), cfg and tok (hashes of the ALBERT config "
+        "and of the tokenizer used; the checkpoint's hash covers neither), context:adjacent, sentence splitter; "
         "precision and maxdev when a mode other than fp32 is chosen.",
         reproduces="usydnlp/rovist scripts/coherence_scorer.py given the official checkpoint.",
         differences=(
@@ -203,6 +204,8 @@ class RovistC(Metric):
     def signature_fields(self) -> dict[str, object]:
         fields: dict[str, object] = {
             "model": f"rovist-sop-albert@{self.model.fingerprint}",
+            # hashes of the ALBERT config (cfg) and the tokenizer (tok) used: the checkpoint's hash covers neither
+            **getattr(self.model, "signature_overrides", {}),
             "context": self.context,
             "sent": SENT_SPLITTER,
         }
@@ -310,7 +313,8 @@ class DhmC(RovistC):
             + _SOP_CARD_COMMON
         ),
         range="[0, 1], higher is more coherent; excludes one-sentence stories and inputs over 512 tokens.",
-        signature_fields="model (checkpoint name + SHA-256 prefix), context:prefix, sentence splitter; "
+        signature_fields="model (checkpoint name + SHA-256 prefix), cfg and tok (hashes of the ALBERT config "
+        "and of the tokenizer used; the checkpoint's hash covers neither), context:prefix, sentence splitter; "
         "precision and maxdev when a mode other than fp32 is chosen.",
         reproduces="akskuchi/dHM-visual-storytelling evaluate/eval_C_R.py (the data/scores/*/*_C.csv files).",
         differences=(

@@ -245,6 +245,8 @@ class SOPModel:
         self.module = apply_precision(module.to(self.device).eval(), precision)
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
+        #: signature fields for what the checkpoint's hash does not cover (a config or tokenizer given beside it)
+        self.signature_overrides: dict[str, str] = {}
         self.max_positions = max_positions
         # CPU: small batches (compute-bound, cache-friendly); GPU: large ones, by a token budget
         cuda = self.device.type == "cuda"
@@ -507,7 +509,7 @@ def load_sop_model(
     state, cfg, _meta = read_sop_weights(p, trust_checkpoint=trust_checkpoint, config=config)
     module = sop_module_with(state, cfg, p)
     tok = _load_tokenizer(tokenizer, p if p.is_dir() else None)
-    return SOPModel(
+    loaded = SOPModel(
         module,
         tok,
         fingerprint=model_fingerprint(p),
@@ -516,6 +518,45 @@ def load_sop_model(
         batch_size=batch_size,
         precision=precision,
     )
+    # the checkpoint's hash does not cover the config or the tokenizer, and either changes the numbers (ALBERT's
+    # layer count and head count, for one, change no weight's shape): both are named by content, so the official
+    # checkpoint with its config and tokenizer beside it and its converted folder are signed alike
+    loaded.signature_overrides["cfg"] = albert_config_fingerprint(cfg)
+    loaded.signature_overrides["tok"] = tokenizer_fingerprint(tok)
+    return loaded
+
+
+#: the ALBERT settings that change an evaluation-mode forward pass (dropout and bookkeeping keys do not)
+_ALBERT_FORWARD_KEYS = (
+    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups", "num_attention_heads",
+    "intermediate_size", "inner_group_num", "hidden_act", "max_position_embeddings", "type_vocab_size",
+    "layer_norm_eps", "position_embedding_type", "pad_token_id",
+)  # fmt: skip
+
+
+def albert_config_fingerprint(config: Mapping[str, Any]) -> str:
+    """8 hex digits naming an ALBERT config by the settings its forward pass reads (defaults filled in)."""
+    from transformers import AlbertConfig
+
+    resolved = AlbertConfig(**{k: v for k, v in config.items() if k != "model_type"}).to_dict()
+    return _json_hash({k: resolved.get(k) for k in _ALBERT_FORWARD_KEYS})
+
+
+def _json_hash(data: Mapping[str, Any]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """8 hex digits naming what a tokenizer does: a fast tokenizer's whole definition (vocabulary, normaliser,
+    pre-tokeniser), else its vocabulary and lower-casing; a folder given by path or a ready object alike."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "to_str"):
+        return _json_hash({"fast": backend.to_str()})
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return _json_hash({"vocab": sorted(vocab.items()), "lower": bool(getattr(tokenizer, "do_lower_case", False))})
 
 
 def convert_sop_checkpoint(
