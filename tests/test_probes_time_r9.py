@@ -10,6 +10,12 @@ largest allowed size. What was wrong:
   refuse, quadratic (a 100,000-digit cell: minutes; a file of many 1,000-digit cells: hours);
 - rovist-nr on a story of 33,000 copies of one sentence (100,000 characters): ~30 s for its 5.5 * 10^8
   sentence pairs; now the ratios are computed once per class of identical sentences (same values, same order);
+- the prefix-context coherence metrics (coherence, dhm-c) read each sentence with all the ones before it:
+  coherence took 50 s on 4,000 sentences ("A. B. A. B. ..."), and a 100,000-character story holds 33,000
+  (hours); a story over ``VISTKIT_MAX_CONTEXT_SENTENCES`` (1,000) is now excluded with the reason before any
+  context is built (dhm-c's ALBERT reads 512 tokens, so no dhm-c number changes);
+- the detokenizer's rules starting with a run of spaces tried every position inside a long run (quadratic; not
+  reachable from story text, whose spaces `natural_sentence` collapses first);
 - ``meta rankings-to-pairs``: one task of N stories makes C(N, 2) pairs, so a 400 KB rankings file of one task
   of 20,000 stories meant 2 * 10^8 pairs (1,000 stories already took 19 s); ``meta build-pairs`` pairs every
   machine story with every reference of its key. Both now count the pairs before building any and refuse more
@@ -21,6 +27,7 @@ Timing guards here are at least 20x what the fixed code needs and far below what
 from __future__ import annotations
 
 import ast
+import math
 import random
 import re
 import time
@@ -190,6 +197,57 @@ def test_reference_pairs_over_the_limit_are_refused(monkeypatch: pytest.MonkeyPa
     first = build_reference_pairs(refs, [machine], key="album", limit=5)
     assert [p.pair_id for p in first] == ["r0:sys", "r1:sys", "r2:sys", "r3:sys", "r0:sys"]
     assert build_reference_pairs(refs, [machine], key="album", limit=0) == []
+
+
+# --------------------------------------------------------------------------------------------------- coherence
+class _RecordingModel:
+    """Stands in for the coherence model: records the (context, candidate) pairs it is asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[list[str], str]] = []
+
+    def context_probs(self, contexts: Any, candidates: Any) -> np.ndarray:
+        self.asked += list(zip(contexts, candidates, strict=True))
+        return np.full(len(candidates), 0.25)
+
+
+def test_coherence_long_story_excluded_before_any_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """coherence reads each sentence with the mean of all before it: 4,000 sentences took 50 s and a
+    100,000-character story holds 33,000; over VISTKIT_MAX_CONTEXT_SENTENCES (1,000) a story is excluded with the
+    reason and no context of it is built."""
+    from vistkit.metrics.base import Item
+    from vistkit.metrics.coherence import Coherence
+
+    monkeypatch.setenv("VISTKIT_MAX_CONTEXT_SENTENCES", "3")
+    metric = object.__new__(Coherence)
+    metric.model = _RecordingModel()  # type: ignore[assignment]
+    items = [
+        Item("long", Story("long", "We ran. We hid. We won. We ate.")),
+        Item("ok", Story("ok", "We ran home. It was late. We slept.")),
+    ]
+    score = metric.score_items(items, signature="coherence|test")
+    assert [c for c, _ in metric.model.asked] == [["We ran home."], ["We ran home.", "It was late."]]
+    assert score.item_scores[1] == pytest.approx(0.25) and math.isnan(score.item_scores[0])
+    assert score.excluded["long"].startswith("4 sentences, over the limit of 3") and "VISTKIT_MAX_CONTEXT" in (
+        score.excluded["long"]
+    )
+
+
+def test_dhm_c_long_story_excluded_before_any_prefix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """dhm-c builds one prefix per sentence (a 100,000-character story: 33,000 prefixes, 1.6 GB of text); over the
+    limit the story is excluded with the reason, and a story within it scores as before."""
+    from tiny_models import make_tiny_sop_folder
+
+    from vistkit.metrics.base import get_metric
+
+    metric = get_metric("dhm-c", model=make_tiny_sop_folder(tmp_path))
+    stories = [Story("long", "the dog . the cat . a bird . a fish ."), Story("ok", "the dog . the cat . a bird .")]
+    before = metric.score(stories)
+    monkeypatch.setenv("VISTKIT_MAX_CONTEXT_SENTENCES", "3")
+    after = metric.score(stories)
+    assert math.isfinite(before.item_scores[0]) and math.isnan(after.item_scores[0])
+    assert after.excluded["long"].startswith("4 sentences, over the limit of 3")
+    assert after.item_scores[1] == pytest.approx(before.item_scores[1], abs=1e-6)  # batched with other pairs
 
 
 # --------------------------------------------------------------------------------------------------- all regexes

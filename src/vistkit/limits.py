@@ -57,6 +57,11 @@ RANKER_V1_MAX_SENTENCES = 200
 #: task of 20,000 stories (a 400 KB rankings file) made 200 million pairs (hours, ~100 GB); VHED's tasks hold 5
 PAIRS_ENV = "VISTKIT_MAX_PAIRS"
 PAIRS_DEFAULT = 1_000_000
+#: sentences of a story the prefix-context coherence metrics score (coherence, dhm-c: each sentence is read with
+#: all the ones before it, so the work grows with the square): coherence took 50 s on 4,000 sentences, and a
+#: 100,000-character story holds 33,000 ("A. B. A. ..."); dhm-c's ALBERT reads at most 512 tokens, far fewer
+CONTEXT_SENTENCES_ENV = "VISTKIT_MAX_CONTEXT_SENTENCES"
+CONTEXT_SENTENCES_DEFAULT = 1_000
 
 
 def _env_int(name: str, default: int, *, scale: int = 1) -> int:
@@ -134,6 +139,23 @@ def too_many_pairs(count: int, what: str) -> InputError | None:
     return InputError(
         f"{what} make {count:,} story pairs, more than vistkit's limit of {limit:,} (the pairs grow with the square "
         f"of the stories per task or key); if that is intended, raise the limit with {PAIRS_ENV}=<n>"
+    )
+
+
+def max_context_sentences() -> int:
+    """Most sentences of a story the prefix-context coherence metrics score (`VISTKIT_MAX_CONTEXT_SENTENCES`;
+    default 1,000)."""
+    return _env_int(CONTEXT_SENTENCES_ENV, CONTEXT_SENTENCES_DEFAULT)
+
+
+def too_many_context_sentences(n_sentences: int) -> str | None:
+    """The exclusion reason of a story of ``n_sentences`` over `max_context_sentences`, else None."""
+    limit = max_context_sentences()
+    if n_sentences <= limit:
+        return None
+    return (
+        f"{n_sentences:,} sentences, over the limit of {limit:,} for a metric that reads each sentence with all the "
+        f"ones before it (raise it with {CONTEXT_SENTENCES_ENV}=<n>)"
     )
 
 
@@ -222,6 +244,12 @@ LIMIT_ROWS = [
         f"meta rankings-to-pairs / build-pairs and a rank study's results: {PAIRS_DEFAULT:,} pairs (C(N, 2) per "
         "ranking task of N stories; each machine story with each reference of its key), counted before building",
         f"{PAIRS_ENV}=<n>",
+    ],
+    [
+        "coherence / dhm-c sentences",
+        f"a story of more than {CONTEXT_SENTENCES_DEFAULT:,} sentences is excluded with the reason (each sentence is "
+        "read with all the ones before it)",
+        f"{CONTEXT_SENTENCES_ENV}=<n>",
     ],
     ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
     [

@@ -32,6 +32,7 @@ import numpy as np
 from vistkit import progress
 from vistkit.data.story import Story
 from vistkit.errors import InputError, MissingDependencyError
+from vistkit.limits import too_many_context_sentences
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, mean_score, register
 from vistkit.models.precision import PRECISIONS as SOP_PRECISIONS
 from vistkit.models.precision import precision_fields
@@ -237,8 +238,18 @@ class RovistC(Metric):
         fresh_keys: list[tuple[int, str]] = []
         n_rows = 0
 
+        too_long: dict[int, str] = {}  # story -> why it is not scored (prefix context: too many sentences)
+
+        def plan_of(k: int) -> list[tuple[str, str] | None]:
+            sentences = split_sentences(texts[k])
+            reason = too_many_context_sentences(len(sentences)) if self.context == "prefix" else None
+            if reason is not None:
+                too_long[k] = reason  # before any pair is built: the prefixes grow with the square
+                return []
+            return self.story_pairs(sentences)
+
         def prepare(start: int) -> tuple[list[Any], list[Any], list[str], dict[str, float], list[int], list[Any]]:
-            chunk_plans = [self.story_pairs(split_sentences(t)) for t in texts[start : start + STORY_CHUNK]]
+            chunk_plans = [plan_of(k) for k in range(start, min(start + STORY_CHUNK, len(texts)))]
             flat = [p for plan in chunk_plans for p in plan if p is not None]
             keys = [content_key(namespace, a, b) for a, b in flat] if self.cache is not None else []
             known = self.cache.get_many(keys) if self.cache is not None else {}
@@ -288,8 +299,8 @@ class RovistC(Metric):
         values: list[float] = []
         excluded: dict[str, str] = {}
         for k, scores in enumerate(per_story):
-            if k in errors:
-                excluded[ids[k]] = errors[k]
+            if k in errors or k in too_long:
+                excluded[ids[k]] = errors.get(k) or too_long[k]
                 values.append(math.nan)
             elif not scores:
                 excluded[ids[k]] = "fewer than two sentences (no sentence pair)"
@@ -400,14 +411,19 @@ class Coherence(Metric):
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         ids = [it.item_id for it in items]
-        plans = [prefix_contexts(split_sentences(it.hypothesis.text)) for it in items]
+        split = [split_sentences(it.hypothesis.text) for it in items]
+        too_long = {k: r for k, s in enumerate(split) if (r := too_many_context_sentences(len(s))) is not None}
+        plans = [[] if k in too_long else prefix_contexts(s) for k, s in enumerate(split)]
         flat = [p for plan in plans for p in plan if p is not None]
         probs = iter(self.model.context_probs([c for c, _ in flat], [s for _, s in flat]))
         values: list[float] = []
         excluded: dict[str, str] = {}
         for k, plan in enumerate(plans):
             scores = [0.0 if p is None else float(next(probs)) for p in plan]
-            if not scores:
+            if k in too_long:
+                excluded[ids[k]] = too_long[k]
+                values.append(math.nan)
+            elif not scores:
                 excluded[ids[k]] = "fewer than two sentences (no sentence pair)"
                 values.append(math.nan)
             else:
