@@ -167,12 +167,9 @@ def noun_phrases_many(stories: Sequence[Sequence[str]], nlp: Any) -> list[list[s
 
 def filter_noun_phrases(phrases: Sequence[str]) -> list[str]:
     """Story-level de-duplication and removal of exact pronoun matches
-    (``utils.get_concreteness_ratings``)."""
-    kept: list[str] = []
-    for p in phrases:
-        if p not in kept and p not in PRONOUNS:
-            kept.append(p)
-    return kept
+    (``utils.get_concreteness_ratings``; its ``p not in kept`` list scan was quadratic: 25,000 distinct phrases, a
+    100,000-character story's worth, took 4 s)."""
+    return [p for p in dict.fromkeys(phrases) if p not in PRONOUNS]
 
 
 # ---------------------------------------------------------------------------------------------- concreteness
