@@ -271,6 +271,20 @@ def test_groovist_phrase_filter_is_linear_and_unchanged() -> None:
     assert time.perf_counter() - t < 1.0  # fixed: ~0.01 s; before: ~6 s
 
 
+# --------------------------------------------------------------------------------------------------- distance
+def test_distance_orders_any_story_id() -> None:
+    """Found while probing: ids were ordered by ``int(id)`` when ``id.isdigit()``, so an id of 5,000 digits (over
+    Python's 4,300-digit limit) or ``²`` (a digit ``int`` cannot read) stopped ``vistkit distance`` with an
+    unexpected ValueError. Decimal ids still come first in numeric order, Arabic-Indic digits included."""
+    from vistkit.scores.distance import _natural_key, dhm_distance
+
+    ids = ["10", "9", "\u00b2", "7" * 5_000, "b", "\u0661\u0662", "011", "a"]
+    assert sorted(ids, key=_natural_key) == ["9", "10", "011", "\u0661\u0662", "7" * 5_000, "a", "b", "\u00b2"]
+    table = {d: {i: 0.5 for i in ids} for d in ("G", "C", "R")}
+    result = dhm_distance(table, {d: {i: 0.25 for i in ids} for d in ("G", "C", "R")})
+    assert result.dC == pytest.approx(0.25) and result.dR == pytest.approx(0.25)
+
+
 # --------------------------------------------------------------------------------------------------- checkpoints
 def test_torch_refusal_reason_is_linear_and_unchanged() -> None:
     """The cause read off torch's weights-only error was a regex (``:\\s*(.+?)\\s*(?:\\n\\n|$)``) quadratic in a

@@ -37,7 +37,7 @@ from vistkit import progress
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Metric, Score, get_metric_class
-from vistkit.scores.distance import dimension_distances
+from vistkit.scores.distance import _natural_key, dimension_distances
 
 if TYPE_CHECKING:
     from vistkit.engine import Engine
@@ -97,7 +97,7 @@ def distance_from_tables(
         for dim in dims:
             defined = {s for s, v in side.get(dim, {}).items() if v is not None and not math.isnan(v)}
             ids = defined if ids is None else ids & defined
-    order = sorted(ids or set(), key=lambda s: (0, int(s)) if s.isdigit() else (1, s))
+    order = sorted(ids or set(), key=_natural_key)
     if not order:
         raise InputError(
             f"no story has all {2 * len(dims)} scores (human and model {', '.join(dims)}); check that both "

@@ -26,6 +26,7 @@ computed from stories (`table_from_scores` turns G, C, R `Score` objects into a 
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,8 +232,14 @@ def table_from_scores(scores: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return table
 
 
-def _natural_key(sid: str) -> tuple[int, int | str]:
-    return (0, int(sid)) if sid.isdigit() else (1, sid)
+def _natural_key(sid: str) -> tuple[int, int, str]:
+    """Ids of decimal digits first, in numeric order (as ``int(sid)``), then the others as text. Compared by
+    length and digits, not converted: ``int`` refused an id of more than 4,300 digits, and ``str.isdigit`` let
+    through ``²``, which ``int`` cannot read (both stopped the command with an unexpected ValueError)."""
+    if not sid.isdecimal():
+        return (1, 0, sid)
+    digits = "".join(str(unicodedata.decimal(c)) for c in sid).lstrip("0")
+    return (0, len(digits), digits)
 
 
 # --------------------------------------------------------------------------------------------------- readers
