@@ -19,6 +19,8 @@ largest allowed size. What was wrong:
 - GROOViST's story-level phrase de-duplication scanned a list per phrase (25,000 distinct phrases: 4 s);
 - the cause vistkit reads off torch's weights-only error (`vistkit.models.checkpoints`) was a regex quadratic in
   a run of spaces (a refused global name of 20,000 spaces: 3.6 s); now cut with `str.find`, the same text;
+- the SIS storylet reader found a story's first repeated photo place by scanning ``orders[:i]`` per storylet
+  (40,000 storylets of one story: 9.6 s to refuse);
 - ``meta rankings-to-pairs``: one task of N stories makes C(N, 2) pairs, so a 400 KB rankings file of one task
   of 20,000 stories meant 2 * 10^8 pairs (1,000 stories already took 19 s); ``meta build-pairs`` pairs every
   machine story with every reference of its key. Both now count the pairs before building any and refuse more
@@ -30,6 +32,7 @@ Timing guards here are at least 20x what the fixed code needs and far below what
 from __future__ import annotations
 
 import ast
+import json
 import math
 import random
 import re
@@ -269,6 +272,42 @@ def test_groovist_phrase_filter_is_linear_and_unchanged() -> None:
     t = time.perf_counter()
     assert filter_noun_phrases(phrases) == phrases[:30_000]
     assert time.perf_counter() - t < 1.0  # fixed: ~0.01 s; before: ~6 s
+
+
+# --------------------------------------------------------------------------------------------------- storylets
+def _storylets(path: Path, orders: list[Any]) -> Path:
+    records = [
+        [{"story_id": "s1", "photo_flickr_id": str(k), "worker_arranged_photo_order": o, "text": "a", "album_id": "A"}]
+        for k, o in enumerate(orders)
+    ]
+    path.write_text(json.dumps({"annotations": records}), encoding="utf-8")
+    return path
+
+
+def test_storylets_repeated_place_found_in_linear_time(tmp_path: Path) -> None:
+    """The first repeated worker_arranged_photo_order of a story was found by scanning ``orders[:i]`` for every
+    storylet: 40,000 storylets of one story with the last place given twice took 9.6 s to refuse; now 0.2 s."""
+    from vistkit.data.readers import read_stories
+
+    path = _storylets(tmp_path / "sis.json", [*range(60_000), 59_999])
+    t = time.perf_counter()
+    with pytest.raises(InputError, match="two storylets at worker_arranged_photo_order 59999,"):
+        read_stories(path)
+    assert time.perf_counter() - t < 6.0  # fixed: ~0.3 s; before: ~20 s
+    with pytest.raises(InputError, match="two storylets at worker_arranged_photo_order 1,"):
+        read_stories(_storylets(tmp_path / "small.json", [2, 1, 0, 1, 2]))
+
+
+@pytest.mark.parametrize("order", ["\u00b2", "7" * 5_000], ids=["superscript-two", "5000-digits"])
+def test_storylet_place_int_cannot_read_is_refused(tmp_path: Path, order: str) -> None:
+    """Found while probing: a place that passed ``str.isdigit`` but not ``int`` (``²``, or more digits than Python
+    converts) stopped the reader with an unexpected ValueError; now the reader's one sentence."""
+    from vistkit.data.readers import read_stories
+
+    with pytest.raises(InputError, match=r"worker_arranged_photo_order is the text .* must be a whole number"):
+        read_stories(_storylets(tmp_path / "s.json", [0, order]))
+    (story,) = read_stories(_storylets(tmp_path / "ok.json", [" 1 ", "\u0660"]))  # Arabic-Indic zero reads as 0
+    assert story.photo_ids == ("1", "0")
 
 
 # --------------------------------------------------------------------------------------------------- distance

@@ -445,6 +445,15 @@ def _decode_error(p: Path | str, exc: UnicodeDecodeError) -> InputError:
     )
 
 
+def _decimal_text(text: str) -> bool:
+    """``text`` is a whole number ``int`` reads: decimal digits only (``str.isdigit`` also passes ``²``, which
+    ``int`` refuses) and no more of them than Python converts (4,300 by default)."""
+    import sys
+
+    limit = sys.get_int_max_str_digits()
+    return text.isdecimal() and (limit == 0 or len(text) <= limit)
+
+
 def iter_lines(fh: io.TextIOBase, path: str | Path, *, max_line: int | None = None, why: str = "") -> Iterator[str]:
     """The lines of ``fh``; a decoding or archive error becomes one `InputError` naming ``path``, and so does a
     line longer than ``max_line`` characters (when given; ``why``: what sets that limit, shown after it)."""
@@ -1176,7 +1185,7 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
             )
         sid = id_text(rec["story_id"], where, "story_id")
         order = rec["worker_arranged_photo_order"]
-        if type(order) is not int and not (isinstance(order, str) and order.strip().isdigit()):
+        if type(order) is not int and not (isinstance(order, str) and _decimal_text(order.strip())):
             shown = f"the text '{_printable(order)}'" if isinstance(order, str) else _kind(order)
             raise InputError(
                 f"{p}: story {_printable(sid)}, storylet {i + 1}: worker_arranged_photo_order is {shown}, but it "
@@ -1187,7 +1196,12 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
         recs.sort(key=lambda r: int(r["worker_arranged_photo_order"]))
         orders = [int(r["worker_arranged_photo_order"]) for r in recs]
         if len(set(orders)) != len(orders):
-            twice = next(o for i, o in enumerate(orders) if o in orders[:i])
+            seen: set[int] = set()  # the first repeated place (a scan of orders[:i] per i was quadratic)
+            twice = orders[0]
+            for twice in orders:
+                if twice in seen:
+                    break
+                seen.add(twice)
             raise InputError(
                 f"{p}: story '{_printable(sid)}' has two storylets at worker_arranged_photo_order {twice}, so the "
                 "order of its sentences is unknown; give each storylet its own place"
