@@ -138,15 +138,9 @@ def resources(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _photo_dir(root: Path) -> Path:
-    folder = root / "photos"
-    if not folder.is_dir():
-        from PIL import Image
+    from tiny_models import make_photo_folder
 
-        folder.mkdir()
-        rng = np.random.default_rng(0)
-        for pid in PHOTOS:
-            Image.fromarray(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)).save(folder / f"{pid}.jpg")
-    return folder
+    return make_photo_folder(root, PHOTOS)
 
 
 def _tiny_clip(root: Path) -> Path:

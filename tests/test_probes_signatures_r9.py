@@ -90,15 +90,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _photos(root: Path) -> Path:
-    folder = root / "photos"
-    if not folder.is_dir():
-        from PIL import Image
+    from tiny_models import make_photo_folder
 
-        folder.mkdir()
-        rng = np.random.default_rng(0)
-        for pid in PHOTOS:
-            Image.fromarray(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)).save(folder / f"{pid}.jpg")
-    return folder
+    return make_photo_folder(root, PHOTOS)
 
 
 def _twin_files(root: Path, name: str, texts: tuple[str, str]) -> tuple[str, str]:

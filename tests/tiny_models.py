@@ -414,3 +414,18 @@ def make_tiny_causal_lm(folder: str | Path, *, seed: int = 0, max_positions: int
     torch.manual_seed(seed)
     LlamaForCausalLM(cfg).save_pretrained(str(out))
     return out
+
+
+def make_photo_folder(root: Path, photo_ids: Iterable[str]) -> Path:
+    """``root/photos`` with a random 48x64 JPEG per photo id (seeded: the same pixels every run); made once."""
+    import numpy as np
+    from PIL import Image
+
+    folder = root / "photos"
+    if not folder.is_dir():
+        folder.mkdir()
+        rng = np.random.default_rng(0)
+        for pid in photo_ids:
+            Image.fromarray(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)).save(folder / f"{pid}.jpg")
+    return folder
+
