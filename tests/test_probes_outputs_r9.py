@@ -124,6 +124,26 @@ def test_standard_output_appended_to_an_input_is_refused(
     assert other.read_text(encoding="utf-8").splitlines()[:2] == ["id," + METRIC, "s0,10.0"]  # ten words
 
 
+def test_verbs_that_write_no_file_refuse_a_stdout_appended_to_an_input(
+    stories: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``vistkit validate x.json >> x.json``, ``compare A B -r R >> A``: verbs that write no file of their own
+    appended their table to the file they read (they never went through the writer)."""
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(stories.read_bytes())
+    before = stories.read_bytes()
+    for argv in (
+        ["validate", str(stories)],
+        ["compare", str(stories), str(other), "-r", str(other), "-m", "bleu-4", "-q"],
+    ):
+        with open(stories, "a", encoding="utf-8") as fh:
+            monkeypatch.setattr(sys, "stdout", fh)
+            code = main(argv)
+        monkeypatch.undo()
+        assert code == 1 and stories.read_bytes() == before, argv
+        assert "an input of this command" in one_error(capsys.readouterr().err, "stories.jsonl"), argv
+
+
 def test_an_input_read_from_stdin_is_an_input(stories: Path, tmp_path: Path) -> None:
     """``vistkit score - --per-item x.jsonl --force < x.jsonl``: the stories read from standard input were not
     an input of the command, so the per-item CSV replaced them. Refused now; another output name works."""

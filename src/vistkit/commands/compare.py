@@ -41,6 +41,7 @@ from vistkit.commands.common import (
     open_engine,
     parse_metric_selection,
     read_references,
+    writes_output,
 )
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, warn
@@ -312,6 +313,7 @@ def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | 
 
 
 @app.command(cls=OnceCommand)
+@writes_output(force_flag=False)  # writes no file: refuses only a stdout appended to one of its inputs
 def compare(
     systems: list[Path] = typer.Argument(
         ..., metavar="FILE", help="Two or more system story files (any VIST format; one may be - for stdin)."

@@ -7,11 +7,12 @@ from pathlib import Path
 import typer
 
 from vistkit.cli import app
-from vistkit.commands.common import FormatOption, echo
+from vistkit.commands.common import FormatOption, echo, writes_output
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
 
 @app.command()
+@writes_output(force_flag=False)  # writes no file: refuses only a stdout appended to one of its inputs
 def validate(
     submission: Path = typer.Argument(
         ..., help="The submission JSON (the challenge format); - reads standard input."

@@ -129,6 +129,7 @@ def gap_cmd(
 
 
 @meta_app.command("beats-ref")
+@writes_output(force_flag=False)  # writes no file: refuses only a stdout appended to one of its inputs
 @option_group(PairsInput, pairs_csv="Pairs CSV in the VHED layout (with reference-machine pairs).")
 def beats_ref_cmd(
     inputs: PairsInput,
@@ -162,6 +163,7 @@ def beats_ref_cmd(
 
 
 @meta_app.command("compare")
+@writes_output(force_flag=False)  # writes no file: refuses only a stdout appended to one of its inputs
 @option_group(PairsInput)
 def compare_cmd(
     inputs: PairsInput,
