@@ -144,6 +144,26 @@ def test_verbs_that_write_no_file_refuse_a_stdout_appended_to_an_input(
         assert "an input of this command" in one_error(capsys.readouterr().err, "stories.jsonl"), argv
 
 
+def test_studio_verbs_refuse_a_stdout_appended_to_the_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``vistkit studio status study.db >> study.db`` appended a table to the SQLite file (the study's pages
+    then end in text); it is refused before the study is opened, as is its ``-wal`` log."""
+    from studio_helpers import make_study
+
+    study = make_study(tmp_path).path
+    for target in (study, Path(f"{study}-wal")):
+        size = target.stat().st_size if target.exists() else 0
+        with open(target, "a", encoding="utf-8") as fh:
+            monkeypatch.setattr(sys, "stdout", fh)
+            code = main(["studio", "status", str(study)])
+        monkeypatch.undo()
+        assert code == 1 and target.stat().st_size == size  # nothing appended
+        assert "an input of this command" in one_error(capsys.readouterr().err, target.name)
+    assert main(["studio", "status", str(study), "-f", "json"]) == 0  # the study still opens
+    assert json.loads(capsys.readouterr().out)["units"] == 3
+
+
 def test_an_input_read_from_stdin_is_an_input(stories: Path, tmp_path: Path) -> None:
     """``vistkit score - --per-item x.jsonl --force < x.jsonl``: the stories read from standard input were not
     an input of the command, so the per-item CSV replaced them. Refused now; another output name works."""
