@@ -421,15 +421,20 @@ def test_cli_meteor_with_a_home_that_cannot_hold_the_cache_and_a_turkish_jvm(tmp
 
 
 # --------------------------------------------------------------------------------------------------- current folder
-def test_a_deleted_current_folder_is_one_sentence(tmp_path: Path) -> None:
+def _in_a_deleted_folder(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``vistkit ARGS`` (in process: `main`) run from a current folder deleted under it."""
     gone = tmp_path / "gone"
-    gone.mkdir()
+    gone.mkdir(exist_ok=True)
     script = (
         "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); from vistkit.cli import main; "
-        "sys.exit(main(['score', 'h.jsonl', '--references', 'r.jsonl', '--per-item', 'out.csv']))"
+        "sys.exit(main(sys.argv[2:]))"
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(gone)], capture_output=True, text=True, timeout=120,
-                          check=False)  # fmt: skip
+    return subprocess.run([sys.executable, "-c", script, str(gone), *args], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+def test_a_deleted_current_folder_is_one_sentence(tmp_path: Path) -> None:
+    proc = _in_a_deleted_folder(tmp_path, "score", "h.jsonl", "--references", "r.jsonl", "--per-item", "out.csv")
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         "error: the current folder no longer exists (it was deleted or moved while the shell was in it); cd to an "
@@ -439,18 +444,10 @@ def test_a_deleted_current_folder_is_one_sentence(tmp_path: Path) -> None:
 
 def test_help_works_in_a_deleted_current_folder(tmp_path: Path) -> None:
     """Help and the version read no file: they answer in a deleted folder (every command was refused there)."""
-    gone = tmp_path / "gone"
-    gone.mkdir()
-    script = (
-        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); from vistkit.cli import main; "
-        "sys.exit(main(sys.argv[2:]))"
-    )
     for args, expected in ((["score", "--help"], "Usage: vistkit score"), (["--version"], "vistkit ")):
-        proc = subprocess.run([sys.executable, "-c", script, str(gone), *args], capture_output=True, text=True,
-                              timeout=120, check=False)  # fmt: skip
+        proc = _in_a_deleted_folder(tmp_path, *args)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith(expected)
-        gone.mkdir()
 
 
 @needs_java
