@@ -339,6 +339,16 @@ def test_score_cache_roundtrip(tmp_path: Path) -> None:
     assert ScoreCache(tmp_path / "c.sqlite").get_many([k1]) == {k1: 0.25}
 
 
+def test_an_unusable_score_cache_is_one_sentence(tmp_path: Path) -> None:
+    """A damaged cache file or a folder gave sqlite3's bare DatabaseError / OperationalError (probe r9)."""
+    damaged = tmp_path / "damaged.sqlite"
+    damaged.write_bytes(b"not a database" * 100)
+    with pytest.raises(InputError, match=r"damaged\.sqlite cannot be used \(file is not a database\); delete it"):
+        ScoreCache(damaged)
+    with pytest.raises(InputError, match="is a folder; give the cache file's path"):
+        ScoreCache(tmp_path)
+
+
 # --------------------------------------------------------------------------------------------------- CLI
 def test_cli_models_list_info_convert(tiny_sop: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from vistkit.cli import main

@@ -312,12 +312,22 @@ class ScoreCache:
         if path is None:
             path = default_cache_dir() / "scores.sqlite"
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL)")
-        self._db.commit()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # a busy cache (another process writing) is waited for, not an error
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+            self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL)")
+            self._db.commit()
+        except (sqlite3.DatabaseError, OSError) as exc:  # a damaged file, a folder, a read-only place
+            from vistkit.errors import InputError
+
+            if Path(self.path).is_dir():
+                raise InputError(f"the score cache {self.path} is a folder; give the cache file's path") from None
+            raise InputError(
+                f"the score cache {self.path} cannot be used ({exc}); delete it or give another cache file"
+            ) from None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, float]:
         keys = list(keys)
