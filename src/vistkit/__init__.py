@@ -7,6 +7,8 @@ The core imports fast: metric modules and heavy dependencies (Java, torch) load 
 
 from __future__ import annotations
 
+from typing import Any
+
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError, VistkitError
 
@@ -27,7 +29,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # lazy re-exports keep `import vistkit` fast
+def __getattr__(name: str) -> Any:  # lazy re-exports keep `import vistkit` fast
     if name == "read_stories":
         from vistkit.data.readers import read_stories
 
