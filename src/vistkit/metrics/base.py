@@ -44,6 +44,7 @@ class MetricCard:
     citation: str = ""
 
     def render(self, name: str) -> str:
+        """The card as Markdown, headed by the metric's ``name``; differences and citation sections only when set."""
         parts = [
             f"# {name}",
             self.summary,
@@ -182,6 +183,9 @@ class Item:
 
 @dataclass
 class Alignment:
+    """What `align` returns: the items to score, the hypotheses left out (id -> reason), the keying used and the
+    references per item for the signature (``"5"``, or ``"1-5"`` when items differ)."""
+
     items: list[Item]
     excluded: dict[str, str]
     keying: Keying
@@ -520,6 +524,7 @@ class Metric(ABC):
             raise TypeError(f"{self.name} takes no option {sorted(options)!r}")
 
     def __new__(cls, *args: Any, **options: Any) -> Self:
+        """Record the constructor's arguments, so `__reduce__` can make the metric again in another process."""
         self = super().__new__(cls)
         self._made_with = (args, dict(options))
         return self
@@ -544,6 +549,8 @@ class Metric(ABC):
     def signature(
         self, *, keying: Keying | str | None = None, n_refs: str | None = None, reference_absent: bool = False
     ) -> str:
+        """The metric's signature string: ``nrefs`` (reference-based metrics), ``refabsent``, ``key``, then
+        `signature_fields`."""
         fields: dict[str, object] = {}
         if self.needs_references:
             fields["nrefs"] = n_refs if n_refs is not None else "?"
@@ -664,6 +671,7 @@ class Ranker(Metric):
         """One float per pair ``(a[i], b[i])``: > 0 when ``a[i]`` is preferred (antisymmetric, batch-invariant)."""
 
     def signature_fields(self) -> dict[str, object]:
+        """The ranker's model hash (first 12 characters), encoder and training data."""
         return {"model": self.model_hash[:12], "encoder": self.encoder, "data": self.training_data}
 
     def preference(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
@@ -721,10 +729,12 @@ class UtilityRanker(Ranker):
         return np.asarray(self.utility(distinct), dtype=float)[where]
 
     def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        """``u(a[i]) - u(b[i])``; each distinct story's utility is computed once."""
         u = self._utilities([*a, *b])
         return u[: len(a)] - u[len(a) :]
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """The per-story score is the utility u itself; a story whose utility is NaN is excluded."""
         values = self._utilities([i.hypothesis for i in items])
         excluded = {
             i.item_id: "the ranker leaves this story undefined"
@@ -751,12 +761,14 @@ class CrossEncoderRanker(Ranker):
         """The fixed anchor stories the per-story score compares against (non-empty)."""
 
     def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        """The antisymmetrised preference ``(g(a, b) - g(b, a)) / 2``, one pass over both orders."""
         import numpy as np
         n = len(a)
         g = np.asarray(self.raw_preference([*a, *b], [*b, *a]), dtype=float)
         return (g[:n] - g[n:]) / 2.0
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """The per-story score is its mean `preference` over the `anchors` (their count in ``extra``)."""
         import numpy as np
         anchors = list(self.anchors())
         if not anchors:
@@ -843,11 +855,14 @@ def list_metrics() -> dict[str, type[Metric]]:
 
 
 def unavailable_metrics() -> dict[str, str]:
+    """The metrics users may ask for that cannot run here, by name (sorted), with the sentence to show them."""
     _discover()
     return dict(sorted(_UNAVAILABLE.items()))
 
 
 def get_metric_class(name: str) -> type[Metric]:
+    """The registered class of the metric ``name``; `UnavailableMetricError` or `UnknownMetricError` (with a
+    suggestion) otherwise."""
     _discover()
     if not isinstance(name, str):
         raise UnknownMetricError(f"a metric is named by a string such as 'bleu-4', not {type(name).__name__}")

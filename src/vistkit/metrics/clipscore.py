@@ -170,6 +170,7 @@ class ClipEncoder:
 
     @property
     def dim(self) -> int:
+        """The size of CLIP's joint embedding (``projection_dim``)."""
         return int(self.model.config.projection_dim)
 
     def encode_images(self, images: Sequence[Any]) -> np.ndarray:

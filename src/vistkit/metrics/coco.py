@@ -161,15 +161,19 @@ class CocoInputs:
         return self._cache[name]
 
     def table(self) -> _NgramTable:
+        """The n-gram table of the hypotheses and references (built once)."""
         return self._memo("table", lambda: _NgramTable(self.hypotheses, self.references))
 
     def bleu_stats(self) -> np.ndarray:
+        """Per-item BLEU statistics (one row per item), computed once."""
         return self._memo("bleu", lambda: bleu_stats(self.table()))
 
     def rouge_l(self) -> np.ndarray:
+        """Per-item ROUGE-L F-measures (Lin 2004, Eqs. 2-4), computed once."""
         return self._memo("rouge", lambda: rouge_l_item_scores(self.hypotheses, self.references))
 
     def cider_d(self) -> np.ndarray:
+        """Per-item CIDEr-D scores, computed once (the idf is over this set's references)."""
         return self._memo("cider", lambda: cider_d_item_scores(self.table()))
 
 
@@ -668,6 +672,8 @@ Bleu1, Bleu2, Bleu3, Bleu4 = (_bleu_metric(n) for n in (1, 2, 3, 4))
 
 @register
 class RougeL(_CocoMetric):
+    """ROUGE-L as pycocoevalcap 1.2 computes it (the card has the definition)."""
+
     name = "rouge-l"
     card = MetricCard(
         summary="ROUGE-L (LCS F-measure, beta 1.2) as pycocoevalcap 1.2 computes it.",
@@ -702,6 +708,8 @@ class RougeL(_CocoMetric):
 
 @register
 class CiderD(_CocoMetric):
+    """CIDEr-D as pycocoevalcap 1.2 computes it (its ``CIDEr``; the card has the definition)."""
+
     name = "cider-d"
     upper_bound = None  # in practice <= 10 per item
     card = MetricCard(

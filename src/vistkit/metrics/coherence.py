@@ -217,6 +217,7 @@ class RovistC(Metric):
         return fields
 
     def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
+        """RoViST-C pairs: each sentence with the next (`adjacent_pairs`)."""
         return adjacent_pairs(sentences)
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
@@ -340,6 +341,7 @@ class DhmC(RovistC):
     )
 
     def story_pairs(self, sentences: Sequence[str]) -> list[tuple[str, str] | None]:
+        """dHM-C pairs: the preceding sentences with each sentence (`prefix_pairs`)."""
         return prefix_pairs(sentences)
 
 

@@ -454,6 +454,8 @@ class Groovist(PhotoMetric):
         return self.encoder.encode_images(images)
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Per story GROOViST (`groovist_story_score`) of its noun phrases against its photos' regions; a story
+        without noun phrases scores 0, one with a phrase over CLIP's context or a photo problem is excluded."""
         self._check_ready()
         excluded: dict[str, str] = {}
         values: list[float] = []

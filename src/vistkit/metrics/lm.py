@@ -376,6 +376,8 @@ class _LMMetric(Metric):
 
 @register
 class LMPerplexity(_LMMetric):
+    """Story perplexity under a small causal LM (lower is more predictable; not a quality score)."""
+
     name: ClassVar[str] = "lm-perplexity"
     higher_is_better: ClassVar[bool] = False
     lower_bound: ClassVar[float | None] = 1.0
@@ -398,11 +400,15 @@ class LMPerplexity(_LMMetric):
     )
 
     def story_value(self, sentence_values: list[float], story: StoryLogprobs) -> float:
+        """Perplexity of the whole story's tokens from the in-story pass (not the mean over sentences)."""
         return perplexity_of(story)
 
 
 @register
 class LMFluency(_LMMetric):
+    """Fluency as SLOR (Kann et al. 2018, Eq. 1) per sentence, each scored alone; the story is their mean (a
+    repeated sentence gets the story's minimum)."""
+
     name: ClassVar[str] = "lm-fluency"
     card: ClassVar[MetricCard] = MetricCard(
         summary="Fluency as SLOR: each sentence's LM log-probability on its own minus its unigram "
@@ -432,6 +438,8 @@ class LMFluency(_LMMetric):
 
 @register
 class LMCoherence(_LMMetric):
+    """Coherence as each sentence's per-token PMI with the story before it, from the second sentence on."""
+
     name: ClassVar[str] = "lm-coherence"
     first_sentence: ClassVar[int] = 1
     card: ClassVar[MetricCard] = MetricCard(
@@ -458,6 +466,7 @@ class LMCoherence(_LMMetric):
     )
 
     def undefined_reason(self, story: StoryLogprobs) -> str:
+        """Why a story has no value: the scorer's error, fewer than two sentences, or no word the LM can score."""
         if story.error is not None:
             return story.error
         if len(story.sentences) < 2:

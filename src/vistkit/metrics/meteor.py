@@ -236,6 +236,8 @@ class MeteorVist(Metric):
         return _NON_ASCII.sub("", text) if self.drop_non_ascii else text
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Per item the best METEOR over its references (the jar's hter task), corpus = mean of the items; an item
+        with an over-long story or reference is excluded."""
         from vistkit.models.java import meteor_server
 
         tests: list[str] = []

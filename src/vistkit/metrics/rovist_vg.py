@@ -397,6 +397,7 @@ class RovistVGModel:
         return self._torch.from_numpy(arr.transpose(0, 3, 1, 2).copy())
 
     def encode_images(self, images: Sequence[Any]) -> np.ndarray:
+        """L2-normalised region embeddings, one row per image: ViT pooled output, Linear, tanh."""
         torch = self._torch
         rows = []
         for start in range(0, len(images), self.batch_size):
@@ -409,6 +410,7 @@ class RovistVGModel:
         return np.concatenate(rows)
 
     def encode_words(self, vectors: np.ndarray) -> np.ndarray:
+        """L2-normalised word embeddings of GloVe vectors (one row each): Linear, tanh."""
         torch = self._torch
         with torch.no_grad():
             emb = torch.tanh(
@@ -585,6 +587,8 @@ class RovistVG(PhotoMetric):
         return self.model.encode_images(images)
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Per story ``S_VG`` (RoViST Eq. 2, idf from Eq. 1) of its nouns against its photos' regions, through
+        `_scale`; a story with no noun, a noun without an IDF weight or a photo problem is excluded."""
         self._check_ready()
         excluded: dict[str, str] = {}
         values: list[float] = []

@@ -240,10 +240,13 @@ class SacreBleu(Metric):
         return _clip(self._corpus._compute_score_from_stats(counts).score)
 
     def sentence_from_stats(self, row: np.ndarray) -> float:
+        """Sentence BLEU (effective order) of one item's statistics row."""
         return _clip(self._sentence._compute_score_from_stats([int(x) for x in row]).score)
 
     # -- scoring ---------------------------------------------------------------------------------------------
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Sentence BLEU per item, corpus BLEU from the summed statistics; the signature's ``nrefs`` is filled in
+        from the references read."""
         hyps = [it.hypothesis.text for it in items]
         refs = [[r.text for r in it.references] for it in items]
         stats = self.statistics(hyps, refs)

@@ -98,6 +98,7 @@ class StoryRankerV1(UtilityRanker):
         return {"model": self.model_hash, "encoder": self.encoder, "data": self.training_data}
 
     def utility(self, stories: Sequence[Story]) -> np.ndarray:
+        """The model's utility of each story's text."""
         return self.model.utility([s.text for s in stories])
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
@@ -227,6 +228,7 @@ class StoryRanker(UtilityRanker):
         return story_features(texts, self.scorer)
 
     def utility(self, stories: Sequence[Story]) -> np.ndarray:
+        """The model's utility of each story's feature row (the weighted sum of its `explain` contributions)."""
         return self.model.utility(self.features(stories))
 
     def explain(self, stories: Sequence[Story | str]) -> list[dict[str, float]]:

@@ -117,7 +117,9 @@ class Vrank(CrossEncoderRanker):
         return {**super().signature_fields(), "anchors": self._anchor_name}
 
     def raw_preference(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+        """Vrank's g(a, b): the model's prediction on each pair of texts."""
         return self.model.predict([s.text for s in a], [s.text for s in b])
 
     def anchors(self) -> Sequence[Story]:
+        """The anchor stories: the eight packaged VIST val stories, or the stories of the ``anchors`` file."""
         return self._anchors
