@@ -86,6 +86,7 @@ class PackedLinear(torch.nn.Linear):
         self.packed = pack_weight(linear.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The packed oneDNN product for a float32 CPU input without gradients, else `F.linear`."""
         wants_grad = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
         if x.dtype != torch.float32 or x.device.type != "cpu" or wants_grad:
             return F.linear(x, self.weight, self.bias)

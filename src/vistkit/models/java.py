@@ -71,6 +71,8 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
 # --------------------------------------------------------------------------------------------------- java
 @dataclass(frozen=True)
 class JavaInfo:
+    """The Java executable found and what ``java -version`` said (major version, its text, whether it started)."""
+
     path: str
     version: int
     version_text: str
@@ -541,11 +543,15 @@ class MeteorConfig:
 
     @property
     def norm_name(self) -> str:
+        """The name of the ``norm`` setting: ``norm`` or ``none``."""
         return "norm" if self.norm else "none"
 
 
 @dataclass(frozen=True)
 class ConfigInfo:
+    """A loaded Meteor configuration: its id, load time, parameters (alpha, beta, gamma, delta, module weights)
+    and how its tables were obtained."""
+
     cid: int
     load_seconds: float
     alpha: float
@@ -954,6 +960,7 @@ class StdioMeteor:
 
     @staticmethod
     def one_line(text: str) -> str:
+        """``text`` on one line: line breaks replaced by spaces."""
         return _LINE_BREAKS.sub(" ", text)
 
     def score_stats(self, hyp: str, refs: Sequence[str]) -> str:
@@ -981,6 +988,8 @@ class StdioMeteor:
         self._line()
 
     def score_lines(self, lines: Sequence[str]) -> MultiResult:
+        """Each line sent (`one_line`), its answer being its stats, then one ``EVAL`` over them all: the stats,
+        per-line scores and the pooled score."""
         stats_text = [self._ask(self.one_line(line)) for line in lines]
         self._write("EVAL ||| " + " ||| ".join(stats_text) + "\n")
         scores = [self._number(self._line()) for _ in lines]
@@ -988,6 +997,7 @@ class StdioMeteor:
         return MultiResult([[self._number(x) for x in s.split()] for s in stats_text], scores, corpus)
 
     def close(self) -> None:
+        """Close the server's input and wait for it to end (killed when it does not within 5 s)."""
         if self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None

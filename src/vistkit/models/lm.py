@@ -301,6 +301,7 @@ class SentenceLogprobs:
 
     @property
     def n_tokens(self) -> int:
+        """The number of LM tokens of the sentence."""
         return len(self.token_ids)
 
     def normalised(self) -> str:
@@ -324,6 +325,7 @@ class StoryLogprobs:
 
     @property
     def n_tokens(self) -> int:
+        """The number of LM tokens of the story (over its sentences)."""
         return sum(s.n_tokens for s in self.sentences)
 
     def require(self, *passes: str) -> None:
@@ -853,6 +855,7 @@ class CausalLM:
 
     @property
     def fingerprint(self) -> str:
+        """The first 12 characters of the weights' SHA-256."""
         return self.weights_sha256[:12]
 
     def signature_fields(self) -> dict[str, object]:

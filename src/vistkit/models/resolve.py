@@ -26,6 +26,8 @@ class PackagedModel:
     description: str
 
     def path(self) -> Path:
+        """The model's folder in the installed package; `MissingDependencyError` when the package or the folder is
+        missing."""
         try:
             mod = importlib.import_module(self.package)
         except ImportError:

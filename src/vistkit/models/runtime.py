@@ -295,6 +295,7 @@ class ArrayCache:
         return value
 
     def clear(self) -> None:
+        """Empty the cache."""
         with self._lock:
             self._items.clear()
             self.nbytes = 0
@@ -330,6 +331,7 @@ class ScoreCache:
             ) from None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, float]:
+        """The cached values of those ``keys`` that are in the cache."""
         keys = list(keys)
         found: dict[str, float] = {}
         with self._lock:
@@ -341,6 +343,7 @@ class ScoreCache:
         return found
 
     def put_many(self, items: dict[str, float]) -> None:
+        """Store (or replace) the values of ``items``."""
         with self._lock:
             self._db.executemany(
                 "INSERT OR REPLACE INTO scores (key, value) VALUES (?, ?)",
@@ -353,6 +356,7 @@ class ScoreCache:
             return int(self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0])
 
     def close(self) -> None:
+        """Close the database connection."""
         self._db.close()
 
 

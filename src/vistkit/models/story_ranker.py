@@ -320,6 +320,7 @@ class StoryFeaturizer:
         return {w for w in words if self._rare[w]}
 
     def __call__(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The features and sentence vectors of ``texts`` (see the class docstring)."""
         split = [sentences_of(t) for t in texts]
         flat = [" ".join(s) for sents in split for s in sents]
         vecs, _ = self.vectors.encode(flat)

@@ -74,6 +74,7 @@ class VrankSettings:
     mlm_probability: float = 0.15
 
     def check(self) -> None:
+        """`InputError` naming the flag of the first setting out of range (learning rates, sizes, epochs, ...)."""
         for flag, rate in (("--lr", self.lr), ("--mlm-lr", self.mlm_lr)):
             if not (math.isfinite(rate) and 0 < rate <= 1):
                 raise InputError(f"{flag} must be a learning rate above 0 and at most 1, e.g. 2e-5 (got {rate})")
@@ -225,6 +226,7 @@ def _autocast(torch: Any, device: Any, precision: str) -> tuple[Any, bool]:
 
 
 def resolved_precision(precision: str, device: Any) -> str:
+    """``auto`` resolved for ``device``: fp16 on CUDA, fp32 elsewhere; any other value as given."""
     return ("fp16" if device.type == "cuda" else "fp32") if precision == "auto" else precision
 
 
@@ -322,6 +324,8 @@ class VrankModel:
         self.max_length = fit_max_length(int(meta.get("config", {}).get("max_length", 512)), model.config)
 
     def predict(self, texts_1: Sequence[str], texts_2: Sequence[str]) -> np.ndarray:
+        """The raw predicted gap g(s1, s2) per pair of texts (> 0: the first is preferred); `InputError` when the
+        lists differ in length."""
         torch = _torch()
         from vistkit.models.runtime import batches_by_length
 
