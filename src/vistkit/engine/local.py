@@ -25,6 +25,7 @@ class LocalEngine(Engine):
     name = "local"
 
     def metric(self, name: str, options: dict[str, Any] | None = None) -> Metric:
+        """A scorer for ``name`` made in this process, its options checked first."""
         cls = get_metric_class(name)
         return cls(**check_metric_options(name, options))
 

@@ -137,6 +137,7 @@ class StreamTotals:
         self.corpus_from_stats: Any = None
 
     def add(self, part: Score) -> None:
+        """Add one part's item scores and, when it has additive statistics, their column sums."""
         self.n_items += len(part.item_ids)
         self.scores.append(np.asarray(part.item_scores, dtype=float))
         if part.stats is not None and part.corpus_from_stats is not None:
@@ -145,6 +146,8 @@ class StreamTotals:
             self.corpus_from_stats = part.corpus_from_stats
 
     def corpus(self) -> float:
+        """The corpus score so far: from the summed statistics when the parts had them, else the mean of the defined
+        item scores (NaN when none is defined)."""
         if self.stat_sums is not None:
             return float(self.corpus_from_stats(self.stat_sums[None, :]))
         scores = np.concatenate(self.scores) if self.scores else np.zeros(0)

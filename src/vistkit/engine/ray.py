@@ -245,12 +245,15 @@ class RemoteMetric(Metric):
         return dict(self._fields)
 
     def prepare_hypotheses(self, hypotheses: StorySet) -> StorySet:
+        """The hypotheses as the metric on a worker prepares them (unchanged when the metric class does not override
+        `Metric.prepare_hypotheses`)."""
         if self.metric_class.prepare_hypotheses is Metric.prepare_hypotheses:
             return hypotheses
         # e.g. grounding metrics fill in photo ids from their --photos map (options live on the workers)
         return self.engine.call_one("prepare", self.name, self.options, hypotheses)  # type: ignore[no-any-return]
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Score the items on the engine's workers."""
         return self.engine.score_items(self, list(items), signature=signature)
 
     def __reduce__(self) -> Any:
