@@ -716,6 +716,7 @@ class HumanScores:
         return len(self.items)
 
     def column(self, aspect: str) -> np.ndarray:
+        """The values of one aspect, one per row; `InputError` naming the table's aspects when it has no ``aspect``."""
         try:
             return self.values[:, self.aspects.index(aspect)]
         except ValueError:

@@ -195,6 +195,8 @@ class BlandRewriter:
         self.stop = stop
 
     def sentence(self, sentence: str, rng: random.Random) -> str:
+        """A generic corpus sentence sharing a content word with ``sentence`` (one of the five most generic for a
+        random such word), or a fixed generic sentence when there is none."""
         words = [w for w in sentence.split() if w not in self.stop and w.isalpha() and w in self.by_word]
         if not words:
             return GENERIC_SENTENCES[rng.randrange(len(GENERIC_SENTENCES))]
@@ -217,6 +219,7 @@ class BlandRewriter:
         return [self.pool[cands[rng.randrange(len(cands))]] for _ in s]
 
     def __call__(self, s: Sentences, rng: random.Random, *, share: float = 1.0) -> Sentences:
+        """The story with ``share`` of its sentences (at least one) rewritten by `sentence`, chosen at random."""
         k = max(1, round(share * len(s)))
         chosen = set(rng.sample(range(len(s)), min(k, len(s))))
         return [self.sentence(x, rng) if i in chosen else x for i, x in enumerate(s)]
@@ -241,6 +244,8 @@ class TrigramStoryGenerator:
         self.table = {k: (list(v), [float(x) for x in v.values()]) for k, v in sorted(self.next.items())}
 
     def sentence(self, rng: random.Random, *, temperature: float, max_words: int = 16) -> str:
+        """One sentence sampled from the trigram table, counts raised to ``1 / temperature``, at most ``max_words``
+        words, ending in punctuation."""
         a, b = "<s>", "<s>"
         out: list[str] = []
         for _ in range(max_words):
@@ -258,4 +263,5 @@ class TrigramStoryGenerator:
         return " ".join(out)
 
     def __call__(self, s: Sentences, rng: random.Random, *, temperature: float = 0.6) -> Sentences:
+        """The story's first sentence followed by generated sentences, as many as the story had."""
         return [s[0]] + [self.sentence(rng, temperature=temperature) for _ in s[1:]]

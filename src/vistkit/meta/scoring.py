@@ -55,6 +55,7 @@ class PairScores:
         return m1 - m2
 
     def swapped(self) -> PairScores:
+        """The same scores with story 1 and story 2 exchanged (a ranker's preference negated)."""
         pref = None if self.preference is None else -self.preference
         return PairScores(
             self.metric, self.signature, self.higher_is_better, self.score_2, self.score_1, self.excluded, pref
