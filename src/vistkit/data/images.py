@@ -173,6 +173,7 @@ class ImageStore:
 
     # -- lookup --------------------------------------------------------------------------------------------
     def path_of(self, photo_id: str) -> Path | None:
+        """The photo's file in the folder (the first of `IMAGE_SUFFIXES` that exists), or None."""
         for suffix in IMAGE_SUFFIXES:
             p = self.root / f"{photo_id}{suffix}"
             if p.is_file():
@@ -180,6 +181,7 @@ class ImageStore:
         return None
 
     def has(self, photo_id: str) -> bool:
+        """Whether the folder has the photo, or (official layout) a pre-cut crop of its first region."""
         if self.path_of(photo_id) is not None:
             return True
         # pre-cut crops only (the official layout)
@@ -195,6 +197,7 @@ class ImageStore:
 
     # -- loading -------------------------------------------------------------------------------------------
     def image(self, photo_id: str) -> Any:
+        """The photo as an RGB Pillow image; `InputError` when it is missing or cannot be read."""
         p = self.path_of(photo_id)
         if p is None:
             raise InputError(f"photo {photo_id} is not in {self.root} (expected {photo_id}.jpg or .png)")

@@ -111,9 +111,11 @@ class CsvWriter:
         self._writer = csv.writer(fh, **kwargs)
 
     def writerow(self, row: Iterable[Any]) -> None:
+        """Write one row, its formula cells neutralised."""
         self._writer.writerow([neutralise_cell(v) for v in row])
 
     def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
+        """Write each row (`writerow`)."""
         for row in rows:
             self.writerow(row)
 
@@ -293,6 +295,7 @@ def _signals_held() -> Iterator[None]:
 
 
 def current_policy() -> OutputPolicy:
+    """The `OutputPolicy` in force (set by `output_policy`; the default outside one)."""
     return _POLICY.get()
 
 

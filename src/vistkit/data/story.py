@@ -243,6 +243,7 @@ class StorySet:
 
     @property
     def stories(self) -> list[Story]:
+        """The stories, in order (a new list)."""
         return list(self._stories)
 
     def has_photos(self) -> bool:

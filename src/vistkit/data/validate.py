@@ -72,6 +72,8 @@ FIELDS = ("album_id", "photo_sequence", "story_text_normalized")
 
 
 class Level(StrEnum):
+    """How serious a finding is: a passed check, an error, a warning or a note."""
+
     PASSED = "passed"
     ERROR = "error"
     WARNING = "warning"
@@ -79,6 +81,8 @@ class Level(StrEnum):
 
 
 class Origin(StrEnum):
+    """Whose check a finding comes from: the challenge's validator or vistkit's own."""
+
     CHALLENGE = "challenge"
     VISTKIT = "vistkit"
 
@@ -115,6 +119,7 @@ class Finding:
         return out
 
     def as_dict(self) -> dict[str, Any]:
+        """The finding as a JSON-ready dict."""
         return {
             "check": self.check,
             "level": self.level.value,
@@ -144,10 +149,12 @@ class ValidationReport:
 
     @property
     def errors(self) -> list[Finding]:
+        """The findings at error level."""
         return [f for f in self.findings if f.level is Level.ERROR]
 
     @property
     def warnings(self) -> list[Finding]:
+        """The findings at warning level."""
         return [f for f in self.findings if f.level is Level.WARNING]
 
     def lines(self, *, max_listed: int = MAX_LISTED) -> list[str]:
