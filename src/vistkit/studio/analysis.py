@@ -24,6 +24,8 @@ EXPORT_FORMATS = ("rankings", "pairs", "likert", "jsonl", "tasks")
 
 @dataclass
 class Judgement:
+    """One stored judgement with what it judged (unit, item, stories in display order) and its gold check."""
+
     id: int
     annotator: str
     unit_id: int
@@ -41,6 +43,8 @@ class Judgement:
 
 @dataclass
 class StudyData:
+    """Everything an analysis of a study reads: settings, stories by id, judgements, units and annotators."""
+
     settings: dict[str, Any]
     stories: dict[int, dict[str, Any]]
     judgements: list[Judgement]
@@ -51,6 +55,7 @@ class StudyData:
 
 
 def iso(t: float | None) -> str:
+    """A timestamp as an ISO 8601 UTC text (milliseconds), "" for None."""
     return "" if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
 

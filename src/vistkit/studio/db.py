@@ -308,6 +308,7 @@ class Study:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        """A connection for reading, closed after the block."""
         with self.engine.connect() as conn:
             yield conn
 
@@ -323,9 +324,11 @@ class Study:
         return self._settings
 
     def setting(self, key: str, default: Any = None) -> Any:
+        """One of the study's settings, ``default`` when it is not set."""
         return self.settings.get(key, default)
 
     def secret(self) -> bytes:
+        """The study's secret (its ``secret`` setting, hex-decoded)."""
         return bytes.fromhex(self.settings["secret"])
 
     def close(self) -> None:
@@ -521,6 +524,7 @@ def _put_setting(conn: Connection, key: str, value: Any) -> None:
 
 
 def put_settings(conn: Connection, values: dict[str, Any]) -> None:
+    """Store each of ``values`` as a setting."""
     for k, v in values.items():
         _put_setting(conn, k, v)
 
@@ -761,4 +765,5 @@ def csrf_token(secret: bytes, annotator_id: int, assignment_id: int) -> str:
 
 
 def now() -> float:
+    """The current time, seconds since the epoch."""
     return time.time()

@@ -27,6 +27,8 @@ from vistkit.studio import LIKERT_STATEMENTS, MAX_CLAIM_TIMEOUT_S, MAX_PER_ITEM,
 
 @dataclass
 class PlanStory:
+    """One story of a planned item: its system, story id, text and gold role ("", original or shuffled)."""
+
     system: str
     story_id: str
     text: str
@@ -35,6 +37,8 @@ class PlanStory:
 
 @dataclass
 class PlanItem:
+    """One planned item: its key, photo ids and stories, and whether it is a gold item."""
+
     key: str
     photo_ids: tuple[str, ...] = ()
     stories: list[PlanStory] = field(default_factory=list)

@@ -27,6 +27,8 @@ class StudioError(Exception):
 
 @dataclass(frozen=True)
 class Annotator:
+    """A study annotator: id, name, and quota (None: no limit)."""
+
     id: int
     name: str
     quota: int | None
@@ -245,6 +247,8 @@ def claim_next(st: db.Study, annotator: Annotator) -> int | None:
 
 
 def load_task(st: db.Study, annotator: Annotator, assignment_id: int) -> Task:
+    """Assignment ``assignment_id`` ready to show, with the annotator's progress; `StudioError` 404 when there is
+    no such assignment."""
     with st.read() as conn:
         row = conn.execute(
             select(a := db.assignments, db.items.c.key, db.items.c.photo_ids)
@@ -281,6 +285,7 @@ def _story_order(st: db.Study, row: Any) -> list[int]:
 
 
 def progress(st: db.Study, annotator: Annotator) -> tuple[int, int]:
+    """The annotator's judgements so far and the number they may make (their quota or the number of units)."""
     with st.read() as conn:
         return _counts(conn, annotator)
 

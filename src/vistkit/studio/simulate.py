@@ -26,6 +26,7 @@ _ASPECT = re.compile(r'type="radio" name="(\w+)" value="1"')
 
 
 def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -66,6 +67,8 @@ def kill(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
 
 @dataclass
 class Ack:
+    """A submission the server acknowledged: annotator, assignment, form sent, and whether it was a duplicate."""
+
     annotator: int
     assignment: int
     form: dict[str, str]
@@ -74,6 +77,8 @@ class Ack:
 
 @dataclass
 class RunResult:
+    """What a simulated run saw: acknowledgements, unanswered submissions, latencies, errors, finished annotators."""
+
     acked: list[Ack] = field(default_factory=list)
     pending: dict[int, dict[str, str]] = field(default_factory=dict)  # annotator -> form sent, no answer seen
     get_latency: list[float] = field(default_factory=list)
@@ -214,6 +219,7 @@ async def run_annotators(
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile of ``values`` (NaN when empty)."""
     import numpy as np
 
     return float(np.percentile(np.array(values), q)) if values else float("nan")
