@@ -47,6 +47,7 @@ def _whole_folder(write: Callable[..., Any]) -> Callable[..., Path]:
 
 
 def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4) -> str:
+    """An HTML table of ``rows`` under ``columns``, cells escaped, numbers formatted (`fmt_number`), class ``num``."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     body = []
     for r in rows:
@@ -59,6 +60,7 @@ def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: in
 
 
 def embed_png(path: Path, caption: str) -> str:
+    """A figure with the PNG at ``path`` inlined as base64 and ``caption``, naming the PDF beside it."""
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     pdf = Path(path).with_suffix(".pdf").name
     return (

@@ -15,6 +15,8 @@ from typing import Any
 
 
 class OutputFormat(StrEnum):
+    """The output formats of tables: text, JSON, CSV or LaTeX."""
+
     TEXT = "text"
     JSON = "json"
     CSV = "csv"
@@ -65,6 +67,7 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def dumps_json(obj: Any) -> str:
+    """``obj`` as indented JSON (`to_jsonable`: NaN and infinities as null), non-ASCII characters kept."""
     return json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False, allow_nan=False)
 
 
@@ -109,6 +112,7 @@ class RenderBuffer(io.StringIO):
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
+        """Standard output's encoding (its codec name), ``utf-8`` when unknown."""
         import codecs
         import sys
 
@@ -222,6 +226,8 @@ def text_table(
     caption: str | None = None,
     digits: int = 4,
 ) -> str:
+    """A text table drawn by rich, numeric columns right-aligned, fitted to the terminal width; ``caption``
+    below it, unwrapped."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -362,6 +368,7 @@ def _unsupported(texts: Sequence[str]) -> str:
 def latex_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None, digits: int = 4
 ) -> str:
+    """A LaTeX ``table`` (booktabs rules), numeric columns right-aligned, with the caption when given."""
     def numeric(v: Any) -> bool:  # a number, or a cell that starts with one (compare's "0.06 [0.05, 0.07]*")
         if isinstance(v, bool):
             return False

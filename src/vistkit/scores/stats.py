@@ -211,6 +211,7 @@ class ConfidenceInterval:
     seed: int | None
 
     def as_list(self) -> list[float]:
+        """``[low, high]``."""
         return [self.low, self.high]
 
 
@@ -383,6 +384,7 @@ class SystemResult:
 
     @property
     def mark(self) -> str:
+        """The significance mark of the paired test against the baseline (`significance_mark`; "" without one)."""
         return significance_mark(self.paired.p_value) if self.paired is not None else ""
 
 
