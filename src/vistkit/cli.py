@@ -114,6 +114,7 @@ class VistkitGroup(TyperGroup):
         _conventions(self, quiet, set())
 
     def invoke(self, ctx: Any) -> Any:
+        """Run the command; Ctrl-C prints ``interrupted`` and exits with status 130."""
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:  # typer would turn Ctrl-C into a silent Exit(130): say so in one line

@@ -162,6 +162,8 @@ class Task:
         self.update(int(self.total * min(1.0, max(0.0, done / total))))
 
     def update(self, done: int) -> None:
+        """Set the items done to ``done`` (capped at the total; never backwards), moving the parent task and the
+        display."""
         if self.total is not None:
             done = min(done, self.total)
         if done <= self.done:
@@ -181,6 +183,7 @@ class Task:
             self._display.line(format_line(self.label, self.verb, done, self.total, self.unit, now - self.start))
 
     def finish(self) -> None:
+        """End the task on the display: a task that took a while (or printed) leaves its final line."""
         if self._display is None:
             return
         elapsed = clock() - self.start

@@ -145,6 +145,7 @@ def parse_metric_names(value: str | list[str]) -> list[str]:
 
 
 def echo(text: str) -> None:
+    """A line of output on stdout (one trailing newline at most)."""
     typer.echo(text.rstrip("\n"))
 
 
@@ -285,6 +286,7 @@ class OnceCommand(TyperCommand):
     instead of silently keeping B (use as ``@app.command(cls=OnceCommand)``)."""
 
     def make_parser(self, ctx: Any) -> Any:
+        """Click's parser, changed to fail when an option that takes one value is given more than once."""
         parser = super().make_parser(ctx)
         parse = parser.parse_args
 

@@ -240,6 +240,7 @@ class RemoteMetric(Metric):
         self._fields: dict[str, object] | None = None
 
     def signature_fields(self) -> dict[str, object]:
+        """The metric's signature fields, asked once of a worker (where its options live)."""
         if self._fields is None:
             self._fields = self.engine.call_one("signature_fields", self.name, self.options)
         return dict(self._fields)
