@@ -412,6 +412,8 @@ class Coherence(Metric):
         }
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Per story the mean head probability over its dHM-C (prefix, sentence) pairs, a pair whose prefix equals the
+        sentence counted as 0; a story with fewer than two sentences, or too many for the context, is excluded."""
         ids = [it.item_id for it in items]
         split = [split_sentences(it.hypothesis.text) for it in items]
         too_long = {k: r for k, s in enumerate(split) if (r := too_many_context_sentences(len(s))) is not None}

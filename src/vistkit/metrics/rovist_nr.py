@@ -375,6 +375,8 @@ class RovistNR(Metric):
         return sent_tokenize(story.text)
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
+        """Per story its NR (`rovist_nr_story`, RoViST Sec. 3.3; the overlap is Eq. 7's Jaccard only with ``jaccard``),
+        corpus = mean; an undefined story is excluded."""
         values: list[float] = []
         excluded: dict[str, str] = {}
         for item in progress_items(items):
