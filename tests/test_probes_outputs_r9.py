@@ -151,7 +151,9 @@ def test_studio_verbs_refuse_a_stdout_appended_to_the_study(
     then end in text); it is refused before the study is opened, as is its ``-wal`` log."""
     from studio_helpers import make_study
 
-    study = make_study(tmp_path).path
+    made = make_study(tmp_path)
+    made.study.close()  # its log is saved into the study and removed (or else removed whenever it is collected)
+    study = made.path
     for target in (study, Path(f"{study}-wal")):
         size = target.stat().st_size if target.exists() else 0
         with open(target, "a", encoding="utf-8") as fh:

@@ -209,8 +209,10 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
                         probe_writable(check_output_folder(value, markers=markers))
                         if not os.path.lexists(value):
                             new_folders.append(Path(value))
-                    else:
+                    elif force_flag or not os.path.isfile(value):
                         probe_writable(check_output(value))
+                    # else: a verb that never overwrites refuses an existing file itself, saying what it holds
+                    # (`studio init` over what an interrupted init left names the leftover and how to remove it)
                 try:
                     func(*args, **kwargs)
                 except BaseException:  # an error or Ctrl-C: no half-written folder under the name the user gave
