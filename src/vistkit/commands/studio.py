@@ -84,10 +84,8 @@ def _open(study: str, db_url: str | None) -> Any:
     from vistkit.data.output import OutputPolicy, input_paths, refuse_stdout_input
     from vistkit.studio.db import display_name, open_study
 
-    # `studio status study.db >> study.db` would append text to the database (and its log): refused before it opens
-    paths = [study] if db_url is None else [study, db_url.split("///", 1)[-1]]
-    logs = [f"{p}-{suffix}" for p in paths for suffix in ("wal", "shm", "journal")]
-    refuse_stdout_input(OutputPolicy(inputs=tuple(input_paths([*paths, *logs]))))
+    # `studio status study.db >> study.db` would append text to the database (or its log): refused before it opens
+    refuse_stdout_input(OutputPolicy(inputs=tuple(input_paths([study, db_url]))))
     st = open_study(db_url or study)
     if st.setting("task") is None:  # an empty database, or what an interrupted init left: nothing was initialised
         raise InputError(

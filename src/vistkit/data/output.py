@@ -155,8 +155,10 @@ def output_policy(*, force: bool, inputs: Iterable[Any] = (), cli: bool = True) 
 
 
 def refuse_stdout_input(policy: OutputPolicy | None = None) -> None:
-    """Refuse a command whose standard output is one of its input files (``vistkit score x.jsonl --per-item - >>
-    x.jsonl``): what it prints would be written into the file it reads (``cat x >> x`` refuses the same)."""
+    """Refuse a command whose standard output is one of its input files, or the ``-wal``/``-shm``/``-journal``
+    file SQLite keeps beside one (``vistkit score x.jsonl --per-item - >> x.jsonl``, ``vistkit studio status
+    study.db >> study.db``): what it prints would be written into the file it reads (``cat x >> x`` refuses the
+    same)."""
     policy = current_policy() if policy is None else policy
     try:
         out = os.fstat(sys.stdout.fileno())
@@ -164,7 +166,7 @@ def refuse_stdout_input(policy: OutputPolicy | None = None) -> None:
         return
     if not stat.S_ISREG(out.st_mode):
         return
-    for inp in policy.inputs:
+    for inp in (f"{i}{suffix}" for i in policy.inputs for suffix in ("", *SQLITE_SIDECARS)):
         try:
             st = os.stat(inp)
         except OSError:
@@ -911,19 +913,15 @@ def _link_new(tmp: Path, target: Path) -> bool:
     before)."""
     try:
         os.link(tmp, target)
-    except FileExistsError:
-        raise _error(
-            f"{target} was created while this command ran (it did not exist when the command started) and is left "
-            "as it is; pass --force to overwrite it, or choose another output file"
-        ) from None
     except OSError as exc:
+        taken = isinstance(exc, FileExistsError) or (exc.errno in _NO_HARD_LINKS and os.path.lexists(target))
+        if taken:
+            raise _error(
+                f"{target} was created while this command ran (it did not exist when the command started) and is left "
+                "as it is; pass --force to overwrite it, or choose another output file"
+            ) from None
         if exc.errno not in _NO_HARD_LINKS:  # a full disk, an I/O error: said as such by the caller
             raise
-        if os.path.lexists(target):
-            raise _error(
-                f"{target} was created while this command ran (it did not exist when the command started) and is "
-                "left as it is; pass --force to overwrite it, or choose another output file"
-            ) from None
         return False
     with contextlib.suppress(OSError):
         os.unlink(tmp)
