@@ -33,14 +33,70 @@ MAX_BODY = 16 * 1024
 PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
+CSP = (
+    "default-src 'self'; img-src 'self' https: data:; script-src 'self'; style-src 'self'; frame-ancestors 'none'; "
+    "form-action 'self'; base-uri 'none'"
+)
+"""The pages' Content-Security-Policy (`content_security_policy` adds the origin of an http ``--photo-url``)."""
+
 SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' https: data:; script-src 'self'; "
-    "style-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+
+
+def content_security_policy(photo_url: str | None) -> str:
+    """`CSP` with the photos of a ``--photo-url`` template allowed: images come from the app and any https
+    address, and also any http address when the template is on plain http (or scheme-relative, ``//host/...``,
+    on a page served over http). Without it a study whose photos are on an http server
+    (``http://127.0.0.1:9000/{id}.jpg``) showed every photo as broken: the browser refused to load them."""
+    if not photo_url:
+        return CSP
+    text = photo_url.strip().lower()
+    if text.startswith(("http:", "//")):
+        return CSP.replace("https: data:", "https: http: data:")
+    return CSP  # https: is allowed already; a path (/photos/{id}.jpg) is the app's own origin
+
+
+class SecureResponses:
+    """ASGI middleware: every response carries ``headers`` (the security headers) where it has none of its own,
+    also the ones the app does not write itself (Starlette's 404 and 405, static files, photos, /healthz;
+    static files keep their caching), and a redirect names a path on this server, never a host: Starlette's
+    trailing-slash redirects (``/a/TOKEN/`` -> ``/a/TOKEN``) were built from the request's ``Host`` header, so a
+    forged ``Host: evil.example`` got ``Location: http://evil.example/a/TOKEN`` (a poisoned cache or proxy sends
+    the link's holder, token and all, to that host)."""
+
+    def __init__(self, app: Any, headers: dict[str, str]) -> None:
+        self.app = app
+        self.headers = headers
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        static = str(scope.get("path", "")).startswith("/static/")
+
+        async def send_secured(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                from urllib.parse import urlsplit, urlunsplit
+
+                from starlette.datastructures import MutableHeaders
+
+                headers = MutableHeaders(scope=message)
+                for key, value in self.headers.items():
+                    if key not in headers and not (static and key == "Cache-Control"):
+                        headers[key] = value
+                location = headers.get("location")
+                if location is not None:
+                    parts = urlsplit(location)
+                    path = "/" + parts.path.lstrip("/\\")  # never //host or /\\host (read as another host)
+                    headers["location"] = urlunsplit(("", "", path, parts.query, parts.fragment))
+            await send(message)
+
+        await self.app(scope, receive, send_secured)
 
 
 def _photo_index(folder: str | None) -> dict[str, str]:
@@ -196,15 +252,16 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
     photos_dir = st.setting("photos_dir")
     photo_files = _photo_index(photos_dir)
     photo_url = st.setting("photo_url")
+    secure = {**SECURITY_HEADERS, "Content-Security-Policy": content_security_policy(photo_url)}
     task_kind = st.setting("task")
 
     def page(name: str, status: int = 200, headers: dict[str, str] | None = None, **ctx: Any) -> HTMLResponse:
         html = env.get_template(name).render(title=st.setting("title") or "vistkit studio", **ctx)
-        return HTMLResponse(html, status_code=status, headers=headers or SECURITY_HEADERS)
+        return HTMLResponse(html, status_code=status, headers=headers or secure)
 
     def error(request: Request, exc: StudioError) -> Response:
         if _wants_json(request):
-            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=secure)
         return page("message.html", status=exc.status, heading="Sorry", message=exc.message)
 
     def photo_src(pid: str, token: str) -> str | None:
@@ -257,19 +314,19 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
             result = await run_in_threadpool(service.submit, st, who, form)
         except StudioError as exc:
             if _wants_json(request):
-                return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+                return JSONResponse({"error": exc.message}, status_code=exc.status, headers=secure)
             return page("message.html", status=exc.status, heading="Not saved", message=exc.message, token=token)
         if _wants_json(request):
-            return JSONResponse(result, headers=SECURITY_HEADERS)
-        return RedirectResponse(f"/a/{token}?saved=1", status_code=303, headers=SECURITY_HEADERS)
+            return JSONResponse(result, headers=secure)
+        return RedirectResponse(f"/a/{token}?saved=1", status_code=303, headers=secure)
 
     async def annotator_progress(request: Request) -> Response:
         try:
             who = await run_in_threadpool(_auth, request.path_params["token"])
         except StudioError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=secure)
         done, total = await run_in_threadpool(service.progress, st, who)
-        return JSONResponse({"annotator": who.name, "done": done, "total": total}, headers=SECURITY_HEADERS)
+        return JSONResponse({"annotator": who.name, "done": done, "total": total}, headers=secure)
 
     def _admin(token: str) -> None:
         if not service.is_admin(st, token):
@@ -293,9 +350,9 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         try:
             _admin(request.path_params["token"])
         except StudioError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=secure)
         s = await run_in_threadpool(lambda: analysis.summary(analysis.load(st)))
-        return JSONResponse(s, headers=SECURITY_HEADERS)
+        return JSONResponse(s, headers=secure)
 
     def _may_see_photos(token: str) -> bool:
         if service.is_admin(st, token):
@@ -349,7 +406,7 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
             message = f"the study could not be saved ({reason}); your answer was not stored, try again in a few minutes"
         else:
             message = f"the study could not be read or updated ({reason}); try again in a few minutes"
-        return failure(request, 503, message, {**SECURITY_HEADERS, "Retry-After": "60"})
+        return failure(request, 503, message, {**secure, "Retry-After": "60"})
 
     async def study_file_changed(request: Request, exc: Exception) -> Response:
         """The study file was deleted, moved or replaced under the running server (`db.StudyFileChanged`): 503,
@@ -372,7 +429,7 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
             message = (
                 "the study cannot be used (its file was moved or replaced on the server); tell the study's organiser"
             )
-        return failure(request, 503, message, {**SECURITY_HEADERS, "Retry-After": "60"})
+        return failure(request, 503, message, {**secure, "Retry-After": "60"})
 
     async def study_damaged(request: Request, exc: Exception) -> Response:
         """A study whose content vistkit cannot use (a row or setting changed by hand: `db.damaged`): 503 and one
@@ -384,11 +441,11 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
             message = "the study could not be saved (the study file is damaged); your answer was not stored"
         else:
             message = "the study could not be read (the study file is damaged); tell the study's organiser"
-        return failure(request, 503, message, SECURITY_HEADERS)
+        return failure(request, 503, message, secure)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         message = "the server hit an unexpected error (the organiser finds it in the server's log); reload the page"
-        return failure(request, 500, message, SECURITY_HEADERS)
+        return failure(request, 500, message, secure)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -417,11 +474,13 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     from sqlalchemy.exc import DBAPIError
+    from starlette.middleware import Middleware
 
     from vistkit.errors import VistkitError
 
     app = Starlette(
         routes=routes,
+        middleware=[Middleware(SecureResponses, headers=secure)],
         exception_handlers={
             DBAPIError: storage_failed,
             OSError: storage_failed,

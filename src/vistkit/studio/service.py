@@ -111,7 +111,9 @@ def photo_link(template: str, photo_id: str) -> str:
 
 def check_photo_url(template: str) -> None:
     """Refuse a ``--photo-url`` template that is not a URL with ``{id}`` as its only field (``{0}``, ``{name}``
-    or an unmatched brace would make every task page fail)."""
+    or an unmatched brace would make every task page fail), or whose address a browser would not load into a
+    study page: anything but ``https://``, ``http://``, ``//host/...`` or ``/path`` (``file:``, ``javascript:``,
+    ``data:``, a relative ``photos/{id}.jpg``)."""
     import string
 
     from vistkit.errors import InputError
@@ -131,6 +133,11 @@ def check_photo_url(template: str) -> None:
             )
     if not parts:
         raise InputError(f"--photo-url must contain {{id}}, {example}")
+    if not template.strip().lower().startswith(("https://", "http://", "/")):  # file:, javascript:, data:, a typo
+        raise InputError(
+            f"--photo-url {template!r} is not an http(s) address or a path on the study's server, so browsers "
+            f"would not show the photos; {example} (photos on this machine: --photos FOLDER)"
+        )
 
 
 def authenticate(conn: Connection, token: str) -> Annotator | None:
