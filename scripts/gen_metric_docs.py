@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vistkit.commands.metrics import card_page
 from vistkit.metrics.base import list_metrics, unavailable_metrics
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "metrics"
@@ -41,9 +42,7 @@ def pages() -> dict[str, str]:
         ) or "-"
         better = "higher" if cls.higher_is_better else "lower"
         index.append(f"| [{name}]({name}.md) | {needs} | {_bounds(cls)} | {better} | {cls.card.summary} |")
-        page = cls.card.render(name)
-        page += f"\n\n## Declared properties\nneeds: {needs}; range: {_bounds(cls)}; {better} is better.\n"
-        out[f"{name}.md"] = page
+        out[f"{name}.md"] = card_page(cls)
     index += ["", "## Unavailable here", ""]
     index += [f"- `{name}`: {reason}" for name, reason in unavailable_metrics().items()]
     out["README.md"] = "\n".join(index) + "\n"

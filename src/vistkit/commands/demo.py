@@ -25,7 +25,7 @@ DEMO_METRICS = (
 
 @app.command()
 def demo() -> None:
-    """Score 50 LLaVA stories against their human VIST references with every offline metric."""
+    """Score 50 LLaVA stories against their human VIST stories with nine offline metrics, then dHM's C and R."""
     from vistkit import progress
     from vistkit.commands.score import render_scores
     from vistkit.data.readers import read_stories

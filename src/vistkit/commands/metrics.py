@@ -31,6 +31,45 @@ def _needs(cls: type[Metric]) -> str:
     return ", ".join(needs) or "nothing"
 
 
+def option_defaults(cls: type[Metric]) -> dict[str, object]:
+    """The metric's ``-O NAME.OPTION=VALUE`` options and their defaults, in the order its constructor takes them."""
+    import inspect
+
+    from vistkit.metrics.base import metric_options
+
+    params = inspect.signature(cls.__init__).parameters
+    return {name: params[name].default for name in metric_options(cls)}
+
+
+def _shown_default(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value!r}" if isinstance(value, str) and value != value.strip() else str(value)
+
+
+def card_page(cls: type[Metric]) -> str:
+    """The card as Markdown, with the options (and their defaults) and the declared properties the code gives
+    the metric: what `vistkit metrics --info NAME` shows and docs/metrics/NAME.md holds."""
+    needs = ", ".join(
+        n
+        for n, flag in (
+            ("references", cls.needs_references),
+            ("images", cls.needs_images),
+            ("human story", cls.needs_human_story),
+        )
+        if flag
+    ) or "-"
+    page = cls.card.render(cls.name)
+    options = option_defaults(cls)
+    if options:
+        shown = ", ".join(f"`{k}` ({_shown_default(v)})" for k, v in options.items())
+        page += f"\n\n## Options\n`-O {cls.name}.OPTION=VALUE`, default in brackets: {shown}."
+    better = "higher" if cls.higher_is_better else "lower"
+    return page + f"\n\n## Declared properties\nneeds: {needs}; range: {_bounds(cls)}; {better} is better.\n"
+
+
 def render_markdown(text: str) -> str:
     """Markdown as a terminal shows it (rich: headings, emphasis, code), at the table width."""
     from rich.console import Console
@@ -57,10 +96,14 @@ def metrics(
     if info is not None:
         cls = get_metric_class(info)
         card = {"name": cls.name, **cls.card.__dict__, "weights": cls.weights or None}
+        card["options"] = {
+            k: v if v is None or isinstance(v, bool | int | float | str) else str(v)
+            for k, v in option_defaults(cls).items()
+        }
         if fmt is OutputFormat.JSON:
             echo(dumps_json(card))
         elif fmt is OutputFormat.TEXT:
-            echo(render_markdown(cls.card.render(cls.name)))
+            echo(render_markdown(card_page(cls)))
         else:  # csv / latex: the card's fields as a table (both printed the rendered Markdown)
             echo(render_table(["field", "value"], [[k, v] for k, v in card.items()], fmt, title=cls.name))
         return

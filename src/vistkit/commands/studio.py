@@ -359,7 +359,12 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
 def export_cmd(
     study: str = StudyArg,
     fmt: str = typer.Option(
-        ..., "--format", "-f", metavar="rankings|pairs|likert|jsonl|tasks", help="What to write (see below)."
+        ...,
+        "--format",
+        "-f",
+        metavar="rankings|pairs|likert|jsonl|tasks",
+        help="What to write: rankings (for meta rankings-to-pairs), pairs (meta pairs), likert (meta correlate), "
+        "jsonl (one judgement per line) or tasks (one row per unit, for crowdsourcing platforms).",
     ),
     output: Path = typer.Option(
         ...,

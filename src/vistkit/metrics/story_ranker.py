@@ -45,6 +45,9 @@ class StoryRankerV1(UtilityRanker):
 
     name: ClassVar[str] = "story-ranker-v1"
     higher_is_better: ClassVar[bool] = True
+    # the per-story score is sigmoid(u), whatever the model folder (pair preferences u(a) - u(b) stay unbounded)
+    lower_bound: ClassVar[float | None] = 0.0
+    upper_bound: ClassVar[float | None] = 1.0
     card: ClassVar[MetricCard] = MetricCard(
         summary=(
             "vistkit's first offline learned ranker (v1, superseded by story-ranker v2): which of two stories "
@@ -158,7 +161,8 @@ class StoryRanker(UtilityRanker):
             "`--per-item` and `item_notes` in JSON). See docs/models/story-ranker-v2.md."
         ),
         range=(
-            "Within +-15 (each |z_k| at most 3, weights summing to 5); "
+            "Within +-15 with the packaged model (each |z_k| at most 3, weights summing to 5; a `model` folder "
+            "with other weights or another clip has other bounds, so the declared range is unbounded); "
             "0 = a typical VIST val human story; higher is better."
         ),
         signature_fields=(

@@ -100,10 +100,14 @@ def check_precision(precision: str, *, offered: tuple[str, ...] = PRECISIONS, wh
     if precision not in offered:
         from vistkit.errors import InputError
 
-        raise InputError(
-            f"{what} must be one of {', '.join(offered)} (fp32 is exact; tf32x3 keeps fp32's accuracy on tensor "
-            f"cores; tf32 / bf16 are faster and approximate), not {precision!r}"
-        )
+        # what each offered mode is (a mode the metric does not offer is not described)
+        said = ["fp32 is exact"] if "fp32" in offered else []
+        if "tf32x3" in offered:
+            said.append("tf32x3 keeps fp32's accuracy on tensor cores")
+        fast = [m for m in ("tf32", "bf16") if m in offered]
+        if fast:
+            said.append(f"{' / '.join(fast)} {'are' if len(fast) > 1 else 'is'} faster and approximate")
+        raise InputError(f"{what} must be one of {', '.join(offered)} ({'; '.join(said)}), not {precision!r}")
     return precision
 
 
