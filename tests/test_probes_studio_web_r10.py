@@ -655,3 +655,36 @@ def test_exports_give_back_hostile_text_exactly_and_neutralise_formula_cells(
     scores = read_likert(out)
     assert set(scores.texts) <= lk.texts and set(scores.systems) <= systems and len(scores) == 2
     assert float(scores.values.min()) == 2.0 == float(scores.values.max())
+
+
+@pytest.mark.parametrize(
+    ("method", "route"),
+    [("GET", "/a/{token}"), ("GET", "/a/{token}/progress"), ("GET", "/admin/{admin}/summary.json"),
+     ("OPTIONS", "/a/{token}/submit"), ("POST", "/a/{token}/submit")],
+)  # fmt: skip
+def test_no_cross_origin_reads_and_no_cookies(plain: dict[str, Any], method: str, route: str) -> None:
+    """A page on another origin cannot read any answer (no Access-Control-Allow-* header, a preflight is not
+    granted) and nothing sets a cookie (the link is the only credential, so a forged cross-site request carries
+    none)."""
+    url = route.format(token=plain["tokens"][0], admin=plain["admin"])
+    headers = {"origin": "https://evil.example", "access-control-request-method": "POST", **JSON}
+    r = plain["client"].request(method, url, headers=headers, follow_redirects=False)
+    assert not any(k.lower().startswith("access-control-") for k in r.headers), r.headers
+    assert "set-cookie" not in r.headers
+    if method == "OPTIONS":
+        assert r.status_code == 405
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/a/x%0d%0aSet-Cookie:%20a=b/", "/a/x%0aLocation:%20https:evil.example/", "/a/%5c%5cevil.example/",
+     "/a/x%09y/", "/a/%E2%80%A8/"],
+)  # fmt: skip
+def test_a_redirect_never_splits_the_response_or_leaves_the_server(plain: dict[str, Any], path: str) -> None:
+    """CR, LF, tab, backslashes and U+2028 in a path that gets the trailing-slash redirect: the Location is one
+    percent-encoded path on this server, no header is added."""
+    r = plain["client"].get(path, follow_redirects=False, headers={"host": "evil.example"})
+    assert r.status_code == 307
+    loc = r.headers["location"]
+    assert loc.startswith("/a/") and not re.search(r"[\r\n\t\\ ]", loc) and "evil.example" not in loc.split("/")[2:3]
+    assert "set-cookie" not in r.headers and len(r.headers.get_list("location")) == 1
