@@ -558,3 +558,39 @@ def test_links_and_repository_paths_resolve() -> None:
     assert links >= 28
     assert missing == []
     assert used == set(NOT_OURS), f"NOT_OURS entries no page names: {set(NOT_OURS) - used}"
+
+
+def test_studio_md_routes_are_the_apps() -> None:
+    """studio.md's route table left out `GET /`, `GET /healthz` (what an uptime check or load balancer polls) and
+    the static files; every route the app mounts is now in the table and the table names no other."""
+    source = _read("src/vistkit/studio/app.py")
+    app_routes = {re.sub(r"\{(\w+):\w+\}", r"{\1}", p) for p in re.findall(r"Route\(\"([^\"]+)\"", source)}
+    app_routes |= {f"{p}/..." for p in re.findall(r"Mount\(\"([^\"]+)\"", source)}
+    table = _read("docs/studio.md").split("## Routes", 1)[1].split("\n## ", 1)[0]
+    documented = {p for cell in re.findall(r"^\| (`(?:GET|POST) [^|]+) \|", table, re.M)
+                  for p in re.findall(r"(/[^`,\s]*)`", cell)}
+    assert len(app_routes) >= 9
+    assert documented == app_routes
+
+
+def test_data_md_counts_are_the_files() -> None:
+    """docs/data.md's counts (5,005 stories in 1,999 sequences, a 1,938-sequence template, 2,019 / 2,017 TAPM
+    stories, 5,055 dHM stories) are those of the files it names (../shared's copies)."""
+    from conftest import shared_file
+
+    from vistkit import read_stories
+    from vistkit.data.readers import load_json
+
+    doc = " ".join(_read("docs/data.md").split())
+    refs = read_stories(shared_file("pr-vist", "PR_VIST.json.zip"))
+    assert "5,005 stories x 5 sentences, 1,999 photo sequences" in doc
+    assert len(refs) == 5005 and len({s.photo_ids for s in refs}) == 1999
+    template = load_json(shared_file("vist-challenge-naacl2018", "vist-challenge-template.json"))
+    assert "the 1,938 test photo sequences that are scored" in doc and len(template["output_stories"]) == 1938
+    folder = ("tapm-vist-outputs", "vist")
+    assert "(challenge submission format, 2,019 sequences)" in doc and "2,017 sequences)" in doc
+    assert len(read_stories(shared_file(*folder, "ours.json"))) == 2019
+    assert [len(read_stories(shared_file(*folder, f))) for f in ("AREL.json", "XE.json")] == [2017, 2017]
+    assert "all 5,055 VIST test human stories" in doc
+    dhm = ("dhm-visual-storytelling", "data", "stories", "vist")
+    assert [len(read_stories(shared_file(*dhm, f))) for f in ("gt_test.json", "llava_vc_p3.json")] == [5055, 5055]
