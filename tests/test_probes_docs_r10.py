@@ -594,3 +594,61 @@ def test_data_md_counts_are_the_files() -> None:
     assert "all 5,055 VIST test human stories" in doc
     dhm = ("dhm-visual-storytelling", "data", "stories", "vist")
     assert [len(read_stories(shared_file(*dhm, f))) for f in ("gt_test.json", "llava_vc_p3.json")] == [5055, 5055]
+
+
+def test_readme_ranker_time_counts_the_distinct_stories() -> None:
+    """README said the ranker scores "~17,000 distinct stories" of the proxy pairs in "~1 hour", counting every
+    story id; it scores each distinct text once, and the LLaVA / PR-VIST / TAPM story of a photo sequence repeats
+    for each of its human stories: 10,994 texts (5,000 human + 3 x 1,998), ~37 minutes at 5 stories/s."""
+    from conftest import shared_file
+
+    from vistkit import read_stories
+
+    prvist = shared_file("pr-vist", "PR_VIST.json.zip")
+    human = read_stories(prvist)
+    ids, seqs = {s.story_id for s in human}, {s.photo_ids for s in human}
+    llava = read_stories(shared_file("dhm-visual-storytelling", "data", "stories", "vist", "llava_vc_p3.json"))
+    tapm = read_stories(shared_file("tapm-vist-outputs", "vist", "ours.json"))
+    texts = {s.text for s in human} | {s.text for s in read_stories(prvist, field="predicted_story")}
+    texts |= {s.text for s in llava if s.story_id in ids} | {s.text for s in tapm if s.photo_ids in seqs}
+    readme = " ".join(_read("README.md").split())
+    m = re.search(r"about (\d+) stories/s on two CPU cores in fp32 .*?~(\d+) minutes for the ([\d,]+) distinct", readme)
+    assert m is not None
+    rate, minutes, distinct = int(m.group(1)), int(m.group(2)), int(m.group(3).replace(",", ""))
+    assert distinct == len(texts) == 10_994
+    assert abs(distinct / rate / 60 - minutes) < 5
+
+
+def test_script_commands_the_pages_give_name_existing_options() -> None:
+    """Every `python bench/X.py ...` / `python scripts/X.py ...` line of README, BENCHMARKS, CONTRIBUTING, the
+    Makefile and docs/ names a script that exists, and each `--option` (and sub-command) it passes is one the
+    script's parser declares; every `tests/FILE.py::NAME` a page or card cites is a test that exists."""
+    pages = [README, ROOT / "BENCHMARKS.md", ROOT / "CONTRIBUTING.md", ROOT / "Makefile",
+             *sorted((ROOT / "docs").rglob("*.md"))]
+    checked, problems = 0, []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for script, rest in re.findall(
+            r"(?:python3?|\$\(BIN\)/python|\.venv/bin/python)\s+((?:bench|scripts)/[\w.]+\.py)([^\n`]*)", text
+        ):
+            source = (ROOT / script).read_text(encoding="utf-8") if (ROOT / script).exists() else None
+            if source is None:
+                problems.append(f"{page.name}: {script} does not exist")
+                continue
+            rest = re.split(r"\s#|\s\||\)\s", rest)[0]
+            words = rest.split()
+            wanted = re.findall(r"(?<![\w-])(--[\w-]+)", rest)
+            wanted += words[:1] if words and re.fullmatch(r"[a-z]+", words[0]) else []
+            for opt in wanted:
+                checked += 1
+                if f'"{opt}"' not in source:
+                    problems.append(f"{page.name}: {script} has no {opt}")
+    assert checked >= 100 and problems == []
+    sources = [_read(p) for p in ("README.md", "BENCHMARKS.md", "CONTRIBUTING.md")]
+    sources += [p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md")]
+    sources += [p.read_text(encoding="utf-8") for p in (ROOT / "src" / "vistkit").rglob("*.py")]
+    cited = {c for text in sources for c in re.findall(r"tests/\w+\.py::\w+", text)}
+    assert len(cited) >= 3
+    for c in cited:
+        path, name = c.split("::")
+        assert re.search(rf"^(def|class) {name}\b", _read(path), re.M), c
