@@ -652,3 +652,71 @@ def test_script_commands_the_pages_give_name_existing_options() -> None:
     for c in cited:
         path, name = c.split("::")
         assert re.search(rf"^(def|class) {name}\b", _read(path), re.M), c
+
+
+def test_python_names_the_pages_give_exist() -> None:
+    """Every dotted `vistkit.X.Y` name and `Class.method` a page gives in code spans is importable / present, so a
+    reader who follows "Library: `vistkit.meta.scoring.score_pairs`" finds it."""
+    import importlib
+
+    from vistkit.metrics import base
+    from vistkit.metrics.story_ranker import StoryRanker
+
+    pages = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    dotted, methods = set(), set()
+    for page in pages:
+        spans = tdc.inline_code(page.read_text(encoding="utf-8"))
+        dotted |= {m.group(1) for s in spans if (m := re.fullmatch(r"(vistkit(?:\.\w+)+)(?:\(\))?", s))}
+        for s in spans:  # Class.method (file names such as CHANGELOG.md aside)
+            m = re.fullmatch(r"([A-Z][a-z]\w+)\.([a-z_]+)(?:\(\))?", s)
+            if m and m.group(2) not in ("md", "json", "zip"):
+                methods.add(m.groups())
+    assert len(dotted) >= 15
+    for name in sorted(dotted):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj: Any = importlib.import_module(".".join(parts[:i]))
+                break
+            except ImportError:
+                continue
+        for attr in parts[i:]:
+            assert hasattr(obj, attr), name
+            obj = getattr(obj, attr)
+    classes = {"Metric": base.Metric, "Ranker": base.Ranker, "StoryRanker": StoryRanker}
+    assert {c for c, _ in methods} == set(classes)
+    assert all(hasattr(classes[c], m) for c, m in methods), methods
+
+
+def test_formats_lists_every_input_limit_the_environment_table_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """cli.md: "`vistkit formats` lists the input limits"; each `VISTKIT_MAX_*` / `VISTKIT_CACHE_MB` of its table
+    is in `vistkit formats` with the default the table gives."""
+    from vistkit.cli import main
+
+    assert main(["formats", "-f", "json"]) == 0
+    listed = capsys.readouterr().out
+    env = _env_table()
+    limits = [v for v in env if v.startswith("VISTKIT_MAX_") or v == "VISTKIT_CACHE_MB"]
+    assert len(limits) == 7
+    for var in limits:
+        assert var in listed, var
+        assert env[var][1] in listed, (var, env[var][1])
+
+
+def test_data_md_names_the_commits_and_repositories_of_the_shared_copies() -> None:
+    """docs/data.md's table names, per file, the upstream repository and the commit the numbers were checked on;
+    they are those the ../shared copies' SOURCE.md record. README's and pyproject's torch pins agree."""
+    from conftest import shared_file
+
+    doc = _read("docs/data.md")
+    for folder, repo, commit in (
+        ("pr-vist", "ethan5437/PR-VIST", "52c15c5"),
+        ("vist-challenge-naacl2018", "windx0303/VIST-Challenge-NAACL-2018", "b04bf1d"),
+        ("tapm-vist-outputs", "JiwanChung/tapm", "d24fbe8"),
+        ("dhm-visual-storytelling", "akskuchi/dHM-visual-storytelling", "b72807a"),
+    ):
+        source = shared_file(folder, "SOURCE.md").read_text(encoding="utf-8")
+        assert f"`{repo}`" in doc and f"commit {commit} checked" in doc
+        assert f"Repo: {repo}" in source and re.search(rf"Commit: {commit}[0-9a-f]{{33}}\b", source), folder
+    [pin] = re.findall(r"pip install (torch==[\d.]+)", _read("README.md"))
+    assert f'"{pin}",' in _read("pyproject.toml")
