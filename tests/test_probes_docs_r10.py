@@ -720,3 +720,28 @@ def test_data_md_names_the_commits_and_repositories_of_the_shared_copies() -> No
         assert f"Repo: {repo}" in source and re.search(rf"Commit: {commit}[0-9a-f]{{33}}\b", source), folder
     [pin] = re.findall(r"pip install (torch==[\d.]+)", _read("README.md"))
     assert f'"{pin}",' in _read("pyproject.toml")
+
+
+def test_cli_md_progress_line_is_the_programs() -> None:
+    """cli.md's example progress line is what the progress display writes for 1,200 of 2,019 stories at 37.1/s."""
+    from vistkit.progress import format_line
+
+    [example] = re.findall(r"^    (bertscore: scored .*)$", _read("docs/cli.md"), re.M)
+    assert format_line("bertscore", "scored", 1200, 2019, "stories", 1200 / 37.1) == example
+
+
+def test_model_cards_fingerprints_and_script_defaults_are_the_shipped_ones() -> None:
+    """The head hashes the model cards quote (coherence `fb8721b68123`, story-ranker-v1 `263c3fafc9f7`) are the
+    shipped files' SHA-256, and the defaults coherence.md gives for its training script are the script's."""
+    import hashlib
+
+    models = ROOT / "src" / "vistkit" / "resources" / "models"
+    for card, folder in (("coherence.md", "coherence-minilm-v1"), ("story-ranker.md", "story-ranker-v1")):
+        digest = hashlib.sha256((models / folder / "head.safetensors").read_bytes()).hexdigest()
+        assert f"`{digest[:12]}`" in _read(f"docs/models/{card}"), card
+    m = re.search(r"\(defaults: `([^`]+)`", " ".join(_read("docs/models/coherence.md").split()))
+    assert m is not None
+    script = _read("scripts/train_coherence.py")
+    for option, value in re.findall(r"(--[\w-]+) (\S+)", m.group(1)):
+        found = re.search(rf'add_argument\("{option}"[^\n]*default=([^,)]+)', script)
+        assert found is not None and found.group(1).strip("\"'") == value, (option, value)
