@@ -271,7 +271,7 @@ def test_per_item_dash_writes_csv_to_stdout_and_the_table_to_stderr(
 ) -> None:
     code, out, err = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--per-item", "-")
     rows = list(csv.reader(io.StringIO(out)))
-    assert code == 0 and rows[0] == ["id", "rovist-nr"] and len(rows) == 3
+    assert code == 0 and rows[0] == ["id", "rovist-nr", "rovist-nr signature"] and len(rows) == 3
     assert {r[0]: float(r[1]) for r in rows[1:]} == pytest.approx(NR, abs=1e-12)
     assert not Path("-").exists()  # no file named "-"
     assert "vistkit score" in err and "rovist-nr|" in err  # the table, out of the CSV's way

@@ -207,6 +207,42 @@ def test_tanh_rule_for_per_item_csvs(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert json.loads(capsys.readouterr().out)["dG"] == pytest.approx(2.0)
 
 
+def test_per_item_signatures_travel_into_the_distance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`score --per-item` writes each metric's signature as a column; `distance` reports the signatures of the
+    columns it reads, warns when the two sides were scored under different ones (their difference then mixes the
+    stories with the metrics), and refuses a column holding two runs' rows."""
+    stories = [
+        {"story_id": str(i), "text": "the dog ran to the park. it was happy. we went home. the dog slept."}
+        for i in range(3)
+    ]
+    (tmp_path / "s.json").write_text(json.dumps(stories))
+    runs = {"split": [], "source": ["-O", "rovist-nr.sentences=source"]}
+    for name, extra in runs.items():
+        out = tmp_path / f"{name}.csv"
+        assert main(["score", str(tmp_path / "s.json"), "-m", "rovist-nr", "-b", "--per-item", str(out), *extra]) == 0
+        rows = list(csv.reader(out.open(encoding="utf-8")))
+        assert rows[0] == ["id", "rovist-nr", "rovist-nr signature"]
+        assert len({r[2] for r in rows[1:]}) == 1
+        assert rows[1][2].startswith(f"rovist-nr|key:story|variant:pairs|sent:{name}|")
+    capsys.readouterr()
+    dims = ["--g-metric", "rovist-nr", "--c-metric", "rovist-nr", "--r-metric", "rovist-nr", "-f", "json"]
+    same = ["distance", "--human", str(tmp_path / "split.csv"), "--model", str(tmp_path / "split.csv"), *dims]
+    assert main(same) == 0
+    got = capsys.readouterr()
+    payload = json.loads(got.out)
+    sig = next(csv.reader((tmp_path / "split.csv").open(encoding="utf-8").readlines()[1:2]))[2]
+    assert payload["signatures"] == {"human": dict.fromkeys("GCR", sig), "model": dict.fromkeys("GCR", sig)}
+    assert "warning" not in got.err
+    assert main([*same[:4], str(tmp_path / "source.csv"), *dims]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: ") == 3 and "were computed under different signatures, so dG also measures" in err
+    mixed = tmp_path / "mixed.csv"  # two runs' rows under one header
+    mixed.write_text((tmp_path / "split.csv").read_text() + "".join(
+        line.replace("0,", "9,", 1) + "\n" for line in (tmp_path / "source.csv").read_text().splitlines()[1:2]))
+    assert main([*same[:2], str(mixed), *same[3:]]) == 1
+    assert "holds more than one signature" in capsys.readouterr().err
+
+
 def test_table_from_score_objects() -> None:
     """Score objects (what `vistkit score` computes) plug straight into dhm_distance; NaN items drop out."""
     from vistkit.metrics.base import mean_score

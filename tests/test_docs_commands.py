@@ -321,7 +321,7 @@ def test_cli_md_standard_input_and_output_lines_run(guide_env: dict[str, Any]) -
         proc = run(line, guide_env["env"], work)
         if "--per-item -" in line:
             assert "vistkit score" in proc.stderr  # the table went to stderr
-            assert (work / "items.csv").read_text(encoding="utf-8").splitlines()[0] == "id,bleu-4"
+            assert (work / "items.csv").read_text(encoding="utf-8").splitlines()[0] == "id,bleu-4,bleu-4 signature"
         else:
             assert "rovist-nr" in proc.stdout
 

@@ -318,7 +318,7 @@ def test_cli_score_meteor_vist(
     args = ["score", str(hyps_path), "--references", str(refs_path), "--template", str(small)]
     assert main([*args, "--metrics", "meteor-vist", "--per-item", str(out)]) == 0
     rows = out.read_text().splitlines()
-    assert rows[0] == "id,meteor-vist"
+    assert rows[0] == "id,meteor-vist,meteor-vist signature"
     got = {r.split(",")[0]: float(r.split(",")[1]) for r in rows[1:]}
     from vistkit.data.readers import read_stories, read_template
 

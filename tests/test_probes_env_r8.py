@@ -257,7 +257,7 @@ def test_non_ascii_ids_print_as_utf8_whatever_the_locale(
     proc = subprocess.run(args, env=_clean_env(**extra), capture_output=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     out = proc.stdout.decode("utf-8")  # UTF-8, as every file vistkit writes
-    assert out.startswith("id,sacrebleu\n")
+    assert out.startswith("id,sacrebleu,sacrebleu signature\n")
     assert "\nJosé😀東京," in out and "\nnaïve," in out
 
 

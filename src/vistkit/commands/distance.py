@@ -84,11 +84,60 @@ def score_inputs(*sources: Path | None) -> Iterator[None]:
         yield
 
 
-def render_distance(result: Any, fmt: OutputFormat, *, title: str, caption: str, tanh_g: bool) -> str:
+def table_signatures(
+    human: Path | None, model: Path | None, *, columns: dict[str, str | None]
+) -> dict[str, dict[str, str]]:
+    """The signatures of the G, C, R columns of per-item CSVs (``{"human": {"G": ...}, "model": {...}}``; a dHM
+    prefix has none), with a warning for each dimension whose two sides were scored under different signatures:
+    their difference then mixes the stories' difference with the metrics'."""
+    from vistkit.errors import warn
+    from vistkit.scores.distance import is_per_item_csv, per_item_signatures
+
+    out: dict[str, dict[str, str]] = {}
+    for side, path in (("human", human), ("model", model)):
+        if path is not None and is_per_item_csv(path):
+            sigs = per_item_signatures(path, columns=columns)
+            if sigs:
+                out[side] = sigs
+    for d in ("G", "C", "R"):
+        a, b = out.get("human", {}).get(d), out.get("model", {}).get(d)
+        if a is not None and b is not None and a != b:
+            warn(
+                f"{d}: the human scores ({a}) and the model scores ({b}) were computed under different signatures, "
+                f"so d{d} also measures that difference; score both sides with the same metric and options"
+            )
+    return out
+
+
+def signature_lines(signatures: dict[str, dict[str, str]]) -> list[str]:
+    """``G: SIG`` when both sides carry one signature, else ``G human: SIG`` / ``G model: SIG``."""
+    human, model = signatures.get("human", {}), signatures.get("model", {})
+    lines = []
+    for d in ("G", "C", "R"):
+        if d in human and human.get(d) == model.get(d):
+            lines.append(f"{d}: {human[d]}")
+            continue
+        lines += [f"{d} {side}: {sigs[d]}" for side, sigs in (("human", human), ("model", model)) if d in sigs]
+    return lines
+
+
+def render_distance(
+    result: Any,
+    fmt: OutputFormat,
+    *,
+    title: str,
+    caption: str,
+    tanh_g: bool,
+    signatures: dict[str, dict[str, str]] | None = None,
+) -> str:
     """The distance from score tables; JSON also says what the text caption says (whether G went through tanh,
-    how many ids each side left out: a table's ids that are not in all six tables)."""
+    how many ids each side left out: a table's ids that are not in all six tables; the signatures of per-item
+    CSV columns)."""
     if fmt is OutputFormat.JSON:
-        return dumps_json({**result.as_dict(), "tanh_g": tanh_g, "left_out": dict(result.dropped)})
+        payload = {**result.as_dict(), "tanh_g": tanh_g, "left_out": dict(result.dropped)}
+        if signatures:
+            payload["signatures"] = signatures
+        return dumps_json(payload)
     row = [result.dG, result.dC, result.dR, result.dHM, result.n]
     return render_table(["dG", "dC", "dR", "dHM", "n"], [row], fmt, title=title, caption=caption)
 
@@ -265,6 +314,7 @@ def _distance(
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
+    signatures = table_signatures(human, model, columns=columns)
     result = dhm_distance(h, m, tanh_g=use_tanh)
     if per_item is not None:
         from vistkit.data.output import write_csv_rows
@@ -276,9 +326,13 @@ def _distance(
         f"G: {'tanh of the raw score' if use_tanh else 'as given'}; {result.n} stories scored in all six "
         f"tables ({result.dropped['human']} human-side and {result.dropped['model']} model-side ids left out)"
     )
+    caption += "".join(f"\n{line}" for line in signature_lines(signatures))
     title = f"dHM: {human.name if human else ''} vs {model.name if model else ''}"
     to_stderr = per_item is not None and is_standard_output(per_item)
-    emit(render_distance(result, fmt, title=title, caption=caption, tanh_g=use_tanh), to_stderr=to_stderr)
+    rendered = render_distance(
+        result, fmt, title=title, caption=caption, tanh_g=use_tanh, signatures=signatures
+    )
+    emit(rendered, to_stderr=to_stderr)
     if fmt is OutputFormat.CSV:  # a CSV has no caption: what was left out goes to stderr
         note(caption)
 

@@ -327,7 +327,8 @@ def write_per_item(path: Path, results: list[Score]) -> None:
     standard output); a metric with per-sentence values (``Score.extra["item_sentences"]``, the lm-* metrics)
     adds a column ``<metric> sentences`` holding a JSON list (null: no value for that sentence); a metric with
     per-feature values (``Score.extra["item_features"]``, story-ranker's contributions) a column
-    ``<metric>.<feature>`` per feature."""
+    ``<metric>.<feature>`` per feature. Last, a column ``<metric> signature`` per metric (the same text on every
+    row): the file keeps what produced its numbers, and `vistkit distance` compares the two sides' signatures."""
     ids: list[str] = []
     seen: set[str] = set()
     columns: list[dict[str, float]] = []
@@ -358,6 +359,7 @@ def write_per_item(path: Path, results: list[Score]) -> None:
                 detail_cols.append(
                     (f"{r.metric}.{name}", {i: repr(float(f[name])) for i, f in zip(r.item_ids, feats, strict=True)})
                 )
+    detail_cols += [(f"{r.metric} signature", dict.fromkeys(ids, r.signature)) for r in results]
     with open_csv_output(path, lineterminator="\n" if is_standard_output(path) else "\r\n") as w:
         w.writerow(["id", *names, *(h for h, _ in detail_cols)])
         for i in ids:

@@ -435,6 +435,38 @@ def per_item_header(path: str | Path) -> list[str]:
         return f.fieldnames
 
 
+def per_item_signatures(path: str | Path, *, columns: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The signature of each dimension's column of a per-item CSV, from its ``<column> signature`` column (written
+    by ``vistkit score --per-item``); a dimension whose column has none is left out. A column holding rows of two
+    runs (two signatures) is refused: its numbers are not one metric's."""
+    from vistkit.data.readers import open_csv
+
+    p = Path(path)
+    with open_csv(p, delimiter=",") as f:
+        header = f.fieldnames
+        if not header:
+            return {}
+        chosen = resolve_columns(header[1:], columns or {}, where=str(p))
+        wanted = {d: f"{col} signature" for d, col in chosen.items() if f"{col} signature" in header}
+        found: dict[str, dict[str, int]] = {d: {} for d in wanted}
+        for n, row in f:
+            for d, col in wanted.items():
+                value = (row[col] or "").strip()
+                if value:
+                    found[d].setdefault(value, n)
+    out: dict[str, str] = {}
+    for d, values in found.items():
+        if len(values) > 1:
+            (a, la), (b, lb) = list(values.items())[:2]
+            raise InputError(
+                f"{p}: column {wanted[d]!r} holds more than one signature ({a!r} on line {la}, {b!r} on line "
+                f"{lb}): the file joins runs of different metrics or options; keep one run's rows"
+            )
+        if values:
+            out[d] = next(iter(values))
+    return out
+
+
 def read_scores(
     path: str | Path, *, columns: Mapping[str, str | None] | None = None
 ) -> dict[str, dict[str, float]]:
