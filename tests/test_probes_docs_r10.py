@@ -745,3 +745,19 @@ def test_model_cards_fingerprints_and_script_defaults_are_the_shipped_ones() -> 
     for option, value in re.findall(r"(--[\w-]+) (\S+)", m.group(1)):
         found = re.search(rf'add_argument\("{option}"[^\n]*default=([^,)]+)', script)
         assert found is not None and found.group(1).strip("\"'") == value, (option, value)
+
+
+def test_key_choices_each_verb_takes_are_the_ones_its_help_and_cli_md_give(tree: Any) -> None:
+    """cli.md's `-k` row offered `album` everywhere; `meta` and `studio report` key pairs and judgements by story or
+    sequence only. Each verb's `--key` help names exactly the choices the row gives it."""
+    row = next(ln for ln in _read("docs/cli.md").splitlines() if ln.startswith("| `-k` |"))
+    assert "`meta` and `studio report` match pairs and judgements by `story` or `sequence`" in row
+    for path, cmd in _leaves(tree):
+        [key] = [p for p in cmd.params if "--key" in p.opts] or [None]
+        if key is None or path == "vistkit meta build-pairs":  # build-pairs: SYSTEM=story|sequence per file
+            continue
+        text = key.help or ""
+        if path.startswith(("vistkit meta", "vistkit studio report")):
+            assert "album" not in text and "story" in text and "sequence" in text, (path, text)
+        else:
+            assert all(k in text for k in ("story", "sequence", "album")), (path, text)
