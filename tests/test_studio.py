@@ -844,6 +844,25 @@ def test_a_study_that_cannot_be_written_gives_503_with_one_sentence_and_stores_n
     assert count(made.study, db.judgements) == 1
 
 
+def test_a_log_inode_reused_by_the_new_shm_is_not_a_replaced_log(tmp_path: Path) -> None:
+    """When every connection closed, SQLite removed the -wal and -shm files; the next connection made new ones, and
+    the new -shm could get the old -wal's inode (freed a moment before). That inode, held open by this process as
+    the new -shm, read as "the old -wal is still in use": a 503 "-wal file replaced" (a flaky test). Only an old
+    log inode that is not one of the study's files now counts."""
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1)
+    study = made.study
+    with study.write() as conn:  # both side files exist and are held open by the pool's connection
+        conn.exec_driver_sql("SELECT 1")
+    shm = db._identity(study._side("-shm"))
+    assert shm is not None
+    study._sides["-wal"] = shm  # as if the old log's inode were the new -shm's
+    study.check_file()  # no StudyFileChanged
+    assert study._sides["-wal"] == db._identity(study._side("-wal"))
+    study._sides["-wal"] = (shm[0], shm[1] + 10**9)  # an old log inode held by nobody: SQLite re-created it
+    study.check_file()
+    study.close()
+
+
 def test_an_unexpected_server_error_is_one_sentence_without_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -270,7 +270,10 @@ class Study:
                 continue
             if before is not None:
                 held = _open_identities()
-                if held is None or before in held:  # this process still reads and writes the old one
+                # an inode freed when SQLite removed the old log may already be the study's new -shm (or -wal):
+                # that is the file now under that name, not the old log still held
+                current = {_identity(self._side(x)) for x in SIDE_FILES} | {self._identity}
+                if held is None or (before in held and before not in current):  # the old one is still in use
                     raise StudyFileChanged(
                         f"study {self.name}: its {self._side(side).name} file was deleted, moved or replaced while "
                         "the study was open, so nothing more is stored; stop the server with Ctrl-C or SIGTERM "
