@@ -301,6 +301,18 @@ def test_declared_bounds_agree_with_the_cards() -> None:
     ].card.range
     assert (model.clip, float(abs(model.coef).sum())) == (3.0, 5.0)
     assert f"a bound on the utility's change: {model.lm_deviation_bound()}," in card
+    # the language rules' numbers in the card are the model's constants
+    from vistkit.models import story_ranker_v2 as v2
+
+    definition = " ".join(metrics["story-ranker"].card.definition.split())
+    assert f"under {v2.MIN_FUNCTION_SHARE:.0%} English function words among {v2.MIN_WORDS_FOR_LANGUAGE} or more" in (
+        definition
+    )
+    assert f"{v2.MIN_WORDS_FOR_SENTENCE_LANGUAGE}+ Latin-script words at least {v2.FOREIGN_NATS_PER_WORD:g} nats" in (
+        definition
+    )
+    assert f"windows of ~{v2.LANGUAGE_WINDOW_WORDS} words" in definition
+    assert f"gets the lowest utility, -{model.clip * float(abs(model.coef).sum()):g}" in definition
     # a capped feature's centre keeps its z inside the clip, so the sum stays within +-15
     assert all(-model.clip <= m - c <= model.clip for m, c in zip(model.max_z, model.centre, strict=True))
 
@@ -395,10 +407,11 @@ def _fenced_vistkit_lines(text: str) -> list[str]:
 
 
 def test_every_vistkit_line_of_the_readme_and_model_cards_parses(tree: Any) -> None:
-    """test_readme runs the README's tour; the lines it skips (vrank, ray) and the model cards' command blocks
-    (docs/models/vrank.md, coherence.md) were never parsed: each now parses as click would run it, and every
-    inline `vistkit ...` of those pages names existing verbs and options."""
+    """test_readme runs the README's tour; the lines it skips (vrank, ray), the model cards' command blocks
+    (docs/models/vrank.md, coherence.md) and BENCHMARKS.md's cluster lines were never parsed: each now parses as
+    click would run it, and every inline `vistkit ...` of those pages names existing verbs and options."""
     pages = ["README.md", *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "docs" / "models").glob("*.md")))]
+    pages += ["BENCHMARKS.md"]
     lines = [(page, line) for page in pages for line in _fenced_vistkit_lines(_read(page))]
     assert len(lines) >= 15
     problems = [f"{page}: {msg}" for page, line in lines if (msg := tdc.parse_fully(tree, line))]
