@@ -774,3 +774,20 @@ def test_key_choices_each_verb_takes_are_the_ones_its_help_and_cli_md_give(tree:
             assert "album" not in text and "story" in text and "sequence" in text, (path, text)
         else:
             assert all(k in text for k in ("story", "sequence", "album")), (path, text)
+
+
+def test_numbers_in_metric_cards_are_the_codes_constants() -> None:
+    """Constants a card quotes are the ones the metric uses: GROOViST's theta per dataset, CLIPScore's w, and the
+    measured deviations of the precision modes that go into the signatures."""
+    from vistkit.metrics import bertscore, clipscore, coherence, groovist
+    from vistkit.metrics.base import list_metrics
+
+    cards = {name: " ".join(cls.card.render(name).split()) for name, cls in list_metrics().items()}
+    theta = ", ".join(f"{k.upper()} {v:.4f}" for k, v in groovist.THETA.items())
+    assert f"(theta {theta})" in cards["groovist"]
+    assert f"CLIP-S(c, v) = {clipscore.CLIPSCORE_W:g} * max(cos(" in cards["clipscore"]
+    assert list_metrics()["clipscore"].upper_bound == clipscore.CLIPSCORE_W
+    dev = coherence.COHERENCE_DEVIATION
+    assert f"precision and maxdev (measured: {dev['tf32x3']} / {dev['bf16']})" in cards["coherence"]
+    dev = bertscore.FAST_DEVIATION
+    assert f"(the measured largest F1 deviation: {dev['tf32x3']} / {dev['bf16']})" in cards["bertscore"]
