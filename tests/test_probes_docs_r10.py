@@ -805,3 +805,15 @@ def test_coherence_cards_say_how_many_val_stories_trained_the_model() -> None:
         assert f"{used:,}" in flat and f"{training['train_stories']:,} train" in flat, flat[:200]
         assert f"{training['dev_stories']:,} dev stories" in flat
     assert "if len(ids) >= 2:" in _read("scripts/train_coherence.py")
+
+
+def test_readme_names_exactly_the_verbs_that_take_engine_ray(tree: Any) -> None:
+    """README's Ray section lists the verbs that take `--engine ray`; they are exactly those whose options have it."""
+    readme = " ".join(_read("README.md").split())
+    m = re.search(r"`vistkit score`, `compare`, `meta ([a-z|-]+)` and `distance --human-stories` take `--engine ray`",
+                  readme)
+    assert m is not None
+    named = {"vistkit score", "vistkit compare", "vistkit distance"}
+    named |= {f"vistkit meta {v}" for v in m.group(1).split("|")}
+    having = {path for path, cmd in _leaves(tree) if any("--engine" in p.opts for p in cmd.params)}
+    assert having == named
