@@ -817,3 +817,21 @@ def test_readme_names_exactly_the_verbs_that_take_engine_ray(tree: Any) -> None:
     named |= {f"vistkit meta {v}" for v in m.group(1).split("|")}
     having = {path for path, cmd in _leaves(tree) if any("--engine" in p.opts for p in cmd.params)}
     assert having == named
+
+
+def test_cli_md_short_flags_are_the_trees(tree: Any) -> None:
+    """cli.md's table of flags: each short flag means its long option on every verb that has it (and on no other
+    long option), and `-o`'s row names exactly the verbs that take `-o`."""
+    rows = re.findall(r"^\| `(-\w)` \| `(--[\w-]+)` \| (.*) \|$", _read("docs/cli.md"), re.M)
+    table = {short: long for short, long, _ in rows}
+    assert len(table) == 10
+    seen: dict[str, set[str]] = {}
+    for path, cmd in [("vistkit", tree), *_leaves(tree)]:
+        for p in cmd.params:
+            for short in (o for o in p.opts if re.fullmatch(r"-\w", o)):
+                seen.setdefault(short, set()).update(o for o in p.opts if o.startswith("--"))
+                if short == "-o":
+                    seen.setdefault("-o verbs", set()).add(path.removeprefix("vistkit "))
+    assert {s: longs for s, longs in seen.items() if s != "-o verbs"} == {s: {lg} for s, lg in table.items()}
+    [o_row] = [text for short, _, text in rows if short == "-o"]
+    assert set(re.findall(r"`((?:meta|studio|vrank) [a-z-]+)`", o_row)) == seen["-o verbs"]
