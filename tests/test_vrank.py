@@ -338,3 +338,30 @@ def test_a_failed_training_leaves_no_folder_behind(
     code = main(["vrank", "train", str(data["train"]), "--encoder", str(data["train"]), "-o", str(out), *FAST])
     assert code == 1 and "Traceback" not in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_predict_leaves_undefined_predictions_out_of_the_accuracy(
+    data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NaN prediction (a model whose weights hold NaN) counted as a wrong pair; as in `meta pairs` it now counts
+    in no denominator, and the summary says how many there were."""
+    from vistkit.meta.human import read_pairs
+    from vistkit.models import vrank as vr
+
+    pairs = read_pairs(data["heldout"])
+    gold = np.array([p.gap for p in pairs])
+    n = len(pairs)
+
+    class Fake:
+        def predict(self, t1: list[str], t2: list[str]) -> np.ndarray:
+            raw = np.concatenate([gold, -gold])  # always right, in both orders
+            raw[[0, n]] = np.nan  # the first pair undefined
+            return raw
+
+    monkeypatch.setattr(vr, "load_vrank", lambda *a, **k: Fake())
+    out = tmp_path / "p.csv"
+    summary = json.loads(_run(["vrank", "predict", str(data["heldout"]), "--model", str(tmp_path), "-o", str(out),
+                               "-f", "json"], capsys))  # fmt: skip
+    assert gold[0] != 0
+    assert summary["undefined_pairs"] == 1 and summary["scored_pairs"] == int((gold != 0).sum()) - 1
+    assert summary["accuracy"] == 1.0 and summary["accuracy_sym"] == 1.0

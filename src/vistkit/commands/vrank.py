@@ -245,15 +245,20 @@ def predict_cmd(
     if output is None:
         return
     gold = np.array([p.gap for p in pairs])
-    keep = gold != 0
+    # as `meta pairs`: a pair without a human preference, or whose prediction is undefined (NaN: a model whose
+    # weights hold NaN), counts in no denominator; the undefined ones are counted
+    undefined = gold != 0
+    undefined &= np.isnan(raw) | np.isnan(sym)
+    keep = (gold != 0) & ~undefined
     summary = {
         "pairs": len(pairs),
         "scored_pairs": int(keep.sum()),
+        "undefined_pairs": int(undefined.sum()),
         "accuracy": float(np.mean(np.sign(raw[keep]) == np.sign(gold[keep]))) if keep.any() else None,
         "accuracy_sym": float(np.mean(np.sign(sym[keep]) == np.sign(gold[keep]))) if keep.any() else None,
         "output": str(output),
         "note": "pred_gap > 0: story 1 preferred (sign of -label for VHED's base-minus-comp label); "
-        "accuracy counts pairs with a non-zero human gap (ties are wrong)",
+        "accuracy counts pairs with a non-zero human gap (predicted ties are wrong) and a defined prediction",
     }
     if fmt is OutputFormat.JSON:
         echo(dumps_json(summary))
