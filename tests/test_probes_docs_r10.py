@@ -527,6 +527,7 @@ NOT_OURS = {
     "tests/test_NAME.py": "CONTRIBUTING.md's placeholder",
     "src/vistkit/metrics/NAME.py": "CONTRIBUTING.md's placeholder",
     "docs/metrics/NAME.md": "CONTRIBUTING.md's placeholder",
+    "scripts/rovist_c.py": "usydnlp/rovist (named in vistkit/models/sop.py)",
 }
 
 
@@ -568,6 +569,15 @@ def test_links_and_repository_paths_resolve() -> None:
                 continue
             if not ((ROOT / name).exists() or (page.parent / name).exists()):
                 missing.append(f"{page.relative_to(ROOT)}: {name}")
+    # the package's own words (help texts, error messages, docstrings) name only paths that exist
+    # (file names only: "tests/benchmarks" in prose is two words)
+    pattern = re.compile(r"(?<![\w/.-])((?:tests|docs|scripts|bench)/[\w./*-]+\.(?:py|md|json|csv))\b")
+    for module in sorted((ROOT / "src" / "vistkit").rglob("*.py")):
+        for name in pattern.findall(module.read_text(encoding="utf-8")):
+            if name in NOT_OURS:
+                used.add(name)
+            elif not list(ROOT.glob(name)):
+                missing.append(f"{module.relative_to(ROOT)}: {name}")
     assert links >= 28
     assert missing == []
     assert used == set(NOT_OURS), f"NOT_OURS entries no page names: {set(NOT_OURS) - used}"
