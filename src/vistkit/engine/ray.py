@@ -60,6 +60,141 @@ def start_timeout() -> float:
     from vistkit.limits import env_number
 
     return float(env_number("VISTKIT_RAY_START_TIMEOUT", START_TIMEOUT, low=1, high=86_400))
+
+
+#: seconds `check_reachable` waits for a cluster's address to accept a connection
+CONNECT_TIMEOUT = 10.0
+
+
+def cluster_address(address: str | None) -> tuple[str | None, str]:
+    """What ``ray.init`` is given for ``--address`` (None: a new private local cluster) and how a message names it.
+
+    No ``--address`` with ``$RAY_ADDRESS`` set (``ray job submit`` sets it) joins that cluster, as every Ray program
+    does; without either, a new local cluster starts even where ``ray start`` left one running (Ray would join
+    that one, and refused the local cluster's CPU count: "could not reach the Ray cluster at a new local
+    cluster")."""
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    given = None if address is None else address.strip()
+    if given in (None, "auto") and env:
+        return env, f"RAY_ADDRESS={env}"
+    if given in (None, "local"):
+        return None, "a new local cluster"
+    assert given is not None
+    return given, given
+
+
+def check_reachable(target: str, where: str) -> None:
+    """One `EngineError` within `CONNECT_TIMEOUT` seconds when nothing accepts a connection at the cluster's
+    address: ``ray.init`` retried for minutes there, printing its C++ warnings, deaf to Ctrl-C and SIGTERM. A
+    ``ray://`` address without Ray Client installed is a `MissingDependencyError`."""
+    import importlib.util
+    import socket
+
+    if target.startswith("ray://"):
+        if importlib.util.find_spec("grpc") is None:
+            raise MissingDependencyError(
+                f"--address {target} connects through Ray Client, which is not installed: pip install 'ray[client]' "
+                "(or run vistkit on the cluster with --address auto)"
+            )
+        hostport = target[len("ray://") :].split("/", 1)[0]
+        if ":" not in hostport:
+            hostport += ":10001"  # Ray Client's default port
+    else:
+        try:  # Ray's own reading of the address (auto: the cluster `ray start` recorded; localhost: this node)
+            from ray._private.services import canonicalize_bootstrap_address
+        except ImportError:  # another Ray version: ray.init says what is wrong, however long it takes
+            return
+        try:
+            hostport = canonicalize_bootstrap_address(target) or ""
+        except (ConnectionError, ValueError) as exc:
+            raise _cluster_error(exc, where) from None
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return  # ray.init reports an address it cannot read
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT):
+            pass
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__).lower()
+        raise EngineError(
+            f"no Ray cluster answers at {where} ({host}:{port}: {why}); start one with `ray start --head` there, "
+            "or check the address (--address auto|HOST:PORT|ray://HOST:PORT)"
+        ) from None
+
+
+def _cluster_error(exc: BaseException, where: str) -> VistkitError:
+    """One sentence for a ``ray.init`` that failed."""
+    text = " ".join(str(exc).split())[:300]
+    if "ray[client]" in text:
+        return MissingDependencyError(
+            f"{where} connects through Ray Client, which is not installed: pip install 'ray[client]'"
+        )
+    if where == "a new local cluster" and isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+        folder = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+        return EngineError(
+            f"Ray could not start a local cluster in {os.path.join(folder, 'ray')} ({text}); point TMPDIR "
+            "(or RAY_TMPDIR) at a short, writable local folder such as /tmp"
+        )
+    return EngineError(
+        f"could not reach the Ray cluster at {where} ({text}); start it with `ray start --head` or pass "
+        "--address auto|ray://HOST:PORT"
+    )
+
+
+def _start_cluster(ray: Any, opts: dict[str, Any], where: str) -> None:
+    """``ray.init(**opts)``, its failures as one sentence, and a SIGTERM or Ctrl-C that arrives meanwhile held
+    until it returns, then acted on after ``ray.shutdown()``: Ray's own handler exited mid-start with status 15
+    and left the half-started cluster's agent processes running, orphaned."""
+    import signal
+
+    if opts.get("address") not in (None, "local"):
+        check_reachable(opts["address"], where)
+    with _signals_held(ray) as received:
+        try:
+            ray.init(**opts)
+        except (OSError, RuntimeError, ValueError) as exc:  # ConnectionError is an OSError
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            raise _cluster_error(exc, where) from None
+    if received:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if signal.SIGINT in received:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + received[0])
+
+
+@contextlib.contextmanager
+def _signals_held(ray: Any) -> Iterator[list[int]]:
+    """Record SIGTERM and SIGINT instead of acting on them (main thread only), and keep Ray from installing its
+    SIGTERM handlers meanwhile; yields the list of the signals received."""
+    import signal
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    ray_setter = getattr(utils, "set_sigterm_handler", None)
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGTERM, signal.SIGINT)}
+    if ray_setter is not None:
+        utils.set_sigterm_handler = lambda handler: None  # type: ignore[union-attr]
+    try:
+        yield received
+    finally:
+        if ray_setter is not None:
+            utils.set_sigterm_handler = ray_setter  # type: ignore[union-attr]
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+
+
 _CLASS_ATTRS = (
     "name",
     "higher_is_better",
@@ -313,24 +448,20 @@ class RayEngine(Engine):
         ray = _import_ray()
         self.ray = ray
         self._owns_ray = not ray.is_initialized()
+        target, where = cluster_address(address)
+        local = target is None
         if self._owns_ray:
             opts: dict[str, Any] = {
                 "include_dashboard": False,
                 "logging_level": logging.ERROR,
                 "log_to_driver": False,
             }
-            if address is None:
-                opts.update(num_cpus=os.cpu_count() or 1, object_store_memory=512 * 1024**2)
+            if local:  # "local": a new private cluster, never one `ray start` left running on this machine
+                opts.update(address="local", num_cpus=os.cpu_count() or 1, object_store_memory=512 * 1024**2)
             else:
-                opts["address"] = address
+                opts["address"] = target
             opts.update(init_options or {})
-            try:
-                ray.init(**opts)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise EngineError(
-                    f"could not reach the Ray cluster at {address or 'a new local cluster'} ({exc}); start it "
-                    "with `ray start --head` or pass --address auto|ray://HOST:PORT"
-                ) from None
+            _start_cluster(ray, opts, where)
         self._sigterm = _exit_quietly_on_sigterm() if self._owns_ray else None
         logging.getLogger(_RAY_WORKER_LOGGER).addFilter(_DROP_ABANDONED)
         resources = ray.cluster_resources()
@@ -340,7 +471,7 @@ class RayEngine(Engine):
             else:
                 workers = int(resources.get("CPU", 1) // num_cpus_per_worker)
             workers = max(1, workers)
-        if address is None and self._owns_ray:  # a local cluster does not grow: say now what cannot start
+        if local and self._owns_ray:  # a local cluster does not grow: say now what cannot start
             try:
                 _check_fits(workers, num_cpus_per_worker, num_gpus_per_worker, resources)
             except InputError:

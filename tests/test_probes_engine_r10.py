@@ -1,0 +1,425 @@
+"""Probe round 10: the SCALING ENGINES (local and Ray) when things go wrong or get big.
+
+Probed: shard merging against whole-set scoring for every cheap metric (chunk sizes 1, n-1, n, n+1, more chunks
+than items; odd and duplicate ids, empty stories; excluded items, extras, statistics), the streaming path's
+laziness and memory on 20,000 stories, empty and one-item runs, the Ray engine against the local one on a
+2-worker cluster (item order, signatures, exclusions), a metric that cannot be built on a worker, and how a run
+starts: cluster addresses (nothing listening, not an address, ``ray://`` without Ray Client, ``$RAY_ADDRESS``,
+a cluster ``ray start`` left running), a Ray temp folder it cannot use (``TMPDIR``), SIGTERM and Ctrl-C while
+the cluster starts. What was wrong:
+
+- ``--address HOST:PORT`` where nothing listens: ``ray.init`` retried for minutes (over 150 s measured, killed
+  then), printing C++ warnings and deaf to Ctrl-C and SIGTERM; now one sentence within seconds (a TCP connect
+  with a 10 s timeout first);
+- with ``$RAY_ADDRESS`` set (``ray job submit`` sets it) or a ``ray start`` cluster on the machine, no
+  ``--address`` made Ray join that cluster and refuse the local cluster's CPU count: "could not reach the Ray
+  cluster at a new local cluster (When connecting to an existing cluster, num_cpus ... must not be provided)";
+  now ``$RAY_ADDRESS`` is used as Ray programs do (and named in messages), else a new private cluster starts;
+- a ``TMPDIR`` whose path is too long for Ray's sockets: "unexpected OSError ... this is a bug in vistkit";
+  now one sentence naming the folder and TMPDIR/RAY_TMPDIR;
+- ``ray://`` without Ray Client was reported as an unreachable cluster; now the missing package and its pip line;
+- SIGTERM while the local cluster started: exit status 15 (Ray's handler) instead of 143, and the half-started
+  cluster's dashboard and runtime-env agents stayed running, orphaned; now the signal is held until ``ray.init``
+  returns, the cluster is shut down, and the exit status is 143 (Ctrl-C: 130).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import time
+import weakref
+from collections import Counter
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from vistkit.data.story import Story, StorySet
+from vistkit.engine import EngineError, batched
+from vistkit.engine.local import LocalEngine
+from vistkit.engine.merge import cider_df_part, cider_score_part, merge_scores, strategy
+from vistkit.errors import InputError, MissingDependencyError
+from vistkit.metrics.base import Item, Score, align, get_metric
+
+TEXTS = [
+    "the cat sat on the mat . it purred .",
+    "",
+    "a dog . a dog . a dog .",
+    "he went home and slept",
+    "x",
+    "the the the the",
+    "we had fun at the park . it was great .",
+    "birthday cake ! happy .",
+]
+#: odd ids: spaces, non-ASCII, a slash, a very long one
+IDS = ["s 1", "é2", "a/b", "0", "-1", "x" * 200, "s7", "s8", "s9", "s10", "s11"]
+CHEAP = ["bleu-1", "bleu-2", "bleu-3", "bleu-4", "rouge-l", "cider-d", "rovist-nr", "rovist-nr-jaccard"]
+METEOR = ["meteor-vist", "meteor-album", "meteor-coco"]
+
+
+def stories() -> tuple[StorySet, StorySet]:
+    hyps = StorySet([Story(k, TEXTS[i % len(TEXTS)]) for i, k in enumerate(IDS)])
+    refs = StorySet([Story(k, TEXTS[(i + 3) % len(TEXTS)] + " the end .") for i, k in enumerate(IDS[:-1])])
+    return hyps, refs
+
+
+def sharded(name: str, items: list[Item], size: int) -> Score:
+    """What the Ray engine does, in this process: shard, score (two passes for CIDEr-D), merge."""
+    metric = get_metric(name)
+    shards = list(batched(items, size))
+    if strategy(metric) == "cider":
+        df: Counter[str] = Counter()
+        n = 0
+        for s in shards:
+            d, k = cider_df_part(s)
+            df.update(d)
+            n += k
+        parts = [cider_score_part(metric, s, df=dict(df), n_docs=n, signature="sig") for s in shards]
+    else:
+        parts = [metric.score_items(s, signature="sig") for s in shards]
+    return merge_scores(parts, signature="sig")
+
+
+def same(a: Score, b: Score) -> None:
+    """Ids, order, exclusions (with their order), extras and statistics equal; numbers within 1e-12."""
+    assert a.item_ids == b.item_ids
+    assert list(a.excluded.items()) == list(b.excluded.items())
+    np.testing.assert_allclose(a.item_scores, b.item_scores, rtol=0, atol=1e-12)
+    assert (math.isnan(a.corpus) and math.isnan(b.corpus)) or a.corpus == pytest.approx(b.corpus, abs=1e-12)
+    assert (a.stats is None) == (b.stats is None)
+    if a.stats is not None:
+        np.testing.assert_allclose(a.stats, b.stats, rtol=0, atol=1e-9)
+    assert a.extra.keys() == b.extra.keys()
+    for key in a.extra:
+        x, y = a.extra[key], b.extra[key]
+        assert np.allclose(x, y) if isinstance(x, float) else x == y
+
+
+def items_of(name: str) -> list[Item]:
+    hyps, refs = stories()
+    return align(hyps, refs if get_metric(name).needs_references else None, keying="story").items
+
+
+# ------------------------------------------------------------------------------------------ merge layer
+@pytest.mark.parametrize("name", CHEAP + METEOR)
+def test_shards_merge_to_the_whole_set_score(name: str) -> None:
+    """Sharded + merged == whole set for every cheap metric at chunk sizes 1, n-1, n, n+1, 3 (no bug found: a
+    guard for the property the Ray engine relies on)."""
+    items = items_of(name)
+    whole = get_metric(name).score_items(items, signature="sig")
+    n = len(items)
+    for size in (1, n - 1, n, n + 1, 3):
+        same(sharded(name, items, size), whole)
+
+
+def test_duplicate_ids_keep_every_item_in_order() -> None:
+    """Two items with the same id (an API caller's list) are both scored, in input order, when sharded."""
+    items = items_of("bleu-4")
+    dup = [items[0], items[2], items[0], items[2], items[0]]
+    whole = get_metric("bleu-4").score_items(dup, signature="sig")
+    for size in (1, 2, 4, 5, 6):
+        merged = sharded("bleu-4", dup, size)
+        assert merged.item_ids == [items[0].item_id, items[2].item_id] * 2 + [items[0].item_id]
+        same(merged, whole)
+
+
+@pytest.mark.parametrize("name", ["bleu-4", "rouge-l", "rovist-nr-jaccard", "meteor-coco"])
+def test_stream_equals_whole_at_every_chunk_size(name: str) -> None:
+    """`LocalEngine.score_stream`: the corpus and item scores of the whole set at chunk sizes 1, n-1, n, n+1;
+    no items: NaN and a count of 0; one item: that item's score."""
+    items = items_of(name)
+    metric = get_metric(name)
+    whole = metric.score_items(items, signature="sig")
+    n = len(items)
+    eng = LocalEngine()
+    for size in (1, n - 1, n, n + 1):
+        parts: list[Score] = []
+        totals = eng.score_stream(metric, iter(items), signature="sig", batch_size=size, on_part=parts.append)
+        assert totals.n_items == n and [i for p in parts for i in p.item_ids] == whole.item_ids
+        np.testing.assert_allclose(np.concatenate(totals.scores), whole.item_scores, rtol=0, atol=1e-12)
+        assert (math.isnan(whole.corpus) and math.isnan(totals.corpus())) or totals.corpus() == pytest.approx(
+            whole.corpus, abs=1e-12
+        )
+    empty = eng.score_stream(metric, iter([]), signature="sig")
+    assert empty.n_items == 0 and math.isnan(empty.corpus())
+    one = eng.score_stream(metric, iter(items[:1]), signature="sig")
+    alone = metric.score_items(items[:1], signature="sig")
+    assert one.n_items == 1
+    assert (math.isnan(alone.corpus) and math.isnan(one.corpus())) or one.corpus() == pytest.approx(alone.corpus)
+
+
+def _counted(n: int, live: list[int]) -> Iterator[Item]:
+    """``n`` tiny items made on demand; ``live[0]`` counts the ones not yet freed."""
+
+    def freed() -> None:
+        live[0] -= 1
+
+    for i in range(n):
+        item = Item(f"i{i}", Story(f"i{i}", "a b c ."), (Story(f"i{i}", "a b d ."),))
+        live[0] += 1
+        weakref.finalize(item, freed)
+        yield item
+
+
+def test_stream_of_20000_stories_holds_one_chunk() -> None:
+    """20,000 stories through the local stream: read lazily, each chunk freed after it is scored (at most one
+    chunk alive), corpus equal to the hand value (every item: 2 of its 3 words match, no brevity penalty)."""
+    live, peak = [0], [0]
+
+    def on_part(part: Score) -> None:
+        peak[0] = max(peak[0], live[0])
+
+    totals = LocalEngine().score_stream(
+        get_metric("bleu-1"), _counted(20_000, live), signature="s", batch_size=1000, on_part=on_part
+    )
+    assert totals.n_items == 20_000 and peak[0] == 1000 and live[0] == 0
+    assert totals.corpus() == pytest.approx(2 / 3, abs=1e-12)  # "." is dropped: 2 of 3 words match
+
+
+# ------------------------------------------------------------------------------------ addresses, env
+@pytest.fixture()
+def no_ray_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+
+@pytest.mark.parametrize(
+    ("address", "env", "expected"),
+    [
+        (None, None, (None, "a new local cluster")),
+        ("local", None, (None, "a new local cluster")),
+        (None, "10.0.0.5:6379", ("10.0.0.5:6379", "RAY_ADDRESS=10.0.0.5:6379")),
+        ("auto", "10.0.0.5:6379", ("10.0.0.5:6379", "RAY_ADDRESS=10.0.0.5:6379")),
+        ("auto", None, ("auto", "auto")),
+        (" ray://h:10001 ", "10.0.0.5:6379", ("ray://h:10001", "ray://h:10001")),
+        ("local", "10.0.0.5:6379", (None, "a new local cluster")),
+        (None, "   ", (None, "a new local cluster")),
+    ],
+)
+def test_which_cluster(address: str | None, env: str | None, expected: tuple[Any, str], monkeypatch: Any) -> None:
+    """No --address with $RAY_ADDRESS joined that cluster but also passed the local CPU count (Ray refused: 'could
+    not reach the Ray cluster at a new local cluster'); now $RAY_ADDRESS is the cluster, named in messages, and
+    without it a new private cluster starts (``address="local"``), never one `ray start` left running."""
+    from vistkit.engine.ray import cluster_address
+
+    if env is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", env)
+    assert cluster_address(address) == expected
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_nothing_listening_is_one_sentence_at_once(no_ray_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--address 127.0.0.1:PORT with nothing there: ray.init retried for minutes (deaf to Ctrl-C); now one
+    sentence in seconds, for --address and for $RAY_ADDRESS alike, and no cluster is left initialised."""
+    pytest.importorskip("ray")
+    import ray
+
+    from vistkit.engine.ray import RayEngine
+
+    port = _closed_port()
+    start = time.monotonic()
+    with pytest.raises(EngineError, match=rf"no Ray cluster answers at 127\.0\.0\.1:{port} \(.*:{port}: "):
+        RayEngine(address=f"127.0.0.1:{port}", workers=1)
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    with pytest.raises(EngineError, match=rf"at RAY_ADDRESS=127\.0\.0\.1:{port} "):
+        RayEngine(workers=1)
+    assert time.monotonic() - start < 15
+    assert not ray.is_initialized()
+
+
+def test_ray_client_address(no_ray_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ray://... without Ray Client installed was 'could not reach the Ray cluster'; now the missing package and
+    its pip line; with it installed, a port where nothing listens is refused at once."""
+    import importlib.util
+
+    from vistkit.engine import ray as engine_ray
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "grpc" else real(name, *a))
+    with pytest.raises(MissingDependencyError, match=r"pip install 'ray\[client\]'"):
+        engine_ray.check_reachable("ray://127.0.0.1:1", "ray://127.0.0.1:1")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "grpc" else real(name, *a))
+    port = _closed_port()
+    with pytest.raises(EngineError, match=rf"no Ray cluster answers at ray://127\.0\.0\.1:{port} "):
+        engine_ray.check_reachable(f"ray://127.0.0.1:{port}", f"ray://127.0.0.1:{port}")
+    error = engine_ray._cluster_error(ValueError("Ray Client requires pip package `ray[client]`."), "ray://h:1")
+    assert isinstance(error, MissingDependencyError)
+
+
+def test_unusable_temp_folder_is_one_sentence(no_ray_env: None, monkeypatch: Any, tmp_path: Any) -> None:
+    """A TMPDIR too long for Ray's socket paths was 'unexpected OSError ... a bug in vistkit'; now one sentence
+    naming the folder and TMPDIR, and nothing stays initialised."""
+    pytest.importorskip("ray")
+    import ray
+
+    from vistkit.engine.ray import RayEngine
+
+    if ray.is_initialized():
+        ray.shutdown()
+    long = tmp_path / ("x" * 110)
+    long.mkdir()
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    with pytest.raises(EngineError, match=r"Ray could not start a local cluster in .*xxx/ray \(.*\); point TMPDIR"):
+        RayEngine(workers=1)
+    assert not ray.is_initialized()
+
+
+class _FakeRay:
+    """A stand-in for the ray module: ``init`` does what the test says (send a signal, raise)."""
+
+    def __init__(self, during_init: Any) -> None:
+        self.during_init = during_init
+        self.shutdowns = 0
+        self.installed: list[Any] = []
+        self._private = SimpleNamespace(utils=SimpleNamespace(set_sigterm_handler=self.installed.append))
+
+    def init(self, **opts: Any) -> None:
+        self._private.utils.set_sigterm_handler("ray's own handler")  # what Ray does first in ray.init
+        self.during_init()
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+
+@pytest.mark.parametrize(("sig", "raised"), [(signal.SIGTERM, SystemExit), (signal.SIGINT, KeyboardInterrupt)])
+def test_signal_while_the_cluster_starts(sig: int, raised: type[BaseException]) -> None:
+    """SIGTERM while ray.init started the cluster hit Ray's handler (exit 15, the half-started cluster's agents
+    left running); now the signal waits for ray.init, the cluster is shut down, and it exits 143 (Ctrl-C: 130),
+    with Ray's handler never installed and this process's handlers given back."""
+    from vistkit.engine.ray import _start_cluster
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    fake = _FakeRay(lambda: os.kill(os.getpid(), sig))
+    with pytest.raises(raised) as info:
+        _start_cluster(fake, {"address": "local"}, "a new local cluster")
+    if raised is SystemExit:
+        assert info.value.code == 143  # type: ignore[attr-defined]
+    assert fake.shutdowns == 1 and fake.installed == []
+    assert fake._private.utils.set_sigterm_handler == fake.installed.append
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_failed_start_is_shut_down_and_one_sentence() -> None:
+    """ray.init failing part way (an OSError from its sockets, a RuntimeError) is one sentence, after
+    ray.shutdown() cleared what it had started."""
+    from vistkit.engine.ray import _start_cluster
+
+    def fail() -> None:
+        raise OSError("validate_socket_filename failed: AF_UNIX path length cannot exceed 107 bytes")
+
+    fake = _FakeRay(fail)
+    with pytest.raises(EngineError, match=r"Ray could not start a local cluster in .*ray .*point TMPDIR"):
+        _start_cluster(fake, {"address": "local"}, "a new local cluster")
+    assert fake.shutdowns == 1
+
+    def boom() -> None:
+        raise RuntimeError("Failed to connect to Ray cluster\nat 1.2.3.4:5")
+
+    fake = _FakeRay(boom)
+    with pytest.raises(EngineError, match=r"^could not reach the Ray cluster at RAY_ADDRESS=x \(Failed to connect"):
+        _start_cluster(fake, {}, "RAY_ADDRESS=x")
+    assert fake.shutdowns == 1
+
+
+def test_cli_unreachable_cluster_writes_nothing(no_ray_env: None, tmp_path: Any, capsys: Any) -> None:
+    """`vistkit score --engine ray --address HOST:PORT` with nothing there: exit 1, one line on stderr, nothing
+    on stdout, no --per-item file."""
+    pytest.importorskip("ray")
+    from vistkit.cli import main
+
+    hyps = tmp_path / "h.json"
+    hyps.write_text('{"a": "the cat sat . it ran ."}', encoding="utf-8")
+    out = tmp_path / "items.csv"
+    port = _closed_port()
+    args = ["score", str(hyps), "-m", "rovist-nr", "--engine", "ray", "--address", f"127.0.0.1:{port}"]
+    assert main([*args, "--per-item", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: no Ray cluster answers at 127.0.0.1:")
+
+
+# ------------------------------------------------------------------------------------------ on a cluster
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Any]:
+    """One 2-worker engine on a private local cluster for the module (Ray takes seconds to start)."""
+    ray = pytest.importorskip("ray")
+    from vistkit.engine.ray import RayEngine
+
+    if ray.is_initialized():
+        ray.shutdown()
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    eng = RayEngine(workers=2, init_options={"num_cpus": 2, "object_store_memory": 150 * 1024**2})
+    yield eng
+    eng.close()
+    if saved is not None:
+        os.environ["RAY_ADDRESS"] = saved
+    assert not ray.is_initialized()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_equals_local_at_every_shard_size(engine: Any) -> None:
+    """Ray == local (ids in order, the story without a reference excluded with its reason, signatures, numbers
+    within 1e-12) for BLEU-4, CIDEr-D (two passes) and ROUGE-L at shard sizes 1, n-1, n, n+1, with odd ids
+    (exclusions made inside a shard: the merge tests above, RoViST-NR)."""
+    hyps, refs = stories()
+    n = len(hyps)
+    for name in ("bleu-4", "cider-d", "rouge-l"):
+        r = refs if get_metric(name).needs_references else None
+        local = get_metric(name).score(hyps, r, key="story")
+        remote = engine.metric(name)
+        for size in (1, n - 1, n, n + 1):
+            engine.batch_size = size
+            got = remote.score(hyps, r, key="story")
+            assert got.signature == local.signature and got.keying == local.keying
+            same(got, local)
+    engine.batch_size = None
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_stream_edges_and_bounded_window(engine: Any) -> None:
+    """The Ray stream: no items (NaN, 0), one item, and 3,000 stories read lazily with at most the in-flight
+    window (2 x workers shards) plus one alive in this process."""
+    metric = engine.metric("bleu-1")
+    empty = engine.score_stream(metric, iter([]), signature="s")
+    assert empty.n_items == 0 and math.isnan(empty.corpus())
+    items = items_of("bleu-1")
+    one = engine.score_stream(metric, iter(items[:1]), signature="s")
+    alone = get_metric("bleu-1").score_items(items[:1], signature="s")
+    assert one.n_items == 1 and one.corpus() == pytest.approx(alone.corpus, abs=1e-12)
+    live, peak = [0], [0]
+
+    def on_part(part: Score) -> None:
+        peak[0] = max(peak[0], live[0])
+
+    totals = engine.score_stream(metric, _counted(3000, live), signature="s", batch_size=100, on_part=on_part)
+    local = LocalEngine().score_stream(get_metric("bleu-1"), _counted(3000, [0]), signature="s", batch_size=100)
+    assert totals.n_items == 3000 and totals.corpus() == pytest.approx(local.corpus(), abs=1e-12)
+    assert peak[0] <= (2 * 2 + 1) * 100 and live[0] == 0
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_metric_that_cannot_be_built_on_a_worker(engine: Any) -> None:
+    """A metric whose model is not there on the worker: one sentence (no Ray traceback), and the engine scores
+    the next metric as before."""
+    hyps, _ = stories()
+    with pytest.raises((InputError, EngineError, MissingDependencyError)) as info:
+        engine.metric("coherence", {"model": "/nonexistent/coherence-model"}).score(hyps, key="story")
+    text = str(info.value)
+    assert "Traceback" not in text and "\n" not in text and len(text) < 600
+    assert engine.metric("rouge-l").score(hyps, stories()[1], key="story").n == len(hyps) - 1
