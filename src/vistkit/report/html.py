@@ -137,6 +137,7 @@ def pairs_report(
     from vistkit.report import plots
 
     write_text(folder / "result.json", dumps_json(result), force=True)
+    plots.reset_label_notes()
     sections: list[tuple[str, str]] = []
 
     proxy = bool(result.get("proxy_label_pairs"))
@@ -247,7 +248,7 @@ def pairs_report(
         sections=sections,
         commands=[command],
         signatures=result["signatures"],
-        notes=notes,
+        notes=notes + plots.label_notes(),
     )
 
 
@@ -265,6 +266,7 @@ def correlation_report(
     from vistkit.report import plots
 
     write_text(folder / "result.json", dumps_json(result), force=True)
+    plots.reset_label_notes()
     metrics = list(values)
     aspects = list(table.aspects)
     sections: list[tuple[str, str]] = []
@@ -362,6 +364,7 @@ def correlation_report(
         sections=sections,
         commands=[command],
         signatures=result.get("signatures", {}),
+        notes=plots.label_notes(),
     )
 
 
@@ -379,6 +382,7 @@ def errors_report(
     from vistkit.report import plots
 
     write_text(folder / "result.json", dumps_json(payload), force=True)
+    plots.reset_label_notes()
     result = payload["point_biserial"]
     metrics = list(result)
     mat = np.array([[result[m][e]["r"] for e in errors] for m in metrics], dtype=float)
@@ -405,6 +409,7 @@ def errors_report(
         sections=sections,
         commands=[command],
         signatures=payload["signatures"],
+        notes=plots.label_notes(),
     )
 
 

@@ -93,14 +93,19 @@ def _command_line(ctx: typer.Context) -> str:
 
 
 def _report(folder: Path, write: Callable[[], Any]) -> None:
-    """Run a report writer, then say on stderr where it wrote what (page, figures, tables)."""
+    """Run a report writer, then say on stderr where it wrote what (page, figures, tables), and which names the
+    figures show shortened or escaped (`vistkit.report.plots.label_notes`; the page says it too)."""
     import time
 
     from vistkit.report.html import describe_written
+    from vistkit.report.plots import label_notes, reset_label_notes
 
     start = time.time()
+    reset_label_notes()
     write()
     typer.echo(describe_written(folder, start), err=True)
+    for line in label_notes(limit=3):
+        note(f"note: {line[:1].lower()}{line[1:]}")
 
 
 SKIPPED: dict[str, str] = {}
