@@ -222,8 +222,9 @@ def test_report_page_is_escaped_self_contained_and_matches_the_json(
 
 
 def test_pairs_report_numbers_match_the_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``meta pairs --report`` next to ``-f json`` of the same run: the page's accuracy table and its figure's bar
-    labels are the JSON's numbers (4 and 3 decimals), and result.json is the JSON printed."""
+    """``meta pairs --report`` next to ``-f json`` of the same run: the page's accuracy table is the JSON's numbers
+    and result.json is the JSON printed. Was wrong: the page left out what the printed table's notes say (here: 1
+    of 8 pairs has no human preference and is left out; elsewhere pairs without a score, n/a reasons)."""
     rep = tmp_path / "rep"
     with dummy_metrics_registered():
         code = main(["meta", "pairs", str(FIX / "vhed_small.csv"), "-m", "meta-test-length,meta-test-shortness",
@@ -232,7 +233,9 @@ def test_pairs_report_numbers_match_the_json(tmp_path: Path, capsys: pytest.Capt
     assert code == 0, err
     data = json.loads(out)
     assert json.loads((rep / "result.json").read_text(encoding="utf-8")) == data
-    accuracy = _html_tables((rep / "index.html").read_text(encoding="utf-8"))[0]
+    page = (rep / "index.html").read_text(encoding="utf-8")
+    assert "1 of 8 pairs have no human preference (a gap of 0) and are left out" in page
+    accuracy = _html_tables(page)[0]
     column = accuracy[0].index("all")
     for row in accuracy[1:]:
         assert row[column] == fmt_number(data["accuracy"][row[0]]["all"]), row

@@ -129,9 +129,16 @@ def _scores_by_system(pairs: Sequence[Any], scores: Sequence[Any]) -> dict[str, 
 
 @_whole_folder
 def pairs_report(
-    folder: Path, pairs: Sequence[Any], scores: Sequence[Any], result: dict[str, Any], *, command: str
+    folder: Path,
+    pairs: Sequence[Any],
+    scores: Sequence[Any],
+    result: dict[str, Any],
+    *,
+    command: str,
+    notes: Sequence[str] = (),
 ) -> Path:
-    """Pair-accuracy report: tables (CSV/LaTeX/JSON), gap and beats-reference figures, score distributions."""
+    """Pair-accuracy report: tables (CSV/LaTeX/JSON), gap and beats-reference figures, score distributions.
+    ``notes``: what the printed table says under it (pairs left out), shown on the page too."""
     from vistkit.meta.pairs import accuracy_table, gap_table
     from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row
     from vistkit.report import plots
@@ -236,7 +243,7 @@ def pairs_report(
         )
         sections.append(("Metric A vs metric B (exact McNemar, paired bootstrap)", html_table(ccols, crows)))
 
-    notes = []
+    notes = list(notes)
     if result.get("proxy_label_pairs"):
         notes.append(
             "These pairs carry a PROXY label (the human story is assumed better); they are not human "
@@ -261,8 +268,10 @@ def correlation_report(
     result: dict[str, Any],
     *,
     command: str,
+    notes: Sequence[str] = (),
 ) -> Path:
-    """Correlation report: heatmaps (metrics x aspects) per level, tables, score distributions per system."""
+    """Correlation report: heatmaps (metrics x aspects) per level, tables, score distributions per system.
+    ``notes``: what the printed table says under it (why a coefficient is n/a), shown on the page too."""
     from vistkit.report import plots
 
     write_text(folder / "result.json", dumps_json(result), force=True)
@@ -364,7 +373,7 @@ def correlation_report(
         sections=sections,
         commands=[command],
         signatures=result.get("signatures", {}),
-        notes=plots.label_notes(),
+        notes=[*notes, *plots.label_notes()],
     )
 
 
@@ -377,8 +386,10 @@ def errors_report(
     rows: Sequence[Sequence[Any]],
     *,
     command: str,
+    notes: Sequence[str] = (),
 ) -> Path:
-    """Point-biserial report: heatmap (metrics x error types), table, page."""
+    """Point-biserial report: heatmap (metrics x error types), table, page. ``notes``: what the printed table says
+    under it (tied annotators, undefined r), shown on the page too."""
     from vistkit.report import plots
 
     write_text(folder / "result.json", dumps_json(payload), force=True)
@@ -409,7 +420,7 @@ def errors_report(
         sections=sections,
         commands=[command],
         signatures=payload["signatures"],
-        notes=plots.label_notes(),
+        notes=[*notes, *plots.label_notes()],
     )
 
 

@@ -18,6 +18,7 @@ from vistkit.commands.meta.common import (
     _command_line,
     _emit,
     _metrics,
+    _page_notes,
     _parse_story_files,
     _references,
     _report,
@@ -166,12 +167,17 @@ def correlate_cmd(
         for r in result["correlations"]
     ]
     title = f"correlation with human scores (Kendall = tau-{kendall})"  # said tau-b under --kendall c too
-    _emit(result, cols, rows, fmt, title, _sig_caption(sigs) + _undefined_note(result["correlations"]))
+    undefined = _undefined_note(result["correlations"])
+    _emit(result, cols, rows, fmt, title, _sig_caption(sigs) + undefined)
     if report is not None:
         from vistkit.report.html import correlation_report
 
+        notes = _page_notes(undefined)
         _report(
-            report, lambda: correlation_report(report, table, judged, values, result, command=_command_line(ctx))
+            report,
+            lambda: correlation_report(
+                report, table, judged, values, result, command=_command_line(ctx), notes=notes
+            ),
         )
 
 
@@ -324,7 +330,11 @@ def errors_cmd(
     if report is not None:
         from vistkit.report.html import errors_report
 
-        _report(report, lambda: errors_report(report, table.aspects, payload, cols, rows, command=_command_line(ctx)))
+        page = _page_notes(notes + _undefined_note(undefined))
+        _report(
+            report,
+            lambda: errors_report(report, table.aspects, payload, cols, rows, command=_command_line(ctx), notes=page),
+        )
 
 
 def _tied_labels(table: Any, scores: dict[str, np.ndarray], result: dict[str, dict[str, Any]]) -> dict[str, int]:

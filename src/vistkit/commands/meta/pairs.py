@@ -20,6 +20,7 @@ from vistkit.commands.meta.common import (
     _emit,
     _left_out_note,
     _outside_note,
+    _page_notes,
     _proxy_note,
     _report,
     _sig_caption,
@@ -70,7 +71,10 @@ def pairs_cmd(
     if report is not None:
         from vistkit.report.html import pairs_report
 
-        _report(report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx)))
+        notes = _page_notes(_left_out_note(result) + _outside_note(result))
+        _report(
+            report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
+        )
 
 
 @meta_app.command("gap")
@@ -125,7 +129,10 @@ def gap_cmd(
         from vistkit.report.html import pairs_report
 
         result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345)
-        _report(report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx)))
+        notes = _page_notes(_left_out_note(result) + _outside_note(result))
+        _report(
+            report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
+        )
 
 
 @meta_app.command("beats-ref")
