@@ -392,11 +392,13 @@ def test_signatures_the_docs_show_are_the_current_format() -> None:
     # vrank: meta's form (no key) and score's (key first)
     vr = Vrank.__new__(Vrank)
     vr.model_hash, vr.encoder, vr.training_data, vr._anchor_name = "0123456789ab", "enc", "train.csv", "packaged-val8"
+    vr._config_hash, vr._tokenizer_hash = "c0ffee00", "70cafe00"
     doc = " ".join(_read("docs/models/vrank.md").split())
-    assert "`vrank|model:<tensors_sha256[:12]>|encoder:<id>|data:<training file name>|anchors:<set>|vistkit:<v>`" in doc
+    assert ("`vrank|model:<tensors_sha256[:12]>|encoder:<id>|data:<training file name>|cfg:<config hash>|"
+            "tok:<tokenizer hash>|anchors:<set>|vistkit:<v>`") in doc
     assert "`vrank|key:<key>|model:...`" in doc
-    assert re.fullmatch(r"vrank\|model:0123456789ab\|encoder:enc\|data:train\.csv\|anchors:packaged-val8\|vistkit:.+",
-                        vr.signature())
+    assert re.fullmatch(r"vrank\|model:0123456789ab\|encoder:enc\|data:train\.csv\|cfg:c0ffee00\|tok:70cafe00\|"
+                        r"anchors:packaged-val8\|vistkit:.+", vr.signature())
     assert vr.signature(keying="story").startswith("vrank|key:story|model:0123456789ab|")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import inspect
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -193,7 +194,8 @@ def test_trained_folder_is_the_vrank_metric(
     assert res["accuracy"]["vrank"]["all"] > 0.9
     sig = res["signatures"]["vrank"]
     weights = json.loads((trained / "vistkit_model.json").read_text(encoding="utf-8"))["tensors_sha256"][:12]
-    assert sig.startswith(f"vrank|model:{weights}|encoder:{data['encoder']}|data:train.csv|anchors:packaged-val8")
+    assert sig.startswith(f"vrank|model:{weights}|encoder:{data['encoder']}|data:train.csv|cfg:")
+    assert re.search(r"\|cfg:[0-9a-f]{8}\|tok:[0-9a-f]{8}\|anchors:packaged-val8\|", sig)
     # safetensors + JSON, no pickle
     names = {p.name for p in trained.iterdir()}
     assert {"model.safetensors", "vistkit_model.json"} <= names
@@ -365,3 +367,25 @@ def test_predict_leaves_undefined_predictions_out_of_the_accuracy(
     assert gold[0] != 0
     assert summary["undefined_pairs"] == 1 and summary["scored_pairs"] == int((gold != 0).sum()) - 1
     assert summary["accuracy"] == 1.0 and summary["accuracy_sym"] == 1.0
+
+
+@pytest.mark.slow
+def test_the_signature_names_the_saved_config_and_the_tokenizer(
+    trained: Path, data: dict[str, Path], tmp_path: Path
+) -> None:
+    """The weights' hash was the whole model name: a folder whose saved config was edited (a shorter max_length
+    truncates the stories: other numbers) was signed as the original."""
+    from vistkit.metrics.base import get_metric
+
+    story = {"a": "good day . " * 60, "b": "bad day . good day ."}
+    edited = tmp_path / "model"
+    shutil.copytree(trained, edited)
+    meta_file = edited / "vistkit_model.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    meta["config"]["max_length"] = 16
+    meta_file.write_text(json.dumps(meta), encoding="utf-8")
+    runs = [get_metric("vrank", model=str(m), device="cpu", num_threads=1).score(story) for m in (trained, edited)]
+    assert runs[0].item_scores[0] != pytest.approx(runs[1].item_scores[0], abs=1e-6)  # truncated: other numbers
+    cfg = [re.search(r"\|cfg:([0-9a-f]{8})\|tok:([0-9a-f]{8})\|", r.signature) for r in runs]
+    assert cfg[0] and cfg[1] and cfg[0][1] != cfg[1][1] and cfg[0][2] == cfg[1][2]
+    assert runs[0].signature.split("|cfg:")[0] == runs[1].signature.split("|cfg:")[0]  # same weights' hash

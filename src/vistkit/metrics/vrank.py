@@ -52,7 +52,8 @@ class Vrank(CrossEncoderRanker):
         "Vrank Table 1); with target=normalised, that difference divided by N, the paper's ranking gap (Sec. 3.1), "
         "in (-1, 1) for the data; the per-story score is in the same units",
         signature_fields="model (hash of the trained weights), encoder (id the model was trained from), data "
-        "(training data name), anchors (packaged, or the anchor file's name @ the hash of its story texts)",
+        "(training data name), cfg and tok (hashes of the saved encoder config and of the tokenizer, which the "
+        "weights' hash does not cover), anchors (packaged, or the anchor file's name @ the hash of its story texts)",
         reproduces="the Vrank training recipe of the paper (no checkpoint is shipped: train one on VHED, "
         "AcademiaSinicaNLPLab/VHED; `vistkit vrank train --help`). Pair accuracy of the paper (Table 4, VHED "
         "test pairs, Eqs. 1-2): .786 on Omega_4, .826 on Omega_5, .796 on Omega_{4,5}; .816 reference-machine and "
@@ -89,7 +90,7 @@ class Vrank(CrossEncoderRanker):
                 "vrank needs a trained Vrank folder (no model is shipped): train one with `vistkit vrank train "
                 "PAIRS.csv --output DIR` and pass --option vrank.model=DIR"
             )
-        from vistkit.models.checkpoints import model_fingerprint
+        from vistkit.models.checkpoints import json_hash, model_fingerprint, tokenizer_fingerprint
         from vistkit.models.vrank import load_vrank
 
         if threads is not None:
@@ -101,6 +102,10 @@ class Vrank(CrossEncoderRanker):
         self.model_hash = str(meta.get("tensors_sha256") or model_fingerprint(Path(model).expanduser()))[:12]
         self.encoder = str(meta.get("source", {}).get("encoder", "unknown"))
         self.training_data = str(meta.get("data", {}).get("name", "unknown"))
+        # the weights' hash does not cover the encoder config (its head count changes no weight's shape) nor the
+        # tokenizer: a folder edited by hand, or saved before its files were hash-checked, is signed by both
+        self._config_hash = json_hash(meta.get("config", {}))
+        self._tokenizer_hash = tokenizer_fingerprint(self.model.tokenizer)
         self._anchors = packaged_anchors() if anchors is None else self._read_anchors(Path(anchors))
         # a given file by its name and the hash of the stories read (two anchor files of one name signed alike)
         self._anchor_name = "packaged-val8" if anchors is None else named_with_hash(
@@ -114,7 +119,12 @@ class Vrank(CrossEncoderRanker):
         return list(read_stories(path))
 
     def signature_fields(self) -> dict[str, object]:
-        return {**super().signature_fields(), "anchors": self._anchor_name}
+        return {
+            **super().signature_fields(),
+            "cfg": self._config_hash,
+            "tok": self._tokenizer_hash,
+            "anchors": self._anchor_name,
+        }
 
     def raw_preference(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
         """Vrank's g(a, b): the model's prediction on each pair of texts."""

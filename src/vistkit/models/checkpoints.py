@@ -773,3 +773,18 @@ def refuse_missing_weights(
             f"{folder} is not a whole {what}: its weights lack {len(missing)} of the model's parameters ({shown}), "
             "which transformers would start at random; is its config.json the one saved with these weights?"
         )
+
+
+def json_hash(data: Mapping[str, Any]) -> str:
+    """8 hex digits naming a JSON-able mapping by content (keys sorted)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """8 hex digits naming what a tokenizer does: a fast tokenizer's whole definition (vocabulary, normaliser,
+    pre-tokeniser), else its vocabulary and lower-casing; a folder given by path or a ready object alike."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "to_str"):
+        return json_hash({"fast": backend.to_str()})
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return json_hash({"vocab": sorted(vocab.items()), "lower": bool(getattr(tokenizer, "do_lower_case", False))})

@@ -521,6 +521,8 @@ def load_sop_model(
     # the checkpoint's hash does not cover the config or the tokenizer, and either changes the numbers (ALBERT's
     # layer count and head count, for one, change no weight's shape): both are named by content, so the official
     # checkpoint with its config and tokenizer beside it and its converted folder are signed alike
+    from vistkit.models.checkpoints import tokenizer_fingerprint
+
     loaded.signature_overrides["cfg"] = albert_config_fingerprint(cfg)
     loaded.signature_overrides["tok"] = tokenizer_fingerprint(tok)
     return loaded
@@ -539,24 +541,9 @@ def albert_config_fingerprint(config: Mapping[str, Any]) -> str:
     from transformers import AlbertConfig
 
     resolved = AlbertConfig(**{k: v for k, v in config.items() if k != "model_type"}).to_dict()
-    return _json_hash({k: resolved.get(k) for k in _ALBERT_FORWARD_KEYS})
+    from vistkit.models.checkpoints import json_hash
 
-
-def _json_hash(data: Mapping[str, Any]) -> str:
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:8]
-
-
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """8 hex digits naming what a tokenizer does: a fast tokenizer's whole definition (vocabulary, normaliser,
-    pre-tokeniser), else its vocabulary and lower-casing; a folder given by path or a ready object alike."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None and hasattr(backend, "to_str"):
-        return _json_hash({"fast": backend.to_str()})
-    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
-    return _json_hash({"vocab": sorted(vocab.items()), "lower": bool(getattr(tokenizer, "do_lower_case", False))})
+    return json_hash({k: resolved.get(k) for k in _ALBERT_FORWARD_KEYS})
 
 
 def convert_sop_checkpoint(
