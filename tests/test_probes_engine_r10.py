@@ -17,6 +17,9 @@ the cluster starts. What was wrong:
   now ``$RAY_ADDRESS`` is used as Ray programs do (and named in messages), else a new private cluster starts;
 - a ``TMPDIR`` whose path is too long for Ray's sockets: "unexpected OSError ... this is a bug in vistkit";
   now one sentence naming the folder and TMPDIR/RAY_TMPDIR;
+- an address where something that is not Ray listens (a web server, a stale port): the same minutes-long
+  retries; now refused when it does not answer an HTTP/2 preface as Ray's gRPC servers do;
+- `merge_extra` kept only the keys of the first shard's ``Score.extra`` (a key a later shard added was lost);
 - ``ray://`` without Ray Client was reported as an unreachable cluster; now the missing package and its pip line;
 - SIGTERM while the local cluster started: exit status 15 (Ray's handler) instead of 143, and the half-started
   cluster's dashboard and runtime-env agents stayed running, orphaned; now the signal is held until ``ray.init``
@@ -153,6 +156,16 @@ def test_stream_equals_whole_at_every_chunk_size(name: str) -> None:
     assert (math.isnan(alone.corpus) and math.isnan(one.corpus())) or one.corpus() == pytest.approx(alone.corpus)
 
 
+def test_extras_only_some_shards_have_are_kept() -> None:
+    """`merge_extra` read the keys of the first shard only: a count or list that a later shard added (a metric's
+    per-item notes) was dropped; now every shard's keys are merged, counts added, lists joined in order."""
+    from vistkit.engine.merge import merge_extra
+
+    merged = merge_extra([{"n": 1}, {"n": 2, "notes": ["b"]}, {"notes": ["c"], "by_id": {"x": 1}}, {}])
+    assert merged == {"n": 3, "notes": ["b", "c"], "by_id": {"x": 1}}
+    assert merge_extra([{"P": 0.5, "item_P": [0.5]}, {"P": 1.0, "item_P": [1.0, 1.0]}])["P"] == pytest.approx(5 / 6)
+
+
 def _counted(n: int, live: list[int]) -> Iterator[Item]:
     """``n`` tiny items made on demand; ``live[0]`` counts the ones not yet freed."""
 
@@ -198,6 +211,7 @@ def no_ray_env(monkeypatch: pytest.MonkeyPatch) -> None:
         (" ray://h:10001 ", "10.0.0.5:6379", ("ray://h:10001", "ray://h:10001")),
         ("local", "10.0.0.5:6379", (None, "a new local cluster")),
         (None, "   ", (None, "a new local cluster")),
+        (None, "local", (None, "a new local cluster")),
     ],
 )
 def test_which_cluster(address: str | None, env: str | None, expected: tuple[Any, str], monkeypatch: Any) -> None:
@@ -255,6 +269,35 @@ def test_ray_client_address(no_ray_env: None, monkeypatch: pytest.MonkeyPatch) -
         engine_ray.check_reachable(f"ray://127.0.0.1:{port}", f"ray://127.0.0.1:{port}")
     error = engine_ray._cluster_error(ValueError("Ray Client requires pip package `ray[client]`."), "ray://h:1")
     assert isinstance(error, MissingDependencyError)
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "its reply is not HTTP/2"),
+        (b"", "it closed the connection without an HTTP/2 reply"),
+        (None, "no HTTP/2 reply within 0.3 s"),
+        (b"\x00\x00\x18\x04\x00\x00\x00\x00\x00", None),  # a gRPC server's SETTINGS frame
+    ],
+)
+def test_a_server_that_is_not_ray(reply: bytes | None, why: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Something listening at the address that is not Ray (a web server, a stale port): ray.init retried for
+    minutes there too; now the HTTP/2 preface Ray's gRPC servers answer with a SETTINGS frame tells within
+    `CONNECT_TIMEOUT` (a real GCS passes: `test_real_cluster_passes_the_address_check`)."""
+    from vistkit.engine import ray as engine_ray
+
+    monkeypatch.setattr(engine_ray, "CONNECT_TIMEOUT", 0.3)
+    client, server = socket.socketpair()
+    with client, server:
+        client.settimeout(0.3)
+        if reply is not None:
+            server.sendall(reply)
+            if not reply:
+                server.shutdown(socket.SHUT_WR)
+        start = time.monotonic()
+        got = engine_ray._not_grpc(client)
+        assert time.monotonic() - start < 3
+    assert got == why or (why is not None and got is not None and got.startswith(why))
 
 
 def test_unusable_temp_folder_is_one_sentence(no_ray_env: None, monkeypatch: Any, tmp_path: Any) -> None:
@@ -410,6 +453,17 @@ def test_ray_stream_edges_and_bounded_window(engine: Any) -> None:
     local = LocalEngine().score_stream(get_metric("bleu-1"), _counted(3000, [0]), signature="s", batch_size=100)
     assert totals.n_items == 3000 and totals.corpus() == pytest.approx(local.corpus(), abs=1e-12)
     assert peak[0] <= (2 * 2 + 1) * 100 and live[0] == 0
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_real_cluster_passes_the_address_check(engine: Any) -> None:
+    """The running cluster's own GCS address passes `check_reachable` (TCP and the HTTP/2 reply)."""
+    import ray
+
+    from vistkit.engine.ray import check_reachable
+
+    check_reachable(ray.get_runtime_context().gcs_address, "the test cluster")
 
 
 @pytest.mark.ray

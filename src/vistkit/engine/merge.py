@@ -105,7 +105,7 @@ def merge_extra(extras: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not extras:
         return {}
     out: dict[str, Any] = {}
-    for key in extras[0]:
+    for key in dict.fromkeys(k for e in extras for k in e):  # every shard's keys (a later shard's were dropped)
         values = [e[key] for e in extras if key in e]
         v0 = values[0]
         if isinstance(v0, list):

@@ -75,7 +75,7 @@ def cluster_address(address: str | None) -> tuple[str | None, str]:
     cluster")."""
     env = os.environ.get("RAY_ADDRESS", "").strip()
     given = None if address is None else address.strip()
-    if given in (None, "auto") and env:
+    if given in (None, "auto") and env and env != "local":
         return env, f"RAY_ADDRESS={env}"
     if given in (None, "local"):
         return None, "a new local cluster"
@@ -112,14 +112,47 @@ def check_reachable(target: str, where: str) -> None:
     if not host or not port.isdigit():
         return  # ray.init reports an address it cannot read
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT):
-            pass
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__).lower()
         raise EngineError(
             f"no Ray cluster answers at {where} ({host}:{port}: {why}); start one with `ray start --head` there, "
             "or check the address (--address auto|HOST:PORT|ray://HOST:PORT)"
         ) from None
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes"):
+            return  # a TLS handshake comes first there: only Ray itself can tell
+        refused = _not_grpc(conn)
+    if refused is not None:
+        raise EngineError(
+            f"what answers at {where} ({host}:{port}) is not a Ray cluster ({refused}); give the address `ray start "
+            "--head` printed (its GCS port, 6379 by default, or ray://HOST:10001 for Ray Client)"
+        )
+
+
+#: an HTTP/2 client's connection preface and an empty SETTINGS frame (RFC 9113, sections 3.4 and 6.5)
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _not_grpc(conn: Any) -> str | None:
+    """None when the server on ``conn`` speaks HTTP/2 as Ray's gRPC servers (GCS, Ray Client) do: it answers a
+    client preface with a SETTINGS frame (type 4); else why not. ``ray.init`` retried for minutes against any
+    other server (a web server, a stale port), deaf to Ctrl-C and SIGTERM."""
+    try:
+        conn.sendall(_HTTP2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return "it closed the connection without an HTTP/2 reply"
+            head += chunk
+    except TimeoutError:
+        return f"no HTTP/2 reply within {CONNECT_TIMEOUT:g} s"
+    except OSError as exc:
+        return (exc.strerror or type(exc).__name__).lower()
+    if head[3] != 4:
+        return "its reply is not HTTP/2, which Ray's gRPC servers speak"
+    return None
 
 
 def _cluster_error(exc: BaseException, where: str) -> VistkitError:
