@@ -15,8 +15,8 @@ nothing (figures inlined, no script, font or stylesheet from outside), and ``$``
   error (a bug report request); an unknown ``font.family`` printed a findfont line per label; inside a Python
   session vistkit switched the user's backend to Agg and changed their rcParams for good;
 - the PDFs held their creation date, so two runs never gave the same bytes;
-- infinite scores vanished from the box plots without a word, an all-NaN metric was an empty panel / bar, and
-  heatmap cells of -0.004 read "-0.00";
+- infinite scores vanished from the box plots without a word, an all-NaN metric was an empty panel / bar,
+  heatmap cells of -0.004 read "-0.00", and scores of +-1.7e308 stopped the report (an overflowing axis);
 - a figure named ``run_0.5`` was written as ``run_0.png``; ``.svg`` was silently PNG + PDF.
 """
 
@@ -144,15 +144,18 @@ def test_figure_size_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_undefined_and_infinite_values_are_said(tmp_path: Path) -> None:
     """Was wrong: infinite scores vanished from the box plots, an all-NaN metric was an empty panel and an empty
-    bar, a correlation of -0.004 read "-0.00"; now the panel says how many infinite scores it leaves out or that it
-    has no finite score, the bar says n/a (n=0), and the heatmap says 0.00."""
+    bar, a correlation of -0.004 read "-0.00", scores of +-1.7e308 stopped the report ("unexpected ValueError: arange:
+    cannot compute length"); now the panel says how many infinite scores it leaves out or that it has no finite
+    score, draws huge scores divided by a power of ten (the axis says so), the bar says n/a (n=0), and the heatmap
+    says 0.00."""
     scores = {
         "inf": {"human": np.array([np.inf, 1.0, 2.0]), "a": np.array([-np.inf, np.nan, 3.0, 4.0])},
         "none": {"human": np.array([np.nan]), "a": np.array([np.nan, np.nan])},
+        "huge": {"a": np.array([1.7e308, -1.7e308, 0.0])},
     }
     plots.plot_score_distributions(scores, tmp_path / "d.svg")
     svg = _svg(tmp_path, "d")
-    assert "2 infinite scores not shown" in svg and "no finite score" in svg
+    assert "2 infinite scores not shown" in svg and "no finite score" in svg and "score per story / 1e+308" in svg
     plots.plot_pair_accuracy({"m": None, "k": 0.5}, {"m": (None, None)}, {"k": 4}, tmp_path / "a.svg")
     assert "n/a (n=0)" in _svg(tmp_path, "a") and "0.500 (n=4)" in _svg(tmp_path, "a")
     plots.plot_correlation_heatmaps({"r": np.array([[-0.004, np.nan, -0.5]])}, ["m"], ["x", "y", "z"],

@@ -464,6 +464,10 @@ def plot_score_distributions(
         values = [np.asarray(by_system[s], dtype=float) for s in names]
         data = [v[np.isfinite(v)] for v in values]
         infinite = sum(int(np.isinf(v).sum()) for v in values)
+        largest = max((float(np.abs(d).max()) for d in data if d.size), default=0.0)
+        scale = 10.0 ** math.floor(math.log10(largest)) if largest > 1e300 else 1.0
+        if scale != 1.0:  # scores of +-1.7e308: the axis span overflowed ("arange: cannot compute length")
+            data = [d / scale for d in data]
         bp = ax.boxplot(data, patch_artist=True, widths=0.6, showfliers=False)
         shown = _labels(names)
         ax.set_xticks(range(1, len(names) + 1), shown, **_tick_rotation(shown))
@@ -479,7 +483,7 @@ def plot_score_distributions(
         if infinite:
             title += f"\n{infinite:,} infinite score{'s' if infinite != 1 else ''} not shown"
         ax.set_title(title)
-        ax.set_ylabel("score per story")
+        ax.set_ylabel("score per story" if scale == 1.0 else f"score per story / {scale:.0e}")
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.set_visible(False)
