@@ -58,7 +58,8 @@ def test_names_are_drawn_verbatim_short_and_distinct() -> None:
     assert shown[4:8] == ["\\u4e2d\\u6587", "\\U0001f642", "\\u05e9\\u05dc\\u05d5\\u05dd", "new\\nline"]
     assert shown[8] != shown[9] and shown[8].endswith(" #1") and shown[9].endswith(" #2")
     [note] = plots.label_notes()
-    assert note.startswith("In the figures, 7 names are shortened") and "'\\\\u4e2d\\\\u6587' is '中文'" in note
+    assert note.startswith("In the figures, 7 names are shortened")
+    assert "'\\u4e2d\\u6587' is '中文'" in note and "'new\\nline' is 'new\\nline'" in note  # drawn; repr
     plots.reset_label_notes()
     assert plots.label_notes() == [] and plots._labels(["plain-name"]) == ["plain-name"] and not plots._SHOWN
 

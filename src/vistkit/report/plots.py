@@ -209,7 +209,7 @@ def label_notes(limit: int = 10) -> list[str]:
     """One sentence on the names that the figures since `reset_label_notes` show differently (none: empty)."""
     if not _SHOWN:
         return []
-    pairs = [f"{shown!r} is {name!r}" for name, shown in list(_SHOWN.items())[:limit]]
+    pairs = [f"'{shown}' is {name!r}" for name, shown in list(_SHOWN.items())[:limit]]  # as drawn, as Python writes it
     more = f" and {len(_SHOWN) - limit} more" if len(_SHOWN) > limit else ""
     return [
         f"In the figures, {len(_SHOWN)} name{'s are' if len(_SHOWN) != 1 else ' is'} shortened to "
