@@ -189,11 +189,12 @@ def _html_tables(page: str) -> list[list[list[str]]]:
 
 
 def test_report_page_is_escaped_self_contained_and_matches_the_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Hostile system and error names through ``meta errors --report``: the page escapes them, fetches nothing,
     names the figure labels it changed (stderr too), and its numbers and signatures are those of the JSON that the
-    same run printed (no number of the page differs from the JSON's, rounded)."""
+    same run printed (no number of the page differs from the JSON's, rounded). Was wrong: two runs never gave the
+    same report (dated PDFs, the page's time); with ``SOURCE_DATE_EPOCH`` every file is now the same."""
     lines = ["system,item,$E_1$,<b>rep</b>,語法" + "g" * 60 + ",text"]
     for k, system in enumerate(["human", *HOSTILE]):
         for i in range(3):
@@ -201,8 +202,11 @@ def test_report_page_is_escaped_self_contained_and_matches_the_json(
             lines.append(f"\"{system}\",i{i},{flags},{' '.join(['w'] * (1 + (i * 3 + k) % 7))}")
     labels = tmp_path / "labels.csv"
     labels.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    rep = tmp_path / "rep"
+    rep, again = tmp_path / "rep", tmp_path / "again"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     with dummy_metrics_registered():
+        assert main(["meta", "errors", str(labels), "-m", "meta-test-length", "--report", str(again), "-q"]) == 0
+        capsys.readouterr()
         code = main(["meta", "errors", str(labels), "-m", "meta-test-length,meta-test-shortness", "-f", "json",
                      "--report", str(rep)])  # fmt: skip
     out, err = capsys.readouterr()
@@ -223,6 +227,15 @@ def test_report_page_is_escaped_self_contained_and_matches_the_json(
     assert table[0] == ["metric", "error", "r", "p", "n", "with error"] and table[1:] == want
     assert signatures[1:] == [[m, s] for m, s in data["signatures"].items()]
     assert not any(np.isnan(float(r[2])) for r in table[1:] if r[2] != "n/a")
+    assert "2023-11-14 22:13 UTC" in page
+    with dummy_metrics_registered():  # the same command again: the same bytes in every file
+        assert main(["meta", "errors", str(labels), "-m", "meta-test-length,meta-test-shortness", "-f", "json",
+                     "--report", str(again), "--force", "-q"]) == 0  # fmt: skip
+    page_again = (again / "index.html").read_text(encoding="utf-8").replace(f"{again} --force", str(rep))
+    assert page_again == page
+    for file in rep.iterdir():
+        if file.name != "index.html":
+            assert (again / file.name).read_bytes() == file.read_bytes(), file.name
 
 
 def test_pairs_report_numbers_match_the_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import functools
 import html
+import os
 import platform
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -70,6 +71,18 @@ def embed_png(path: Path, caption: str) -> str:
     )
 
 
+def _generated_at() -> datetime:
+    """When the page was made: now, or ``SOURCE_DATE_EPOCH`` (seconds) when set, as reproducible builds expect (the
+    same run then gives the same page; the figures carry no date at all)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        try:
+            return datetime.fromtimestamp(int(epoch), UTC)
+        except (OverflowError, OSError, ValueError):
+            pass
+    return datetime.now(UTC)
+
+
 def write_html(
     path: Path,
     *,
@@ -87,7 +100,7 @@ def write_html(
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<p>vistkit {html.escape(__version__)} · Python {html.escape(platform.python_version())} · "
-        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}</p>",
+        f"{_generated_at().strftime('%Y-%m-%d %H:%M UTC')}</p>",
     ]
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     for heading, inner in sections:
