@@ -257,3 +257,16 @@ def test_pairs_report_numbers_match_the_json(tmp_path: Path, capsys: pytest.Capt
     for row in accuracy[1:]:
         assert row[column] == fmt_number(data["accuracy"][row[0]]["all"]), row
     assert data["accuracy"]["meta-test-length"]["all"] == pytest.approx(4 / 7)
+
+
+def test_many_metrics_and_close_edges_stay_apart(tmp_path: Path) -> None:
+    """Was wrong: the ninth metric's line (and bar) had the first one's colour and marker, and gap buckets with edges
+    0.5 and 0.5000000000000001 were both labelled "0.5"; now each round of colours gets another marker (bars another
+    hatch) and edges get as many digits as keep them apart."""
+    assert plots._line(0) != plots._line(8) and plots._line(8) != plots._line(64)
+    assert plots._edge_texts([0.0, 0.5, 0.5000000000000001, 1.0]) == ["0", "0.5", "0.5000000000000001", "1"]
+    assert plots._edge_texts([0.0, 0.25, 1.0]) == ["0", "0.25", "1"]
+    by_gap = {f"m{i}": [{"accuracy": i / 10, "n": 3, "low": 0.5, "high": 0.5000000000000001}] for i in range(9)}
+    plots.plot_accuracy_by_gap(by_gap, tmp_path / "g.svg")
+    texts = re.findall(r">([^<>]+)</text>", _svg(tmp_path, "g"))
+    assert "0.5\u20130.5000000000000001" in texts

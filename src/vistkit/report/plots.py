@@ -225,10 +225,34 @@ def _num(value: float, spec: str) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_LINESTYLES = ("-", "--", ":", "-.")
+_HATCHES = (None, "//", "..", "xx", "\\\\", "oo", "--", "++")
+
+
+def _line(i: int) -> dict[str, Any]:
+    """Marker and line style of the ``i``-th line: the colours repeat after `PALETTE`'s eight (metrics 1 and 9 were
+    the same line), so each round of colours gets another marker, each round of markers another line style."""
+    n = len(PALETTE)
+    return {"marker": _MARKERS[i // n % len(_MARKERS)], "linestyle": _LINESTYLES[i // (n * len(_MARKERS)) % 4]}
+
+
+def _edge_texts(edges: Sequence[float]) -> list[str]:
+    """Bucket edges in as few significant digits (at least 3) as keep different edges different ("0.5" and
+    "0.5000000000000001" were both "0.5")."""
+    for digits in range(3, 18):
+        texts = [f"{e:.{digits}g}" for e in edges]
+        if len(set(texts)) == len(set(edges)):
+            return texts
+    return [repr(float(e)) for e in edges]
+
+
 def _tick_rotation(names: Sequence[str]) -> dict[str, Any]:
-    """Tick label keywords for names along an x axis: slanted, upright when there are very many."""
+    """Tick label keywords for names along an x axis: level when few and short, slanted, upright when very many."""
     if len(names) > 40:
         return {"rotation": 90, "fontsize": 7}
+    if len(names) <= 12 and all(len(n) <= 8 for n in names):
+        return {}
     return {"rotation": 30, "ha": "right", "rotation_mode": "anchor"}
 
 
@@ -355,9 +379,10 @@ def plot_accuracy_by_gap(
     for i, (m, shown) in enumerate(zip(metrics, _labels(metrics), strict=True)):
         acc = [_value(b["accuracy"]) for b in by_gap[m]]
         counts = " / ".join(f"{b['n']:,}" for b in by_gap[m])
-        ax.plot(x, acc, marker="o", color=PALETTE[i % len(PALETTE)], label=f"{shown} (n = {counts})", linewidth=1.8)
+        ax.plot(x, acc, color=PALETTE[i % len(PALETTE)], label=f"{shown} (n = {counts})", linewidth=1.8, **_line(i))
     ax.axhline(0.5, color="#999999", linestyle="--", linewidth=1, zorder=0)
-    labels = [f"{b['low']:.3g}\u2013{b['high']:.3g}" for b in buckets]
+    edges = _edge_texts([b["low"] for b in buckets] + [b["high"] for b in buckets])
+    labels = [f"{a}\u2013{b}" for a, b in zip(edges[: len(buckets)], edges[len(buckets) :], strict=True)]
     ax.set_xticks(x, labels, **(_tick_rotation(labels) if len(labels) > 8 else {}))
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("pair accuracy")
@@ -388,8 +413,12 @@ def plot_beats_reference(
     shown = _labels([reference_judge if j == "human" else j for j in judges])
     for i, (j, label) in enumerate(zip(judges, shown, strict=True)):
         vals = np.array([_value(data[j].get(s, {}).get("ratio")) for s in systems], dtype=float)
-        color = HUMAN_COLOR if j == "human" else PALETTE[(i - ("human" in judges)) % len(PALETTE)]
-        bars = ax.bar(x + (i - (len(judges) - 1) / 2) * width, np.nan_to_num(vals), width, label=label, color=color)
+        k = i - ("human" in judges)
+        color = HUMAN_COLOR if j == "human" else PALETTE[k % len(PALETTE)]
+        hatch = None if j == "human" else _HATCHES[k // len(PALETTE) % len(_HATCHES)]
+        bars = ax.bar(
+            x + (i - (len(judges) - 1) / 2) * width, np.nan_to_num(vals), width, label=label, color=color, hatch=hatch
+        )
         if len(systems) * len(judges) <= 120:  # more numbers than fit: the table has them
             ax.bar_label(bars, labels=["n/a" if np.isnan(v) else _num(v, ".2f") for v in vals], fontsize=7, padding=1)
     names = _labels(systems)
