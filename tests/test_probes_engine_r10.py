@@ -19,6 +19,8 @@ the cluster starts. What was wrong:
   now one sentence naming the folder and TMPDIR/RAY_TMPDIR;
 - an address where something that is not Ray listens (a web server, a stale port): the same minutes-long
   retries; now refused when it does not answer an HTTP/2 preface as Ray's gRPC servers do;
+- two Ray engines in one process: closing the one that started the cluster shut it down under the other (its
+  next call started a stray new cluster, then failed with Ray's traceback); now the last one to close does;
 - `merge_extra` kept only the keys of the first shard's ``Score.extra`` (a key a later shard added was lost);
 - ``ray://`` without Ray Client was reported as an unreachable cluster; now the missing package and its pip line;
 - SIGTERM while the local cluster started: exit status 15 (Ray's handler) instead of 143, and the half-started
@@ -404,7 +406,8 @@ def engine() -> Iterator[Any]:
     if ray.is_initialized():
         ray.shutdown()
     saved = os.environ.pop("RAY_ADDRESS", None)
-    eng = RayEngine(workers=2, init_options={"num_cpus": 2, "object_store_memory": 150 * 1024**2})
+    # 3 logical CPUs: the two workers and, in the last test, a second engine's one
+    eng = RayEngine(workers=2, init_options={"num_cpus": 3, "object_store_memory": 150 * 1024**2})
     yield eng
     eng.close()
     if saved is not None:
@@ -477,3 +480,25 @@ def test_metric_that_cannot_be_built_on_a_worker(engine: Any) -> None:
     text = str(info.value)
     assert "Traceback" not in text and "\n" not in text and len(text) < 600
     assert engine.metric("rouge-l").score(hyps, stories()[1], key="story").n == len(hyps) - 1
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_two_engines_share_the_cluster_until_the_last_closes(engine: Any) -> None:
+    """Two engines in one process: closing the one that started the cluster shut Ray down under the other, whose
+    next call started a new cluster by itself, failed with 'Can't find actor ...' and whose close() raised Ray's
+    traceback; now the cluster stays until the last engine closes. Runs last: it closes the module's engine."""
+    import ray
+
+    from vistkit.engine.ray import RayEngine
+
+    hyps, refs = stories()
+    second = RayEngine(workers=1)
+    engine.close()  # the engine that started the cluster
+    assert ray.is_initialized()
+    local = get_metric("rouge-l").score(hyps, refs, key="story")
+    same(second.metric("rouge-l").score(hyps, refs, key="story"), local)
+    second.close()
+    assert not ray.is_initialized()
+    with pytest.raises(EngineError, match="closed"):
+        second.worker_pids()

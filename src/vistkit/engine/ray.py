@@ -480,10 +480,10 @@ class RayEngine(Engine):
         self._start_timeout = start_timeout()
         ray = _import_ray()
         self.ray = ray
-        self._owns_ray = not ray.is_initialized()
+        starts = not ray.is_initialized()
         target, where = cluster_address(address)
         local = target is None
-        if self._owns_ray:
+        if starts:
             opts: dict[str, Any] = {
                 "include_dashboard": False,
                 "logging_level": logging.ERROR,
@@ -495,7 +495,13 @@ class RayEngine(Engine):
                 opts["address"] = target
             opts.update(init_options or {})
             _start_cluster(ray, opts, where)
-        self._sigterm = _exit_quietly_on_sigterm() if self._owns_ray else None
+            _CLUSTER.started = True
+            if _CLUSTER.sigterm is None:  # else this module's handler is still in place (ray.shutdown() by hand)
+                _CLUSTER.sigterm = _exit_quietly_on_sigterm()
+        #: the cluster was started by an engine of this process (this one or one still open): the last engine
+        #: to close shuts it down (the first used to, under the others, which then failed with Ray's traceback)
+        self._owns_ray = _CLUSTER.started
+        _CLUSTER.users += 1
         logging.getLogger(_RAY_WORKER_LOGGER).addFilter(_DROP_ABANDONED)
         resources = ray.cluster_resources()
         if workers is None:
@@ -504,13 +510,11 @@ class RayEngine(Engine):
             else:
                 workers = int(resources.get("CPU", 1) // num_cpus_per_worker)
             workers = max(1, workers)
-        if local and self._owns_ray:  # a local cluster does not grow: say now what cannot start
+        if local and starts:  # a local cluster does not grow: say now what cannot start
             try:
                 _check_fits(workers, num_cpus_per_worker, num_gpus_per_worker, resources)
             except InputError:
-                self._restore_sigterm()
-                logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(_DROP_ABANDONED)
-                ray.shutdown()
+                _release_cluster(ray)
                 raise
         self.n_workers = workers
         self.batch_size = batch_size
@@ -525,6 +529,8 @@ class RayEngine(Engine):
         """The worker actors (started on first use)."""
         if self._closed:
             raise EngineError("this Ray engine was closed; make a new one")
+        if not self.ray.is_initialized():  # Ray would start a new cluster here, where these actors do not exist
+            raise EngineError("the Ray cluster of this engine was shut down (ray.shutdown()); make a new engine")
         if not self._actors:
             cls = self.ray.remote(_Worker).options(
                 num_cpus=self._cpus,
@@ -729,20 +735,42 @@ class RayEngine(Engine):
             except Exception:  # a dead worker has nothing left to close
                 pass
             for a in self._actors:
-                ray.kill(a)
+                with contextlib.suppress(Exception):  # a handle of a cluster already shut down
+                    ray.kill(a)
             self._actors = []
-        if self._owns_ray and ray.is_initialized():
-            ray.shutdown()
-        self._restore_sigterm()
-        logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(_DROP_ABANDONED)
+        _release_cluster(ray)
 
-    def _restore_sigterm(self) -> None:
-        import signal
 
-        if getattr(self, "_sigterm", None) is not None:
-            with contextlib.suppress(ValueError):  # not the main thread
-                signal.signal(signal.SIGTERM, self._sigterm)
-            self._sigterm = None
+class _Cluster:
+    """The Ray cluster engines of this process share: whether one of them started it (``ray.init``), how many
+    are open, and the SIGTERM handler the starting one replaced."""
+
+    started = False
+    users = 0
+    sigterm: Any = None
+
+
+_CLUSTER = _Cluster()
+
+
+def _release_cluster(ray: Any) -> None:
+    """One engine fewer on the cluster; the last one shuts down the cluster an engine started (never one the
+    caller started) and gives back the SIGTERM handler and Ray's log filter."""
+    import signal
+
+    _CLUSTER.users = max(0, _CLUSTER.users - 1)
+    if _CLUSTER.users:
+        return
+    logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(_DROP_ABANDONED)
+    if not _CLUSTER.started:
+        return
+    _CLUSTER.started = False
+    if ray.is_initialized():
+        ray.shutdown()
+    if _CLUSTER.sigterm is not None:
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(signal.SIGTERM, _CLUSTER.sigterm)
+        _CLUSTER.sigterm = None
 
 
 _REMOTE_CLASSES: dict[type[Metric], type[RemoteMetric]] = {}
