@@ -270,3 +270,21 @@ def test_many_metrics_and_close_edges_stay_apart(tmp_path: Path) -> None:
     plots.plot_accuracy_by_gap(by_gap, tmp_path / "g.svg")
     texts = re.findall(r">([^<>]+)</text>", _svg(tmp_path, "g"))
     assert "0.5\u20130.5000000000000001" in texts
+
+
+def test_an_unusable_mplconfigdir_is_one_warning(tmp_path: Path) -> None:
+    """Was wrong: ``MPLCONFIGDIR`` under a file printed matplotlib's "mkdir -p failed ..." and "Matplotlib created a
+    temporary cache directory ..." on every report (and rebuilt the font cache each time); now one warning, and the
+    cache goes to vistkit's cache folder as when HOME cannot be written."""
+    (tmp_path / "file").write_text("x")
+    env = {k: v for k, v in os.environ.items() if k not in ("VISTKIT_QUIET", "XDG_CACHE_HOME")}
+    env.update(MPLCONFIGDIR=str(tmp_path / "file" / "mpl"), VISTKIT_CACHE=str(tmp_path / "cache"))
+    script = "from vistkit.report.plots import _matplotlib; print(_matplotlib().get_configdir())"
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "cache" / "matplotlib")
+    assert proc.stderr == (
+        f"warning: MPLCONFIGDIR={tmp_path / 'file' / 'mpl'} cannot be used (a part of the path is a file, not a "
+        f"folder); matplotlib's cache goes to {tmp_path / 'cache' / 'matplotlib'} instead\n"
+    )

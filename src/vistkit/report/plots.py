@@ -32,13 +32,27 @@ def _matplotlib_folder() -> None:
     """Point ``MPLCONFIGDIR`` into vistkit's cache when matplotlib's own folders (``~/.config/matplotlib``,
     ``~/.cache/matplotlib``) cannot be written (no or a read-only HOME): matplotlib then printed two lines
     ("mkdir -p failed ... Matplotlib created a temporary cache directory ...") on every report; vistkit's cache
-    says it once, in one warning, when it falls back itself."""
+    says it once, in one warning, when it falls back itself. A ``MPLCONFIGDIR`` that cannot be used (under a file,
+    not writable) is replaced the same way, with one warning naming it (matplotlib printed the same two lines and
+    rebuilt its font cache in a new temporary folder on every run)."""
     import os
     import sys
 
-    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
-        return
     from vistkit.models.runtime import default_cache_dir, folder_problem
+
+    if "matplotlib" in sys.modules:
+        return
+    chosen = os.environ.get("MPLCONFIGDIR", "").strip()
+    if chosen:
+        problem = folder_problem(Path(chosen).expanduser())
+        if problem:
+            from vistkit.errors import warn
+
+            target = default_cache_dir() / "matplotlib"
+            target.mkdir(exist_ok=True)
+            warn(f"MPLCONFIGDIR={chosen} cannot be used ({problem}); matplotlib's cache goes to {target} instead")
+            os.environ["MPLCONFIGDIR"] = str(target)
+        return
 
     try:
         home: Path | None = Path.home()
