@@ -334,8 +334,7 @@ def _outside_note(result: dict[str, Any]) -> str:
 def _page_notes(caption: str) -> list[str]:
     """The ``note:`` lines of a printed table's caption as sentences for the ``--report`` page, so that the page
     says what the printed table says (pairs left out, undefined coefficients and why, tied annotators)."""
-    lines = [line.removeprefix("note: ") for line in caption.splitlines() if line.startswith("note: ")]
-    return [line[:1].upper() + line[1:] for line in lines]
+    return [line.removeprefix("note: ") for line in caption.splitlines() if line.startswith("note: ")]
 
 
 def _sig_caption(signatures: dict[str, str]) -> str:
