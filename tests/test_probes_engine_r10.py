@@ -356,9 +356,11 @@ def test_signal_while_the_cluster_starts(sig: int, raised: type[BaseException]) 
     assert {s: signal.getsignal(s) for s in before} == before
 
 
-def test_failed_start_is_shut_down_and_one_sentence() -> None:
+def test_failed_start_is_shut_down_and_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
     """ray.init failing part way (an OSError from its sockets, a RuntimeError) is one sentence, after
-    ray.shutdown() cleared what it had started."""
+    ray.shutdown() cleared what it had started; joining a cluster that failed names RAY_AUTH_MODE=token (Ray
+    2.5x clusters use token authentication, and a joining driver without it only heard "Failed to connect")."""
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     from vistkit.engine.ray import _start_cluster
 
     def fail() -> None:
@@ -373,9 +375,11 @@ def test_failed_start_is_shut_down_and_one_sentence() -> None:
         raise RuntimeError("Failed to connect to Ray cluster\nat 1.2.3.4:5")
 
     fake = _FakeRay(boom)
-    with pytest.raises(EngineError, match=r"^could not reach the Ray cluster at RAY_ADDRESS=x \(Failed to connect"):
+    failed = r"^could not reach the Ray cluster at RAY_ADDRESS=x \(Failed to connect"
+    with pytest.raises(EngineError, match=failed) as info:
         _start_cluster(fake, {}, "RAY_ADDRESS=x")
     assert fake.shutdowns == 1
+    assert str(info.value).endswith("(a cluster with token authentication also needs RAY_AUTH_MODE=token here)")
 
 
 def test_cli_unreachable_cluster_writes_nothing(no_ray_env: None, tmp_path: Any, capsys: Any) -> None:

@@ -168,9 +168,14 @@ def _cluster_error(exc: BaseException, where: str) -> VistkitError:
             f"Ray could not start a local cluster in {os.path.join(folder, 'ray')} ({text}); point TMPDIR "
             "(or RAY_TMPDIR) at a short, writable local folder such as /tmp"
         )
+    hint = ""
+    if where != "a new local cluster" and not os.environ.get("RAY_AUTH_MODE"):
+        # Ray >= 2.5x gives new clusters token authentication, and a driver joining one sends its token only
+        # under RAY_AUTH_MODE=token (it retried for 20 s, then said only "Failed to connect")
+        hint = " (a cluster with token authentication also needs RAY_AUTH_MODE=token here)"
     return EngineError(
         f"could not reach the Ray cluster at {where} ({text}); start it with `ray start --head` or pass "
-        "--address auto|ray://HOST:PORT"
+        f"--address auto|ray://HOST:PORT{hint}"
     )
 
 
