@@ -356,6 +356,34 @@ def test_signal_while_the_cluster_starts(sig: int, raised: type[BaseException]) 
     assert {s: signal.getsignal(s) for s in before} == before
 
 
+@pytest.mark.parametrize(("sig", "raised"), [(signal.SIGTERM, SystemExit), (signal.SIGINT, KeyboardInterrupt)])
+def test_signal_while_joining_a_cluster_acts_at_once(
+    sig: int, raised: type[BaseException], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Joining a cluster starts nothing here, so a signal is not held (ray.init may retry for a while): SIGTERM
+    exits with 143 at once (Ray's handler: 15), Ctrl-C interrupts, and ray.shutdown() clears the half-made
+    connection."""
+    from vistkit.engine import ray as engine_ray
+
+    monkeypatch.setattr(engine_ray, "check_reachable", lambda target, where: None)
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    went_on: list[bool] = []
+
+    def interrupted() -> None:
+        os.kill(os.getpid(), sig)
+        for _ in range(100):  # the handler runs between bytecodes: at once, not after ray.init
+            time.sleep(0.01)
+        went_on.append(True)
+
+    fake = _FakeRay(interrupted)
+    with pytest.raises(raised) as info:
+        engine_ray._start_cluster(fake, {"address": "10.0.0.5:6379"}, "10.0.0.5:6379")
+    if raised is SystemExit:
+        assert info.value.code == 143  # type: ignore[attr-defined]
+    assert went_on == [] and fake.shutdowns == 1 and fake.installed == []
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
 def test_failed_start_is_shut_down_and_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
     """ray.init failing part way (an OSError from its sockets, a RuntimeError) is one sentence, after
     ray.shutdown() cleared what it had started; joining a cluster that failed names RAY_AUTH_MODE=token (Ray

@@ -180,20 +180,27 @@ def _cluster_error(exc: BaseException, where: str) -> VistkitError:
 
 
 def _start_cluster(ray: Any, opts: dict[str, Any], where: str) -> None:
-    """``ray.init(**opts)``, its failures as one sentence, and a SIGTERM or Ctrl-C that arrives meanwhile held
-    until it returns, then acted on after ``ray.shutdown()``: Ray's own handler exited mid-start with status 15
-    and left the half-started cluster's agent processes running, orphaned."""
+    """``ray.init(**opts)``, its failures as one sentence. Starting a local cluster, a SIGTERM or Ctrl-C that
+    arrives meanwhile is held until it returns, then acted on after ``ray.shutdown()``: Ray's own handler exited
+    mid-start with status 15 and left the half-started cluster's agent processes running, orphaned. Joining a
+    cluster (nothing starts here), they act at once, SIGTERM with status 143."""
     import signal
 
-    if opts.get("address") not in (None, "local"):
+    local = opts.get("address") in (None, "local")
+    if not local:
         check_reachable(opts["address"], where)
-    with _signals_held(ray) as received:
-        try:
-            ray.init(**opts)
-        except (OSError, RuntimeError, ValueError) as exc:  # ConnectionError is an OSError
-            with contextlib.suppress(Exception):
-                ray.shutdown()
-            raise _cluster_error(exc, where) from None
+    try:
+        with _signals_held(ray, hold=local) as received:
+            try:
+                ray.init(**opts)
+            except (OSError, RuntimeError, ValueError) as exc:  # ConnectionError is an OSError
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                raise _cluster_error(exc, where) from None
+    except (KeyboardInterrupt, SystemExit):
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise
     if received:
         with contextlib.suppress(Exception):
             ray.shutdown()
@@ -203,9 +210,10 @@ def _start_cluster(ray: Any, opts: dict[str, Any], where: str) -> None:
 
 
 @contextlib.contextmanager
-def _signals_held(ray: Any) -> Iterator[list[int]]:
-    """Record SIGTERM and SIGINT instead of acting on them (main thread only), and keep Ray from installing its
-    SIGTERM handlers meanwhile; yields the list of the signals received."""
+def _signals_held(ray: Any, *, hold: bool = True) -> Iterator[list[int]]:
+    """Keep Ray from installing its SIGTERM handlers (main thread only) and, with ``hold``, record SIGTERM and
+    SIGINT instead of acting on them (yields the list of the signals received); without, SIGTERM exits with
+    status 143 at once."""
     import signal
     import threading
 
@@ -214,12 +222,16 @@ def _signals_held(ray: Any) -> Iterator[list[int]]:
         yield received
         return
 
-    def hold(signum: int, frame: Any) -> None:
+    def held(signum: int, frame: Any) -> None:
         received.append(signum)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
 
     utils = getattr(getattr(ray, "_private", None), "utils", None)
     ray_setter = getattr(utils, "set_sigterm_handler", None)
-    previous = {s: signal.signal(s, hold) for s in (signal.SIGTERM, signal.SIGINT)}
+    signals = (signal.SIGTERM, signal.SIGINT) if hold else (signal.SIGTERM,)
+    previous = {s: signal.signal(s, held if hold else stop) for s in signals}
     if ray_setter is not None:
         utils.set_sigterm_handler = lambda handler: None  # type: ignore[union-attr]
     try:
@@ -229,8 +241,6 @@ def _signals_held(ray: Any) -> Iterator[list[int]]:
             utils.set_sigterm_handler = ray_setter  # type: ignore[union-attr]
         for s, handler in previous.items():
             signal.signal(s, handler)
-
-
 
 
 _CLASS_ATTRS = (
