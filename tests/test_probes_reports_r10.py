@@ -125,7 +125,8 @@ def test_environment_cannot_stop_a_figure(tmp_path: Path) -> None:
 def test_figure_size_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Was wrong: figures grew with the data without limit (200 systems: a 450-inch, 68,000-pixel PNG; a 200 x 50
     heatmap drew 30,000 numbers in 7 minutes, a 28 MB PNG). Now no side is longer than `_MAX_INCHES` nor has more
-    than `_MAX_PIXELS` pixels, and a heatmap with more than `_MAX_CELL_TEXTS` cells shows colours only."""
+    than `_MAX_PIXELS` pixels, and a heatmap with more than `_MAX_CELL_TEXTS` cells, or cells too small for a
+    number (300 aspects of one metric wrote numbers over each other), shows colours only."""
     from PIL import Image
 
     monkeypatch.setattr(plots, "_MAX_INCHES", 9.0)  # the bounds scaled down, so that the test stays fast
@@ -141,6 +142,10 @@ def test_figure_size_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     svg = _svg(tmp_path, "h")
     texts = re.findall(r">([^<>]+)</text>", svg)
     assert "T (values in the table)" in texts and "0.12" not in texts
+    few = {k: np.full((1, 15), 0.123) for k in "rst"}  # 15 cells, but 0.15 inch wide: no room for numbers
+    plots.plot_correlation_heatmaps(few, ["m"], [f"a{i}" for i in range(15)], tmp_path / "w.svg", title="W")
+    texts = re.findall(r">([^<>]+)</text>", _svg(tmp_path, "w"))
+    assert "W (values in the table)" in texts and "0.12" not in texts
 
 
 def test_undefined_and_infinite_values_are_said(tmp_path: Path) -> None:

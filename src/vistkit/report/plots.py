@@ -451,7 +451,8 @@ def plot_correlation_heatmaps(
     matrices: dict[str, np.ndarray], metrics: Sequence[str], aspects: Sequence[str], stem: Path, *, title: str
 ) -> Path:
     """One heatmap panel per correlation (rows: metrics, columns: aspects), colours fixed to [-1, 1], each cell's
-    value written in it (``n/a`` when undefined) unless a panel has more than `_MAX_CELL_TEXTS` cells."""
+    value written in it (``n/a`` when undefined) unless a panel has more than `_MAX_CELL_TEXTS` cells or its cells
+    are too small for a number (the title then says the values are in the table)."""
     k = len(matrices)
     if not k or not len(metrics) or not len(aspects):
         return _nothing(stem, title, "no metric or no aspect")
@@ -459,7 +460,10 @@ def plot_correlation_heatmaps(
     fig = _figure(panel_w * k + 2.2, 0.5 * len(metrics) + 2.0, layout="constrained")
     axes = fig.subplots(1, k, squeeze=False, sharey=True)
     rows, columns = _labels(metrics), _labels(aspects)
-    written = len(metrics) * len(aspects) <= _MAX_CELL_TEXTS
+    width, height = fig.get_size_inches()
+    cell_w, cell_h = (width - 2.2) / k / len(aspects), (height - 2.0) / len(metrics)
+    # a number per cell only where it fits (300 aspects of one metric: cells of 0.04 inch, numbers on each other)
+    written = len(metrics) * len(aspects) <= _MAX_CELL_TEXTS and cell_w >= 0.4 and cell_h >= 0.2
     im = None
     for ax, (name, matrix) in zip(axes[0], matrices.items(), strict=True):
         matrix = np.asarray(matrix, dtype=float)
