@@ -293,3 +293,13 @@ def test_an_unusable_mplconfigdir_is_one_warning(tmp_path: Path) -> None:
         f"warning: MPLCONFIGDIR={tmp_path / 'file' / 'mpl'} cannot be used (a part of the path is a file, not a "
         f"folder); matplotlib's cache goes to {tmp_path / 'cache' / 'matplotlib'} instead\n"
     )
+
+
+def test_long_names_wrap_inside_the_page_and_numbers_do_not() -> None:
+    """Was wrong: a 300-character system name or a long signature (no spaces) widened its table past the page;
+    now table cells and commands may break anywhere, number cells never."""
+    from vistkit.report.html import _CSS
+
+    rules = dict(re.findall(r"([^{}]+)\{([^}]*)\}", _CSS.replace("\n", "")))
+    assert "overflow-wrap:anywhere" in rules["th,td"] and "overflow-wrap:anywhere" in rules["pre"]
+    assert "white-space:nowrap" in rules["td.num"] and "overflow-wrap:normal" in rules["td.num"]

@@ -25,9 +25,11 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max
 padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
-th,td{padding:.25em .7em;border-bottom:1px solid #e4e4e4}
-th{text-align:left;background:#f6f6f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
-pre,code{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto;white-space:pre-wrap}
+th,td{padding:.25em .7em;border-bottom:1px solid #e4e4e4;overflow-wrap:anywhere}
+th{text-align:left;background:#f6f6f6}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;overflow-wrap:normal}
+pre,code{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto;white-space:pre-wrap;
+overflow-wrap:anywhere}
 figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 .note{background:#fff8e1;border-left:4px solid #f0c000;padding:.5em .8em}
 """
