@@ -212,8 +212,8 @@ def _start_cluster(ray: Any, opts: dict[str, Any], where: str) -> None:
 @contextlib.contextmanager
 def _signals_held(ray: Any, *, hold: bool = True) -> Iterator[list[int]]:
     """Keep Ray from installing its SIGTERM handlers (main thread only) and, with ``hold``, record SIGTERM and
-    SIGINT instead of acting on them (yields the list of the signals received); without, SIGTERM exits with
-    status 143 at once."""
+    SIGINT instead of acting on them (yields the list of the signals received; the same signal a second time
+    acts at once); without, SIGTERM exits with status 143 at once."""
     import signal
     import threading
 
@@ -223,6 +223,10 @@ def _signals_held(ray: Any, *, hold: bool = True) -> Iterator[list[int]]:
         return
 
     def held(signum: int, frame: Any) -> None:
+        if signum in received:  # sent again: the user insists (a local start that hangs)
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SystemExit(128 + signum)
         received.append(signum)
 
     def stop(signum: int, frame: Any) -> None:
