@@ -132,7 +132,7 @@ def test_figure_size_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(plots, "_MAX_INCHES", 9.0)  # the bounds scaled down, so that the test stays fast
     monkeypatch.setattr(plots, "_MAX_PIXELS", 800)
     monkeypatch.setattr(plots, "_MAX_CELL_TEXTS", 20)
-    ratios = {f"system-{i}": {"ratio": i / 60} for i in range(60)}
+    ratios = {f"system-{i}": {"ratio": i / 45} for i in range(45)}
     plots.plot_beats_reference({"human": ratios, "m": ratios}, tmp_path / "b")
     plots.plot_correlation_heatmaps({"r": np.full((6, 5), 0.123)}, list("abcdef"), list("vwxyz"), tmp_path / "h.svg",
                                     title="T")  # fmt: skip
