@@ -188,6 +188,26 @@ def _out(tmp_path: Path, w: Writer, name: str = "out") -> Path:
     return tmp_path / (name if w.kind != "file" else f"{name}.csv")
 
 
+@pytest.mark.parametrize("verb", sorted(v for v, w in WRITERS.items() if w.kind == "file"))
+def test_a_file_output_typed_as_a_folder_is_refused(
+    verb: str, g: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--per-item out/`` (or ``-o out/``) wrote a file named ``out``: typer's Path drops the trailing slash, so
+    the user who meant a folder got a file. Refused in one sentence, nothing written; ``--flag=out/`` too."""
+    w = WRITERS[verb]
+    g = _inputs(g, w, request)
+    folder = f"{tmp_path / 'newdir'}/"
+    argv = [str(a) for a in w.argv(g, Path(folder))]
+    argv[argv.index(str(Path(folder)))] = folder  # as typed, with its slash
+    code, _, err = run(capsys, *argv)
+    assert code == 1 and "ends with '/', so it names a folder" in one_sentence_error(err, names=folder), err
+    flag = argv[argv.index(folder) - 1]
+    at = argv.index(folder)
+    code, _, err = run(capsys, *argv[: at - 1], f"{flag}={folder}", *argv[at + 1 :])
+    assert code == 1 and "so it names a folder" in err
+    assert not (tmp_path / "newdir").exists()
+
+
 # ============================================================================================ 1. never onto an input
 @pytest.mark.parametrize("verb", sorted(WRITERS))
 def test_output_onto_an_input_is_refused_and_the_input_kept(

@@ -317,9 +317,15 @@ def _encodable_standard_streams() -> Any:
     return restore
 
 
+#: the command line of the running `main` call, as typed: a path option's trailing "/" is gone once typer has
+#: made it a Path ("out/" -> "out"), so `vistkit.commands.common.writes_output` reads it here
+RAW_ARGS: list[str] = []
+
+
 def _run(argv: list[str] | None) -> int:
     from vistkit.errors import VistkitError
 
+    RAW_ARGS[:] = sys.argv[1:] if argv is None else [str(a) for a in argv]
     try:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`
         rv = app(args=argv, standalone_mode=False, prog_name="vistkit")  # also under `python -m`

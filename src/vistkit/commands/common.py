@@ -210,6 +210,7 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
                         if not os.path.lexists(value):
                             new_folders.append(Path(value))
                     elif force_flag or not os.path.isfile(value):
+                        refuse_folder_spelling(option_flags(sig.parameters[name].default, name))
                         probe_writable(check_output(value))
                     # else: a verb that never overwrites refuses an existing file itself, saying what it holds
                     # (`studio init` over what an interrupted init left names the leftover and how to remove it)
@@ -226,6 +227,36 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
         return command
 
     return decorate
+
+
+def option_flags(default: Any, name: str) -> list[str]:
+    """The flags of a typer option parameter (``--output``, ``-o``), from its ``typer.Option(...)`` default."""
+    decls = [d for d in getattr(default, "param_decls", None) or () if isinstance(d, str)]
+    flags = [f for d in decls for f in d.split("/") if f.startswith("-")]
+    return flags or ["--" + name.replace("_", "-")]
+
+
+def refuse_folder_spelling(flags: list[str]) -> None:
+    """Refuse a file output typed as a folder (``--per-item out/``): typer's Path drops the trailing "/", so the
+    file ``out`` was written where the user meant a folder. Reads the command line as typed (`vistkit.cli.RAW_ARGS`;
+    in-process callers of the verb functions have none)."""
+    from vistkit.cli import RAW_ARGS
+    from vistkit.errors import InputError
+
+    for i, token in enumerate(RAW_ARGS):
+        if token == "--":
+            break
+        for flag in flags:
+            value = RAW_ARGS[i + 1] if token == flag and i + 1 < len(RAW_ARGS) else None
+            if token.startswith(flag + "="):  # --output=out/
+                value = token[len(flag) + 1 :]
+            elif not flag.startswith("--") and token.startswith(flag) and token != flag:  # -oout/
+                value = token[len(flag) :]
+            if value is not None and value != "-" and value.endswith(("/", os.sep)):
+                raise InputError(
+                    f"{flag} {value} ends with '{value[-1]}', so it names a folder, but {flag} writes one file: give a "
+                    f"file name (e.g. {value.rstrip('/' + os.sep) or '.'}/items.csv)"
+                )
 
 
 def check_resamples(value: int | None) -> int | None:
