@@ -281,3 +281,16 @@ def test_negative_gap_edges_are_refused() -> None:
     with pytest.raises(InputError, match=r"--gap-edges must be 0 or more .* got -0\.2 in '-0\.2,0\.5'"):
         parse_edges("-0.2,0.5")
     assert parse_edges("0,0.5") == (0.0, 0.5)
+
+
+def test_gap_table_keeps_close_edges_apart() -> None:
+    """``:g`` printed buckets 0.5-0.5000000000000001 and 0.5000000000000001-1 as "0.5-0.5" and "0.5-1"."""
+    from vistkit.meta.pairs import gap_table
+
+    edge = 0.5000000000000001
+    buckets = [{"low": 0.5, "high": edge, "accuracy": 1.0, "n": 2}, {"low": edge, "high": 1.0, "accuracy": 0.5, "n": 4}]
+    table = {"m": buckets}
+    _, rows = gap_table(table)
+    assert [r[1] for r in rows] == ["0.5-0.5000000000000001", "0.5000000000000001-1"]
+    _, rows = gap_table({"m": [{"low": 0.0, "high": 1 / 3, "accuracy": 1.0, "n": 2}]})
+    assert rows[0][1] == "0-0.333333"  # six significant digits otherwise, as before

@@ -269,8 +269,10 @@ def test_many_metrics_and_close_edges_stay_apart(tmp_path: Path) -> None:
     0.5 and 0.5000000000000001 were both labelled "0.5"; now each round of colours gets another marker (bars another
     hatch) and edges get as many digits as keep them apart."""
     assert plots._line(0) != plots._line(8) and plots._line(8) != plots._line(64)
-    assert plots._edge_texts([0.0, 0.5, 0.5000000000000001, 1.0]) == ["0", "0.5", "0.5000000000000001", "1"]
-    assert plots._edge_texts([0.0, 0.25, 1.0]) == ["0", "0.25", "1"]
+    from vistkit.meta.pairs import edge_texts
+
+    assert edge_texts([0.0, 0.5, 0.5000000000000001, 1.0]) == ["0", "0.5", "0.5000000000000001", "1"]
+    assert edge_texts([0.0, 0.25, 1.0]) == ["0", "0.25", "1"]
     by_gap = {f"m{i}": [{"accuracy": i / 10, "n": 3, "low": 0.5, "high": 0.5000000000000001}] for i in range(9)}
     plots.plot_accuracy_by_gap(by_gap, tmp_path / "g.svg")
     texts = re.findall(r">([^<>]+)</text>", _svg(tmp_path, "g"))

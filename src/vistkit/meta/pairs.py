@@ -275,9 +275,23 @@ def accuracy_table(result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return columns, rows
 
 
+def edge_texts(edges: Sequence[float], *, min_digits: int = 3) -> list[str]:
+    """Bucket edges in as few significant digits (at least ``min_digits``) as keep different edges different
+    ("0.5" and "0.5000000000000001" were both "0.5")."""
+    for digits in range(min_digits, 18):
+        texts = [f"{e:.{digits}g}" for e in edges]
+        if len(set(texts)) == len(set(edges)):
+            return texts
+    return [repr(float(e)) for e in edges]
+
+
 def gap_table(by_gap: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows of the accuracy-by-gap table (one row per metric and bucket)."""
-    rows = [[m, f"{b['low']:g}-{b['high']:g}", b["accuracy"], b["n"]] for m, bs in by_gap.items() for b in bs]
+    """Columns and rows of the accuracy-by-gap table (one row per metric and bucket); edges in 6 significant
+    digits (``:g``), more where that would print two different edges alike."""
+    rows = []
+    for m, bs in by_gap.items():
+        text = edge_texts([b["low"] for b in bs] + [b["high"] for b in bs], min_digits=6)
+        rows += [[m, f"{text[i]}-{text[len(bs) + i]}", b["accuracy"], b["n"]] for i, b in enumerate(bs)]
     return ["metric", "bucket", "accuracy", "n"], rows
 
 

@@ -251,16 +251,6 @@ def _line(i: int) -> dict[str, Any]:
     return {"marker": _MARKERS[i // n % len(_MARKERS)], "linestyle": _LINESTYLES[i // (n * len(_MARKERS)) % 4]}
 
 
-def _edge_texts(edges: Sequence[float]) -> list[str]:
-    """Bucket edges in as few significant digits (at least 3) as keep different edges different ("0.5" and
-    "0.5000000000000001" were both "0.5")."""
-    for digits in range(3, 18):
-        texts = [f"{e:.{digits}g}" for e in edges]
-        if len(set(texts)) == len(set(edges)):
-            return texts
-    return [repr(float(e)) for e in edges]
-
-
 def _tick_rotation(names: Sequence[str]) -> dict[str, Any]:
     """Tick label keywords for names along an x axis: level when few and short, slanted, upright when very many."""
     if len(names) > 40:
@@ -395,7 +385,9 @@ def plot_accuracy_by_gap(
         counts = " / ".join(f"{b['n']:,}" for b in by_gap[m])
         ax.plot(x, acc, color=PALETTE[i % len(PALETTE)], label=f"{shown} (n = {counts})", linewidth=1.8, **_line(i))
     ax.axhline(0.5, color="#999999", linestyle="--", linewidth=1, zorder=0)
-    edges = _edge_texts([b["low"] for b in buckets] + [b["high"] for b in buckets])
+    from vistkit.meta.pairs import edge_texts
+
+    edges = edge_texts([b["low"] for b in buckets] + [b["high"] for b in buckets])
     labels = [f"{a}\u2013{b}" for a, b in zip(edges[: len(buckets)], edges[len(buckets) :], strict=True)]
     ax.set_xticks(x, labels, **(_tick_rotation(labels) if len(labels) > 8 else {}))
     ax.set_ylim(0, 1.02)
