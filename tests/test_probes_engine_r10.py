@@ -21,6 +21,8 @@ the cluster starts. What was wrong:
   retries; now refused when it does not answer an HTTP/2 preface as Ray's gRPC servers do;
 - two Ray engines in one process: closing the one that started the cluster shut it down under the other (its
   next call started a stray new cluster, then failed with Ray's traceback); now the last one to close does;
+- a second engine on that cluster counted the CPUs the first one's workers held: its workers waited 120 s
+  (``VISTKIT_RAY_START_TIMEOUT``) to fail; now it counts the free ones, and none free is refused at once;
 - `merge_extra` kept only the keys of the first shard's ``Score.extra`` (a key a later shard added was lost);
 - ``ray://`` without Ray Client was reported as an unreachable cluster; now the missing package and its pip line;
 - SIGTERM while the local cluster started: exit status 15 (Ray's handler) instead of 143, and the half-started
@@ -433,6 +435,43 @@ def test_failed_start_is_shut_down_and_one_sentence(monkeypatch: pytest.MonkeyPa
     assert str(info.value).endswith("(a cluster with token authentication also needs RAY_AUTH_MODE=token here)")
 
 
+def test_an_engine_never_shuts_down_a_cluster_it_did_not_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bookkeeping of the shared cluster: an engine whose cluster the caller shut down by hand (ray.shutdown();
+    ray.init()) closes without touching the caller's new cluster, and the last engine of a cluster an engine
+    started shuts that one down, once."""
+    from vistkit.engine import ray as engine_ray
+
+    class Fake:
+        def __init__(self) -> None:
+            self.address, self.shutdowns = "A", 0
+
+        def is_initialized(self) -> bool:
+            return self.address is not None
+
+        def get_runtime_context(self) -> Any:
+            return SimpleNamespace(gcs_address=self.address)
+
+        def shutdown(self) -> None:
+            self.shutdowns += 1
+
+    cluster = engine_ray._Cluster()
+    monkeypatch.setattr(engine_ray, "_CLUSTER", cluster)
+    fake = Fake()
+    cluster.started, cluster.id, cluster.users = True, "A", 2  # two engines on cluster A, which one started
+    engine_ray._release_cluster(fake, "A")
+    assert fake.shutdowns == 0 and cluster.users == 1
+    engine_ray._release_cluster(fake, "A")
+    assert fake.shutdowns == 1 and (cluster.started, cluster.id, cluster.users) == (False, None, 0)
+    engine_ray._release_cluster(fake, "A")  # closed twice: nothing more
+    assert fake.shutdowns == 1
+    fake.address = "B"  # the caller's own cluster now; an engine joined it
+    cluster.id, cluster.users = "B", 1
+    engine_ray._release_cluster(fake, "A")  # the engine of the cluster shut down by hand
+    assert fake.shutdowns == 1 and cluster.users == 1
+    engine_ray._release_cluster(fake, "B")
+    assert fake.shutdowns == 1 and cluster.users == 0  # never the caller's cluster
+
+
 def test_cli_unreachable_cluster_writes_nothing(no_ray_env: None, tmp_path: Any, capsys: Any) -> None:
     """`vistkit score --engine ray --address HOST:PORT` with nothing there: exit 1, one line on stderr, nothing
     on stdout, no --per-item file."""
@@ -548,10 +587,18 @@ def test_two_engines_share_the_cluster_until_the_last_closes(engine: Any) -> Non
     from vistkit.engine.ray import RayEngine
 
     hyps, refs = stories()
+    local = get_metric("rouge-l").score(hyps, refs, key="story")
+    assert len(engine.worker_pids()) == 2
     second = RayEngine(workers=1)
+    same(second.metric("rouge-l").score(hyps, refs, key="story"), local)
+    # every CPU of the cluster held: a third engine was given the cluster's CPU count and its workers waited
+    # VISTKIT_RAY_START_TIMEOUT (120 s) to fail; now refused at once
+    start = time.monotonic()
+    with pytest.raises(InputError, match=r"^the other Ray engines of this process hold every CPU"):
+        RayEngine()
+    assert time.monotonic() - start < 5
     engine.close()  # the engine that started the cluster
     assert ray.is_initialized()
-    local = get_metric("rouge-l").score(hyps, refs, key="story")
     same(second.metric("rouge-l").score(hyps, refs, key="story"), local)
     second.close()
     assert not ray.is_initialized()

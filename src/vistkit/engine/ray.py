@@ -261,17 +261,24 @@ _CLASS_ATTRS = (
 )
 
 
-def _check_fits(workers: int, cpus: float, gpus: float, resources: dict[str, float]) -> None:
-    """Refuse at once a worker count the local cluster cannot hold (Ray would wait `start_timeout` seconds)."""
+def _check_fits(workers: int, cpus: float, gpus: float, resources: dict[str, float], *, free: bool = False) -> None:
+    """Refuse at once a worker count the local cluster cannot hold (Ray would wait `start_timeout` seconds);
+    ``free``: ``resources`` are what other engines of this process left free of a cluster they share."""
     for what, each in (("CPU", cpus), ("GPU", gpus)):
         have = float(resources.get(what, 0.0))
         if each <= 0 or workers * each <= have + 1e-9:
             continue
+        if free and have < each:
+            raise InputError(
+                f"the other Ray engines of this process hold every {what} of the local cluster; close them first "
+                "(engine.close()), or score with one of them"
+            )
         if have == 0:
             raise InputError(f"this machine's local Ray cluster has no {what}; leave out --num-gpus-per-worker")
         raise InputError(
             f"{workers} Ray workers need {workers * each:g} {what}s and this machine's local Ray cluster has "
-            f"{have:g}; ask for at most {int(have // each)} with --workers"
+            f"{have:g}{' free (other engines of this process hold the rest)' if free else ''}; ask for at most "
+            f"{int(have // each)} with --workers"
         )
 
 
@@ -500,6 +507,8 @@ class RayEngine(Engine):
         ray = _import_ray()
         self.ray = ray
         starts = not ray.is_initialized()
+        if _CLUSTER.users and (starts or _cluster_id(ray) != _CLUSTER.id):
+            _CLUSTER.forget()  # the caller shut the open engines' cluster down by hand (ray.shutdown())
         target, where = cluster_address(address)
         local = target is None
         if starts:
@@ -520,20 +529,26 @@ class RayEngine(Engine):
         #: the cluster was started by an engine of this process (this one or one still open): the last engine
         #: to close shuts it down (the first used to, under the others, which then failed with Ray's traceback)
         self._owns_ray = _CLUSTER.started
+        if not _CLUSTER.users:
+            _CLUSTER.id = _cluster_id(ray)
+        self._cluster = _CLUSTER.id
         _CLUSTER.users += 1
         logging.getLogger(_RAY_WORKER_LOGGER).addFilter(_DROP_ABANDONED)
-        resources = ray.cluster_resources()
+        own_local = local and _CLUSTER.started  # a local cluster of this process: it does not grow
+        shared = own_local and not starts  # and other engines of this process may hold some of it
+        # a second engine counted CPUs the first one's workers held: its workers waited `start_timeout` seconds
+        resources = ray.available_resources() if shared else ray.cluster_resources()
         if workers is None:
             if num_gpus_per_worker > 0:
                 workers = int(resources.get("GPU", 0) // num_gpus_per_worker)
             else:
                 workers = int(resources.get("CPU", 1) // num_cpus_per_worker)
             workers = max(1, workers)
-        if local and starts:  # a local cluster does not grow: say now what cannot start
+        if own_local:  # a local cluster does not grow: say now what cannot start
             try:
-                _check_fits(workers, num_cpus_per_worker, num_gpus_per_worker, resources)
+                _check_fits(workers, num_cpus_per_worker, num_gpus_per_worker, resources, free=shared)
             except InputError:
-                _release_cluster(ray)
+                _release_cluster(ray, self._cluster)
                 raise
         self.n_workers = workers
         self.batch_size = batch_size
@@ -757,39 +772,52 @@ class RayEngine(Engine):
                 with contextlib.suppress(Exception):  # a handle of a cluster already shut down
                     ray.kill(a)
             self._actors = []
-        _release_cluster(ray)
+        _release_cluster(ray, self._cluster)
 
 
 class _Cluster:
-    """The Ray cluster engines of this process share: whether one of them started it (``ray.init``), how many
-    are open, and the SIGTERM handler the starting one replaced."""
+    """The Ray cluster engines of this process share: whether one of them started it (``ray.init``) and which
+    it is, how many are open, and the SIGTERM handler the starting one replaced."""
 
-    started = False
-    users = 0
-    sigterm: Any = None
+    def __init__(self) -> None:
+        self.started = False
+        self.id: str | None = None
+        self.users = 0
+        self.sigterm: Any = None
+
+    def forget(self) -> None:
+        """Forget a cluster that is gone (its engines fail with one sentence): give back the SIGTERM handler."""
+        import signal
+
+        if self.sigterm is not None:
+            with contextlib.suppress(ValueError):  # not the main thread
+                signal.signal(signal.SIGTERM, self.sigterm)
+        self.__init__()  # type: ignore[misc]
+
+
+def _cluster_id(ray: Any) -> str | None:
+    """The address of the cluster this process is connected to (each cluster has its own)."""
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # an older Ray without it: the bookkeeping trusts that it is the same cluster
+        return None
 
 
 _CLUSTER = _Cluster()
 
 
-def _release_cluster(ray: Any) -> None:
-    """One engine fewer on the cluster; the last one shuts down the cluster an engine started (never one the
+def _release_cluster(ray: Any, cluster: str | None) -> None:
+    """One engine fewer on ``cluster``; the last one shuts down the cluster an engine started (never one the
     caller started) and gives back the SIGTERM handler and Ray's log filter."""
-    import signal
-
-    _CLUSTER.users = max(0, _CLUSTER.users - 1)
+    if cluster != _CLUSTER.id or not _CLUSTER.users:  # a cluster the caller shut down by hand (forgotten)
+        return
+    _CLUSTER.users -= 1
     if _CLUSTER.users:
         return
     logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(_DROP_ABANDONED)
-    if not _CLUSTER.started:
-        return
-    _CLUSTER.started = False
-    if ray.is_initialized():
+    if _CLUSTER.started and ray.is_initialized() and _cluster_id(ray) == _CLUSTER.id:
         ray.shutdown()
-    if _CLUSTER.sigterm is not None:
-        with contextlib.suppress(ValueError):  # not the main thread
-            signal.signal(signal.SIGTERM, _CLUSTER.sigterm)
-        _CLUSTER.sigterm = None
+    _CLUSTER.forget()
 
 
 _REMOTE_CLASSES: dict[type[Metric], type[RemoteMetric]] = {}
