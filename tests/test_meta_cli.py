@@ -113,6 +113,25 @@ def test_gap_beats_ref_compare(meta: MetaRunner) -> None:
     assert code == 1 and "increasing" in err
 
 
+def test_gap_report_resamples_as_asked(meta: MetaRunner, tmp_path: Path) -> None:
+    """The page's intervals were 200 resamples with a fixed seed whatever was asked (gap had no --bootstrap or
+    --seed); they follow --bootstrap and --seed now, equal to `meta pairs` with the same ones, and either option
+    without --report is said to do nothing."""
+    args = ["vhed_small.csv", "-m", "meta-test-length", "--bootstrap", "30", "--seed", "7"]
+    code, _, _ = meta("gap", *args, "--report", str(tmp_path / "gap"))
+    assert code == 0
+    code, out, _ = meta("pairs", *args, "-f", "json")
+    assert code == 0
+    page = json.loads((tmp_path / "gap" / "result.json").read_text(encoding="utf-8"))
+    pairs = json.loads(out)
+    assert page["accuracy_ci"] == pairs["accuracy_ci"] and page["accuracy"] == pairs["accuracy"]
+    code, _, _ = meta("gap", *args[:3], "--report", str(tmp_path / "gap200"))
+    old = json.loads((tmp_path / "gap200" / "result.json").read_text(encoding="utf-8"))
+    assert old["accuracy_ci"] != page["accuracy_ci"]  # the defaults (1,000 resamples, seed 12345) differ
+    code, _, err = meta("gap", *args)
+    assert code == 0 and "--bootstrap and --seed are ignored: they apply to the --report page's intervals" in err
+
+
 def test_correlate_and_errors(meta: MetaRunner, tmp_path: Path) -> None:
     code, out, _ = meta(
         "correlate", "likert_small.csv", "-m", "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50"

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from vistkit.commands.common import FormatOption, parse_metric_names, writes_output
+from vistkit.commands.common import FormatOption, check_resamples, parse_metric_names, warn_ignored, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     PairsInput,
@@ -90,12 +90,20 @@ def gap_cmd(
         help="Bucket edges, comma-separated (0,0.2,0.4,0.6,1 = Vrank Fig. 3), or auto (from the data).",
     ),
     raw_gap: bool = RawGapOpt,
+    n_resamples: int = typer.Option(
+        1000, "--bootstrap", callback=check_resamples, help="Bootstrap resamples of the --report page's intervals."
+    ),
+    seed: int = SeedOpt,
     fmt: OutputFormat = FormatOption,
     report: Path | None = ReportOpt,
 ) -> None:
     """Pair accuracy by ranking-gap bucket (Vrank Fig. 3)."""
     from vistkit.meta.pairs import accuracy_by_gap, auto_gap_edges, gap_table, gaps_outside, parse_edges
 
+    if report is None:  # the table has no intervals: only the page resamples
+        given = [f for f, v, d in (("--bootstrap", n_resamples, 1000), ("--seed", seed, 12345)) if v != d]
+        if given:
+            warn_ignored(given, "the --report page's intervals")
     edges = parse_edges(gap_edges)
     pairs, scores = inputs.prepare()
     proxy = sum(1 for p in pairs if p.meta.get("label", "").startswith("proxy"))
@@ -128,7 +136,10 @@ def gap_cmd(
     if report is not None:
         from vistkit.report.html import pairs_report
 
-        result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=200, seed=12345)
+        # the page shows the intervals `meta pairs` computes: they were 200 resamples with a fixed seed, unsaid
+        result = pairs_assessment(
+            pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed
+        )
         notes = _page_notes(_left_out_note(result) + _outside_note(result))
         _report(
             report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
