@@ -545,7 +545,8 @@ def test_matplotlib_uses_the_cache_fallback_quietly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items()
            if k not in ("VISTKIT_CACHE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "MPLCONFIGDIR", "VISTKIT_QUIET")}
     env.update(HOME=str(home), TMPDIR=str(tmp))  # fmt: skip
-    script = "from vistkit.report.plots import _pyplot; _pyplot(); import matplotlib; print(matplotlib.get_configdir())"
+    script = ("from vistkit.report.plots import _matplotlib; _matplotlib(); import matplotlib; "
+              "print(matplotlib.get_configdir())")
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
                           check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -120,9 +120,6 @@ def _matplotlib() -> Any:
     return matplotlib
 
 
-_pyplot = _matplotlib  # the name earlier rounds' tests import
-
-
 @contextlib.contextmanager
 def _drawing() -> Iterator[None]:
     """Inside the block, matplotlib's own defaults plus `_STYLE`, whatever the user's matplotlibrc or session says
