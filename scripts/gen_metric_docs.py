@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vistkit.commands.metrics import card_page
+from vistkit.commands.metrics import card_page, needs_text
 from vistkit.metrics.base import list_metrics, unavailable_metrics
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "metrics"
@@ -31,15 +31,7 @@ def pages() -> dict[str, str]:
         "|---|---|---|---|---|",
     ]
     for name, cls in list_metrics().items():
-        needs = ", ".join(
-            n
-            for n, f in (
-                ("references", cls.needs_references),
-                ("images", cls.needs_images),
-                ("human story", cls.needs_human_story),
-            )
-            if f
-        ) or "-"
+        needs = needs_text(cls)
         better = "higher" if cls.higher_is_better else "lower"
         index.append(f"| [{name}]({name}.md) | {needs} | {_bounds(cls)} | {better} | {cls.card.summary} |")
         out[f"{name}.md"] = card_page(cls)

@@ -49,18 +49,20 @@ def _shown_default(value: object) -> str:
     return f"{value!r}" if isinstance(value, str) and value != value.strip() else str(value)
 
 
+def needs_text(cls: type[Metric]) -> str:
+    """What a metric needs besides the stories (``references, images``), or ``-``."""
+    flags = (
+        ("references", cls.needs_references),
+        ("images", cls.needs_images),
+        ("human story", cls.needs_human_story),
+    )
+    return ", ".join(n for n, flag in flags if flag) or "-"
+
+
 def card_page(cls: type[Metric]) -> str:
     """The card as Markdown, with the options (and their defaults) and the declared properties the code gives
     the metric: what `vistkit metrics --info NAME` shows and docs/metrics/NAME.md holds."""
-    needs = ", ".join(
-        n
-        for n, flag in (
-            ("references", cls.needs_references),
-            ("images", cls.needs_images),
-            ("human story", cls.needs_human_story),
-        )
-        if flag
-    ) or "-"
+    needs = needs_text(cls)
     page = cls.card.render(cls.name)
     options = option_defaults(cls)
     if options:
