@@ -23,6 +23,8 @@ the cluster starts. What was wrong:
   next call started a stray new cluster, then failed with Ray's traceback); now the last one to close does;
 - a second engine on that cluster counted the CPUs the first one's workers held: its workers waited 120 s
   (``VISTKIT_RAY_START_TIMEOUT``) to fail; now it counts the free ones, and none free is refused at once;
+- a ``RAY_<setting>`` variable Ray cannot read (``RAY_gcs_server_request_timeout_seconds=abc``): `import ray`
+  died of a segmentation fault, exit 139 and no message; now one sentence naming it;
 - `merge_extra` kept only the keys of the first shard's ``Score.extra`` (a key a later shard added was lost);
 - ``ray://`` without Ray Client was reported as an unreachable cluster; now the missing package and its pip line;
 - SIGTERM while the local cluster started: exit status 15 (Ray's handler) instead of 143, and the half-started
@@ -470,6 +472,19 @@ def test_an_engine_never_shuts_down_a_cluster_it_did_not_start(monkeypatch: pyte
     assert fake.shutdowns == 1 and cluster.users == 1
     engine_ray._release_cluster(fake, "B")
     assert fake.shutdowns == 1 and cluster.users == 0  # never the caller's cluster
+
+
+def test_a_ray_setting_ray_cannot_read_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``RAY_gcs_server_request_timeout_seconds=abc``: `import ray` died of a segmentation fault (exit 139, no
+    message); now the setting is named in one sentence (the well-formed one beside it is not)."""
+    pytest.importorskip("ray")
+    from vistkit.engine.ray import _check_ray_settings
+
+    monkeypatch.setenv("RAY_gcs_server_request_timeout_seconds", "abc")
+    monkeypatch.setenv("RAY_num_heartbeats_timeout", "5")
+    with pytest.raises(InputError, match=r"^Ray cannot start with this setting from the environment "
+                       r"\(RAY_gcs_server_request_timeout_seconds='abc'; importing ray crashed\): fix or unset it$"):
+        _check_ray_settings()
 
 
 def test_cli_unreachable_cluster_writes_nothing(no_ray_env: None, tmp_path: Any, capsys: Any) -> None:

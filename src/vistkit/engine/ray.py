@@ -19,6 +19,8 @@ import contextlib
 import logging
 import math
 import os
+import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -354,11 +356,49 @@ def check_workers(workers: object) -> int | None:
 
 
 def _import_ray() -> Any:
+    if "ray" not in sys.modules:
+        _check_ray_settings()
     try:
         import ray
     except ImportError:
         raise MissingDependencyError(RAY_MISSING) from None
     return ray
+
+
+#: Ray's own settings (``RayConfig``), read from ``RAY_<name>`` variables when ray is imported
+_RAY_SETTING = re.compile(r"RAY_[a-z][a-z0-9_]*")
+
+
+def _check_ray_settings() -> None:
+    """One `InputError` naming the ``RAY_<setting>`` variables Ray cannot read: a value of the wrong type
+    (``RAY_gcs_server_request_timeout_seconds=abc``) killed the process with a segmentation fault, no message,
+    when ray was imported. Only when such variables are set: ray is imported in a child process first (~1 s)."""
+    import subprocess
+
+    names = sorted(k for k in os.environ if _RAY_SETTING.fullmatch(k))
+    if not names:
+        return
+
+    def crashes(env: dict[str, str]) -> bool:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", "import ray._raylet"], env=env, capture_output=True, timeout=120, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            return False  # cannot tell: the import here says what it says
+        return done.returncode != 0
+
+    if not crashes(dict(os.environ)):
+        return
+    others = {k: v for k, v in os.environ.items() if k not in names}
+    bad = [n for n in names[:8] if crashes({**others, n: os.environ[n]})]
+    if not bad:
+        return  # not these settings (Ray itself missing or broken): the import here says so
+    shown = ", ".join(f"{n}={os.environ[n]!r:.40}" for n in bad)
+    raise InputError(
+        f"Ray cannot start with {'this setting' if len(bad) == 1 else 'these settings'} from the environment "
+        f"({shown}; importing ray crashed): fix or unset {'it' if len(bad) == 1 else 'them'}"
+    )
 
 
 def _spec_key(name: str, options: dict[str, Any]) -> str:
