@@ -160,6 +160,11 @@ def _not_grpc(conn: Any) -> str | None:
 def _cluster_error(exc: BaseException, where: str) -> VistkitError:
     """One sentence for a ``ray.init`` that failed."""
     text = " ".join(str(exc).split())[:300]
+    if "Invalid address" in text or "Invalid Ray address" in text:
+        return InputError(
+            f"{where} is not a Ray cluster address ({text[:160]}); give HOST:PORT (IPv6: [HOST]:PORT), auto, or "
+            "ray://HOST:PORT"
+        )
     if "ray[client]" in text:
         return MissingDependencyError(
             f"{where} connects through Ray Client, which is not installed: pip install 'ray[client]'"
@@ -171,7 +176,7 @@ def _cluster_error(exc: BaseException, where: str) -> VistkitError:
             "(or RAY_TMPDIR) at a short, writable local folder such as /tmp"
         )
     hint = ""
-    if where != "a new local cluster" and not os.environ.get("RAY_AUTH_MODE"):
+    if where != "a new local cluster" and "Failed to connect" in text and not os.environ.get("RAY_AUTH_MODE"):
         # Ray >= 2.5x gives new clusters token authentication, and a driver joining one sends its token only
         # under RAY_AUTH_MODE=token (it retried for 20 s, then said only "Failed to connect")
         hint = " (a cluster with token authentication also needs RAY_AUTH_MODE=token here)"
