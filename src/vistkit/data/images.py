@@ -13,15 +13,28 @@
 - Without a regions CSV (or for a photo the CSV has no row for), the whole photo is the only region. The
   official code would instead give every phrase cosine 0 for such an image (its exception path); we say which
   photos fell back in the score's ``extra``.
+- Reading: Pillow opens ``.jpg`` / ``.jpeg`` / ``.png`` / ``.gif`` / ``.webp`` / ``.bmp`` / ``.tif`` / ``.tiff``
+  (any of these in upper case too) and converts to RGB as the official code paths do (``Image.open(...)`` then
+  ``.convert("RGB")``): an EXIF orientation is not applied (official CLIPScore and GROOViST do not transpose),
+  alpha is dropped, an animated GIF gives its first frame. One departure: a 16-bit greyscale photo is scaled to
+  8 bits (Pillow's conversion would clip it to white). A file that cannot be read (truncated, empty, not an
+  image, over Pillow's decompression-bomb limit of ``2 * Image.MAX_IMAGE_PIXELS`` pixels), a pre-cut crop that
+  cannot be read, and a box that lies outside its photo or is under one pixel once rounded raise `PhotoError`:
+  the metrics exclude the stories that need that photo, with this reason. Photos are read one at a time, when a
+  story needs them (never the whole folder at once).
 - A photo map (``{story_id: [photo ids]}``, e.g. ../shared/data/ke-vist/storyid2images.json or GROOViST's
   ``vist_sid_2_iids.json``) gives photos to stories from a format without them (dHM's ``{story_id: text}``).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
+import os
 import re
+import stat
+import warnings
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -33,14 +46,17 @@ from vistkit.errors import InputError, MissingDependencyError
 __all__ = [
     "IMAGE_SUFFIXES",
     "ImageStore",
+    "PhotoError",
     "Region",
     "attach_photos",
     "load_photo_map",
     "parse_bbox",
     "read_regions",
+    "read_rgb",
 ]
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
+_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
+IMAGE_SUFFIXES = _SUFFIXES + tuple(x.upper() for x in _SUFFIXES)
 WHOLE = "whole_img"
 
 Box = tuple[float, float, float, float]
@@ -126,6 +142,11 @@ def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | Non
     return StorySet(out, source=stories.source)
 
 
+class PhotoError(InputError):
+    """A photo (or a pre-cut crop, or a box of it) that is not usable: one sentence naming the file. The metrics
+    exclude the stories that need it, with this reason, and go on."""
+
+
 def _pil() -> Any:
     try:
         from PIL import Image
@@ -170,13 +191,17 @@ class ImageStore:
                     digest.update(block)
             self.regions_file = digest.hexdigest()[:12]
         self.whole_fallback: set[str] = set()
+        self._precut: bool | None = None
 
     # -- lookup --------------------------------------------------------------------------------------------
     def path_of(self, photo_id: str) -> Path | None:
-        """The photo's file in the folder (the first of `IMAGE_SUFFIXES` that exists), or None."""
+        """The photo's file in the folder (the first of `IMAGE_SUFFIXES` that is a file), or None (also for an
+        id that is no file name: with a path separator, NUL, ``.`` / ``..``, or too long)."""
+        if not _file_name(photo_id):
+            return None
         for suffix in IMAGE_SUFFIXES:
             p = self.root / f"{photo_id}{suffix}"
-            if p.is_file():
+            if _is_file(p):
                 return p
         return None
 
@@ -191,22 +216,49 @@ class ImageStore:
         """The photos of ``photo_ids`` that are not in the folder."""
         return [p for p in photo_ids if not self.has(p)]
 
+    def why_missing(self, photo_id: str) -> str | None:
+        """Why a photo the folder lacks is not there, when something stands in its name (a folder, a link to
+        nothing, a FIFO or device named ``<id>.jpg``; an id that is no file name), or None."""
+        if not _file_name(photo_id):
+            return f"the photo id {photo_id!r} is not a file name (no '/', '\\' or NUL, not '.' or '..')"
+        for suffix in IMAGE_SUFFIXES:
+            p = self.root / f"{photo_id}{suffix}"
+            try:
+                mode = os.lstat(p).st_mode
+                if stat.S_ISLNK(mode):
+                    mode = os.stat(p).st_mode
+            except FileNotFoundError:
+                if p.is_symlink():
+                    return f"{p} is a link to nothing"
+                continue
+            except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    return f"the photo id {photo_id[:40]!r}... is too long for a file name"
+                return f"{p} cannot be looked at ({exc.strerror or exc})"
+            if stat.S_ISDIR(mode):
+                return f"{p} is a folder, not a photo"
+            if not stat.S_ISREG(mode):
+                return f"{p} is not a regular file (a FIFO, a device or a socket), not a photo"
+        return None
+
     def _crop_file(self, photo_id: str, bbox_text: str) -> Path | None:
+        if not _file_name(photo_id):
+            return None
         p = self.root / f"{photo_id}_{bbox_text}.jpg"
-        return p if p.is_file() else None
+        return p if _is_file(p) else None
 
     # -- loading -------------------------------------------------------------------------------------------
     def image(self, photo_id: str) -> Any:
-        """The photo as an RGB Pillow image; `InputError` when it is missing or cannot be read."""
+        """The photo as an RGB Pillow image; `PhotoError` when it is missing or cannot be read."""
         p = self.path_of(photo_id)
         if p is None:
-            raise InputError(f"photo {photo_id} is not in {self.root} (expected {photo_id}.jpg or .png)")
-        image = _pil()
-        try:
-            with image.open(p) as im:
-                return im.convert("RGB")
-        except OSError as exc:
-            raise InputError(f"{p}: cannot be read as an image ({exc})") from None
+            why = self.why_missing(photo_id)
+            raise PhotoError(
+                why
+                or f"photo {photo_id} is not in {self.root} (expected {photo_id}.jpg, or .jpeg, .png, .gif, .webp, "
+                ".bmp, .tif, .tiff)"
+            )
+        return read_rgb(p)
 
     def regions_of(self, photo_id: str) -> list[Any]:
         """The first ``max_regions`` regions of a photo as RGB images (the whole photo when it has no
@@ -216,22 +268,115 @@ class ImageStore:
             if self.boxes:
                 self.whole_fallback.add(photo_id)
             return [self.image(photo_id)]
-        image = _pil()
         full = None
         out = []
         for text, box in boxes:
             pre = self._crop_file(photo_id, text)
             if pre is not None:
-                with image.open(pre) as im:
-                    out.append(im.convert("RGB"))
+                out.append(read_rgb(pre))
                 continue
             if full is None:
                 full = self.image(photo_id)
-            out.append(full if box is None else full.crop(box))
+            out.append(full if box is None else _cut(full, box, f"photo {photo_id}", text))
         return out
 
     def describe(self) -> str:
-        """For signatures: where regions come from."""
+        """For signatures: where regions come from (``+precut`` when the folder holds pre-cut crops of them: the
+        official layout's JPEG crops give other numbers than boxes cut from the photos)."""
         if self.regions_file is None:
             return "whole"
-        return f"csv-{self.regions_file}-first{self.max_regions}"
+        return f"csv-{self.regions_file}-first{self.max_regions}" + ("+precut" if self._has_precut() else "")
+
+    def _has_precut(self) -> bool:
+        """Whether any file of the folder is a pre-cut crop ``<photo>_<bbox>.jpg`` of a box used (one scan,
+        kept)."""
+        if self._precut is None:
+            names = {f"{iid}_{text}.jpg" for iid, rows in self.boxes.items() for text, _ in rows[: self.max_regions]}
+            self._precut = False
+            if names:
+                try:
+                    with os.scandir(self.root) as entries:
+                        self._precut = any(e.name in names for e in entries)
+                except OSError:
+                    pass
+        return self._precut
+
+
+def _file_name(photo_id: str) -> bool:
+    """Whether a photo id can name a file of the folder (no path separator or NUL, not ``.`` / ``..``): an id
+    ``../x`` read a photo outside the folder."""
+    return not ("/" in photo_id or "\\" in photo_id or "\0" in photo_id or photo_id in ("", ".", ".."))
+
+
+def _is_file(p: Path) -> bool:
+    """A regular file (links followed); False for anything else, a name too long included (``is_file`` raised
+    ``OSError: File name too long``)."""
+    try:
+        return stat.S_ISREG(os.stat(p).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _rgb(im: Any) -> Any:
+    """An opened image as RGB, as the official code paths read photos (``Image.open(path).convert("RGB")``).
+
+    No ``ImageOps.exif_transpose``: official CLIPScore (jmhessel/clipscore) and GROOViST (akskuchi/groovist) never
+    apply an EXIF orientation, so a photo whose EXIF says "rotate" is scored as stored, as theirs. Alpha is dropped
+    and an animated GIF gives its first frame, as theirs. The one departure: 16-bit greyscale (``I;16``), which
+    Pillow's RGB conversion clips to white above 255, is scaled to 8 bits (``v / 257``) first.
+    """
+    if im.mode.startswith("I;16"):
+        import numpy as np
+
+        Image = _pil()
+        eight = np.rint(np.asarray(im, dtype=np.float64) / 257.0).astype(np.uint8)
+        return Image.fromarray(eight, "L").convert("RGB")
+    return im.convert("RGB")
+
+
+def read_rgb(path: Path) -> Any:
+    """The image file at ``path`` as RGB (`_rgb`), or one `PhotoError` sentence naming the file."""
+    Image = _pil()
+    try:
+        with warnings.catch_warnings():
+            # over MAX_IMAGE_PIXELS (but under twice it) Pillow warns and reads: we read too (one photo at a time)
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            warnings.filterwarnings("ignore", message="Palette images with Transparency")
+            with Image.open(path) as im:
+                return _rgb(im)
+    except Image.DecompressionBombError as exc:
+        sizes = re.findall(r"\d+", str(exc))
+        found = f"{int(sizes[0]):,} pixels, over" if len(sizes) >= 2 else "over"
+        raise PhotoError(
+            f"{path}: the photo is {found} Pillow's limit for one image (a decompression bomb?); shrink it, or "
+            "raise PIL.Image.MAX_IMAGE_PIXELS in Python if you trust it"
+        ) from None
+    except Image.UnidentifiedImageError:
+        try:
+            empty = path.stat().st_size == 0
+        except OSError:
+            empty = False
+        what = (
+            "is empty"
+            if empty
+            else "is not an image Pillow can identify (a text or another format under an image name?)"
+        )
+        raise PhotoError(f"{path}: the file {what}") from None
+    except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, ... on bad files
+        raise PhotoError(f"{path}: cannot be read as an image ({str(exc) or type(exc).__name__})") from None
+
+
+def _cut(full: Any, box: Box, what: str, text: str) -> Any:
+    """The box cut from the photo as Pillow's ``crop`` cuts it (corners rounded to whole pixels; parts outside
+    the photo black), or `PhotoError` for a box wholly outside the photo or under one pixel once rounded (a
+    black crop, or a zero-size one CLIP cannot read)."""
+    x1, y1, x2, y2 = (round(v) for v in box)  # Pillow's crop rounds the same way
+    width, height = full.size
+    if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
+        raise PhotoError(
+            f"{what} is {width}x{height} pixels and its box {text} lies outside it (regions of other photos, or "
+            "of another size of them?)"
+        )
+    if x2 <= x1 or y2 <= y1:
+        raise PhotoError(f"{what}: its box {text} is under one pixel once rounded to whole pixels")
+    return full.crop(box)

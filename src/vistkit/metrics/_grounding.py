@@ -68,6 +68,7 @@ class PhotoMetric(Metric):
             self.store.regions_file = "given-" + short_hash(table)
         self.photos = photos
         self._region_cache = ArrayCache()  # photo id -> its regions' embeddings, least recently used out first
+        self._photo_errors: dict[str, str] = {}  # photo id -> why it cannot be read
 
     @abstractmethod
     def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
@@ -87,8 +88,27 @@ class PhotoMetric(Metric):
             return f"the story has no photo ids (give a photo map: {self.photo_map_usage})"
         missing = self.store.missing(story.photo_ids)
         if missing:
-            return f"photo(s) {', '.join(missing)} not found in {self.store.root}"
+            why = [w for p in missing if (w := self.store.why_missing(p))]
+            return f"photo(s) {', '.join(map(repr, missing))} not found in {self.store.root}" + "".join(
+                f"; {w}" for w in why
+            )
+        # read (and encode) the photos now: one that cannot be read excludes the stories that need it, and the
+        # others go on (whatever their order)
+        from vistkit.data.images import PhotoError
+
+        for photo_id in story.photo_ids:
+            if photo_id in self._photo_errors:
+                return self._photo_errors[photo_id]
+            try:
+                self._load_photo(photo_id)
+            except PhotoError as exc:
+                self._photo_errors[photo_id] = str(exc)
+                return str(exc)
         return None
+
+    def _load_photo(self, photo_id: str) -> None:
+        """Read and encode what the metric uses of a photo (its regions; clipscore: the whole photo), cached."""
+        self._regions(photo_id)
 
     def _regions(self, photo_id: str) -> np.ndarray:
         """The encoded regions of a photo, one row per region (cached)."""

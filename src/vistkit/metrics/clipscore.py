@@ -186,7 +186,8 @@ class ClipEncoder:
 
         def pixels(start: int) -> Any:
             chunk = list(images[start : start + self.batch_size])
-            return self.processor(images=chunk, return_tensors="pt")["pixel_values"]
+            # channels_last: a crop 1 or 3 pixels high is (1|3, W, 3), which transformers 4 guessed channels-first
+            return self.processor(images=chunk, return_tensors="pt", input_data_format="channels_last")["pixel_values"]
 
         rows = []
         for pix in prefetch(map(pixels, starts), depth=2 if len(starts) > 1 else 0):
@@ -299,6 +300,9 @@ class _ClipScoreBase(PhotoMetric):
 
     def _encode_images(self, images: Sequence[Any]) -> np.ndarray:
         return self.encoder.encode_images(images)
+
+    def _load_photo(self, photo_id: str) -> None:
+        self._photo_embedding(photo_id)
 
     def _photo_embedding(self, photo_id: str) -> np.ndarray:
         found = self._image_cache.get(photo_id)

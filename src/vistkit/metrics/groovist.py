@@ -367,7 +367,8 @@ class Groovist(PhotoMetric):
         range="Unbounded (typically about -1 to 3); dHM's code takes tanh(score), in [-1, 1], which is why "
         "the dHM paper (Sec. 3.1) calls G bounded to [-1, 1]. Higher = better grounded.",
         signature_fields="CLIP model id + weights hash, theta/dataset, spaCy model, WordNet source, regions "
-        "(whole photos, or the CSV's or given table's hash and B), sentence source.",
+        "(whole photos, or the CSV's or given table's hash and B, +precut when the folder holds pre-cut crops), "
+        "sentence source.",
         reproduces="akskuchi/groovist (groovist.py + utils.py + extract_nphrases.py); samples 48454 -> "
         "1.2782, "
         "50392 -> 1.2412 with en_core_web_trf, the VIST region crops and CLIP on GPU.",

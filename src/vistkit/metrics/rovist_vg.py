@@ -465,7 +465,7 @@ class RovistVG(PhotoMetric):
         range="Unbounded (grows with the number of nouns; negative only when every noun's idf * recall is "
         "negative); higher = better grounded.",
         signature_fields="checkpoint hash, GloVe file (name @ hash of the vectors read), IDF table hash, POS "
-        "tagger, regions, aggregate.",
+        "tagger, regions (+precut when the folder holds pre-cut crops), aggregate.",
         reproduces="usydnlp/rovist scripts/visual_grounding_scorer.py (vg_score, log_sum_exp); checked by "
         "tests/test_rovist_vg.py::test_whole_path_tiny_checkpoint against the same weights run through "
         "transformers' ViT image processor.",
