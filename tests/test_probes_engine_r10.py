@@ -511,6 +511,25 @@ def test_a_ray_setting_ray_cannot_read_is_named(monkeypatch: pytest.MonkeyPatch)
         _check_ray_settings()
 
 
+def test_a_broken_ray_is_not_blamed_on_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When ray cannot be imported even without the RAY_<setting> variables (not installed, broken), the check
+    stays silent and the import says what is wrong (the missing extra), instead of blaming the settings."""
+    import subprocess
+
+    from vistkit.engine.ray import _check_ray_settings
+
+    calls: list[dict[str, str]] = []
+
+    def always_fails(cmd: Any, *, env: dict[str, str], **kw: Any) -> Any:
+        calls.append(env)
+        return SimpleNamespace(returncode=1)
+
+    monkeypatch.setattr(subprocess, "run", always_fails)
+    monkeypatch.setenv("RAY_num_heartbeats_timeout", "5")
+    _check_ray_settings()
+    assert len(calls) == 2 and "RAY_num_heartbeats_timeout" not in calls[1]
+
+
 def test_cli_unreachable_cluster_writes_nothing(no_ray_env: None, tmp_path: Any, capsys: Any) -> None:
     """`vistkit score --engine ray --address HOST:PORT` with nothing there: exit 1, one line on stderr, nothing
     on stdout, no --per-item file."""
