@@ -398,7 +398,7 @@ def _check_ray_settings() -> None:
     others = {k: v for k, v in os.environ.items() if k not in names}
     if crashes(others):
         return  # not these settings (Ray itself missing or broken): the import here says so
-    bad = [n for n in names[:8] if crashes({**others, n: os.environ[n]})] or names
+    bad = (len(names) > 1 and [n for n in names[:8] if crashes({**others, n: os.environ[n]})]) or names
     shown = ", ".join(f"{n}={os.environ[n]!r:.40}" for n in bad)
     raise InputError(
         f"Ray cannot start with {'this setting' if len(bad) == 1 else 'these settings'} from the environment "
