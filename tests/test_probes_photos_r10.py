@@ -1,7 +1,7 @@
 """Probe round 10: the PHOTO INPUTS of the grounded metrics (clipscore, clipscore-story, groovist, rovist-vg and
 dHM's G through ``distance --images``), as real photo folders hold them.
 
-Probed (62 probes): files named ``<id>.jpg`` that are truncated, empty, text, over Pillow's decompression-bomb
+Probed (64 probes): files named ``<id>.jpg`` that are truncated, empty, text, over Pillow's decompression-bomb
 limits (error and warning bands); PNG with alpha, palette + transparency, 16-bit and 8-bit greyscale, CMYK JPEG,
 animated GIF, WebP (as ``.webp`` and under ``.jpg``), EXIF orientation 6; a folder, a FIFO and a dangling link
 named ``<id>.jpg``; ``.JPG``, ``.gif``, ``.webp`` suffixes; ids with spaces, quotes, non-ASCII, ``/``, ``..``,
@@ -302,7 +302,8 @@ def folder(tmp_path: Path) -> Path:
 
 def _stories(order: list[str]) -> StorySet:
     photos = {"good": ("1", "2"), "trunc": ("1", "4"), "dir": ("5", "2"), "also": ("2", "3")}
-    return StorySet([Story(k, "a cat sat . a cup of coffee .", photo_ids=photos[k]) for k in order])
+    sents = ("a cat sat .", "a cup of coffee .")  # the source's sentences: no Punkt to load (3 s)
+    return StorySet([Story(k, " ".join(sents), sentences=sents, photo_ids=photos[k]) for k in order])
 
 
 @pytest.mark.slow
@@ -311,10 +312,10 @@ def test_clipscore_excludes_stories_with_unreadable_photos(tiny_clip: Path, fold
     file named, and the others score as they do alone, in any order."""
     from vistkit.metrics.clipscore import ClipScore, ClipScoreStory
 
-    for cls in (ClipScore, ClipScoreStory):
-        alone = cls(images=folder, clip_model=str(tiny_clip)).score(_stories(["good", "also"]))
+    for cls, opts in ((ClipScore, {"sentences": "source"}), (ClipScoreStory, {})):
+        alone = cls(images=folder, clip_model=str(tiny_clip), **opts).score(_stories(["good", "also"]))
         for order in (["trunc", "good", "dir", "also"], ["also", "dir", "good", "trunc"]):
-            res = cls(images=folder, clip_model=str(tiny_clip)).score(_stories(order))
+            res = cls(images=folder, clip_model=str(tiny_clip), **opts).score(_stories(order))
             got = dict(zip(res.item_ids, res.item_scores, strict=True))
             assert got["good"] == pytest.approx(alone.item_scores[0], abs=1e-6)
             assert got["also"] == pytest.approx(alone.item_scores[1], abs=1e-6)
@@ -336,15 +337,16 @@ def test_groovist_box_outside_and_precut_signature(tiny_clip: Path, folder: Path
         "image_id,bbox\n"
         '1,"[0, 0, 40, 30]"\n1,"[20, 10, 80, 60]"\n2,"[5, 5, 50, 50]"\n3,"[200, 200, 300, 300]"\n'
     )
-    res = Groovist(images=folder, regions=csv, clip_model=str(tiny_clip)).score(
-        _stories(["also", "good", "trunc"])
-    )
+    opts = {"images": folder, "regions": csv, "clip_model": str(tiny_clip), "sentences": "source"}
+    res = Groovist(**opts).score(_stories(["also", "good", "trunc"]))
     assert "box [200, 200, 300, 300] lies outside it" in res.excluded["also"]
     assert "image file is truncated" in res.excluded["trunc"]
     assert not math.isnan(res.item_scores[1]) and "+precut" not in res.signature
+    one = Groovist(**opts, batch_size=1).score(_stories(["good"]))
+    assert one.item_scores[0] == pytest.approx(res.item_scores[1], abs=1e-6)  # regions one at a time: same
     with Image.open(folder / "1.jpg") as im:
         im.convert("RGB").crop((0, 0, 40, 30)).save(folder / "1_[0, 0, 40, 30].jpg", quality=30)
-    pre = Groovist(images=folder, regions=csv, clip_model=str(tiny_clip)).score(_stories(["good"]))
+    pre = Groovist(**opts).score(_stories(["good"]))
     assert "regions:csv-" in pre.signature and "-first10+precut" in pre.signature
     assert pre.signature != res.signature
 
@@ -363,12 +365,12 @@ def test_rovist_vg_corrupt_crop_excludes_the_story(tmp_path: Path):
     (a["photos"] / "1_[1, 2, 30, 40].jpg").write_bytes(b"\xff\xd8junk")
     metric = vg.RovistVG(
         checkpoint=a["ckpt"], glove=a["glove"], idf=a["idf"], images=a["photos"], regions=regions,
-        vit_config=TINY_VIT, tagger="spacy", trust_checkpoint=True,
+        vit_config=TINY_VIT, tagger="spacy", trust_checkpoint=True, sentences="source",
     )
     stories = StorySet(
         [
-            Story("bad", "the cat drank coffee .", photo_ids=("1", "2")),
-            Story("ok", "the cat drank coffee .", photo_ids=("2", "2")),
+            Story("bad", "the cat drank coffee .", sentences=("the cat drank coffee .",), photo_ids=("1", "2")),
+            Story("ok", "the cat drank coffee .", sentences=("the cat drank coffee .",), photo_ids=("2", "2")),
         ]
     )
     res = metric.score(stories)
