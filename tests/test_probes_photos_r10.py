@@ -18,6 +18,8 @@ and without pre-cut crops. What was wrong:
 - a box wholly outside its photo gave a black crop, scored silently; a box under one pixel once rounded gave a
   0x0 crop; both now exclude the story with the box and the photo's size;
 - a folder, FIFO or dangling link named ``<id>.jpg`` read as "not found" only; now the reason names the file;
+- ``distance --images`` summarised a photo's reason ``DIR/4.jpg: cannot be read ...`` as ``DIR/4.jpg`` (it cuts
+  reasons at their second ": "); photo reasons now read ``DIR/4.jpg cannot be read as an image (...)``;
 - an id ``../x`` read a photo outside the folder; now it is no file name (not found, with the reason);
 - ``.gif`` / ``.webp`` / ``.bmp`` / ``.tif`` photos were "not in the folder"; now read (a GIF's first frame);
 - a 16-bit greyscale PNG was clipped to white (mean 254.4 of 255); now scaled to 8 bits (``v / 257``);
@@ -53,6 +55,8 @@ def _photo(seed: int = 0, size: tuple[int, int] = (64, 48)) -> object:
 
 def _one_sentence(msg: str, name: str) -> None:
     assert name in msg and "\n" not in msg and "Traceback" not in msg and "unexpected" not in msg
+    after = msg.split(name, 1)[1]  # ``distance`` cuts a reason at its second ": " and splits it at "; "
+    assert ": " not in after and "; " not in msg
 
 
 # ------------------------------------------------------------------------------------------------ bad files
@@ -76,8 +80,8 @@ def _png_header(width: int, height: int) -> bytes:
 
 
 BAD_FILES = {
-    "truncated": (_truncated, "cannot be read as an image (image file is truncated"),
-    "empty": (lambda p: p.write_bytes(b""), "the file is empty"),
+    "truncated": (_truncated, "7.jpg cannot be read as an image (image file is truncated"),
+    "empty": (lambda p: p.write_bytes(b""), "7.jpg is empty"),
     "text": (lambda p: p.write_text("id,caption\n1,a cat\n"), "not an image Pillow can identify"),
     "bomb": (lambda p: p.write_bytes(_png_header(20000, 20000)), "400,000,000 pixels, over Pillow's limit"),
 }
@@ -107,7 +111,7 @@ def test_bomb_limits_follow_pillow(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert store.image("warn").size == (40, 40)
-    with pytest.raises(PhotoError, match=r"bomb\.png: the photo is 2,500 pixels, over Pillow's limit"):
+    with pytest.raises(PhotoError, match=r"bomb\.png is 2,500 pixels, over Pillow's limit"):
         store.image("bomb")
 
 
@@ -223,7 +227,7 @@ def _store_with_boxes(tmp_path: Path, rows: list[str]) -> ImageStore:
     [
         ("[100, 100, 200, 200]", "is 64x48 pixels and its box [100, 100, 200, 200] lies outside it"),
         ("[-30, -30, 0, 0]", "lies outside it"),
-        ("[10.2, 10.2, 10.4, 10.4]", "under one pixel once rounded"),
+        ("[10.2, 10.2, 10.4, 10.4]", "the box [10.2, 10.2, 10.4, 10.4] of photo 9 is under one pixel once rounded"),
     ],
 )
 def test_unusable_box_is_a_photo_error(tmp_path: Path, box: str, said: str):
@@ -320,9 +324,15 @@ def test_clipscore_excludes_stories_with_unreadable_photos(tiny_clip: Path, fold
             assert got["good"] == pytest.approx(alone.item_scores[0], abs=1e-6)
             assert got["also"] == pytest.approx(alone.item_scores[1], abs=1e-6)
             assert math.isnan(got["trunc"]) and math.isnan(got["dir"])
-            assert "4.jpg: cannot be read as an image (image file is truncated" in res.excluded["trunc"]
+            assert "4.jpg cannot be read as an image (image file is truncated" in res.excluded["trunc"]
             assert "5.jpg is a folder, not a photo" in res.excluded["dir"]
             assert res.corpus == pytest.approx(np.mean(alone.item_scores), abs=1e-6)
+    # dHM's summary of G's exclusions (distance --images) keeps the reason: it cut "4.jpg: cannot be read ..."
+    # to the file's name
+    from vistkit.scores.dhm import exclusion_summary
+
+    lines = exclusion_summary({k: f"human G (clipscore): {v}" for k, v in res.excluded.items()})
+    assert any("4.jpg cannot be read as an image (image file is truncated (" in line for line in lines), lines
 
 
 @pytest.mark.slow
@@ -374,7 +384,7 @@ def test_rovist_vg_corrupt_crop_excludes_the_story(tmp_path: Path):
         ]
     )
     res = metric.score(stories)
-    assert "1_[1, 2, 30, 40].jpg: the file is not an image Pillow can identify" in res.excluded["bad"]
+    assert "1_[1, 2, 30, 40].jpg is not an image Pillow can identify" in res.excluded["bad"]
     assert "ok" not in res.excluded and not math.isnan(res.item_scores[1])
 
 

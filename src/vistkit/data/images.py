@@ -144,7 +144,8 @@ def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | Non
 
 class PhotoError(InputError):
     """A photo (or a pre-cut crop, or a box of it) that is not usable: one sentence naming the file. The metrics
-    exclude the stories that need it, with this reason, and go on."""
+    exclude the stories that need it, with this reason, and go on (the sentence has no ``": "`` or ``"; "`` after
+    the file's name, where ``distance`` cuts a reason into its summary)."""
 
 
 def _pil() -> Any:
@@ -348,8 +349,8 @@ def read_rgb(path: Path) -> Any:
         sizes = re.findall(r"\d+", str(exc))
         found = f"{int(sizes[0]):,} pixels, over" if len(sizes) >= 2 else "over"
         raise PhotoError(
-            f"{path}: the photo is {found} Pillow's limit for one image (a decompression bomb?); shrink it, or "
-            "raise PIL.Image.MAX_IMAGE_PIXELS in Python if you trust it"
+            f"{path} is {found} Pillow's limit for one image (a decompression bomb? shrink it, or raise "
+            "PIL.Image.MAX_IMAGE_PIXELS in Python if you trust it)"
         ) from None
     except Image.UnidentifiedImageError:
         try:
@@ -361,9 +362,9 @@ def read_rgb(path: Path) -> Any:
             if empty
             else "is not an image Pillow can identify (a text or another format under an image name?)"
         )
-        raise PhotoError(f"{path}: the file {what}") from None
+        raise PhotoError(f"{path} {what}") from None
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, ... on bad files
-        raise PhotoError(f"{path}: cannot be read as an image ({str(exc) or type(exc).__name__})") from None
+        raise PhotoError(f"{path} cannot be read as an image ({str(exc) or type(exc).__name__})") from None
 
 
 def _cut(full: Any, box: Box, what: str, text: str) -> Any:
@@ -378,5 +379,5 @@ def _cut(full: Any, box: Box, what: str, text: str) -> Any:
             "of another size of them?)"
         )
     if x2 <= x1 or y2 <= y1:
-        raise PhotoError(f"{what}: its box {text} is under one pixel once rounded to whole pixels")
+        raise PhotoError(f"the box {text} of {what} is under one pixel once rounded to whole pixels")
     return full.crop(box)

@@ -89,9 +89,8 @@ class PhotoMetric(Metric):
         missing = self.store.missing(story.photo_ids)
         if missing:
             why = [w for p in missing if (w := self.store.why_missing(p))]
-            return f"photo(s) {', '.join(map(repr, missing))} not found in {self.store.root}" + "".join(
-                f"; {w}" for w in why
-            )
+            found = f"photo(s) {', '.join(map(repr, missing))} not found in {self.store.root}"
+            return found + (f" ({', '.join(why)})" if why else "")
         # read (and encode) the photos now: one that cannot be read excludes the stories that need it, and the
         # others go on (whatever their order)
         from vistkit.data.images import PhotoError
