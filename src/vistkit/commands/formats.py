@@ -83,8 +83,9 @@ CAPTION = (
     "reads as JSONL), a zip with several is refused naming them: choose one as ARCHIVE.zip:MEMBER; "
     "member names with '..' or a leading '/' and archives inside an archive are refused. .tsv reads as "
     "tab-separated; JSONL and CSV are streamed. A key given twice in one JSON object (two stories with one id, a "
-    "setting twice) is refused naming it. Ids (story, album, photo) are compared in Unicode NFC (an accent typed "
-    "as a separate mark matches the composed letter); an id holding a control or invisible character (tab, "
+    "setting twice) is refused naming it. Ids (story, album, photo) are compared without the spaces around them "
+    "and in Unicode NFC (an accent typed as a separate mark matches the composed letter), letter case kept; an "
+    "id holding a control or invisible character (tab, "
     "newline, zero-width space, byte-order mark) is refused, and so is a story holding a NUL character. The "
     "'limit:' rows bound memory and time on any input (the third column: how to change one)."
 )

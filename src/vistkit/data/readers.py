@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from vistkit.data.output import restore_cell
-from vistkit.data.story import Story, StorySet, sequence_key
+from vistkit.data.story import ID_EDGE_SPACES, Story, StorySet, sequence_key
 from vistkit.errors import InputError
 
 FORMATS = ("sis", "storylets", "challenge", "story-dict", "tapm", "tapm-nested", "arel", "jsonl", "csv")
@@ -1249,7 +1249,7 @@ def id_text(value: Any, where: str, what: str) -> str:
     """An id (story, album, photo) as text: a string as it is, an integer (not a boolean) in decimal; anything
     else (null, true, 1.5, NaN, an object, a list) is refused in one sentence naming ``where`` and ``what``."""
     if type(value) is str:
-        return value
+        return value.strip(ID_EDGE_SPACES)  # " 45530" matches "45530", as `Story` compares it
     if type(value) is int:
         return str(value)
     raise InputError(
@@ -1285,8 +1285,10 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     if not isinstance(text, str):
         raise InputError(f"{where}: needs a string field 'text' (or 'story')")
     photos_raw = rec.get("photo_ids", rec.get("photo_sequence", ()))
-    if isinstance(photos_raw, str):
-        photos = tuple(x for x in photos_raw.split("-") if x)
+    if isinstance(photos_raw, str):  # "1-2-3", or the challenge's "1-2-3-" (its one trailing '-' dropped)
+        joined = photos_raw.strip(ID_EDGE_SPACES)
+        parts = joined.removesuffix("-").split("-") if joined else []
+        photos = tuple(photo_id_text(x, where, j) for j, x in enumerate(parts, start=1))
     elif isinstance(photos_raw, list | tuple):  # () = no photo ids given
         photos = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos_raw, start=1))
     else:

@@ -23,6 +23,11 @@ class Keying(StrEnum):
     SEQUENCE = "sequence"
     ALBUM = "album"
 
+    @property
+    def article(self) -> str:
+        """The article before the key's name in a sentence: "an album key", "a story key"."""
+        return "an" if self is Keying.ALBUM else "a"
+
     @classmethod
     def parse(cls, value: Keying | str) -> Keying:
         """``value`` as a Keying (case and surrounding spaces ignored); `InputError` naming the choices."""
@@ -45,14 +50,22 @@ def _shown(text: str) -> str:
 _BAD_ID_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 
 
+#: spaces around an id (``"45530 "`` from a CSV cell written ``45530, text``) are dropped, so the id matches the
+#: same id written without them; tabs and new lines stay refused (control characters, below)
+ID_EDGE_SPACES = " \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+
+
 def clean_id(value: str, what: str, story_id: str) -> str:
-    """An id (story, album, photo) as it is matched: Unicode NFC (``café`` typed as ``e`` + accent matches the
-    composed ``é``); an id holding a control or invisible character (``"a\\u200b"`` looks like ``"a"`` and would
-    silently match nothing) is refused in one sentence. ASCII ids without control characters pass unchanged."""
+    """An id (story, album, photo) as it is matched: spaces around it dropped (`ID_EDGE_SPACES`: ``" 45530 "``
+    matches ``"45530"``) and Unicode NFC (``café`` typed as ``e`` + accent matches the composed ``é``); an id
+    holding a control or invisible character (``"a\\u200b"`` looks like ``"a"`` and would silently match nothing)
+    is refused in one sentence. ASCII ids without control characters or edge spaces pass unchanged."""
     if type(value) is not str:
         raise InputError(
             f"story {_shown(str(story_id))!r}: {what} must be a string, not {type(value).__name__}"
         )
+    if value[:1] in ID_EDGE_SPACES or value[-1:] in ID_EDGE_SPACES:
+        value = value.strip(ID_EDGE_SPACES)
     if value.isascii() and value.isprintable():
         return value
     import unicodedata
@@ -134,7 +147,10 @@ class Story:
             )
         if self.album_id is not None:
             object.__setattr__(self, "album_id", clean_id(self.album_id, "album_id", self.story_id))
-        if self.photo_ids and not all(type(p) is str and p.isascii() and p.isprintable() for p in self.photo_ids):
+        if self.photo_ids and not all(
+            type(p) is str and p.isascii() and p.isprintable() and p[:1] != " " and p[-1:] != " "
+            for p in self.photo_ids
+        ):
             photos = tuple(clean_id(p, "a photo id", self.story_id) for p in self.photo_ids)
             object.__setattr__(self, "photo_ids", photos)
         for part in (self.text, *(self.sentences or ())):
@@ -254,11 +270,22 @@ class StorySet:
         """``sequence`` when every story carries its photos, else ``story``. Always reported in signatures."""
         return Keying.SEQUENCE if self.has_photos() else Keying.STORY
 
+    def _key(self, story: Story, keying: Keying | str) -> str:
+        """``story.key(keying)``; a story without that field is refused naming this set's file too (a reference
+        file in AREL's format has no photo sequences: the message says which of the inputs lacks them)."""
+        try:
+            return story.key(keying)
+        except InputError as exc:
+            if self.source is None:
+                raise
+            raise InputError(f"{self.source}: {exc}") from None
+
     def by_key(self, keying: Keying | str) -> dict[str, Story]:
         """One story per key; raises `InputError` naming the first duplicated key."""
+        keying = Keying.parse(keying)
         out: dict[str, Story] = {}
         for story in self._stories:
-            k = story.key(keying)
+            k = self._key(story, keying)
             if k in out:
                 where = f" in {self.source}" if self.source else ""
                 raise InputError(
@@ -269,10 +296,26 @@ class StorySet:
         return out
 
     def group(self, keying: Keying | str) -> dict[str, list[Story]]:
-        """All stories per key, in input order (e.g. the references of each sequence)."""
+        """All stories per key, in input order (e.g. the references of each sequence). In a set read from a file
+        (``source`` set), a story given twice (the same id and the same text under one key: a file concatenated
+        with itself) is refused naming it: it would count as two references, which changes CIDEr-D and the
+        signature's nrefs, while the storylet formats already refuse a story whose storylets repeat. (References
+        given as lists of texts share their prediction's id, so identical texts there stay two references.)"""
+        keying = Keying.parse(keying)
         out: dict[str, list[Story]] = {}
+        seen: set[tuple[str, str, str]] = set()
         for story in self._stories:
-            out.setdefault(story.key(keying), []).append(story)
+            k = self._key(story, keying)
+            mark = (k, story.story_id, story.text)
+            if self.source is not None and mark in seen:
+                raise InputError(
+                    f"{self.source}: story {_shown(story.story_id)!r} is given twice with the same text under "
+                    f"{keying.article} {keying.value} key {_shown(k)!r}, so it would count as two references; "
+                    "remove the copy (was a file joined with itself?)"
+                )
+            if self.source is not None:
+                seen.add(mark)
+            out.setdefault(k, []).append(story)
         return out
 
     def filter(self, keep: Iterable[str], keying: Keying | str) -> StorySet:
@@ -280,7 +323,7 @@ class StorySet:
         if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
             raise InputError(f"filter keeps the keys given as a list or set of texts, not {type(keep).__name__}")
         wanted = set(keep)
-        return StorySet((s for s in self._stories if s.key(keying) in wanted), source=self.source)
+        return StorySet((s for s in self._stories if self._key(s, keying) in wanted), source=self.source)
 
     def map_text(self, fn: Callable[[str], str]) -> StorySet:
         """A copy with ``fn`` applied to every text and sentence."""

@@ -15,14 +15,13 @@ Three strategies, chosen per metric by name (`strategy`):
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from vistkit.metrics.base import Item, Metric, Score
+from vistkit.metrics.base import Item, Metric, Score, corpus_mean
 
 #: metrics whose item scores and statistics depend on the item only (verified against the local engine in
 #: tests/test_engine*.py or by construction: one model call or one METEOR line per item)
@@ -82,8 +81,7 @@ def merge_scores(parts: Sequence[Score], *, signature: str) -> Score:
     if stats is not None and first.corpus_from_stats is not None:
         corpus = float(first.corpus_from_stats(stats))
     else:
-        defined = scores[~np.isnan(scores)]
-        corpus = float(defined.mean()) if defined.size else math.nan
+        corpus = corpus_mean(scores)
     return Score(
         metric=first.metric,
         corpus=corpus,
@@ -150,9 +148,7 @@ class StreamTotals:
         item scores (NaN when none is defined)."""
         if self.stat_sums is not None:
             return float(self.corpus_from_stats(self.stat_sums[None, :]))
-        scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
-        defined = scores[~np.isnan(scores)]
-        return float(defined.mean()) if defined.size else math.nan
+        return corpus_mean(np.concatenate(self.scores) if self.scores else np.zeros(0))
 
 
 # --------------------------------------------------------------------------------------------------- CIDEr-D
@@ -182,7 +178,7 @@ def cider_score_part(
     values = cider_d_item_scores(table, df=shard_df, n_docs=n_docs)
     return Score(
         metric=metric.name,
-        corpus=float(np.mean(values)) if values.size else math.nan,
+        corpus=corpus_mean(values),
         item_ids=[it.item_id for it in items],
         item_scores=values,
         signature=signature,

@@ -691,7 +691,9 @@ def build_reference_pairs(
                 )
             )
     if count == 0:
-        raise InputError(f"no machine story shares a {keying.value} key with the references; check --key")
+        raise InputError(
+            f"no machine story shares {keying.article} {keying.value} key with the references; check --key"
+        )
     return pairs
 
 

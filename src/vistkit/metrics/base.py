@@ -127,9 +127,7 @@ class Score:
             raise InputError(f"{self.metric}: row {bad} is not one of the {n:,} scored items (0 to {n - 1:,})")
         if self.stats is not None and self.corpus_from_stats is not None:
             return float(self.corpus_from_stats(self.stats[indices]))
-        values = self.item_scores[indices]
-        values = values[~np.isnan(values)]
-        return float(values.mean()) if values.size else math.nan
+        return corpus_mean(self.item_scores[indices])
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (full precision; an undefined corpus score, NaN, is None as JSON has no NaN)."""
@@ -142,6 +140,21 @@ class Score:
             "excluded": len(self.excluded),
             **({"extra": self.extra} if self.extra else {}),
         }
+
+
+def corpus_mean(values: Any) -> float:
+    """The mean of the defined (non-NaN) ``values``, NaN when none is: their exactly rounded sum (`math.fsum`)
+    divided by their count, so the order of the items (a file's stories shuffled, an engine's shards) never
+    changes a digit of a corpus score, as numpy's pairwise ``mean`` does in the last one."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=float).ravel()
+    defined = arr[~np.isnan(arr)]
+    if not defined.size:
+        return math.nan
+    if not np.isfinite(defined).all():  # fsum refuses inf - inf; the mean of infinities is numpy's
+        return float(defined.mean())
+    return math.fsum(defined.tolist()) / defined.size
 
 
 def mean_score(
@@ -157,8 +170,7 @@ def mean_score(
     """A `Score` whose corpus value is the mean of the defined (non-NaN) item scores."""
     import numpy as np
     arr = np.asarray(values, dtype=float)
-    defined = arr[~np.isnan(arr)]
-    corpus = float(defined.mean()) if defined.size else math.nan
+    corpus = corpus_mean(arr)
     return Score(
         metric=metric,
         corpus=corpus,
@@ -269,7 +281,8 @@ def align(
         reasons = sorted(set(excluded.values()))
         hint = _other_keys_hint(hypotheses, references, keying, keep)
         raise InputError(
-            f"no hypothesis shares a {keying.value} key with the references ({'; '.join(reasons) or 'no hypotheses'}); "
+            f"no hypothesis shares {keying.article} {keying.value} key with the references "
+            f"({'; '.join(reasons) or 'no hypotheses'}); "
             + (hint or "check --key and the files (e.g. story ids vs photo sequences)")
         )
     counts = {len(i.references) for i in items}
@@ -346,7 +359,8 @@ def _warn_better_key(
 
     options = "; ".join(f"with --key {k.value}, {n:,} would" for k, (n, _) in better.items())
     warn(
-        f"only {matched:,} of {matched + unmatched:,} hypotheses share a {keying.value} key with the references "
+        f"only {matched:,} of {matched + unmatched:,} hypotheses share {keying.article} {keying.value} key with the "
+        "references "
         f"({options}); the scores cover only the matched ones: choose the key that says how your files match"
     )
 

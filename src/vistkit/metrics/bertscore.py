@@ -43,7 +43,7 @@ import numpy as np
 from vistkit import progress
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, MissingDependencyError
-from vistkit.metrics.base import Item, Metric, MetricCard, Score, check_num_threads, register
+from vistkit.metrics.base import Item, Metric, MetricCard, Score, check_num_threads, corpus_mean, register
 from vistkit.models.precision import precision_fields
 
 DEFAULT_MODEL = "minilm-l6"
@@ -610,7 +610,7 @@ class BertScore(Metric):
             }
         return Score(
             metric=self.name,
-            corpus=float(f.mean()) if len(f) else math.nan,
+            corpus=corpus_mean(f),
             item_ids=[it.item_id for it in items],
             item_scores=f.astype(float),
             signature=signature,

@@ -34,6 +34,7 @@ from vistkit.metrics.base import (
     Metric,
     MetricCard,
     Score,
+    corpus_mean,
     get_metric,
     register,
     register_unavailable,
@@ -633,7 +634,7 @@ class _CocoMetric(Metric):
         """A score whose corpus value is the mean of the item values."""
         return Score(
             metric=self.name,
-            corpus=float(np.mean(values)) if values.size else math.nan,
+            corpus=corpus_mean(values),
             item_ids=[it.item_id for it in items],
             item_scores=values,
             signature=signature,
