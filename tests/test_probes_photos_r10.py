@@ -1,7 +1,7 @@
 """Probe round 10: the PHOTO INPUTS of the grounded metrics (clipscore, clipscore-story, groovist, rovist-vg and
 dHM's G through ``distance --images``), as real photo folders hold them.
 
-Probed (64 probes): files named ``<id>.jpg`` that are truncated, empty, text, over Pillow's decompression-bomb
+Probed (66 probes): files named ``<id>.jpg`` that are truncated, empty, text, over Pillow's decompression-bomb
 limits (error and warning bands); PNG with alpha, palette + transparency, 16-bit and 8-bit greyscale, CMYK JPEG,
 animated GIF, WebP (as ``.webp`` and under ``.jpg``), EXIF orientation 6; a folder, a FIFO and a dangling link
 named ``<id>.jpg``; ``.JPG``, ``.gif``, ``.webp`` suffixes; ids with spaces, quotes, non-ASCII, ``/``, ``..``,
@@ -20,7 +20,8 @@ and without pre-cut crops. What was wrong:
 - a folder, FIFO or dangling link named ``<id>.jpg`` read as "not found" only; now the reason names the file;
 - ``distance --images`` summarised a photo's reason ``DIR/4.jpg: cannot be read ...`` as ``DIR/4.jpg`` (it cuts
   reasons at their second ": "); photo reasons now read ``DIR/4.jpg cannot be read as an image (...)``;
-- an id ``../x`` read a photo outside the folder; now it is no file name (not found, with the reason);
+- an id ``../x`` read a photo outside the folder; now it is no file name (not found, with the reason); an id
+  ``x.jpg`` (a photo map of file names) is not found, now with the hint to give ``x``;
 - ``.gif`` / ``.webp`` / ``.bmp`` / ``.tif`` photos were "not in the folder"; now read (a GIF's first frame);
 - a 16-bit greyscale PNG was clipped to white (mean 254.4 of 255); now scaled to 8 bits (``v / 257``);
 - the groovist / rovist-vg signature did not say when pre-cut crops were read instead of cutting the boxes
@@ -212,6 +213,9 @@ def test_odd_ids(tmp_path: Path):
     assert "too long for a file name" in (store.why_missing("y" * 300) or "")
     with pytest.raises(PhotoError):
         store.image("../outside")
+    # a photo map giving file names: not found (as before), with the hint
+    assert store.missing(["x.jpg"]) == ["x.jpg"]
+    assert "x.jpg is there, but photo ids name no suffix (give 'x')" in (store.why_missing("x.jpg") or "")
 
 
 # ------------------------------------------------------------------------------------------------ regions

@@ -240,6 +240,9 @@ class ImageStore:
                 return f"{p} is a folder, not a photo"
             if not stat.S_ISREG(mode):
                 return f"{p} is not a regular file (a FIFO, a device or a socket), not a photo"
+        named = self.root / photo_id
+        if photo_id.endswith(IMAGE_SUFFIXES) and _is_file(named):
+            return f"{named} is there, but photo ids name no suffix (give {Path(photo_id).stem!r})"
         return None
 
     def _crop_file(self, photo_id: str, bbox_text: str) -> Path | None:
@@ -326,7 +329,7 @@ def _rgb(im: Any) -> Any:
     and an animated GIF gives its first frame, as theirs. The one departure: 16-bit greyscale (``I;16``), which
     Pillow's RGB conversion clips to white above 255, is scaled to 8 bits (``v / 257``) first.
     """
-    if im.mode.startswith("I;16"):
+    if im.mode.startswith("I;16") or (im.mode == "I" and im.format == "PNG"):  # older Pillow: 16-bit PNG as I
         import numpy as np
 
         Image = _pil()
