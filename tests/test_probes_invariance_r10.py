@@ -438,3 +438,19 @@ def test_several_hypotheses_of_one_sequence_score_and_validate_agree(
     assert f"more than one story has sequence key '{seq}'" in line
     code, out, _ = cli("validate", d / "dup.challenge.json")
     assert code == 1 and f"One photo sequence has more than one stories. Photo seq: {seq}-" in out
+
+
+def test_a_photo_list_in_another_shape_is_refused(data: dict[str, Any]) -> None:
+    """Was: a CSV ``photo_ids`` cell holding pandas' ``['1', '2']``, json's ``["1", "2"]`` or ids joined by spaces
+    was read as ONE photo id, and scoring said only "no hypothesis shares a sequence key ... check --key". Now a
+    space inside a joined id refuses the cell naming the line and the '-'-joined form (commas stay possible ids)."""
+    d = Path(data["dir"])
+    rows = records(data["hyps"][:2])
+    for name, cell in (("pandas.csv", str), ("spaced.csv", " ".join), ("json.csv", json.dumps)):
+        with (d / name).open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["story_id", "photo_ids", "text"])
+            for r in rows:
+                w.writerow([r["story_id"], cell(r["photo_ids"]), r["text"]])
+        with pytest.raises(InputError, match=f"{name} line 2: photo_ids '.*' is not a '-'-joined list of photo ids"):
+            read_stories(d / name)

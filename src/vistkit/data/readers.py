@@ -1227,6 +1227,9 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
 
 
 _TEXT_FIELDS = ("text", "story", "story_text_normalized")
+#: what no photo id of a '-'-joined photo_ids holds: a space inside (ids joined by spaces, or a list as Python,
+#: pandas or json.dumps write it: "['1', '2']")
+_NOT_JOINED = re.compile(r"\s")
 _PHOTO_FIELDS = ("photo_ids", "photo_sequence")
 
 
@@ -1288,6 +1291,13 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     if isinstance(photos_raw, str):  # "1-2-3", or the challenge's "1-2-3-" (its one trailing '-' dropped)
         joined = photos_raw.strip(ID_EDGE_SPACES)
         parts = joined.removesuffix("-").split("-") if joined else []
+        if any(_NOT_JOINED.search(x.strip(ID_EDGE_SPACES)) for x in parts):
+            shown = _printable(joined if len(joined) <= 60 else joined[:57] + "...")
+            raise InputError(
+                f"{where}: photo_ids '{shown}' is not a '-'-joined list of photo ids (a list "
+                "written by Python or pandas, or ids joined by spaces?); write them as 1-2-3, or as a JSON "
+                "list in JSONL"
+            )
         photos = tuple(photo_id_text(x, where, j) for j, x in enumerate(parts, start=1))
     elif isinstance(photos_raw, list | tuple):  # () = no photo ids given
         photos = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos_raw, start=1))
