@@ -454,3 +454,13 @@ def test_a_photo_list_in_another_shape_is_refused(data: dict[str, Any]) -> None:
                 w.writerow([r["story_id"], cell(r["photo_ids"]), r["text"]])
         with pytest.raises(InputError, match=f"{name} line 2: photo_ids '.*' is not a '-'-joined list of photo ids"):
             read_stories(d / name)
+
+
+def test_keys_that_differ_only_in_case_are_pointed_out(data: dict[str, Any]) -> None:
+    """Letter case is part of an id, so "Day1" and "day1" are two stories; was: "no hypothesis shares a story
+    key ... check --key and the files". Now the error says the keys differ only in case, with an example."""
+    d = Path(data["dir"])
+    (d / "upper.json").write_text(json.dumps({"Day1": "we went out .", "Day2": "a day ."}), encoding="utf-8")
+    (d / "lower.json").write_text(json.dumps({"day1": "we went out today .", "day2": "a day out ."}), "utf-8")
+    line = error("score", d / "upper.json", "-r", d / "lower.json", "-m", "bleu-4")
+    assert "2 hypothesis keys differ from reference keys only in letter case (e.g. 'Day1' and 'day1')" in line

@@ -383,7 +383,20 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
             f"{len(named):,} hypothesis ids are album ids of the references ({{album: [stories]}}, AREL's layout): "
             "read the hypotheses as albums too with --hyp-format arel --key album"
         )
+    folded = {k.casefold(): k for k in references.group(keying)}
+    same = [(k, folded[k.casefold()]) for k in hypotheses.by_key(keying) if k.casefold() in folded]
+    if same:
+        h, r = (_shown_key(k) for k in same[0])
+        return (
+            f"{len(same):,} hypothesis keys differ from reference keys only in letter case (e.g. '{h}' and '{r}'), "
+            "and ids keep their case; write them alike in both files"
+        )
     return ""
+
+
+def _shown_key(key: str) -> str:
+    """A key for a message: at most 40 characters."""
+    return key if len(key) <= 40 else key[:37] + "..."
 
 
 def is_same_story(a: Story, b: Story) -> bool:
