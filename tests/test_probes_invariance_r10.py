@@ -286,15 +286,21 @@ def test_album_keying_is_the_same_in_every_container(files: dict[str, Path], ref
     for s in data["hyps"]:
         arel.setdefault(str(s.album_id), []).append(s.text)
     (d / "h.arel.json").write_text(json.dumps(arel), encoding="utf-8")
-    ref_arel: dict[str, list[str]] = {}
-    for s in read_stories(refs):
-        ref_arel.setdefault(str(s.album_id), []).append(s.text)
-    (d / "refs.arel.json").write_text(json.dumps(ref_arel), encoding="utf-8")
+    write_arel_refs(d, refs)
     album = score(files["h.challenge.json"], "-r", refs, "-m", CHEAP, "--key", "album")
     assert set(album["key"].values()) == {"album"} and album["n"]["cider-d"] == N
     for name in (d / "h.arel.json", files["h.tapm.json"], files["h.csv"], files["h.storylets.json"]):
         assert score(name, "-r", refs, "-m", CHEAP, "--key", "album") == album, name
     assert score(files["h.challenge.json"], "-r", d / "refs.arel.json", "-m", CHEAP, "--key", "album") == album
+
+
+def write_arel_refs(d: Path, refs: Path) -> Path:
+    """The references as AREL's ``{album: [texts]}`` (no photo sequences)."""
+    ref_arel: dict[str, list[str]] = {}
+    for s in read_stories(refs):
+        ref_arel.setdefault(str(s.album_id), []).append(s.text)
+    (d / "refs.arel.json").write_text(json.dumps(ref_arel), encoding="utf-8")
+    return d / "refs.arel.json"
 
 
 def test_default_key_per_format(files: dict[str, Path], data: dict[str, Any]) -> None:
@@ -333,11 +339,16 @@ def test_a_file_without_the_key_is_named(files: dict[str, Path], data: dict[str,
     """Was: "story '72157623189575342#0' has no photo ids, so it cannot be keyed by sequence" without saying
     which input (hypotheses or references) lacks them. Now the file is named first."""
     d = Path(data["dir"])
-    line = error("score", files["h.challenge.json"], "-r", d / "refs.arel.json", "-m", "bleu-4", "--key", "sequence")
+    arel = write_arel_refs(d, d / "refs.storylets.json")
+    line = error("score", files["h.challenge.json"], "-r", arel, "-m", "bleu-4", "--key", "sequence")
     assert "refs.arel.json: story '" in line and "has no photo ids, so it cannot be keyed by sequence" in line
     (d / "h.story-dict.json").write_text(json.dumps({s.sequence: s.text for s in data["hyps"]}), encoding="utf-8")
     line = error("score", d / "h.story-dict.json", "-m", "rovist-nr", "--key", "album")
     assert "h.story-dict.json: story '" in line and "has no album id" in line
+    # {sequence key: text} against storylets: was "check --key and the files"; now says what the ids are
+    line = error("score", d / "h.story-dict.json", "-r", Path(data["dir"]) / "refs.storylets.json", "-m", "bleu-4")
+    assert f"40 hypothesis ids are photo sequences of the references (e.g. '{data['hyps'][0].sequence}')" in line
+    assert "JSONL or CSV with photo_ids) and --key sequence" in line
 
 
 def test_no_shared_album_key_reads_an_album(files: dict[str, Path], data: dict[str, Any]) -> None:

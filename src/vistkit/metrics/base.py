@@ -383,6 +383,14 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
             f"{len(named):,} hypothesis ids are album ids of the references ({{album: [stories]}}, AREL's layout): "
             "read the hypotheses as albums too with --hyp-format arel --key album"
         )
+    sequences = {s.sequence for s in references if s.photo_ids}
+    named = [s.story_id for s in hypotheses if not s.photo_ids and s.story_id.rstrip("-") in sequences]
+    if named:
+        return (
+            f"{len(named):,} hypothesis ids are photo sequences of the references (e.g. '{_shown_key(named[0])}'), "
+            "but the hypotheses carry no photo ids: give them in a format that does (challenge JSON, JSONL or CSV "
+            "with photo_ids) and --key sequence"
+        )
     folded = {k.casefold(): k for k in references.group(keying)}
     same = [(k, folded[k.casefold()]) for k in hypotheses.by_key(keying) if k.casefold() in folded]
     if same:
@@ -395,8 +403,8 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
 
 
 def _shown_key(key: str) -> str:
-    """A key for a message: at most 40 characters."""
-    return key if len(key) <= 40 else key[:37] + "..."
+    """A key for a message: at most 60 characters (a five-photo sequence key has about 55)."""
+    return key if len(key) <= 60 else key[:57] + "..."
 
 
 def is_same_story(a: Story, b: Story) -> bool:
