@@ -1,7 +1,7 @@
 """Probe round 10: the PHOTO INPUTS of the grounded metrics (clipscore, clipscore-story, groovist, rovist-vg and
 dHM's G through ``distance --images``), as real photo folders hold them.
 
-Probed (66 probes): files named ``<id>.jpg`` that are truncated, empty, text, over Pillow's decompression-bomb
+Probed (67 probes): files named ``<id>.jpg`` that are truncated, empty, text, over Pillow's decompression-bomb
 limits (error and warning bands); PNG with alpha, palette + transparency, 16-bit and 8-bit greyscale, CMYK JPEG,
 animated GIF, WebP (as ``.webp`` and under ``.jpg``), EXIF orientation 6; a folder, a FIFO and a dangling link
 named ``<id>.jpg``; ``.JPG``, ``.gif``, ``.webp`` suffixes; ids with spaces, quotes, non-ASCII, ``/``, ``..``,
@@ -436,3 +436,29 @@ def test_thin_crops_through_clip_processor(tiny_clip: Path):
         v = enc.encode_images([row])
         assert v.shape == (1, enc.dim) and np.isfinite(v).all()
         assert float(np.linalg.norm(v[0])) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_one_photo_in_memory_at_a_time(tiny_clip: Path, folder: Path, monkeypatch: pytest.MonkeyPatch):
+    """A folder of huge photos: each photo is read when a story needs it and dropped once encoded (at most one
+    decoded photo alive at any read), never the folder at once; only embeddings are kept."""
+    import weakref
+
+    import vistkit.data.images as images
+    from vistkit.metrics.clipscore import ClipScore
+
+    alive: list[weakref.ref] = []
+    most = [0]
+    real = images.read_rgb
+
+    def counting(path: Path) -> object:
+        most[0] = max(most[0], sum(r() is not None for r in alive))
+        im = real(path)
+        alive.append(weakref.ref(im))
+        return im
+
+    monkeypatch.setattr(images, "read_rgb", counting)
+    ClipScore(images=folder, clip_model=str(tiny_clip), sentences="source").score(
+        _stories(["good", "also", "trunc", "dir"])
+    )
+    assert len(alive) == 3 and most[0] == 0  # photos 1, 2, 3 read once each, none alive at the next read
