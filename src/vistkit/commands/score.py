@@ -523,7 +523,10 @@ def score(
     ),
     option: list[str] = MetricOptionOption,
     images: Path | None = typer.Option(
-        None, "--images", metavar="FOLDER", help="Grounding metrics: folder of the photos (<photo_id>.jpg or .png)."
+        None,
+        "--images",
+        metavar="FOLDER",
+        help="Grounding metrics: folder of the photos (<photo_id>.jpg; also .jpeg, .png, .gif, .webp, .bmp, .tif).",
     ),
     regions: Path | None = typer.Option(
         None,

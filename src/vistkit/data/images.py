@@ -1,6 +1,7 @@
 """Photos and image regions for the grounding metrics (GROOViST, RoViST-VG, CLIPScore).
 
-- Photos: a folder of ``<photo_id>.jpg`` / ``.jpeg`` / ``.png`` (the VIST photo id, e.g. ``1741642.jpg``).
+- Photos: a folder of ``<photo_id>.jpg`` (also ``.jpeg``, ``.png``, ``.gif``, ``.webp``, ``.bmp``, ``.tif``; the
+  VIST photo id, e.g. ``1741642.jpg``).
 - Regions: a CSV in the shape of RoViST's / GROOViST's ``vist_entities.csv`` (and GROOViST's
   ``data/aesop_entities.csv``): one row per detected box with at least the columns ``image_id`` and ``bbox``,
   where ``bbox`` is ``"[x1, y1, x2, y2]"`` in pixels (top-left / bottom-right corners). Rows are used in file
