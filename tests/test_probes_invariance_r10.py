@@ -475,3 +475,18 @@ def test_keys_that_differ_only_in_case_are_pointed_out(data: dict[str, Any]) -> 
     (d / "lower.json").write_text(json.dumps({"day1": "we went out today .", "day2": "a day out ."}), "utf-8")
     line = error("score", d / "upper.json", "-r", d / "lower.json", "-m", "bleu-4")
     assert "2 hypothesis keys differ from reference keys only in letter case (e.g. 'Day1' and 'day1')" in line
+
+
+def test_compare_does_not_pair_items_across_two_keys(files: dict[str, Path], data: dict[str, Any]) -> None:
+    """Was: ``compare`` of a challenge file (keyed by sequence by default) and a {id: text} file (by story) scored
+    each under its own key and paired the items by id (the signature note said key:story for one system only).
+    Now, without --key, systems keyed differently by default are refused in one sentence; with --key they
+    compare (the same stories: every item a tie)."""
+    d = Path(data["dir"])
+    (d / "h.story-dict.json").write_text(json.dumps({s.sequence: s.text for s in data["hyps"]}), encoding="utf-8")
+    line = error("compare", files["h.challenge.json"], d / "h.story-dict.json", "-m", "rovist-nr")
+    assert "keyed differently by default" in line and "by sequence" in line and "by story" in line
+    code, out, err = cli("compare", files["h.challenge.json"], d / "h.story-dict.json", "-m", "rovist-nr",
+                         "--key", "story", "-f", "json", "-q")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["n"] == {"rovist-nr": N}

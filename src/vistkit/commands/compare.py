@@ -395,6 +395,15 @@ def compare(
     stories: dict[str, StorySet] = {}
     for label, path in zip(labels, systems, strict=True):
         stories[label] = read_stories(path, format=hyp_format, field=hyp_field)
+    defaults = {label: hyps.default_keying() for label, hyps in stories.items()}
+    keyed_by_file = any(cls.default_keying is None for cls, _ in plans)  # not meteor-vist-album, clipscore ...
+    if key is None and keyed_by_file and len(set(defaults.values())) > 1:  # items would be paired across keys
+        shown = ", ".join(f"{label} by {k.value}" for label, k in list(defaults.items())[:4])
+        raise InputError(
+            f"the systems' files are keyed differently by default ({shown}; by sequence when every story carries "
+            "its photos), so their items would be paired across two kinds of key; give --key story, sequence or "
+            "album"
+        )
     for label, hyps in stories.items():
         failed: dict[str, str] | None = None if skipped is None else {}
         plans = check_inputs(
