@@ -490,3 +490,16 @@ def test_compare_does_not_pair_items_across_two_keys(files: dict[str, Path], dat
                          "--key", "story", "-f", "json", "-q")  # fmt: skip
     assert code == 0, err
     assert json.loads(out)["n"] == {"rovist-nr": N}
+
+
+def test_validate_names_a_reference_file_without_photo_sequences(
+    files: dict[str, Path], data: dict[str, Any]
+) -> None:
+    """``validate -r`` with AREL-format references (no photo sequences) said only "story 'A#0' has no photo ids";
+    now it names the file, as ``score`` does, and it reads the references of every container alike."""
+    d = Path(data["dir"])
+    arel = write_arel_refs(d, d / "refs.storylets.json")
+    assert f"error: {arel}: story '" in error("validate", files["h.challenge.json"], "-r", arel)
+    for refs_file in (d / "refs.storylets.json", files["h.jsonl"], files["h.csv"]):
+        code, out, _ = cli("validate", files["h.challenge.json"], "-r", refs_file, "-f", "json", "-q")
+        assert code == 0 and json.loads(out)["valid"] is True, refs_file

@@ -356,8 +356,8 @@ def _load_side(source: str | Path | StorySet | None, what: str) -> StorySet | No
 def required_sequences(template: StorySet | None, references: StorySet | None) -> list[str] | None:
     """The sequences that need a story: template ∩ references (either alone; None when neither is given)."""
     ref_keys: list[str] | None = None
-    if references is not None:
-        ref_keys = list(dict.fromkeys(s.key("sequence") for s in references))
+    if references is not None:  # as `score` groups them: a file without photo sequences is named
+        ref_keys = list(references.group("sequence"))
     if template is None:
         return ref_keys
     keys = list(dict.fromkeys(s.key("sequence") for s in template))
