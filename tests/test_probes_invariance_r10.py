@@ -503,3 +503,25 @@ def test_validate_names_a_reference_file_without_photo_sequences(
     for refs_file in (d / "refs.storylets.json", files["h.jsonl"], files["h.csv"]):
         code, out, _ = cli("validate", files["h.challenge.json"], "-r", refs_file, "-f", "json", "-q")
         assert code == 0 and json.loads(out)["valid"] is True, refs_file
+
+
+def test_build_pairs_is_the_same_in_every_container_and_hints_the_key(
+    files: dict[str, Path], data: dict[str, Any]
+) -> None:
+    """``meta build-pairs`` writes byte-identical pairs from the challenge, TAPM, CSV and storylet containers. Its
+    default key is story (documented); was: "no machine story shares a story key with the references; check
+    --key" for a challenge file; now it says which key would match, spelled as --key takes it."""
+    d = Path(data["dir"])
+    refs_file = d / "refs.storylets.json"
+    written = []
+    for name in ("h.challenge.json", "h.tapm.json", "h.csv", "h.storylets.json"):
+        out = d / f"pairs_{name}.csv"
+        code, _, err = cli("meta", "build-pairs", "-r", refs_file, "--machine", f"tapm={files[name]}",
+                           "-k", "tapm=sequence", "-o", out, "-q")  # fmt: skip
+        assert code == 0, err
+        written.append(out.read_bytes())
+    assert len(set(written)) == 1 and written[0].count(b"proxy") >= 96
+    line = error("meta", "build-pairs", "-r", refs_file, "--machine", f"tapm={files['h.challenge.json']}",
+                 "-o", d / "pairs_default.csv")  # fmt: skip
+    assert line.endswith("no machine story shares a story key with the references; with --key tapm=sequence, "
+                         "40 of 40 machine stories would")  # fmt: skip

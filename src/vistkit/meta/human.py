@@ -691,8 +691,21 @@ def build_reference_pairs(
                 )
             )
     if count == 0:
+        hints = []
+        for other in (Keying.STORY, Keying.SEQUENCE):  # the keys --key SYSTEM=KEY takes
+            try:
+                ref_keys = references.group(other)
+                shared = sum(1 for machine in machines for hyp in machine if hyp.key(other) in ref_keys)
+            except InputError:  # a side without photo sequences
+                continue
+            if other is not keying and shared:
+                total = sum(len(m) for m in machines)
+                names = {hyp.system for machine in machines for hyp in machine}
+                name = next(iter(names)) if len(names) == 1 and None not in names else "SYSTEM"
+                hints.append(f"; with --key {name}={other.value}, {shared:,} of {total:,} machine stories would")
         raise InputError(
-            f"no machine story shares {keying.article} {keying.value} key with the references; check --key"
+            f"no machine story shares {keying.article} {keying.value} key with the references"
+            + ("".join(hints) or "; check --key")
         )
     return pairs
 
