@@ -317,6 +317,16 @@ def test_default_key_per_format(files: dict[str, Path], data: dict[str, Any]) ->
     rows = records(data["hyps"][:3])
     rows[1]["photo_ids"] = []
     assert read_stories(write_table(d / "partial.csv", rows)).default_keying() is Keying.STORY
+    # `vistkit formats` says the same (was: only the keys each format has, no default)
+    _, out, _ = cli("formats", "-f", "json")
+    claims = {row["format"]: row["keys it supports"] for row in json.loads(out)}
+    examples = {"sis": "h.storylets.json", "storylets": "h.storylets.json", "challenge": "h.challenge.json",
+                "tapm": "h.tapm.json", "tapm-nested": "h.tapm-nested.json"}  # fmt: skip
+    for fmt, name in examples.items():
+        assert claims[fmt].startswith("sequence (default)"), fmt
+        assert read_stories(files[name]).default_keying() is Keying.SEQUENCE
+    assert claims["story-dict"] == "story (default)" and claims["arel"].startswith("story (default")
+    assert "default sequence when every story has photo_ids, else story" in claims["jsonl"]
 
 
 def test_reference_free_numbers_do_not_depend_on_the_key(files: dict[str, Path], data: dict[str, Any]) -> None:
