@@ -138,11 +138,12 @@ def cli(*args: Any, stdin: bytes | None = None) -> tuple[int, str, str]:
 
 
 def score(*args: Any, stdin: bytes | None = None) -> dict[str, Any]:
-    """``vistkit score ARGS -f json -q``: the scores, signatures, n, keys and exclusions."""
+    """``vistkit score ARGS -f json -q``: the scores, signatures, n, keys, exclusions and details (BLEU lengths,
+    sacreBLEU precisions)."""
     code, out, err = cli("score", *args, "-f", "json", "-q", stdin=stdin)
     assert code == 0, err
     got = json.loads(out)
-    return {k: got[k] for k in ("scores", "signatures", "n", "key", "excluded")}
+    return {k: got.get(k) for k in ("scores", "signatures", "n", "key", "excluded", "details")}
 
 
 def error(*args: Any) -> str:
