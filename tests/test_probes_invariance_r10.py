@@ -536,3 +536,19 @@ def test_build_pairs_is_the_same_in_every_container_and_hints_the_key(
                  "-o", d / "pairs_default.csv")  # fmt: skip
     assert line.endswith("no machine story shares a story key with the references; with --key tapm=sequence, "
                          "40 of 40 machine stories would")  # fmt: skip
+
+
+def test_a_file_name_without_a_format_reads_as_standard_input_does(
+    files: dict[str, Path], refs: Path, data: dict[str, Any], baseline: dict[str, Any]
+) -> None:
+    """Was: the same JSONL or CSV text scored when piped into ``-`` (the format read from the content) but failed
+    as ``stories`` or ``stories.txt`` ("invalid JSON at line 1, column 1: Expecting value"). A name that does not
+    say the format is now read as ``-`` is; JSONL in a ``.json`` file says it is JSONL."""
+    d = Path(data["dir"])
+    for name, source in (("plain", "h.jsonl"), ("stories.txt", "h.csv"), ("tabs", "h.tsv"), ("doc", "h.tapm.json")):
+        (d / name).write_bytes(files[source].read_bytes())
+        assert score(d / name, "-r", refs, "-m", CHEAP) == baseline, name
+    (d / "lines.json").write_bytes(files["h.jsonl"].read_bytes())
+    line = error("score", d / "lines.json", "-m", "bleu-4", "-r", refs)
+    assert "lines.json: invalid JSON at line 2, column 1: Extra data; it holds one JSON object per line, which is " \
+        "JSONL: name it .jsonl" in line

@@ -527,8 +527,19 @@ def read_text(path: str | Path) -> str:
 
 
 def csv_delimiter(path: str | Path) -> str:
-    """Tab for ``.tsv`` files (also inside ``.gz``/``.zip``), else comma."""
-    return "\t" if _inner_suffix(Path(content_name(path).split(".zip:")[-1])) == ".tsv" else ","
+    """Tab for ``.tsv`` files (also inside ``.gz``/``.zip``), comma for ``.csv``; a name that says neither (no
+    suffix, ``.txt``) is tab-separated when its first line holds a tab, as for text piped into ``-``."""
+    suffix = _inner_suffix(Path(content_name(path).split(".zip:")[-1]))
+    if suffix in (".csv", ".tsv"):
+        return "\t" if suffix == ".tsv" else ","
+    if str(path) == STDIN or _FD_NAME.fullmatch(str(path)) or unnamed_pipe(str(path)):
+        return ","  # a pipe is read once: its first line cannot be looked at twice
+    try:
+        with open_text(path) as fh:
+            first = fh.readline(1 << 16)
+    except (UnicodeDecodeError, *_READ_ERRORS):
+        return ","  # the reader says what is wrong with the file
+    return "\t" if "\t" in first else ","
 
 
 class CsvFile:
@@ -924,6 +935,8 @@ def read_stories(
         fmt = "jsonl"
     if fmt is None and suffix in (".csv", ".tsv"):
         fmt = "csv"
+    if fmt is None and suffix != ".json":  # no suffix, .txt, ...: the content tells, as for - (`sniff_format`)
+        fmt = _sniff_file(p)
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt in ("jsonl", "csv"):
@@ -933,10 +946,32 @@ def read_stories(
     elif fmt == "csv":
         stories = _collect(iter_csv(p, system=system), p)
     else:
-        stories = _json_stories(load_json(p), fmt, p, system=system, field=field)
+        try:
+            data = load_json(p)
+        except InputError as exc:
+            if fmt is None and ": Extra data" in str(exc) and _sniff_file(p) == "jsonl":
+                raise InputError(
+                    f"{exc}; it holds one JSON object per line, which is JSONL: name it .jsonl, or pass "
+                    "--hyp-format jsonl (--ref-format for references)"
+                ) from None
+            raise
+        stories = _json_stories(data, fmt, p, system=system, field=field)
     if not stories:
         raise InputError(f"{p}: holds no stories")
     return StorySet(stories, source=str(p))
+
+
+def _sniff_file(p: Path) -> str | None:
+    """``jsonl``, ``csv`` or None (JSON) for a file whose name does not say, from its first MiB as `sniff_format`
+    decides for text piped in."""
+    with open_text(p) as fh:
+        try:
+            head = fh.read(1 << 20)
+        except UnicodeDecodeError as exc:
+            raise _decode_error(p, exc) from None
+        except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
+            raise InputError(f"{p}: cannot be read ({exc})") from None
+    return sniff_format(head) if head.strip() else None
 
 
 def _collect(stories: Iterable[Story], where: str | Path) -> list[Story]:
