@@ -85,6 +85,12 @@ def containers(d: Path, hyps: list[Story]) -> dict[str, Path]:
     put("h.challenge.json", json.dumps({"team_name": "t", "output_stories": [
         {"album_id": s.album_id, "photo_sequence": list(s.photo_ids), "story_text_normalized": s.text} for s in hyps
     ]}))  # fmt: skip
+    put("h_ints.challenge.json", json.dumps({"output_stories": [  # ids as JSON numbers, as some tools write them
+        {"album_id": int(str(s.album_id)), "photo_sequence": [int(p) for p in s.photo_ids],
+         "story_text_normalized": s.text} for s in hyps
+    ]}))  # fmt: skip
+    put("h_ints.jsonl", "".join(json.dumps(dict(r, album_id=int(r["album_id"]), photo_ids=[int(p) for p in
+        r["photo_ids"]])) + "\n" for r in rows))  # fmt: skip
     put("h.tapm.json", json.dumps({f"{s.album_id}_{'_'.join(s.photo_ids)}": s.text for s in hyps}))
     nested: dict[str, dict[str, str]] = {}
     for s in hyps:
@@ -179,6 +185,7 @@ HYP_CONTAINERS = [
     "h.challenge.json.gz", "h.challenge.json.zip", "h.tapm.json", "h.tapm.json.gz", "h.tapm.json.zip",
     "h.tapm-nested.json", "h.jsonl", "h.jsonl.gz", "h.jsonl.zip", "h.records.json", "h.csv", "h.csv.gz", "h.csv.zip",
     "h.tsv", "h.tsv.gz", "h.tsv.zip", "h_bom_lf.csv", "h_story_extra.csv", "h.storylets.json",
+    "h_ints.challenge.json", "h_ints.jsonl",
 ]  # fmt: skip
 
 
@@ -396,6 +403,10 @@ def test_ids_that_differ_only_in_spaces_match(
     assert Story(" a\u3000", "t", album_id=" 7").story_id == "a" and Story("a", "t", album_id=" 7").album_id == "7"
     with pytest.raises(InputError, match="U\\+0009"):
         Story("a\t", "t")
+    # a cell of spaces is an empty cell: the story id falls back to the sequence key, the album to none
+    (d / "blank_ids.csv").write_text("story_id,album_id,photo_ids,text\n  ,  ,1-2,a day .\n", encoding="utf-8")
+    blank = read_stories(d / "blank_ids.csv")[0]
+    assert (blank.story_id, blank.album_id) == ("1-2", None)
 
 
 def test_a_joined_photo_list_is_checked_as_a_list_is(data: dict[str, Any]) -> None:

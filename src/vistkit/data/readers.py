@@ -1348,11 +1348,15 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     else:
         raise InputError(f"{where}: 'sentences' must be a list of strings")
     sid = rec.get("story_id")
+    if isinstance(sid, str):
+        sid = sid.strip(ID_EDGE_SPACES)  # a cell of spaces is an empty cell
     if sid is None or sid == "":
         sid = sequence_key(photos) if photos else None
     if sid is None:
         raise InputError(f"{where}: needs 'story_id' or 'photo_ids'")
     album = rec.get("album_id")
+    if isinstance(album, str):
+        album = album.strip(ID_EDGE_SPACES)
     return _story(
         where,
         story_id=id_text(sid, where, "story_id"),
