@@ -419,3 +419,17 @@ def test_example_with_template_and_pr_vist_references() -> None:
         references=refs_path,
     )
     assert report.ok and report.n_required == len(template & ref_seqs)
+
+
+def test_references_without_photo_sequences_say_what_validate_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shared keying message advised "use --key story", an option validate does not have (the challenge keys
+    by photo sequence only)."""
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text(json.dumps({"story_id": "s1", "text": "a story ."}) + "\n", encoding="utf-8")
+    sub = tmp_path / "sub.json"
+    sub.write_bytes(_sub(_story(["1", "2", "3", "4", "5"])))
+    assert main(["validate", str(sub), "--references", str(refs)]) == 1
+    err = capsys.readouterr().err
+    assert "--key" not in err and "validate needs references with photo sequences" in err and str(refs) in err

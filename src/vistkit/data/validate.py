@@ -357,7 +357,15 @@ def required_sequences(template: StorySet | None, references: StorySet | None) -
     """The sequences that need a story: template ∩ references (either alone; None when neither is given)."""
     ref_keys: list[str] | None = None
     if references is not None:  # as `score` groups them: a file without photo sequences is named
-        ref_keys = list(references.group("sequence"))
+        try:
+            ref_keys = list(references.group("sequence"))
+        except InputError as exc:  # the challenge keys by photo sequence only: no --key to suggest here
+            text = str(exc).split("; use --key story")[0]
+            if text == str(exc):
+                raise
+            raise InputError(
+                f"{text}; validate needs references with photo sequences (SIS, storylets or a challenge file)"
+            ) from None
     if template is None:
         return ref_keys
     keys = list(dict.fromkeys(s.key("sequence") for s in template))
