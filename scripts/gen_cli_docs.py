@@ -81,7 +81,9 @@ def page() -> str:
             if rows:
                 lines.extend(["", "| argument / option | default | meaning |", "|---|---|---|", *rows])
             lines.append("")
-        for name, sub in (subs or {}).items():
+        # sorted as `vistkit --help` lists them: the order verbs were registered in depends on which command
+        # modules were imported first (in a test run, on the tests before), so the page was not reproducible
+        for name, sub in sorted((subs or {}).items()):
             walk(sub, f"{path} {name}")
 
     walk(tree, "vistkit")
