@@ -43,18 +43,17 @@ import signal
 import socket
 import time
 import weakref
-from collections import Counter
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+from test_engine import sharded  # what the Ray engine does, in this process: shard, score, merge
 
 from vistkit.data.story import Story, StorySet
-from vistkit.engine import EngineError, batched
+from vistkit.engine import EngineError
 from vistkit.engine.local import LocalEngine
-from vistkit.engine.merge import cider_df_part, cider_score_part, merge_scores, strategy
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Item, Score, align, get_metric
 
@@ -80,23 +79,6 @@ def stories() -> tuple[StorySet, StorySet]:
     hyps = StorySet([Story(k, TEXTS[i % len(TEXTS)]) for i, k in enumerate(IDS)])
     refs = StorySet([Story(k, TEXTS[(i + 3) % len(TEXTS)] + " the end .") for i, k in enumerate(IDS[:-1])])
     return hyps, refs
-
-
-def sharded(name: str, items: list[Item], size: int) -> Score:
-    """What the Ray engine does, in this process: shard, score (two passes for CIDEr-D), merge."""
-    metric = get_metric(name)
-    shards = list(batched(items, size))
-    if strategy(metric) == "cider":
-        df: Counter[str] = Counter()
-        n = 0
-        for s in shards:
-            d, k = cider_df_part(s)
-            df.update(d)
-            n += k
-        parts = [cider_score_part(metric, s, df=dict(df), n_docs=n, signature="sig") for s in shards]
-    else:
-        parts = [metric.score_items(s, signature="sig") for s in shards]
-    return merge_scores(parts, signature="sig")
 
 
 def same(a: Score, b: Score) -> None:

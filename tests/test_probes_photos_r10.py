@@ -394,22 +394,11 @@ def test_rovist_vg_corrupt_crop_excludes_the_story(tmp_path: Path):
 
 def _rovist_assets(root: Path) -> dict[str, Path]:
     """A tiny RoViST-VG checkpoint, GloVe and IDF (as tests/test_rovist_vg.py builds them) and photos 1, 2."""
-    import argparse
     import json
 
-    import torch
-    from test_rovist_vg import TINY_VIT
-    from transformers import ViTConfig, ViTModel
+    from test_rovist_vg import tiny_checkpoint
 
-    torch.manual_seed(3)
-    vit = ViTModel(ViTConfig(**TINY_VIT), add_pooling_layer=True)
-    state = {f"image_encoder.image_model.{k}": v for k, v in vit.state_dict().items()}
-    state["image_encoder.linear.weight"] = torch.randn(24, 32) * 0.2
-    state["image_encoder.linear.bias"] = torch.randn(24) * 0.1
-    state["text_encoder.linear.weight"] = torch.randn(24, 50) * 0.2
-    state["text_encoder.linear.bias"] = torch.randn(24) * 0.1
-    ckpt = root / "r2p_model_epoch2.pth.tar"
-    torch.save({"model": state, "opt": argparse.Namespace(joint_emb_dim=24)}, ckpt)
+    ckpt = tiny_checkpoint(root)
     rng = np.random.default_rng(0)
     glove = root / "glove.tiny.50d.txt"
     vectors = {w: " ".join(f"{x:.5f}" for x in rng.normal(size=50)) for w in ["cat", "coffee", "unk"]}

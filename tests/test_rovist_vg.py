@@ -95,15 +95,11 @@ def tiny_options(assets: dict[str, Path]) -> dict[str, object]:
     )
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    skdata = pytest.importorskip("skimage.data")
-    from PIL import Image
+def tiny_checkpoint(root: Path) -> Path:
+    """A tiny random RoViST-VG checkpoint in the official layout (``r2p_model_epoch2.pth.tar``), seeded."""
+    import torch
     from transformers import ViTConfig, ViTModel
 
-    root = tmp_path_factory.mktemp("rovist")
     torch.manual_seed(3)
     vit = ViTModel(ViTConfig(**TINY_VIT), add_pooling_layer=True)
     state = {f"image_encoder.image_model.{k}": v for k, v in vit.state_dict().items()}
@@ -113,6 +109,18 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     state["text_encoder.linear.bias"] = torch.randn(24) * 0.1
     ckpt = root / "r2p_model_epoch2.pth.tar"
     torch.save({"model": state, "opt": argparse.Namespace(joint_emb_dim=24)}, ckpt)
+    return ckpt
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    skdata = pytest.importorskip("skimage.data")
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("rovist")
+    ckpt = tiny_checkpoint(root)
 
     rng = np.random.default_rng(0)
     words = ["cat", "coffee", "cup", "horse", "field", "unk"]
