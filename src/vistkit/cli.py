@@ -250,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argv)
     finally:
         progress.set_quiet("library")  # in-process callers (tests, scripts) get the library default back
+        RAW_ARGS.clear()  # a verb function called in process later reads no stale command line
         restore()
 
 
