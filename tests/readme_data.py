@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-SEQUENCES = 6
+SEQUENCES = 5
 
 
 def _demo(name: str) -> dict[str, str]:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import shutil
 from typing import Any
@@ -137,11 +138,17 @@ def test_cider_d_two_items_hand_computed() -> None:
 
 
 # ------------------------------------------------------------------------------------------------- real data
-def _load(system: str, keying: str) -> tuple[StorySet, StorySet]:
+@functools.cache
+def _read(*parts: str, system: str | None = None) -> StorySet:
+    """A shared file's stories, read once per test process (PR-VIST's 10,010 stories take ~1 s a read)."""
     from vistkit.data.readers import read_stories
 
-    refs = read_stories(shared_file("pr-vist", "PR_VIST.json.zip"))
-    hyps = read_stories(shared_file("tapm-vist-outputs", "vist", f"{system}.json"), system=system)
+    return read_stories(shared_file(*parts), system=system)
+
+
+def _load(system: str, keying: str) -> tuple[StorySet, StorySet]:
+    refs = _read("pr-vist", "PR_VIST.json.zip")
+    hyps = _read("tapm-vist-outputs", "vist", f"{system}.json", system=system)
     if keying == "album":  # one story per album: the first in file order (as bench/bench_coco.py)
         seen: set[str | None] = set()
         kept = []

@@ -666,6 +666,7 @@ def _val_story() -> list[str]:
 
 
 @pytest.mark.models
+@pytest.mark.xdist_group("smollm2")  # one conversion of the packaged LM per test run, not one per worker
 def test_smollm2_scores_a_vist_val_story(smollm2: CausalLM) -> None:
     story = _val_story()
     (lp,) = smollm2.story_logprobs([story])
@@ -682,6 +683,7 @@ def test_smollm2_scores_a_vist_val_story(smollm2: CausalLM) -> None:
 
 
 @pytest.mark.models
+@pytest.mark.xdist_group("smollm2")  # one conversion of the packaged LM per test run, not one per worker
 def test_smollm2_cache_folder_is_recorded(smollm2: CausalLM, tmp_path_factory: pytest.TempPathFactory) -> None:
     folders = sorted({p.resolve() for p in Path(tmp_path_factory.getbasetemp()).glob("vistkit-cache*/lm/smollm2-*")})
     assert len(folders) == 1
