@@ -39,7 +39,7 @@ demo: $(STAMP)
 	$(BIN)/vistkit demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+	$(BIN)/python -m pytest -n 2 -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -23,7 +23,7 @@ from vistkit.engine import EngineError
 from vistkit.metrics.base import Score, align, get_metric
 
 ray = pytest.importorskip("ray", reason="needs the ray extra (pip install 'vistkit[ray]')")
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("engine-ray")]  # one cluster per run
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="needs Java (PTB tokeniser, METEOR)")
 
 

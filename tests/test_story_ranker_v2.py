@@ -560,50 +560,34 @@ def guard(real: dict[str, object]) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-@pytest.mark.models
-@pytest.mark.slow
-@pytest.mark.xdist_group("v2-guard")  # one worker builds the `guard` fixture (~3 minutes); two would each build it
-@requires_shared
-def test_guard_copy_never_raises(guard: dict[str, dict[str, np.ndarray]]) -> None:
-    for name, s in guard.items():
-        assert np.all(s["copy"] <= s["original"] + 1e-5), name
+Guard = dict[str, dict[str, np.ndarray]]
+SWAP_AND_SHUFFLE = ("story-ranker", "lm-coherence")  # the metrics a foreign or moved sentence must lower
 
 
-@pytest.mark.models
-@pytest.mark.slow
-@pytest.mark.xdist_group("v2-guard")  # one worker builds the `guard` fixture (~3 minutes); two would each build it
-@requires_shared
-def test_guard_foreign_sentence_lowers_most_stories(guard: dict[str, dict[str, np.ndarray]]) -> None:
-    for name in ("story-ranker", "lm-coherence"):
-        s = guard[name]
-        assert np.mean(s["swap"] < s["original"]) > 0.5, name
+def _copy_never_raises(guard: Guard) -> list[str]:
+    return [name for name, s in guard.items() if not np.all(s["copy"] <= s["original"] + 1e-5)]
 
 
-@pytest.mark.models
-@pytest.mark.slow
-@pytest.mark.xdist_group("v2-guard")  # one worker builds the `guard` fixture (~3 minutes); two would each build it
-@requires_shared
-def test_guard_near_copy_of_a_sentence_lowers_most_stories(guard: dict[str, dict[str, np.ndarray]]) -> None:
+def _foreign_sentence_lowers_most_stories(guard: Guard) -> list[str]:
+    shares = {name: float(np.mean(guard[name]["swap"] < guard[name]["original"])) for name in SWAP_AND_SHUFFLE}
+    return [f"{name}: lowered {share:.2f} of the stories" for name, share in shares.items() if not share > 0.5]
+
+
+def _near_copy_of_a_sentence_lowers_most_stories(guard: Guard) -> list[str]:
     """Replacing a sentence by a near-copy of another raises topic relatedness (two sentences of one meaning) but
     the repetition features must outweigh it: on 150 other val stories it lowered every one (mean -6.3)."""
     s = guard["story-ranker"]
-    assert np.mean(s["near"] < s["original"]) >= 0.9
+    share = float(np.mean(s["near"] < s["original"]))
+    return [] if share >= 0.9 else [f"lowered {share:.2f} of the stories"]
 
 
-@pytest.mark.models
-@pytest.mark.slow
-@pytest.mark.xdist_group("v2-guard")  # one worker builds the `guard` fixture (~3 minutes); two would each build it
-@requires_shared
-def test_guard_join_with_and_does_not_lower_on_average(guard: dict[str, dict[str, np.ndarray]]) -> None:
+def _join_with_and_does_not_lower_on_average(guard: Guard) -> list[str]:
     s = guard["story-ranker"]
-    assert np.mean(s["join"] - s["original"]) >= 0
+    mean = float(np.mean(s["join"] - s["original"]))
+    return [] if mean >= 0 else [f"mean change {mean:.3f}"]
 
 
-@pytest.mark.models
-@pytest.mark.slow
-@pytest.mark.xdist_group("v2-guard")  # one worker builds the `guard` fixture (~3 minutes); two would each build it
-@requires_shared
-def test_guard_losing_end_punctuation_is_no_reward(guard: dict[str, dict[str, np.ndarray]]) -> None:
+def _losing_end_punctuation_is_no_reward(guard: Guard) -> list[str]:
     """A story whose periods are gone is one run-on sentence: no sentence pair can overlap and SLOR rises with
     sentence length, which raised u by 2.7 on average (in 95% of 60 val stories) before a one-sentence story's
     overlap became undefined and its fluency z capped at 0 (today every story's is). Now it gains a little on
@@ -611,17 +595,34 @@ def test_guard_losing_end_punctuation_is_no_reward(guard: dict[str, dict[str, np
     the sentence-overlap penalty (the other repetition features still see it)."""
     s = guard["story-ranker"]
     change = s["unpunctuated"] - s["original"]
-    assert np.mean(change) < 0.5 and np.mean(change > 0) < 0.75
+    mean, share = float(np.mean(change)), float(np.mean(change > 0))
+    return [] if mean < 0.5 and share < 0.75 else [f"mean change {mean:.3f}, raised {share:.2f} of the stories"]
+
+
+def _shuffle_lowers_on_average(guard: Guard) -> list[str]:
+    means = {name: float(np.mean(guard[name]["shuffle"] - guard[name]["original"])) for name in SWAP_AND_SHUFFLE}
+    return [f"{name}: mean change {mean:.3f}" for name, mean in means.items() if not mean < 0]
+
+
+GUARD_RAILS = (
+    _copy_never_raises,
+    _foreign_sentence_lowers_most_stories,
+    _near_copy_of_a_sentence_lowers_most_stories,
+    _join_with_and_does_not_lower_on_average,
+    _losing_end_punctuation_is_no_reward,
+    _shuffle_lowers_on_average,
+)
 
 
 @pytest.mark.models
 @pytest.mark.slow
-@pytest.mark.xdist_group("v2-guard")  # one worker builds the `guard` fixture (~3 minutes); two would each build it
 @requires_shared
-def test_guard_shuffle_lowers_on_average(guard: dict[str, dict[str, np.ndarray]]) -> None:
-    for name in ("story-ranker", "lm-coherence"):
-        s = guard[name]
-        assert np.mean(s["shuffle"] - s["original"]) < 0, name
+def test_guard_rails_with_the_real_lm_on_val_stories(guard: Guard) -> None:
+    """Every guard rail of the issue on N_GUARD val stories and their variants (the rails' docstrings say why each
+    holds). One test, so one process builds `guard` (~2.5 minutes): xdist may send a module's tests to both of
+    its workers, and six tests made both build it."""
+    failed = {rail.__name__.strip("_"): out for rail in GUARD_RAILS if (out := rail(guard))}
+    assert not failed, failed
 
 
 def test_bf16_bound_of_the_utility_follows_from_the_lm_metrics_bounds() -> None:
