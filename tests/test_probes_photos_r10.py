@@ -125,6 +125,8 @@ MODES = {
     "webp_named.jpg": lambda im: im,
     "anim.gif": lambda im: im,
     "upper.JPG": lambda im: im,
+    "mixed.Jpg": lambda im: im,
+    "mixed_tiff.tIf": lambda im: im,
     "bitmap.bmp": lambda im: im,
     "tiff.tif": lambda im: im,
 }
@@ -150,6 +152,20 @@ def test_image_modes_read_as_the_official_code(tmp_path: Path, name: str):
         expected = np.asarray(ref.convert("RGB"))
     assert got.mode == "RGB" and got.size == (64, 48)
     assert np.array_equal(np.asarray(got), expected)
+
+
+def test_mixed_case_suffix_is_found_but_the_id_must_match_exactly(tmp_path: Path):
+    """``<id>.Jpg`` was "not in the folder" (only all-lower and all-upper suffixes were tried). The id itself
+    still matches exactly, and an exact suffix is taken before a mixed-case one."""
+    _photo(1).save(tmp_path / "Abc.Jpeg")
+    _photo(2).save(tmp_path / "both.Png")
+    _photo(3).save(tmp_path / "both.jpg")
+    store = ImageStore(tmp_path)
+    assert store.path_of("Abc") == tmp_path / "Abc.Jpeg" and store.has("Abc")
+    assert store.path_of("abc") is None and store.path_of("ABC") is None and store.missing(["abc"]) == ["abc"]
+    assert store.path_of("both") == tmp_path / "both.jpg"
+    with Image.open(tmp_path / "Abc.Jpeg") as ref:
+        assert np.array_equal(np.asarray(store.image("Abc")), np.asarray(ref.convert("RGB")))
 
 
 def test_exif_rotation_is_not_applied_as_official(tmp_path: Path):

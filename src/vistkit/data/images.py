@@ -1,7 +1,7 @@
 """Photos and image regions for the grounding metrics (GROOViST, RoViST-VG, CLIPScore).
 
-- Photos: a folder of ``<photo_id>.jpg`` (also ``.jpeg``, ``.png``, ``.gif``, ``.webp``, ``.bmp``, ``.tif``; the
-  VIST photo id, e.g. ``1741642.jpg``).
+- Photos: a folder of ``<photo_id>.jpg`` (also ``.jpeg``, ``.png``, ``.gif``, ``.webp``, ``.bmp``, ``.tif``; any
+  case of the suffix; the VIST photo id, e.g. ``1741642.jpg``).
 - Regions: a CSV in the shape of RoViST's / GROOViST's ``vist_entities.csv`` (and GROOViST's
   ``data/aesop_entities.csv``): one row per detected box with at least the columns ``image_id`` and ``bbox``,
   where ``bbox`` is ``"[x1, y1, x2, y2]"`` in pixels (top-left / bottom-right corners). Rows are used in file
@@ -194,17 +194,39 @@ class ImageStore:
             self.regions_file = digest.hexdigest()[:12]
         self.whole_fallback: set[str] = set()
         self._precut: bool | None = None
+        self._mixed_case: dict[tuple[str, str], str] | None = None  # (id, lower-case suffix) -> file name
 
     # -- lookup --------------------------------------------------------------------------------------------
     def path_of(self, photo_id: str) -> Path | None:
-        """The photo's file in the folder (the first of `IMAGE_SUFFIXES` that is a file), or None (also for an
-        id that is no file name: with a path separator, NUL, ``.`` / ``..``, or too long)."""
+        """The photo's file in the folder (the first of `IMAGE_SUFFIXES` that is a file, else one with a mixed-case
+        suffix), or None (also for an id that is no file name: with a path separator, NUL, ``.`` / ``..``, or too
+        long)."""
         if not _file_name(photo_id):
             return None
         for suffix in IMAGE_SUFFIXES:
             p = self.root / f"{photo_id}{suffix}"
             if _is_file(p):
                 return p
+        return self._mixed_case_path(photo_id)
+
+    def _mixed_case_path(self, photo_id: str) -> Path | None:
+        """``<id>.Jpg``, ``<id>.jpG``: a suffix in mixed case (some cameras and Windows tools write them). One scan
+        of the folder, on the first photo that no exact suffix finds; the id itself must match exactly."""
+        if self._mixed_case is None:
+            found: dict[tuple[str, str], str] = {}
+            try:
+                with os.scandir(self.root) as entries:
+                    for entry in entries:
+                        stem, dot, suffix = entry.name.rpartition(".")
+                        if dot and f".{suffix.lower()}" in _SUFFIXES:
+                            found.setdefault((stem, f".{suffix.lower()}"), entry.name)
+            except OSError:
+                pass  # an unreadable folder: the photo is "not found", with the reason `why_missing` gives
+            self._mixed_case = found
+        for suffix in _SUFFIXES:
+            name = self._mixed_case.get((photo_id, suffix))
+            if name is not None and _is_file(self.root / name):
+                return self.root / name
         return None
 
     def has(self, photo_id: str) -> bool:
