@@ -34,6 +34,7 @@ orientation is not applied, alpha is dropped, a box partly outside the photo is 
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import warnings
@@ -467,3 +468,19 @@ def test_one_photo_in_memory_at_a_time(tiny_clip: Path, folder: Path, monkeypatc
         _stories(["good", "also", "trunc", "dir"])
     )
     assert len(alive) == 3 and most[0] == 0  # photos 1, 2, 3 read once each, none alive at the next read
+
+
+def test_photo_map_story_ids_are_read_as_the_stories_readers_read_them(tmp_path: Path):
+    """Spaces around a photo map's story ids were kept, so " 7" gave story 7 no photos (the story readers drop
+    them since r10); two keys that are one id once stripped are refused."""
+    from vistkit.data.images import attach_photos, load_photo_map
+
+    p = tmp_path / "photos.json"
+    p.write_text(json.dumps({" 7 ": ["11", " 12"], "8": ["13"]}))
+    mapping = load_photo_map(p)
+    assert mapping == {"7": ("11", "12"), "8": ("13",)}
+    [story] = attach_photos(StorySet([Story("7", "a dog .")]), mapping)
+    assert story.photo_ids == ("11", "12")
+    p.write_text(json.dumps({"7": ["11"], " 7": ["12"]}))
+    with pytest.raises(InputError, match=r"the story ids '7' and ' 7' are one id \('7'\) once the spaces"):
+        load_photo_map(p)

@@ -119,16 +119,25 @@ def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
     if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise missing_input(p, "photo map (a JSON object story_id -> [photo ids])")
 
-    from vistkit.data.readers import photo_id_text
+    from vistkit.data.readers import id_text, photo_id_text
 
     data = load_json(p)
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise InputError(f"{p}: a photo map must be a JSON object story_id -> [photo ids]")
-    # each photo id as the stories' readers take it (str(None) would look for the photo "None")
-    return {
-        str(k): tuple(photo_id_text(x, f"{p}: story {k!r}", j) for j, x in enumerate(v, start=1))
-        for k, v in data.items()
-    }
+    # each id as the stories' readers take it: spaces around a story id dropped (" 45530" is story 45530), a
+    # photo id checked (str(None) would look for the photo "None")
+    out: dict[str, tuple[str, ...]] = {}
+    given: dict[str, str] = {}
+    for k, v in data.items():
+        key = id_text(k, str(p), "a story id")
+        if key in given:
+            raise InputError(
+                f"{p}: the story ids {given[key]!r} and {k!r} are one id ({key!r}) once the spaces around them are "
+                "dropped; keep one"
+            )
+        given[key] = k
+        out[key] = tuple(photo_id_text(x, f"{p}: story {k!r}", j) for j, x in enumerate(v, start=1))
+    return out
 
 
 def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | None) -> StorySet:
