@@ -251,6 +251,31 @@ def test_invite_refuses_prefixes_no_report_can_show(
     st.close()
 
 
+@pytest.mark.parametrize(
+    ("title", "said"),
+    [
+        ("Pilot\u202e2", "U+202E"),  # a right-to-left override would reverse the rest of every page's heading
+        ("a\x07b", "U+0007"),
+        ("two\nlines", "U+000A"),
+        ("x" * 201, "201 characters long, more than 200"),
+        ("   ", "--title is empty"),
+        ("pilot ", "starts or ends with a space"),
+    ],
+)
+def test_init_refuses_titles_no_page_can_show(tmp_path: Path, title: str, said: str) -> None:
+    """Before: `studio init --title` stored any text (control and bidi characters) and every page showed it.
+    After: the --prefix rules, up to 200 characters; no study file is left."""
+    from vistkit.errors import InputError
+
+    with pytest.raises(InputError, match=r"^--title ") as info:
+        make_study(tmp_path, n_items=1, per_item=1, annotators=1, title=title)
+    assert said in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "rank.db").exists()
+    made = make_study(tmp_path, n_items=1, per_item=1, annotators=1, title="Cafe\u0301 日本 😀")
+    assert made.study.setting("title") == "Caf\u00e9 日本 😀"  # NFC, as the prefix
+    made.study.close()
+
+
 def test_status_says_why_agreement_is_undefined(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Before: alpha was a blank cell with 0 judgements, one annotator or identical answers. After: n/a and a
     note saying why (JSON: alpha_undefined)."""

@@ -187,7 +187,7 @@ def init_cmd(
     max_items: int | None = typer.Option(None, "--max-items", help="Use only the first N shared items."),
     claim_timeout: float = typer.Option(3600.0, "--claim-timeout", help="Seconds before an open task is reassigned."),
     seed: int = typer.Option(0, "--seed", callback=check_seed, help="Seed of the story orders and gold items."),
-    title: str = typer.Option("", "--title", help="Shown on every page."),
+    title: str = typer.Option("", "--title", help="Shown on every page (up to 200 visible characters)."),
     db_url: str | None = DbOpt,
     base_url: str = BaseUrlOpt,
     fmt: OutputFormat = FormatOption,

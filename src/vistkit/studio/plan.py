@@ -253,6 +253,9 @@ def create_study(
 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
+    from vistkit.studio.service import check_title
+
+    title = check_title(title)
     if not 1 <= per_item <= MAX_PER_ITEM:
         raise InputError(f"--per-item must be from 1 to {MAX_PER_ITEM:,} annotators per unit, not {per_item:,}")
     if gold < 0:

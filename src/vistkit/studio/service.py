@@ -55,21 +55,36 @@ def check_prefix(prefix: str) -> str:
     """The annotator-name prefix, NFC-normalised, or `InputError`: a name lands in every report, export and
     CSV, so it is 1 to `MAX_PREFIX` visible characters without control, format (right-to-left override,
     zero-width), surrogate or line-breaking characters and without spaces at either end."""
+    fix = "use letters, digits and punctuation, e.g. --prefix pilot"
+    return _visible_text(prefix, option="--prefix", limit=MAX_PREFIX, fix=fix)
+
+
+def check_title(title: str) -> str:
+    """The study's title (shown on every page and in reports), as `check_prefix` checks a prefix, up to
+    `MAX_TITLE` characters; "" is no title."""
+    if title == "":
+        return title
+    return _visible_text(title, option="--title", limit=MAX_TITLE, fix='e.g. --title "Story ranking, pilot 2"')
+
+
+MAX_TITLE = 200
+
+
+def _visible_text(given: str, *, option: str, limit: int, fix: str) -> str:
     import unicodedata
 
     from vistkit.errors import InputError
 
-    fix = "use letters, digits and punctuation, e.g. --prefix pilot"
-    text = unicodedata.normalize("NFC", prefix) if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in prefix) else prefix
+    text = unicodedata.normalize("NFC", given) if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in given) else given
     if not text.strip():
-        raise InputError(f"--prefix is empty; {fix}")
-    if len(text) > MAX_PREFIX:
-        raise InputError(f"--prefix is {len(text):,} characters long, more than {MAX_PREFIX}; {fix}")
+        raise InputError(f"{option} is empty; {fix}")
+    if len(text) > limit:
+        raise InputError(f"{option} is {len(text):,} characters long, more than {limit}; {fix}")
     bad = next((ch for ch in text if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), None)
     if bad is not None:
-        raise InputError(f"--prefix holds the invisible or control character U+{ord(bad):04X}; {fix}")
+        raise InputError(f"{option} holds the invisible or control character U+{ord(bad):04X}; {fix}")
     if text != text.strip():
-        raise InputError(f"--prefix {text!r} starts or ends with a space; {fix}")
+        raise InputError(f"{option} {text!r} starts or ends with a space; {fix}")
     return text
 
 
