@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from vistkit.cli import app as _TYPER_APP  # the Typer object itself (see `cli_verbs`)
+
+# A run started as a background job of a non-interactive shell (`make test &`, `nohup`, some CI runners) inherits
+# Ctrl-C ignored, and so does every process it starts: the tests of Ctrl-C (KeyboardInterrupt, exit by SIGINT)
+# need Python's own handling, which a process that inherits the signal ignored does not install.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Machines differ in speed and load (CI shares 2 cores): no property test may fail because one example ran slowly.
 # A test's own @settings still sets what it names; what it leaves out comes from this profile.
