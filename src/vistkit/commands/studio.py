@@ -264,8 +264,6 @@ def invite_cmd(
 
         if not 1 <= n <= MAX_INVITES:
             raise InputError(f"--n must be from 1 to {MAX_INVITES:,}, not {n:,}")
-        if quota is not None and quota < 1:
-            raise InputError("--quota must be at least 1")
         rows = [[name, f"{base}/a/{token}"] for name, token in service.invite(st, n=n, prefix=prefix, quota=quota)]
     echo(render_table(["annotator", "link"], rows, fmt))
 

@@ -929,9 +929,11 @@ def _link_new(tmp: Path, target: Path) -> bool:
 
 
 @contextlib.contextmanager
-def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path]:
+def output_path(path: str | Path, *, force: bool | None = None, private: bool = False) -> Iterator[Path]:
     """A temporary path beside ``path`` for a library that wants a file name (matplotlib, safetensors): fill it
-    in the block; it is then flushed to disk and renamed to ``path`` (removed if the block fails)."""
+    in the block; it is then flushed to disk and renamed to ``path`` (removed if the block fails). ``private``:
+    the file is its owner's only (0600, whatever the umask or a replaced file's mode), for secrets such as
+    invite tokens."""
     target = check_output(path, force=force)
     if _is_stream(target):
         raise _error(f"{target} is a device or a pipe; give a regular file name for this output")
@@ -955,7 +957,10 @@ def output_path(path: str | Path, *, force: bool | None = None) -> Iterator[Path
             with open(tmp, "rb") as fh:  # before the chmod: a mode without read (umask 777) would refuse it
                 os.fsync(fh.fileno())
             with _signals_held():
-                _take_mode(tmp, target)
+                if private:
+                    os.chmod(tmp, 0o600)
+                else:
+                    _take_mode(tmp, target)
                 _refuse_inputs(target, policy)
                 _refuse_live_database(target)
                 if clobber or not _link_new(tmp, target):
@@ -1005,11 +1010,12 @@ def open_output(
     encoding: str = "utf-8",
     newline: str | None = None,
     force: bool | None = None,
+    private: bool = False,
 ) -> Iterator[IO[Any]]:
     """A file object that becomes ``path`` when the block ends without an error (temp file + fsync + rename; see
     module doc). ``-`` is standard output, and so is a name of the file stdout goes to (``/dev/stdout``: written
     through stdout itself, so that it does not overwrite what the command prints there); a device or a pipe is
-    written in place."""
+    written in place. ``private``: as `output_path`'s."""
     if is_standard_output(path):
         refuse_stdout_input()
         stream: IO[Any] = sys.stdout.buffer if binary else sys.stdout
@@ -1044,15 +1050,17 @@ def open_output(
                 fh.close()
             raise
         return
-    with output_path(target, force=force) as tmp:
+    with output_path(target, force=force, private=private) as tmp:
         with _write_faults(target), open(tmp, mode, **text_kwargs) as fh:
             yield fh
             fh.flush()
 
 
-def write_text(path: str | Path, text: str, *, force: bool | None = None, newline: str | None = None) -> Path:
+def write_text(
+    path: str | Path, text: str, *, force: bool | None = None, newline: str | None = None, private: bool = False
+) -> Path:
     """Write ``text`` (UTF-8) to ``path`` through `open_output`; returns the path."""
-    with open_output(path, force=force, newline=newline) as fh:
+    with open_output(path, force=force, newline=newline, private=private) as fh:
         fh.write(text)
     return Path(path)
 

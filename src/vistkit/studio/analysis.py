@@ -730,10 +730,10 @@ def _write_rows(
     columns: Sequence[str],
     rows: Iterable[dict[str, Any]],
     *,
-    empty: str | None = "the study has no judgements to export yet",
+    empty: Callable[[], str] | None,
 ) -> tuple[int, str]:
     """CSV ``rows`` (dicts, streamed) under ``columns``; returns (rows written, SHA-256 of the file). No row is
-    refused with ``empty`` (nothing is written), unless it is None."""
+    refused with the message ``empty()`` (nothing is written), unless it is None."""
     from vistkit.data.output import csv_writer
 
     n = 0
@@ -744,7 +744,7 @@ def _write_rows(
             w.writerow([r.get(c, "") for c in columns])
             n += 1
         if n == 0 and empty is not None:
-            raise InputError(empty)
+            raise InputError(empty())
     return n, out.sha256.hexdigest()
 
 
@@ -761,6 +761,8 @@ class _Tally:
 
     def __init__(self) -> None:
         self.n = 0
+        #: judgements of the study that the export's options left out, by why
+        self.left_out: dict[str, int] = defaultdict(int)
         self.counts: dict[str, int] = defaultdict(int)
         self.first: dict[str, float] = {}
         self.last: dict[str, float] = {}
@@ -773,6 +775,18 @@ class _Tally:
             self.first[a] = min(self.first.get(a, j.created_at), j.created_at)
             self.last[a] = max(self.last.get(a, j.created_at), j.created_at)
             yield j
+
+    def nothing(self) -> str:
+        """Why an export has nothing to write: no judgement yet, or every one left out (and by which option)."""
+        if not self.left_out:
+            return "the study has no judgements to export yet"
+        why = {
+            "gold": "of gold items (--include-gold keeps them)",
+            "failed": "of annotators who failed the gold checks (--drop-failed-gold left them out)",
+        }
+        parts = [f"{k:,} {why[reason]}" for reason, k in self.left_out.items()]
+        total = sum(self.left_out.values())
+        return f"nothing to export: the study's {total:,} judgements were all left out, " + " and ".join(parts)
 
 
 def export(
@@ -814,22 +828,28 @@ def export(
             stories = _stories(conn)
             if drop_failed_gold:
                 dropped = _failed_gold_in(st, conn)
-            js = tally.over(
-                j
-                for j in iter_judgements(st, conn, stories)
-                if (include_gold or not j.is_gold) and j.annotator not in dropped
-            )
+
+            def kept(js: Iterable[Judgement]) -> Iterator[Judgement]:
+                for j in js:
+                    why = "gold" if j.is_gold and not include_gold else "failed" if j.annotator in dropped else ""
+                    if why:
+                        tally.left_out[why] += 1
+                    else:
+                        yield j
+
+            js = tally.over(kept(iter_judgements(st, conn, stories)))
             if fmt == "rankings":
-                n, sha = _write_rows(output, RANKING_COLUMNS, _ranking_rows(stories, js))
+                n, sha = _write_rows(output, RANKING_COLUMNS, _ranking_rows(stories, js), empty=tally.nothing)
             elif fmt == "likert":
                 columns = ["system", "item", "worker", *settings["aspects"], "text", "story_id", "img_seq"]
-                n, sha = _write_rows(output, columns, _likert_rows(settings["aspects"], stories, js))
+                rows_of = _likert_rows(settings["aspects"], stories, js)
+                n, sha = _write_rows(output, columns, rows_of, empty=tally.nothing)
             elif fmt == "pairs":
                 from vistkit.meta.human import write_pairs
 
                 pairs = _study_pairs(task, stories, js)
                 if not pairs:
-                    raise InputError("no pairs to export yet (no judgements, or every pair is a tie)")
+                    raise InputError(tally.nothing() if tally.n == 0 else "no pairs to export: every pair is a tie")
                 with tempfile.TemporaryDirectory(prefix="vistkit-export-") as tmp:
                     write_pairs(pairs, Path(tmp) / "pairs.csv")
                     sha = _copy_in(output, Path(tmp) / "pairs.csv")
@@ -839,7 +859,7 @@ def export(
                 with _data_file(output) as out:
                     for rec in _jsonl_records(settings, stories, js):
                         out.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                        n += 1
+                        n += 1  # (none: an empty record, not refused; the tables above feed `meta`, which needs rows)
                 sha = out.sha256.hexdigest()
     prov = {
         "study_id": settings["study_id"],

@@ -311,9 +311,16 @@ class Study:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A connection for reading, closed after the block."""
+        """A connection for reading, closed after the block: one snapshot, so every query of the block sees the
+        same committed state while servers write (SQLite: a read transaction begun before the first query; Python's
+        sqlite3 otherwise runs each SELECT on its own; other databases: REPEATABLE READ). Nothing written in the
+        block is kept (it is rolled back on close): write with `write`."""
         with self.engine.connect() as conn:
-            yield conn
+            if self.is_sqlite:
+                conn.exec_driver_sql("BEGIN")
+                yield conn
+            else:
+                yield conn.execution_options(isolation_level="REPEATABLE READ")
 
     @property
     def settings(self) -> dict[str, Any]:

@@ -9,6 +9,8 @@ what the stories tell.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
 import zlib
 from importlib import resources
@@ -96,6 +98,8 @@ def build_demo(
     if study.exists():
         if not links_file.exists():
             raise InputError(f"{out} holds a study but no links.json; remove the folder or choose another --dir")
+        with contextlib.suppress(OSError):  # a folder an older vistkit made: its links.json was 0644
+            os.chmod(links_file, 0o600)
         saved = json.loads(links_file.read_text(encoding="utf-8"))
         return {
             **saved,
@@ -140,7 +144,7 @@ def build_demo(
         "admin_path": f"/admin/{summary['admin_token']}",
     }
     # the demo's links are kept beside it (a real study shows its tokens once and stores only their hashes)
-    write_text(links_file, json.dumps(info, indent=2) + "\n", force=True)
+    write_text(links_file, json.dumps(info, indent=2) + "\n", force=True, private=True)  # tokens: as the study
     return {
         **info,
         "links": [(name, f"{base}{path}") for name, path in paths],

@@ -164,6 +164,10 @@ def shuffle_sentences(text: str, rng: random.Random) -> str | None:
     return " ".join(reversed(sents))
 
 
+#: the system name of a gold item's shuffled story (a study's own systems may not use it when it has gold items)
+GOLD_SYSTEM = "gold-shuffled"
+
+
 def gold_items(
     items: Sequence[PlanItem], *, n: int, reference_system: str, task: str, rng: random.Random
 ) -> list[PlanItem]:
@@ -179,7 +183,7 @@ def gold_items(
         if shuffled is None:
             continue
         original = PlanStory(reference_system, ref.story_id, ref.text, gold_role="original")
-        bad = PlanStory("gold-shuffled", ref.story_id, shuffled, gold_role="shuffled")
+        bad = PlanStory(GOLD_SYSTEM, ref.story_id, shuffled, gold_role="shuffled")
         if task == "rank":
             others = [s for s in it.stories if s.system != reference_system][1:]
             stories = [original, bad, *[PlanStory(s.system, s.story_id, s.text) for s in others]]
@@ -302,6 +306,11 @@ def create_study(
     if reference_system != "human" and reference_system not in systems:
         raise InputError(
             f"--reference-system {reference_system!r} is none of the study's systems ({', '.join(systems)})"
+        )
+    if gold and GOLD_SYSTEM in systems:
+        raise InputError(
+            f"a system is named {GOLD_SYSTEM!r}, the name of the shuffled story of --gold items; rename that system "
+            "(-s OTHER=FILE) or drop --gold"
         )
     rng = random.Random(seed)
     plan = [*items, *gold_items(items, n=gold, reference_system=reference_system, task=task, rng=rng)]

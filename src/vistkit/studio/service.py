@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, func, insert, or_, select, update
 
 from vistkit.studio import LIKERT_STATEMENTS, db
 
@@ -91,9 +91,17 @@ def _visible_text(given: str, *, option: str, limit: int, fix: str) -> str:
 def invite(st: db.Study, *, n: int, prefix: str = "annotator", quota: int | None = None) -> list[tuple[str, str]]:
     """Create ``n`` annotators; returns ``(name, token)`` pairs (the tokens are shown once, stored hashed).
     ``prefix`` is checked first (`check_prefix`)."""
+    from vistkit.errors import InputError
+    from vistkit.studio import MAX_INVITES, MAX_SLOTS
+
+    if not 0 <= n <= MAX_INVITES:
+        raise InputError(f"--n must be from 1 to {MAX_INVITES:,}, not {n:,}")
+    if quota is not None and not 1 <= quota <= MAX_SLOTS:  # above a study's largest plan it is no limit at all
+        raise InputError(f"--quota must be from 1 to {MAX_SLOTS:,} tasks, not {quota:,}")
     prefix = check_prefix(prefix)
     out: list[tuple[str, str]] = []
     with st.write() as conn:
+        _lock_study(conn)  # two invites at once would count the same annotators and give out the same names
         existing = conn.execute(select(func.count()).select_from(db.annotators)).scalar_one()
         for i in range(n):
             token = db.new_token()
@@ -201,6 +209,14 @@ def _open_claim(conn: Connection, annotator: Annotator) -> int | None:
     return None if row is None else int(row.id)
 
 
+def _lock_study(conn: Connection) -> None:
+    """Serialise this transaction with every other writer of the study, across processes: a write that changes
+    nothing to the study's id setting (SQLite: takes the database's write lock; PostgreSQL and others: that row's
+    lock, which every caller of this function takes)."""
+    s = db.settings
+    conn.execute(update(s).where(s.c.key == "study_id").values(value=s.c.value))
+
+
 def _lock_annotator(conn: Connection, annotator: Annotator) -> None:
     """Serialise this annotator's claims across threads and processes for the rest of the transaction: a write
     that changes nothing (SQLite: takes the database's write lock before anything is read; PostgreSQL and others:
@@ -241,6 +257,8 @@ def claim_next(st: db.Study, annotator: Annotator) -> int | None:
         if current is not None:
             return current
         mine = select(a.c.unit_id).where(a.c.annotator_id == annotator.id).scalar_subquery()
+        # and never a unit they judged on a slot that is no longer theirs (a study written by an older vistkit)
+        judged = select(db.judgements.c.unit_id).where(db.judgements.c.annotator_id == annotator.id)
         for _ in range(8):  # another annotator may take the same slot between the two statements (not on SQLite)
             cand = conn.execute(
                 select(a.c.id)
@@ -248,6 +266,7 @@ def claim_next(st: db.Study, annotator: Annotator) -> int | None:
                     a.c.submitted_at.is_(None),
                     or_(a.c.annotator_id.is_(None), a.c.claimed_at < stale),
                     a.c.unit_id.not_in(mine),
+                    a.c.unit_id.not_in(judged.scalar_subquery()),
                 )
                 .order_by(a.c.slot, a.c.rnd)
                 .limit(1)
@@ -381,10 +400,15 @@ def _submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[st
     if not db.tokens_equal(form.get("csrf", ""), expected):
         raise StudioError(403, "the form's security token is missing or wrong; reload the page and try again")
     a = db.assignments
+    not_yours = StudioError(409, "this task is not (or no longer) assigned to you; reload the page")
     with st.write() as conn:
-        row = conn.execute(select(a).where(a.c.id == assignment_id)).first()
+        # the write lock before the assignment is read: another server process may give a stale claim to someone
+        # else between a plain read and this transaction's writes (Python's sqlite3 begins a transaction only at
+        # the first write; on other databases the row lock below does it)
+        _lock_annotator(conn, annotator)
+        row = conn.execute(select(a).where(a.c.id == assignment_id).with_for_update()).first()
         if row is None or row.annotator_id != annotator.id:
-            raise StudioError(409, "this task is not (or no longer) assigned to you; reload the page")
+            raise not_yours
         order = _story_order(st, row)
         answer = parse_answer(task, form, order, aspects, allow_same)
         canonical = json.dumps(answer, sort_keys=True)
@@ -395,8 +419,7 @@ def _submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[st
             if prior.answer == canonical:
                 return {"saved": True, "duplicate": True}
             raise StudioError(409, "this task was already submitted with another answer")
-        if annotator.quota is not None:
-            _lock_annotator(conn, annotator)  # two tabs submitting at once cannot both pass the check below
+        if annotator.quota is not None:  # two tabs submitting at once cannot both pass (the lock above)
             done, total = _counts(conn, annotator)
             if done >= total:
                 raise StudioError(
@@ -417,5 +440,11 @@ def _submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[st
                 created_at=t,
             )
         )
-        conn.execute(update(a).where(and_(a.c.id == assignment_id)).values(submitted_at=t))
+        done_now = conn.execute(
+            update(a)
+            .where(a.c.id == assignment_id, a.c.annotator_id == annotator.id, a.c.submitted_at.is_(None))
+            .values(submitted_at=t)
+        )
+        if done_now.rowcount != 1:  # the assignment changed hands after all: nothing of this answer is kept
+            raise not_yours
     return {"saved": True, "duplicate": False}
