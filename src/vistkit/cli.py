@@ -172,7 +172,7 @@ def _root(
         False,
         "--quiet",
         "-q",
-        help="No progress display and no notes on stderr (errors still show); also VISTKIT_QUIET=1.",
+        help="No progress display, no notes and no warnings on stderr (errors still show); also VISTKIT_QUIET=1.",
         callback=_set_quiet,
     ),
 ) -> None:

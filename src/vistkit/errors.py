@@ -61,12 +61,10 @@ def out_of_memory(exc: BaseException) -> str | None:
 def warn(message: str) -> None:
     """One sentence on stderr about something vistkit does not refuse but a user should know (``warning: ...``).
 
-    Library code calls this instead of printing, so the CLI can silence all of them at once (``VISTKIT_QUIET``).
+    Library code calls this instead of printing, so the CLI can silence all of them at once (``-q`` or
+    ``VISTKIT_QUIET=1``, `vistkit.progress.warnings_silenced`).
     """
-    import os
+    from vistkit.progress import say, warnings_silenced
 
-    # the same reading of the flag as the progress display: VISTKIT_QUIET=0 / no / false is not quiet
-    if os.environ.get("VISTKIT_QUIET", "").strip().lower() in ("", "0", "no", "false"):
-        from vistkit.progress import say
-
+    if not warnings_silenced():
         say(f"warning: {message}")

@@ -62,6 +62,12 @@ def is_quiet() -> bool:
     return False
 
 
+def warnings_silenced() -> bool:
+    """Whether ``warning:`` lines are off: ``-q``/``--quiet`` or ``VISTKIT_QUIET=1`` (the two are one switch);
+    the Python API's default (no progress) keeps them."""
+    return _env_flag("VISTKIT_QUIET") or _quiet is True
+
+
 def interval() -> float:
     """Seconds between two plain progress lines (``VISTKIT_PROGRESS_INTERVAL``, default 10)."""
     raw = os.environ.get("VISTKIT_PROGRESS_INTERVAL", "")

@@ -198,6 +198,7 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
         def command(*args: Any, **kwargs: Any) -> None:
             force = bool(kwargs["force"] if own_force else kwargs.pop("force", False)) or not force_flag
             inputs = [v for k, v in kwargs.items() if k not in outputs and k != "force"]
+            _refuse_stdin_twice(sig, {k: v for k, v in kwargs.items() if k not in outputs})
             new_folders: list[Path] = []  # output folders this run creates: removed again if it fails
             with output_policy(force=force, inputs=[*args, *inputs]):
                 for name, kind in outputs.items():
@@ -227,6 +228,27 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
         return command
 
     return decorate
+
+
+def _refuse_stdin_twice(sig: inspect.Signature, kwargs: dict[str, Any]) -> None:
+    """Two file arguments given as ``-``: the first read all of standard input and the second found it "empty";
+    say so before anything is read."""
+    from vistkit.errors import InputError
+
+    piped: list[str] = []
+    for name, value in kwargs.items():
+        values = value if isinstance(value, list | tuple) else [value]
+        n = sum(1 for v in values if isinstance(v, Path) and str(v) == "-")
+        if n:
+            default = sig.parameters[name].default if name in sig.parameters else None
+            is_option = bool(getattr(default, "param_decls", None)) or isinstance(default, typer.models.OptionInfo)
+            label = option_flags(default, name)[0] if is_option else name.upper()
+            piped.append(label if n == 1 else f"{label} ({n} times)")
+    if len(piped) > 1 or any("times)" in p for p in piped):
+        raise InputError(
+            f"{' and '.join(piped)} {'are' if len(piped) > 1 else 'is'} -, but standard input can be read only once; "
+            "give all but one of them as files"
+        )
 
 
 def option_flags(default: Any, name: str) -> list[str]:

@@ -11,7 +11,9 @@ A pairwise metric (a ranker) is asked per matched pair; any other metric compare
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -312,6 +314,18 @@ def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | 
     return notes
 
 
+@contextlib.contextmanager
+def _naming_the_system(label: str, path: Path) -> Iterator[None]:
+    """An input error about one system's stories names that system ("no hypothesis shares a key ..." said
+    nothing of which of several files was at fault)."""
+    try:
+        yield
+    except InputError as exc:
+        shown = label if label == str(path) else f"{label} ({path})"
+        exc.args = (f"{shown}: {exc}", *exc.args[1:])
+        raise
+
+
 @app.command(cls=OnceCommand)
 @writes_output(force_flag=False)  # writes no file: refuses only a stdout appended to one of its inputs
 def compare(
@@ -404,19 +418,21 @@ def compare(
             "its photos), so their items would be paired across two kinds of key; give --key story, sequence or "
             "album"
         )
-    for label, hyps in stories.items():
+    for (label, hyps), path in zip(stories.items(), systems, strict=True):
         failed: dict[str, str] | None = None if skipped is None else {}
-        plans = check_inputs(
-            plans, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=failed
-        )
+        with _naming_the_system(label, path):
+            plans = check_inputs(
+                plans, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=failed
+            )
         if failed and skipped is not None:
             skipped.update({name: f"{label}: {why}" for name, why in failed.items()})
     scores: dict[str, dict[str, Any]] = {}
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
         built = construct(plans, engine=eng) if skipped is None else construct_all(plans, skipped, engine=eng)
-        for label, hyps in stories.items():
+        for (label, hyps), path in zip(stories.items(), systems, strict=True):
             failed = None if skipped is None else {}
-            with progress.labelled(label):  # "sysA: bertscore: scored 1,200/2,019 stories ..."
+            # "sysA: bertscore: scored 1,200/2,019 stories ..."
+            with progress.labelled(label), _naming_the_system(label, path):
                 results = score_all(
                     built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=failed
                 )

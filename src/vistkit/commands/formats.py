@@ -114,10 +114,16 @@ def _limit_rows() -> list[list[str]]:
 def formats(fmt: OutputFormat = FormatOption) -> None:
     """List every input vistkit reads: story formats (auto-detected; force one with --hyp-format/--ref-format),
     human judgements, score tables, regions and photo maps, with the encoding and zip rules."""
+    # JSON and CSV have no caption: the reading and writing rules are two rows of their own there
+    rules = (
+        [["rule: reading", CAPTION, "-"], ["rule: writing", WRITING, "-"]]
+        if fmt in (OutputFormat.JSON, OutputFormat.CSV)
+        else []
+    )
     echo(
         render_table(
             ["format", "shape", "keys it supports"],
-            FORMAT_ROWS + _limit_rows(),
+            FORMAT_ROWS + _limit_rows() + rules,
             fmt,
             title="input formats",
             caption=CAPTION,

@@ -613,8 +613,6 @@ def score(
         note(f"skipped {name}: {why}")
     if not results:
         raise InputError("no metric could score these stories (see the reasons above)")
-    if per_item is not None:
-        write_per_item(per_item, results)
     cis = None
     if confidence is not None:
         from vistkit.scores.stats import bootstrap_ci
@@ -633,6 +631,10 @@ def score(
         if score_only_
         else render_scores(results, fmt, cis=cis, extra={"skipped": skipped} if skipped else None)
     )
+    # the per-item file once nothing but printing is left: a run stopped or failing in the bootstrap (minutes
+    # with --n-bootstrap 100000) leaves the old file of a --force, not a new file beside no printed scores
+    if per_item is not None:
+        write_per_item(per_item, results)
     if per_item is not None and is_standard_output(per_item):  # stdout holds the per-item CSV
         typer.echo(text.rstrip("\n"), err=True)
     else:

@@ -610,6 +610,7 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
     _refuse_live_database(p)
     if policy.cli:
         _refuse_redirected(p)
+    _refuse_shadowing(p)
     if os.path.lexists(p):
         if not force:
             raise _error(f"{path} exists already; pass --force to overwrite it, or choose another output file")
@@ -619,6 +620,23 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
     if not parent.is_dir():
         raise _os_error(p, OSError(errno.ENOTDIR, "not a folder"))
     return p
+
+
+def _refuse_shadowing(p: Path) -> None:
+    """Refuse a new file named ``FILE:REST`` where FILE is an existing file: vistkit's readers take such a name as
+    a member of an archive (``stories.zip:a.jsonl``) or a field of a file (``PR_VIST.json.zip:predicted_story``)
+    only while no file has that very name, so writing one would hide that input from every later command."""
+    text = str(p)
+    if ":" not in p.name or os.path.lexists(p):
+        return
+    folder = text[: len(text) - len(p.name)]
+    for i, ch in enumerate(p.name):
+        before = folder + p.name[:i]
+        if ch == ":" and os.path.isfile(before):
+            raise _error(
+                f"{_shown(p)} is how vistkit names a part of the file {_shown(Path(before))} (ARCHIVE.zip:MEMBER, "
+                "FILE:FIELD); a file of that name would hide it from later commands, so choose another output name"
+            )
 
 
 #: where a link names a file the process already has open (``/dev/stdout`` -> ``/proc/self/fd/1``): written in place

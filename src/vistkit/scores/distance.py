@@ -271,6 +271,12 @@ def score_csv_columns(header: Sequence[str], dim: str, path: Path | str) -> tupl
     cols = list(header)
     if len(cols) < 2:
         raise InputError(f"{path} line 1: expected the header story_id,{dim}_score (two columns)")
+    numbers = [c for c in cols[1:] if _is_number(c)]
+    if numbers:  # a table without its header row: its first story would be read as the header and lost
+        raise InputError(
+            f"{path} line 1: {shown_names(cols)} is a row of data, not a header ({numbers[0]!r} is a "
+            f"number); add the header story_id,{dim}_score as the first line"
+        )
     id_col = "story_id" if "story_id" in cols else cols[0]
     rest = [c for c in cols if c != id_col]
     named = [c for c in rest if c.lower() in {n.lower() for n in SCORE_COLUMNS[dim]}]
@@ -288,6 +294,14 @@ def score_csv_columns(header: Sequence[str], dim: str, path: Path | str) -> tupl
             f"story_id and {dim}_score, as dHM's files have"
         )
     return id_col, named[0]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _read_score_csv(path: Path, dim: str = "C") -> dict[str, float]:
