@@ -78,7 +78,8 @@ FORMAT_ROWS = [
 
 CAPTION = (
     "Every file: UTF-8, with or without a byte-order mark (BOM; Excel's 'CSV UTF-8'); other encodings are "
-    "refused with one error naming the byte. .gz and .zip are opened transparently; a zip must hold one file "
+    "refused with one error naming the byte. .gz and .zip (any letter case) are opened transparently; other archives "
+    "(bz2, xz, tar ...) are named in the error; a zip must hold one file "
     "(__MACOSX litter ignored) and is read in the format of that file's name (stories.zip holding stories.jsonl "
     "reads as JSONL), a zip with several is refused naming them: choose one as ARCHIVE.zip:MEMBER; "
     "member names with '..' or a leading '/' and archives inside an archive are refused. .tsv reads as "

@@ -17,7 +17,8 @@ Formats (``format=`` name, auto-detected from the content when not given):
   ``-``-joined), ``album_id``, ``sentences``, ``system``.
 - ``csv``: a header row with the same column names (``photo_ids`` ``-``-joined; ``sentences`` ``|||``-joined).
 
-``.zip`` and ``.gz`` files are opened transparently. JSONL and CSV stream line by line.
+``.zip`` and ``.gz`` files (any letter case: ``.ZIP``, ``.GZ``) are opened transparently. JSONL and CSV stream line
+by line.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import re
 import stat
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,17 +98,30 @@ def input_path(path: Any, what: str = "a file") -> str:
     return path
 
 
+#: where ``ARCHIVE.zip:MEMBER`` splits: ``.zip:`` in any letter case (``ARCHIVE.ZIP:MEMBER`` as well)
+_ZIP_COLON = re.compile(r"\.zip:", re.IGNORECASE | re.ASCII)
+
+
+def is_zip_name(path: str | Path) -> bool:
+    """Whether ``path``'s name ends in ``.zip``, in any letter case (``.ZIP`` too): opened as a zip archive."""
+    return Path(path).suffix.lower() == ".zip"
+
+
 def split_member(path: str | Path) -> tuple[Path, str | None]:
-    """``ARCHIVE.zip:MEMBER`` -> ``(ARCHIVE.zip, MEMBER)``; any other path -> ``(path, None)``.
+    """``ARCHIVE.zip:MEMBER`` -> ``(ARCHIVE.zip, MEMBER)`` (``.zip`` in any letter case: ``ARCHIVE.ZIP:MEMBER``);
+    any other path -> ``(path, None)``.
 
     A path that exists as given is never split (a file may have ``.zip:`` in its name).
     """
     text = input_path(path)
     p = Path(text)
-    if p.exists() or ".zip:" not in text:
+    if p.exists():
         return p, None
-    archive, _, member = text.rpartition(".zip:")
-    return Path(archive + ".zip"), member
+    found = list(_ZIP_COLON.finditer(text))
+    if not found:
+        return p, None
+    last = found[-1]  # the last ``.zip:``, as rpartition finds it
+    return Path(text[: last.start() + 4]), text[last.end() :]
 
 
 def is_input_file(path: str | Path) -> bool:
@@ -265,9 +280,33 @@ def _zip_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
 _ARCHIVE_SUFFIXES = (".zip", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".tar", ".rar", ".zst")
 
 
+def _member_key(name: str) -> str:
+    """A member name as unzipping places it: a leading ``./`` or ``/`` (repeated) dropped, so ``./a.jsonl`` and
+    ``a.jsonl`` are one file."""
+    return _MEMBER_LEAD.sub("", name)
+
+
+_MEMBER_LEAD = re.compile(r"^(?:\.?/)+")
+
+
+def _same_name(p: Path, member: str, same: list[str]) -> InputError:
+    """The error for ``member``, a name that ``same`` (several members of ``p``) share: which one is meant cannot
+    be told (zipfile silently reads the last), so it is refused."""
+    spelled = f" (as {shown_names(same, limit=4)})" if len(set(same)) > 1 else ""
+    return InputError(
+        f"{p} holds {len(same)} members named {shown_names([member])!r}{spelled}, and vistkit cannot tell which one "
+        "to read; repack the archive with a distinct name for each file"
+    )
+
+
 def _pick_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
     names = [n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")]
     unsafe = [n for n in names if n.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", n)]
+    counts = Counter(_member_key(n) for n in names)
+
+    def twins(name: str) -> list[str]:
+        return [n for n in names if _member_key(n) == _member_key(name)]
+
     if member is not None:
         if member not in names:
             listed = shown_names(names, limit=10, none="no file")
@@ -276,6 +315,8 @@ def _pick_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
             raise InputError(
                 f"{p}: member {shown_names([member])!r} has an unsafe name (absolute or with '..'); rename it"
             )
+        if counts[_member_key(member)] > 1:
+            raise _same_name(p, member, twins(member))
         return member
     if not names:
         raise InputError(f"{p}: the zip archive holds no file")
@@ -284,9 +325,25 @@ def _pick_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
             f"{p}: member name {shown_names(unsafe[:1])!r} is unsafe (absolute or with '..'); repack the archive"
         )
     if len(names) > 1:
+        single = [n for n in names if counts[_member_key(n)] == 1]
+        if not single and len(counts) == 1:  # one name, stored several times
+            raise _same_name(p, names[0], names)
+        if not single:
+            raise InputError(
+                f"{p} holds several files, each name more than once ({shown_names(names, limit=10)}), and vistkit "
+                "cannot tell which to read; repack the archive with a distinct name for each file"
+            )
+        twice = [n for n in dict.fromkeys(_member_key(n) for n in names) if counts[n] > 1]
+        unusable = (
+            f" ({shown_names(twice, limit=4)} appear{'s' if len(twice) == 1 else ''} more than once and cannot be "
+            "chosen: repack the archive to read them)"
+            if twice
+            else ""
+        )
+        example = f", e.g. {p.name}:{shown_names(single[:1])}" if single else ""
         raise InputError(
-            f"{p} holds several files ({shown_names(names, limit=10)}); choose one as {p.name}:MEMBER, e.g. "
-            f"{p.name}:{shown_names(names[:1])}"
+            f"{p} holds several files ({shown_names(names, limit=10)}); choose one as {p.name}:MEMBER{example}"
+            f"{unusable}"
         )
     return names[0]
 
@@ -359,7 +416,7 @@ def content_name(path: str | Path) -> str:
     (``stories.zip`` holding ``stories.jsonl`` -> ``stories.zip:stories.jsonl``), else the path; a zip that
     cannot be listed keeps its own name (opening it then says what is wrong)."""
     p, member = split_member(path)
-    if member is not None or p.suffix.lower() != ".zip" or not p.is_file():
+    if member is not None or not is_zip_name(p) or not p.is_file():
         return str(path)
     try:
         with zipfile.ZipFile(p) as zf:
@@ -379,14 +436,14 @@ def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.Buffere
     fh, size = open_input(p)
     zf: zipfile.ZipFile | None = None
     try:
-        if p.suffix == ".zip" or member is not None:
+        if is_zip_name(p) or member is not None:
             zf = zipfile.ZipFile(fh)
             name = _zip_member(zf, p, member)
             where = f"{p}:{name}"
             if zf.getinfo(name).file_size > limit:  # what the header declares; the stream is counted too
                 raise input_too_large(where, limit)
             return io.BufferedReader(_Capped(zf.open(name), limit, where, also=(zf, fh)))
-        if p.suffix == ".gz":
+        if p.suffix.lower() == ".gz":
             return io.BufferedReader(_Capped(gzip.GzipFile(fileobj=fh, mode="rb"), limit, str(p), also=(fh,)))
         if size is not None and size > limit:
             raise input_too_large(p, limit)
@@ -405,40 +462,121 @@ def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.Buffere
 
 
 def open_text(path: str | Path, *, newline: str | None = None, max_bytes: int | None = None) -> io.TextIOBase:
-    """Open a text file (UTF-8, a leading BOM skipped), looking inside ``.zip`` and ``.gz``.
+    """Open a text file (UTF-8, a leading BOM skipped), looking inside ``.zip`` and ``.gz`` (any letter case).
 
     A zip must hold one file, or the member is named as ``ARCHIVE.zip:MEMBER``. ``newline`` as for `open`
-    (CSV needs ``""`` so line breaks inside quoted fields are kept). Decoding errors surface when reading:
-    read through `read_text` or `iter_lines` (or `open_csv`) to turn them into one clear `InputError`. Reading
-    past ``max_bytes`` decompressed bytes (default: `vistkit.limits.max_input_bytes`) raises one `InputError`.
+    (CSV needs ``""`` so line breaks inside quoted fields are kept). Content that is no text at all (a zip, gzip,
+    bzip2, xz, zstd, 7z or tar archive, UTF-16/32: `binary_kind`) and text starting with two byte-order marks
+    are refused here, from the first bytes (`check_head`); other decoding errors surface when reading: read
+    through `read_text` or `iter_lines` (or `open_csv`) to turn them into one clear `InputError`. Reading past
+    ``max_bytes`` decompressed bytes (default: `vistkit.limits.max_input_bytes`) raises one `InputError`.
     """
-    return io.TextIOWrapper(open_binary(path, max_bytes=max_bytes), encoding=ENCODING, newline=newline)
+    fh = open_binary(path, max_bytes=max_bytes)
+    try:
+        head = fh.peek(HEAD_BYTES)[:HEAD_BYTES]
+        check_head(head, path)
+    except BaseException as exc:
+        fh.close()
+        if isinstance(exc, _READ_ERRORS):  # a corrupt .gz/.zip fails once read
+            raise InputError(f"{path}: cannot be read ({exc})") from None
+        raise
+    return io.TextIOWrapper(fh, encoding=ENCODING, newline=newline)
 
 
-#: the first bytes of files that are not UTF-8 text, and what they are
+#: how many first bytes tell what a file is (`binary_kind`: a tar header is 512 bytes; a gzip'd one is inflated)
+HEAD_BYTES = 4096
+
+#: what files that are not UTF-8 text are, and what to do (`binary_kind`)
 _UTF32 = "UTF-32 text (it starts with a UTF-32 byte-order mark); save it as UTF-8"
 _UTF16 = "UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+_KINDS = {
+    "utf32": _UTF32,
+    "utf16": _UTF16,
+    "zip": "a zip archive; vistkit opens a zip whose name ends in .zip (rename it so), or unzip it first if it was "
+    "zipped twice",
+    "gzip": "gzip-compressed data; vistkit opens gzip data whose name ends in .gz (rename it so), or unpack it first "
+    "if it was compressed twice",
+    "tar": "a tar archive (a bundle of files); extract it (tar xf FILE) and give the story file inside",
+    "tar.gz": "a tar archive compressed with gzip (.tar.gz, .tgz: a bundle of files); extract it (tar xzf FILE) and "
+    "give the story file inside",
+    "bzip2": "bzip2-compressed data, which vistkit does not open; decompress it first (bunzip2 FILE)",
+    "xz": "xz-compressed data, which vistkit does not open; decompress it first (unxz FILE)",
+    "zstd": "zstd-compressed data, which vistkit does not open; decompress it first (unzstd FILE)",
+    "7z": "a 7z archive, which vistkit does not open; extract it first (7z x FILE)",
+    "rar": "a RAR archive, which vistkit does not open; extract it first (unrar x FILE)",
+}
+#: the first bytes of each kind: whole signatures, so that no text file matches by chance (text may start "BZh")
 _MAGIC = (
-    (b"\x00\x00\xfe\xff", _UTF32),
-    (b"\xff\xfe\x00\x00", _UTF32),
-    (b"\xff\xfe", _UTF16),
-    (b"\xfe\xff", _UTF16),
-    (b"\x1f\x8b", "gzip-compressed data (compressed twice, or a .gz file named without .gz?); unpack it"),
-    (b"PK\x03\x04", "a zip archive (named without .zip, or zipped twice?); unpack it"),
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed data; unpack it"),
-    (b"BZh", "bzip2-compressed data; unpack it"),
-    (b"\xfd7zXZ", "xz-compressed data; unpack it"),
+    (b"\x00\x00\xfe\xff", "utf32"),
+    (b"\xff\xfe\x00\x00", "utf32"),
+    (b"\xff\xfe", "utf16"),
+    (b"\xfe\xff", "utf16"),
+    (b"\x1f\x8b", "gzip"),
+    (b"PK\x03\x04", "zip"),
+    (b"PK\x05\x06", "zip"),  # a zip holding nothing
+    (b"PK\x07\x08", "zip"),  # a zip written as a stream (spanned)
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+    (b"Rar!\x1a\x07", "rar"),
 )
+#: bzip2: "BZh", the block size (1-9), then a block's or the end's magic number (48 bits of pi, or of sqrt(pi))
+_BZIP2 = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")
+#: a tar header: "ustar" and its NUL (POSIX) or two spaces and a NUL (GNU) at byte 257; no text holds a NUL
+_TAR_MAGIC = (b"ustar\x00", b"ustar  \x00")
+
+
+def _is_tar(head: bytes) -> bool:
+    return head[257:263] == _TAR_MAGIC[0] or head[257:265] == _TAR_MAGIC[1]
+
+
+def _binary_code(head: bytes) -> str | None:
+    """The `_KINDS` key of content starting with ``head``, or None (text, or too little to tell)."""
+    code = next((code for magic, code in _MAGIC if head.startswith(magic)), None)
+    if code == "gzip":  # a .tar.gz: the first inflated bytes are a tar header
+        try:
+            inner = zlib.decompressobj(wbits=31).decompress(head, 512)
+        except zlib.error:
+            inner = b""
+        return "tar.gz" if _is_tar(inner) else code
+    if code is None and _BZIP2.match(head):
+        return "bzip2"
+    if code is None and _is_tar(head):
+        return "tar"
+    return code
 
 
 def binary_kind(head: bytes) -> str | None:
-    """What a file starting with ``head`` is when it is not UTF-8 text (UTF-16, a gzip or zip archive ...)."""
-    return next((what for magic, what in _MAGIC if head.startswith(magic)), None)
+    """What content starting with ``head`` (its first `HEAD_BYTES`: a tar is told at byte 257) is when it is not
+    UTF-8 text, and what to do: UTF-16/32, a zip, gzip, bzip2, xz, zstd, 7z, RAR or tar archive (a gzip'd one
+    too); None for anything else."""
+    code = _binary_code(bytes(head))
+    return None if code is None else _KINDS[code]
 
 
-def _decode_error(p: Path | str, exc: UnicodeDecodeError) -> InputError:
-    head = exc.object[:4] if isinstance(exc.object, bytes | bytearray) and exc.start < 4 else b""
-    if (kind := binary_kind(bytes(head))) is not None:
+_TWO_BOMS = b"\xef\xbb\xbf\xef\xbb\xbf"
+
+
+def check_head(head: bytes, where: str | Path) -> None:
+    """Refuse content whose first bytes ``head`` (read from ``where``) say it is no UTF-8 text (`binary_kind`),
+    or that starts with two UTF-8 byte-order marks (the reader skips one; the other would be part of the first
+    id, column name or JSON value), each in one sentence naming ``where``."""
+    if (kind := binary_kind(head)) is not None:
+        raise InputError(f"{where}: not UTF-8 text but {kind}")
+    if head.startswith(_TWO_BOMS):
+        raise InputError(f"{where}: starts with two byte-order marks (U+FEFF); remove the second")
+
+
+def _decode_error(p: Path | str, exc: UnicodeDecodeError, data: bytes | None = None) -> InputError:
+    """One sentence for bytes that are not UTF-8; ``data``: the whole content when it is at hand (its first bytes
+    tell a zip or bzip2 archive, which fail to decode only later on)."""
+    if data is not None:
+        head = bytes(data[:HEAD_BYTES])
+    elif isinstance(exc.object, bytes | bytearray) and exc.start < 4:
+        head = bytes(exc.object[:HEAD_BYTES])
+    else:
+        head = b""
+    if (kind := binary_kind(head)) is not None:
         return InputError(f"{p}: not UTF-8 text but {kind}")
     return InputError(
         f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8 (e.g. 'CSV UTF-8' in Excel)"
@@ -529,7 +667,7 @@ def read_text(path: str | Path) -> str:
 def csv_delimiter(path: str | Path) -> str:
     """Tab for ``.tsv`` files (also inside ``.gz``/``.zip``), comma for ``.csv``; a name that says neither (no
     suffix, ``.txt``) is tab-separated when its first line holds a tab, as for text piped into ``-``."""
-    suffix = _inner_suffix(Path(content_name(path).split(".zip:")[-1]))
+    suffix = _inner_suffix(Path(_ZIP_COLON.split(content_name(path))[-1]))
     if suffix in (".csv", ".tsv"):
         return "\t" if suffix == ".tsv" else ","
     if str(path) == STDIN or _FD_NAME.fullmatch(str(path)) or unnamed_pipe(str(path)):
@@ -641,7 +779,8 @@ def read_csv_rows(path: str | Path, *, delimiter: str | None = None) -> list[lis
 
 
 def _inner_suffix(path: Path) -> str:
-    name = path.name
+    """The suffix of the file inside: ``s.jsonl.gz`` -> ``.jsonl``, in lower case (``S.JSONL.GZ`` too)."""
+    name = path.name.lower()
     for outer in (".zip", ".gz"):
         if name.endswith(outer):
             name = name[: -len(outer)]
@@ -729,10 +868,14 @@ def parse_json(text: str | bytes, where: str | Path) -> Any:
     key given twice in one object is refused naming it (nothing is dropped silently), and so is a lone surrogate
     (`refuse_surrogates`)."""
     if isinstance(text, bytes | bytearray):
+        raw = bytes(text)
+        check_head(raw[:HEAD_BYTES], where)
         try:
-            text = text.decode(ENCODING)
+            text = raw.decode(ENCODING)
         except UnicodeDecodeError as exc:
-            raise _decode_error(where, exc) from None
+            raise _decode_error(where, exc, raw) from None
+    if text.startswith("\ufeff"):  # after the byte-order mark decoding skips: a second one
+        raise InputError(f"{where}: starts with two byte-order marks (U+FEFF); remove the second")
     check_json_values(text, where)
     try:
         data = json.loads(text, object_pairs_hook=unique_pairs)
@@ -1048,10 +1191,12 @@ def _read_stdin(*, format: str | None, system: str | None, field: str, path: Pat
     name = Path(where)
     if format is not None and format not in FORMATS:
         raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    raw = read_stdin_bytes() if path is None else read_bytes(path)
+    _check_piped_head(raw[:HEAD_BYTES], where)
     try:
-        text = (read_stdin_bytes() if path is None else read_bytes(path)).decode(ENCODING)
+        text = raw.decode(ENCODING)
     except UnicodeDecodeError as exc:
-        raise _decode_error(where, exc) from None
+        raise _decode_error(where, exc, raw) from None
     if not text.strip():
         if path is not None:
             raise InputError(f"{where}: nothing was piped in (the pipe is empty)")
@@ -1070,6 +1215,24 @@ def _read_stdin(*, format: str | None, system: str | None, field: str, path: Pat
     if not stories:
         raise InputError(f"{where}: holds no stories")
     return StorySet(stories, source=where)
+
+
+def _check_piped_head(head: bytes, where: str) -> None:
+    """`check_head` for data piped in (``where``: ``<stdin>`` or the pipe's path): a zip needs to be a file (it is
+    read from its end), and gzip data is opened from a file named .gz; each is told in one sentence."""
+    code = _binary_code(head)
+    source = "standard input" if where == "<stdin>" else where
+    if code == "zip":
+        raise InputError(
+            f"{source} holds a zip archive, which vistkit reads only from a file; give it as a file name "
+            "(ARCHIVE.zip, or ARCHIVE.zip:MEMBER), or pipe in the file inside (unzip -p ARCHIVE.zip MEMBER | ...)"
+        )
+    if code == "gzip":
+        raise InputError(
+            f"{source} holds gzip-compressed data, which vistkit reads only from a file; give it as a file name "
+            "ending in .gz, or pipe it through zcat (zcat FILE.gz | ...)"
+        )
+    check_head(head, where)
 
 
 _NOT_SPACE = re.compile(r"\S")
@@ -1404,6 +1567,11 @@ def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[S
         except DuplicateKeyError as exc:
             raise InputError(f"{p} line {n}: {exc}; give each field once") from None
         except json.JSONDecodeError as exc:
+            if line.lstrip(" \t").startswith("\ufeff"):
+                raise InputError(
+                    f"{p} line {n}: starts with a byte-order mark (U+FEFF), which belongs only at the start of a "
+                    "file (files joined with cat, or two marks?); remove it"
+                ) from None
             raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {exc.msg}") from None
         except RecursionError:
             raise InputError(f"{p} line {n}: JSON nested too deeply") from None

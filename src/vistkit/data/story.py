@@ -42,12 +42,17 @@ class Keying(StrEnum):
 def _shown(text: str) -> str:
     """An id for a message: control characters escaped, at most 60 characters."""
     shown = text if text.isprintable() else repr(text)[1:-1]
+    if not _INVISIBLE_LETTERS.isdisjoint(shown):  # printable, yet shown as nothing: escaped as repr escapes U+200B
+        shown = "".join(f"\\u{ord(c):04x}" if c in _INVISIBLE_LETTERS else c for c in shown)
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 #: Unicode categories no id may hold: control characters (tab, newline, ESC...), invisible format characters
 #: (zero-width space, byte-order mark, direction marks) and line/paragraph separators
 _BAD_ID_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+#: letters that show as nothing though Unicode calls them letters (category Lo): the Hangul fillers, refused in
+#: ids as the invisible format characters are
+_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 #: spaces around an id (``"45530 "`` from a CSV cell written ``45530, text``) are dropped, so the id matches the
@@ -71,7 +76,7 @@ def clean_id(value: str, what: str, story_id: str) -> str:
     import unicodedata
 
     for ch in value:
-        if unicodedata.category(ch) in _BAD_ID_CATEGORIES:
+        if unicodedata.category(ch) in _BAD_ID_CATEGORIES or ch in _INVISIBLE_LETTERS:
             name = unicodedata.name(ch, "")
             char = f"U+{ord(ch):04X} ({name.lower()})" if name else f"the control character U+{ord(ch):04X}"
             owner = "" if what == "story_id" else f"story {_shown(str(story_id))!r}: "
