@@ -197,9 +197,12 @@ def test_numbers_and_booleans_are_read_as_written_with_a_warning() -> None:
         b'"story_text_normalized": true}]}'
     )
     r = validate_submission(raw)
-    assert r.ok
     types = next(f for f in r.findings if f.check == "types")
     assert types.level is Level.WARNING and types.sequences == ("1-2-3-4-50.0",)
+    # the challenge read them as written; vistkit's reader (what `score` uses) refuses such a file, so the
+    # verdict is INVALID (VALID means `vistkit score` accepts the file)
+    readable = next(f for f in r.findings if f.check == "readable")
+    assert not r.ok and readable.level is Level.ERROR
 
 
 def test_constructs_the_java_program_crashes_on_are_vistkit_errors() -> None:

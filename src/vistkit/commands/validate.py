@@ -37,16 +37,15 @@ def validate(
     the "all required stories" check is skipped. Exit code 0 when valid (warnings allowed), 1 when a check
     fails.
     """
-    from vistkit.data.validate import validate_submission
+    from vistkit.data.validate import ROW_COLUMNS, validate_submission
 
     report = validate_submission(submission, template=template, references=references)
     if fmt is OutputFormat.JSON:
         echo(dumps_json(report.as_dict()))
     elif fmt is OutputFormat.TEXT:
         echo("\n".join(report.lines()))
-    else:
-        rows = [[f.level.value, f.origin.value, f.check, f.message] for f in report.findings]
-        title = f"validate {report.path}"
-        echo(render_table(["level", "origin", "check", "message"], rows, fmt, title=title))
+    else:  # one row per offender (every sequence and story at fault), with the detail JSON has
+        title = f"validate {report.path}: {report.summary().removeprefix('(vistkit) ')}"
+        echo(render_table(list(ROW_COLUMNS), report.rows(), fmt, title=title))
     if not report.ok:
         raise typer.Exit(1)

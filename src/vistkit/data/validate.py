@@ -35,26 +35,39 @@ Where we differ from the Java program, on purpose:
   a story is ``null``) we report a vistkit error instead.
 
 Gson turns JSON numbers and booleans into strings where a string is expected (``123`` -> ``"123"``, as
-written); so do we, with a warning.
+written); so do we, with a warning (and vistkit's reader refuses what it cannot take as an id or a text, a
+boolean or a fraction: an error, below).
 
 After the challenge's checks come vistkit's own, marked ``(vistkit)``: encoding (not UTF-8 is an error; a
 byte-order mark a warning), values Gson coerced (warning), ``null`` photo ids and empty photo sequences
 (errors), sequences of other than 5 photos or with a repeated photo (warnings), album ids that differ from
 the template's and sequences outside the template (warnings), empty stories (warning), non-ASCII characters
-(warning: the challenge README says they are ignored in evaluation), a submission without stories (error).
+(warning: the challenge README says they are ignored in evaluation), a submission without stories (error), and
+last the submission read as ``vistkit score`` reads it (`_reader_check`: vistkit's story reader, one story per
+sequence key): whatever the reader refuses (an id with a control or invisible character, a NUL character, an
+unpaired surrogate, a story over the length limit, an empty photo id, a value that is not a string or a whole
+number, two sequences that are one once the spaces around ids are dropped and ids are NFC-normalised ...) is an
+error in the reader's words, so that ``validate`` never passes a file ``score`` refuses.
+
+Text shown from the submission (ids, paths) has its control, format and bidi characters written as Python escapes
+(``\\x1b``, ``\\u202e``), as ``score`` writes ids: a file cannot drive the terminal. Counts (the text summary,
+JSON's ``errors`` and ``warnings``, the rows of ``--format csv|latex``) are of offenders: one per story or required
+sequence at fault (`Finding.count`), next to the number of checks that failed.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from vistkit.data.story import StorySet, sequence_key
-from vistkit.errors import InputError
+from vistkit.data.story import ID_EDGE_SPACES, StorySet, sequence_key
+from vistkit.errors import InputError, VistkitError
 
 MAX_LISTED = 10
 EXPECTED_PHOTOS = 5
@@ -87,12 +100,21 @@ class Origin(StrEnum):
     VISTKIT = "vistkit"
 
 
+#: the columns of ``vistkit validate --format csv|latex``: one row per offender (`Finding.rows`)
+ROW_COLUMNS = ("level", "origin", "check", "message", "detail", "sequence", "index", "line", "column")
+
+#: an offender: its sequence (a vistkit key; None when the story has no photo_sequence) and its position in
+#: ``output_stories`` (None for a required sequence that has no story)
+Offender = tuple[str | None, int | None]
+
+
 @dataclass(frozen=True)
 class Finding:
     """One result line: a passed check, an error, a warning or a note.
 
     ``message`` is the line as printed (the challenge's exact text for its checks). ``sequences`` are vistkit
-    keys (ids joined by ``-``) and ``indices`` positions in ``output_stories`` of all offenders.
+    keys (ids joined by ``-``) and ``indices`` positions in ``output_stories`` of all offenders; ``offenders``
+    pairs them, one per story (or missing sequence) at fault, in order: `count` counts them.
     """
 
     check: str
@@ -104,19 +126,54 @@ class Finding:
     indices: tuple[int, ...] = ()
     line: int | None = None
     column: int | None = None
+    offenders: tuple[Offender, ...] = ()
+
+    @property
+    def count(self) -> int:
+        """How many problems (or warnings) this finding stands for: one per offender, at least one."""
+        return max(1, len(self.offenders))
+
+    def _listed(self) -> bool:
+        """True when each offender gets a line of its own (the challenge's errors name one sequence a line)."""
+        return self.origin is Origin.CHALLENGE and self.level is Level.ERROR and len(self.offenders) > 1
+
+    def _offender_message(self, position: int) -> str:
+        """The line naming offender ``position``, as the challenge prints it for that story."""
+        if position == 0 or not self._listed():
+            return self.message
+        prefix = self.message.split(" Photo seq: ")[0]
+        seq = self.offenders[position][0]
+        return prefix if seq is None else f"{prefix} Photo seq: {seq + '-' if seq else ''}"
 
     def lines(self, *, max_listed: int = MAX_LISTED) -> list[str]:
         """The printed lines: the message, then (for several offenders) more of them and a count."""
         out = [self.message]
         if self.detail:
             out.append(f"  (vistkit: {self.detail})")
-        if self.origin is Origin.CHALLENGE and self.level is Level.ERROR and len(self.sequences) > 1:
-            prefix = self.message.split(" Photo seq: ")[0]
-            for seq in self.sequences[1:max_listed]:
-                out.append(f"{prefix} Photo seq: {seq + '-' if seq else ''}")
-            if len(self.sequences) > max_listed:
-                out.append(f"  (vistkit: ... and {len(self.sequences) - max_listed} more; see --format json)")
+        if self._listed():
+            out.extend(self._offender_message(i) for i in range(1, min(max_listed, len(self.offenders))))
+            if len(self.offenders) > max_listed:
+                out.append(f"  (vistkit: ... and {len(self.offenders) - max_listed} more; see --format json)")
         return out
+
+    def rows(self) -> list[list[Any]]:
+        """The rows of ``--format csv|latex`` (`ROW_COLUMNS`): one per offender (one when there is none), each
+        with its own message line, the detail, its sequence and index, and the line and column."""
+        offenders: tuple[Offender, ...] = self.offenders or ((None, None),)
+        return [
+            [
+                self.level.value,
+                self.origin.value,
+                self.check,
+                self._offender_message(i),
+                self.detail if i == 0 else "",  # it speaks of the first offender (or of all)
+                seq,
+                index,
+                self.line,
+                self.column,
+            ]
+            for i, (seq, index) in enumerate(offenders)
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         """The finding as a JSON-ready dict."""
@@ -126,11 +183,17 @@ class Finding:
             "origin": self.origin.value,
             "message": self.message,
             "detail": self.detail,
+            "count": self.count,
             "sequences": list(self.sequences),
             "indices": list(self.indices),
             "line": self.line,
             "column": self.column,
         }
+
+
+def _plural(n: int, noun: str, plural: str = "") -> str:
+    """``1 error``, ``3 errors``, ``2 stories``."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 @dataclass
@@ -149,7 +212,7 @@ class ValidationReport:
 
     @property
     def errors(self) -> list[Finding]:
-        """The findings at error level."""
+        """The findings at error level (the failed checks)."""
         return [f for f in self.findings if f.level is Level.ERROR]
 
     @property
@@ -157,30 +220,58 @@ class ValidationReport:
         """The findings at warning level."""
         return [f for f in self.findings if f.level is Level.WARNING]
 
+    @property
+    def error_count(self) -> int:
+        """The errors: one per story or required sequence at fault (`Finding.count`), over all failed checks."""
+        return sum(f.count for f in self.errors)
+
+    @property
+    def warning_count(self) -> int:
+        """The warnings, counted as `error_count` counts errors."""
+        return sum(f.count for f in self.warnings)
+
+    def summary(self) -> str:
+        """The last line of the text report: the verdict, the errors (one per story or sequence at fault) and the
+        failed checks, the warnings, the stories."""
+        verdict = "VALID" if self.ok else "INVALID"
+        errors = _plural(self.error_count, "error") if self.errors else "0 errors"
+        if self.errors:
+            errors += f" ({_plural(len(self.errors), 'check')} failed)"
+        warnings = _plural(self.warning_count, "warning") if self.warnings else "0 warnings"
+        if self.warnings:
+            warnings += f" ({_plural(len(self.warnings), 'check')})"
+        return (
+            f"(vistkit) {verdict}: {errors}, {warnings}"
+            + (f"; {_plural(self.n_stories, 'story', 'stories')}" if self.n_stories is not None else "")
+            + (f", {self.n_required:,} required" if self.n_required is not None else "")
+        )
+
     def lines(self, *, max_listed: int = MAX_LISTED) -> list[str]:
         """The text report: the challenge's ``[Test File]`` line, every finding, a summary."""
         out = [f"[Test File] {self.path}"]
         for f in self.findings:
             out.extend(f.lines(max_listed=max_listed))
-        verdict = "VALID" if self.ok else "INVALID"
-        out.append(
-            f"(vistkit) {verdict}: {len(self.errors)} error(s), {len(self.warnings)} warning(s)"
-            + (f"; {self.n_stories} stories" if self.n_stories is not None else "")
-            + (f", {self.n_required} required" if self.n_required is not None else "")
-        )
+        out.append(self.summary())
         return out
+
+    def rows(self) -> list[list[Any]]:
+        """The rows of ``--format csv|latex`` (`ROW_COLUMNS`), finding by finding: one per offender."""
+        return [row for f in self.findings for row in f.rows()]
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON of ``vistkit validate --format json``: ``path``, ``valid``, ``n_stories``, ``n_required``,
-        ``errors``, ``warnings`` (counts) and ``findings`` (each `Finding.as_dict`: check, level, origin,
-        message, detail, sequences, indices, line, column)."""
+        ``errors`` and ``warnings`` (counted as the text summary counts them: one per story or sequence at fault),
+        ``failed_checks`` and ``warning_checks`` (the findings at those levels) and ``findings`` (each
+        `Finding.as_dict`: check, level, origin, message, detail, count, sequences, indices, line, column)."""
         return {
             "path": self.path,
             "valid": self.ok,
             "n_stories": self.n_stories,
             "n_required": self.n_required,
-            "errors": len(self.errors),
-            "warnings": len(self.warnings),
+            "errors": self.error_count,
+            "failed_checks": len(self.errors),
+            "warnings": self.warning_count,
+            "warning_checks": len(self.warnings),
             "findings": [f.as_dict() for f in self.findings],
         }
 
@@ -190,9 +281,19 @@ def challenge_key(photo_ids: Iterable[str]) -> str:
     return "".join(f"{p}-" for p in photo_ids)
 
 
+#: the Unicode categories a printed id or message shows escaped: control characters (ESC, BEL, tab, C1 controls
+#: such as CSI), format characters (bidi overrides, zero-width spaces), line/paragraph separators, lone surrogates
+_ESCAPED_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))
+
+
 def _printable(text: str) -> str:
-    """Text safe to print and to encode as UTF-8 (lone surrogates from ``\\ud800`` escapes become escapes)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """Text safe to print on a terminal and to encode as UTF-8: control, format and bidi characters and lone
+    surrogates (from ``\\ud800`` escapes) written as Python escapes (``\\x1b``, ``\\u202e``, ``\\ud800``), as
+    ``vistkit score`` shows ids; anything else, non-ASCII letters included, as it is (the challenge's messages
+    stay byte-identical for ids without such characters)."""
+    if text.isprintable():
+        return text
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _ESCAPED_CATEGORIES else ch for ch in text)
 
 
 # --------------------------------------------------------------------------------------------------- parsing
@@ -226,11 +327,11 @@ def _decode(raw: bytes) -> tuple[str, list[Finding]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        from vistkit.data.readers import binary_kind
+        from vistkit.data.readers import HEAD_BYTES, binary_kind
 
         text = raw.decode("utf-8", errors="replace")
         line = raw[: exc.start].count(b"\n") + 1
-        kind = binary_kind(raw[:4]) if exc.start < 4 else None
+        kind = binary_kind(raw[:HEAD_BYTES])  # a zip or bzip2 archive starts with bytes that decode
         found.append(
             Finding(
                 "encoding",
@@ -308,6 +409,11 @@ class _Entry:
         if self.photos is None:
             return None
         return challenge_key("null" if p is None else p for p in self.photos)
+
+
+def _offender(entry: _Entry) -> Offender:
+    """``entry`` as an offender: its sequence (printable; None without a photo_sequence) and its position."""
+    return (None if entry.photos is None else _printable(entry.key), entry.index)
 
 
 def _bind(rec: Any, index: int) -> _Entry:
@@ -425,6 +531,7 @@ def validate_submission(
     report.findings.extend(encoding_findings)
     if entries is not None:
         _vistkit_checks(entries, report, tmpl)
+        _reader_check(raw, path, entries, report)
     return report
 
 
@@ -515,6 +622,7 @@ def _challenge_checks(text: str, report: ValidationReport, required: Sequence[st
                 f"[Error] (vistkit) output_stories[{nulls[0]}] is null, not a story object (the challenge's "
                 "evaluator crashes on it).",
                 indices=tuple(nulls),
+                offenders=tuple((None, i) for i in nulls),
             )
         )
         return None
@@ -536,6 +644,7 @@ def _challenge_checks(text: str, report: ValidationReport, required: Sequence[st
                 + (f"; {len(incomplete) - 1} more such stories" if len(incomplete) > 1 else ""),
                 sequences=tuple(_printable(e.key) for e in incomplete if e.photos is not None),
                 indices=tuple(e.index for e in incomplete),
+                offenders=tuple(_offender(e) for e in incomplete),
             )
         )
         return entries
@@ -560,6 +669,7 @@ def _challenge_checks(text: str, report: ValidationReport, required: Sequence[st
                 f"output_stories[{dups[0].index}] repeats an earlier sequence",
                 sequences=tuple(dict.fromkeys(_printable(e.key) for e in dups)),
                 indices=tuple(e.index for e in dups),
+                offenders=tuple(_offender(e) for e in dups),
             )
         )
         return entries
@@ -586,6 +696,7 @@ def _challenge_checks(text: str, report: ValidationReport, required: Sequence[st
                 f"[Error] {MSG_MISSING} Photo seq: {_printable(challenge_key(missing_keys[0].split('-')))}",
                 f"{len(missing_keys)} of {len(required)} required stories are missing",
                 sequences=tuple(_printable(k) for k in missing_keys),
+                offenders=tuple((_printable(k), None) for k in missing_keys),
             )
         )
         return entries
@@ -615,6 +726,7 @@ def _vistkit_checks(entries: list[_Entry], report: ValidationReport, template: S
                 msg,
                 sequences=tuple(_printable(e.key) for e in offenders if e.photos is not None),
                 indices=tuple(e.index for e in offenders),
+                offenders=tuple(_offender(e) for e in offenders),
             )
         )
 
@@ -695,3 +807,107 @@ def _vistkit_checks(entries: list[_Entry], report: ValidationReport, template: S
         "Stories with non-ASCII characters",
         fix="the challenge README says they are ignored in evaluation (meteor-vist --drop-non-ascii does that).",
     )
+
+
+# ------------------------------------------------------------------------------------- as `vistkit score` reads
+_STORY_AT = re.compile(r"output_stories\[(\d+)\]")
+_KEY_HINT = " (choose another --key?)"  # by_key's hint: validate keys by sequence only, as the challenge did
+
+
+def _reader_check(raw: bytes, path: str, entries: list[_Entry], report: ValidationReport) -> None:
+    """Read the submission as ``vistkit score`` reads a hypothesis file (`vistkit.data.readers.read_stories` on a
+    challenge file: `parse_json`, the challenge reader, then one story per key under the default keying, which is
+    ``sequence`` for a challenge file); a refusal becomes an error in the reader's words, naming the offender.
+
+    The bytes already read are parsed again (a pipe or standard input cannot be read twice) through the functions
+    `read_stories` calls for a JSON file (and ``vistkit score -`` for JSON piped in). A refusal about a story that
+    an earlier error names already, or of a file that is not UTF-8 or holds no stories, adds nothing and is left
+    out (the reader stops at its first refusal, so it may not say more)."""
+    from vistkit.data.readers import _json_stories, parse_json
+
+    where = Path(path)
+    stories: StorySet | None = None
+    try:
+        stories = StorySet(
+            _json_stories(parse_json(raw, where), "challenge", where, system=None, field="text"), source=str(where)
+        )
+        if not stories:
+            raise InputError(f"{where}: holds no stories")
+        stories.by_key(stories.default_keying())
+        return
+    except VistkitError as exc:
+        message = str(exc).replace(_KEY_HINT, "")
+    if any(f.check in ("encoding", "empty") for f in report.errors):
+        return
+    at_fault = {i for f in report.errors for _, i in f.offenders if i is not None}
+    by_index = {e.index: e for e in entries}
+    detail = ""
+    offenders: tuple[Offender, ...] = ()
+    if stories is not None:  # every story read, but two of them have one key
+        repeats = _same_once_read(stories, by_index)
+        if repeats is None:  # only sequences repeated as written: the challenge's check named them
+            return
+        detail, offenders = repeats
+    else:
+        found = _STORY_AT.search(message.removeprefix(f"{where}: "))
+        if found is not None and int(found.group(1)) in by_index:
+            if int(found.group(1)) in at_fault:
+                return
+            offenders = (_offender(by_index[int(found.group(1))]),)
+    report.findings.append(
+        Finding(
+            "readable",
+            Level.ERROR,
+            Origin.VISTKIT,
+            f"[Error] (vistkit) vistkit score refuses this submission: {_printable(message)}",
+            detail,
+            sequences=tuple(dict.fromkeys(seq for seq, _ in offenders if seq is not None)),
+            indices=tuple(i for _, i in offenders if i is not None),
+            offenders=offenders,
+        )
+    )
+
+
+def _same_once_read(stories: StorySet, by_index: dict[int, _Entry]) -> tuple[str, tuple[Offender, ...]] | None:
+    """The stories whose photo sequence, as written, differs from an earlier story's but is the same once read
+    (`Story` drops the spaces around ids and normalises them to Unicode NFC, so that an id typed two ways
+    matches), and why; None when there is none (every repeat is one as written, which the challenge names)."""
+    groups: dict[str, list[int]] = {}
+    for i, story in enumerate(stories):
+        groups.setdefault(story.sequence, []).append(i)
+    offenders: list[Offender] = []
+    first_pair: tuple[_Entry, _Entry, str] | None = None
+    for key, idx in groups.items():
+        if len(idx) < 2 or not all(i in by_index for i in idx):
+            continue
+        written = {by_index[idx[0]].cha_key}
+        for i in idx[1:]:
+            entry = by_index[i]
+            if entry.cha_key in written:
+                continue
+            written.add(entry.cha_key)
+            offenders.append((_printable(key), i))
+            if first_pair is None:
+                first_pair = (by_index[idx[0]], entry, key)
+    if first_pair is None:
+        return None
+    a, b, key = first_pair
+    stripped = [tuple(p.strip(ID_EDGE_SPACES) if p is not None else p for p in (e.photos or ())) for e in (a, b)]
+    shown = [_printable(e.key) for e in (a, b)]
+    if stripped[0] == stripped[1]:
+        why = "once the spaces around photo ids are dropped"
+    else:
+        shown = [ascii(e.key)[1:-1] for e in (a, b)]  # they look alike: the code points show the difference
+        spaced = any(p is not None and p.strip(ID_EDGE_SPACES) != p for e in (a, b) for p in e.photos or ())
+        why = (
+            "once the spaces around photo ids are dropped and ids are normalised to Unicode NFC"
+            if spaced
+            else "once photo ids are normalised to Unicode NFC (an accent typed as its own character is composed)"
+        )
+    more = len(offenders) - 1
+    detail = (
+        f"output_stories[{a.index}] ('{shown[0]}') and output_stories[{b.index}] ('{shown[1]}') are one sequence, "
+        f"'{_printable(key)}', {why}, as vistkit compares ids; give each sequence one story"
+        + (f"; {more} more such {'story' if more == 1 else 'stories'}" if more > 0 else "")
+    )
+    return detail, tuple(offenders)
