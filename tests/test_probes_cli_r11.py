@@ -143,3 +143,20 @@ def test_formats_carries_its_rules_in_json_and_csv(fmt: str, capsys: pytest.Capt
     rules = {r["format"]: r["shape"] for r in rows if r["format"].startswith("rule: ")}
     assert set(rules) == {"rule: reading", "rule: writing"}
     assert "byte-order mark" in rules["rule: reading"] and "--force" in rules["rule: writing"]
+
+
+@pytest.mark.parametrize("value", ["abc", "", "1e9", "-1", "253402300800", "99999999999999999999"])
+def test_an_unusable_source_date_epoch_is_dropped_with_one_warning(
+    value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """numpy (read when scipy loads) and matplotlib's PDF writer crashed on such a value ("unexpected ValueError
+    ... a bug in vistkit"), the latter after all the scoring; vistkit's own page silently used the time now."""
+    import os
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
+    code, err = run_cli(capsys, "metrics", "-f", "json")
+    assert code == 0 and "SOURCE_DATE_EPOCH" not in os.environ
+    assert f"warning: SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds" in err
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    code, err = run_cli(capsys, "metrics", "-f", "json")
+    assert code == 0 and err == "" and os.environ["SOURCE_DATE_EPOCH"] == "1700000000"

@@ -37,6 +37,28 @@ def _scipy(x: np.ndarray, y: np.ndarray, method: str) -> float:
     return float(stats.kendalltau(x, y, variant="c" if method == "kendall_c" else "b")[0])
 
 
+def _exact_spearman_p(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's two-sided p by brute force over every ordering of x against y (scipy's permutation_test rule for
+    two-sided: twice the smaller tail, at most 1; rhos within 1e-9 are one value)."""
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    rows = rx[np.array(list(itertools.permutations(range(x.size))))]
+    rows_c, ry_c = rows - rows.mean(axis=1, keepdims=True), ry - ry.mean()
+    null = (rows_c @ ry_c) / np.sqrt((rows_c**2).sum(axis=1) * (ry_c**2).sum())  # Pearson of ranks per ordering
+    obs = np.corrcoef(rx, ry)[0, 1]
+    less, greater = np.mean(null <= obs + 1e-9), np.mean(null >= obs - 1e-9)
+    return float(min(1.0, 2 * min(less, greater)))
+
+
+def test_spearman_p_is_exact_for_few_pairs() -> None:
+    """A perfect ranking of 3 systems had p = 0.0000 (scipy's t approximation); its exact p is 1/3 (2 of the 6
+    orderings are as extreme), of 4 systems 1/12, and Kendall's exact p agrees there."""
+    assert C.correlation([1, 2, 3], [10, 20, 30], method="spearman") == pytest.approx((1.0, 1 / 3))
+    assert C.correlation([1, 2, 3, 4], [4, 3, 2, 1], method="spearman") == pytest.approx((-1.0, 1 / 12))
+    assert C.correlation([1, 2, 3], [10, 20, 30], method="kendall")[1] == pytest.approx(1 / 3)
+    x, y = np.arange(10.0), np.array([0, 2, 1, 3, 5, 4, 6, 8, 7, 9.0])  # 10 pairs: scipy's p again
+    assert C.correlation(x, y, method="spearman")[1] == pytest.approx(float(stats.spearmanr(x, y)[1]))
+
+
 def _magnitudes() -> list[tuple[np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(0)
     out = []
@@ -131,11 +153,12 @@ def test_scalar_row_wise_and_scipy_agree_on_ties_and_tiny_n(method: str) -> None
         for got in (r, C._coef(x, y, method), rows[0], rows[1]):
             assert got == pytest.approx(want, abs=1e-12, nan_ok=True)
         if not math.isnan(want):
+            if method == "spearman":  # n <= 9: the exact permutation p, not scipy's t approximation (round 11)
+                assert p == pytest.approx(_exact_spearman_p(x, y), rel=1e-9, abs=1e-12)
+                continue
             res = (
                 stats.pearsonr(x, y)
                 if method == "pearson"
-                else stats.spearmanr(x, y)
-                if method == "spearman"
                 else stats.kendalltau(x, y, variant="c" if method == "kendall_c" else "b")
             )
             assert p == pytest.approx(float(res[1]), rel=1e-9, abs=1e-7)  # r = +-1: scipy's r rounds below 1

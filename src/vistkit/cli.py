@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     progress.set_quiet(None)  # shown (VISTKIT_QUIET=1 hides it) until a -q/--quiet says otherwise
     restore = _encodable_standard_streams()
     _drop_invalid_thread_counts()
+    _drop_invalid_source_date_epoch()
     try:
         if sys.stdout is None:  # `vistkit ... >&-`: every result would be dropped in silence, with exit code 0
             typer.secho(
@@ -273,6 +274,29 @@ def _drop_invalid_thread_counts() -> None:
         if not re.fullmatch(r"\s*[1-9]\d{0,5}\s*(,\s*[1-9]\d{0,5}\s*)*", value):
             del os.environ[name]
             warn(f"{name}={value!r} is not a positive whole number of threads; ignored (the default is used)")
+
+
+#: the last second of the year 9999: a later SOURCE_DATE_EPOCH has no calendar date (Python's datetime ends there)
+_LAST_EPOCH = 253_402_300_799
+
+
+def _drop_invalid_source_date_epoch() -> None:
+    """``SOURCE_DATE_EPOCH`` (reproducible builds: the date a report states) that is not a whole number of seconds
+    from 0 to the year 9999 crashed numpy (read when scipy loads) and matplotlib's PDF writer with "invalid
+    literal for int()" / "year is out of range", after the work was done; it is removed before anything loads,
+    with one warning (the reports then state the current time)."""
+    import re
+
+    from vistkit.errors import warn
+
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    if value is None or (re.fullmatch(r"\s*\d{1,12}\s*", value) and int(value) <= _LAST_EPOCH):
+        return
+    del os.environ["SOURCE_DATE_EPOCH"]
+    warn(
+        f"SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds from 0 to {_LAST_EPOCH:,} (the year 9999); "
+        "ignored (reports state the current time)"
+    )
 
 
 def _encodable_standard_streams() -> Any:

@@ -3,7 +3,10 @@ r.
 
 - Pearson r, Spearman rho and Kendall tau (``kendall`` = tau-b, which corrects for ties on both sides and is
   scipy's default; ``kendall_c`` = tau-c, Stuart's variant for rectangular tables). Point values and p-values
-  are scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`); Pearson's are of the
+  are scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`), except Spearman's p for
+  at most `EXACT_SPEARMAN_MAX_N` pairs (typically a system-level correlation): scipy's t approximation gave p = 0
+  for a perfect ranking of 3 systems, whose exact p is 1/3; there it is the exact permutation p (every ordering
+  of the pairs, as Kendall's p is exact for small n in scipy). Pearson's are of the
   scores shifted and scaled exactly first (`_conditioned`: r is the same, and stays right for scores that
   differ only in their last bits or lie near the ends of the float range).
 - Bootstrap CIs resample ITEMS (stories) with replacement (percentile intervals); at system level the items of
@@ -15,6 +18,8 @@ r.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -99,6 +104,8 @@ def correlation(
         res = stats.pearsonr(_conditioned(x[None, :])[0], _conditioned(y[None, :])[0])
     elif method == "spearman":
         res = stats.spearmanr(x, y)
+        if x.size <= EXACT_SPEARMAN_MAX_N:
+            return float(res[0]), _exact_spearman_p(x, y)
     elif method == "kendall":
         res = stats.kendalltau(x, y, variant="b")
     elif method == "kendall_c":
@@ -106,6 +113,31 @@ def correlation(
     else:
         _check_method(method)
     return float(res[0]), float(res[1])
+
+
+#: up to this many pairs Spearman's p is exact (9! = 362,880 orderings, well under a second); scipy's t
+#: approximation needs more pairs (Zar 1972 advises exact tables below 10)
+EXACT_SPEARMAN_MAX_N = 9
+
+
+def _exact_spearman_p(x: np.ndarray, y: np.ndarray) -> float:
+    """Two-sided p of Spearman's rho over every ordering of ``x`` against ``y`` (ties keep their average ranks):
+    twice the smaller tail, at most 1, as `scipy.stats.permutation_test` defines it; two rhos within 1e-9 are
+    equal (ties make many orderings give the same rho, which float rounding would split between the tails)."""
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    cy = (ry - ry.mean()) / np.sqrt(((ry - ry.mean()) ** 2).sum())
+    cx = rx - rx.mean()
+    cx /= np.sqrt((cx**2).sum())
+    null = cx[_orderings(x.size)] @ cy  # rho of every ordering at once (9! x 9 values)
+    observed = float(cx @ cy)
+    less, greater = np.mean(null <= observed + 1e-9), np.mean(null >= observed - 1e-9)
+    return float(min(1.0, 2 * min(less, greater)))
+
+
+@functools.lru_cache(maxsize=EXACT_SPEARMAN_MAX_N)
+def _orderings(n: int) -> np.ndarray:
+    """Every permutation of ``range(n)``, one per row (n! x n, int8)."""
+    return np.array(list(itertools.permutations(range(n))), dtype=np.int8)
 
 
 def _coef(x: np.ndarray, y: np.ndarray, method: str) -> float:
