@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,7 @@ def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str
         ) from None
     if not isinstance(obj, dict):
         raise InputError(f"{p.name} holds a {type(obj).__name__}, not a checkpoint dictionary")
+    check_dense_size(_named_tensors(torch, obj), p.name)  # before anything makes a tensor dense
     return obj
 
 
@@ -374,10 +375,83 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
+#: a checkpoint's tensors may take at most this many times the bytes of the distinct storages they view once made
+#: dense (as `dense_named_tensors` writes them), once they take more than `DENSE_FLOOR_BYTES`
+#: (`check_dense_size`). A tensor's shape and strides may view one storage many times over: a stride-0
+#: ``torch.zeros(1).expand(20000, 20000)`` is a 4-byte storage (a 1.6 KB file) that became a 1.6 GB safetensors
+#: file and needed 3.4 GB of memory (growing with the square of the side). Legitimate sharing stays far below the
+#: ratio: tied weights (an embedding shared with the output layer) count one storage twice, a block reused in every
+#: layer of a 12-layer model lists it 12 times; the floor lets any small checkpoint through whatever its sharing
+DENSE_RATIO = 16
+DENSE_FLOOR_BYTES = 256 << 20  # 256 MiB
+
+
+def _named_tensors(torch: Any, obj: Any) -> Iterator[tuple[str, Any]]:
+    """``(dotted path, tensor)`` for every tensor in a loaded checkpoint object (dicts, lists, tuples,
+    ``argparse.Namespace``), walked without recursion; a container met twice (a cycle) is walked once."""
+    import argparse
+
+    stack: list[tuple[str, Any]] = [("", obj)]
+    seen: set[int] = set()
+    while stack:
+        path, value = stack.pop()
+        if torch.is_tensor(value):
+            yield path or "<top>", value
+            continue
+        if isinstance(value, argparse.Namespace):
+            value = vars(value)
+        if isinstance(value, (Mapping, list, tuple)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            items = value.items() if isinstance(value, Mapping) else enumerate(value)
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in reversed(list(items)))
+
+
+def _shape(t: Any) -> str:
+    return "x".join(str(int(n)) for n in t.shape) or "scalar"
+
+
+def check_dense_size(tensors: Iterable[tuple[str, Any]], where: str) -> None:
+    """Refuse tensors that would take far more bytes once made dense (numel x element size each, as safetensors
+    stores them) than the distinct storages they view hold: `DENSE_RATIO` times, and more than `DENSE_FLOOR_BYTES`
+    (a stride-0 or overlapping view is an expansion bomb). Read from the tensors' metadata; nothing is allocated."""
+    torch = _torch()
+    dense = 0
+    storages: dict[int, int] = {}  # storage address -> bytes: views of one storage count it once
+    worst: tuple[int, int, str, Any] | None = None  # (bytes beyond its own storage, dense bytes, name, tensor)
+    for name, t in tensors:
+        if t.layout != torch.strided:  # sparse and other layouts: `dense_named_tensors` refuses them
+            continue
+        size = math.prod(int(n) for n in t.shape) * t.element_size()  # Python ints: never overflows
+        try:
+            storage = t.untyped_storage()
+            stored = int(storage.nbytes())
+            storages[int(storage.data_ptr())] = max(stored, storages.get(int(storage.data_ptr()), 0))
+        except Exception:  # a tensor without a readable storage: count it as holding its own bytes
+            stored = size
+            storages[-len(storages) - 1] = size
+        dense += size
+        if worst is None or (size - stored, size) > worst[:2]:
+            worst = (size - stored, size, name, t)
+    held = sum(storages.values())
+    if worst is None or dense <= DENSE_FLOOR_BYTES or dense <= DENSE_RATIO * held:
+        return
+    _, size, name, t = worst
+    raise InputError(
+        f"{where}: its tensors hold {held:,} bytes of data but would take {dense:,} bytes once made dense "
+        f"({str(name)[:60]!r}, shape {_shape(t)[:80]}, alone takes {size:,}), more than {DENSE_RATIO} times as "
+        "much, so vistkit does not expand it (its tensors repeat their data through their strides, as torch's "
+        "expand makes them)"
+    )
+
+
 def dense_named_tensors(state_dict: Mapping[Any, Any]) -> dict[str, Any]:
     """The state dict as safetensors stores it: names that are text, dense tensors (independent contiguous CPU
-    copies: safetensors refuses shared or strided storage); anything else is refused in one sentence."""
+    copies: safetensors refuses shared or strided storage); anything else is refused in one sentence, as are
+    tensors whose dense copies would be far larger than the data they view (`check_dense_size`), before any copy."""
     torch = _torch()
+    check_dense_size(((str(k), v) for k, v in state_dict.items() if torch.is_tensor(v)), "the state dict")
     tensors: dict[str, Any] = {}
     for name, value in state_dict.items():
         if not isinstance(name, str):

@@ -54,6 +54,17 @@ TARGETS = ("gap", "normalised")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+#: the largest ``--seed``: torch's generators take an unsigned 64-bit seed
+SEED_MAX = 2**64 - 1
+
+
+def _number(value: int) -> str:
+    """An option's whole number for an error message: with thousands separators, or its leading digits and length
+    when it is long (Python will not even print an integer of more than 4,300 digits)."""
+    if abs(value) < 10**30:
+        return f"{value:,}"
+    digits = value.bit_length() * 30103 // 100000 + 1  # about log10(2) digits per bit
+    return f"a {'negative ' if value < 0 else ''}number of about {digits:,} digits"
 
 
 @dataclass(frozen=True)
@@ -85,9 +96,9 @@ class VrankSettings:
             ("--max-length", self.max_length, 8, 1 << 20),
         ):
             if not lo <= value <= hi:
-                raise InputError(f"{flag} must be from {lo:,} to {hi:,}, not {value:,}")
-        if self.seed < 0:
-            raise InputError(f"--seed must be 0 or more, not {self.seed}")
+                raise InputError(f"{flag} must be from {lo:,} to {hi:,}, not {_number(value)}")
+        if not 0 <= self.seed <= SEED_MAX:  # torch.manual_seed takes at most 64 bits (a larger one: ValueError)
+            raise InputError(f"--seed must be from 0 to {SEED_MAX:,} (2**64 - 1), not {_number(self.seed)}")
         if self.precision not in PRECISIONS:
             raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.target not in TARGETS:
@@ -99,7 +110,7 @@ class VrankSettings:
 def check_threads(threads: int | None) -> None:
     """Refuse a thread count outside 1..1024 (None: torch's choice), without importing torch."""
     if threads is not None and not 1 <= threads <= 1024:
-        raise InputError(f"--threads must be from 1 to 1,024, not {threads:,}")
+        raise InputError(f"--threads must be from 1 to 1,024, not {_number(threads)}")
 
 
 def set_threads(threads: int | None) -> None:
