@@ -147,12 +147,14 @@ def test_build_pairs_refuses_a_negative_limit(tmp_path: Path, capsys: pytest.Cap
     code, _, err = cli(
         capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={refs}", "-o", tmp_path / "p.csv", "--limit", "-1"
     )
-    assert code == 1 and "--limit must be 0 or more" in one_error(err)
+    assert code == 1 and "--limit must be 1 or more" in one_error(err)
     assert not (tmp_path / "p.csv").exists()
-    code, out, _ = cli(
+    # --limit 0 wrote a header-only file that `meta pairs` then refused (round 11): refused as well
+    code, _, err = cli(
         capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={refs}", "-o", tmp_path / "p.csv", "--limit", "0"
     )
-    assert code == 0 and "wrote 0 pairs" in out
+    assert code == 1 and "--limit must be 1 or more" in one_error(err)
+    assert not (tmp_path / "p.csv").exists()
 
 
 LIKERT_HEAD = "system,item,worker,coherent\n"

@@ -57,6 +57,16 @@ RANKER_V1_MAX_SENTENCES = 200
 #: task of 20,000 stories (a 400 KB rankings file) made 200 million pairs (hours, ~100 GB); VHED's tasks hold 5
 PAIRS_ENV = "VISTKIT_MAX_PAIRS"
 PAIRS_DEFAULT = 1_000_000
+# the same two limits bound the human-judgement tables of `vistkit meta`, counted row by row while reading, before
+# the file is held: a pairs CSV may hold `max_pairs` rows (one pair each, ~450 bytes of memory with short texts; read
+# as dicts, 1.5 million short pairs took 1.5 GB, and 256 MiB of them would have needed 14 GB), a rankings, Likert or
+# error-label table `max_stories` rows (one worker's judgement of one story each; a rankings row costs ~400 bytes, so
+# the limit is ~800 MB; unbounded, 2 million rows took 1.6 GB and 256 MiB would have needed 10 GB). Real data is
+# far below either: VHED holds 13,875 pairs from 4,500 ranking tasks of 2-5 stories and 5 workers (about 80,000
+# rankings rows), and large human studies about 100,000 judgements
+#: gap buckets `--gap-edges` may give (`vistkit.meta.pairs.parse_edges`): no gap table or figure of more is readable,
+#: and the report's figure and tables took 113 s and 1.2 GB for 10,000 buckets
+MAX_GAP_BUCKETS = 100
 #: sentences of a story the prefix-context coherence metrics score (coherence, dhm-c: each sentence is read with
 #: all the ones before it, so the work grows with the square): coherence took 50 s on 4,000 sentences, and a
 #: 100,000-character story holds 33,000 ("A. B. A. ..."); dhm-c's ALBERT reads at most 512 tokens, far fewer
@@ -142,6 +152,15 @@ def too_many_pairs(count: int, what: str) -> InputError | None:
     )
 
 
+def too_many_rows(where: object, limit: int, *, what: str, kind: str, env: str) -> InputError:
+    """The one error for a human-judgement table with more than ``limit`` rows (``what``: what a row is, e.g.
+    ``pairs``; ``kind``: the limit's name, e.g. ``story pairs``; ``env``: the variable that raises it)."""
+    return InputError(
+        f"{where} holds more than {limit:,} {what}, over vistkit's limit of {kind} (each is held in memory); split "
+        f"the file, or raise the limit with {env}=<n>"
+    )
+
+
 def max_context_sentences() -> int:
     """Most sentences of a story the prefix-context coherence metrics score (`VISTKIT_MAX_CONTEXT_SENTENCES`;
     default 1,000)."""
@@ -192,7 +211,8 @@ LIMIT_ROWS = [
     ["story length", f"{STORY_CHARS_DEFAULT:,} characters of text per story", f"{STORY_CHARS_ENV}=<characters>"],
     [
         "stories per file",
-        f"{STORIES_DEFAULT:,} stories in one input file (counted while reading)",
+        f"{STORIES_DEFAULT:,} stories in one input file, and rows in one meta rankings, Likert or error-label table "
+        "(one judgement of a story each); counted while reading",
         f"{STORIES_ENV}=<n>",
     ],
     [
@@ -242,7 +262,8 @@ LIMIT_ROWS = [
     [
         "story pairs",
         f"meta rankings-to-pairs / build-pairs and a rank study's results: {PAIRS_DEFAULT:,} pairs (C(N, 2) per "
-        "ranking task of N stories; each machine story with each reference of its key), counted before building",
+        "ranking task of N stories; each machine story with each reference of its key), counted before building; "
+        "the rows of a pairs CSV that meta or vrank reads, counted while reading",
         f"{PAIRS_ENV}=<n>",
     ],
     [
@@ -250,6 +271,12 @@ LIMIT_ROWS = [
         f"a story of more than {CONTEXT_SENTENCES_DEFAULT:,} sentences is excluded with the reason (each sentence is "
         "read with all the ones before it)",
         f"{CONTEXT_SENTENCES_ENV}=<n>",
+    ],
+    [
+        "gap buckets",
+        f"meta pairs / gap --gap-edges: at most {MAX_GAP_BUCKETS} buckets ({MAX_GAP_BUCKETS + 1} edges; a gap table "
+        "or figure of more is not readable)",
+        "-",
     ],
     ["word vectors", "GloVe / word2vec text: 16 GiB per file, 1 MiB per line (streamed)", "-"],
     [

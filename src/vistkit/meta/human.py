@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -187,46 +187,80 @@ def _count(value: str | None, where: str, name: str, *, high: int | None = None)
     return int(number)
 
 
+class _RepeatedRows:
+    """Counts rows that repeat an earlier row cell for cell, for one warning (each still counts: two tasks may
+    judge the same two stories alike, but a copy-paste slip counts one judgement twice). Keeps a hash of each
+    row, not the row, so a file is not held twice (two different rows of one hash, a chance of 1 in 2^64 per two
+    rows, would be counted in the warning only)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, int] = {}  # hash of the row's cells -> its first line
+        self.repeats = 0
+        self.first: tuple[int, int] | None = None  # (line, the earlier line it repeats)
+
+    def add(self, row: dict[str, str], line: int) -> None:
+        earlier = self.seen.setdefault(hash(tuple(sorted(row.items()))), line)
+        if earlier != line:
+            self.repeats += 1
+            self.first = self.first or (line, earlier)
+
+    def warn(self, p: Path) -> None:
+        if self.repeats and self.first:
+            from vistkit.errors import warn
+
+            warn(
+                f"{_shown(p)}: {_rows(self.repeats, 'repeat', 'repeats')} an earlier row exactly (first: line "
+                f"{self.first[0]} = line {self.first[1]}); each is counted as a separate pair: remove copies that are "
+                "not separate judgements"
+            )
+
+
 def _warn_repeated_rows(rows: Sequence[dict[str, str]], p: Path, lines: Sequence[int] | None = None) -> None:
-    """One warning when rows repeat an earlier row cell for cell (each still counts: two tasks may judge the
-    same two stories alike, but a copy-paste slip counts one judgement twice). ``lines``: each row's line in
+    """One warning when rows repeat an earlier row cell for cell (`_RepeatedRows`). ``lines``: each row's line in
     the file (default: the row number + 1)."""
-    seen: dict[tuple[tuple[str, str], ...], int] = {}
-    repeats = 0
-    first: tuple[int, int] | None = None
+    repeated = _RepeatedRows()
     for n, row in zip(lines or range(2, len(rows) + 2), rows, strict=True):
-        k = tuple(sorted(row.items()))
-        if k in seen:
-            repeats += 1
-            first = first or (n, seen[k])
-        else:
-            seen[k] = n
-    if repeats and first:
-        from vistkit.errors import warn
-
-        warn(
-            f"{_shown(p)}: {_rows(repeats, 'repeat', 'repeats')} an earlier row exactly (first: line {first[0]} "
-            f"= line {first[1]}); each is counted as a separate pair: remove copies that are not separate judgements"
-        )
+        repeated.add(row, n)
+    repeated.warn(p)
 
 
-def _read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]], list[int]]:
-    """``(column names, rows, each row's line in the file)``: the line where the row ends, which is not the row
-    number + 1 once a quoted cell spans lines or a blank line is skipped."""
-    from vistkit.data.readers import open_csv
+class _SignVotes:
+    """`detect_label_sign` row by row: which way each row's ``label`` is subtracted, by its average ranks."""
 
-    with open_csv(path) as f:
-        if not f.fieldnames:
-            raise InputError(f"{path}: empty CSV (no header row)")
-        names = list(f.fieldnames)
-        lines: list[int] = []
-        rows: list[dict[str, str]] = []
-        for n, row in f:
-            lines.append(n)
-            rows.append(row)
-    if names and names[0] in ("", "Unnamed: 0"):
-        names = names[1:]  # a pandas index column
-    return names, rows, lines
+    def __init__(self) -> None:
+        self.votes = {"base-minus-comp": 0, "comp-minus-base": 0}
+        self.has_ranks = self.has_preference = False
+
+    def add(self, label: float | None, a: float | None, b: float | None) -> None:
+        self.has_ranks |= a is not None and b is not None
+        self.has_preference |= bool(label) or (label is None and a is not None and b is not None and a != b)
+        if label is None or a is None or b is None or label == 0 or a == b:
+            return
+        self.votes["base-minus-comp" if np.sign(label) == np.sign(a - b) else "comp-minus-base"] += 1
+
+    def result(self, where: str) -> str:
+        votes = self.votes
+        if votes["base-minus-comp"] and votes["comp-minus-base"]:
+            raise InputError(
+                f"{where}: the sign of 'label' disagrees with avg_rank_base - avg_rank_comp in "
+                f"{min(votes.values())} of {sum(votes.values())} rows; fix the file or pass --label-sign"
+            )
+        if not any(votes.values()):
+            if not self.has_preference:
+                raise InputError(
+                    f"{where}: every label is 0 or empty (no pair has a human preference), so there is nothing to "
+                    "assess"
+                )
+            why = (
+                "no row with a non-zero label has two different average ranks"
+                if self.has_ranks
+                else "no avg_rank_base/avg_rank_comp"
+            )
+            raise InputError(
+                f"{where}: cannot tell which way 'label' is subtracted ({why}); "
+                "pass --label-sign base-minus-comp or comp-minus-base"
+            )
+        return max(votes, key=lambda k: votes[k])
 
 
 def detect_label_sign(
@@ -238,37 +272,78 @@ def detect_label_sign(
     error). The average ranks may be normalised (divided by N) while the label is not: only signs are
     compared. A file whose every label is 0 is refused as such: no pair has a preference to assess.
     """
-    votes = {"base-minus-comp": 0, "comp-minus-base": 0}
-    has_ranks = has_preference = False
+    votes = _SignVotes()
     for n, row in zip(lines or range(2, len(rows) + 2), rows, strict=True):
-        label = _float(row.get("label"), f"{where} line {n}", "label")
-        a = _float(row.get("avg_rank_base"), f"{where} line {n}", "avg_rank_base")
-        b = _float(row.get("avg_rank_comp"), f"{where} line {n}", "avg_rank_comp")
-        has_ranks |= a is not None and b is not None
-        has_preference |= bool(label) or (label is None and a is not None and b is not None and a != b)
-        if label is None or a is None or b is None or label == 0 or a == b:
-            continue
-        votes["base-minus-comp" if np.sign(label) == np.sign(a - b) else "comp-minus-base"] += 1
-    if votes["base-minus-comp"] and votes["comp-minus-base"]:
-        raise InputError(
-            f"{where}: the sign of 'label' disagrees with avg_rank_base - avg_rank_comp in "
-            f"{min(votes.values())} of {sum(votes.values())} rows; fix the file or pass --label-sign"
+        votes.add(
+            _float(row.get("label"), f"{where} line {n}", "label"),
+            _float(row.get("avg_rank_base"), f"{where} line {n}", "avg_rank_base"),
+            _float(row.get("avg_rank_comp"), f"{where} line {n}", "avg_rank_comp"),
         )
-    if not any(votes.values()):
-        if not has_preference:
+    return votes.result(where)
+
+
+class _PairRow(NamedTuple):
+    """One row of a pairs CSV, read and checked, before the file's label sign is known (`read_pairs`)."""
+
+    pair_id: str
+    story_id: str
+    img_seq: tuple[str, ...]
+    text_1: str
+    text_2: str
+    system_1: str
+    system_2: str
+    label: float | None
+    gap: float  # from the average ranks, where there is no label
+    agreement: int | None
+    order: int | None
+    avg_rank_1: float | None
+    avg_rank_2: float | None
+    rank_norm: float | None
+    label_source: str
+
+
+# how far an average rank may lie outside 1..order (or 1/order..1, divided by order), and a label outside
+# -(order - 1)..order - 1, before the row is refused: ranks rounded in the file
+RANK_TOLERANCE = 0.005
+
+
+def _check_ranks(a: float | None, b: float | None, label: float | None, order: int | None, *, where: str) -> None:
+    """Refuse average ranks that no ranking gives: 0 or less; with ``order`` (N), outside 1 to N or, divided by N
+    as VHED stores them (both 1 or less), outside 1/N to 1; a ``label`` (the unnormalised gap) over N - 1; without
+    ``order`` and ``label``, ranks divided by N (both below 1), whose gap could not be put back in rank units."""
+    names = (("avg_rank_base", a), ("avg_rank_comp", b))
+    for name, v in names:
+        if v is not None and v <= 0:
             raise InputError(
-                f"{where}: every label is 0 or empty (no pair has a human preference), so there is nothing to assess"
+                f"{where}: {name} is {shown_number(v)}, but an average rank is 1 (the best) or more, or above 0 "
+                "once divided by the number of stories ranked"
             )
-        why = (
-            "no row with a non-zero label has two different average ranks"
-            if has_ranks
-            else "no avg_rank_base/avg_rank_comp"
-        )
+    ranks = [v for _, v in names if v is not None]
+    if order is not None:
+        normalised = bool(ranks) and max(ranks) <= 1.0  # as read_pairs decides it
+        low, high = (1 / order, 1.0) if normalised else (1.0, float(order))
+        for name, v in names:
+            if v is not None and not low - RANK_TOLERANCE <= v <= high + RANK_TOLERANCE:
+                span = (
+                    f"{shown_number(low)} to 1 divided by order"
+                    if normalised
+                    else f"1 to {order} (or {shown_number(1 / order)} to 1 divided by order, for both ranks)"
+                )
+                raise InputError(
+                    f"{where}: {name} is {shown_number(v)}, but the average ranks of a task of {order} stories "
+                    f"(order) run from {span}; fix the row"
+                )
+        if label is not None and abs(label) > order - 1 + RANK_TOLERANCE:
+            raise InputError(
+                f"{where}: label is {shown_number(label)}, but two average ranks of a task of {order} stories (order) "
+                f"differ by at most {order - 1}; fix the row"
+            )
+    elif label is None and len(ranks) == 2 and max(ranks) < 1.0:
         raise InputError(
-            f"{where}: cannot tell which way 'label' is subtracted ({why}); "
-            "pass --label-sign base-minus-comp or comp-minus-base"
+            f"{where}: the average ranks ({shown_number(ranks[0])}, {shown_number(ranks[1])}) are divided by the "
+            "number of stories ranked (below 1), and the row has no order to multiply the gap back; give the row its "
+            "order or its label"
         )
-    return max(votes, key=lambda k: votes[k])
 
 
 def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]:
@@ -276,74 +351,154 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
 
     ``label_sign``: ``auto`` (check against the average ranks; see `detect_label_sign`), ``base-minus-comp``
     (``label = avg_rank_base - avg_rank_comp``; negative: story 1 better) or ``comp-minus-base``.
+
+    Streamed: each row is checked as it is read and kept as a compact record (texts and names read once per
+    distinct value), and a file of more than `vistkit.limits.max_pairs` rows is refused on the row past it. An
+    ``order`` is at least 2, an average rank lies in 1..order (or 1/order..1), and either every row gives its
+    ``order`` or ``rank_norm`` or none does: a gap divided by N is never bucketed with one that is not.
     """
+    from vistkit.data.readers import open_csv
+    from vistkit.limits import PAIRS_ENV, max_pairs, too_many_rows
+
     p = Path(path)
-    names, rows, lines = _read_csv_rows(p)
-    missing = [c for c in ("sent1", "sent2") if c not in names]
-    if missing or ("label" not in names and not {"avg_rank_base", "avg_rank_comp"} <= set(names)):
-        raise InputError(
-            f"{p}: a pairs CSV needs columns sent1, sent2 and label (or avg_rank_base/avg_rank_comp); "
-            f"found {shown_names(names)}"
-        )
-    if label_sign not in ("auto", "base-minus-comp", "comp-minus-base"):
-        raise InputError(f"--label-sign must be auto, base-minus-comp or comp-minus-base, not {label_sign!r}")
-    if not rows:
+    limit = max_pairs()
+    records: list[_PairRow] = []
+    strings: dict[str, str] = {}  # one object per distinct text, name or id (a story is in several pairs)
+    votes = _SignVotes()
+    repeated = _RepeatedRows()
+    odd_norms: list[tuple[int, float, str]] = []  # (line, rank_norm, what label and order say) where they disagree
+
+    def kept(value: str) -> str:
+        return strings.setdefault(value, value)
+
+    scaled: tuple[int, str] | None = None  # the first row that gives order or rank_norm: (line, which)
+    unscaled: int | None = None  # the first row that gives neither
+    with open_csv(p) as f:
+        if not f.fieldnames:
+            raise InputError(f"{path}: empty CSV (no header row)")
+        names = list(f.fieldnames)
+        if names and names[0] in ("", "Unnamed: 0"):
+            names = names[1:]  # a pandas index column
+        missing = [c for c in ("sent1", "sent2") if c not in names]
+        if missing or ("label" not in names and not {"avg_rank_base", "avg_rank_comp"} <= set(names)):
+            raise InputError(
+                f"{p}: a pairs CSV needs columns sent1, sent2 and label (or avg_rank_base/avg_rank_comp); "
+                f"found {shown_names(names)}"
+            )
+        if label_sign not in ("auto", "base-minus-comp", "comp-minus-base"):
+            raise InputError(f"--label-sign must be auto, base-minus-comp or comp-minus-base, not {label_sign!r}")
+        for n, row in f:
+            if len(records) >= limit:
+                raise too_many_rows(p, limit, what="pairs (rows)", kind="story pairs", env=PAIRS_ENV)
+            where = f"{p} line {n}"
+            a = _float(row.get("avg_rank_base"), where, "avg_rank_base")
+            b = _float(row.get("avg_rank_comp"), where, "avg_rank_comp")
+            label = _float(row.get("label"), where, "label")
+            if "label" in names and label_sign == "auto":
+                votes.add(label, a, b)
+            order = _count(row.get("order"), where, "order")
+            if order is not None and order < 2:
+                raise InputError(
+                    f"{where}: column 'order' is the number of stories ranked in the task, so at least 2 (a pair "
+                    f"needs two), got {row['order']!r:.60}"
+                )
+            _check_ranks(a, b, label, order, where=where)
+            if label is None:
+                if a is None or b is None:
+                    raise InputError(f"{where}: no label and no average ranks")
+                gap = b - a
+                if order and max(a, b) <= 1.0:  # normalised average ranks
+                    gap *= order
+            else:
+                gap = label
+            agreement = _count(row.get("agreement"), where, "agreement", high=MAX_AGREEMENT)
+            n_workers = _count(row.get("workers"), where, "workers")  # optional: who judged the pair
+            if agreement is not None and n_workers is not None and agreement > n_workers:
+                raise InputError(
+                    f"{where}: agreement {agreement} is more than the {n_workers} workers who judged the pair"
+                )
+            rank_norm = _float(row.get("rank_norm"), where, "rank_norm")
+            if rank_norm is not None:
+                disagreement = _check_rank_norm(rank_norm, label, gap, order, where=where)
+                if disagreement is not None:
+                    odd_norms.append((n, rank_norm, disagreement))
+            if order is not None or rank_norm is not None:
+                scaled = scaled or (n, f"order {order}" if order is not None else f"rank_norm {row['rank_norm']}")
+            else:
+                unscaled = unscaled or n
+            if scaled is not None and unscaled is not None:
+                raise InputError(
+                    f"{p} line {unscaled} gives neither order nor rank_norm, while line {scaled[0]} gives "
+                    f"{scaled[1]:.40}: the ranking gap of one is divided by N and the other's cannot be, so the gap "
+                    "buckets would mix two units; give every row its order (the number of stories ranked), or no row"
+                )
+            repeated.add(row, n)
+            records.append(
+                _PairRow(
+                    pair_id=str(row.get("pair_id") or n - 2),
+                    story_id=kept(str(row.get("story_id") or "")),
+                    img_seq=parse_img_seq(row.get("img_seq", "")),
+                    text_1=kept(row["sent1"]),
+                    text_2=kept(row["sent2"]),
+                    system_1=kept((row.get("model_base") or "story1").strip()),
+                    system_2=kept((row.get("model_comp") or "story2").strip()),
+                    label=label,
+                    gap=float(gap),
+                    agreement=agreement,
+                    order=order,
+                    avg_rank_1=a,
+                    avg_rank_2=b,
+                    rank_norm=rank_norm,
+                    label_source=kept(row.get("label_source") or ""),
+                )
+            )
+    if not records:
         raise InputError(f"{p}: has a header but no rows: no pairs to read")
     if "label" in names and label_sign == "auto":
-        label_sign = detect_label_sign(rows, where=str(p), lines=lines)
-    _warn_repeated_rows(rows, p, lines)
-    pairs: list[StoryPair] = []
-    odd_norms: list[tuple[int, float, str]] = []  # (line, rank_norm, what label and order say) where they disagree
-    for n, row in zip(lines, rows, strict=True):
-        where = f"{p} line {n}"
-        a = _float(row.get("avg_rank_base"), where, "avg_rank_base")
-        b = _float(row.get("avg_rank_comp"), where, "avg_rank_comp")
-        order = _count(row.get("order"), where, "order")
-        label = _float(row.get("label"), where, "label")
-        if label is None:
-            if a is None or b is None:
-                raise InputError(f"{where}: no label and no average ranks")
-            gap = b - a
-            if order and max(a, b) <= 1.0:  # normalised average ranks
-                gap *= order
-        else:
-            gap = -label if label_sign == "base-minus-comp" else label
-        agreement = _count(row.get("agreement"), where, "agreement", high=MAX_AGREEMENT)
-        n_workers = _count(row.get("workers"), where, "workers")  # optional: who judged the pair
-        if agreement is not None and n_workers is not None and agreement > n_workers:
-            raise InputError(
-                f"{where}: agreement {agreement} is more than the {n_workers} workers who judged the pair"
-            )
-        rank_norm = _float(row.get("rank_norm"), where, "rank_norm")
-        if rank_norm is not None:
-            disagreement = _check_rank_norm(rank_norm, label, gap, order, where=where)
-            if disagreement is not None:
-                odd_norms.append((n, rank_norm, disagreement))
-        pairs.append(
-            StoryPair(
-                pair_id=str(row.get("pair_id") or n - 2),
-                story_id=str(row.get("story_id") or ""),
-                img_seq=parse_img_seq(row.get("img_seq", "")),
-                text_1=row["sent1"],
-                text_2=row["sent2"],
-                system_1=(row.get("model_base") or "story1").strip(),
-                system_2=(row.get("model_comp") or "story2").strip(),
-                gap=float(gap),
-                agreement=agreement,
-                n_stories=order,
-                avg_rank_1=a,
-                avg_rank_2=b,
-                gap_norm=rank_norm,
-                meta={
-                    "label_sign": label_sign if label is not None else "from average ranks",
-                    **({"label": row["label_source"]} if row.get("label_source") else {}),
-                },
-            )
-        )
-    if not pairs:
-        raise InputError(f"{p}: holds no pairs")
+        label_sign = votes.result(str(p))
+    repeated.warn(p)
+    repeated.seen.clear()
+    strings.clear()  # the records hold the strings they need
+    pairs = _pairs_of(records, label_sign)
     _warn_odd_rank_norms(odd_norms, len(pairs), p)
     _warn_contradicting_pairs(pairs, p)
+    return pairs
+
+
+def _pairs_of(records: list[_PairRow], label_sign: str) -> list[StoryPair]:
+    """`read_pairs`' records as `StoryPair` objects, ``records`` emptied as they are made (the two are never
+    held whole at once); pairs of one label sign and source share one ``meta`` dict."""
+    metas: dict[tuple[str, str], dict[str, str]] = {}
+    pairs: list[StoryPair] = []
+    records.reverse()
+    while records:
+        r = records.pop()
+        sign = label_sign if r.label is not None else "from average ranks"
+        meta = metas.get((sign, r.label_source))
+        if meta is None:
+            meta = metas[(sign, r.label_source)] = {
+                "label_sign": sign,
+                **({"label": r.label_source} if r.label_source else {}),
+            }
+        gap = r.gap if r.label is None else (-r.label if label_sign == "base-minus-comp" else r.label)
+        pairs.append(
+            StoryPair(
+                pair_id=r.pair_id,
+                story_id=r.story_id,
+                img_seq=r.img_seq,
+                text_1=r.text_1,
+                text_2=r.text_2,
+                system_1=r.system_1,
+                system_2=r.system_2,
+                gap=float(gap),
+                agreement=r.agreement,
+                n_stories=r.order,
+                avg_rank_1=r.avg_rank_1,
+                avg_rank_2=r.avg_rank_2,
+                gap_norm=r.rank_norm,
+                meta=meta,
+            )
+        )
     return pairs
 
 
@@ -467,47 +622,64 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
     Returns ``{task: {"stories": {key: RankedStory}, "ranks": {worker: {key: rank}}, "lines": {(worker, key):
     line}}}`` in file order. A rank is a whole number from 1 (best) to N, the number of stories in its task (two
     stories may share a rank: a tie); every worker of a task ranks every story of it once. Anything else is
-    refused naming the line.
+    refused naming the line. Streamed (rows are not kept, and each worker and story name is held once); a file of
+    more than `vistkit.limits.max_stories` rows is refused on the row past it.
     """
+    from vistkit.data.readers import open_csv
+    from vistkit.limits import STORIES_ENV, max_stories, too_many_rows
+
     p = Path(path)
-    names, rows, lines = _read_csv_rows(p)
-    need = [c for c in ("task", "worker", "story", "rank") if c not in names]
-    if need:
-        raise InputError(
-            f"{p}: a rankings CSV needs columns task, worker, story, rank; missing {', '.join(need)}"
-        )
+    limit = max_stories()
     tasks: dict[str, dict[str, Any]] = {}
     first_line: dict[tuple[str, str], dict[str, int]] = {}  # (task, story) -> {"text"/"system": its first line}
-    for n, row in zip(lines, rows, strict=True):
-        where = f"{p} line {n}"
-        task = tasks.setdefault(row["task"], {"stories": {}, "ranks": {}, "lines": {}})
-        key = row["story"]
-        if key not in task["stories"]:
-            task["stories"][key] = RankedStory(
-                key=key,
-                text=row.get("text", ""),
-                system=row.get("system", ""),
-                story_id=row.get("story_id", ""),
-                img_seq=parse_img_seq(row.get("img_seq", "")),
-            )
-        task["stories"][key] = _same_story(
-            task["stories"][key], row, first_line.setdefault((row["task"], key), {}), where=where, line=n
-        )
-        rank = _float(row["rank"], where, "rank")
-        if rank is None:
-            raise InputError(f"{where}: empty rank")
-        if rank != int(rank) or rank < 1:
+    names_seen: dict[str, str] = {}  # one object per distinct task, worker or story name
+
+    def kept(value: str) -> str:
+        return names_seen.setdefault(value, value)
+
+    with open_csv(p) as f:
+        if not f.fieldnames:
+            raise InputError(f"{path}: empty CSV (no header row)")
+        need = [c for c in ("task", "worker", "story", "rank") if c not in f.fieldnames]
+        if need:
             raise InputError(
-                f"{where}: rank must be a whole number from 1 (the best) to the number of stories in the task, "
-                f"got {row['rank']!r:.30}"
+                f"{p}: a rankings CSV needs columns task, worker, story, rank; missing {', '.join(need)}"
             )
-        ranks = task["ranks"].setdefault(row["worker"], {})
-        if key in ranks:
-            raise InputError(
-                f"{where}: worker {row['worker']!r} ranks story {key!r} twice in task {row['task']!r}"
+        count = 0
+        for n, row in f:
+            count += 1
+            if count > limit:
+                raise too_many_rows(
+                    p, limit, what="rows (each a worker's rank of a story)", kind="stories per file", env=STORIES_ENV
+                )
+            where = f"{p} line {n}"
+            task_id, key, worker = kept(row["task"]), kept(row["story"]), kept(row["worker"])
+            task = tasks.setdefault(task_id, {"stories": {}, "ranks": {}, "lines": {}})
+            if key not in task["stories"]:
+                task["stories"][key] = RankedStory(
+                    key=key,
+                    text=row.get("text", ""),
+                    system=row.get("system", ""),
+                    story_id=row.get("story_id", ""),
+                    img_seq=parse_img_seq(row.get("img_seq", "")),
+                )
+            task["stories"][key] = _same_story(
+                task["stories"][key], row, first_line.setdefault((task_id, key), {}), where=where, line=n
             )
-        ranks[key] = rank
-        task["lines"][(row["worker"], key)] = n
+            cell = row["rank"]
+            rank = _float(cell, where, "rank")
+            if rank is None and not cell.strip():
+                raise InputError(f"{where}: empty rank")
+            if rank is None or rank != int(rank) or rank < 1:
+                raise InputError(
+                    f"{where}: rank must be a whole number from 1 (the best) to the number of stories in the task, "
+                    f"got {cell!r:.30}{' (not a number)' if rank is None else ''}"
+                )
+            ranks = task["ranks"].setdefault(worker, {})
+            if key in ranks:
+                raise InputError(f"{where}: worker {worker!r} ranks story {key!r} twice in task {task_id!r}")
+            ranks[key] = rank
+            task["lines"][(worker, key)] = n
     for task_id, task in tasks.items():
         check_task_ranks(task_id, task, where=p)
     return tasks
@@ -765,11 +937,14 @@ def _read_judgements(
     scale: tuple[float, float] | None = None,
 ) -> HumanScores:
     """Stream the table (rows are not kept: per story a running sum and count of each aspect), so memory grows
-    with the number of stories and (story, worker) judgements, not with the file; line numbers in messages are
-    the file's (a quoted cell may span lines)."""
+    with the number of stories and (story, worker) judgements, not with the file, and a file of more than
+    `vistkit.limits.max_stories` rows is refused on the row past it; line numbers in messages are the file's (a
+    quoted cell may span lines)."""
     from vistkit.data.readers import open_csv
+    from vistkit.limits import STORIES_ENV, max_stories, too_many_rows
 
     p = Path(path)
+    limit = max_stories()
     with open_csv(p) as f:
         if not f.fieldnames:
             raise InputError(f"{path}: empty CSV (no header row)")
@@ -801,7 +976,12 @@ def _read_judgements(
         has_worker = "worker" in names
         anonymous_repeats = not binary and not has_worker
         low, high = scale if scale is not None else (-math.inf, math.inf)
+        n_read = 0
         for n, row in f:
+            n_read += 1
+            if n_read > limit:
+                what = "rows (each an annotator's labels of a story)" if binary else "rows (each a worker's ratings)"
+                raise too_many_rows(p, limit, what=what, kind="stories per file", env=STORIES_ENV)
             k = (row[sys_col].strip(), row[item_col].strip())
             blank = next((c for c, v in ((sys_col, k[0]), (item_col, k[1])) if not v), None)
             if blank is None and has_worker and not row["worker"].strip():

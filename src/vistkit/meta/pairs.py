@@ -101,12 +101,22 @@ def _close(a: np.ndarray | float, b: float) -> np.ndarray:
 
 def parse_edges(text: str | Sequence[float]) -> tuple[float, ...] | None:
     """``"0,0.2,0.4"`` -> (0.0, 0.2, 0.4); must be at least two increasing finite numbers, none negative (a gap
-    is an absolute rank difference; NaN and infinity are refused: a NaN edge made empty buckets). ``"auto"`` ->
+    is an absolute rank difference; NaN and infinity are refused: a NaN edge made empty buckets), and at most
+    `vistkit.limits.MAX_GAP_BUCKETS` + 1 (the report's figure and tables took minutes and gigabytes for 10,000
+    buckets). ``"auto"`` ->
     None: the buckets are chosen from the data (`auto_gap_edges`)."""
+    from vistkit.limits import MAX_GAP_BUCKETS
+
     if isinstance(text, str) and text.strip().lower() == "auto":
         return None
+    items = text.split(",") if isinstance(text, str) else list(text)
+    if len(items) > MAX_GAP_BUCKETS + 1:  # said before anything is read or scored
+        raise InputError(
+            f"--gap-edges gives {len(items) - 1:,} buckets, more than the {MAX_GAP_BUCKETS} a gap table or figure "
+            f"can show readably; give at most {MAX_GAP_BUCKETS + 1} edges (or auto)"
+        )
     try:
-        edges = tuple(float(x) for x in (text.split(",") if isinstance(text, str) else text))
+        edges = tuple(float(x) for x in items)
     except ValueError:
         raise InputError(f"--gap-edges must be comma-separated numbers, got {text!r}") from None
     bad = next((e for e in edges if not math.isfinite(e)), None)

@@ -29,13 +29,20 @@ def build_pairs_cmd(
 ) -> None:
     """Human-vs-machine pairs in the VHED layout with the PROXY label "the human story is better"."""
     from vistkit.data.readers import read_stories
-    from vistkit.meta.human import build_reference_pairs, write_pairs
+    from vistkit.meta.human import REFERENCE_SYSTEMS, build_reference_pairs, is_reference_system, write_pairs
 
-    if limit is not None and limit < 0:
-        raise InputError(f"--limit must be 0 or more (pairs kept per system), not {limit}")
+    if limit is not None and limit < 1:  # 0 wrote a header-only file, which `meta pairs` refuses
+        raise InputError(f"--limit must be 1 or more (pairs kept per system), not {limit}")
+    files = _parse_story_files(machine, "--machine")  # checked before the references are read
+    marker = next((name for name in files if is_reference_system(name)), None)
+    if marker is not None:
+        raise InputError(
+            f"--machine {marker}=...: vistkit reads the system name {marker!r} as a human reference (any of "
+            f"{', '.join(sorted(REFERENCE_SYSTEMS))}, in any case), so every pair would set a reference against a "
+            "reference; name the machine system otherwise"
+        )
     refs = read_stories(references, format=ref_format, system="human")
     keys = dict(_split_eq(k, "--key") for k in key)
-    files = _parse_story_files(machine)
     unknown = [k for k in keys if k not in files]
     if unknown:
         raise InputError(f"--key {unknown[0]}=...: no --machine is named {unknown[0]!r} (machines: {', '.join(files)})")

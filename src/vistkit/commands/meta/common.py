@@ -331,6 +331,20 @@ def _outside_note(result: dict[str, Any]) -> str:
     )
 
 
+def _gap_normalised(pairs: list[Any], raw_gap: bool) -> tuple[bool, str]:
+    """Whether the gap buckets are on gap / N, and a note when they cannot be: with ``--raw-gap`` they are not;
+    nor when no pair gives its N (``order``) or a ``rank_norm`` (`vistkit.meta.human.read_pairs` refuses a file
+    in which only some do), whose gaps stay in rank units: they were labelled ``gap_normalised: true``."""
+    if raw_gap:
+        return False, ""
+    if any(p.n_stories or p.gap_norm is not None for p in pairs):
+        return True, ""
+    return False, (
+        "\nnote: no pair gives its order (the number of stories ranked) or rank_norm, so the ranking gaps cannot be "
+        "divided by N: the gap buckets are in rank units, as with --raw-gap"
+    )
+
+
 def _page_notes(caption: str) -> list[str]:
     """The ``note:`` lines of a printed table's caption as sentences for the ``--report`` page, so that the page
     says what the printed table says (pairs left out, undefined coefficients and why, tied annotators)."""
@@ -400,19 +414,27 @@ def pairs_assessment(
     }
 
 
-def _parse_story_files(values: list[str]) -> dict[str, tuple[Path, str]]:
+def _parse_story_files(values: list[str], option: str = "--stories") -> dict[str, tuple[Path, str]]:
+    """``SYSTEM=FILE[:FIELD]`` values of ``option`` as ``{system: (file, field)}``; a system named twice is
+    refused (the second file silently replaced the first)."""
     from vistkit.data.readers import split_field
 
     out: dict[str, tuple[Path, str]] = {}
     for v in values:
         if "=" not in v:
             raise InputError(
-                f"--stories {v!r}: write SYSTEM=FILE or SYSTEM=FILE:FIELD "
+                f"{option} {v!r}: write SYSTEM=FILE or SYSTEM=FILE:FIELD "
                 "(e.g. pr-vist=PR_VIST.json.zip:predicted_story)"
             )
         name, path = v.split("=", 1)
         path, field = split_field(path)  # FILE:FIELD, not ARCHIVE.zip:MEMBER
-        out[name.strip()] = (Path(path), field)
+        name = name.strip()
+        if name in out:
+            raise InputError(
+                f"{option} names the system {name!r} twice ({out[name][0]} and {path}); one system has one story "
+                "file, so give each its own name"
+            )
+        out[name] = (Path(path), field)
     return out
 
 

@@ -299,6 +299,8 @@ def errors_cmd(
     Several annotators of one story are merged by majority vote; a tie (as many say 1 as 0, e.g. 1 of 2) counts
     as the error being present, and the output says how many stories were tied.
     """
+    import numpy as np
+
     from vistkit.meta.correlation import point_biserial
     from vistkit.meta.human import read_error_labels
 
@@ -307,12 +309,15 @@ def errors_cmd(
     oriented = _oriented(values, lower)
     result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
     tied = _tied_labels(table, oriented, result)
+    # a story whose every cell of an error is empty has no label for it: left out of that error's r, and said so
+    unlabelled = {e: int(np.isnan(table.column(e)).sum()) for e in table.aspects}
     payload = {
         "point_biserial": result,
         "signatures": sigs,
         "n_stories": len(table),
         "lower_is_better": lower,
         "tied_stories": tied,
+        "unlabelled_stories": unlabelled,
         "note": "scores of lower-is-better metrics are negated: r < 0 means stories with the error score worse; "
         "annotators are merged by majority vote, a tie counting as the error present",
     }
@@ -324,6 +329,11 @@ def errors_cmd(
         f"\nnote: {e}: the annotators of {n} of {len(table)} stories are tied (as many 1 as 0); a tie counts as the "
         "error present"
         for e, n in tied.items()
+        if n
+    ) + "".join(
+        f"\nnote: {e}: {n} of {len(table)} stories {'has' if n == 1 else 'have'} no label (every {e} cell of "
+        f"{'it' if n == 1 else 'them'} is empty) and {'is' if n == 1 else 'are'} left out of its r"
+        for e, n in unlabelled.items()
         if n
     )
     _emit(payload, cols, rows, fmt, title, _sig_caption(sigs) + notes + _undefined_note(undefined))

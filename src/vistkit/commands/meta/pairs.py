@@ -18,6 +18,7 @@ from vistkit.commands.meta.common import (
     SeedOpt,
     _command_line,
     _emit,
+    _gap_normalised,
     _left_out_note,
     _outside_note,
     _page_notes,
@@ -54,7 +55,9 @@ def pairs_cmd(
 
     edges = parse_edges(gap_edges)
     pairs, scores = inputs.prepare()
-    result = pairs_assessment(pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed)
+    normalised, units = _gap_normalised(pairs, raw_gap)
+    result = pairs_assessment(pairs, scores, edges=edges, normalised=normalised, n_resamples=n_resamples, seed=seed)
+    units = units if result["gap_edges"] else ""
     cols, rows = accuracy_table(result)
     _emit(
         result,
@@ -66,12 +69,13 @@ def pairs_cmd(
         + f"\nlabel sign: {', '.join(result['label_sign']) or 'n/a'} (lower rank is better)"
         + _proxy_note(result["proxy_label_pairs"])
         + _left_out_note(result)
-        + _outside_note(result),
+        + _outside_note(result)
+        + units,
     )
     if report is not None:
         from vistkit.report.html import pairs_report
 
-        notes = _page_notes(_left_out_note(result) + _outside_note(result))
+        notes = _page_notes(_left_out_note(result) + _outside_note(result) + units)
         _report(
             report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
         )
@@ -106,21 +110,22 @@ def gap_cmd(
             warn_ignored(given, "the --report page's intervals")
     edges = parse_edges(gap_edges)
     pairs, scores = inputs.prepare()
+    normalised, units = _gap_normalised(pairs, raw_gap)
     proxy = sum(1 for p in pairs if p.meta.get("label", "").startswith("proxy"))
     if edges is None:
-        edges = auto_gap_edges(pairs, normalised=not raw_gap)
+        edges = auto_gap_edges(pairs, normalised=normalised)
     if edges is None:
         why = (
             f" ({proxy} of the {len(pairs)} pairs carry a PROXY label, whose gap is always the same)" if proxy else ""
         )
         raise InputError(f"every pair has the same ranking gap{why}, so there is nothing to bucket")
-    by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=not raw_gap) for s in scores}
+    by_gap = {s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) for s in scores}
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {
         "by_gap": by_gap,
         "gap_edges": list(edges),
-        "gap_normalised": not raw_gap,
-        "outside_gap_buckets": gaps_outside(pairs, edges, normalised=not raw_gap),
+        "gap_normalised": normalised,
+        "outside_gap_buckets": gaps_outside(pairs, edges, normalised=normalised),
         "proxy_label_pairs": proxy,
         "signatures": signatures,
     }
@@ -131,16 +136,16 @@ def gap_cmd(
         rows,
         fmt,
         "accuracy by ranking gap (Vrank Fig. 3)",
-        _sig_caption(signatures) + _proxy_note(proxy) + _outside_note(payload),
+        _sig_caption(signatures) + _proxy_note(proxy) + _outside_note(payload) + units,
     )
     if report is not None:
         from vistkit.report.html import pairs_report
 
         # the page shows the intervals `meta pairs` computes: they were 200 resamples with a fixed seed, unsaid
         result = pairs_assessment(
-            pairs, scores, edges=edges, normalised=not raw_gap, n_resamples=n_resamples, seed=seed
+            pairs, scores, edges=edges, normalised=normalised, n_resamples=n_resamples, seed=seed
         )
-        notes = _page_notes(_left_out_note(result) + _outside_note(result))
+        notes = _page_notes(_left_out_note(result) + _outside_note(result) + units)
         _report(
             report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
         )
