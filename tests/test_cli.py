@@ -155,12 +155,14 @@ def test_score_per_item_csv(hyp_file: Path, tmp_path: Path, capsys: pytest.Captu
     code, _, _ = _run(capsys, "score", hyp_file, "-m", "rovist-nr", "--per-item", per_item)
     assert code == 0
     rows = list(csv.reader(per_item.open(encoding="utf-8")))
-    assert rows[0] == ["id", "rovist-nr", "rovist-nr signature"]
-    signatures = {r[2] for r in rows[1:]}  # the run's signature on every row
+    assert rows[0] == ["id", "rovist-nr", "rovist-nr note", "rovist-nr signature"]
+    signatures = {r[3] for r in rows[1:]}  # the run's signature on every row
     assert len(signatures) == 1 and signatures.pop().startswith("rovist-nr|key:sequence|")
     got = {r[0]: r[1] for r in rows[1:]}
     assert got.keys() == {"1-2-3", "4-5-6", "7-8-9"}
-    assert got["4-5-6"] == ""  # undefined: an empty cell
+    assert got["4-5-6"] == ""  # undefined: an empty cell, and the note says why
+    notes = {r[0]: r[2] for r in rows[1:]}
+    assert notes["4-5-6"].startswith("fewer than two sentences") and notes["1-2-3"] == notes["7-8-9"] == ""
     assert float(got["1-2-3"]) == pytest.approx(NR["1-2-3"], abs=1e-12)
     assert float(got["7-8-9"]) == 1.0
 
@@ -194,7 +196,8 @@ def test_score_reference_metric_and_two_metrics(
     assert payload["scores"][word_ratio] == pytest.approx((18 / 21 + 4 / 7 + 15 / 18) / 3)
     assert payload["signatures"][word_ratio].startswith(f"{word_ratio}|nrefs:1|key:sequence|unit:words")
     header = next(csv.reader(per_item.open(encoding="utf-8")))
-    assert header == ["id", *names, *(f"{n} signature" for n in names)]
+    notes = [f"{n} note" for n in names if payload["excluded"].get(n)]  # a metric that left items undefined
+    assert header == ["id", *names, *notes, *(f"{n} signature" for n in names)]
 
 
 # ----------------------------------------------------------------------------------------------- exit codes

@@ -435,10 +435,14 @@ def test_per_item_csv_has_sentence_lists(tiny_folder: Path, tmp_path: Path) -> N
 
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     by_id = {r["id"]: r for r in rows}
-    assert list(rows[0]) == ["id", "lm-coherence", "lm-coherence sentences", "lm-coherence signature"]
+    assert list(rows[0]) == [
+        "id", "lm-coherence", "lm-coherence sentences", "lm-coherence note", "lm-coherence signature"
+    ]
     x = json.loads(by_id["x"]["lm-coherence sentences"])
     assert len(x) == 4 and x[0] is None and float(by_id["x"]["lm-coherence"]) == pytest.approx(np.mean(x[1:]))
     assert by_id["y"]["lm-coherence"] == "" and json.loads(by_id["y"]["lm-coherence sentences"]) == [None]
+    assert by_id["y"]["lm-coherence note"].startswith("fewer than two sentences")
+    assert by_id["x"]["lm-coherence note"] == ""
 
 
 # --------------------------------------------------------------------------------------------------- conversion

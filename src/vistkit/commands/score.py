@@ -327,7 +327,8 @@ def write_per_item(path: Path, results: list[Score]) -> None:
     standard output); a metric with per-sentence values (``Score.extra["item_sentences"]``, the lm-* metrics)
     adds a column ``<metric> sentences`` holding a JSON list (null: no value for that sentence); a metric with
     per-feature values (``Score.extra["item_features"]``, story-ranker's contributions) a column
-    ``<metric>.<feature>`` per feature. Last, a column ``<metric> signature`` per metric (the same text on every
+    ``<metric>.<feature>`` per feature; a metric that left items undefined (or notes some, story-ranker's floor) a
+    column ``<metric> note`` saying why. Last, a column ``<metric> signature`` per metric (the same text on every
     row): the file keeps what produced its numbers, and `vistkit distance` compares the two sides' signatures."""
     ids: list[str] = []
     seen: set[str] = set()
@@ -351,8 +352,13 @@ def write_per_item(path: Path, results: list[Score]) -> None:
                 (f"{r.metric} sentences", {i: json.dumps(v) for i, v in zip(r.item_ids, per, strict=True)})
             )
         notes = r.extra.get("item_notes")
-        if isinstance(notes, list) and len(notes) == len(r.item_ids):
-            detail_cols.append((f"{r.metric} note", dict(zip(r.item_ids, map(str, notes), strict=True))))
+        said = (
+            dict(zip(r.item_ids, map(str, notes), strict=True))
+            if isinstance(notes, list) and len(notes) == len(r.item_ids)
+            else {}
+        )
+        if said or r.excluded:  # why an item is undefined (its cell is empty) or at the floor
+            detail_cols.append((f"{r.metric} note", {i: r.excluded.get(i) or said.get(i, "") for i in r.item_ids}))
         feats = r.extra.get("item_features")
         if isinstance(feats, list) and len(feats) == len(r.item_ids) and feats and isinstance(feats[0], dict):
             for name in feats[0]:

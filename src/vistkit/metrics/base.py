@@ -443,6 +443,27 @@ _SHAPES = (
 )
 
 
+def as_stories(stories: Any, what: str, *, tag: str = "") -> list[Story]:
+    """The stories a scorer method takes (`explain`, `preference`, `sentence_scores`...): a sequence of `Story`
+    objects or texts, each text checked as a `Story` is (a NUL, a lone surrogate). A bare string is refused: it
+    was iterated as one story per character, silently."""
+    if isinstance(stories, str | bytes):
+        raise InputError(
+            f"{what} takes a list of stories, not one {type(stories).__name__}; wrap a single story as [text]"
+        )
+    if not isinstance(stories, Sequence | StorySet):
+        raise InputError(f"{what} takes a list of stories, not {type(stories).__name__}{_convert_hint(stories)}")
+    out: list[Story] = []
+    for i, s in enumerate(stories):
+        if isinstance(s, Story):
+            out.append(s)
+        elif isinstance(s, str):
+            out.append(Story(story_id=f"{tag}{i}", text=s))
+        else:
+            raise InputError(f"{what}: story {i} is {type(s).__name__}, not a Story or a text")
+    return out
+
+
 def _convert_hint(value: Any) -> str:
     """How to turn a container `as_story_sets` does not take into one it does (a NumPy array, a pandas Series, a
     generator, a set: unordered, so it cannot be matched by position)."""
@@ -712,15 +733,13 @@ class Ranker(Metric):
     def preference(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
         """`prefer` with its inputs checked: equal lengths (Story objects or texts), a float array of that length."""
         import numpy as np
-        if len(a) != len(b):
+        # texts are welcome, as in `score`; a bare string is refused (it was one story per character)
+        first, second = (as_stories(side, f"{self.name}: preference", tag=tag) for side, tag in ((a, "a"), (b, "b")))
+        if len(first) != len(second):
             raise InputError(f"{self.name}: {len(a)} first stories but {len(b)} second stories; pass pairs")
-        if not len(a):
+        if not first:
             return np.zeros(0)
-
-        def stories(side: Sequence[Story | str], tag: str) -> list[Story]:  # texts are welcome, as in `score`
-            return [s if isinstance(s, Story) else Story(story_id=f"{tag}{i}", text=s) for i, s in enumerate(side)]
-
-        out = np.asarray(self.prefer(stories(a, "a"), stories(b, "b")), dtype=float)
+        out = np.asarray(self.prefer(first, second), dtype=float)
         if out.shape != (len(a),):
             raise RuntimeError(f"{self.name}.prefer returned shape {out.shape}, expected ({len(a)},)")
         return out
@@ -964,16 +983,19 @@ def score(
     *,
     key: Keying | str | None = None,
     template: Sequence[str] | None = None,
+    require_all: bool = False,
     reference_absent: bool = False,
     **options: Any,
 ) -> Score:
     """Functional face, as Hugging Face evaluate: ``score("bleu-4", ["a story"], [["a reference"]])``,
     ``score("rovist-nr", ["a story ."])``, ``score("meteor-vist", hyps, refs, key="sequence")`` with StorySets, or
-    dicts by id (`as_story_sets`); ``options`` go to the metric."""
+    dicts by id (`as_story_sets`); ``key``, ``template``, ``require_all`` and ``reference_absent`` as
+    `Metric.score`; the other ``options`` go to the metric."""
     check_flag(reference_absent, "reference_absent")
+    check_flag(require_all, "require_all")
     check_template(template)
     return get_metric(name, **options).score(
-        hypotheses, references, key=key, template=template, reference_absent=reference_absent
+        hypotheses, references, key=key, template=template, require_all=require_all, reference_absent=reference_absent
     )
 
 

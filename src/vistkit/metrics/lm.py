@@ -96,13 +96,17 @@ def fluency_sentences(story: StoryLogprobs, unigram: Unigram) -> list[float]:
 
 
 def pmi_sentences(story: StoryLogprobs) -> list[float]:
-    """Raw PMI of every sentence (NaN for the first), copied words' gains capped at 0, no duplicate rule."""
+    """Raw PMI of every sentence (NaN for the first, and for a sentence without a word), copied words' gains capped
+    at 0, no duplicate rule."""
     story.require("story", "alone")
     out: list[float] = []
     earlier: set[str] = set()
     for i, s in enumerate(story.sentences):
         words = [w.lower() for w, _, _ in s.words]
-        if i == 0 or not s.n_tokens:
+        # a sentence of punctuation or symbols only ("...", "!!!") says nothing the story could cohere with, yet
+        # the story before it makes it very predictable: its PMI was 6 to 14 per token (human VIST sentences ~1.6),
+        # and a "..." after each sentence nearly tripled a story's value
+        if i == 0 or not s.n_tokens or not words:
             out.append(math.nan)
         else:
             gain = s.in_story - s.alone
@@ -329,7 +333,24 @@ class _LMMetric(Metric):
 
     def sentence_scores(self, stories: Sequence[Story | Sequence[str] | str]) -> list[list[float]]:
         """Per story, this metric's per-sentence values (a story: a `Story`, a list of sentences or a text)."""
-        return self.scorer.sentence_scores([self._sentences_of(s) for s in stories], self.name)
+        from vistkit.metrics.base import as_stories
+
+        if isinstance(stories, str | bytes):  # one story per character, silently
+            as_stories(stories, f"{self.name}: sentence_scores")
+        if not isinstance(stories, Sequence):
+            raise InputError(f"{self.name}: sentence_scores takes a list of stories, not {type(stories).__name__}")
+        checked: list[Story | list[str]] = []
+        for i, s in enumerate(stories):
+            if isinstance(s, list | tuple) and all(isinstance(x, str) for x in s):  # a story's sentences, checked
+                checked.append([Story(story_id=str(i), text=x).text for x in s])
+            elif isinstance(s, Story | str):
+                checked.append(s if isinstance(s, Story) else Story(story_id=str(i), text=s))
+            else:
+                raise InputError(
+                    f"{self.name}: sentence_scores: story {i} is {type(s).__name__}, not a Story, a text or a list "
+                    "of sentences"
+                )
+        return self.scorer.sentence_scores([self._sentences_of(s) for s in checked], self.name)
 
     def _sentences_of(self, story: Story | Sequence[str] | str) -> list[str]:
         if isinstance(story, Story):
@@ -448,7 +469,9 @@ class LMCoherence(_LMMetric):
         definition="For each sentence s_i, i >= 2: PMI(s_i) = (1/|s_i|) sum over its tokens of g(t), "
         "g(t) = ln P(t | start, s_1..s_i-1, earlier tokens of s_i) - ln P(t | start, earlier tokens of s_i) "
         "(an estimate of the PMI ln P(s_i | s_<i) / P(s_i), per token); for a token of a word that already "
-        "occurs in s_1..s_i-1, g(t) is replaced by min(g(t), 0), so repeating earlier words earns nothing. "
+        "occurs in s_1..s_i-1, g(t) is replaced by min(g(t), 0), so repeating earlier words earns nothing; a "
+        "sentence without a word (\"...\", \"!!!\") has no value (the story before it makes it predictable, "
+        "so it would earn a large gain for saying nothing). "
         "Story = mean over sentences 2..n; a sentence equal (case, whitespace aside) to an earlier one gets the "
         "minimum over the story's other sentences 2..n (if all are copies: the minimum of their own values and "
         "0), so adding a copy of a sentence at the end never raises the score." + _CARD_COMMON,

@@ -147,8 +147,9 @@ class StoryRanker(UtilityRanker):
             "stories (the only fitted numbers; scripts/train_ranker_v2.py). The LM (SmolLM2-135M-Instruct by default) "
             "reads the sentences detokenised and sentence-cased. prefer(a, b) = u(a) - u(b); the per-story score is u "
             "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature (sentence "
-            "overlap, coherence or relatedness of a one-sentence story; LM features of a story longer than the LM's "
-            "context) counts as typical (z_k = 0); a story in broken English (fluency z <= -2) gets no credit from "
+            "overlap, coherence or relatedness of a one-sentence story) counts as typical (z_k = 0); the LM "
+            "features of a story longer than the LM's context are those of its longest run of whole sentences from "
+            "the start that fits; a story in broken English (fluency z <= -2) gets no credit from "
             "any feature (each s_k z_k <= 0: the PMI of garbled sentences is inflated, text without its function "
             "words repeats fewer words); the cap, the centre and this rule are in the config, whose hash the "
             "signature carries; "
@@ -228,7 +229,9 @@ class StoryRanker(UtilityRanker):
 
     def features(self, stories: Sequence[Story | str]) -> np.ndarray:
         """The raw feature table (rows: stories, columns: `vistkit.models.story_ranker_v2.FEATURES`)."""
-        texts = [s.text if isinstance(s, Story) else str(s) for s in stories]
+        from vistkit.metrics.base import as_stories
+
+        texts = [s.text for s in as_stories(stories, f"{self.name}: features")]
         return story_features(texts, self.scorer)
 
     def utility(self, stories: Sequence[Story]) -> np.ndarray:
@@ -304,6 +307,10 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
         lm_input = [[natural_sentence(s) for s in split_sentences(plain_quotes(texts[row]))] for row in rows]
         with progress.part(lm_start, rows.stop, len(texts)):
             block_logprobs = scorer.logprobs(lm_input)
+        block_logprobs = [
+            lp if lp.error is None else _prefix_that_fits(scorer, sents, lp)
+            for sents, lp in zip(lm_input, block_logprobs, strict=True)
+        ]
         for row, lp in zip(rows, block_logprobs, strict=True):
             if lp.error is not None or not lp.sentences:
                 continue
@@ -311,6 +318,21 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
             table[row, names.index("lm_coherence")] = _mean_defined(coherence_sentences(lp)[1:])
         progress.fraction(rows.stop, len(texts))
     return table
+
+
+def _prefix_that_fits(scorer: Any, sentences: list[str], failed: Any) -> Any:
+    """The log-probabilities of the longest run of ``sentences`` from the first that fits in the LM's context
+    (``failed`` when even the first sentence does not, or the LM refused the story for another reason).
+
+    A story longer than the context had no LM features, so they counted as typical (z = 0): a story just under
+    the context that was less fluent or coherent than typical lost those penalties when one more sentence, a
+    copy of its own included, pushed it over (+1.0 of u for a human story at 8,189 tokens, +2.9 with its words
+    shuffled). Read from its start, a copy appended to a long story leaves its LM features as they were."""
+    k = scorer.lm.sentences_that_fit(sentences)
+    if k == len(sentences) or k == 0:  # refused for another reason, or not even the first sentence fits
+        return failed
+    lp = scorer.logprobs([sentences[:k]])[0]
+    return failed if lp.error is not None else lp
 
 
 #: stories whose sentence vectors and LM log-probabilities are held at once (~5 sentences x 384 floats each:

@@ -909,6 +909,21 @@ class CausalLM:
         return 2.0 * n
 
     # -- the shared product ------------------------------------------------------------------------------
+    def sentences_that_fit(self, sentences: Sequence[str]) -> int:
+        """How many of ``sentences``, from the first, fit in the context together, by the same count of tokens
+        that `story_logprobs` refuses a longer story with (a tokenizer pass per probe, no model run)."""
+
+        def fits(k: int) -> bool:
+            return len(self._prepare_many([list(sentences[:k])])[0].ids) + 1 <= self.max_tokens
+
+        low, high = 0, len(sentences)  # fits(low) holds; find the largest k that fits (tokens grow with k)
+        if fits(high):
+            return high
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid)
+        return low
+
     def story_logprobs(
         self,
         stories: Sequence[Sequence[str]],
