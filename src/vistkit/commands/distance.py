@@ -303,7 +303,7 @@ def _distance(
             scored = compute_dhm(
                 h_stories, m_stories, g_metric=names["G"], c_metric=names["C"], r_metric=names["R"],
                 images=images, regions=regions, photos=photos, sentences=sentences, dimensions=dimensions,
-                options=options, engine=eng,
+                options=options, engine=eng, tanh_g=tanh_g,
             )
         if per_item is not None:
             write_dhm_per_story(scored, per_item)

@@ -186,6 +186,29 @@ def _cluster_error(exc: BaseException, where: str) -> VistkitError:
     )
 
 
+def _route_cluster_messages_to_stderr(ray: Any) -> None:
+    """Ray's driver prints the cluster's messages ("(raylet) A worker died or was killed ...", a dying raylet's
+    46-line state dump) to standard output (``ray._private.worker.print_to_stdstream`` with ``is_err`` False),
+    where they came before vistkit's results and broke ``-f json``; they go to standard error, and nowhere under
+    ``-q`` / ``VISTKIT_QUIET=1``. (A Ray without that function prints as it does.)"""
+    from vistkit.progress import warnings_silenced
+
+    module: Any = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(module, "print_to_stdstream", None)
+    if module is None or original is None or getattr(original, "vistkit_routed", False):
+        return
+
+    def to_stderr(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if warnings_silenced():
+            return None
+        if isinstance(data, dict):
+            data = {**data, "is_err": True}
+        return original(data, *args, **kwargs)
+
+    to_stderr.vistkit_routed = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr
+
+
 def _start_cluster(ray: Any, opts: dict[str, Any], where: str) -> None:
     """``ray.init(**opts)``, its failures as one sentence. Starting a local cluster, a SIGTERM or Ctrl-C that
     arrives meanwhile is held until it returns, then acted on after ``ray.shutdown()``: Ray's own handler exited
@@ -568,6 +591,7 @@ class RayEngine(Engine):
                 opts["address"] = target
             opts.update(init_options or {})
             _start_cluster(ray, opts, where)
+            _route_cluster_messages_to_stderr(ray)
             _CLUSTER.started = True
             if _CLUSTER.sigterm is None:  # else this module's handler is still in place (ray.shutdown() by hand)
                 _CLUSTER.sigterm = _exit_quietly_on_sigterm()

@@ -172,6 +172,7 @@ def compute_dhm(
     dimensions: str | Sequence[str] = DIMENSIONS,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     engine: Engine | None = None,
+    tanh_g: bool | None = None,
 ) -> DhmResult:
     """Score both story sets on the chosen dimensions and return tables, exclusions and the distance.
 
@@ -179,7 +180,8 @@ def compute_dhm(
     ``Groovist``); ``images``/``regions``/``photos`` go to the metrics that take them (G), ``sentences`` to
     the metrics that take it, ``options[dim]`` to that dimension's metric. A dimension whose model is missing
     raises `MissingDependencyError` with one sentence (and the ``dimensions`` subset that avoids it).
-    ``engine`` (`vistkit.engine`) runs the scoring elsewhere, e.g. on Ray workers.
+    ``engine`` (`vistkit.engine`) runs the scoring elsewhere, e.g. on Ray workers. ``tanh_g``: tanh on G (True)
+    or not (False); None: as dHM, tanh unless the G metric is bounded within [-1, 1].
     """
     if sentences not in ("split", "source"):
         raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
@@ -234,11 +236,14 @@ def compute_dhm(
     else:
         notes.append("sentences: Punkt split (NLTK 3.8.1) for every story, as the official scripts")
     # dHM applies tanh to raw (unbounded) GROOViST; a G metric already within [-1, 1] is used as it is
-    tanh_g = True
-    if "G" in metrics:
+    forced = tanh_g is not None
+    if "G" in metrics and tanh_g is None:
         lo, hi = type(metrics["G"]).lower_bound, type(metrics["G"]).upper_bound
         tanh_g = not (lo is not None and hi is not None and lo >= -1 and hi <= 1)
-        notes.append(f"G: {'tanh of the raw score' if tanh_g else 'as scored (bounded in [-1, 1])'}")
+    tanh_g = True if tanh_g is None else tanh_g
+    if "G" in metrics:
+        how = "as scored" + ("" if forced else " (bounded in [-1, 1])")
+        notes.append(f"G: {'tanh of the raw score' if tanh_g else how}{' (--tanh-g/--no-tanh-g)' if forced else ''}")
     distance = distance_from_tables(tables["human"], tables["model"], dimensions=dims, tanh_g=tanh_g)
     excluded = {sid: "; ".join(r) for sid, r in sorted(excluded_reasons.items())}
     return DhmResult(tables=tables, excluded=excluded, distance=distance, notes=notes, signatures=signatures)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from vistkit.data.readers import shown_names
+from vistkit.data.story import clean_id
 from vistkit.errors import InputError
 
 DIMENSIONS = ("G", "C", "R")
@@ -127,8 +128,12 @@ def normalize_table(table: Any, *, side: str = "scores") -> dict[str, dict[str, 
         if not isinstance(col, Mapping):
             raise InputError(f"{side}: the {d} scores must map story ids to numbers")
         _refuse_repeated_ids([str(k) for k in col], f"{side} {d}")
+        # ids as the story readers match them (spaces around dropped, Unicode NFC): " 1" in a G table and "1" in
+        # a C table, or café typed two ways, silently matched nothing
+        ids = {str(sid): clean_id(str(sid), "story_id", str(sid)) for sid in col}
+        _refuse_repeated_ids(list(ids.values()), f"{side} {d} (once spaces are dropped and NFC applied)")
         out[d] = {
-            str(sid): _as_float(v, f"{side} {d} story {sid!r}")
+            ids[str(sid)]: _as_float(v, f"{side} {d} story {sid!r}")
             for sid, v in col.items()
             if not _is_missing(v)
         }
@@ -165,7 +170,14 @@ def dimension_distances(
         m = np.array([model[dim][s] for s in order], dtype=float)
         if dim == "G" and tanh_g:
             h, m = np.tanh(h), np.tanh(m)
-        out[dim] = np.abs(h - m)
+        with np.errstate(over="ignore"):  # said below, as one sentence, not as numpy's RuntimeWarning
+            out[dim] = np.abs(h - m)
+        if not np.all(np.isfinite(out[dim])):
+            k = int(np.argmin(np.isfinite(out[dim])))
+            raise InputError(
+                f"story {order[k]!r}: its {dim} scores ({h[k]:g} human, {m[k]:g} model) are too far apart for a "
+                "float64 difference; check the score tables (a distance of finite scores must be finite)"
+            )
     return out
 
 
