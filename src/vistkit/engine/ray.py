@@ -181,8 +181,9 @@ def _cluster_error(exc: BaseException, where: str) -> VistkitError:
         # under RAY_AUTH_MODE=token (it retried for 20 s, then said only "Failed to connect")
         hint = " (a cluster with token authentication also needs RAY_AUTH_MODE=token here)"
     return EngineError(
-        f"could not reach the Ray cluster at {where} ({text}); start it with `ray start --head` or pass "
-        f"--address auto|ray://HOST:PORT{hint}"
+        f"could not reach the Ray cluster at {where} ({text}); start one with `ray start --head` (--address auto "
+        f"joins the one on this machine), pass --address ray://HOST:PORT of a running one, or leave --address out "
+        f"for a private local cluster{hint}"
     )
 
 

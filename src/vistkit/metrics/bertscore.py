@@ -175,9 +175,13 @@ class _Encoder:
                         f"bertscore: {path} has no config.json, so it is not a Hugging Face model folder: give one "
                         "(config.json, weights and tokenizer files) or a hub id in the local cache"
                     )
-                self.tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=fast_tokenizer)
+                self.tokenizer = AutoTokenizer.from_pretrained(
+                    str(path), trust_remote_code=False, use_fast=fast_tokenizer
+                )
                 with transformers_load_errors(path, "BERTScore encoder"):  # e.g. weights that do not fit the config
-                    model, info = AutoModel.from_pretrained(str(path), output_loading_info=True)
+                    model, info = AutoModel.from_pretrained(
+                        str(path), trust_remote_code=False, output_loading_info=True
+                    )
         except InputError:
             raise
         except (OSError, ValueError) as exc:

@@ -121,8 +121,8 @@ class ClipEncoder:
             folder, "CLIP model folder", "config.json, model.safetensors and the tokenizer's vocab.json and merges.txt"
         )
         with transformers_load_errors(folder, "CLIP tokenizer and image processor"):
-            self.tokenizer = CLIPTokenizer.from_pretrained(str(folder))
-            self.processor = processor_class.from_pretrained(str(folder))
+            self.tokenizer = CLIPTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+            self.processor = processor_class.from_pretrained(str(folder), trust_remote_code=False)
         with quiet_transformers():
             model, info = load_pretrained(
                 CLIPModel, folder, trust=trust, what="CLIP model", output_loading_info=True

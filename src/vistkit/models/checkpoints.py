@@ -827,7 +827,7 @@ def load_pretrained(
             "you trust its source, or convert it to safetensors"
         )
     with transformers_load_errors(folder, what):
-        return model_class.from_pretrained(str(folder), use_safetensors=has_st, **kwargs)
+        return model_class.from_pretrained(str(folder), trust_remote_code=False, use_safetensors=has_st, **kwargs)
 
 
 def refuse_missing_weights(

@@ -103,8 +103,10 @@ class SentenceEncoder:
         self.device = choose_device(device)
         self.precision = check_precision(precision, offered=("fp32", "tf32x3", "bf16"))
         with quiet_transformers(), transformers_load_errors(folder, "sentence encoder"):
-            self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-            model_fp32, info = AutoModel.from_pretrained(str(folder), use_safetensors=True, output_loading_info=True)
+            self.tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+            model_fp32, info = AutoModel.from_pretrained(
+                str(folder), trust_remote_code=False, use_safetensors=True, output_loading_info=True
+            )
         model_fp32.eval()
         refuse_missing_weights(info, folder, what="sentence encoder", unused=("pooler.",))  # mean pooling only
         # the static word-piece table (`first_pieces`) stays fp32 on the CPU whatever the transformer's mode: this

@@ -499,6 +499,15 @@ def convert_packaged(source: LMSource | None = None) -> Path:
             aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
             os.replace(folder, aside)  # converted before every file was recorded: convert it again
             shutil.rmtree(aside, ignore_errors=True)
+        elif os.path.lexists(folder):  # vistkit's own cache name without a finished conversion in it: a folder
+            # that lost its vistkit_lm.json, a file or a dangling link there failed every run ("Directory not
+            # empty ... a bug in vistkit"); it is cleared and the LM converted again
+            if folder.is_dir() and not folder.is_symlink():
+                aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+                os.replace(folder, aside)
+                shutil.rmtree(aside, ignore_errors=True)
+            else:
+                folder.unlink()
         from vistkit.models.checkpoints import file_sha256
 
         actual = file_sha256(src.source)
@@ -573,8 +582,10 @@ def _write_converted(gguf: Path, out: Path, *, source_sha256: str) -> None:
     gguf_utils.tqdm = functools.partial(bar, disable=True)  # type: ignore[assignment]
     try:
         with quiet_transformers(), _one_gguf_parse():
-            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), trust_remote_code=False, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(gguf.parent), trust_remote_code=False, gguf_file=gguf.name, dtype=torch.float32
+            )
     finally:
         gguf_utils.tqdm = bar  # type: ignore[assignment]
     # the de-quantised fp32 model is an ordinary one: drop the GGUF quantizer so it saves as safetensors
@@ -619,6 +630,15 @@ def verify_converted(folder: Path) -> dict[str, Any]:
     if not isinstance(weights, dict) or not weights:
         raise InputError(f"{folder / LM_META} records no weights hash; delete {folder} and load the LM again")
     files = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    # a file transformers reads that the conversion did not write (an added_tokens.json dropped in by hand)
+    # changed every score under the same signature: only the recorded files may be there
+    extra = [f for f in VALUE_FILES if (folder / f).exists() and f not in files and f not in weights]
+    extra += [f.name for f in folder.glob("*.safetensors") if f.name not in weights]
+    if extra:
+        raise InputError(
+            f"{folder / extra[0]} was not written by the conversion, and transformers would read it (the LM's "
+            f"values would change under the same signature); delete {folder} and load the LM again to reconvert it"
+        )
     for fname, digest in {**files, **weights}.items():
         path = folder / str(fname)
         if not path.is_file() or file_sha256(path) != digest:
@@ -767,7 +787,7 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
             output_loading_info=True,
         )
         with transformers_load_errors(folder, "tokenizer"):
-            tok = AutoTokenizer.from_pretrained(str(folder))
+            tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     _check_causal(model, folder, info)
     if not getattr(tok, "is_fast", False):
         raise InputError(f"{folder}: the LM metrics need a fast tokenizer (tokenizer.json) for character offsets")

@@ -424,7 +424,7 @@ def _load_tokenizer(tokenizer: Any, folder: Path | None) -> Any:
     from transformers import AutoTokenizer
 
     if tokenizer is None and folder is not None and (folder / "tokenizer_config.json").is_file():
-        return AutoTokenizer.from_pretrained(str(folder))
+        return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     from vistkit.models.resolve import resolve_model
 
     try:
@@ -435,7 +435,7 @@ def _load_tokenizer(tokenizer: Any, folder: Path | None) -> Any:
             f"tokenizer files, or download it once where you have internet (huggingface-cli download "
             f"{TOKENIZER_ID}); `vistkit models convert --tokenizer` copies it into a converted folder"
         ) from None
-    return AutoTokenizer.from_pretrained(str(where))
+    return AutoTokenizer.from_pretrained(str(where), trust_remote_code=False)
 
 
 def read_sop_weights(

@@ -193,13 +193,13 @@ def load_encoder(encoder: str | Path, *, mlm: bool = False) -> tuple[Any, Any, P
 
     folder = resolve_encoder(encoder)
     try:
-        tok = AutoTokenizer.from_pretrained(str(folder))
+        tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
         kw = {"use_safetensors": _use_safetensors(folder), "output_loading_info": True}
         if mlm:
-            model, info = AutoModelForMaskedLM.from_pretrained(str(folder), **kw)
+            model, info = AutoModelForMaskedLM.from_pretrained(str(folder), trust_remote_code=False, **kw)
         else:
             model, info = AutoModelForSequenceClassification.from_pretrained(
-                str(folder), num_labels=1, problem_type="regression", **kw
+                str(folder), num_labels=1, problem_type="regression", trust_remote_code=False, **kw
             )
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:  # a damaged or foreign folder
         first = (str(exc).splitlines() or [""])[0][:200]
@@ -441,7 +441,7 @@ def load_vrank(folder: str | Path, *, device: str | None = None, batch_size: int
             f"{p}: the tokenizer files are missing (was its saving interrupted?); train the model again"
         )
     with transformers_load_errors(p, what="Vrank model's tokenizer"):  # a folder saved before files_sha256
-        tok = AutoTokenizer.from_pretrained(str(p))
+        tok = AutoTokenizer.from_pretrained(str(p), trust_remote_code=False)
     return VrankModel(tok, model, meta=meta, device=device, batch_size=batch_size)
 
 

@@ -436,7 +436,7 @@ _FORMAT_TASKS = {
         ("rank", "pairwise"),
         "--format pairs needs a rank or pairwise study; export a Likert study with --format likert",
     ),
-    "likert": (("likert",), "--format likert needs a Likert study; use rankings, pairs or jsonl"),
+    "likert": (("likert",), "--format likert needs a Likert study; use rankings, pairs, jsonl or tasks"),
 }
 
 
