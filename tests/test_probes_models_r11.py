@@ -259,3 +259,37 @@ def test_a_leftover_at_the_lm_cache_name_is_cleared_and_converted_again(
     assert folder.is_dir() and not folder.is_symlink() and (folder / lm_mod.LM_META).is_file()
     assert not (folder / "model.safetensors").exists()
     assert [p.name for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}.tmp")] == []
+
+
+def test_a_hanging_javac_is_bounded_by_the_java_timeout_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A javac that hung waited 300 s whatever VISTKIT_JAVA_TIMEOUT said, and a compile killed with SIGKILL left
+    its `meteor-helper-....tmpPID` folder in the cache for good."""
+    import shutil
+    import subprocess
+    import time
+
+    from vistkit.models import java
+
+    if shutil.which("java") is None:
+        pytest.skip("no Java")
+    monkeypatch.setenv("VISTKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("VISTKIT_JAVA_TIMEOUT", "0.5")
+    marker = tmp_path / "still-running"
+    fake = tmp_path / "javac"
+    fake.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(java, "find_javac", lambda info: str(fake))
+    info = java.require_java("the test")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    helper_dir = tmp_path / "cache" / "java"
+    helper_dir.mkdir(parents=True)
+    (helper_dir / f"meteor-helper-0123456789abcdef.tmp{dead.pid}").mkdir()  # a killed compile's leftover
+    start = time.monotonic()
+    assert java._helper_classpath(info) is None  # Meteor's stdio fallback
+    assert time.monotonic() - start < 15
+    assert [p.name for p in helper_dir.iterdir()] == []  # the dead build and this one's folder are gone
+    time.sleep(0.2)
+    assert subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True).returncode != 0

@@ -451,6 +451,23 @@ def _classes_intact(folder: Path) -> bool:
         return False
 
 
+def _remove_dead_builds(target: Path) -> None:
+    """Remove ``meteor-helper-*.tmp<PID>`` folders beside ``target`` whose process is gone (a compile killed with
+    SIGKILL left them; of any helper version)."""
+    if not target.parent.is_dir():
+        return
+    for stale in target.parent.glob("meteor-helper-*.tmp*"):
+        pid = stale.name.rpartition(".tmp")[2]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(stale, ignore_errors=True)
+        except OSError:  # alive under another user, or not ours to ask: left alone
+            pass
+
+
 def _helper_classpath(java: JavaInfo) -> str | None:
     """Compile the helper once into the cache; returns the directory holding the class, or None (no javac)."""
     jar = meteor_jar()
@@ -465,6 +482,7 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     javac = find_javac(java)
     if javac is None:
         return None
+    _remove_dead_builds(target)
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     src_dir = tmp / "src"
     files: list[str] = []
@@ -474,17 +492,14 @@ def _helper_classpath(java: JavaInfo) -> str | None:
         path.write_text(text, encoding="utf-8")
         files.append(str(path))
     release = ["--release", "8"] if java.version >= 9 else []
+    # a cold compile can take minutes on a loaded machine; VISTKIT_JAVA_TIMEOUT, when set, bounds it too (a javac
+    # that hangs waited 300 s whatever it said); in a process group of its own, so a wrapper leaves no child
+    timeout = 4 * java_timeout() if os.environ.get("VISTKIT_JAVA_TIMEOUT") else max(300.0, 4 * java_timeout())
     try:
-        proc = subprocess.run(
+        proc = _run_java(
             [javac, *(f"-J{o}" for o in jvm_base_options()), *release, "-nowarn", "-encoding", "UTF-8", "-cp",
              str(jar), "-d", str(tmp), *files],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            env=java_env(),
-            cwd=java_cwd(),
-            timeout=max(300.0, 4 * java_timeout()),
+            timeout=timeout,
         )
     except (OSError, subprocess.TimeoutExpired):  # a javac that hangs or cannot run: Meteor's stdio fallback
         proc = None
