@@ -103,6 +103,7 @@ def test_gap_beats_ref_compare(meta: MetaRunner) -> None:
     assert [b["n"] for b in json.loads(out)["by_gap"]["meta-test-length"]] == [3, 3, 1]
     code, out, _ = meta("beats-ref", "vhed_small.csv", "-m", "meta-test-length", "-f", "json")
     assert json.loads(out)["beats_reference"]["human"]["m2"]["ratio"] == 1.0
+    assert json.loads(out)["reference_judge"] == "people"
     code, out, _ = meta(
         "compare", "vhed_small.csv", "-m", "meta-test-length,meta-test-shortness", "-f", "json", "--bootstrap", "50"
     )
@@ -214,6 +215,9 @@ def test_rankings_to_pairs_and_build_pairs(
     assert code == 0 and "wrote 2 pairs" in out and "proxy" in out
     code, out, _ = meta("beats-ref", built, "-m", "meta-test-length", "-f", "json")
     assert json.loads(out)["beats_reference"]["meta-test-length"]["mm"]["ratio"] == 0.5
+    assert json.loads(out)["reference_judge"] == "proxy label"  # the table said "human" (round 11)
+    code, out, _ = meta("beats-ref", built, "-m", "meta-test-length", "-f", "csv")
+    assert "proxy label,mm," in out and "\nhuman," not in out
 
 
 def test_reports_are_written(meta: MetaRunner, tmp_path: Path) -> None:

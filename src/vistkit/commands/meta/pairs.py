@@ -163,9 +163,21 @@ def beats_ref_cmd(
 
     pairs, scores = inputs.prepare()
     data = {"human": beats_reference(None, pairs), **{s.metric: beats_reference(s, pairs) for s in scores}}
-    payload: dict[str, Any] = {"beats_reference": data, "signatures": {s.metric: s.signature for s in scores}}
+    # the judge of the file's own labels: people, or a PROXY label ("the human story is better", build-pairs),
+    # named as the report names it (the table said "human" for both)
+    proxy = any(p.meta.get("label", "").startswith("proxy") for p in pairs)
+    judge = "proxy label" if proxy else "people"
+    payload: dict[str, Any] = {
+        "beats_reference": data,
+        "signatures": {s.metric: s.signature for s in scores},
+        "reference_judge": judge,
+    }
     cols = ["judge", "system", "ratio", "ties", "n"]
-    rows = [[j, sysname, v["ratio"], v["tie_ratio"], v["n"]] for j, d in data.items() for sysname, v in d.items()]
+    rows = [
+        [judge if j == "human" else j, sysname, v["ratio"], v["tie_ratio"], v["n"]]
+        for j, d in data.items()
+        for sysname, v in d.items()
+    ]
     empty = ""
     if not any(p.kind == "reference-machine" for p in pairs):
         from vistkit.meta.human import REFERENCE_SYSTEMS
