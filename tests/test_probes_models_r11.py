@@ -293,3 +293,36 @@ def test_a_hanging_javac_is_bounded_by_the_java_timeout_and_leaves_nothing(
     assert [p.name for p in helper_dir.iterdir()] == []  # the dead build and this one's folder are gone
     time.sleep(0.2)
     assert subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True).returncode != 0
+
+
+@pytest.mark.parametrize("leftover", ["file", "link"])
+def test_a_file_where_the_meteor_helper_folder_goes_is_replaced(
+    tmp_path: Path, leftover: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file (or a link) at the helper's cache name was never removed (rmtree skips it), so every run compiled
+    the helper, failed to put it in place and then said "the METEOR Java helper stopped unexpectedly"."""
+    import shutil
+
+    from vistkit.models import java
+
+    if shutil.which("java") is None:
+        pytest.skip("no Java")
+    monkeypatch.setenv("VISTKIT_CACHE", str(tmp_path / "cache"))
+    fake = tmp_path / "javac"  # writes the helper's class file where -d says, at once
+    fake.write_text(
+        '#!/bin/sh\nwhile [ "$1" != "-d" ]; do shift; done\n'
+        f'mkdir -p "$2" && printf x > "$2/{java.HELPER_CLASS}.class"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(java, "find_javac", lambda info: str(fake))
+    info = java.require_java("the test")
+    first = java._helper_classpath(info)
+    assert first is not None and java._classes_intact(Path(first))
+    shutil.rmtree(first)
+    if leftover == "file":
+        Path(first).write_text("junk")
+    else:
+        Path(first).symlink_to(tmp_path / "elsewhere")
+    again = java._helper_classpath(info)
+    assert again == first and Path(first).is_dir() and not Path(first).is_symlink()
+    assert java._classes_intact(Path(first))

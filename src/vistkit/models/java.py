@@ -477,8 +477,11 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     target = cache_dir() / "java" / f"meteor-helper-{digest}"
     if _classes_intact(target):
         return str(target)
-    if target.exists():  # damaged (a truncated or edited .class, a missing file): rebuilt, not reported
-        shutil.rmtree(target, ignore_errors=True)
+    if target.is_dir() and not target.is_symlink():  # damaged (a truncated or edited .class, a missing file):
+        shutil.rmtree(target, ignore_errors=True)  # rebuilt, not reported
+    elif os.path.lexists(target):  # a file or a link where the folder goes: rmtree left it, and every run then
+        with contextlib.suppress(OSError):  # compiled and failed ("the METEOR Java helper stopped unexpectedly")
+            target.unlink()
     javac = find_javac(java)
     if javac is None:
         return None
@@ -513,6 +516,8 @@ def _helper_classpath(java: JavaInfo) -> str | None:
         os.replace(tmp, target)
     except OSError:  # another process won the race
         shutil.rmtree(tmp, ignore_errors=True)
+        if not _classes_intact(target):  # or the name is still taken by something else: the stdio fallback
+            return None
     return str(target)
 
 
