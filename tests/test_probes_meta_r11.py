@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from cli_probe_helpers import forbid_building, one_error, run_cli
@@ -27,6 +28,8 @@ from vistkit.commands.meta.common import _parse_story_files
 from vistkit.errors import InputError
 from vistkit.meta.human import read_error_labels, read_likert, read_pairs, read_rankings
 from vistkit.meta.pairs import parse_edges
+
+T = TypeVar("T")
 
 HEADER = "sent1,sent2,label,story_id,img_seq,model_base,model_comp,agreement,avg_rank_base,avg_rank_comp,order"
 S1, S2 = "we went out . it was fun . we came home .", "the dog ran . the cat sat . the end came ."
@@ -114,18 +117,23 @@ def test_likert_and_error_tables_over_the_row_limit_are_refused(
     assert len(read_likert(lik)) == 4 and len(read_error_labels(err)) == 4
 
 
+def _with_peak(read: Callable[[], T]) -> tuple[T, int]:
+    """What ``read()`` returns and the peak of Python memory allocated while it ran (bytes, tracemalloc)."""
+    tracemalloc.start()
+    try:
+        out = read()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_pairs_are_held_compactly(tmp_path: Path) -> None:
     """A text, system or story id repeated over rows is one object, and pairs of one label sign share one meta
     dict; reading 20,000 short pairs peaks at well under the ~1,270 bytes a row the old reader took."""
     f = _pairs_file(
         tmp_path / "p.csv", [f"{S1},{S2},-1.0,s{i % 7},{i}-{i + 1},m1,m2,5,1.0,2.0,5" for i in range(20_000)]
     )
-    tracemalloc.start()
-    try:
-        pairs = read_pairs(f)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    pairs, peak = _with_peak(lambda: read_pairs(f))
     assert len(pairs) == 20_000 and pairs[0].gap == 1.0 and pairs[0].meta == {"label_sign": "base-minus-comp"}
     assert pairs[0].text_1 is pairs[1].text_1 and pairs[0].system_2 is pairs[5].system_2
     assert pairs[0].story_id is pairs[7].story_id and pairs[0].meta is pairs[1].meta
@@ -136,12 +144,7 @@ def test_rankings_are_held_compactly(tmp_path: Path) -> None:
     body = "".join(f"T{t},w{w},{k},{r},x .\n" for t in range(2_000) for w in range(5) for k, r in (("A", 1), ("B", 2)))
     f = tmp_path / "r.csv"
     f.write_text("task,worker,story,rank,text\n" + body, encoding="utf-8")
-    tracemalloc.start()
-    try:
-        tasks = read_rankings(f)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    tasks, peak = _with_peak(lambda: read_rankings(f))
     assert len(tasks) == 2_000 and tasks["T7"]["ranks"]["w3"] == {"A": 1.0, "B": 2.0}
     assert next(iter(tasks["T1"]["ranks"])) is next(iter(tasks["T2"]["ranks"]))  # "w0" held once
     assert peak / 20_000 < 550, peak / 20_000

@@ -236,15 +236,17 @@ def _refuse_stdin_twice(sig: inspect.Signature, kwargs: dict[str, Any]) -> None:
     from vistkit.errors import InputError
 
     piped: list[str] = []
+    total = 0
     for name, value in kwargs.items():
         values = value if isinstance(value, list | tuple) else [value]
         n = sum(1 for v in values if isinstance(v, Path) and str(v) == "-")
+        total += n
         if n:
             default = sig.parameters[name].default if name in sig.parameters else None
             is_option = bool(getattr(default, "param_decls", None)) or isinstance(default, typer.models.OptionInfo)
             label = option_flags(default, name)[0] if is_option else name.upper()
             piped.append(label if n == 1 else f"{label} ({n} times)")
-    if len(piped) > 1 or any("times)" in p for p in piped):
+    if total > 1:
         raise InputError(
             f"{' and '.join(piped)} {'are' if len(piped) > 1 else 'is'} -, but standard input can be read only once; "
             "give all but one of them as files"

@@ -335,10 +335,8 @@ class _LMMetric(Metric):
         """Per story, this metric's per-sentence values (a story: a `Story`, a list of sentences or a text)."""
         from vistkit.metrics.base import as_stories
 
-        if isinstance(stories, str | bytes):  # one story per character, silently
-            as_stories(stories, f"{self.name}: sentence_scores")
-        if not isinstance(stories, Sequence):
-            raise InputError(f"{self.name}: sentence_scores takes a list of stories, not {type(stories).__name__}")
+        if isinstance(stories, str | bytes) or not isinstance(stories, Sequence):
+            as_stories(stories, f"{self.name}: sentence_scores")  # refuses it (a string was one story per character)
         checked: list[Story | list[str]] = []
         for i, s in enumerate(stories):
             if isinstance(s, list | tuple) and all(isinstance(x, str) for x in s):  # a story's sentences, checked
