@@ -176,7 +176,7 @@ def test_user_errors_exit_1_with_one_sentence(files: dict[str, Path], capsys) ->
     code, _, err = run([*base, "--baseline", "nope"], capsys)
     assert code == 1 and "--baseline 'nope' is not one of the systems" in err
     code, _, err = run([*base, "--test", "t"], capsys)
-    assert code == 1 and "use bs" in err
+    assert code == 2 and "Invalid value for '--test': use bs or ar, not 't'" in err  # a usage error, as --format
     code, _, err = run(["compare", str(files["good"]), "-r", str(files["refs"]), "-m", "sacrebleu"], capsys)
     assert code == 1 and "at least two" in err
     code, _, err = run([*base, "--name", "only-one"], capsys)

@@ -100,7 +100,8 @@ def test_score_keys_not_shared_with_the_references_before_the_model(
 
 
 def test_score_unknown_engine_before_anything(forbid: None, hyps: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "unknown engine 'spark'" in one_error(capsys, "score", hyps, "-m", "story-ranker", "--engine", "spark")
+    err = one_error(capsys, "score", hyps, "-m", "story-ranker", "--engine", "spark", code=2)
+    assert "Invalid value for '--engine': use local or ray, not 'spark'" in err
 
 
 def test_score_all_leaves_out_metrics_the_keys_rule_out_without_building_them(
@@ -145,7 +146,7 @@ def test_distance_checks_files_metrics_and_options_before_any_model(
     assert "rovist-nr has no option 'nope'" in err
     other = write_stories(tmp_path / "other.jsonl", prefix="x")
     assert "share no story id" in one_error(capsys, *base, "--model-stories", other, "--dimensions", "R")
-    assert "unknown engine" in one_error(capsys, *base, "--model-stories", hyps, "--engine", "spark")
+    assert "use local or ray" in one_error(capsys, *base, "--model-stories", hyps, "--engine", "spark", code=2)
 
 
 # ---------------------------------------------------------------------------------------------- meta
@@ -153,13 +154,14 @@ def test_meta_checks_before_scoring(forbid: None, tmp_path: Path, capsys: pytest
     pairs, likert = META / "vhed_small.csv", META / "likert_small.csv"
     err = one_error(capsys, "meta", "compare", pairs, "-m", "story-ranker")
     assert "compare needs at least two metrics" in err
-    assert "--kendall must be b or c" in one_error(capsys, "meta", "correlate", likert, "-m", "story-ranker",
-                                                "--kendall", "x")  # fmt: skip
+    assert "'--kendall': use b or c" in one_error(capsys, "meta", "correlate", likert, "-m", "story-ranker",
+                                                  "--kendall", "x", code=2)  # fmt: skip
     err = one_error(capsys, "meta", "pairs", pairs, "-m", "lm-fluency", "-O", "lm-fluency.batch_tokens=0")
     assert "batch_tokens must be a whole number" in err
     err = one_error(capsys, "meta", "correlate", likert, "-m", "story-ranker", "-r", tmp_path / "refs.jsonl")
     assert "no such file" in err
-    assert "unknown engine" in one_error(capsys, "meta", "pairs", pairs, "-m", "story-ranker", "--engine", "spark")
+    err = one_error(capsys, "meta", "pairs", pairs, "-m", "story-ranker", "--engine", "spark", code=2)
+    assert "use local or ray" in err
 
 
 # ---------------------------------------------------------------------------------------------- usage errors
@@ -168,7 +170,7 @@ def test_a_value_click_refuses_is_one_sentence_with_exit_2(hyps: Path, capsys: p
     is one sentence: every refused value is one ``error:`` sentence now (exit 2 for what click refuses)."""
     err = one_error(capsys, "meta", "pairs", META / "vhed_small.csv", "-m", "story-ranker", "--bootstrap", "0",
                  code=2)  # fmt: skip
-    assert "Invalid value for '--bootstrap': must be from 1 to 1,000,000 resamples, got 0" in err
+    assert "Invalid value for '--bootstrap' / '--n-bootstrap': must be from 1 to 1,000,000 resamples, got 0" in err
     assert "'--confidence': must be between 0 and 1" in one_error(capsys, "score", hyps, "-m", "x", "--confidence",
                                                                 "2", code=2)  # fmt: skip
     assert "'xml' is not one of" in one_error(capsys, "score", hyps, "-m", "x", "-f", "xml", code=2)

@@ -19,6 +19,38 @@ if TYPE_CHECKING:
     from vistkit.data.story import StorySet
     from vistkit.engine import Engine
 
+def one_of(*choices: str) -> Callable[[str | None], str | None]:
+    """Typer callback of an option whose value is one of ``choices``: any other value is a usage error (exit 2,
+    ``Invalid value for '--engine': ...``) before anything is read, as for ``--format xml``."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in choices:
+            listed = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
+            raise typer.BadParameter(f"use {listed}, not {value!r:.60}")
+        return value
+
+    return check
+
+
+def check_workers_option(value: int | None) -> int | None:
+    """Typer callback of ``--workers``: unset, or a whole number of worker processes from 1 to the engine's
+    limit (the engine checks it again for API calls)."""
+    from vistkit.engine.ray import MAX_WORKERS
+
+    if value is not None and not 1 <= value <= MAX_WORKERS:
+        raise typer.BadParameter(f"must be from 1 to {MAX_WORKERS:,} worker processes, got {value:,}")
+    return value
+
+
+def check_gpus_option(value: float) -> float:
+    """Typer callback of ``--num-gpus-per-worker``: a finite number of GPUs, 0 or more."""
+    import math
+
+    if not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"must be a number of GPUs, 0 or more (e.g. 1, or 0.5 to share one), got {value:g}")
+    return value
+
+
 FormatOption = typer.Option(OutputFormat.TEXT, "--format", "-f", help="Output format: text, json, csv or latex.")
 
 # options of `vistkit score` and `vistkit compare` (and `vistkit meta`: RefFormatOption, MetricOptionOption)
@@ -45,10 +77,18 @@ KeyOption = typer.Option(
 #: the story formats `read_stories` reads (auto-detected unless forced): see `vistkit formats`
 STORY_FORMATS = "sis|storylets|challenge|story-dict|tapm|tapm-nested|arel|jsonl|csv"
 HypFormatOption = typer.Option(
-    None, "--hyp-format", metavar="FORMAT", help=f"Force the story file format: {STORY_FORMATS.replace('|', ', ')}."
+    None,
+    "--hyp-format",
+    metavar="FORMAT",
+    help=f"Force the story file format: {STORY_FORMATS.replace('|', ', ')}.",
+    callback=one_of(*STORY_FORMATS.split("|")),
 )
 RefFormatOption = typer.Option(
-    None, "--ref-format", metavar="FORMAT", help="Force the reference file format (as --hyp-format)."
+    None,
+    "--ref-format",
+    metavar="FORMAT",
+    help="Force the reference file format (as --hyp-format).",
+    callback=one_of(*STORY_FORMATS.split("|")),
 )
 MetricOptionOption = typer.Option(
     [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="A metric option, e.g. bertscore.idf=true (repeatable)."
@@ -61,6 +101,7 @@ EngineOption = typer.Option(
     "--engine",
     metavar="local|ray",
     help="Where to score: local (this process) or ray (a Ray cluster: pip install 'vistkit[ray]').",
+    callback=one_of("local", "ray"),
 )
 AddressOption = typer.Option(
     None,
@@ -69,10 +110,16 @@ AddressOption = typer.Option(
     help="--engine ray: the cluster (auto, or ray://HOST:PORT); default: a new local one.",
 )
 WorkersOption = typer.Option(
-    None, "--workers", help="--engine ray: worker actors (default: the cluster's CPUs, or GPUs / GPUs per worker)."
+    None,
+    "--workers",
+    help="--engine ray: worker actors (default: the cluster's CPUs, or GPUs / GPUs per worker).",
+    callback=check_workers_option,
 )
 GpusPerWorkerOption = typer.Option(
-    0.0, "--num-gpus-per-worker", help="--engine ray: GPUs each worker reserves (e.g. 1, or 0.5 to share one)."
+    0.0,
+    "--num-gpus-per-worker",
+    help="--engine ray: GPUs each worker reserves (e.g. 1, or 0.5 to share one).",
+    callback=check_gpus_option,
 )
 
 

@@ -40,6 +40,7 @@ from vistkit.commands.common import (
     check_seed,
     echo,
     note,
+    one_of,
     open_engine,
     parse_metric_selection,
     read_references,
@@ -341,7 +342,11 @@ def compare(
         [], "--name", help="Display name per system file, in order (repeatable)."
     ),
     test: str = typer.Option(
-        "bs", "--test", metavar="bs|ar", help="bs: paired bootstrap; ar: approximate randomisation."
+        "bs",
+        "--test",
+        metavar="bs|ar",
+        help="bs: paired bootstrap; ar: approximate randomisation.",
+        callback=one_of("bs", "ar"),
     ),
     n_samples: int | None = typer.Option(
         None, "--n-samples", help="Resamples / trials of the test (default 1000 for bs, 10000 for ar).",
@@ -351,7 +356,7 @@ def compare(
         0.95, "--confidence", help="Confidence level of the intervals.", callback=check_confidence
     ),
     n_bootstrap: int = typer.Option(
-        1000, "--n-bootstrap", help="Bootstrap resamples for the intervals.", callback=check_resamples
+        1000, "--n-bootstrap", "--bootstrap", help="Bootstrap resamples for the intervals.", callback=check_resamples
     ),
     seed: int = typer.Option(
         DEFAULT_SEED, "--seed", help="Random seed (sacreBLEU's default 12345).", callback=check_seed

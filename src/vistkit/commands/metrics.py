@@ -16,21 +16,6 @@ def _bounds(cls: type[Metric]) -> str:
     return f"[{lo}, {hi}]"
 
 
-def _needs(cls: type[Metric]) -> str:
-    needs = [
-        n
-        for n, flag in (
-            ("references", cls.needs_references),
-            ("images", cls.needs_images),
-            ("human story", cls.needs_human_story),
-        )
-        if flag
-    ]
-    if cls.weights:
-        needs.append(f"weights: {cls.weights}")
-    return ", ".join(needs) or "nothing"
-
-
 def option_defaults(cls: type[Metric]) -> dict[str, object]:
     """The metric's ``-O NAME.OPTION=VALUE`` options and their defaults, in the order its constructor takes them."""
     import inspect
@@ -49,14 +34,18 @@ def _shown_default(value: object) -> str:
     return f"{value!r}" if isinstance(value, str) and value != value.strip() else str(value)
 
 
-def needs_text(cls: type[Metric]) -> str:
-    """What a metric needs besides the stories (``references, images``), or ``-``."""
+def needs_text(cls: type[Metric], *, none: str = "-") -> str:
+    """What a metric needs besides the stories (``references, images, weights: ...``), or ``none``: the weights
+    it needs that vistkit does not ship are named, so a card never says a checkpoint metric needs nothing."""
     flags = (
         ("references", cls.needs_references),
         ("images", cls.needs_images),
         ("human story", cls.needs_human_story),
     )
-    return ", ".join(n for n, flag in flags if flag) or "-"
+    needs = [n for n, flag in flags if flag]
+    if cls.weights:
+        needs.append(f"weights: {cls.weights}")
+    return ", ".join(needs) or none
 
 
 def card_page(cls: type[Metric]) -> str:
@@ -110,7 +99,13 @@ def metrics(
             echo(render_table(["field", "value"], [[k, v] for k, v in card.items()], fmt, title=cls.name))
         return
     rows = [
-        [name, cls.card.summary, _needs(cls), _bounds(cls), "higher" if cls.higher_is_better else "lower"]
+        [
+            name,
+            cls.card.summary,
+            needs_text(cls, none="nothing"),
+            _bounds(cls),
+            "higher" if cls.higher_is_better else "lower",
+        ]
         for name, cls in list_metrics().items()
     ]
     rows += [[name, f"UNAVAILABLE: {reason}", "", "", ""] for name, reason in unavailable_metrics().items()]

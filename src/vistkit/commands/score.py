@@ -556,7 +556,11 @@ def score(
         callback=check_confidence,
     ),
     n_bootstrap: int | None = typer.Option(
-        None, "--n-bootstrap", help="Bootstrap resamples for --confidence (default 1000).", callback=check_resamples
+        None,
+        "--n-bootstrap",
+        "--bootstrap",
+        help="Bootstrap resamples for --confidence (default 1000).",
+        callback=check_resamples,
     ),
     seed: int | None = typer.Option(
         None,

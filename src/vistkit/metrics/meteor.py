@@ -191,7 +191,8 @@ class MeteorVist(Metric):
         reproduces=(
             "windx0303/VIST-Challenge-NAACL-2018 EvalVISTSharedTask.java with meteor-1.5.jar: TAPM's "
             "ours.json against the VIST test stories (PR_VIST.json.zip) on the challenge template gives "
-            "0.24295302494444548 over 1,936 sequences; equal to the jar pair by pair (tests/test_meteor.py)."
+            "0.24295302494444548 over 1,936 sequences (the jar's mean; vistkit's is within 1e-15 of it, the same "
+            "per-sequence scores summed in another order); equal to the jar pair by pair (tests/test_meteor.py)."
         ),
         differences=(
             "The challenge README says 'Any non-ASCII characters will be ignored for evaluation', but the "
@@ -425,9 +426,9 @@ class MeteorCoco(_PooledMeteor):
         reproduces=(
             "pycocoevalcap 1.2 Meteor().compute_score after PTBTokenizer().tokenize, equal to 1e-9 corpus "
             "and per item (tests/test_meteor.py); on TAPM's ours.json, all 1,999 test sequences: "
-            "0.11909292788829454, pycocoevalcap's value (the corpus score is Meteor's formula in Python on the "
-            "statistics pooled as the jar's EVAL pools them, MeteorStats.addStats leaving out the one chunk of a "
-            "perfectly matched item: within 1 ulp of the jar's EVAL, bit for bit the Ray engine's)."
+            "0.11909292788829454, pycocoevalcap's value, to 1e-15 (the corpus score is Meteor's formula in "
+            "Python on the statistics pooled as the jar's EVAL pools them, MeteorStats.addStats leaving out the "
+            "one chunk of a perfectly matched item: within 1 ulp of the jar's EVAL, bit for bit the Ray engine's)."
         ),
         differences=(
             "pycocoevalcap writes one text per line to the jar: a line break inside a text breaks its "

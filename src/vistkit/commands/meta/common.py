@@ -70,7 +70,9 @@ JudgedKeyOpt = typer.Option(
 )
 RawGapOpt = typer.Option(False, "--raw-gap", help="Bucket the unnormalised gap instead of gap / N.")
 SeedOpt = typer.Option(12345, "--seed", callback=check_seed, help="Seed of the bootstrap resampling.")
-ResamplesOpt = typer.Option(1000, "--bootstrap", callback=check_resamples, help="Number of bootstrap resamples.")
+ResamplesOpt = typer.Option(
+    1000, "--bootstrap", "--n-bootstrap", callback=check_resamples, help="Number of bootstrap resamples."
+)
 
 
 def _command_line(ctx: typer.Context) -> str:

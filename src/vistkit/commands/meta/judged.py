@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from vistkit.commands.common import FormatOption, parse_metric_names, writes_output
+from vistkit.commands.common import FormatOption, one_of, parse_metric_names, writes_output
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     JudgedInput,
@@ -132,9 +132,15 @@ def correlate_cmd(
     aspects: str | None = typer.Option(
         None, "--aspects", metavar="COLUMNS", help="Aspect columns (default: all numeric columns)."
     ),
-    level: str = typer.Option("both", "--level", metavar="story|system|both", help="story, system or both."),
+    level: str = typer.Option(
+        "both",
+        "--level",
+        metavar="story|system|both",
+        help="story, system or both.",
+        callback=one_of("story", "system", "both"),
+    ),
     kendall: str = typer.Option(
-        "b", "--kendall", metavar="b|c", help="Kendall tau variant: b (ties corrected) or c."
+        "b", "--kendall", metavar="b|c", help="Kendall tau variant: b (ties corrected) or c.", callback=one_of("b", "c")
     ),
     scale: str = typer.Option(
         "1-5", "--scale", metavar="LOW-HIGH", help="Lowest-highest rating; a rating outside it is refused."

@@ -8,7 +8,14 @@ from typing import Any
 
 import typer
 
-from vistkit.commands.common import FormatOption, check_resamples, parse_metric_names, warn_ignored, writes_output
+from vistkit.commands.common import (
+    FormatOption,
+    check_resamples,
+    one_of,
+    parse_metric_names,
+    warn_ignored,
+    writes_output,
+)
 from vistkit.commands.meta import meta_app
 from vistkit.commands.meta.common import (
     PairsInput,
@@ -95,7 +102,11 @@ def gap_cmd(
     ),
     raw_gap: bool = RawGapOpt,
     n_resamples: int = typer.Option(
-        1000, "--bootstrap", callback=check_resamples, help="Bootstrap resamples of the --report page's intervals."
+        1000,
+        "--bootstrap",
+        "--n-bootstrap",
+        callback=check_resamples,
+        help="Bootstrap resamples of the --report page's intervals.",
     ),
     seed: int = SeedOpt,
     fmt: OutputFormat = FormatOption,
@@ -203,7 +214,11 @@ def beats_ref_cmd(
 def compare_cmd(
     inputs: PairsInput,
     subset: str = typer.Option(
-        "all", "--subset", metavar="all|omega_3|omega_4|omega_5|omega_4_5", help="The agreement subset of pairs."
+        "all",
+        "--subset",
+        metavar="all|omega_3|omega_4|omega_5|omega_4_5",
+        help="The agreement subset of pairs.",
+        callback=one_of("all", "omega_3", "omega_4", "omega_5", "omega_4_5"),
     ),
     n_resamples: int = ResamplesOpt,
     seed: int = SeedOpt,
