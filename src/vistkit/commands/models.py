@@ -34,9 +34,13 @@ def list_models(fmt: OutputFormat = FormatOption) -> None:
     rows = []
     for name, m in sorted(PACKAGED_MODELS.items()):
         try:
-            where = str(m.path())
+            path = m.path()
         except MissingDependencyError:
             where = f"not installed (pip install {m.pip_name})"
+        else:
+            where = str(path)
+            if (problem := _packaged_problem(path)) is not None:
+                where = f"damaged: {problem}; reinstall it: pip install --force-reinstall {m.pip_name}"
         rows.append([name, m.description, m.hub_id, where])
     from vistkit.models.lm import lm_list_row
 
@@ -44,12 +48,31 @@ def list_models(fmt: OutputFormat = FormatOption) -> None:
     echo(render_table(["model", "what it is", "stands in for", "location"], rows, fmt, title="models"))
 
 
+def _packaged_problem(path: Path) -> str | None:
+    """What is wrong with a packaged model's folder, cheaply (no model file holds it; a safetensors file whose header
+    does not match its size: truncated), or None; its listed path would say it is installed."""
+    from vistkit.errors import InputError
+    from vistkit.models.checkpoints import check_safetensors
+
+    if not path.is_dir():
+        return None
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights and not (path / "config.json").is_file():
+        return f"{path} holds no model (no config.json and no .safetensors weights)"
+    for f in weights:
+        try:
+            check_safetensors(f)
+        except InputError as exc:
+            return str(exc).removesuffix("; convert or download it again")
+    return None
+
+
 @models_app.command("prepare-lm")
 def prepare_lm() -> None:
     """Convert the packaged language model (SmolLM2-135M) once into the user cache and check its hash."""
     from vistkit.models.lm import convert_packaged, verify_converted
 
-    folder = convert_packaged()
+    folder = convert_packaged(repair=True)  # a damaged conversion (a file changed or missing) is converted again
     verify_converted(folder)
     echo(f"language model ready: {folder}")
 
@@ -57,20 +80,24 @@ def prepare_lm() -> None:
 def _lm_info(fmt: OutputFormat) -> None:
     """`models info smollm2-135m`: the packaged GGUF, its conversion in the cache and the weights' hash."""
     from vistkit.errors import MissingDependencyError
-    from vistkit.models.lm import DEFAULT_LM, resolve_lm, verify_converted
+    from vistkit.models.lm import DEFAULT_LM, _records_every_file, resolve_lm, verify_converted
 
     src = resolve_lm(DEFAULT_LM)
     if src.state == "missing":
         raise MissingDependencyError(src.reason)
+    state = src.state if src.state == "converted" else "not converted yet: run `vistkit models prepare-lm`"
+    older = src.state == "converted" and src.folder is not None and not _records_every_file(src.folder)
+    if older:  # its next load converts it again (its record lacks the config's and tokenizer's hashes)
+        state = "converted by an older vistkit: converted again on first use or by `vistkit models prepare-lm`"
     data: dict[str, object] = {
         "model": DEFAULT_LM,
         "kind": "causal LM (packaged GGUF, converted once to safetensors)",
         "source": str(src.source),
         "source_sha256": src.source_sha256,
         "path": str(src.folder),
-        "state": src.state if src.state == "converted" else "not converted yet: run `vistkit models prepare-lm`",
+        "state": state,
     }
-    if src.state == "converted" and src.folder is not None:
+    if src.state == "converted" and src.folder is not None and not older:
         meta = verify_converted(src.folder)  # refuses a tampered cache in one sentence
         weights = meta.get("weights", {})
         digest = next(iter(weights.values()), "") if isinstance(weights, dict) else ""
@@ -176,6 +203,7 @@ def convert(
     # every mistake said before the checkpoint is read (torch imported, a large file unpickled)
     if kind not in ("rovist-sop", "state-dict"):
         raise InputError(f"unknown --kind {kind!r}; use rovist-sop or state-dict")
+    _check_checkpoint_path(checkpoint)
     cfg = None  # read here, so a bad config.json is one clear error (a folder means its config.json)
     if config is not None:
         config_file = config / "config.json" if config.is_dir() else config
@@ -208,6 +236,23 @@ def convert(
                 extra={"opt": jsonable(obj.get("opt", {}))},
             )
     echo(f"converted {checkpoint} -> {out}")
+
+
+def _check_checkpoint_path(checkpoint: Path) -> None:
+    """A checkpoint that is a FIFO, a device, a socket or a link to nothing, said as what it is (a FIFO was "does not
+    exist", or waited for a writer); a missing one is left to the converter, which says what to provide."""
+    import stat
+
+    from vistkit.data.readers import not_a_file
+    from vistkit.models.resolve import broken_link
+
+    broken_link(checkpoint, str(checkpoint), fix="give the checkpoint file")
+    try:
+        mode = checkpoint.stat().st_mode
+    except OSError:
+        return
+    if not stat.S_ISDIR(mode) and (error := not_a_file(checkpoint, mode, fix="give the checkpoint file")) is not None:
+        raise error
 
 
 #: the files of a Hugging Face tokenizer folder, one of which `models convert --tokenizer DIR` needs

