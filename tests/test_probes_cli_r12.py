@@ -79,3 +79,21 @@ def test_an_option_value_outside_its_choices_is_a_usage_error(tmp_path: Path) ->
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, (args, done.returncode, done.stderr)
         assert lines[0].startswith("error: Invalid value for ") and said in lines[0], (args, lines)
+
+
+def test_an_output_folder_that_is_a_broken_link_is_named_as_one(tmp_path: Path) -> None:
+    """`models convert CKPT LOOP` (and every verb writing a folder) called a link loop or a dangling link "a
+    file"; it says what it is now."""
+    from vistkit.data.output import check_output_folder
+    from vistkit.errors import OutputError
+
+    loop, dangling = tmp_path / "loop", tmp_path / "dangling"
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "gone")
+    for p in (loop, dangling):
+        try:
+            check_output_folder(p)
+        except OutputError as exc:
+            assert "symbolic link that leads nowhere" in str(exc) and "a file" not in str(exc)
+        else:
+            raise AssertionError(f"{p} accepted")

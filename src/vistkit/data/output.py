@@ -708,6 +708,11 @@ def check_output_folder(path: str | Path, *, force: bool | None = None, markers:
     p = Path(path)
     if str(p) in ("", STDOUT):
         raise _error("the output folder is empty or '-'; give a folder name")
+    if os.path.islink(p) and not os.path.exists(p):  # a link to nothing, or a loop: not "a file"
+        raise _error(
+            f"{p} is a symbolic link that leads nowhere (its target is missing, or it leads back to itself); remove "
+            "it or give another folder for the output"
+        )
     if os.path.lexists(p) and not p.is_dir():
         raise _error(f"{p} is a file, not a folder; give a new or empty folder for the output")
     _refuse_inputs(p, policy, what="folder")
