@@ -765,7 +765,7 @@ def test_reader_fuzz_returns_or_raises_vistkit_error(reader: str, tmp_path: Path
     @given(data=_bad_bytes(suffix, columns), container=st.sampled_from(["plain", "plain", "plain", "gz", "zip"]))
     def check(data: bytes, container: str) -> None:
         if reader in ("submission",) or reader.startswith("dhm-"):
-            container = "plain"  # the validator reads the bytes itself; dHM prefixes name plain files
+            container = "plain"  # the validator reads the bytes itself; the dHM helper names plain files
         p = _write(tmp_path, f"f{next(_COUNTER)}", suffix, data, container)
         with hard_timeout(10):
             returns_or_vistkit_error(lambda: read(p))

@@ -1,7 +1,8 @@
 """``vistkit distance``: the dHM human-model distance from per-story G, C, R scores.
 
 Score sources (each side): a dHM score prefix (``DIR/gt_test`` -> ``gt_test_G.json``, ``gt_test_C.csv``,
-``gt_test_R.csv``), or a per-item CSV from ``vistkit score --per-item`` with one column per metric. New
+``gt_test_R.csv``, each plain, ``.gz`` or ``.zip``; or ``ARCHIVE.zip:gt_test`` for the three inside one archive), or
+a per-item CSV from ``vistkit score --per-item`` with one column per metric. New
 sources (e.g. scoring stories end to end) only need to produce the same per-story tables: see `load_tables`.
 """
 
@@ -61,12 +62,23 @@ def load_tables(
     tables = [read_scores(p, columns=columns) for p in (human, model)]
     if tanh_g is None:
         # raw GROOViST in dHM's _G.json files; a per-item column keeps tanh unless its metric is bounded
-        tanh_g = True
-        for p in (human, model):
+        g_sources: dict[str, tuple[str, bool]] = {}
+        for side, p in (("human", human), ("model", model)):
             if is_per_item_csv(p):
                 g_col = resolve_columns(per_item_header(p)[1:], columns, where=str(p))[DIMENSIONS[0]]
-                if g_is_bounded(g_col):
-                    tanh_g = False
+                g_sources[side] = (f"column {g_col!r}", g_is_bounded(g_col))
+            else:
+                g_sources[side] = ("raw GROOViST of a dHM prefix", False)
+        tanh_g = not any(bounded for _, bounded in g_sources.values())
+        (h_what, h_bounded), (m_what, m_bounded) = g_sources["human"], g_sources["model"]
+        if h_bounded != m_bounded:
+            from vistkit.errors import warn
+
+            warn(
+                f"G: the human side's {h_what} is {'' if h_bounded else 'not '}within [-1, 1] and the model side's "
+                f"{m_what} is {'' if m_bounded else 'not '}, so no one tanh rule fits both (G is used as given); "
+                "score both sides' G with the same metric, or choose with --tanh-g / --no-tanh-g"
+            )
     return tables[0], tables[1], tanh_g
 
 
@@ -143,17 +155,33 @@ def render_distance(
 
 
 def _warn_unused(
-    stories_mode: bool, *, dimensions: str, metrics: dict[str, str | None], story_only: dict[str, bool]
+    stories_mode: bool,
+    *,
+    dimensions: str,
+    metrics: dict[str, str | None],
+    story_only: dict[str, bool],
+    tanh_g: bool | None,
+    sources: tuple[Path | None, Path | None],
 ) -> None:
-    """A warning for each option this run cannot use: story-mode options with score tables, a dimension's metric
-    or G's inputs when --dimensions leaves that dimension out."""
+    """A warning for each option this run cannot use: story-mode options with score tables, a column option
+    (``--c-metric``) when no side is a per-item CSV, a dimension's metric, G's inputs or ``--tanh-g`` when
+    --dimensions leaves that dimension out."""
     from vistkit.errors import warn
     from vistkit.scores.dhm import parse_dimensions
+    from vistkit.scores.distance import is_per_item_csv
 
     if not stories_mode:
         for flag, given in story_only.items():
             if given:
                 warn_ignored([flag], "--human-stories/--model-stories, not to score tables")
+        if not any(src is not None and is_per_item_csv(src) for src in sources):
+            for dim, metric in metrics.items():
+                if metric is not None:  # a dHM prefix's scores are its files, whatever the option names
+                    warn_ignored(
+                        [f"--{dim.lower()}-metric"],
+                        f"per-item CSVs and --human-stories/--model-stories; a dHM score prefix's {dim} scores are "
+                        f"its <prefix>_{dim}.{'json' if dim == 'G' else 'csv'} file",
+                    )
         return
     dims = parse_dimensions(dimensions)
     for dim, metric in metrics.items():
@@ -163,6 +191,9 @@ def _warn_unused(
         for flag in ("--images", "--regions", "--photos"):
             if story_only[flag]:
                 warn(f"{flag} is ignored: it feeds G, which --dimensions {','.join(dims)} leaves out")
+        if tanh_g is not None:
+            flag = "--tanh-g" if tanh_g else "--no-tanh-g"
+            warn(f"{flag} is ignored: --dimensions {','.join(dims)} leaves G out")
 
 
 @app.command(cls=OnceCommand)
@@ -289,7 +320,12 @@ def _distance(
             "--sentences": sentences != "split",
             "--option": bool(option),
             "--engine": engine != "local",
+            "--address": address is not None,
+            "--workers": workers is not None,
+            "--num-gpus-per-worker": bool(num_gpus_per_worker),
         },
+        tanh_g=tanh_g,
+        sources=(human, model),
     )
     if stories_mode:  # end to end: vistkit.scores.dhm
         from vistkit.scores.dhm import compute_dhm, dhm_caption, render_dhm, write_dhm_per_story
@@ -353,7 +389,7 @@ def _check_stories_mode(
     given, the dimensions, each metric and its options, both story files read and sharing a story id. Returns
     the metric name and options of each dimension, and the human and model stories."""
     from vistkit.commands.common import check_engine
-    from vistkit.commands.score import parse_metric_options, plan_metrics
+    from vistkit.commands.score import parse_metric_options, plan_metrics, warn_unused_options
     from vistkit.data.readers import read_stories
     from vistkit.metrics.base import get_metric_class
     from vistkit.scores.dhm import DEFAULT_METRICS, DIMENSIONS, parse_dimensions
@@ -370,6 +406,7 @@ def _check_stories_mode(
     check_engine(engine)
     names = {d: metrics.get(d) or DEFAULT_METRICS[d] for d in DIMENSIONS}
     per_metric = parse_metric_options(option)
+    warn_unused_options([names[d] for d in dims], per_metric)  # -O bleu-4.x=1, or groovist's with G left out
     options = {d: per_metric.get(names[d], {}) for d in DIMENSIONS}
     words = {"G": "grounding", "C": "coherence", "R": "non-redundancy"}
     for d in dims:

@@ -37,7 +37,7 @@ from vistkit import progress
 from vistkit.data.story import Keying, StorySet
 from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics.base import Metric, Score, get_metric_class
-from vistkit.scores.distance import _natural_key, dimension_distances
+from vistkit.scores.distance import _natural_key, dimension_distances, finite_mean
 
 if TYPE_CHECKING:
     from vistkit.engine import Engine
@@ -105,12 +105,12 @@ def distance_from_tables(
             "files use the same story ids"
         )
     per = dimension_distances(human, model, order, dims, tanh_g=tanh_g)
-    hm = np.mean(np.stack([per[d] for d in dims]), axis=0)
+    hm = finite_mean(np.stack([per[d] for d in dims]), axis=0)
     per_story = {s: {**{d: float(per[d][i]) for d in dims}, "HM": float(hm[i])} for i, s in enumerate(order)}
     return DhmDistance(
         dimensions=dims,
-        d={d: float(per[d].mean()) for d in dims},
-        dHM=float(hm.mean()),
+        d={d: float(finite_mean(per[d])) for d in dims},
+        dHM=float(finite_mean(hm)),
         n=len(order),
         tanh_g=tanh_g,
         per_story=per_story,

@@ -26,7 +26,10 @@ computed from stories (`table_from_scores` turns G, C, R `Score` objects into a 
 from __future__ import annotations
 
 import math
+import os
+import re
 import unicodedata
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +143,17 @@ def normalize_table(table: Any, *, side: str = "scores") -> dict[str, dict[str, 
     return out
 
 
+def _id_samples(tables: Mapping[str, Mapping[str, float]]) -> str:
+    """`` (human G: 2 ids such as '1', '2'; model C: none; ...)``: what each table holds, to show how the ids
+    differ (``45530`` against ``45530.0``, or a table left empty)."""
+    parts = []
+    for name, table in tables.items():
+        shown = ", ".join(f"'{shown_names([i])}'" for i in sorted(table, key=_natural_key)[:2])
+        many = f"{len(table)} ids such as {shown}"
+        parts.append(f"{name}: " + ("none" if not table else f"1 id, {shown}" if len(table) == 1 else many))
+    return f" ({'; '.join(parts)})"
+
+
 def _refuse_repeated_ids(ids: Sequence[str], side: str, *, what: str = "story id") -> None:
     """Refuse a story id (or dimension) given twice, e.g. ``1`` and ``"1"`` or a DataFrame index entry twice."""
     if len(set(ids)) == len(ids):
@@ -181,6 +195,18 @@ def dimension_distances(
     return out
 
 
+def finite_mean(values: np.ndarray, axis: int | None = None) -> Any:
+    """``np.mean(values, axis)`` of finite values, never overflowing: when the plain sum runs past float64's range
+    (two distances of 1e308, each finite), the mean is taken on the values scaled down by their largest
+    magnitude, then scaled back."""
+    with np.errstate(over="ignore"):
+        out = np.mean(values, axis=axis)
+    if np.all(np.isfinite(out)):
+        return out
+    scale = float(np.max(np.abs(values)))
+    return np.mean(values / scale, axis=axis) * scale
+
+
 def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResult:
     """dHM between ``human`` and ``model`` per-story score tables (see `ScoreTable`).
 
@@ -197,22 +223,23 @@ def dhm_distance(human: Any, model: Any, *, tanh_g: bool = True) -> DistanceResu
     common = set(tables[0]).intersection(*tables[1:])
     if not common:
         raise InputError(
-            "no story id has all six scores (human and model G, C, R); check that both sides use the same "
-            "story ids"
+            "no story id has all six scores (human and model G, C, R)"
+            + _id_samples(dict(zip([f"{s} {d}" for s in ("human", "model") for d in DIMENSIONS], tables, strict=True)))
+            + "; check that both sides use the same story ids"
         )
     order = sorted(common, key=_natural_key)
     per_story = dimension_distances(h, m, order, DIMENSIONS, tanh_g=tanh_g)
-    per_story["HM"] = (per_story["G"] + per_story["C"] + per_story["R"]) / 3
+    per_story["HM"] = finite_mean(np.stack([per_story[d] for d in DIMENSIONS]), axis=0)
     dropped = {
         "human": len(set().union(*tables[:3]) - common),
         "model": len(set().union(*tables[3:]) - common),
         "any": len(everything - common),
     }
     return DistanceResult(
-        dG=float(per_story["G"].mean()),
-        dC=float(per_story["C"].mean()),
-        dR=float(per_story["R"].mean()),
-        dHM=float(per_story["HM"].mean()),
+        dG=float(finite_mean(per_story["G"])),
+        dC=float(finite_mean(per_story["C"])),
+        dR=float(finite_mean(per_story["R"])),
+        dHM=float(finite_mean(per_story["HM"])),
         n=len(order),
         story_ids=order,
         per_story=per_story,
@@ -316,7 +343,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _read_score_csv(path: Path, dim: str = "C") -> dict[str, float]:
+def _read_score_csv(path: str | Path, dim: str = "C") -> dict[str, float]:
     """dHM's ``<prefix>_C.csv`` / ``_R.csv`` (``dim`` C or R): a header row, then ``story_id,score`` (the
     score column picked by name when there are more, see `score_csv_columns`; ids stripped, NaN dropped, an id
     given twice refused naming both lines)."""
@@ -332,6 +359,7 @@ def _read_score_csv(path: Path, dim: str = "C") -> dict[str, float]:
             sid, value = row[id_col].strip(), row[score_col]
             if not sid and not value.strip():
                 continue
+            sid = _story_id(sid, f"{path} line {n}")
             ids.add(sid, n)
             if _is_missing(value):
                 continue
@@ -339,14 +367,28 @@ def _read_score_csv(path: Path, dim: str = "C") -> dict[str, float]:
     return out
 
 
-def _read_score_json(path: Path) -> dict[str, float]:
+def _read_score_json(path: str | Path) -> dict[str, float]:
     """dHM's ``<prefix>_G.json``: ``{story_id: score}`` (empty and NaN scores dropped)."""
     from vistkit.data.readers import load_json
 
     data = load_json(path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object {{story_id: score}}")
-    return {str(k): _as_float(v, f"{path}: story {k!r}") for k, v in data.items() if not _is_missing(v)}
+    ids = {str(k): _story_id(str(k), str(path)) for k in data}
+    _refuse_repeated_ids(list(ids.values()), f"{path} (once spaces are dropped and NFC applied)")
+    return {ids[str(k)]: _as_float(v, f"{path}: story {k!r}") for k, v in data.items() if not _is_missing(v)}
+
+
+def _story_id(sid: str, where: str) -> str:
+    """``sid`` as the story readers match ids (`clean_id`: edge spaces dropped, NFC), an id holding an invisible
+    character refused naming ``where`` (the file and line)."""
+    try:
+        out = clean_id(sid, "story_id", sid)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if not out:
+        raise InputError(f"{where}: a score with an empty story id; give each score its story's id, or remove it")
+    return out
 
 
 def dhm_score_paths(prefix: str | Path) -> dict[str, Path]:
@@ -359,25 +401,120 @@ def dhm_score_paths(prefix: str | Path) -> dict[str, Path]:
     }
 
 
-def score_files(path: str | Path) -> list[Path]:
-    """The files a score source (``--human`` / ``--model``) reads: a per-item CSV itself, or the three files of
-    a dHM score prefix (`dhm_score_paths`); a command counts each as an input it must never write over."""
+#: how each file of a dHM score prefix may be stored, as every vistkit reader opens it: plain, gzip'd or zipped
+#: alone (``gt_test_G.json.gz``, ``gt_test_C.csv.zip``; the suffix in either letter case)
+PACKINGS = ("", ".gz", ".zip", ".GZ", ".ZIP")
+#: a file of a dHM score prefix given in its place (``DIR/gt_test_G.json.gz`` -> ``DIR/gt_test``)
+_PREFIX_FILE = re.compile(r"(?P<prefix>.+)_(?:G\.json|C\.csv|R\.csv)(?:\.gz|\.zip)?", re.IGNORECASE)
+_MEMBER_LEAD = re.compile(r"^(?:\.?/)+")
+
+
+def dhm_score_candidates(prefix: str | Path) -> dict[str, list[str]]:
+    """Where each file of a dHM score prefix may be: ``<prefix>_G.json`` plain, ``.gz`` or ``.zip`` beside it,
+    or, for ``ARCHIVE.zip:PREFIX``, the member ``PREFIX_G.json`` of that archive (as ``ARCHIVE.zip:MEMBER``)."""
+    from vistkit.data.readers import split_member
+
+    archive, member = split_member(prefix)
+    if member is None:
+        return {d: [f"{p}{ext}" for ext in PACKINGS] for d, p in dhm_score_paths(archive).items()}
+    return {d: [f"{archive}:{p}{ext}" for ext in PACKINGS] for d, p in dhm_score_paths(member).items()}
+
+
+def _zip_names(archive: Path) -> dict[str, str] | None:
+    """An archive's member names by the name they unpack to (a leading ``./`` dropped), None when it cannot be
+    listed (its reader then says why)."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            names = zf.namelist()
+    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError):
+        return None
+    out: dict[str, str] = {}
+    for n in names:
+        out.setdefault(_MEMBER_LEAD.sub("", n), n)
+    return out
+
+
+class _MissingScores(InputError):
+    """A dHM score prefix none of whose candidates exist for some dimension (`resolve_dhm_files`)."""
+
+
+def resolve_dhm_files(prefix: str | Path) -> dict[str, str]:
+    """The file each of G, C, R of a dHM score prefix is read from (`dhm_score_candidates`: plain, ``.gz``,
+    ``.zip``, or members of ``ARCHIVE.zip:PREFIX``); a dimension with none is refused naming what was looked for,
+    one with two (``gt_test_G.json`` and ``gt_test_G.json.gz``) is refused too: which is current cannot be told."""
+    from vistkit.data.readers import split_member
+
+    archive, member = split_member(prefix)
+    candidates = dhm_score_candidates(prefix)
+    names: dict[str, str] | None = {}
+    if member is not None:
+        if not archive.is_file():
+            from vistkit.data.readers import missing_input
+
+            raise missing_input(archive, "zip archive of dHM score files")
+        names = _zip_names(archive)
+    found: dict[str, str] = {}
+    absent: list[str] = []
+    for dim, paths in candidates.items():
+        if member is None:
+            there = _distinct_files([c for c in paths if Path(c).exists()])
+        elif names is None:  # not a readable zip: its reader says why
+            there = paths[:1]
+        else:  # the members, as named in the archive
+            keys = [_MEMBER_LEAD.sub("", c[len(str(archive)) + 1 :]) for c in paths]
+            there = list(dict.fromkeys(f"{archive}:{names[k]}" for k in keys if k in names))
+        if len(there) > 1:
+            files = ", ".join(Path(t).name if member is None else t[len(str(archive)) + 1 :] for t in there)
+            raise InputError(
+                f"{prefix}: its {dim} scores are in {len(there)} files ({files}), and vistkit cannot tell which one "
+                "is current; remove (or rename) all but one"
+            )
+        if there:
+            found[dim] = there[0]
+        else:
+            absent.append(paths[0] if member is None else paths[0][len(str(archive)) + 1 :])
+    if absent:
+        where = f"{archive} has no member" if member is not None else "missing"
+        raise _MissingScores(
+            f"{prefix}: {where} {', '.join(absent)} (nor the same name with .gz or .zip); a dHM score prefix "
+            "needs <prefix>_G.json, <prefix>_C.csv and <prefix>_R.csv, each plain, .gz or .zip, beside each other "
+            "or in one ARCHIVE.zip given as ARCHIVE.zip:PREFIX (or give a per-item CSV from `vistkit score "
+            "--per-item`)"
+        )
+    return found
+
+
+def _distinct_files(paths: list[str]) -> list[str]:
+    """``paths`` without a second name of one file (``x.gz`` and ``x.GZ`` on a case-insensitive disk)."""
+    out: list[str] = []
+    for p in paths:
+        if not any(_same_file(p, q) for q in out):
+            out.append(p)
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def score_files(path: str | Path) -> list[str]:
+    """The files a score source (``--human`` / ``--model``) may read: a per-item CSV itself, or every place a file
+    of a dHM score prefix may be (`dhm_score_candidates`); a command counts each that exists as an input it must
+    never write over."""
     p = Path(path)
     if is_per_item_csv(p) or p.is_dir():
-        return [p]
-    return [p, *dhm_score_paths(p).values()]
+        return [str(p)]
+    return [str(p), *(c for paths in dhm_score_candidates(p).values() for c in paths)]
 
 
 def read_dhm_scores(prefix: str | Path) -> dict[str, dict[str, float]]:
-    """Scores from dHM's files: ``<prefix>_G.json`` (raw GROOViST), ``<prefix>_C.csv``, ``<prefix>_R.csv``."""
-    paths = dhm_score_paths(prefix)
+    """Scores from dHM's files: ``<prefix>_G.json`` (raw GROOViST), ``<prefix>_C.csv``, ``<prefix>_R.csv``, each
+    plain, ``.gz`` or ``.zip``, or all in one archive as ``ARCHIVE.zip:PREFIX`` (`resolve_dhm_files`)."""
     # only what is not there is "missing": a folder, a FIFO or a device there is refused by its reader, by name
-    absent = [str(p) for p in paths.values() if not p.exists()]
-    if absent:
-        raise InputError(
-            f"{prefix}: missing {', '.join(absent)}; a dHM score prefix needs <prefix>_G.json, "
-            "<prefix>_C.csv and <prefix>_R.csv (or give a per-item CSV from `vistkit score --per-item`)"
-        )
+    paths = resolve_dhm_files(prefix)
     return {
         "G": _read_score_json(paths["G"]),
         "C": _read_score_csv(paths["C"], "C"),
@@ -410,11 +547,17 @@ def read_per_item_scores(
         if not header:
             raise InputError(f"{p}: empty CSV (expected a header row id,<metric>,...)")
         id_col = header[0]
+        if len(header) == 1:
+            raise InputError(
+                f"{p} line 1: the header is one column ({shown_names(header)!r}); a per-item CSV is comma-separated, "
+                "id then one column per metric, as `vistkit score --per-item` writes it: save it with commas"
+            )
         chosen = resolve_columns(header[1:], columns or {}, where=str(p))
         for n, row in f:
             sid = row[id_col].strip()
             if not sid:
                 raise InputError(f"{p} line {n}: empty {id_col!r}")
+            sid = _story_id(sid, f"{p} line {n}")
             ids.add(sid, n)
             for d, col in chosen.items():
                 value = row[col]
@@ -496,14 +639,66 @@ def per_item_signatures(path: str | Path, *, columns: Mapping[str, str | None] |
 def read_scores(
     path: str | Path, *, columns: Mapping[str, str | None] | None = None
 ) -> dict[str, dict[str, float]]:
-    """A per-item CSV (a ``.csv`` file), or a dHM score prefix (``DIR/gt_test`` names ``DIR/gt_test_G.json``,
-    ``_C.csv`` and ``_R.csv``)."""
+    """A per-item CSV (a ``.csv`` file, also ``.csv.gz``/``.csv.zip``), or a dHM score prefix (``DIR/gt_test``
+    names ``DIR/gt_test_G.json``, ``_C.csv`` and ``_R.csv``, each plain, ``.gz`` or ``.zip``;
+    ``ARCHIVE.zip:gt_test`` the three inside one archive). A file that is neither is refused saying so."""
+    from vistkit.data.readers import unnamed_pipe
+
     p = Path(path)
+    if str(path) == "-" or unnamed_pipe(p):
+        raise InputError(
+            f"{path}: score tables are read from files, not from standard input or a pipe (a dHM prefix names "
+            "three files); save the per-item CSV to a file and give its name"
+        )
     if is_per_item_csv(p):
+        if _PREFIX_FILE.fullmatch(str(p)) and not _has_score_columns(p, columns or {}):
+            raise _not_a_score_source(p)  # DIR/gt_test_C.csv given for the prefix DIR/gt_test
         return read_per_item_scores(p, columns=columns)
     if p.is_dir():
         raise InputError(f"{p} is a folder; give a score prefix such as {p / 'gt_test'} or a per-item CSV")
-    return read_dhm_scores(p)
+    try:
+        return read_dhm_scores(p)
+    except _MissingScores:
+        from vistkit.data.readers import is_input_file, split_member
+
+        archive, member = split_member(p)
+        if not (is_input_file(p) if member is None else member in (_zip_names(archive) or {})):
+            raise
+        raise _not_a_score_source(p) from None
+
+
+def _has_score_columns(path: Path, columns: Mapping[str, str | None]) -> bool:
+    """Whether a CSV has the G, C and R columns of a per-item CSV (`resolve_columns`)."""
+    try:
+        resolve_columns(per_item_header(path)[1:], columns, where=str(path))
+    except InputError:
+        return False
+    return True
+
+
+def _not_a_score_source(p: Path) -> InputError:
+    """The error for a file given as ``--human``/``--model`` that is neither a per-item CSV nor a dHM prefix
+    (read as a prefix, it said "missing FILE_G.json, ...")."""
+    from vistkit.data.readers import is_zip_name
+
+    one = _PREFIX_FILE.fullmatch(str(p))
+    if one:
+        prefix = one.group("prefix")
+        name = prefix.rpartition(":")[2].replace("\\", "/").rpartition("/")[2]
+        return InputError(
+            f"{p} is one of the three files of the dHM score prefix {prefix}; give the prefix itself ({prefix}: "
+            f"{name}_G.json, {name}_C.csv and {name}_R.csv, each plain, .gz or .zip)"
+        )
+    inside = (
+        "; for a file inside the archive give ARCHIVE.zip:FILE.csv, for dHM files in it ARCHIVE.zip:PREFIX"
+        if is_zip_name(p)
+        else ""
+    )
+    return InputError(
+        f"{p} is neither a per-item CSV (a comma-separated .csv, also .csv.gz or .csv.zip, as `vistkit score "
+        "--per-item` writes) nor a dHM score prefix (DIR/NAME for NAME_G.json, NAME_C.csv and NAME_R.csv); give "
+        f"one of those{inside}"
+    )
 
 
 def per_story_rows(result: DistanceResult) -> list[list[Any]]:
