@@ -8,6 +8,7 @@ are imported inside the commands, so ``vistkit --help`` stays fast.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 from collections.abc import Callable
@@ -53,13 +54,21 @@ def _need_extra() -> None:
         ) from None
 
 
+#: the studies `_open` opened during the running verb (`study_errors` closes their connections when it ends)
+_OPENED: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("vistkit_studio_opened", default=None)
+
+
 def study_errors(func: Callable[..., None]) -> Callable[..., None]:
     """Decorator (innermost, below ``@writes_output``) of a verb that uses a study: a failure of the study's
     storage (a damaged file, a read-only file or folder, a full disk, a lock held elsewhere) becomes one sentence
-    naming the study (`vistkit.studio.db.study_error`) instead of "unexpected error"."""
+    naming the study (`vistkit.studio.db.study_error`) instead of "unexpected error". The study's connections
+    are closed when the verb ends (a verb run in a longer-lived process, `vistkit.cli.main`, held them open
+    until garbage collection: a server whose ``-wal`` file was changed saw another program on the study)."""
 
     @functools.wraps(func)
     def command(*args: Any, **kwargs: Any) -> None:
+        opened: list[Any] = []
+        token = _OPENED.set(opened)
         try:
             func(*args, **kwargs)
         except VistkitError:
@@ -75,6 +84,10 @@ def study_errors(func: Callable[..., None]) -> Callable[..., None]:
             if name is None and kwargs.get("folder") is not None:  # demo: the study inside its folder
                 name = Path(kwargs["folder"]) / "study.db"
             raise db.study_error(exc, db.display_name(str(name or "the study"))) from None
+        finally:
+            _OPENED.reset(token)
+            for st in opened:
+                st.engine.dispose()
 
     return command
 
@@ -87,6 +100,9 @@ def _open(study: str, db_url: str | None) -> Any:
     # `studio status study.db >> study.db` would append text to the database (or its log): refused before it opens
     refuse_stdout_input(OutputPolicy(inputs=tuple(input_paths([study, db_url]))))
     st = open_study(db_url or study)
+    opened = _OPENED.get()
+    if opened is not None:
+        opened.append(st)
     if st.setting("task") is None:  # an empty database, or what an interrupted init left: nothing was initialised
         raise InputError(
             f"{display_name(db_url or study)} holds no study (an interrupted `vistkit studio init` leaves such a "
@@ -406,7 +422,9 @@ def report_cmd(
         [], "--option", "-O", metavar="METRIC.OPTION=VALUE", help="A metric option (repeatable)."
     ),
     report: Path | None = typer.Option(None, "--report", help="Also write tables, figures and index.html here."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", callback=check_resamples, help="Bootstrap resamples."),
+    bootstrap: int = typer.Option(
+        1000, "--bootstrap", "--n-bootstrap", callback=check_resamples, help="Bootstrap resamples."
+    ),
     drop_failed_gold: bool = typer.Option(False, "--drop-failed-gold", help="Leave out annotators below gold."),
     keep: Path | None = typer.Option(None, "--keep", help="Keep the exported judgements file here."),
     db_url: str | None = DbOpt,

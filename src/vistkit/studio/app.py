@@ -410,7 +410,8 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
 
     async def study_file_changed(request: Request, exc: Exception) -> Response:
         """The study file was deleted, moved or replaced under the running server (`db.StudyFileChanged`): 503,
-        nothing stored, the organiser's sentence in the server's log. A changed ``-wal`` or ``-shm`` file: what the
+        nothing stored, the organiser's sentence in the server's log. A changed ``-wal`` or ``-shm`` file the next
+        write could not recover from (`db.Study.recover`: another program has the study open too): what the
         server's open log holds is copied into the study file first (`db.Study.salvage`), once."""
         from vistkit.errors import warn
 
@@ -491,6 +492,7 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         lifespan=lifespan,
     )
     app.state.study = st
+    app.state.security_headers = secure
     return app
 
 
@@ -498,19 +500,44 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
 REQUEST_TIMEOUT = 30.0
 
 
-def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT) -> type:
+def _plain_answer(status: int, reason: str, body: str, headers: dict[str, str]) -> bytes:
+    """A whole ``text/plain`` HTTP/1.1 answer that closes the connection, with ``headers`` (the security headers):
+    what the server itself writes when there is no request the app could answer."""
+    data = body.encode()
+    head = [f"HTTP/1.1 {status} {reason}", "content-type: text/plain; charset=utf-8", "connection: close"]
+    head += [f"{k.lower()}: {v}" for k, v in headers.items()]
+    head.append(f"content-length: {len(data)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
+
+
+def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT, *, headers: dict[str, str] | None = None) -> type:
     """uvicorn's h11 protocol with a deadline per request: a client that has not sent a whole request (head and
     body, at most `MAX_BODY` bytes) ``request_timeout`` seconds after connecting or after its previous answer is
     disconnected (a 408 when it had not sent its head). Without it, a client sending a byte now and then, or
     connecting and sending nothing, held its connection (and a file descriptor) for ever: a few hundred of them
-    used up the server's descriptors and nobody else was answered."""
+    used up the server's descriptors and nobody else was answered.
+
+    The answers the server writes itself, without the app (400 for a request that is not HTTP: a malformed request
+    line, header or chunk, a missing ``Host``; the 408), carry ``headers`` (default `SECURITY_HEADERS`) as the
+    app's answers do: uvicorn's own 400 had none of them."""
     import asyncio
 
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    secure = dict(SECURITY_HEADERS if headers is None else headers)
+
     class GuardedH11Protocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request h11 cannot parse, with the security headers; a connection that has
+            begun an answer already (the app answered before the bad part arrived) is only closed."""
+            if self.transport.is_closing():
+                return
+            if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                self.transport.write(_plain_answer(400, "Bad Request", "the request is not valid HTTP", secure))
+            self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -545,12 +572,8 @@ def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT) -> type:
             if self.transport.is_closing() or self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
                 return  # the whole request is in: the app answers it, however long that takes
             if self.cycle is None or self.cycle.response_complete:
-                body = b"the request took too long to arrive; send it again"
-                self.transport.write(
-                    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
-                    + f"content-length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
+                body = "the request took too long to arrive; send it again"
+                self.transport.write(_plain_answer(408, "Request Timeout", body, secure))
             self.transport.close()  # an app still reading the body sees a disconnect: nothing is stored
 
     return GuardedH11Protocol
@@ -585,14 +608,16 @@ def serve(
     if check:
         db.check_writable(st, shown)
     app = create_app(st, name=shown)
+    secure = app.state.security_headers
     config = uvicorn.Config(
-        app,
+        SecureResponses(app, headers=secure),  # outermost too: also Starlette's last-resort 500
         host=host,
         port=port,
         log_level=log_level,
         access_log=False,
         timeout_graceful_shutdown=5,
-        http=guarded_protocol(request_timeout),
+        server_header=False,  # no "server: uvicorn" on every answer
+        http=guarded_protocol(request_timeout, headers=secure),
     )
     server = uvicorn.Server(config)
     hangup = getattr(signal, "SIGHUP", None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 import threading
@@ -178,6 +179,50 @@ class StudyFileChanged(OutputError):
     go to a file nobody will find again (a deleted or replaced one), so nothing is written."""
 
 
+class StudyLogChanged(StudyFileChanged):
+    """Only the ``-wal`` or ``-shm`` file of an open SQLite study was deleted, moved or replaced: `Study.write`
+    recovers from it (`Study.recover`) where it can. ``log_file``: the name of the file that changed."""
+
+    def __init__(self, message: str, *, log_file: str = "-wal or -shm") -> None:
+        super().__init__(message)
+        self.log_file = log_file
+
+
+def _note_log(file: Path) -> Callable[[Any, Any], None]:
+    """A ``connect`` listener that notes, in the pooled connection's ``info``, the (device, inode) of the ``-wal``
+    file it opened (SQLite opens the log by name when a connection first reads, in `_sqlite_pragmas`): the
+    connections that hold the log this process wrote can then be told from ones opened after it was changed."""
+    import os
+
+    def note(_dbapi_conn: Any, record: Any) -> None:
+        record.info["vistkit_wal"] = _identity(Path(f"{os.path.realpath(file)}-wal"))
+
+    return note
+
+
+def _lock_holders(path: Path) -> set[int] | None:
+    """The ids of the processes that hold a lock on the file ``path`` (SQLite's connections hold one on the study
+    file while they are open), from ``/proc/locks``; None where the system does not list them."""
+    import os
+
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    holders: set[int] = set()
+    for line in lines:
+        fields = line.split()
+        if key in fields:
+            try:
+                holders.add(int(fields[fields.index(key) - 1]))  # "1: POSIX ADVISORY READ PID MAJ:MIN:INODE ..."
+            except ValueError:
+                return None
+    return holders
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     """The (device, inode) of ``path``, or None when there is no file there."""
     import os
@@ -253,7 +298,7 @@ class Study:
         The same for its ``-wal`` and ``-shm`` files: one that is no longer the file this process holds open (it
         was deleted, moved or replaced; SQLite itself removing and re-creating them after every connection closed
         is not a change) means the answers written now go into a log that a killed server loses, and that other
-        processes (``export``, ``status``) do not see."""
+        processes (``export``, ``status``) do not see: that is `StudyLogChanged`, which `write` recovers from."""
         if self.file is None or self._identity is None:
             return
         if _identity(self.file) != self._identity:
@@ -274,11 +319,11 @@ class Study:
                 # that is the file now under that name, not the old log still held
                 current = {_identity(self._side(x)) for x in SIDE_FILES} | {self._identity}
                 if held is None or (before in held and before not in current):  # the old one is still in use
-                    raise StudyFileChanged(
+                    raise StudyLogChanged(
                         f"study {self.name}: its {self._side(side).name} file was deleted, moved or replaced while "
-                        "the study was open, so nothing more is stored; stop the server with Ctrl-C or SIGTERM "
-                        "(not kill -9: it writes what it holds into the study file on its way out) and start it "
-                        "again"
+                        "the study was open, so this write was not stored; the next one copies what this process "
+                        "wrote into the study file and opens the study again (`recover`)",
+                        log_file=self._side(side).name,
                     )
             self._sides[side] = now
 
@@ -288,10 +333,100 @@ class Study:
         once, so the answers acknowledged before the change survive even a kill -9. True when it ran."""
         if not self.is_sqlite or self._salvaged or self.file is None or _identity(self.file) != self._identity:
             return False
+        with self.write_lock:
+            self._salvaged = self._checkpoint_old_log()
+        return self._salvaged
+
+    def _checkpoint_old_log(self, tries: int = 6) -> bool:
+        """``PRAGMA wal_checkpoint(FULL)`` through a pooled connection that holds the log this process wrote (the
+        ``-wal`` file `check_file` remembers, noted by `_note_log`): one opened after the log was changed reads
+        another file, and would copy nothing, or garbage. True when every frame of the log is in the study file.
+        The caller holds `write_lock`."""
+        wanted = self._sides.get("-wal")
+        held: list[Connection] = []
+        try:
+            for _ in range(tries):
+                conn = self.engine.connect()
+                held.append(conn)
+                if wanted is None or conn.connection.info.get("vistkit_wal") != wanted:
+                    continue
+                row = conn.exec_driver_sql("PRAGMA wal_checkpoint(FULL)").first()
+                return row is not None and row[0] == 0 and row[1] == row[2]  # not busy; every frame copied
+            return False
+        finally:
+            for conn in held:
+                conn.close()
+
+    def recover(self, log_file: str = "-wal or -shm") -> None:
+        """After `check_file` found the ``-wal`` or ``-shm`` file deleted, moved or replaced (a backup or clean-up
+        tool): copy this process's log into the study file (`_checkpoint_old_log`), close every connection (the
+        next ones open the files now beside the study, so the server goes on, and other programs see what it
+        writes), and check again. Only when this process alone has the study open: another program (a second
+        server) may still write through the old files, so it stays `StudyLogChanged` until each is restarted.
+        Raises `StudyLogChanged` when it could not recover (nothing was lost: the next request tries again). The
+        caller holds `write_lock`."""
+        import os
+
+        from vistkit.errors import warn
+
+        assert self.file is not None
+        if not self._salvaged and not self._checkpoint_old_log():  # once copied, the old log takes no more writes
+            raise StudyLogChanged(
+                f"study {self.name}: its -wal or -shm file was changed while the study was open and what this server "
+                "wrote could not be copied into the study file yet, so nothing more is stored; the next request "
+                "tries again (stop the server with Ctrl-C or SIGTERM, not kill -9, if this repeats)"
+            )
         self._salvaged = True
-        with self.write_lock, self.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(FULL)")
-        return True
+        with self.engine.connect():  # an open connection holds a lock on the study file: this process is listed
+            alone = _lock_holders(self.file) == {os.getpid()}  # None: the system does not say; the safe side
+        if not alone:
+            raise StudyLogChanged(
+                f"study {self.name}: its -wal or -shm file was changed while the study was open; what this server "
+                "wrote is safe in the study file, but another program has the study open too (a second server?), "
+                "so nothing more is stored until every program using the study is stopped (Ctrl-C or SIGTERM) and "
+                "the server is started again"
+            )
+        kept = self._set_aside_foreign_log()
+        deadline = time.monotonic() + 5.0
+        while True:  # requests still reading through old connections return them in a moment
+            self.engine.dispose()
+            try:
+                self.check_file()
+                break
+            except StudyLogChanged:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self._salvaged = False  # a later change is copied again
+        warn(
+            f"study {self.name}: its {log_file} file was deleted, moved or replaced by another program while the "
+            "study was open; every judgement was copied into the study file first and the study was opened again "
+            "(nothing was lost; keep backup and clean-up tools away from a served study's -wal and -shm files)"
+            + (f"; the -wal file found in its place was kept as {kept.name}, not read" if kept else "")
+        )
+
+    def _set_aside_foreign_log(self) -> Path | None:
+        """Rename a ``-wal`` file that holds frames and is not the log this process wrote (another program put it
+        there: an earlier copy restored by a backup tool, another database's log) to ``-wal.replaced-TIME``, and
+        return its new name: SQLite would replay its pages over the study when the study is opened again (a
+        stale copy of this study's own log is a valid log). Kept, not deleted: it is someone's file. Only called
+        when this process alone has the study open, after its own log was copied into the study file."""
+        p = self._side("-wal")
+        now = _identity(p)
+        try:
+            holds_frames = now is not None and p.stat().st_size > 0
+        except OSError:
+            return None
+        if not holds_frames or now == self._sides.get("-wal"):
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        kept = p.with_name(f"{p.name}.replaced-{stamp}")
+        n = 1
+        while kept.exists():
+            n += 1
+            kept = p.with_name(f"{p.name}.replaced-{stamp}-{n}")
+        os.replace(p, kept)
+        return kept
 
     @contextmanager
     def write(self, *, durable: bool = True) -> Iterator[Connection]:
@@ -300,14 +435,20 @@ class Study:
         SQLite: ``durable`` commits are synced to disk (``synchronous=FULL``); others (task claims, which are
         harmless to lose) use ``NORMAL``, which in WAL mode still survives a killed process, only not a power cut.
         A study file deleted, moved or replaced since it was opened is `StudyFileChanged` (checked before the
-        transaction and again before its commit; the transaction is rolled back).
+        transaction and again before its commit; the transaction is rolled back). A changed ``-wal`` or ``-shm``
+        file found before the transaction begins is recovered from first (`recover`).
         """
-        with self.write_lock, self.engine.begin() as conn:
-            if self.is_sqlite:
-                conn.exec_driver_sql(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-            self.check_file()
-            yield conn
-            self.check_file()
+        with self.write_lock:
+            try:
+                self.check_file()
+            except StudyLogChanged as changed:
+                self.recover(changed.log_file)
+            with self.engine.begin() as conn:
+                if self.is_sqlite:
+                    conn.exec_driver_sql(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+                self.check_file()
+                yield conn
+                self.check_file()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -347,8 +488,19 @@ class Study:
         A checkpoint the storage refuses (a full disk) is a warning: the ``-wal`` file still holds the data."""
         if self.is_sqlite:
             try:
-                with self.write_lock, self.engine.connect() as conn:
-                    conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+                with self.write_lock:
+                    try:
+                        self.check_file()
+                        log_changed = False
+                    except StudyLogChanged:
+                        log_changed = True
+                    except StudyFileChanged:  # a moved study file gets its log all the same
+                        log_changed = False
+                    if log_changed:  # only a connection on the log this process wrote may copy it
+                        self._checkpoint_old_log()
+                    else:
+                        with self.engine.connect() as conn:
+                            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
             except Exception as exc:
                 problem = storage_problem(exc)
                 if problem is None:
@@ -379,6 +531,8 @@ def make_engine(study: str | Path) -> Engine:
         else:
             engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20)
         event.listen(engine, "connect", _sqlite_pragmas)
+        if file is not None:
+            event.listen(engine, "connect", _note_log(file))  # after the pragmas: the log is open by then
         return engine
     try:
         return create_engine(url, pool_pre_ping=True, pool_size=20)

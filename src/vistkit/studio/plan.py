@@ -231,6 +231,52 @@ def _remove_new_study(file: Path | None) -> None:
             os.unlink(p)
 
 
+def _work_file(file: Path) -> Path:
+    """A new, empty, owner-only file beside ``file`` (same folder, so it can take ``file``'s name by a link) for
+    `create_study` to build the study in."""
+    from vistkit.studio import db
+
+    for _ in range(100):
+        work = file.with_name(f"{file.name}.init-{secrets.token_hex(4)}.tmp")
+        try:
+            db._create_private(work, exist_ok=False)
+        except InputError:
+            if work.exists() or work.is_symlink():  # that random name is taken: draw another
+                continue
+            raise
+        return work
+    raise InputError(f"cannot create a work file beside {file}; remove the {file.name}.init-*.tmp files there")
+
+
+def _publish(work: Path, file: Path) -> None:
+    """Give the finished study ``work`` the name ``file``, atomically and only if no file has that name: a hard
+    link (exactly one of two inits wins; the other is refused), then the work name is removed. Where the file
+    system has no hard links, ``file`` is claimed with an exclusive create and replaced by the study."""
+    import errno
+    import os
+
+    taken = InputError(
+        f"{file} exists already (made while this init ran: another `vistkit studio init`?); choose a new file "
+        "name (a study is never overwritten)"
+    )
+    try:
+        os.link(work, file)
+    except FileExistsError:
+        raise taken from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS, errno.EXDEV):
+            raise InputError(f"cannot create study {file}: {exc.strerror or exc}") from None
+        from vistkit.studio import db
+
+        try:
+            db._create_private(file, exist_ok=False)
+        except InputError:
+            raise taken from None
+        os.replace(work, file)
+        return
+    _remove_new_study(work)
+
+
 def create_study(
     study_path: str | Path,
     *,
@@ -320,12 +366,14 @@ def create_study(
             f"this study would plan {slots:,} assignments ({per_item:,} per unit); at most {MAX_SLOTS:,}: "
             "use fewer items (--max-items), fewer systems or a smaller --per-item"
         )
-    if file is not None:  # made here (and only here: never another's file), so that a failure may remove it
-        db._create_private(file, exist_ok=False)
+    # A SQLite study is built under a work name beside FILE and given FILE's name only once it is whole
+    # (`_publish`): two inits of one FILE at once both build, exactly one gets the name, and nothing ever sees a
+    # half-made study under it (before, the other init was told to delete the "interrupted" one being built).
+    work = None if file is None else _work_file(file)
     try:  # a failure (a full disk, Ctrl-C) leaves no half-made study behind: the new file is removed
-        st = db.open_study(study_path, create=True)
+        st = db.open_study(study_path if work is None else work, create=True)
     except BaseException:
-        _remove_new_study(file)
+        _remove_new_study(work)
         raise
     try:
         admin_token = db.new_token()
@@ -382,9 +430,12 @@ def create_study(
                         )
                     conn.execute(insert(db.assignments), rows)
                     n_assign += len(rows)
+        if work is not None and file is not None:
+            st.close()  # the log checkpointed into the file and removed: the file alone is the study
+            _publish(work, file)
     except BaseException:
         st.engine.dispose()
-        _remove_new_study(file)
+        _remove_new_study(work)
         raise
     st.engine.dispose()
     return {
