@@ -416,7 +416,7 @@ def test_missing_clip_weights_one_sentence(tmp_path: Path):
         gv.Groovist(images=tmp_path, clip_model="openai/clip-vit-base-patch32-not-cached")
     msg = str(err.value)
     assert "groovist needs CLIP ViT-B/32 weights" in msg and "clip_model=PATH" in msg
-    assert "huggingface-cli download openai/clip-vit-base-patch32" in msg
+    assert "hf download openai/clip-vit-base-patch32" in msg
     assert msg.count(". ") == 0  # one sentence
 
 

@@ -384,8 +384,8 @@ def test_bootstrap_results_do_not_depend_on_the_block_size(monkeypatch: pytest.M
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--n-bootstrap", "100000000", "--confidence", "0.95"], "'--n-bootstrap': must be from 1 to 1,000,000"),
-        (["--n-bootstrap", "0", "--confidence", "0.95"], "'--n-bootstrap': must be from 1 to 1,000,000"),
+        (["--n-bootstrap", "100000000", "--confidence", "0.95"], "'--n-bootstrap' / '--bootstrap': must be from 1"),
+        (["--n-bootstrap", "0", "--confidence", "0.95"], "'--n-bootstrap' / '--bootstrap': must be from 1"),
         (["--seed", "-1", "--confidence", "0.95"], "'--seed': must be 0 or more, got -1"),
     ],
 )
@@ -397,7 +397,7 @@ def test_resample_counts_and_seeds_are_checked(
     code, _, err = cli(capsys, "score", f, "-m", "rovist-nr", *args)
     assert code == 2 and message in err
     code, _, err = cli(capsys, "meta", "correlate", META / "likert_small.csv", "-m", "bleu-4", "--bootstrap", "-1")
-    assert code == 2 and "'--bootstrap': must be from 1 to 1,000,000 resamples, got -1" in err
+    assert code == 2 and "'--bootstrap' / '--n-bootstrap': must be from 1 to 1,000,000 resamples, got -1" in err
 
 
 def test_library_refuses_negative_seed_and_absurd_resamples() -> None:

@@ -318,3 +318,32 @@ def test_an_old_copy_of_the_log_put_back_under_a_served_study_is_never_replayed(
     assert _stored(path) == acked == 6
     kept = list(path.parent.glob(f"{wal.name}.replaced-*"))
     assert len(kept) == 1 and kept[0].read_bytes() == snapshot
+
+
+# ------------------------------------------------------------------------------------ one item per photo sequence
+def test_machine_stories_repeated_across_story_ids_are_said_and_one_per_sequence_drops_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README's real study (human, LLaVA and PR-VIST stories keyed by story id) put one machine story in
+    several items word for word: those machines wrote one story per photo sequence, and VIST has several human
+    stories (story ids) per sequence; 100 items held 40 distinct LLaVA stories, judged again and again without a
+    word. Now a warning says so, and `--one-per-sequence` keeps the first story id of each sequence."""
+    from vistkit.data.story import Story, StorySet
+    from vistkit.errors import InputError
+    from vistkit.studio.plan import items_from_story_sets, warn_repeated_stories
+
+    seqs = [tuple(f"{s}{i}" for i in range(5)) for s in "abc"]
+    human = StorySet(
+        Story(f"{n}", f"human story {n} .", photo_ids=seqs[n // 2], system="human") for n in range(6)
+    )  # two story ids per sequence
+    machine = StorySet(Story(f"{n}", f"machine story of {seqs[n // 2][0]} .", system="m") for n in range(6))
+    items = items_from_story_sets({"human": human, "m": machine}, key="story")
+    warn_repeated_stories(items)  # `studio init` says it once the study is made
+    err = capsys.readouterr().err
+    assert len(items) == 6 and "3 of m's 6 stories repeat another item's story word for word" in err
+    assert "human" not in err.split("repeat")[0]
+    items = items_from_story_sets({"human": human, "m": machine}, key="story", one_per_sequence=True, max_items=2)
+    warn_repeated_stories(items)
+    assert [it.key for it in items] == ["0", "2"] and capsys.readouterr().err == ""
+    with pytest.raises(InputError, match="--one-per-sequence needs the photo sequence"):
+        items_from_story_sets({"m": machine}, key="story", one_per_sequence=True)

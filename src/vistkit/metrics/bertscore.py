@@ -128,7 +128,7 @@ def _resolve(name: str) -> Path:
     except Exception:
         raise MissingDependencyError(
             f"bertscore: model {name!r} is neither a local folder, a packaged model (minilm-l6) nor in the "
-            "local Hugging Face cache; download it once where you have internet (huggingface-cli download "
+            "local Hugging Face cache; download it once where you have internet (hf download "
             f"{name}) or pass a local folder"
         ) from None
 
@@ -345,7 +345,7 @@ class BertScore(Metric):
             "prefers a held-out human VIST story to machine stories most often: 55% of 600 pairs, 48% at "
             "layer 5, 39% at layer 0); absolute values are NOT "
             "comparable with roberta-large numbers. With roberta-large in your Hugging Face cache "
-            "(huggingface-cli download roberta-large), pass model='roberta-large' to use the original."
+            "(hf download roberta-large), pass model='roberta-large' to use the original."
         ),
         differences=(
             "Matching uses real tokens only; bert_score's batched matching lets padding (cosine 0) win when "

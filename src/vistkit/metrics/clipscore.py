@@ -234,7 +234,7 @@ def load_clip(
     except MissingDependencyError:
         raise MissingDependencyError(
             f"{metric} needs CLIP ViT-B/32 weights ({name_or_path}), which are not on this machine: download "
-            f"them once where you have internet (huggingface-cli download {DEFAULT_CLIP}) and pass the "
+            f"them once where you have internet (hf download {DEFAULT_CLIP}) and pass the "
             f"folder "
             f"with -O {metric}.clip_model=PATH (Python: clip_model=PATH)"
         ) from None

@@ -158,5 +158,5 @@ def _from_hub(hub_id: str, *, allow_download: bool) -> Path:
     except Exception:
         raise MissingDependencyError(
             f"model {hub_id!r} is not in the local Hugging Face cache; download it once where you have "
-            f"internet (huggingface-cli download {hub_id}) or pass a local folder path instead"
+            f"internet (hf download {hub_id}) or pass a local folder path instead"
         ) from None

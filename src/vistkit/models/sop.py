@@ -432,7 +432,7 @@ def _load_tokenizer(tokenizer: Any, folder: Path | None) -> Any:
     except MissingDependencyError:
         raise MissingDependencyError(
             f"the SOP model needs the albert-large-v1 tokenizer: pass tokenizer=PATH to a folder with its "
-            f"tokenizer files, or download it once where you have internet (huggingface-cli download "
+            f"tokenizer files, or download it once where you have internet (hf download "
             f"{TOKENIZER_ID}); `vistkit models convert --tokenizer` copies it into a converted folder"
         ) from None
     return AutoTokenizer.from_pretrained(str(where), trust_remote_code=False)

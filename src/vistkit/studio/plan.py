@@ -71,9 +71,18 @@ def check_items(items: Sequence[PlanItem]) -> None:
 
 
 def items_from_story_sets(
-    sets: Mapping[str, StorySet], *, key: Keying | str = Keying.STORY, max_items: int | None = None
+    sets: Mapping[str, StorySet],
+    *,
+    key: Keying | str = Keying.STORY,
+    max_items: int | None = None,
+    one_per_sequence: bool = False,
 ) -> list[PlanItem]:
     """One item per key that every system has (in the first system's order); stories of other keys are dropped.
+
+    ``one_per_sequence``: keep only the first key of each photo sequence (VIST has several human stories per
+    sequence, while most machines wrote one story per sequence, copied under each story id: without it, those
+    machine stories come back word for word in several items). Applied before ``max_items``. A system whose story
+    repeats word for word across items is a warning that says so.
 
     Raises `InputError` when no key is shared by all systems or a system has two stories for one key.
     """
@@ -96,6 +105,8 @@ def items_from_story_sets(
     if not shared:
         raise InputError(f"no {keying.value} key is shared by every system ({', '.join(sets)}); check --key")
     _warn_left_out(by_system, set(shared), keying.value)
+    if one_per_sequence:
+        shared = _first_per_sequence(shared, by_system)
     if max_items is not None:
         if max_items < 1:
             raise InputError(f"--max-items must be at least 1, not {max_items}")
@@ -112,6 +123,45 @@ def items_from_story_sets(
             row.append(PlanStory(system=name, story_id=s.story_id, text=s.text))
         out.append(PlanItem(key=k, photo_ids=photos, stories=row, photo_source=source))
     return out
+
+
+def _first_per_sequence(keys: list[str], by_system: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``keys`` less every key whose photo sequence an earlier key has (the sequence from the first system whose
+    story has photo ids); `InputError` when no system gives a key's photos."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for k in keys:
+        photos = next((tuple(keyed[k].photo_ids) for keyed in by_system.values() if keyed[k].photo_ids), None)
+        if photos is None:
+            raise InputError(
+                f"--one-per-sequence needs the photo sequence of each item, and no --stories file gives the photos "
+                f"of {k!r}; read at least one system from a format that carries photo ids (VIST SIS, PR-VIST, "
+                "the challenge format)"
+            )
+        if photos not in seen:
+            seen.add(photos)
+            kept.append(k)
+    return kept
+
+
+def warn_repeated_stories(items: Sequence[PlanItem]) -> None:
+    """One warning naming the systems whose story text is the same in two or more items (annotators would judge
+    one story again and again, and each copy would count as another judgement of the system)."""
+    from vistkit.errors import warn
+
+    texts: dict[str, list[str]] = {}
+    for it in items:
+        for st in it.stories:
+            texts.setdefault(st.system, []).append(" ".join(st.text.split()))
+    repeated = {name: len(t) - len(set(t)) for name, t in texts.items() if len(set(t)) < len(t)}
+    if not repeated:
+        return
+    parts = [f"{n:,} of {name}'s {len(texts[name]):,} stories" for name, n in repeated.items()]
+    warn(
+        f"{' and '.join(parts)} repeat another item's story word for word (one story per photo sequence, copied "
+        "under each story id?): annotators would judge the same story again; --one-per-sequence keeps one item per "
+        "photo sequence"
+    )
 
 
 def _warn_left_out(by_system: Mapping[str, Mapping[str, Any]], shared: set[str], what: str) -> None:
