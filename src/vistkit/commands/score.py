@@ -227,8 +227,26 @@ def plan_metrics(
 
 
 def construct(plans: list[Plan], *, engine: Engine | None = None) -> list[Metric]:
-    """Build the planned metrics (this loads their models), on ``engine`` when given (`vistkit.engine`)."""
-    return [engine.metric(cls.name, opts) if engine is not None else cls(**opts) for cls, opts in plans]
+    """Build the planned metrics (this loads their models), on ``engine`` when given (`vistkit.engine`).
+
+    A metric whose models take longer than the progress interval (10 s, at least 5 s) to load says so on stderr
+    once, so a first run (an LM converted, a busy machine) is not a silent minute."""
+    import threading
+
+    from vistkit import progress
+
+    built = []
+    for cls, opts in plans:
+        timer = threading.Timer(
+            max(progress.interval(), 5.0), progress.note, [f"{cls.name}: loading its models (once per run) ..."]
+        )
+        timer.daemon = True
+        timer.start()
+        try:
+            built.append(engine.metric(cls.name, opts) if engine is not None else cls(**opts))
+        finally:
+            timer.cancel()
+    return built
 
 
 def build_metrics(

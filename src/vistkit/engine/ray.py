@@ -66,6 +66,16 @@ def start_timeout() -> float:
 
 #: seconds `check_reachable` waits for a cluster's address to accept a connection
 CONNECT_TIMEOUT = 10.0
+#: seconds a server that accepted the connection gets to answer (Ray's gRPC servers send their HTTP/2 SETTINGS at
+#: once, and its GCS answers the cluster-id request ``ray.init`` makes first in milliseconds)
+ANSWER_TIMEOUT = 3.0
+#: the most characters of an address a message shows
+_SHOWN = 120
+
+
+def _shown(address: str) -> str:
+    """``address`` as a message shows it: at most `_SHOWN` characters."""
+    return address if len(address) <= _SHOWN else address[:_SHOWN] + "..."
 
 
 def cluster_address(address: str | None) -> tuple[str | None, str]:
@@ -78,58 +88,239 @@ def cluster_address(address: str | None) -> tuple[str | None, str]:
     env = os.environ.get("RAY_ADDRESS", "").strip()
     given = None if address is None else address.strip()
     if given in (None, "auto") and env and env != "local":
-        return env, f"RAY_ADDRESS={env}"
+        return env, f"RAY_ADDRESS={_shown(env)}"
     if given in (None, "local"):
         return None, "a new local cluster"
     assert given is not None
-    return given, given
+    return given, _shown(given)
+
+
+def _bad_address(where: str, why: str) -> InputError:
+    return InputError(
+        f"{where} is not a Ray cluster address ({why}); give HOST:PORT (IPv6: [HOST]:PORT), auto, or ray://HOST:PORT"
+    )
+
+
+def _host_port(hostport: str, where: str) -> tuple[str, int]:
+    """HOST and PORT of ``HOST:PORT`` / ``[IPv6]:PORT`` as Ray reads them, else one `InputError`: an empty host
+    or port was "could not reach the Ray cluster" (``:123`` after Ray's logged traceback), a port out of range
+    made ``ray.init`` retry for minutes (``-1``) or was "connection refused" (``0``, ``99999``)."""
+    if hostport.startswith("["):
+        host, close, rest = hostport[1:].partition("]")
+        if not close or (rest and not rest.startswith(":")):
+            raise _bad_address(where, f"Invalid address format: {_shown(hostport)}")
+        port = rest[1:]
+        if not rest:
+            raise _bad_address(where, "no port")
+    else:
+        if hostport.count(":") != 1:
+            raise _bad_address(where, f"Invalid address format: {_shown(hostport)}")
+        host, _, port = hostport.partition(":")
+    if not host.strip():
+        raise _bad_address(where, "no host")
+    if not port:
+        raise _bad_address(where, "no port")
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise _bad_address(where, f"port {port[:20]!r} is not a number from 1 to 65535")
+    return host, int(port)
 
 
 def check_reachable(target: str, where: str) -> None:
-    """One `EngineError` within `CONNECT_TIMEOUT` seconds when nothing accepts a connection at the cluster's
-    address: ``ray.init`` retried for minutes there, printing its C++ warnings, deaf to Ctrl-C and SIGTERM. A
-    ``ray://`` address without Ray Client installed is a `MissingDependencyError`."""
+    """Refuse at once an address that cannot be a running Ray cluster's, where ``ray.init`` retried for minutes
+    (printing its C++ warnings, deaf to Ctrl-C and SIGTERM) or took 20 s to say "Failed to connect": a malformed
+    one (an `InputError`); nothing accepting a connection there (within `CONNECT_TIMEOUT` seconds); a server that
+    is not Ray's, or a cluster that wants a token this process does not have (within `ANSWER_TIMEOUT`; each an
+    `EngineError`). A ``ray://`` address without Ray Client installed is a `MissingDependencyError`."""
     import importlib.util
     import socket
 
-    if target.startswith("ray://"):
+    client = target.startswith("ray://")
+    if client:
         if importlib.util.find_spec("grpc") is None:
+            named = where if where.startswith("RAY_ADDRESS=") else f"--address {where}"
             raise MissingDependencyError(
-                f"--address {target} connects through Ray Client, which is not installed: pip install 'ray[client]' "
-                "(or run vistkit on the cluster with --address auto)"
+                f"{named} connects through Ray Client, which is not installed: pip install 'ray[client]' (or run "
+                "vistkit on the cluster with --address auto)"
             )
         hostport = target[len("ray://") :].split("/", 1)[0]
-        if ":" not in hostport:
+        if ":" not in hostport.rpartition("]")[2]:
             hostport += ":10001"  # Ray Client's default port
     else:
         try:  # Ray's own reading of the address (auto: the cluster `ray start` recorded; localhost: this node)
             from ray._private.services import canonicalize_bootstrap_address
         except ImportError:  # another Ray version: ray.init says what is wrong, however long it takes
             return
+        if target != "auto":
+            _host_port(target, where)  # before Ray, which logged a traceback for an empty host
         try:
-            hostport = canonicalize_bootstrap_address(target) or ""
+            with _ray_logger_muted("ray._private.services"):
+                hostport = canonicalize_bootstrap_address(target) or ""
         except (ConnectionError, ValueError) as exc:
             raise _cluster_error(exc, where) from None
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        return  # ray.init reports an address it cannot read
+    host, port = _host_port(hostport, where)
+    shown = f"{_shown(host)}:{port}" if ":" not in host else f"[{_shown(host)}]:{port}"
     try:
-        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT)
+        conn = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+    except (UnicodeError, ValueError):  # a label over 63 characters, an empty label (a..b), a NUL
+        raise _bad_address(where, f"{_shown(host)!r} is not a host name") from None
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__).lower()
         raise EngineError(
-            f"no Ray cluster answers at {where} ({host}:{port}: {why}); start one with `ray start --head` there, "
+            f"no Ray cluster answers at {where} ({shown}: {why}); start one with `ray start --head` there, "
             "or check the address (--address auto|HOST:PORT|ray://HOST:PORT)"
         ) from None
     with conn:
         if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes"):
             return  # a TLS handshake comes first there: only Ray itself can tell
+        conn.settimeout(min(CONNECT_TIMEOUT, ANSWER_TIMEOUT))
         refused = _not_grpc(conn)
+    if refused is None and not client:
+        refused = _ask_gcs(f"{host}:{port}" if ":" not in host else f"[{host}]:{port}", where, auto=target == "auto")
     if refused is not None:
         raise EngineError(
-            f"what answers at {where} ({host}:{port}) is not a Ray cluster ({refused}); give the address `ray start "
+            f"what answers at {where} ({shown}) is not a Ray cluster ({refused}); give the address `ray start "
             "--head` printed (its GCS port, 6379 by default, or ray://HOST:10001 for Ray Client)"
         )
+
+
+@contextlib.contextmanager
+def _ray_logger_muted(name: str) -> Iterator[None]:
+    """Ray's Python logger ``name`` says nothing meanwhile (unless ``VISTKIT_DEBUG`` is set)."""
+    log = logging.getLogger(name)
+    if os.environ.get("VISTKIT_DEBUG") or log.disabled:
+        yield
+        return
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = False
+
+
+#: seconds the child process of `_ask_gcs` may take to import Ray before it asks (killed past that)
+_IMPORT_TIMEOUT = 30
+
+#: `_ask_gcs`'s child: Ray's own GCS client asks the cluster id; one JSON line says how that went. The token
+#: set-up is ray.init's own (``auto`` sends ~/.ray/auth_token where RAY_AUTH_MODE is unset; token mode with no
+#: token is an AuthenticationError: Ray's C++ client killed the process there). The kernel ends it (SIGALRM, no
+#: handler) past its time: the client ignores its deadline while the server is not ready (one that answers
+#: GOAWAY: 60 s).
+_GCS_PROBE = """
+import json, signal, sys
+signal.signal(signal.SIGALRM, signal.SIG_DFL)
+signal.alarm(int(sys.argv[3]))
+from ray._raylet import InnerGcsClient
+from ray.exceptions import AuthenticationError
+try:
+    from ray._private.authentication import authentication_token_setup as setup
+    from ray._raylet import AuthenticationMode, get_authentication_mode
+    if sys.argv[5] == "auto":
+        setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    setup.ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+    token = get_authentication_mode() == AuthenticationMode.TOKEN
+except AuthenticationError as exc:
+    print(json.dumps({"auth": str(exc), "token": True}))
+    sys.exit()
+except Exception as exc:
+    print(json.dumps({"skip": str(exc)}))
+    sys.exit()
+print(json.dumps({"asking": True}), flush=True)
+signal.alarm(int(sys.argv[4]))
+try:
+    InnerGcsClient.standalone(sys.argv[1], None, int(sys.argv[2]))
+    print(json.dumps({"ok": True}))
+except AuthenticationError as exc:
+    print(json.dumps({"auth": str(exc), "token": token}))
+except Exception as exc:
+    print(json.dumps({"error": str(exc) or type(exc).__name__}))
+"""
+
+
+def _ask_gcs(hostport: str, where: str, *, auto: bool = False) -> str | None:
+    """None when the server at ``hostport`` answers, within `ANSWER_TIMEOUT` seconds, the request ``ray.init``
+    makes first (the cluster id), else why not: ``ray.init`` retried it for 20 s to minutes at an HTTP/2 server
+    that is not Ray's, printing Ray's C++ warnings. A cluster that wants a token this process does not send (or
+    refuses the one it sends) is one `EngineError` saying where the token goes. Ray's own GCS client asks, in a
+    child process (a few hundred milliseconds to import Ray) whose output is dropped unless ``VISTKIT_DEBUG``
+    is set; None where that cannot tell (another Ray version, no child process)."""
+    import json
+    import subprocess
+
+    answer = math.ceil(ANSWER_TIMEOUT)
+    argv = [sys.executable, "-c", _GCS_PROBE, hostport, str(answer * 1000), str(_IMPORT_TIMEOUT), str(answer + 1)]
+    argv.append("auto" if auto else "given")
+    debug = bool(os.environ.get("VISTKIT_DEBUG"))
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=None if debug else subprocess.DEVNULL,
+            timeout=_IMPORT_TIMEOUT + answer + 5,
+            check=False,
+        )
+    except (subprocess.TimeoutExpired, OSError):  # its alarms failed; no child process here
+        return None
+    try:
+        said = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return None  # Ray could not be imported there (in time), or another Ray: ray.init says what it says
+    if not isinstance(said, dict) or said.get("ok") or "skip" in said:
+        return None
+    if said.get("asking"):  # and no answer: the kernel ended it (SIGALRM), or Ray's client ended the process
+        if done.returncode == -14:  # the client still waited for the server to become ready
+            return f"it did not answer Ray's first request within {answer} s"
+        raise EngineError(
+            f"Ray's client crashed when it asked the cluster at {where} for its id (exit status {done.returncode}), "
+            "as ray.init would have in this process; run again with VISTKIT_DEBUG=1 to see Ray's message"
+        )
+    if "auth" in said:
+        raise _auth_error(str(said["auth"]), where, token_sent=said.get("token"))
+    text = " ".join(str(said.get("error", "")).split())[:160]
+    if "deadline" in text.lower() or "timed out" in text.lower():
+        return f"it did not answer Ray's first request within {answer} s"
+    return f"its answer to Ray's first request: {text}"
+
+
+#: where a joining driver reads the cluster's token, and how to get it
+_TOKEN_HELP = (
+    "RAY_AUTH_TOKEN (or in the file RAY_AUTH_TOKEN_PATH names, ~/.ray/auth_token by default); `ray get-auth-token` "
+    "on the cluster's head node prints it"
+)
+
+
+def _auth_error(exc: BaseException | str, where: str, *, token_sent: bool | None = None) -> EngineError:
+    """One sentence for token authentication (Ray >= 2.5x) that failed: the cluster refused this process, which
+    sent no token (``RAY_AUTH_MODE=token`` unset here) or a wrong one (``token_sent``: whether it sent one, where
+    known); or this process found no token, or could not read the one it was pointed at."""
+    text = " ".join(str(exc).split())
+    if "InvalidAuthToken" in text or "missing or incorrect" in text:  # the cluster's answer
+        if token_sent is None:
+            token_sent = os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "token"
+        if not token_sent:
+            return EngineError(
+                f"the Ray cluster at {where} requires token authentication and this process sent no token: set "
+                f"RAY_AUTH_MODE=token and the cluster's token in {_TOKEN_HELP}"
+            )
+        return EngineError(
+            f"the Ray cluster at {where} refused the token this process sent: give its own token in {_TOKEN_HELP}"
+        )
+    if where == "a new local cluster":
+        first = text.split(". ")[0][:200]
+        return EngineError(
+            f"Ray could not set up token authentication for a new local cluster ({first}); fix or unset "
+            "RAY_AUTH_MODE, RAY_AUTH_TOKEN and RAY_AUTH_TOKEN_PATH"
+        )
+    if "no authentication token was found" in text:
+        return EngineError(
+            f"RAY_AUTH_MODE=token is set but no token was found to join the Ray cluster at {where}: put its token in "
+            f"{_TOKEN_HELP}"
+        )
+    first = text.split(". ")[0][:200]
+    return EngineError(
+        f"this process could not read its token to join the Ray cluster at {where} ({first}): put the cluster's "
+        f"token in {_TOKEN_HELP}"
+    )
 
 
 #: an HTTP/2 client's connection preface and an empty SETTINGS frame (RFC 9113, sections 3.4 and 6.5)
@@ -138,8 +329,8 @@ _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x0
 
 def _not_grpc(conn: Any) -> str | None:
     """None when the server on ``conn`` speaks HTTP/2 as Ray's gRPC servers (GCS, Ray Client) do: it answers a
-    client preface with a SETTINGS frame (type 4); else why not. ``ray.init`` retried for minutes against any
-    other server (a web server, a stale port), deaf to Ctrl-C and SIGTERM."""
+    client preface with a SETTINGS frame (type 4) within ``conn``'s timeout; else why not. ``ray.init`` retried
+    for minutes against any other server (a web server, a stale port), deaf to Ctrl-C and SIGTERM."""
     try:
         conn.sendall(_HTTP2_PREFACE)
         head = b""
@@ -149,7 +340,7 @@ def _not_grpc(conn: Any) -> str | None:
                 return "it closed the connection without an HTTP/2 reply"
             head += chunk
     except TimeoutError:
-        return f"no HTTP/2 reply within {CONNECT_TIMEOUT:g} s"
+        return f"no HTTP/2 reply within {conn.gettimeout() or CONNECT_TIMEOUT:g} s"
     except OSError as exc:
         return (exc.strerror or type(exc).__name__).lower()
     if head[3] != 4:
@@ -220,13 +411,19 @@ def _start_cluster(ray: Any, opts: dict[str, Any], where: str) -> None:
     local = opts.get("address") in (None, "local")
     if not local:
         check_reachable(opts["address"], where)
+    # a token the cluster wants and this process lacks (`check_reachable` says so first, but not behind TLS):
+    # Ray's AuthenticationError was "unexpected ... a bug in vistkit"
+    auth = getattr(getattr(ray, "exceptions", None), "AuthenticationError", None)
+    failures = (OSError, RuntimeError, ValueError, *((auth,) if isinstance(auth, type) else ()))
     try:
         with _signals_held(ray, hold=local) as received:
             try:
                 ray.init(**opts)
-            except (OSError, RuntimeError, ValueError) as exc:  # ConnectionError is an OSError
+            except failures as exc:  # ConnectionError is an OSError
                 with contextlib.suppress(Exception):
                     ray.shutdown()
+                if isinstance(auth, type) and isinstance(exc, auth):
+                    raise _auth_error(str(exc), where) from None
                 raise _cluster_error(exc, where) from None
     except (KeyboardInterrupt, SystemExit):
         with contextlib.suppress(Exception):
