@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from vistkit.commands.metrics import card_page, needs_text
 from vistkit.metrics.base import list_metrics
 
@@ -97,3 +99,35 @@ def test_an_output_folder_that_is_a_broken_link_is_named_as_one(tmp_path: Path) 
             assert "symbolic link that leads nowhere" in str(exc) and "a file" not in str(exc)
         else:
             raise AssertionError(f"{p} accepted")
+
+
+def test_a_slow_model_load_is_said_once_and_a_fast_one_is_not(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first `score -m story-ranker` on a busy machine printed nothing for about a minute while its models
+    loaded (a newcomer took it for a hang); a load longer than the progress interval is said now."""
+    import time
+
+    from vistkit.commands import score
+
+    class Slow:
+        name = "slow-metric"
+
+        def __init__(self, **_: Any) -> None:
+            time.sleep(0.6)
+
+    class Fast:
+        name = "fast-metric"
+
+        def __init__(self, **_: Any) -> None:
+            pass
+
+    monkeypatch.setenv("VISTKIT_PROGRESS_INTERVAL", "0")
+    monkeypatch.delenv("VISTKIT_QUIET", raising=False)
+    monkeypatch.setenv("VISTKIT_PROGRESS", "1")  # the library default is quiet; the command line's is not
+    monkeypatch.setattr(score, "LOAD_NOTE_AFTER", 0.2)
+    built = score.construct([(Slow, {}), (Fast, {})])  # type: ignore[list-item]
+    time.sleep(0.4)  # a timer left running would say "fast-metric" now
+    err = capsys.readouterr().err
+    assert [type(m).__name__ for m in built] == ["Slow", "Fast"]
+    assert err.count("slow-metric: loading its models") == 1 and "fast-metric" not in err

@@ -226,6 +226,10 @@ def plan_metrics(
     return plans
 
 
+#: a metric's models loading for longer than this (or the progress interval, when longer) is said on stderr
+LOAD_NOTE_AFTER = 5.0
+
+
 def construct(plans: list[Plan], *, engine: Engine | None = None) -> list[Metric]:
     """Build the planned metrics (this loads their models), on ``engine`` when given (`vistkit.engine`).
 
@@ -237,9 +241,8 @@ def construct(plans: list[Plan], *, engine: Engine | None = None) -> list[Metric
 
     built = []
     for cls, opts in plans:
-        timer = threading.Timer(
-            max(progress.interval(), 5.0), progress.note, [f"{cls.name}: loading its models (once per run) ..."]
-        )
+        said = f"{cls.name}: loading its models (once per run) ..."
+        timer = threading.Timer(max(progress.interval(), LOAD_NOTE_AFTER), progress.note, [said])
         timer.daemon = True
         timer.start()
         try:
