@@ -126,7 +126,7 @@ def train_cmd(
     )
     settings.check()
     from vistkit.metrics._options import check_device, check_device_here
-    from vistkit.models.vrank import check_threads, resolve_encoder
+    from vistkit.models.vrank import check_target, check_threads, resolve_encoder
 
     check_device(device)  # these three before torch is imported or a file read
     check_threads(threads)
@@ -135,6 +135,7 @@ def train_cmd(
     if (out / META_FILE).exists() and not force:
         raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --output")
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
+    check_target(pairs, settings.target)  # --target normalised needs every pair's N: before the MLM stories load
     texts = _mlm_texts(mlm_stories) if mlm_stories is not None else None
     check_device_here(device)  # a cuda/mps device this machine lacks: before the encoder loads (torch only then)
     progress, update = _progress()

@@ -414,7 +414,9 @@ def system_correlation_ci(
     seed: int = 12345,
 ) -> dict[str, Any]:
     """System-level correlation: system means of the metric vs system means of the human score (stories where
-    either is undefined are dropped), CI by resampling each system's stories (stratified bootstrap)."""
+    either is undefined are dropped), CI by resampling each system's stories (stratified bootstrap). When every
+    system has one story no resample differs from the table: the CI is NaN and ``ci_undefined`` says why (a
+    system with one story among others with more is held fixed in every resample)."""
     check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
     _check_method(method)
     if isinstance(systems, (str, bytes)):
@@ -430,7 +432,9 @@ def system_correlation_ci(
     mx = np.array([m[g].mean() for g in groups])
     hy = np.array([h[g].mean() for g in groups])
     r, p = correlation(mx, hy, method=method)
-    if len(names) >= 3:
+    # one story per system: every stratified resample is the table itself, so the "CI" was [r, r]
+    singletons = len(names) >= 3 and all(g.size == 1 for g in groups)
+    if len(names) >= 3 and not singletons:
         boots = _stratified_bootstrap(groups, m, h, method, n_resamples, seed)
     else:
         boots = np.empty(0)
@@ -447,8 +451,17 @@ def system_correlation_ci(
     }
     if math.isnan(r):  # over the systems' means
         out["undefined"] = undefined_reason(mx, hy, unit="system", human_what="mean human scores")
+    elif singletons:
+        out["ci_undefined"] = SINGLE_STORY_SYSTEMS
     _count_undefined(out, boots, n_resamples)
     return out
+
+
+#: why a system-level CI is n/a when every system has one story (`system_correlation_ci`)
+SINGLE_STORY_SYSTEMS = (
+    "every system has one story with both scores, so resampling each system's stories cannot move the system means "
+    "(the interval would be r itself): no CI; judge more stories per system, or read the story-level CI"
+)
 
 
 #: |r_AB| within this of 1: the two metrics are the same up to a linear map (their r with people are then equal)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -65,6 +66,14 @@ def _shown(p: Path) -> str:
 def _rows(n: int, plural: str, singular: str) -> str:
     """``3 rows judge`` / ``1 row judges``."""
     return f"{n} rows {plural}" if n != 1 else f"1 row {singular}"
+
+
+def name_of(value: str | None) -> str:
+    """A system, item or worker name of a table as it is matched: the spaces around it dropped and in Unicode NFC,
+    as story ids are (`vistkit.data.story.clean_id`), so that ``résumé`` typed with a combining accent on some rows
+    is the same system as ``résumé`` on the others (it was two systems that print alike)."""
+    text = (value or "").strip()
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
 def is_reference_system(system: str | None) -> bool:
@@ -367,6 +376,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     votes = _SignVotes()
     repeated = _RepeatedRows()
     odd_norms: list[tuple[int, float, str]] = []  # (line, rank_norm, what label and order say) where they disagree
+    same_text: list[int] = []  # lines whose two stories are one text: no metric can order them
 
     def kept(value: str) -> str:
         return strings.setdefault(value, value)
@@ -433,6 +443,8 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                     "buckets would mix two units; give every row its order (the number of stories ranked), or no row"
                 )
             repeated.add(row, n)
+            if row["sent1"] == row["sent2"] or row["sent1"].split() == row["sent2"].split():
+                same_text.append(n)
             records.append(
                 _PairRow(
                     pair_id=str(row.get("pair_id") or n - 2),
@@ -440,8 +452,8 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                     img_seq=parse_img_seq(row.get("img_seq", "")),
                     text_1=kept(row["sent1"]),
                     text_2=kept(row["sent2"]),
-                    system_1=kept((row.get("model_base") or "story1").strip()),
-                    system_2=kept((row.get("model_comp") or "story2").strip()),
+                    system_1=kept(name_of(row.get("model_base")) or "story1"),
+                    system_2=kept(name_of(row.get("model_comp")) or "story2"),
                     label=label,
                     gap=float(gap),
                     agreement=agreement,
@@ -458,6 +470,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
         label_sign = votes.result(str(p))
     repeated.warn(p)
     repeated.seen.clear()
+    _warn_same_text(same_text, p)
     strings.clear()  # the records hold the strings they need
     pairs = _pairs_of(records, label_sign)
     _warn_odd_rank_norms(odd_norms, len(pairs), p)
@@ -542,6 +555,20 @@ def _warn_odd_rank_norms(odd: Sequence[tuple[int, float, str]], total: int, p: P
         f"{p}: rank_norm disagrees with label / order in {len(odd)} of {total} rows (first: line {line}, rank_norm "
         f"{shown_number(got)} where {instead}); the gap buckets use the file's rank_norm, so fix those rows or "
         "remove the rank_norm column to use label / order"
+    )
+
+
+def _warn_same_text(lines: Sequence[int], p: Path) -> None:
+    """One warning for the rows whose two stories are the same text (spaces aside): every metric ties on such a
+    pair, and a tie counts as wrong wherever people preferred one of them."""
+    if not lines:
+        return
+    from vistkit.errors import warn
+
+    warn(
+        f"{_shown(p)}: {_rows(len(lines), 'set', 'sets')} a story against the same text (first: line {lines[0]}); "
+        "no metric can order such a pair, so it counts as wrong wherever its label prefers one side: check that "
+        "sent1 and sent2 hold the two stories"
     )
 
 
@@ -659,7 +686,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
                 task["stories"][key] = RankedStory(
                     key=key,
                     text=row.get("text", ""),
-                    system=row.get("system", ""),
+                    system=name_of(row.get("system")),
                     story_id=row.get("story_id", ""),
                     img_seq=parse_img_seq(row.get("img_seq", "")),
                 )
@@ -691,8 +718,8 @@ def _same_story(
     """``story`` with the text and system of another row of it filled in where it had none; a row of the same
     task and story with a different text or system is refused (it is another story: the first would be kept
     silently). ``lines``: the first line that gave each field."""
-    found = {"text": " ".join((row.get("text") or "").split()), "system": (row.get("system") or "").strip()}
-    known = {"text": " ".join(story.text.split()), "system": story.system.strip()}
+    found = {"text": " ".join((row.get("text") or "").split()), "system": name_of(row.get("system"))}
+    known = {"text": " ".join(story.text.split()), "system": name_of(story.system)}
     for name, value in found.items():
         if not value:
             continue
@@ -982,7 +1009,7 @@ def _read_judgements(
             if n_read > limit:
                 what = "rows (each an annotator's labels of a story)" if binary else "rows (each a worker's ratings)"
                 raise too_many_rows(p, limit, what=what, kind="stories per file", env=STORIES_ENV)
-            k = (row[sys_col].strip(), row[item_col].strip())
+            k = (name_of(row[sys_col]), name_of(row[item_col]))
             blank = next((c for c, v in ((sys_col, k[0]), (item_col, k[1])) if not v), None)
             if blank is None and has_worker and not row["worker"].strip():
                 blank = "worker"
@@ -999,7 +1026,7 @@ def _read_judgements(
                 repeats += 1
                 first_repeat = first_repeat or (n, first_line[i])
             if has_worker:
-                w = workers.setdefault(row["worker"].strip(), len(workers))
+                w = workers.setdefault(name_of(row["worker"]), len(workers))
                 seen = judged.setdefault((i, w), n)
                 if seen != n:
                     repeats += 1

@@ -225,8 +225,18 @@ def _score_each_story(
         for item_id, why in result.excluded.items():
             if index.get(item_id, -1) >= 0:
                 reasons[index[item_id]] = why
-    if not signature:
-        raise InputError(f"{metric.name}: no pair could be scored (check --references and --key)")
+    if not signature:  # say why (the most common reason a story was left out), not only where to look
+        from collections import Counter
+
+        commonest = Counter(r for r in reasons.values() if r).most_common(1)
+        said = f": {commonest[0][0]} ({commonest[0][1]:,} of {len(units):,} stories)" if commonest else ""
+        hint = (
+            " (Reference Absent, on by default, removes each story from its own references, so a story whose only"
+            " reference is itself has none left: give more references per key, or --no-reference-absent)"
+            if reference_absent and metric.needs_references
+            else ""
+        )
+        raise InputError(f"{metric.name}: no pair could be scored{said}{hint}; check --references and --key")
     if metric.needs_references and reference_absent and "refabsent" not in signature:
         signature = signature.replace("|key:", "|refabsent:yes|key:", 1)
     s1 = np.array([values[a] for a, _ in unit_of])

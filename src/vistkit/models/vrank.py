@@ -125,12 +125,27 @@ def set_threads(threads: int | None) -> None:
 
 # --------------------------------------------------------------------------------------------------- data
 def pair_target(pair: Any, target: str) -> float:
-    """The regression target of a `StoryPair`: its gap (rank units) or the gap divided by N (``normalised``)."""
+    """The regression target of a `StoryPair`: its gap (rank units) or the gap divided by N (``normalised``;
+    `check_target` refuses pairs without N first, whose raw gap this gives)."""
     if target == "normalised":
         if pair.gap_norm is not None:
             return float(math.copysign(abs(pair.gap_norm), pair.gap)) if pair.gap else 0.0
         return float(pair.gap / pair.n_stories) if pair.n_stories else float(pair.gap)
     return float(pair.gap)
+
+
+def check_target(pairs: Sequence[Any], target: str) -> None:
+    """Refuse ``target="normalised"`` when a pair gives neither its N (``order``) nor its ``rank_norm``:
+    `pair_target` could only give its raw gap, and the model would regress two units under one name."""
+    if target != "normalised":
+        return
+    lacking = [p for p in pairs if not p.n_stories and p.gap_norm is None]
+    if lacking:
+        raise InputError(
+            f"--target normalised divides each pair's gap by N, but {len(lacking):,} of the {len(pairs):,} pairs "
+            f"give neither order nor rank_norm (first: pair {lacking[0].pair_id!r:.40}); give every pair its order "
+            "(the number of stories ranked), or train with --target gap"
+        )
 
 
 def symmetric_examples(pairs: Sequence[Any], *, target: str = "gap") -> list[tuple[str, str, float]]:
@@ -465,14 +480,15 @@ def train_vrank(
     total)`` is called after every optimiser step. ``threads``: CPU threads for torch (process-wide; e.g. 1 for tiny
     models on a busy machine).
     """
-    _torch()
-    set_threads(threads)
-    from vistkit.models.runtime import choose_device
-
     settings = settings or VrankSettings()
     settings.check()
     if not pairs:
         raise InputError("there are no pairs to train on")
+    check_target(pairs, settings.target)  # before torch loads or a folder is made
+    _torch()
+    set_threads(threads)
+    from vistkit.models.runtime import choose_device
+
     dev = choose_device(device)
     out = Path(out)
     from vistkit.data.output import MARKER, MODEL_MARKERS, prepare_folder

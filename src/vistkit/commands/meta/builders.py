@@ -64,8 +64,10 @@ def build_pairs_cmd(
 def _split_eq(v: str, opt: str) -> tuple[str, str]:
     if "=" not in v:
         raise InputError(f"{opt} {v!r}: write SYSTEM=VALUE")
+    from vistkit.meta.human import name_of
+
     a, b = v.split("=", 1)
-    return a.strip(), b.strip()
+    return name_of(a), b.strip()  # a system name as --machine's (`_parse_story_files`)
 
 
 @meta_app.command("rankings-to-pairs")

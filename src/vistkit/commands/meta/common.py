@@ -417,9 +417,11 @@ def pairs_assessment(
 
 
 def _parse_story_files(values: list[str], option: str = "--stories") -> dict[str, tuple[Path, str]]:
-    """``SYSTEM=FILE[:FIELD]`` values of ``option`` as ``{system: (file, field)}``; a system named twice is
-    refused (the second file silently replaced the first)."""
+    """``SYSTEM=FILE[:FIELD]`` values of ``option`` as ``{system: (file, field)}``, names matched as the tables'
+    (`vistkit.meta.human.name_of`); a system named twice is refused (the second file silently replaced the
+    first)."""
     from vistkit.data.readers import split_field
+    from vistkit.meta.human import name_of
 
     out: dict[str, tuple[Path, str]] = {}
     for v in values:
@@ -430,7 +432,7 @@ def _parse_story_files(values: list[str], option: str = "--stories") -> dict[str
             )
         name, path = v.split("=", 1)
         path, field = split_field(path)  # FILE:FIELD, not ARCHIVE.zip:MEMBER
-        name = name.strip()
+        name = name_of(name)  # as the tables' system names are matched (NFC): one typed two ways is one
         if name in out:
             raise InputError(
                 f"{option} names the system {name!r} twice ({out[name][0]} and {path}); one system has one story "

@@ -195,6 +195,8 @@ def _undefined_note(rows: list[dict[str, Any]]) -> str:
         where = f"{r['metric']} / {r['aspect']}" + (f" ({r['level']} level)" if "level" in r else "")
         if r.get("undefined"):
             seen.setdefault(f"\nnote: n/a for {where}: {r['undefined']}", None)
+        if r.get("ci_undefined"):  # r is defined, its interval is not (one story per system)
+            seen.setdefault(f"\nnote: no CI for {where}: {r['ci_undefined']}", None)
         if r.get("undefined_resamples"):  # the CI is over the other resamples
             degenerate.setdefault((where, r["undefined_resamples"], r["n_resamples"]), []).append(r["method"])
     for (where, k, total), methods in degenerate.items():
