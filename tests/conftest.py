@@ -113,3 +113,8 @@ LONG_MODULES = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first = {name: rank for rank, name in enumerate(LONG_MODULES)}
     items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: the others keep their order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Marks of this suite beyond pyproject's (which the Makefile's install stamp hashes)."""
+    config.addinivalue_line("markers", "hard_limit(seconds): tests/test_hardening.py's per-test time limit")

@@ -85,8 +85,11 @@ def hard_timeout(seconds: float) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _per_test_limit() -> Iterator[None]:
-    with hard_timeout(60):
+def _per_test_limit(request: pytest.FixtureRequest) -> Iterator[None]:
+    """60 s per test, or the ``hard_limit(SECONDS)`` mark's: a test whose command may take longer (its own
+    `cli` limit) must not be cut by this one, which fires wherever the test is (a crashed xdist worker once)."""
+    mark = request.node.get_closest_marker("hard_limit")
+    with hard_timeout(mark.args[0] if mark else 60):
         yield
 
 
@@ -1355,9 +1358,12 @@ def test_three_processes_racing_on_a_cold_helper_cache(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "cache" / "java").iterdir()] == [Path(folder).name]  # no .tmp left
 
 
+@pytest.mark.hard_limit(600)
 def test_ten_thousand_word_story_is_scored_or_excluded_never_a_traceback(tmp_path: Path) -> None:
     """A 10,000-word story (and its references) through the CLI with n-gram, redundancy and learned metrics:
-    exit 0 and finite scores; where a model cannot take it, an exclusion with the reason, not a crash."""
+    exit 0 and finite scores; where a model cannot take it, an exclusion with the reason, not a crash. (The
+    ranker's LM reads the longest run of its sentences that fits the LM's 8,192 tokens: about 40 s of one
+    story on an idle 2-core CPU, minutes on a loaded one.)"""
     words = "the family went to the beach and we saw a big boat on the water".split()
     long_text = " ".join(words[i % len(words)] + (" ." if i % 20 == 19 else "") for i in range(10_000))
     hyp = tmp_path / "hyp.jsonl"
@@ -1366,7 +1372,7 @@ def test_ten_thousand_word_story_is_scored_or_excluded_never_a_traceback(tmp_pat
     hyp.write_text(json.dumps({"story_id": "s1", "text": long_text, "photo_ids": photos}) + "\n")
     ref.write_text(json.dumps({"story_id": "r1", "text": long_text[::-1], "photo_ids": photos}) + "\n")
     metrics = ["bleu-4", "rouge-l", "rovist-nr", "story-ranker", "coherence"]
-    code, out, err = cli("score", hyp, "-r", ref, "-m", ",".join(metrics), "--format", "json", limit=120)
+    code, out, err = cli("score", hyp, "-r", ref, "-m", ",".join(metrics), "--format", "json", limit=540)
     assert code == 0, err
     result = json.loads(out)
     assert all(math.isfinite(result["scores"][m]) for m in metrics), result["scores"]
