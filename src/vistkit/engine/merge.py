@@ -135,9 +135,10 @@ class StreamTotals:
         self.corpus_from_stats: Any = None
 
     def add(self, part: Score) -> None:
-        """Add one part's item scores and, when it has additive statistics, their column sums."""
+        """Add one part's item scores (a copy: the engine then hands ``part`` to the caller's ``on_part``, which may
+        change it) and, when it has additive statistics, their column sums."""
         self.n_items += len(part.item_ids)
-        self.scores.append(np.asarray(part.item_scores, dtype=float))
+        self.scores.append(np.array(part.item_scores, dtype=float))
         if part.stats is not None and part.corpus_from_stats is not None:
             s = np.asarray(part.stats).sum(axis=0)
             self.stat_sums = s if self.stat_sums is None else self.stat_sums + s

@@ -105,6 +105,39 @@ class Score:
     excluded: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Own copies of what the Score was given: a metric may hand out arrays it caches (the coco family keeps
+        one table of statistics per set of texts), and a caller changing its result must never change the next
+        result of the same stories."""
+        import numpy as np
+
+        self.item_scores = np.array(self.item_scores, dtype=float)
+        if self.stats is not None:
+            self.stats = np.array(self.stats)
+        self.item_ids = list(self.item_ids)
+        self.excluded = dict(self.excluded or {})
+        self.extra = dict(self.extra or {})
+
+    def __eq__(self, other: object) -> bool:
+        """Equal results: the same metric, signature, keying, item ids, scores and statistics (NaN equal to NaN,
+        as an undefined item is the same in both), exclusions and extras; ``corpus_from_stats`` (a function) is
+        not compared."""
+        if not isinstance(other, Score):
+            return NotImplemented
+        return (
+            self.metric == other.metric
+            and self.signature == other.signature
+            and self.keying == other.keying
+            and self.item_ids == other.item_ids
+            and _same_value(self.corpus, other.corpus)
+            and _same_value(self.item_scores, other.item_scores)
+            and _same_value(self.stats, other.stats)
+            and _same_value(self.excluded, other.excluded)
+            and _same_value(self.extra, other.extra)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # a Score can be changed, so it is not hashable
+
     @property
     def n(self) -> int:
         """How many items count towards the corpus score."""
@@ -140,6 +173,29 @@ class Score:
             "excluded": len(self.excluded),
             **({"extra": self.extra} if self.extra else {}),
         }
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two parts of a `Score` are equal: arrays element by element and floats with NaN equal to NaN,
+    dicts, lists and tuples part by part (never numpy's "truth value of an array is ambiguous")."""
+    import numpy as np
+
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape:
+            return False
+        if a.dtype.kind in "fc" or b.dtype.kind in "fc":
+            return bool(np.array_equal(a, b, equal_nan=True))
+        return bool(np.array_equal(a, b))
+    if isinstance(a, float | np.floating) and isinstance(b, float | np.floating):
+        return bool(a == b or (math.isnan(a) and math.isnan(b)))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # values whose == is not one yes/no
+        return a is b
 
 
 def corpus_mean(values: Any) -> float:
@@ -421,7 +477,8 @@ References = StorySet | Sequence[Story] | Sequence[str] | Sequence[Sequence[str]
 
 
 def _kind(value: Any) -> str:
-    """``storyset``, ``stories``, ``texts``, ``groups`` (lists of lists of texts), ``dict`` or ``other``."""
+    """``storyset``, ``stories``, ``texts``, ``groups`` (a list of texts or of text lists, one each), ``dict``
+    or ``other``."""
     if isinstance(value, StorySet):
         return "storyset"
     if isinstance(value, Mapping):
@@ -432,8 +489,8 @@ def _kind(value: Any) -> str:
         return "stories"
     if all(isinstance(v, str) for v in value):
         return "texts"
-    if all(isinstance(v, Sequence) and not isinstance(v, str | bytes) for v in value):
-        return "groups"
+    if all(isinstance(v, str) or (isinstance(v, Sequence) and not isinstance(v, bytes)) for v in value):
+        return "groups"  # lists of texts, or one text each for some: references "one text or a list each"
     return "other"
 
 
@@ -467,8 +524,14 @@ def as_stories(stories: Any, what: str, *, tag: str = "") -> list[Story]:
 def _convert_hint(value: Any) -> str:
     """How to turn a container `as_story_sets` does not take into one it does (a NumPy array, a pandas Series, a
     generator, a set: unordered, so it cannot be matched by position)."""
+    import os
+
+    if isinstance(value, str | bytes | os.PathLike):
+        return " (a file: read it with vistkit.read_stories(PATH) first; one story: give [text])"
     if isinstance(value, set | frozenset):
         return " (a set has no order, so its texts cannot be matched by position: give a list)"
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas DataFrame
+        return " (a DataFrame: pass dict(zip(frame[ID], frame[TEXT])) to match by id, or frame[TEXT].tolist())"
     if hasattr(value, "to_dict") and hasattr(value, "tolist"):  # a pandas Series
         return " (pass series.to_dict() to match by index, or series.tolist() by position)"
     if hasattr(value, "tolist") and hasattr(value, "dtype"):  # a NumPy array
@@ -476,6 +539,29 @@ def _convert_hint(value: Any) -> str:
     if isinstance(value, Iterator):
         return " (a generator or iterator: pass list(...))"
     return ""
+
+
+def _odd_element(value: Any, what: str) -> str:
+    """For a list `_kind` cannot read: the first element unlike the first one (a None or NaN among texts, a text
+    among Story objects), or a first element that is no story at all (bytes); "" when there is none."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
+        return ""
+    first = value[0]
+    if isinstance(first, Story):
+        wanted: tuple[type, ...] = (Story,)
+    elif what == "reference":
+        wanted = (str, list, tuple)
+    elif isinstance(first, str):
+        wanted = (str,)
+    else:
+        wanted = ()
+    i = next((i for i, v in enumerate(value) if not isinstance(v, wanted)), None) if wanted else 0
+    if i is None:
+        return ""
+    bad = value[i]
+    expected = "a Story" if wanted == (Story,) else "a text or a list of texts" if what == "reference" else "a text"
+    decode = "; decode it: text.decode('utf-8')" if isinstance(bad, bytes) else ""
+    return f" ({what} {i} is {type(bad).__name__}, not {expected}{decode})"
 
 
 def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, StorySet | None, Keying | None]:
@@ -490,10 +576,12 @@ def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, St
     """
     hk = _kind(hypotheses)
     if hk == "other":
-        raise InputError(f"cannot score {type(hypotheses).__name__} stories{_convert_hint(hypotheses)}: {_SHAPES}")
+        hint = _convert_hint(hypotheses) or _odd_element(hypotheses, "story")
+        raise InputError(f"cannot score {type(hypotheses).__name__} stories{hint}: {_SHAPES}")
     rk = None if references is None else _kind(references)
     if rk == "other":
-        raise InputError(f"cannot use {type(references).__name__} references{_convert_hint(references)}: {_SHAPES}")
+        hint = _convert_hint(references) or _odd_element(references, "reference")
+        raise InputError(f"cannot use {type(references).__name__} references{hint}: {_SHAPES}")
     if hk in ("storyset", "stories"):
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
         if rk is None or rk in ("storyset", "stories"):
@@ -938,9 +1026,10 @@ def metric_options(cls: type[Metric]) -> list[str]:
     return [p for p, v in params.items() if p != "self" and v.kind in named]
 
 
-def check_options(cls: type[Metric], options: Iterable[str]) -> None:
-    """`InputError` naming the first option ``cls`` does not take, and the ones it does (a metric whose
-    ``__init__`` takes ``**options`` of its own decides itself)."""
+def check_options(cls: type[Metric], options: Iterable[str], *, keywords: Sequence[str] = ()) -> None:
+    """`InputError` naming the first option ``cls`` does not take, the ones it does, and the option (or caller's
+    keyword, ``keywords``: `score`'s own) it was probably meant to be (a metric whose ``__init__`` takes
+    ``**options`` of its own decides itself)."""
     import inspect
 
     params = inspect.signature(cls.__init__).parameters.values()
@@ -949,7 +1038,36 @@ def check_options(cls: type[Metric], options: Iterable[str]) -> None:
     allowed = metric_options(cls)
     unknown = [k for k in options if k not in allowed]
     if unknown:
-        raise InputError(f"{cls.name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})")
+        meant = did_you_mean(str(unknown[0]), [*allowed, *keywords])
+        raise InputError(
+            f"{cls.name} has no option {unknown[0]!r} (its options: {', '.join(allowed) or 'none'})"
+            + (f"; did you mean {meant}?" if meant else "")
+        )
+
+
+def did_you_mean(name: str, candidates: Sequence[str]) -> str | None:
+    """The candidate ``name`` most likely misspells: the same but for case, ``_`` and ``-`` (``Key``,
+    ``lower_case``), a close spelling (``tokenise``, ``keying``), or an abbreviation keeping its first letter
+    and the order of its letters (``refs`` for ``references``); None when none is close."""
+    import difflib
+
+    def folded(text: str) -> str:
+        return text.lower().replace("_", "").replace("-", "")
+
+    word = folded(name)
+    if not word:
+        return None
+    same = [c for c in candidates if folded(c) == word]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(word, [folded(c) for c in candidates], n=1, cutoff=0.6)
+    if close:
+        return next(c for c in candidates if folded(c) == close[0])
+    for c in candidates:
+        letters = iter(folded(c))
+        if len(word) >= 3 and folded(c)[:1] == word[:1] and all(ch in letters for ch in word):
+            return c
+    return None
 
 
 #: the most CPU threads a metric's ``num_threads`` option may ask torch for (as ``vistkit vrank train --threads``)
@@ -976,6 +1094,10 @@ def get_metric(name: str, **options: Any) -> Metric:
     return cls(**options)
 
 
+#: `score`'s own keywords, suggested for a misspelt option (``keying=`` for ``key=``, ``refs=``)
+_SCORE_KEYWORDS = ("references", "key", "template", "require_all", "reference_absent")
+
+
 def score(
     name: str,
     hypotheses: Stories,
@@ -993,7 +1115,8 @@ def score(
     `Metric.score`; the other ``options`` go to the metric."""
     check_flag(reference_absent, "reference_absent")
     check_flag(require_all, "require_all")
-    check_template(template)
+    template = check_template(template)  # read once: a generator given as the template is then used up
+    check_options(get_metric_class(name), options, keywords=_SCORE_KEYWORDS)
     return get_metric(name, **options).score(
         hypotheses, references, key=key, template=template, require_all=require_all, reference_absent=reference_absent
     )

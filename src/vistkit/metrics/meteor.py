@@ -25,6 +25,7 @@ round alike (tests/test_meteor.py compares them within 4e-16 relative).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -112,6 +113,16 @@ def pool_meteor_stats(rows: np.ndarray) -> np.ndarray:
     total = a.sum(axis=0)
     total[CHUNKS] -= float(np.count_nonzero(perfect))
     return total
+
+
+def _pooled_corpus(
+    rows: np.ndarray, *, alpha: float, beta: float, gamma: float, delta: float, weights: tuple[float, ...]
+) -> float:
+    """The corpus METEOR of per-item statistics ``rows``, pooled as the jar's EVAL pools them (a perfect item's
+    chunk is not added), with Meteor's formula (`meteor_from_stats`)."""
+    return meteor_from_stats(
+        pool_meteor_stats(rows), alpha=alpha, beta=beta, gamma=gamma, delta=delta, weights=weights
+    )
 
 
 def meteor_from_stats(
@@ -318,16 +329,14 @@ class _PooledMeteor(Metric):
             stats[keep] = np.asarray(result.stats, dtype=float).reshape(len(keep), width)
             scores[keep] = np.asarray(result.scores, dtype=float)
 
-        def corpus_from_stats(rows: np.ndarray) -> float:
-            total = pool_meteor_stats(rows)  # as the jar's EVAL pools (a perfect item's chunk is not added)
-            return meteor_from_stats(
-                total,
-                alpha=info.alpha,
-                beta=info.beta,
-                gamma=info.gamma,
-                delta=info.delta,
-                weights=info.module_weights,
-            )
+        corpus_from_stats = functools.partial(
+            _pooled_corpus,
+            alpha=info.alpha,
+            beta=info.beta,
+            gamma=info.gamma,
+            delta=info.delta,
+            weights=tuple(info.module_weights),
+        )  # a module-level function: a result can be pickled (a multiprocessing pool returning it)
 
         # the pooled corpus score from the statistics with Meteor's formula in Python, the code the Ray merge and
         # the bootstrap use, so all three agree bit for bit; the jar's EVAL (result.corpus) may differ by 1 ulp
