@@ -93,3 +93,24 @@ def read_page(client: Any, token: str) -> Page:
 def rank_by(texts: list[str], preference: list[str]) -> str:
     """The ``ranking`` field that orders the shown ``texts`` as in ``preference`` (best first)."""
     return ",".join(str(texts.index(t) + 1) for t in preference)
+
+
+def submit_ranking(client: Any, token: str, answer: str = "1,2,3") -> Any:
+    """Open ``token``'s task page and submit ``answer`` as its ranking, asking for JSON; the page's own answer
+    (an ``httpx.Response``) when the page offered no task (503 while claiming)."""
+    import httpx
+
+    page = read_page(client, token)
+    if page.assignment is None:
+        return httpx.Response(page.status, text=page.html)
+    form = {"assignment": page.assignment, "csrf": page.csrf or "", "ranking": answer}
+    return client.post(f"/a/{token}/submit", data=form, headers={"accept": "application/json"})
+
+
+def stored_judgements(path: Path) -> int:
+    """How many judgements the study at ``path`` holds, read by a fresh connection."""
+    st = db.open_study(path)
+    try:
+        return count(st, db.judgements)
+    finally:
+        st.engine.dispose()

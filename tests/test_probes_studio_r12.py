@@ -16,14 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from studio_helpers import count, make_study, plan_items, read_page
+from studio_helpers import count, make_study, plan_items, stored_judgements, submit_ranking
 
 from vistkit.studio import db, simulate
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 httpx = pytest.importorskip("httpx", reason="the studio tests need httpx (studio extra)")
 
-JSON = {"accept": "application/json"}
 CLI = "import sys; from vistkit.cli import main; sys.exit(main(sys.argv[1:]))"
 SECURITY = ("content-security-policy", "x-content-type-options", "referrer-policy", "x-frame-options")
 
@@ -74,22 +73,6 @@ def _headers(answer: bytes) -> tuple[int, dict[str, str]]:
     head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
     status = int(head[0].split()[1])
     return status, {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
-
-
-def _post(client: httpx.Client, token: str, answer: str = "1,2,3") -> httpx.Response:
-    page = read_page(client, token)
-    if page.assignment is None:  # the task page itself was refused
-        return httpx.Response(page.status, text=page.html)
-    form = {"assignment": page.assignment, "csrf": page.csrf or "", "ranking": answer}
-    return client.post(f"/a/{token}/submit", data=form, headers=JSON)
-
-
-def _stored(path: Path) -> int:
-    st = db.open_study(path)
-    try:
-        return count(st, db.judgements)
-    finally:
-        st.engine.dispose()
 
 
 @pytest.fixture
@@ -162,18 +145,18 @@ def test_a_changed_wal_or_shm_file_is_recovered_from_on_the_next_request(
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as c:
             for token in tokens[:3]:
-                assert _post(c, token).json() == {"saved": True, "duplicate": False}
+                assert submit_ranking(c, token).json() == {"saved": True, "duplicate": False}
                 acked += 1
             _change(path, change)
             for token in tokens[3:6]:
-                r = _post(c, token)
+                r = submit_ranking(c, token)
                 assert r.status_code == 200 and r.json() == {"saved": True, "duplicate": False}, r.text[:300]
                 acked += 1
             assert c.get(f"/a/{tokens[0]}/progress").json()["done"] == 1
     finally:
         log = _log(proc)  # kill -9: no checkpoint on the way out
     assert log.count("was opened again (nothing was lost") == 1 and "Traceback" not in log, log
-    assert _stored(path) == acked == 6
+    assert stored_judgements(path) == acked == 6
 
 
 def test_a_changed_log_while_another_program_has_the_study_open_is_503_until_it_is_closed(
@@ -196,15 +179,15 @@ def test_a_changed_log_while_another_program_has_the_study_open_is_503_until_it_
     )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as c:
-            assert _post(c, tokens[0]).json() == {"saved": True, "duplicate": False}
+            assert submit_ranking(c, tokens[0]).json() == {"saved": True, "duplicate": False}
             time.sleep(0.5)  # the other program has opened the study
             _change(path, "delete -wal")
-            r = _post(c, tokens[1])
+            r = submit_ranking(c, tokens[1])
             assert r.status_code == 503 and "moved or replaced on the server" in r.text, r.text[:300]
             assert other.stdin is not None
             other.stdin.close()
             other.wait(timeout=30)
-            r = _post(c, tokens[2])
+            r = submit_ranking(c, tokens[2])
             assert r.status_code == 200 and r.json()["saved"] is True, r.text[:300]
     finally:
         if other.poll() is None:
@@ -212,7 +195,7 @@ def test_a_changed_log_while_another_program_has_the_study_open_is_503_until_it_
             other.wait(timeout=30)
         log = _log(proc)
     assert "another program has the study open too" in log and "Traceback" not in log
-    assert _stored(path) == 2
+    assert stored_judgements(path) == 2
 
 
 # ------------------------------------------------------------------------------------------- two inits at once
@@ -300,22 +283,22 @@ def test_an_old_copy_of_the_log_put_back_under_a_served_study_is_never_replayed(
     wal = Path(f"{path}-wal")
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as c:
-            assert _post(c, tokens[0]).json() == {"saved": True, "duplicate": False}
+            assert submit_ranking(c, tokens[0]).json() == {"saved": True, "duplicate": False}
             acked += 1
             snapshot = wal.read_bytes()
             for token in tokens[1:4]:
-                assert _post(c, token).json() == {"saved": True, "duplicate": False}
+                assert submit_ranking(c, token).json() == {"saved": True, "duplicate": False}
                 acked += 1
             (path.parent / "restored").write_bytes(snapshot)
             os.replace(path.parent / "restored", wal)
             for token in tokens[4:6]:
-                r = _post(c, token)
+                r = submit_ranking(c, token)
                 assert r.status_code == 200 and r.json() == {"saved": True, "duplicate": False}, r.text[:300]
                 acked += 1
     finally:
         log = _log(proc)
     assert "Traceback" not in log, log
-    assert _stored(path) == acked == 6
+    assert stored_judgements(path) == acked == 6
     kept = list(path.parent.glob(f"{wal.name}.replaced-*"))
     assert len(kept) == 1 and kept[0].read_bytes() == snapshot
 

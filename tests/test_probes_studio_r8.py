@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from meta_dummies import dummy_metrics_registered
-from studio_helpers import count, make_study, read_page
+from studio_helpers import make_study, read_page, stored_judgements, submit_ranking
 
 from vistkit.studio import db, simulate
 
@@ -72,22 +72,6 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> str:
     return proc.stderr.read().decode(errors="replace") if proc.stderr else ""
 
 
-def _post(client: httpx.Client, token: str, answer: str = "1,2,3") -> httpx.Response:
-    page = read_page(client, token)
-    if page.assignment is None:  # the task page itself was refused (503 while claiming)
-        return httpx.Response(page.status, text=page.html)
-    form = {"assignment": page.assignment, "csrf": page.csrf or "", "ranking": answer}
-    return client.post(f"/a/{token}/submit", data=form, headers=JSON)
-
-
-def _stored(path: Path) -> int:
-    st = db.open_study(path)
-    try:
-        return count(st, db.judgements)
-    finally:
-        st.engine.dispose()
-
-
 @pytest.fixture
 def study(tmp_path: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
     made = make_study(tmp_path, n_items=6, per_item=1, annotators=6)
@@ -112,7 +96,7 @@ def test_a_changed_wal_or_shm_file_loses_nothing_acknowledged_at_kill_9(
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             for token in tokens[:2]:
-                assert _post(c, token).json() == {"saved": True, "duplicate": False}
+                assert submit_ranking(c, token).json() == {"saved": True, "duplicate": False}
                 acked += 1
             how, side = change.split()
             target = Path(f"{path}{side}")
@@ -124,13 +108,13 @@ def test_a_changed_wal_or_shm_file_loses_nothing_acknowledged_at_kill_9(
                 (path.parent / "new").write_bytes(b"")
                 os.replace(path.parent / "new", target)
             for token in tokens[2:4]:  # round 12: the next request recovers (log copied, study reopened)
-                assert _post(c, token).json() == {"saved": True, "duplicate": False}
+                assert submit_ranking(c, token).json() == {"saved": True, "duplicate": False}
                 acked += 1
     finally:
         simulate.kill(proc)  # kill -9: no checkpoint on the way out
     log = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     assert f"{side} file was deleted, moved or replaced" in log and "Traceback" not in log
-    assert _stored(path) == acked == 4
+    assert stored_judgements(path) == acked == 4
 
 
 def test_sqlite_re_creating_its_wal_file_is_not_a_change(study: tuple[Path, list[str], list[str]]) -> None:
@@ -143,13 +127,13 @@ def test_sqlite_re_creating_its_wal_file_is_not_a_change(study: tuple[Path, list
     path, tokens, _ = study
     st = db.open_study(path)
     c = TestClient(create_app(st))
-    assert _post(c, tokens[0]).json() == {"saved": True, "duplicate": False}  # type: ignore[arg-type]
+    assert submit_ranking(c, tokens[0]).json() == {"saved": True, "duplicate": False}  # type: ignore[arg-type]
     st.close()  # every connection closed: the -wal file is gone ...
     assert not Path(f"{path}-wal").exists()
-    assert _post(c, tokens[1]).json() == {"saved": True, "duplicate": False}  # type: ignore[arg-type]
+    assert submit_ranking(c, tokens[1]).json() == {"saved": True, "duplicate": False}  # type: ignore[arg-type]
     assert Path(f"{path}-wal").exists()  # ... and a new one took its place
     st.close()
-    assert _stored(path) == 2
+    assert stored_judgements(path) == 2
 
 
 def test_a_symlinked_study_on_a_path_with_spaces_and_non_ascii_characters(tmp_path: Path) -> None:
@@ -169,18 +153,18 @@ def test_a_symlinked_study_on_a_path_with_spaces_and_non_ascii_characters(tmp_pa
     proc = _start(link, port)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            assert _post(c, made.tokens[0]).json() == {"saved": True, "duplicate": False}
+            assert submit_ranking(c, made.tokens[0]).json() == {"saved": True, "duplicate": False}
             assert sorted(p.name for p in folder.iterdir()) == ["rank.db", "rank.db-shm", "rank.db-wal"]
             assert Path(f"{made.path}-wal").stat().st_mode & 0o077 == 0
             assert main(["studio", "export", str(link), "--format", "jsonl", "-o", str(folder / "ö ut.jsonl")]) == 0
             assert main(["studio", "export", str(link), "--format", "jsonl", "-o", str(made.path)]) == 1  # the study
             Path(f"{made.path}-wal").unlink()
-            assert _post(c, made.tokens[1]).json() == {"saved": True, "duplicate": False}  # recovered (round 12)
+            assert submit_ranking(c, made.tokens[1]).json() == {"saved": True, "duplicate": False}  # recovered
     finally:
         log = _stop(proc)
     assert "rank.db-wal file was deleted" in log
     assert len((folder / "ö ut.jsonl").read_text(encoding="utf-8").splitlines()) == 1
-    assert _stored(link) == 2
+    assert stored_judgements(link) == 2
 
 
 # ------------------------------------------------------------------------------------------- connections
@@ -265,14 +249,14 @@ def test_slow_and_idle_connections_are_cut_and_the_others_are_answered(
         assert all(r.startswith(b"HTTP/1.1 408") or r == b"" for r in replies), {r[:40] for r in replies}
         assert any(r.startswith(b"HTTP/1.1 408") for r in replies)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            assert _post(c, tokens[1]).json() == {"saved": True, "duplicate": False}  # an ordinary client
+            assert submit_ranking(c, tokens[1]).json() == {"saved": True, "duplicate": False}  # an ordinary client
     finally:
         for s in socks:
             s.close()
         _stop(proc)
     text = log_file.read_text(encoding="utf-8", errors="replace")
     assert "Traceback" not in text and len(text) < 2000, text[-2000:]
-    assert _stored(path) == 1  # the trickled answer was not stored
+    assert stored_judgements(path) == 1  # the trickled answer was not stored
 
 
 # ------------------------------------------------------------------------------------------- signals
@@ -288,13 +272,13 @@ def test_sighup_stops_the_server_as_sigterm_does(study: tuple[Path, list[str], l
     proc = _start(path, port)
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
         for token in tokens[:2]:
-            assert _post(c, token).json() == {"saved": True, "duplicate": False}
+            assert submit_ranking(c, token).json() == {"saved": True, "duplicate": False}
     log = _stop(proc, signal.SIGHUP)
     assert proc.returncode == -signal.SIGHUP and "Traceback" not in log
     copy = tmp_path / "copy" / "alone.db"
     copy.parent.mkdir()
     shutil.copyfile(path, copy)  # the .db file alone
-    assert _stored(copy) == 2
+    assert stored_judgements(copy) == 2
 
     def nohup() -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -345,7 +329,7 @@ def test_sigstop_then_a_resent_submission_is_stored_once(study: tuple[Path, list
         proc.send_signal(signal.SIGCONT)
         log = _stop(proc)
     assert "Traceback" not in log
-    assert _stored(path) == 2
+    assert stored_judgements(path) == 2
 
 
 def test_sigterm_while_annotators_submit_loses_nothing_acknowledged(tmp_path: Path) -> None:
@@ -416,7 +400,7 @@ def test_a_file_size_limit_during_writes_is_503_and_the_study_still_opens_and_ex
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             for token in made.tokens[:7]:
-                r = _post(c, token)
+                r = submit_ranking(c, token)
                 if r.status_code == 200:
                     assert refused == 0  # once full, it stays full
                     acked += 1
@@ -427,13 +411,13 @@ def test_a_file_size_limit_during_writes_is_503_and_the_study_still_opens_and_ex
             unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
             resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, unlimited)  # the disk has room again
             for token in made.tokens[7:]:
-                assert _post(c, token).json() == {"saved": True, "duplicate": False}
+                assert submit_ranking(c, token).json() == {"saved": True, "duplicate": False}
                 acked += 1
     finally:
         simulate.kill(proc)
     log = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     assert acked >= 1 and refused >= 1 and "Traceback" not in log
-    assert _stored(made.path) == acked
+    assert stored_judgements(made.path) == acked
     out = tmp_path / "out.jsonl"
     assert main(["studio", "export", str(made.path), "--format", "jsonl", "-o", str(out)]) == 0
     assert len(out.read_text(encoding="utf-8").splitlines()) == acked
@@ -578,7 +562,7 @@ def test_bodies_at_and_over_the_limit_malformed_and_mistyped_and_200_at_once(
     finally:
         log = _stop(proc)
     assert "Traceback" not in log
-    assert _stored(path) == 1
+    assert stored_judgements(path) == 1
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "3601"])
