@@ -189,6 +189,7 @@ def test_environment_table_defaults_and_ranges_are_the_codes(monkeypatch: pytest
         "VISTKIT_MAX_STORIES": limits.STORIES_DEFAULT,
         "VISTKIT_MAX_JSON_VALUES": limits.JSON_VALUES_DEFAULT,
         "VISTKIT_MAX_CONTEXT_SENTENCES": limits.CONTEXT_SENTENCES_DEFAULT,
+        "VISTKIT_MAX_NGRAM_WORDS": limits.NGRAM_WORDS_DEFAULT,
         "VISTKIT_MAX_PAIRS": limits.PAIRS_DEFAULT,
         "VISTKIT_JAVA_TIMEOUT": java.JAVA_TIMEOUT,
         "VISTKIT_RAY_START_TIMEOUT": ray_engine.START_TIMEOUT,
@@ -722,7 +723,7 @@ def test_formats_lists_every_input_limit_the_environment_table_names(capsys: pyt
     listed = capsys.readouterr().out
     env = _env_table()
     limits = [v for v in env if v.startswith("VISTKIT_MAX_") or v == "VISTKIT_CACHE_MB"]
-    assert len(limits) == 7
+    assert len(limits) == 8  # VISTKIT_MAX_NGRAM_WORDS since round 12
     for var in limits:
         assert var in listed, var
         assert env[var][1] in listed, (var, env[var][1])

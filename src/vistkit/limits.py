@@ -72,6 +72,13 @@ MAX_GAP_BUCKETS = 100
 #: 100,000-character story holds 33,000 ("A. B. A. ..."); dhm-c's ALBERT reads at most 512 tokens, far fewer
 CONTEXT_SENTENCES_ENV = "VISTKIT_MAX_CONTEXT_SENTENCES"
 CONTEXT_SENTENCES_DEFAULT = 1_000
+#: words (PTB tokens) of the stories the coco metrics score in one run, each story counted with its references
+#: (bleu-1..4 and cider-d keep ~250 bytes a word in their n-gram table, rouge-l's time grows with them): 300 stories
+#: of 100,000 characters scored against themselves took 1.7 GB, one key with 5,000 references of 800 words (a 39 MB
+#: file) 2.4 GB, and a 256 MiB reference file would need ~15 GB; scoring VIST's train split (40,155 stories of ~55
+#: words) against its references holds about 4.5 million
+NGRAM_WORDS_ENV = "VISTKIT_MAX_NGRAM_WORDS"
+NGRAM_WORDS_DEFAULT = 10_000_000
 
 
 def _env_int(name: str, default: int, *, scale: int = 1) -> int:
@@ -178,6 +185,24 @@ def too_many_context_sentences(n_sentences: int) -> str | None:
     )
 
 
+def max_ngram_words() -> int:
+    """Most words (hypotheses with their references) the coco metrics score in one run (`VISTKIT_MAX_NGRAM_WORDS`;
+    default 10,000,000)."""
+    return _env_int(NGRAM_WORDS_ENV, NGRAM_WORDS_DEFAULT)
+
+
+def too_many_ngram_words(count: int) -> InputError | None:
+    """The one error for ``count`` words over `max_ngram_words`, else None."""
+    limit = max_ngram_words()
+    if count <= limit:
+        return None
+    return InputError(
+        f"the stories to score hold {count:,} words with their references, over vistkit's limit of {limit:,} for "
+        f"bleu, rouge-l and cider-d (their n-gram tables take about 250 bytes a word); score fewer stories or "
+        f"references at a time, or raise the limit with {NGRAM_WORDS_ENV}=<n>"
+    )
+
+
 def cache_bytes() -> int:
     """Bytes each in-memory embedding cache keeps: `VISTKIT_CACHE_MB` MiB (a fraction is fine; 0 keeps nothing),
     default 512."""
@@ -271,6 +296,12 @@ LIMIT_ROWS = [
         f"a story of more than {CONTEXT_SENTENCES_DEFAULT:,} sentences is excluded with the reason (each sentence is "
         "read with all the ones before it)",
         f"{CONTEXT_SENTENCES_ENV}=<n>",
+    ],
+    [
+        "coco n-gram words",
+        f"bleu-1..4, rouge-l, cider-d: {NGRAM_WORDS_DEFAULT:,} words (PTB tokens) per run, each story counted with "
+        "its references (the n-gram table takes about 250 bytes a word); counted before the table is built",
+        f"{NGRAM_WORDS_ENV}=<n>",
     ],
     [
         "gap buckets",

@@ -186,12 +186,19 @@ def coco_inputs(items: Sequence[Item]) -> CocoInputs:
     """The tokenised set for ``items``.
 
     The same texts give the same (cached) object, so the metrics of one run share the tokenisation and the
-    n-gram statistics.
+    n-gram statistics. More words than `vistkit.limits.max_ngram_words` are refused (`InputError`).
     """
+    from vistkit.limits import too_many_ngram_words
+
     texts = [it.hypothesis.text for it in items]
     for it in items:
         texts.extend(r.text for r in it.references)
-    tokens = iter(ptb_tokenize_cached(texts))
+    tokenized = ptb_tokenize_cached(texts)
+    # the table repeats a reference for each item it serves: counted as it holds them
+    error = too_many_ngram_words(sum(len(t.split()) for t in tokenized))
+    if error is not None:
+        raise error
+    tokens = iter(tokenized)
     hyps = tuple(next(tokens) for _ in items)
     refs = tuple(tuple(next(tokens) for _ in it.references) for it in items)
     key = (hyps, refs)

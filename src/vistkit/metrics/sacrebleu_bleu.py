@@ -1,10 +1,13 @@
 """``sacrebleu``: corpus BLEU computed by the sacreBLEU package (Post 2018), its signature passed through.
 
 Each item (story) contributes sacreBLEU's own sufficient statistics (hypothesis length, closest reference
-length, matched and total n-gram counts, from ``BLEU._extract_corpus_statistics``), so the corpus score and
-every bootstrap resample are sacreBLEU's corpus BLEU of the selected stories, exactly. Items with a varying
-number of references are passed as reference streams padded with ``None``, which is how sacreBLEU accepts a
-variable reference count.
+length, matched and total n-gram counts, from ``BLEU._compute_segment_statistics``), so the corpus score and
+every bootstrap resample are sacreBLEU's corpus BLEU of the selected stories, exactly. The statistics are made
+one item at a time, reading one reference at a time and keeping only the reference n-grams the hypothesis holds
+(the only ones sacreBLEU's statistics look up): ``BLEU._extract_corpus_statistics`` takes reference streams (one
+list per reference position, as long as the corpus, padded with ``None``) and keeps every n-gram of every
+reference of the corpus, so one key with 5,000 references among 200,000 stories made 10^9 list slots (out of
+memory on a 27 MB input) and 5,000 long references of one key 2 GB of n-gram counts.
 """
 
 from __future__ import annotations
@@ -215,20 +218,46 @@ class SacreBleu(Metric):
 
     # -- statistics ------------------------------------------------------------------------------------------
     def statistics(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
-        """sacreBLEU's per-item statistics (items x (2 + 2 * max order)); ``references[i]``: item i's refs."""
+        """sacreBLEU's per-item statistics (items x (2 + 2 * max order)); ``references[i]``: item i's refs.
+
+        The same integers as ``BLEU._extract_corpus_statistics(hypotheses, streams)``, made item by item in memory
+        that does not grow with the corpus or with an item's references (see the module's docstring). Sets
+        ``num_refs`` of the corpus scorer as sacreBLEU does (-1 when the count varies)."""
         if len(hypotheses) != len(references):
             raise InputError("sacrebleu: there must be one list of references per hypothesis")
+        width = 2 + 2 * self.max_ngram_order
         if not hypotheses:
-            return np.zeros((0, 2 + 2 * self.max_ngram_order), dtype=np.int64)
-        width = max(len(r) for r in references)
+            return np.zeros((0, width), dtype=np.int64)
         if min(len(r) for r in references) == 0:
             raise InputError("sacrebleu: every hypothesis needs at least one reference")
-        # sacreBLEU takes reference *streams* (one per reference position); None pads a shorter item.
-        streams: list[list[str | None]] = [
-            [refs[j] if j < len(refs) else None for refs in references] for j in range(width)
-        ]
-        stats = self._corpus._extract_corpus_statistics(list(hypotheses), streams)
-        return np.asarray(stats, dtype=np.int64).reshape(len(hypotheses), -1)
+        stats = np.zeros((len(hypotheses), width), dtype=np.int64)
+        for i, (hyp, refs) in enumerate(zip(hypotheses, references, strict=True)):
+            stats[i] = self._item_statistics(hyp, refs)
+        counts = {len(r) for r in references}
+        self._corpus.num_refs = counts.pop() if len(counts) == 1 else -1
+        return stats
+
+    def _item_statistics(self, hypothesis: str, references: Sequence[str]) -> list[int]:
+        """One item's statistics, as ``BLEU._extract_corpus_statistics`` makes them (its reference info, then
+        ``_compute_segment_statistics``), keeping of the references' n-gram counts only those of the
+        hypothesis's n-grams (the only ones looked up)."""
+        from sacrebleu.metrics.helpers import extract_all_word_ngrams
+
+        bleu = self._corpus
+        hyp = bleu._preprocess_segment(hypothesis)
+        wanted, _ = extract_all_word_ngrams(hyp, 1, self.max_ngram_order)
+        best: dict[tuple[str, ...], int] = {}
+        ref_lens = []
+        for ref in references:
+            ngrams, ref_len = extract_all_word_ngrams(bleu._preprocess_segment(ref), 1, self.max_ngram_order)
+            ref_lens.append(ref_len)
+            small, large = (ngrams, wanted) if len(ngrams) <= len(wanted) else (wanted, ngrams)
+            for gram in small:
+                if gram in large:
+                    count = ngrams[gram]
+                    if count > best.get(gram, 0):
+                        best[gram] = count
+        return list(bleu._compute_segment_statistics(hyp, {"ref_ngrams": best, "ref_lens": ref_lens}))
 
     def corpus_from_stats(self, stats: np.ndarray) -> float:
         """Corpus BLEU of any selection of rows: sacreBLEU's formula on the summed statistics."""

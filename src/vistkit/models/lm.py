@@ -862,10 +862,21 @@ def scored_sentence(sentence: str) -> str:
     return text if any(c != " " and unicodedata.category(c) != "Cf" for c in text) else ""
 
 
+#: the most padded tokens one forward batch may hold: its log-probabilities over SmolLM2's 49,152-word vocabulary
+#: take 4 bytes each, 26 GB at this size (2^24 once allowed 3 TB: "ran out of memory" after loading everything)
+MAX_BATCH_TOKENS = 1 << 17
+
+
 def check_batch_tokens(batch_tokens: int | None) -> None:
-    """`InputError` unless ``batch_tokens`` is None (the device's default) or a whole number in [1, 2^24]."""
-    if batch_tokens is not None and (isinstance(batch_tokens, bool) or not 1 <= int(batch_tokens) <= 1 << 24):
-        raise InputError(f"batch_tokens must be a whole number from 1 to {1 << 24:,} (got {batch_tokens!r})")
+    """`InputError` unless ``batch_tokens`` is None (the device's default) or a whole number in [1,
+    `MAX_BATCH_TOKENS`]."""
+    if batch_tokens is not None and (
+        isinstance(batch_tokens, bool) or not 1 <= int(batch_tokens) <= MAX_BATCH_TOKENS
+    ):
+        raise InputError(
+            f"batch_tokens must be a whole number from 1 to {MAX_BATCH_TOKENS:,} (got {batch_tokens!r}): one batch's "
+            "log-probabilities take about 200 KB a token with SmolLM2's vocabulary"
+        )
 
 
 def batch_budget(batch_tokens: int | None, device: Any) -> int:
