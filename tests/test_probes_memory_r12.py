@@ -149,3 +149,16 @@ def test_an_lm_batch_cannot_ask_for_terabytes() -> None:
     for bad in (MAX_BATCH_TOKENS + 1, 1 << 24):
         with pytest.raises(InputError, match="batch_tokens must be a whole number from 1 to 131,072"):
             check_batch_tokens(bad)
+
+
+def test_a_huge_bertscore_batch_size_is_held_to_a_token_budget_on_the_cpu() -> None:
+    """`-O bertscore.batch_size=65536` put every text in one CPU batch (the token budget was 10^12): 2,000 texts
+    of 512 tokens needed tens of GB of attention scores. A CPU batch now holds at most `CPU_TOKEN_BUDGET` padded
+    tokens, which the default batch size never reaches."""
+    from vistkit.metrics.bertscore import CPU_TOKEN_BUDGET
+    from vistkit.models.runtime import batches_by_length
+
+    lengths = [512] * 2000
+    batches = batches_by_length(lengths, batch_size=65536, max_tokens=CPU_TOKEN_BUDGET)
+    assert max(len(b) for b in batches) * 512 <= CPU_TOKEN_BUDGET
+    assert 64 * 512 <= CPU_TOKEN_BUDGET  # the default batch of the longest texts fits: default runs are unchanged

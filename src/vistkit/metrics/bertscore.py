@@ -148,6 +148,11 @@ def _model_label(name: str, path: Path) -> str:
     return f"{model_label(name)}@{model_fingerprint(path)}"
 
 
+#: padded tokens of one CPU batch at most, whatever ``batch_size`` says: 2,000 texts of 512 tokens in one batch
+#: (``-O bertscore.batch_size=65536``) needed tens of GB of attention scores; the default (64 texts) never reaches it
+CPU_TOKEN_BUDGET = 1 << 16
+
+
 class _Encoder:
     """A tokenizer + encoder truncated to the chosen layer; embeds texts into unit-norm token vectors."""
 
@@ -257,7 +262,8 @@ class _Encoder:
     def embed(self, ids: Sequence[Sequence[int]], *, batch_size: int) -> list[np.ndarray]:
         """Unit-norm embeddings (tokens x dim, float32) of each id sequence, batched by length.
 
-        On a GPU the batches are sized by a token budget (`default_token_budget`) rather than ``batch_size``,
+        On a CPU a batch holds ``batch_size`` texts and at most `CPU_TOKEN_BUDGET` padded tokens. On a GPU the
+        batches are sized by a token budget (`default_token_budget`) rather than ``batch_size``,
         every batch is launched before any result is copied back (no wait per batch), and the padded
         embeddings come back in one copy per batch at the end.
         """
@@ -270,7 +276,7 @@ class _Encoder:
         gpu = device.type == "cuda"
         runner = DeviceBatches(
             device,
-            token_budget=default_token_budget(device, model_size=self.size) if gpu else 10**12,
+            token_budget=default_token_budget(device, model_size=self.size) if gpu else CPU_TOKEN_BUDGET,
             batch_size=4096 if gpu else batch_size,
             max_padding=0.15 if gpu else None,
         )
