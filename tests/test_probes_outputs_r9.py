@@ -386,13 +386,13 @@ SLOW_WRITER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from vistkit.commands.common import writes_output
-    from vistkit.data.output import open_output, replaced_folder, write_text
+    from vistkit.data.output import open_output, prepare_folder, replaced_folder, write_text
 
     kind, out, made = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 
     @writes_output(out="file" if kind == "file" else "folder", made="folder")
     def verb(out, made, force=True):  # as a verb of the CLI: --force, the inputs, a folder it makes
-        made.mkdir()
+        prepare_folder(made)  # a folder the verb makes, as its writers make them (a plain mkdir is not its own)
         (made / "part").write_text("x")
         if kind == "file":
             with open_output(out) as fh:

@@ -228,6 +228,7 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
         check_output_folder,
         output_policy,
         probe_writable,
+        removable,
     )
 
     def decorate(func: Callable[..., None]) -> Callable[..., None]:
@@ -265,8 +266,8 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
                 try:
                     func(*args, **kwargs)
                 except BaseException:  # an error or Ctrl-C: no half-written folder under the name the user gave
-                    for folder in new_folders:
-                        if folder.is_dir() and not folder.is_symlink():
+                    for folder in new_folders:  # not a folder of the user's (or another run's report) made
+                        if removable(folder):  # under that name while this run worked (its writer refused it)
                             shutil.rmtree(folder, ignore_errors=True)
                     raise
 

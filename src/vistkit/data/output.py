@@ -19,7 +19,10 @@
   the old content (the rename gives the name a new file).
 - **Folders** (reports, converted or trained models, the studio demo) are written only if they are new, empty or
   carry vistkit's marker file `MARKER` (replacing an earlier vistkit output needs ``--force``); a folder holding
-  anything else (a user's ``index.html``) is never written into.
+  anything else (a user's ``index.html``) is never written into. A folder replaced whole (`replaced_folder`: a
+  report, a model) lists its files in its marker, and ``--force`` refuses it while it holds anything else that the
+  user put there (notes, a sub-folder, a table of their own). A command that fails removes only an output folder
+  its own writers made, never one that appeared under that name while it ran (`removable`).
 - **Atomic.** Every file is written to a temporary file in the same folder, flushed to disk (``fsync``) and renamed
   over the final name (`os.replace`): a crash or a full disk never leaves a half-written file under that name, and
   the temporary file (``.NAME.partial-XXXXXXXX.tmp``) is removed on failure, on Ctrl-C, and in the CLI on
@@ -41,6 +44,7 @@ import contextlib
 import csv
 import dataclasses
 import errno
+import json
 import os
 import re
 import shutil
@@ -147,11 +151,57 @@ def output_policy(*, force: bool, inputs: Iterable[Any] = (), cli: bool = True) 
     if cli:
         refuse_stdout_input(policy)
     token = _POLICY.set(policy)
+    folders = _FOLDERS.set(_FOLDERS.get() or _Folders())  # a nested policy: the same command
     try:
         with _terminated_cleanly() if cli else contextlib.nullcontext():
             yield policy
     finally:
+        _FOLDERS.reset(folders)
         _POLICY.reset(token)
+
+
+@dataclasses.dataclass
+class _Folders:
+    """The folders (device, inode) that writers made within the running `output_policy`, and those they refused
+    as another's (a folder that appeared under an output name while the command ran: the user's, another run's
+    report); see `removable`."""
+
+    made: set[tuple[int, int]] = dataclasses.field(default_factory=set)
+    refused: set[tuple[int, int]] = dataclasses.field(default_factory=set)
+
+
+_FOLDERS: ContextVar[_Folders | None] = ContextVar("vistkit_output_folders", default=None)
+
+
+def _folder_id(folder: str | Path) -> tuple[int, int] | None:
+    """A folder's (device, inode), or None when it is no folder (a link is not followed)."""
+    try:
+        st = os.lstat(folder)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _note_folder(folder: Path, *, made: bool) -> None:
+    """Remember that this command made ``folder``, or refused it as another's (see `removable`)."""
+    record = _FOLDERS.get()
+    ident = _folder_id(folder)
+    if record is not None and ident is not None:
+        if made:
+            record.made.add(ident)
+        elif ident not in record.made:
+            record.refused.add(ident)
+
+
+def removable(folder: str | Path) -> bool:
+    """Whether a command that failed may remove ``folder``, an output folder that did not exist when it started:
+    only a folder (not a link) that a writer of this command made (`replaced_folder`, `prepare_folder`). A folder
+    that another process made under that name while the command ran (a user's folder with their files, another
+    run's finished report) is kept, also when the command failed (or was stopped with Ctrl-C) before its writer
+    came to that folder: removing what no writer of this run made could delete someone else's files."""
+    ident = _folder_id(folder)
+    record = _FOLDERS.get()
+    return ident is not None and record is not None and ident in record.made
 
 
 def refuse_stdout_input(policy: OutputPolicy | None = None) -> None:
@@ -601,6 +651,7 @@ def check_output(path: str | Path, *, force: bool | None = None) -> Path:
                 "it holds, so give a regular file name"
             )
     if _is_stream(p):
+        _refuse_others_file(p)
         return p
     if os.path.islink(p):  # a link is written through: its target is replaced, the link stays
         p = _follow_links(p)[0]
@@ -678,6 +729,43 @@ def _process_fd(p: Path) -> int | None:
     return int(match.group(2))
 
 
+def _refuse_others_file(p: Path) -> None:
+    """Refuse a name of a regular file that another process has open (``/proc/PID/fd/N``): it would be opened by
+    that name and overwritten in place (truncated at once, not atomic, no ``--force`` asked). This process's own
+    descriptors (``/dev/stdout``, ``/dev/fd/3``) are written through as the shell's redirection says, unless one
+    is open for reading only."""
+    if not _follow_links(p)[1]:
+        return
+    fd = _process_fd(p)
+    if fd is not None:
+        if _read_only_descriptor(fd):  # writing gave "unexpected OSError: Bad file descriptor"
+            raise _error(
+                f"{p} is open for reading only (a redirection such as {fd}< FILE); open it for writing ({fd}> FILE) "
+                "or give a file name for the output"
+            )
+        return
+    try:
+        st = os.stat(p)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        raise _error(
+            f"{p} names the file {os.path.realpath(p)}, which another process has open; writing there would "
+            "overwrite it in place, so give the file's own path (an existing file is then replaced only with --force) "
+            "or another output name"
+        )
+
+
+def _read_only_descriptor(fd: int) -> bool:
+    """Whether this process's descriptor ``fd`` is open for reading only (``3< FILE``)."""
+    try:
+        import fcntl
+
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
 def _is_stream(p: Path) -> bool:
     """A device or a pipe (``/dev/null``, ``/dev/full``, a FIFO), or a name of a file the process has open
     (``/dev/stdout``, `_follow_links`): written in place, never replaced."""
@@ -701,8 +789,21 @@ def is_standard_output(path: str | Path) -> bool:
         return False
 
 
-def check_output_folder(path: str | Path, *, force: bool | None = None, markers: Sequence[str] = (MARKER,)) -> Path:
-    """Check that an output folder may be written (new, empty, or vistkit's with ``--force``); writes nothing."""
+def check_output_folder(
+    path: str | Path, *, force: bool | None = None, markers: Sequence[str] = (MARKER,), whole: bool = False
+) -> Path:
+    """Check that an output folder may be written (new, empty, or vistkit's with ``--force``); writes nothing.
+    ``whole``: the folder is to be replaced whole (`replaced_folder`), so an earlier output holding files vistkit
+    did not write there (the user's notes) is refused too. A folder refused is noted as not this command's to
+    remove (`removable`)."""
+    try:
+        return _check_output_folder(path, force=force, markers=markers, whole=whole)
+    except OutputError:
+        _note_folder(Path(path), made=False)
+        raise
+
+
+def _check_output_folder(path: str | Path, *, force: bool | None, markers: Sequence[str], whole: bool) -> Path:
     policy = current_policy()
     force = policy.force if force is None else force
     p = Path(path)
@@ -735,14 +836,52 @@ def check_output_folder(path: str | Path, *, force: bool | None = None, markers:
     if not others:
         return p
     if not own:
-        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise _error(
-            f"{p} holds files vistkit did not write ({shown}); give a new or empty folder (vistkit never writes "
-            "into a folder it did not make)"
+            f"{p} holds files vistkit did not write ({_some(others)}); give a new or empty folder (vistkit never "
+            "writes into a folder it did not make)"
+        )
+    listed = marker_files(p) if whole else None
+    added = [] if listed is None else [e for e in others if e not in listed]
+    if added:  # the user's notes put into an earlier report: replacing the folder would delete them
+        raise _error(
+            f"{p} holds an earlier vistkit output and files vistkit did not write there ({_some(added)}); "
+            "replacing the folder would delete them, so move them out of it or choose another folder"
         )
     if not force:
         raise _error(f"{p} holds an earlier vistkit output; pass --force to replace it, or choose another folder")
     return p
+
+
+def _some(names: Sequence[str]) -> str:
+    """The first three names, then how many more."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+_MARKER_FILES = "files: "
+
+def _write_marker(folder: Path, files: Sequence[str] | None = None) -> None:
+    """Write ``folder``'s `MARKER`; ``files``: the names vistkit put into it (`replaced_folder`), on a last line
+    ``files: ["a.csv", ...]`` (JSON, ASCII), so that ``--force`` can tell them from files added later."""
+    from vistkit import __version__
+
+    text = f"written by vistkit {__version__}; vistkit replaces this folder's files only with --force\n"
+    if files is not None:
+        text += _MARKER_FILES + json.dumps(sorted(files)) + "\n"
+    (folder / MARKER).write_text(text, encoding="utf-8")
+
+
+def marker_files(folder: str | Path) -> list[str] | None:
+    """The names that vistkit wrote into ``folder`` as its `MARKER` lists them, or None where it lists none (a
+    folder filled bit by bit, an older vistkit, a marker not vistkit's): such a folder is judged by its marker
+    alone."""
+    try:
+        lines = (Path(folder) / MARKER).read_text(encoding="utf-8").splitlines()
+        value = json.loads(lines[-1][len(_MARKER_FILES) :]) if lines[-1].startswith(_MARKER_FILES) else None
+    except (OSError, UnicodeError, ValueError, IndexError):
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value
 
 
 def probe_writable(path: str | Path) -> None:
@@ -766,15 +905,11 @@ def prepare_folder(path: str | Path, *, force: bool | None = None, markers: Sequ
     """`check_output_folder`, then create the folder and its marker file; returns the folder."""
     p = check_output_folder(path, force=force, markers=markers)
     try:
-        p.mkdir(exist_ok=True)
-        marker = p / MARKER
-        if not marker.exists():
-            from vistkit import __version__
-
-            marker.write_text(
-                f"written by vistkit {__version__}; vistkit replaces this folder's files only with --force\n",
-                encoding="utf-8",
-            )
+        if not p.exists():
+            p.mkdir()
+            _note_folder(p, made=True)
+        if not (p / MARKER).exists():
+            _write_marker(p)
     except OSError as exc:
         raise _os_error(p / MARKER if p.exists() else p, exc, folder=p.exists()) from None
     return p
@@ -793,7 +928,7 @@ def replaced_folder(
     as vistkit's (`MODEL_MARKERS` for a model folder).
     A file that the running command reads inside the folder is refused first (replacing the folder would
     delete it)."""
-    p = check_output_folder(path, force=force, markers=markers)
+    p = check_output_folder(path, force=force, markers=markers, whole=True)
     p = Path(os.path.realpath(p)) if p.is_symlink() else Path(os.path.abspath(p))  # a link stays: its folder goes
     if Path(os.getcwd()).resolve().is_relative_to(p.resolve()):
         raise _error(
@@ -810,6 +945,7 @@ def replaced_folder(
     parent = p.parent if str(p.parent) else Path(".")
     try:
         tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.new-"))
+        _note_folder(tmp, made=True)  # the rename keeps its inode: the folder under the final name is this command's
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0o700; a report is as readable as any folder
     except OSError as exc:
         raise _os_error(p, exc, folder=True) from None
@@ -824,9 +960,11 @@ def replaced_folder(
                 raise
             raise _error(str(exc).replace(str(tmp), str(path).rstrip(os.sep))) from None
         try:
+            _write_marker(tmp, [e for e in os.listdir(tmp) if e != MARKER])  # what --force may replace later
             _fsync_files(tmp)
             with _signals_held():
-                check_output_folder(p, force=force, markers=markers)  # one made meanwhile: judged as at the start
+                # judged as at the start: a folder made meanwhile, files the user put into the old one meanwhile
+                check_output_folder(p, force=force, markers=markers, whole=True)
                 if p.exists():
                     _take_mode(tmp, p)  # a replaced folder keeps its permissions (a private report stays private)
                     old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name}.old-"))
