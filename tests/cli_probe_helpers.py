@@ -60,3 +60,55 @@ def one_error(capsys: pytest.CaptureFixture[str], *args: Any, code: int = 1) -> 
     lines = err.strip().splitlines()
     assert got == code and len(lines) == 1 and lines[0].startswith("error: "), (got, err)
     return lines[0]
+
+
+def error_line(err: str, *words: str) -> str:
+    """The one ``error:`` line of ``err`` (progress lines aside), not the catch-all, holding each of ``words``."""
+    from conftest import message_lines
+
+    lines = message_lines(err)
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "unexpected" not in lines[0], err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+GiB = 1 << 30
+
+
+def limited_run(
+    args: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    limit: int = 2 * GiB,
+    timeout: int = 300,
+    cap: str = "RLIMIT_AS",
+) -> Any:
+    """``python -m vistkit ARGS`` in a subprocess whose address space is capped at ``limit`` bytes (``cap``:
+    RLIMIT_DATA for runs that start Java, whose JVM reserves more address space than it uses); the
+    ``subprocess.CompletedProcess`` (text)."""
+    import os
+    import subprocess
+    import sys
+
+    import vistkit
+
+    code = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.{cap}, ({limit}, {limit}))\n"
+        "from vistkit.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    full_env = {
+        **os.environ,
+        # the vistkit this test imports (a checkout's src/ or the installed package), not whatever is on PATH
+        "PYTHONPATH": str(Path(vistkit.__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        **(env or {}),
+    }
+    full_env.pop("VISTKIT_DEBUG", None)  # a MemoryError must read as a failure, not pass as a traceback
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )

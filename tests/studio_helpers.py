@@ -114,3 +114,34 @@ def stored_judgements(path: Path) -> int:
         return count(st, db.judgements)
     finally:
         st.engine.dispose()
+
+
+def serve_child(study: Path, port: int, *extra: str, preexec: Any = None) -> Any:
+    """`vistkit studio serve STUDY --port PORT EXTRA...` in a child process (its log on a pipe; ``preexec`` runs in
+    the child first: limits, signals), returned once it answers /healthz (60 s at most)."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from vistkit.studio import simulate
+
+    cli = "import sys; from vistkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", cli, "studio", "serve", str(study), "--port", str(port), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode(errors="replace") if proc.stderr else "exited")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    simulate.kill(proc)
+    raise RuntimeError("the server did not start")

@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import struct
-import subprocess
-import sys
 import zipfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_probe_helpers import GiB, limited_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import vistkit
 from tests.conftest import message_lines
 from vistkit.cli import main
 from vistkit.data.readers import load_json, read_stories
@@ -32,7 +29,6 @@ from vistkit.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 META = REPO / "tests" / "fixtures" / "meta"
-GiB = 1 << 30
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -49,31 +45,6 @@ def one_error(err: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "unexpected" not in lines[0]
     return lines[0]
-
-
-def limited_run(
-    args: list[str], *, env: dict[str, str] | None = None, limit: int = 2 * GiB
-) -> subprocess.CompletedProcess:
-    """``python -m vistkit ARGS`` in a subprocess whose address space is capped at ``limit`` bytes."""
-    code = (
-        "import resource, sys\n"
-        f"resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
-        "from vistkit.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
-    )
-    full_env = {
-        **os.environ,
-        # the vistkit this test imports (a checkout's src/ or the installed package), not whatever is on PATH
-        "PYTHONPATH": str(Path(vistkit.__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        **(env or {}),
-    }
-    full_env.pop("VISTKIT_DEBUG", None)  # a MemoryError must read as a failure, not pass as a traceback
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=full_env, timeout=300
-    )
 
 
 def deflated(size: int, *, prefix: bytes = b'{"1": "') -> bytes:

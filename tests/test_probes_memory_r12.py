@@ -7,51 +7,17 @@ regression shows as a refusal or an out-of-memory failure here, never as a machi
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_probe_helpers import limited_run
 
-import vistkit
 from vistkit.errors import InputError
 
-GiB = 1 << 30
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="needs Java for the PTB tokeniser")
-
-
-def limited_run(
-    args: list[str],
-    *,
-    env: dict[str, str] | None = None,
-    limit: int = 2 * GiB,
-    timeout: int = 300,
-    cap: str = "RLIMIT_AS",
-) -> subprocess.CompletedProcess[str]:
-    """``python -m vistkit ARGS`` in a subprocess whose address space is capped at ``limit`` bytes (``cap``:
-    RLIMIT_DATA for runs that start Java, whose JVM reserves more address space than it uses)."""
-    code = (
-        "import resource, sys\n"
-        f"resource.setrlimit(resource.{cap}, ({limit}, {limit}))\n"
-        "from vistkit.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
-    )
-    full_env = {
-        **os.environ,
-        "PYTHONPATH": str(Path(vistkit.__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        **(env or {}),
-    }
-    full_env.pop("VISTKIT_DEBUG", None)  # a MemoryError must read as a failure, not pass as a traceback
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=full_env, timeout=timeout
-    )
 
 
 def write_jsonl(path: Path, rows: Iterable[tuple[str, str, list[str]]]) -> Path:

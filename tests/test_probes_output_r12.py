@@ -29,10 +29,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_probe_helpers import error_line as one_error
+from cli_probe_helpers import run_cli as run
 from meta_dummies import FIX, dummy_metrics_registered
 
-from tests.conftest import message_lines
-from vistkit.cli import main
 from vistkit.data import output
 from vistkit.errors import OutputError
 
@@ -51,20 +51,6 @@ def pairs(tmp_path: Path) -> Path:
     p.parent.mkdir()
     p.write_bytes((FIX / "vhed_small.csv").read_bytes())
     return p
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    return code, capsys.readouterr().err
-
-
-def one_error(err: str, *words: str) -> str:
-    lines = message_lines(err)
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "unexpected" not in lines[0], err
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
 
 
 def report_args(pairs: Path, rep: Path) -> list[str | Path]:

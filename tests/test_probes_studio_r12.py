@@ -16,35 +16,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from studio_helpers import count, make_study, plan_items, stored_judgements, submit_ranking
+from studio_helpers import count, make_study, plan_items, serve_child, stored_judgements, submit_ranking
 
 from vistkit.studio import db, simulate
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 httpx = pytest.importorskip("httpx", reason="the studio tests need httpx (studio extra)")
 
-CLI = "import sys; from vistkit.cli import main; sys.exit(main(sys.argv[1:]))"
 SECURITY = ("content-security-policy", "x-content-type-options", "referrer-policy", "x-frame-options")
 
 
 def _start(study: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
     """`vistkit studio serve` in a child process (log on a pipe), once it answers /healthz."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CLI, "studio", "serve", str(study), "--port", str(port), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(proc.stderr.read().decode(errors="replace") if proc.stderr else "exited")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    simulate.kill(proc)
-    raise RuntimeError("the server did not start")
+    return serve_child(study, port, *extra)  # type: ignore[no-any-return]
 
 
 def _log(proc: subprocess.Popen[bytes]) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from meta_dummies import dummy_metrics_registered
-from studio_helpers import make_study, read_page, stored_judgements, submit_ranking
+from studio_helpers import make_study, read_page, serve_child, stored_judgements, submit_ranking
 
 from vistkit.studio import db, simulate
 
@@ -42,23 +42,7 @@ def _start(
     answers /healthz; `simulate.start_server` where nothing special is needed."""
     if preexec is None and not extra:
         return simulate.start_server(study, port)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CLI, "studio", "serve", str(study), "--port", str(port), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=preexec,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(proc.stderr.read().decode(errors="replace") if proc.stderr else "exited")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    simulate.kill(proc)
-    raise RuntimeError("the server did not start")
+    return serve_child(study, port, *extra, preexec=preexec)  # type: ignore[no-any-return]
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> str:
