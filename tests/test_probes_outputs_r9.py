@@ -413,6 +413,7 @@ def _interrupt(tmp_path: Path, kind: str, sig: int) -> tuple[int | None, Path]:
         stderr=subprocess.PIPE,
         env=env,
         cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # as a terminal's, also under nohup
     )
     try:
         assert proc.stdout is not None

@@ -253,7 +253,8 @@ def test_sighup_stops_the_server_as_sigterm_does(study: tuple[Path, list[str], l
 
     path, tokens, _ = study
     port = simulate.free_port()
-    proc = _start(path, port)
+    # SIGHUP as a terminal leaves it, also when the suite itself runs under nohup (which the child would inherit)
+    proc = _start(path, port, preexec=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
         for token in tokens[:2]:
             assert submit_ranking(c, token).json() == {"saved": True, "duplicate": False}

@@ -404,8 +404,18 @@ def dhm_score_paths(prefix: str | Path) -> dict[str, Path]:
 #: how each file of a dHM score prefix may be stored, as every vistkit reader opens it: plain, gzip'd or zipped
 #: alone (``gt_test_G.json.gz``, ``gt_test_C.csv.zip``; the suffix in either letter case)
 PACKINGS = ("", ".gz", ".zip", ".GZ", ".ZIP")
-#: a file of a dHM score prefix given in its place (``DIR/gt_test_G.json.gz`` -> ``DIR/gt_test``)
-_PREFIX_FILE = re.compile(r"(?P<prefix>.+)_(?:G\.json|C\.csv|R\.csv)(?:\.gz|\.zip)?", re.IGNORECASE)
+#: the ends of a dHM score prefix's files (``DIR/gt_test_G.json.gz`` is a file of ``DIR/gt_test``)
+_PREFIX_ENDS = tuple(f"_{f}{ext}" for f in ("g.json", "c.csv", "r.csv") for ext in ("", ".gz", ".zip"))
+
+
+def _prefix_of_file(path: str) -> str | None:
+    """The dHM score prefix whose file ``path`` is (``DIR/gt_test_G.json.gz`` -> ``DIR/gt_test``), else None.
+    String ends, not a regular expression: a backtracking ``(.+)_...`` took quadratic time on a long name."""
+    low = path.lower()
+    for end in _PREFIX_ENDS:
+        if low.endswith(end) and len(path) > len(end):
+            return path[: -len(end)]
+    return None
 _MEMBER_LEAD = re.compile(r"^(?:\.?/)+")
 
 
@@ -651,7 +661,7 @@ def read_scores(
             "three files); save the per-item CSV to a file and give its name"
         )
     if is_per_item_csv(p):
-        if _PREFIX_FILE.fullmatch(str(p)) and not _has_score_columns(p, columns or {}):
+        if _prefix_of_file(str(p)) is not None and not _has_score_columns(p, columns or {}):
             raise _not_a_score_source(p)  # DIR/gt_test_C.csv given for the prefix DIR/gt_test
         return read_per_item_scores(p, columns=columns)
     if p.is_dir():
@@ -681,9 +691,8 @@ def _not_a_score_source(p: Path) -> InputError:
     (read as a prefix, it said "missing FILE_G.json, ...")."""
     from vistkit.data.readers import is_zip_name
 
-    one = _PREFIX_FILE.fullmatch(str(p))
-    if one:
-        prefix = one.group("prefix")
+    prefix = _prefix_of_file(str(p))
+    if prefix is not None:
         name = prefix.rpartition(":")[2].replace("\\", "/").rpartition("/")[2]
         return InputError(
             f"{p} is one of the three files of the dHM score prefix {prefix}; give the prefix itself ({prefix}: "
