@@ -131,3 +131,15 @@ def test_a_slow_model_load_is_said_once_and_a_fast_one_is_not(
     err = capsys.readouterr().err
     assert [type(m).__name__ for m in built] == ["Slow", "Fast"]
     assert err.count("slow-metric: loading its models") == 1 and "fast-metric" not in err
+
+
+def test_an_enum_option_refusal_reads_like_the_others(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`--key bogus` said "Invalid value for '--key' / '-k': Value error, 'bogus' is not one of ...": typer's
+    wording of its own choice check leaked; the sentence now reads as every other refused value."""
+    from vistkit.cli import main
+
+    hyps = tmp_path / "h.jsonl"
+    hyps.write_text('{"story_id": "1", "text": "we went to the park ."}\n', encoding="utf-8")
+    assert main(["score", str(hyps), "-m", "rovist-nr", "--key", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: Invalid value for '--key' / '-k': 'bogus' is not one of 'story', 'sequence', 'album'."

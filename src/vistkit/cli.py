@@ -207,7 +207,10 @@ def bad_value(exc: BaseException) -> str | None:
     if "BadParameter" not in names or "MissingParameter" in names:
         return None
     format_message = getattr(exc, "format_message", None)
-    return str(format_message()) if callable(format_message) else None
+    if not callable(format_message):
+        return None
+    # typer's own choice check (an Enum option such as --key) words its ValueError "Value error, 'x' is not ..."
+    return str(format_message()).replace(": Value error, ", ": ", 1)
 
 
 def _asks_for_help(args: list[str]) -> bool:
