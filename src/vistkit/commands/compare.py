@@ -191,13 +191,16 @@ def head_to_head(
 def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: float) -> list[str]:
     """One sentence per metric and system: "the story of A is preferred over that of B for X% of the photo
     sequences" (no possessive: system names such as "ours" stay grammatical)."""
+    def pct(x: float) -> str:  # a share over no item is undefined: n/a, as in the tables
+        return "n/a" if x != x else f"{x:.1%}"
+
     lines = []
     for metric, per_system in h2h.items():
         for system, r in per_system.items():
             lines.append(
-                f"{metric}: the story of {system} is preferred over that of {r['over']} for {r['share']:.1%} of the "
-                f"{UNITS.get(r['unit'], r['unit'])} [{r['ci'][0]:.1%}, {r['ci'][1]:.1%}] "
-                f"(ties {r['ties']:.1%}, n={r['n']}, {confidence:.0%} CI)"
+                f"{metric}: the story of {system} is preferred over that of {r['over']} for {pct(r['share'])} of the "
+                f"{UNITS.get(r['unit'], r['unit'])} [{pct(r['ci'][0])}, {pct(r['ci'][1])}] "
+                f"(ties {pct(r['ties'])}, n={r['n']}, {confidence:.0%} CI)"
             )
     return lines
 
@@ -303,7 +306,11 @@ def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | 
                 notes.append(f"  {m}: {s}'s run was signed {signature}")
         for s in c.systems:  # a test on fewer items than the table's means can even point the other way
             test = c.results[s][m].paired
-            if test is not None and test.n_items < c.n_items[m]:
+            if test is not None and test.n_items == 0:
+                notes.append(
+                    f"  {m}: {s} vs {c.baseline} could not be tested: no item has a defined score for both (n/a)"
+                )
+            elif test is not None and test.n_items < c.n_items[m]:
                 items = f"{test.n_items} item{'' if test.n_items == 1 else 's'}"
                 notes.append(
                     f"  {m}: {s} vs {c.baseline} was tested on the {items} both scored (an undefined score leaves "

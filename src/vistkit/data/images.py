@@ -52,6 +52,7 @@ __all__ = [
     "attach_photos",
     "load_photo_map",
     "parse_bbox",
+    "photo_map_from",
     "read_regions",
     "read_rgb",
 ]
@@ -119,24 +120,35 @@ def load_photo_map(path: str | Path) -> dict[str, tuple[str, ...]]:
     if not is_input_file(p):  # a file, or ARCHIVE.zip:MEMBER
         raise missing_input(p, "photo map (a JSON object story_id -> [photo ids])")
 
+    return photo_map_from(load_json(p), str(p))
+
+
+def photo_map_from(data: Any, where: str) -> dict[str, tuple[str, ...]]:
+    """``{story_id: (photo ids in story order)}`` from a mapping read from JSON or given in Python (``where``
+    names it in errors): each story's photos a list (or tuple) of ids, each id checked as the readers check
+    them; a text in place of the list would be read letter by letter, so it is refused."""
     from vistkit.data.readers import id_text, photo_id_text
 
-    data = load_json(p)
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise InputError(f"{p}: a photo map must be a JSON object story_id -> [photo ids]")
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: a photo map must be a JSON object story_id -> [photo ids]")
     # each id as the stories' readers take it: spaces around a story id dropped (" 45530" is story 45530), a
     # photo id checked (str(None) would look for the photo "None")
     out: dict[str, tuple[str, ...]] = {}
-    given: dict[str, str] = {}
+    given: dict[str, Any] = {}
     for k, v in data.items():
-        key = id_text(k, str(p), "a story id")
+        key = id_text(k, where, "a story id")
+        if not isinstance(v, list | tuple):
+            raise InputError(
+                f"{where}: story {k!r}: its photos must be a list of photo ids in story order, not "
+                f"{type(v).__name__} {str(v)[:40]!r}"
+            )
         if key in given:
             raise InputError(
-                f"{p}: the story ids {given[key]!r} and {k!r} are one id ({key!r}) once the spaces around them are "
+                f"{where}: the story ids {given[key]!r} and {k!r} are one id ({key!r}) once the spaces around them are "
                 "dropped; keep one"
             )
         given[key] = k
-        out[key] = tuple(photo_id_text(x, f"{p}: story {k!r}", j) for j, x in enumerate(v, start=1))
+        out[key] = tuple(photo_id_text(x, f"{where}: story {k!r}", j) for j, x in enumerate(v, start=1))
     return out
 
 

@@ -32,13 +32,19 @@ def image_store(images: Any, regions: Any = None, max_regions: int = 10) -> Any:
 
 
 def with_photo_map(stories: StorySet, photos: Any) -> StorySet:
-    """Fill in photos from a ``{story_id: [photo ids]}`` map (a dict or a JSON path)."""
+    """Fill in photos from a ``{story_id: [photo ids]}`` map (a dict, or the path of a JSON file), checked as
+    `load_photo_map` checks the file."""
     if photos is None:
         return stories
-    from vistkit.data.images import attach_photos, load_photo_map
+    import os
 
-    mapping = photos if isinstance(photos, dict) else load_photo_map(photos)
-    return attach_photos(stories, {str(k): tuple(str(x) for x in v) for k, v in mapping.items()})
+    from vistkit.data.images import attach_photos, load_photo_map, photo_map_from
+
+    if isinstance(photos, str | os.PathLike):
+        mapping = load_photo_map(os.fspath(photos))
+    else:
+        mapping = photo_map_from(photos, "photos")
+    return attach_photos(stories, mapping)
 
 
 class PhotoMetric(Metric):

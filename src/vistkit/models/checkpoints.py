@@ -675,6 +675,13 @@ _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
 _FFN_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "hidden_dim", "encoder_ffn_dim")
 
 
+#: model types whose config may leave ``position_embedding_type`` out and then has learned (absolute) positions
+_DEFAULT_POSITIONS = dict.fromkeys(
+    ("albert", "bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "vit", "clip_text_model"),
+    "absolute",
+)
+
+
 def declared_values_floor(config: Any) -> int:
     """A lower bound on how many weights a Hugging Face ``config`` (its parsed config.json) declares, summed over
     the config and its sub-configs (CLIP's text and vision towers): per layer (L layers; a parameter-sharing ALBERT
@@ -698,8 +705,11 @@ def declared_values_floor(config: Any) -> int:
     width = number(*_WIDTH_KEYS)
     layers = number("num_hidden_groups") or number(*_LAYER_KEYS)
     embedding = number("embedding_size") or width
+    # learned positions: said so, or left out by a model type whose default is absolute (BERT's family, ViT, CLIP)
+    kind = config.get("position_embedding_type", _DEFAULT_POSITIONS.get(str(config.get("model_type"))))
+    absolute = kind == "absolute"
     positions = number("n_positions") or (
-        number("max_position_embeddings") if config.get("position_embedding_type") == "absolute" else 0
+        number("max_position_embeddings") if absolute else 0
     )
     layer = 2 * width * width + 2 * width * number(*_FFN_KEYS)
     return total + layers * layer + number("vocab_size") * embedding + positions * width

@@ -170,6 +170,30 @@ class SentenceEncoder:
         return np.stack([found[t] for t in texts]).astype(np.float32)
 
 
+def _head_shape(config: dict[str, Any], cfg_path: Path, state: dict[str, Any]) -> tuple[int, int, str]:
+    """``(dim, hidden, features)`` of the config, checked against the head's stored shapes before the head is
+    built (a ``hidden`` of 10^9 allocated terabytes; a missing ``dim`` raised ``KeyError``)."""
+    values: list[int] = []
+    for key in ("dim", "hidden"):
+        v = config.get(key)
+        if type(v) is not int or v < 1:
+            raise InputError(f"{cfg_path}: {key!r} must be a whole number of at least 1 (got {v!r})")
+        values.append(v)
+    dim, hidden = values
+    features = config.get("features", "v1")
+    if features not in ("v1", "v2"):
+        raise InputError(f"{cfg_path}: features must be 'v1' or 'v2' (got {features!r})")
+    want = {"0.weight": (hidden, input_size(dim, features)), "0.bias": (hidden,), "3.weight": (1, hidden)}
+    for name, shape in want.items():
+        got = tuple(state[name].shape) if name in state else None
+        if got != shape:
+            raise InputError(
+                f"{cfg_path.parent / HEAD_FILE} has other shapes than {cfg_path} declares ({name} is {got}, the "
+                f"config needs {shape}); give the config.json this head was trained with"
+            )
+    return dim, hidden, features
+
+
 class CoherenceModel:
     """The packaged (or a retrained) coherence head + its sentence encoder."""
 
@@ -200,6 +224,8 @@ class CoherenceModel:
         self.config = load_json(cfg_path)
         if not isinstance(self.config, dict) or self.config.get("kind") != KIND:
             raise InputError(f"{cfg_path} is not a {KIND!r} model config")
+        state = {k: v.float() for k, v in load_file(str(self.folder / HEAD_FILE)).items()}
+        dim, hidden, features = _head_shape(self.config, cfg_path, state)
         self.encoder = SentenceEncoder(
             self.config.get("encoder", "minilm-l6"),
             device=device,
@@ -207,11 +233,16 @@ class CoherenceModel:
             max_length=int(self.config.get("max_length", 256)),
             precision=precision,
         )
-        self.features = str(self.config.get("features", "v1"))
+        self.features = features
         self.objective = str(self.config.get("objective", "pointwise"))
-        self.head = build_head(int(self.config["dim"]), int(self.config["hidden"]), self.features)
-        state = {k: v.float() for k, v in load_file(str(self.folder / HEAD_FILE)).items()}
-        self.head.load_state_dict(state)
+        self.head = build_head(dim, hidden, self.features)
+        try:
+            self.head.load_state_dict(state)
+        except RuntimeError as exc:  # missing or unexpected tensors (the shapes were checked above)
+            first = str(exc).strip().splitlines()[1:2] or [str(exc)]
+            raise InputError(
+                f"{self.folder / HEAD_FILE} is not the head {cfg_path} describes ({first[0].strip()})"
+            ) from None
         self.head.to(self.encoder.device).eval()
         self.fingerprint = file_sha256(self.folder / HEAD_FILE)[:12]
         self.name = str(self.config.get("name", self.folder.name))

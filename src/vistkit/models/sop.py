@@ -474,7 +474,9 @@ def sop_module_with(state: Mapping[str, Any], cfg: Mapping[str, Any], p: Path) -
     from vistkit.models.checkpoints import declared_values_floor, transformers_load_errors
 
     stored = sum(int(t.numel()) for t in state.values() if hasattr(t, "numel"))
-    declared = declared_values_floor(dict(cfg))
+    # ALBERT always learns absolute positions; its config.json rarely says so, and the floor counts them only
+    # when it does (a max_position_embeddings of 10^9 allocated 64 GB)
+    declared = declared_values_floor({"position_embedding_type": "absolute", **cfg})
     if declared > DECLARED_FLOOR_VALUES and declared > DECLARED_RATIO * stored:
         raise InputError(
             f"{p}: its ALBERT config declares a model of at least {declared:,} weights, but the checkpoint holds "
@@ -484,7 +486,14 @@ def sop_module_with(state: Mapping[str, Any], cfg: Mapping[str, Any], p: Path) -
     hidden_dim = int(weight.shape[1]) if getattr(weight, "ndim", 0) == 2 else None
     with transformers_load_errors(p, "RoViST SOP classifier (ALBERT)"):
         module = build_sop_module(cfg, hidden_dim=hidden_dim)
+    try:
         missing, unexpected = module.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # "size mismatch for ...": not the translation above (it blamed a config.json)
+        shown = next((line.strip() for line in str(exc).splitlines() if "size mismatch" in line), "")[:200]
+        raise InputError(
+            f"{p}: the SOP weights have other shapes than its ALBERT config declares ({shown or 'size mismatch'}); "
+            "give the config these weights were trained with"
+        ) from None
     if missing or unexpected:
         raise InputError(
             f"{p.name} does not match the SOP classifier (missing {sorted(missing)[:3]}, unexpected "

@@ -251,12 +251,9 @@ class PairedResult:
         return self.system - self.baseline
 
 
-def pair_up(baseline: Score, system: Score) -> tuple[Score, Score]:
-    """Both scores restricted to the items they share (baseline order).
-
-    For metrics scored as a mean of item scores an item left undefined (NaN) by either system is dropped
-    too, so both means run over the same items.
-    """
+def pairable_items(baseline: Score, system: Score) -> list[str]:
+    """The items a paired test of ``system`` against ``baseline`` runs on (baseline order): those both scored,
+    less, for metrics scored as a mean of item scores, those either system left undefined (NaN)."""
     _check_score(baseline, "baseline")
     _check_score(system, "system")
     if baseline.metric != system.metric:
@@ -267,6 +264,16 @@ def pair_up(baseline: Score, system: Score) -> tuple[Score, Score]:
         a_val = dict(zip(baseline.item_ids, baseline.item_scores, strict=True))
         b_val = dict(zip(system.item_ids, system.item_scores, strict=True))
         common = [k for k in common if not (math.isnan(a_val[k]) or math.isnan(b_val[k]))]
+    return common
+
+
+def pair_up(baseline: Score, system: Score) -> tuple[Score, Score]:
+    """Both scores restricted to the items they share (baseline order).
+
+    For metrics scored as a mean of item scores an item left undefined (NaN) by either system is dropped
+    too, so both means run over the same items.
+    """
+    common = pairable_items(baseline, system)
     if not common:
         raise InputError(f"{baseline.metric}: the two systems share no scored item, so they cannot be paired")
     return subset(baseline, common), subset(system, common)
@@ -421,7 +428,9 @@ def compare_scores(
     """Compare systems (``scores[system][metric]``) on the items they all share, metric by metric.
 
     Every system gets a bootstrap CI; every system but the baseline (the first, unless named) gets a
-    paired test against it. Items not scored for every system are dropped and counted in ``dropped``.
+    paired test against it. Items not scored for every system are dropped and counted in ``dropped``. A system
+    with no item defined alongside the baseline's (every story undefined on a mean metric) gets a test with a
+    NaN p-value on 0 items, so one such metric does not stop the comparison.
     """
     if not isinstance(scores, Mapping):
         raise InputError(
@@ -468,9 +477,11 @@ def compare_scores(
         for s in systems:
             r = restricted[s]
             ci = bootstrap_ci(r, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
-            paired = (
-                None if s == base else paired_test(restricted[base], r, test=test, n_samples=n, seed=seed)
-            )
+            paired = None
+            if s != base and not pairable_items(restricted[base], r):  # e.g. every story of s undefined
+                paired = PairedResult(metric, test, math.nan, math.nan, math.nan, n, 0, seed)
+            elif s != base:
+                paired = paired_test(restricted[base], r, test=test, n_samples=n, seed=seed)
             results[s][metric] = SystemResult(r.corpus, ci, paired)
     return Comparison(
         systems=systems,
