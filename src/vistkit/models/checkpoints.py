@@ -809,9 +809,12 @@ def transformers_load_errors(folder: str | Path, what: str) -> Iterator[None]:
             ) from None
         if isinstance(exc, ArithmeticError):
             first = f"a number in its config.json is zero or out of range: {first}"
-        if "mismatched" in first or "size mismatch" in first:
+        shapes = "mismatched" in first or "size mismatch" in first
+        if shapes:
             first = "its weights have other shapes than its config.json declares"
-        if Path(folder).is_dir() and not (Path(folder) / "config.json").is_file():  # e.g. a folder of something else
+        # a folder of something else; not said when the shapes were the trouble (a converted folder keeps its
+        # config elsewhere, in vistkit_model.json)
+        if not shapes and Path(folder).is_dir() and not (Path(folder) / "config.json").is_file():
             first = f"it has no config.json, which every Hugging Face model folder holds; {first}"
         raise InputError(f"{folder}: transformers cannot load it as a {what} ({first})") from None
 
