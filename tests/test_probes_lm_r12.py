@@ -1,0 +1,92 @@
+"""Round-12 probes of the LM metrics and the story ranker on odd text (emoji, RTL, invisible and combining
+characters, a 2,000-character word, thousands of one-word sentences, markup, digits): `prefer` given texts raised
+AttributeError ('str' object has no attribute 'text'); the rest was already handled (these tests keep it so)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from vistkit import Story
+from vistkit.errors import InputError
+from vistkit.metrics.base import get_metric
+
+BASE = "we went to the park . the dog ran fast . we had fun at the lake ."
+ODD = {
+    "emoji": "😀😀😀 🎉🎉. 🐶🐶🐶! 🌞.",
+    "arabic": "ذهبنا إلى الحديقة. ركض الكلب بسرعة. استمتعنا كثيرا.",
+    "hebrew": "הלכנו לפארק. הכלב רץ מהר. היה כיף.",
+    "invisible": "we\u200b went\u200c to\u200d the\u2060 park . \u202ethe dog\u202c ran \u2067fast\u2069 . "
+    "\ufeffwe had fun .",
+    "invisible only": "\u200b\u200c\u200d. \u202e\u202c. \ufeff",
+    "combining": "we we\u0301\u0301nt to the pa\u0308rk . the dog ran fa\u0332s\u0332t . " + "e" + "\u0301" * 300
+    + " .",
+    "long word": "we went to " + "a" * 2000 + " park . the dog ran fast .",
+    "many sentences": " ".join(["word."] * 3000),
+    "punctuation": "... !!! ??? ;;; ,,, --- .",
+    "numbers": "1 2 3 . 45 67 . 1999 2000 2001 . 3.14159 .",
+    "caps": BASE.upper(),
+    "markup": "<p>we went to the <b>park</b>.</p> <script>x</script> **the dog** ran [fast](http://x.com) . # title",
+    "mixed scripts": "we went to the park . 我们去了公园 . мы пошли в парк . ذهبنا إلى الحديقة .",
+}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """story-ranker and the three LM metrics on the tiny random causal LM."""
+    from tiny_models import make_tiny_causal_lm
+
+    lm = make_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm-r12"))
+    names = ("story-ranker", "lm-fluency", "lm-coherence", "lm-perplexity")
+    return {name: get_metric(name, lm=str(lm), device="cpu") for name in names}
+
+
+def test_prefer_takes_texts_as_preference_does(tiny: dict[str, Any]) -> None:
+    """`ranker.prefer(["a story"], ["another"])` raised AttributeError: 'str' object has no attribute 'text'."""
+    ranker = tiny["story-ranker"]
+    other = "the cat sat on the mat . it was a red mat ."
+    by_text = ranker.prefer([BASE, other], [other, BASE])
+    by_story = ranker.prefer([Story("a", BASE), Story("b", other)], [Story("b", other), Story("a", BASE)])
+    assert np.allclose(by_text, by_story) and by_text[0] == pytest.approx(-by_text[1])
+    assert np.allclose(by_text, ranker.preference([BASE, other], [other, BASE]))
+    with pytest.raises(InputError, match="takes a list of stories, not one str"):
+        ranker.prefer(BASE, other)
+    with pytest.raises(InputError, match="story 0 is int"):
+        ranker.prefer([1], [BASE])
+    # two first stories and one second one were silently compared both against it (NumPy broadcasting)
+    with pytest.raises(InputError, match="2 first stories but 1 second stories"):
+        ranker.prefer([BASE, other], [BASE])
+
+
+def test_odd_text_is_scored_or_excluded_with_a_reason(tiny: dict[str, Any]) -> None:
+    """Every odd story gets a finite value or an exclusion that says why, from every metric, and explain's
+    contributions sum to the utility."""
+    stories = [Story(k, v) for k, v in ODD.items()]
+    for name in ("lm-fluency", "lm-coherence", "lm-perplexity", "story-ranker"):
+        result = tiny[name].score(stories)
+        for story, value in zip(stories, result.item_scores, strict=True):
+            assert math.isfinite(value) or result.excluded.get(story.story_id), (name, story.story_id)
+    ranker = tiny["story-ranker"]
+    u = ranker.utility(stories)
+    explained = ranker.explain(list(ODD.values()))
+    assert np.all(np.isfinite(u))
+    assert np.allclose(u, [sum(e.values()) for e in explained])
+
+
+def test_the_same_story_many_times_is_scored_once_and_alike(tiny: dict[str, Any]) -> None:
+    stories = [Story(f"s{i}", BASE) for i in range(1000)]
+    for name in ("lm-coherence", "story-ranker"):
+        values = tiny[name].score(stories).item_scores
+        assert len(set(values)) == 1 and math.isfinite(values[0])
+
+
+def test_a_missing_lm_folder_is_refused_with_a_sentence(tmp_path: Path) -> None:
+    from vistkit.errors import VistkitError
+
+    for name in ("lm-fluency", "story-ranker"):
+        with pytest.raises(VistkitError, match="neither the packaged LM"):
+            get_metric(name, lm=str(tmp_path / "nonexistent"))
