@@ -324,12 +324,15 @@ class _LMMetric(Metric):
         return {**self.scorer.signature_fields(self.name), "sent": self.sentences, "split": PUNKT_MODEL}
 
     def story_sentences(self, story: Story) -> list[str]:
-        """``split``: Punkt on the text; ``source``: the reader's sentences when known, else Punkt."""
+        """``split``: Punkt on the text; ``source``: the reader's sentences when known, else Punkt; without
+        invisible format characters (`vistkit.text.detokenize.visible_text`)."""
+        from vistkit.text.detokenize import visible_text
+
         if self.sentences == "source" and story.sentences is not None:
-            return list(story.sentences)
+            return [visible_text(s) for s in story.sentences]
         from vistkit.metrics.coherence import split_sentences
 
-        return split_sentences(story.text)
+        return split_sentences(visible_text(story.text))
 
     def sentence_scores(self, stories: Sequence[Story | Sequence[str] | str]) -> list[list[float]]:
         """Per story, this metric's per-sentence values (a story: a `Story`, a list of sentences or a text)."""

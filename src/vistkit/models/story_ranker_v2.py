@@ -368,6 +368,8 @@ def floor_reason(
     words = [w for s in sentences for w in s]
     if not words:
         return "no words"
+    if not any(ch.isalpha() for w in words for ch in w):  # "1 2 3 4 5 . 6 7 8 9 10 ." once scored +5.6
+        return "no words, only numbers"
     if is_not_english(words):
         return "not English (too few English function words)"
     if unigram is not None and is_made_up(words, unigram.knows):

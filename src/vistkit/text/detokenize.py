@@ -24,6 +24,18 @@ _TYPOGRAPHIC_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"'
 _PTB_QUOTE = re.compile(r"``|''")
 
 
+def visible_text(text: str) -> str:
+    """``text`` without Unicode format characters (category Cf: zero-width spaces and joiners, soft hyphens, bidi
+    controls, a byte-order mark), which no reader sees: a zero-width space after each space once lowered
+    story-ranker's u by 3.2 and lm-fluency by 3.8 (the LM and the word splitter read them), and a soft hyphen
+    inside words as much. The story-ranker and the lm-* metrics read stories through it."""
+    if text.isascii():
+        return text
+    import unicodedata
+
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
 def plain_quotes(text: str) -> str:
     """Typographic quotes as ASCII ones (U+201C/D/E -> ``"``, U+2018/9 -> ``'``, so ``didn\u2019t`` is ``didn't``).
 
