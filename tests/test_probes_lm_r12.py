@@ -116,3 +116,37 @@ def test_a_story_of_numbers_only_gets_the_floor(tiny: dict[str, Any]) -> None:
     s = ranker.score([nums, BASE])
     assert s.item_scores[0] == -15.0 and s.item_scores[1] > -15.0
     assert s.extra["item_notes"][0] == "lowest score: no words, only numbers"
+
+
+def test_every_rankers_prefer_checks_its_pairs() -> None:
+    """`prefer` of the rankers other than story-ranker (Vrank's cross-encoder, any `UtilityRanker`) had the same
+    faults: texts raised AttributeError, unequal lists were broadcast. The check lives in `Ranker` now."""
+    from vistkit.metrics.base import CrossEncoderRanker, UtilityRanker
+
+    class Length(UtilityRanker):
+        name = "probe-length"
+
+        def utility(self, stories: Any) -> np.ndarray:
+            return np.array([len(s.text.split()) for s in stories], dtype=float)
+
+        def signature_fields(self) -> dict[str, object]:
+            return {}
+
+    class Pairwise(CrossEncoderRanker):
+        name = "probe-pairwise"
+
+        def raw_preference(self, a: Any, b: Any) -> np.ndarray:
+            return np.array([len(x.text) - len(y.text) for x, y in zip(a, b, strict=True)], dtype=float)
+
+        def anchors(self) -> Any:
+            return []
+
+        def signature_fields(self) -> dict[str, object]:
+            return {}
+
+    for ranker in (Length.__new__(Length), Pairwise.__new__(Pairwise)):
+        assert ranker.prefer(["a b c", "a"], ["a", "a b"]).tolist()[0] > 0
+        with pytest.raises(InputError, match="2 first stories but 1 second stories"):
+            ranker.prefer(["a b", "c"], ["a"])
+        with pytest.raises(InputError, match="not one str"):
+            ranker.prefer("a b", "a")

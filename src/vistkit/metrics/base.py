@@ -811,20 +811,30 @@ class Ranker(Metric):
     training_data: str = "none"
 
     @abstractmethod
-    def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
+    def prefer(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
         """One float per pair ``(a[i], b[i])``: > 0 when ``a[i]`` is preferred (antisymmetric, batch-invariant)."""
 
     def signature_fields(self) -> dict[str, object]:
         """The ranker's model hash (first 12 characters), encoder and training data."""
         return {"model": self.model_hash[:12], "encoder": self.encoder, "data": self.training_data}
 
+    def _pairs(
+        self, a: Sequence[Story | str], b: Sequence[Story | str], what: str
+    ) -> tuple[list[Story], list[Story]]:
+        """The two sides of ``what`` (`prefer`, `preference`) as equally long lists of stories: texts are welcome,
+        as in `score`; a bare string is refused (it was one story per character), and so are sides of unequal
+        length (NumPy broadcast one second story against all the first ones)."""
+        first = as_stories(a, f"{self.name}: {what}", tag="a")
+        second = as_stories(b, f"{self.name}: {what}", tag="b")
+        if len(first) != len(second):
+            raise InputError(f"{self.name}: {len(first)} first stories but {len(second)} second stories; pass pairs")
+        return first, second
+
     def preference(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
         """`prefer` with its inputs checked: equal lengths (Story objects or texts), a float array of that length."""
         import numpy as np
-        # texts are welcome, as in `score`; a bare string is refused (it was one story per character)
-        first, second = (as_stories(side, f"{self.name}: preference", tag=tag) for side, tag in ((a, "a"), (b, "b")))
-        if len(first) != len(second):
-            raise InputError(f"{self.name}: {len(a)} first stories but {len(b)} second stories; pass pairs")
+
+        first, second = self._pairs(a, b, "preference")
         if not first:
             return np.zeros(0)
         out = np.asarray(self.prefer(first, second), dtype=float)
@@ -870,10 +880,11 @@ class UtilityRanker(Ranker):
             return np.zeros(0)
         return np.asarray(self.utility(distinct), dtype=float)[where]
 
-    def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
-        """``u(a[i]) - u(b[i])``; each distinct story's utility is computed once."""
-        u = self._utilities([*a, *b])
-        return u[: len(a)] - u[len(a) :]
+    def prefer(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
+        """``u(a[i]) - u(b[i])`` for `Story` objects or texts; each distinct story's utility is computed once."""
+        first, second = self._pairs(a, b, "prefer")
+        u = self._utilities([*first, *second])
+        return u[: len(first)] - u[len(first) :]
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         """The per-story score is the utility u itself; a story whose utility is NaN is excluded."""
@@ -902,9 +913,12 @@ class CrossEncoderRanker(Ranker):
     def anchors(self) -> Sequence[Story]:
         """The fixed anchor stories the per-story score compares against (non-empty)."""
 
-    def prefer(self, a: Sequence[Story], b: Sequence[Story]) -> np.ndarray:
-        """The antisymmetrised preference ``(g(a, b) - g(b, a)) / 2``, one pass over both orders."""
+    def prefer(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
+        """The antisymmetrised preference ``(g(a, b) - g(b, a)) / 2``, one pass over both orders (`Story` objects
+        or texts)."""
         import numpy as np
+
+        a, b = self._pairs(a, b, "prefer")
         n = len(a)
         g = np.asarray(self.raw_preference([*a, *b], [*b, *a]), dtype=float)
         return (g[:n] - g[n:]) / 2.0

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vistkit.data.story import Story
-from vistkit.errors import InputError, MissingDependencyError
+from vistkit.errors import MissingDependencyError
 from vistkit.metrics.base import Item, MetricCard, Score, UtilityRanker, mean_score, register
 
 V1_HELD_OUT = (
@@ -39,22 +39,8 @@ V1_HELD_OUT = (
 )
 
 
-class _TextRanker(UtilityRanker):
-    """A `UtilityRanker` whose `prefer` takes texts too, as `preference` does (it raised AttributeError on them)."""
-
-    def prefer(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
-        """``u(a[i]) - u(b[i])`` for `Story` objects or texts (a bare string is refused: one story per character)."""
-        from vistkit.metrics.base import as_stories
-
-        first = as_stories(a, f"{self.name}: prefer", tag="a")
-        second = as_stories(b, f"{self.name}: prefer", tag="b")
-        if len(first) != len(second):  # u[:n] - u[n:] broadcast one second story against all the first ones
-            raise InputError(f"{self.name}: {len(first)} first stories but {len(second)} second stories; pass pairs")
-        return super().prefer(first, second)
-
-
 @register
-class StoryRankerV1(_TextRanker):
+class StoryRankerV1(UtilityRanker):
     """The first offline ranker (v1): a learned head over static-vector story features; not the default."""
 
     name: ClassVar[str] = "story-ranker-v1"
@@ -135,7 +121,7 @@ class StoryRankerV1(_TextRanker):
 
 
 @register
-class StoryRanker(_TextRanker):
+class StoryRanker(UtilityRanker):
     """The offline default ranker (v2): a-priori weighted z-scores of repetition, diversity and LM features."""
 
     name: ClassVar[str] = "story-ranker"
