@@ -192,8 +192,6 @@ def _note_log(file: Path) -> Callable[[Any, Any], None]:
     """A ``connect`` listener that notes, in the pooled connection's ``info``, the (device, inode) of the ``-wal``
     file it opened (SQLite opens the log by name when a connection first reads, in `_sqlite_pragmas`): the
     connections that hold the log this process wrote can then be told from ones opened after it was changed."""
-    import os
-
     def note(_dbapi_conn: Any, record: Any) -> None:
         record.info["vistkit_wal"] = _identity(Path(f"{os.path.realpath(file)}-wal"))
 
@@ -203,8 +201,6 @@ def _note_log(file: Path) -> Callable[[Any, Any], None]:
 def _lock_holders(path: Path) -> set[int] | None:
     """The ids of the processes that hold a lock on the file ``path`` (SQLite's connections hold one on the study
     file while they are open), from ``/proc/locks``; None where the system does not list them."""
-    import os
-
     try:
         st = os.stat(path)
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
@@ -225,8 +221,6 @@ def _lock_holders(path: Path) -> set[int] | None:
 
 def _identity(path: Path) -> tuple[int, int] | None:
     """The (device, inode) of ``path``, or None when there is no file there."""
-    import os
-
     try:
         st = os.stat(path)
     except OSError:
@@ -241,8 +235,6 @@ SIDE_FILES = ("-wal", "-shm")
 def _open_identities() -> set[tuple[int, int]] | None:
     """The (device, inode) of every file this process holds open (``/proc/self/fd``, or ``/dev/fd``), or None
     where the system does not list them."""
-    import os
-
     for folder in ("/proc/self/fd", "/dev/fd"):
         try:
             names = os.listdir(folder)
@@ -281,8 +273,6 @@ class Study:
     def _side(self, side: str) -> Path:
         """The ``-wal`` or ``-shm`` file: beside the file the study's name leads to (SQLite opens a symlinked study
         through its target, whose folder holds them)."""
-        import os
-
         assert self.file is not None
         return Path(f"{os.path.realpath(self.file)}{side}")
 
@@ -365,8 +355,6 @@ class Study:
         server) may still write through the old files, so it stays `StudyLogChanged` until each is restarted.
         Raises `StudyLogChanged` when it could not recover (nothing was lost: the next request tries again). The
         caller holds `write_lock`."""
-        import os
-
         from vistkit.errors import warn
 
         assert self.file is not None
@@ -553,8 +541,6 @@ PRIVATE = 0o600  # the study file holds the CSRF secret and every judgement: its
 
 def make_private(path: Path) -> None:
     """Owner-only permissions on a SQLite study and its WAL/SHM files (created so, tightened if they exist)."""
-    import os
-
     path = Path(os.path.realpath(path))  # a symlinked study: SQLite keeps its -wal and -shm beside the target
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
         try:
@@ -567,8 +553,6 @@ def make_private(path: Path) -> None:
 def _create_private(path: Path, *, exist_ok: bool = True) -> None:
     """Create an empty study file readable by its owner only, before SQLite opens it (SQLite gives the WAL and
     SHM files the database file's permissions); ``exist_ok=False``: a file already there is refused."""
-    import os
-
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE))
     except FileExistsError:
@@ -770,8 +754,6 @@ def sqlite_path(study: str | Path) -> Path | None:
 def _check_study_file(path: Path) -> None:
     """Refuse a SQLite study path that exists and is not a regular file (a folder, a FIFO, a device such as
     /dev/zero), before SQLite opens it: it would wait on a FIFO, and write a journal file beside a device."""
-    import os
-
     from vistkit.data.readers import not_a_file
 
     try:

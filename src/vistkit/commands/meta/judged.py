@@ -152,11 +152,7 @@ def correlate_cmd(
 ) -> None:
     """Pearson, Spearman and Kendall tau-b (tau-c with --kendall c) of metric scores with human scores (story and
     system level, bootstrap CIs), and the Williams test between every two metrics."""
-    if level not in ("story", "system", "both"):
-        raise InputError("--level must be story, system or both")
-    if kendall not in ("b", "c"):  # before any scoring
-        raise InputError("--kendall must be b or c")
-    from vistkit.meta.human import parse_scale, read_likert
+    from vistkit.meta.human import parse_scale, read_likert  # --level and --kendall: checked by their callbacks
 
     table = read_likert(
         likert_csv, aspects=parse_metric_names(aspects) if aspects else None, scale=parse_scale(scale)

@@ -228,11 +228,9 @@ def compare_cmd(
     import numpy as np
     if len(parse_metric_names(inputs.metrics)) < 2 and parse_metric_names(inputs.metrics) != ["all"]:
         raise InputError("compare needs at least two metrics: --metrics A,B")  # said before any scoring
-    from vistkit.meta.pairs import SUBSETS, pair_correct, subset_masks
+    from vistkit.meta.pairs import pair_correct, subset_masks
     from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row, pairwise_comparisons
 
-    if subset not in SUBSETS:
-        raise InputError(f"--subset must be one of {', '.join(SUBSETS)}")
     pairs, scores = inputs.prepare()
     if len(scores) < 2:
         raise InputError("compare needs at least two metrics: --metrics A,B")
