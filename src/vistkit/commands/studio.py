@@ -316,6 +316,17 @@ def serve_cmd(
     if not 0 < request_timeout <= 3600:  # NaN too
         raise InputError(f"--request-timeout must be a number of seconds from 0 to 3600, not {request_timeout}")
     host = check_listen(host, port)
+    _need_extra()
+    from vistkit.studio.db import sqlite_path
+
+    file = sqlite_path(db_url or study)
+    if file is not None:  # before the study is opened: what an init of it killed with kill -9 left beside it
+        from vistkit.errors import warn
+        from vistkit.studio.plan import remove_leftover_work_files
+
+        if cleaned := remove_leftover_work_files(file):
+            names = ", ".join(p.name for p in cleaned)
+            warn(f"removed what an earlier init of {file} left when it was killed (its work file {names})")
     st = _open(study, db_url)
     try:
         import uvicorn  # noqa: F401

@@ -429,22 +429,20 @@ def position_bias(data: StudyData) -> dict[str, float]:
 #: the columns of the rankings export (the layout `vistkit.meta.human.read_rankings` reads)
 RANKING_COLUMNS = ("task", "worker", "story", "rank", "system", "text", "story_id", "img_seq", "position")
 
-#: the study task each export format needs (None: any)
-_FORMAT_TASKS = {
-    "rankings": (("rank",), "--format rankings needs a rank study; use pairs, likert or jsonl"),
-    "pairs": (
-        ("rank", "pairwise"),
-        "--format pairs needs a rank or pairwise study; export a Likert study with --format likert",
-    ),
-    "likert": (("likert",), "--format likert needs a Likert study; use rankings, pairs, jsonl or tasks"),
-}
+#: the study tasks each export format needs (a format not listed: any)
+_FORMAT_TASKS = {"rankings": ("rank",), "pairs": ("rank", "pairwise"), "likert": ("likert",)}
 
 
 def _check_format(fmt: str, task: str) -> None:
-    """Refuse, before anything is read, an export format that the study's task does not have."""
-    tasks, message = _FORMAT_TASKS.get(fmt, (None, ""))
+    """Refuse, before anything is read, an export format that the study's task does not have, naming the formats
+    it has."""
+    tasks = _FORMAT_TASKS.get(fmt)
     if tasks is not None and task not in tasks:
-        raise InputError(message)
+        has = [f for f in EXPORT_FORMATS if task in _FORMAT_TASKS.get(f, (task,))]
+        needs = " or ".join(tasks)
+        raise InputError(
+            f"--format {fmt} needs a {needs} study; this {task} study has {', '.join(has[:-1])} or {has[-1]}"
+        )
 
 
 def _img_seq(j: Judgement) -> str:

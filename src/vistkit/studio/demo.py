@@ -69,6 +69,38 @@ def stand_in_photos(folder: Path) -> tuple[list[str], str]:
     return ids, "generated placeholder images"
 
 
+def _read_links(links_file: Path, folder: Path) -> dict[str, Any]:
+    """The demo's saved links (``links.json``), checked: a file emptied, cut short or edited by hand is one
+    sentence that says to remove the folder (the tokens it held cannot be recovered from the study)."""
+    import json
+
+    try:
+        saved = json.loads(links_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or "not the JSON the demo writes"
+        saved, problem = None, f"cannot be read ({why})"
+    else:
+        problem = "is not the links file the demo writes"
+    ok = (
+        isinstance(saved, dict)
+        and isinstance(saved.get("paths"), list)
+        and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in saved["paths"]
+        )
+        and isinstance(saved.get("admin_path"), str)
+        and isinstance(saved.get("task"), str)
+        and isinstance(saved.get("items"), int)
+        and isinstance(saved.get("photos"), str)
+    )
+    if not ok:
+        raise InputError(
+            f"{links_file} {problem}, so the demo's links are lost; remove the folder (rm -r {folder}) or choose "
+            "another --dir"
+        )
+    assert isinstance(saved, dict)
+    return saved
+
+
 def build_demo(
     folder: str | Path,
     *,
@@ -100,9 +132,10 @@ def build_demo(
             raise InputError(f"{out} holds a study but no links.json; remove the folder or choose another --dir")
         with contextlib.suppress(OSError):  # a folder an older vistkit made: its links.json was 0644
             os.chmod(links_file, 0o600)
-        saved = json.loads(links_file.read_text(encoding="utf-8"))
+        saved = _read_links(links_file, out)
         return {
             **saved,
+            "study": str(study),  # the one in this folder (links.json has the path as given then: maybe relative)
             "links": [(name, f"{base}{path}") for name, path in saved["paths"]],
             "admin_link": f"{base}{saved['admin_path']}",
             "links_file": str(links_file),

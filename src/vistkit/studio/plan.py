@@ -9,19 +9,23 @@ a careful annotator prefers the original (rank, pairwise) or does not agree the 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import random
 import re
 import secrets
 import shlex
+import stat
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vistkit.data.story import Keying, StorySet
-from vistkit.errors import InputError
+from vistkit.errors import InputError, VistkitError, warn
 from vistkit.studio import LIKERT_STATEMENTS, MAX_CLAIM_TIMEOUT_S, MAX_PER_ITEM, MAX_SLOTS, TASKS
 
 
@@ -270,32 +274,134 @@ def _n_units(task: str, n_stories: int) -> int:
 
 
 def _remove_new_study(file: Path | None) -> None:
-    """Remove a SQLite study that `create_study` made and could not finish (and its -wal, -shm, -journal files)."""
-    import contextlib
-    import os
-
+    """Remove a SQLite study that `create_study` made and could not finish (and its -wal, -shm, -journal files).
+    The side files go first: an interruption meanwhile leaves the study file, which a later init can clean up."""
     if file is None:
         return
-    for p in (file, Path(f"{file}-wal"), Path(f"{file}-shm"), Path(f"{file}-journal")):
+    for p in (Path(f"{file}-wal"), Path(f"{file}-shm"), Path(f"{file}-journal"), file):
         with contextlib.suppress(OSError):
             os.unlink(p)
 
 
-def _work_file(file: Path) -> Path:
+#: the byte of a work file that its init locks while it runs (an open file description lock), far beyond the
+#: bytes SQLite locks (around 1 GiB), so the two never meet
+_WORK_LOCK_BYTE = 1 << 40
+#: a work file younger than this, empty and unlocked, may belong to an init that has created it and not yet locked it
+_WORK_GRACE_S = 60.0
+
+
+def work_locks_supported() -> bool:
+    """Whether this system has the locks (Linux open file description locks, 64-bit) that tell the work file of a
+    running init from one left by a killed init; elsewhere leftovers are never removed automatically."""
+    import fcntl
+    import struct
+
+    return hasattr(fcntl, "F_OFD_SETLK") and struct.calcsize("P") == 8
+
+
+def _lock_work(fd: int) -> bool:
+    """Take the lock of a work file through ``fd`` (open for writing), without waiting; False when another init
+    holds it (or the system has no such locks)."""
+    import fcntl
+    import struct
+
+    if not work_locks_supported():
+        return False
+    flock = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _WORK_LOCK_BYTE, 1, 0)  # struct flock; l_pid 0
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, flock)
+    except OSError:
+        return False
+    return True
+
+
+def remove_leftover_work_files(file: Path) -> list[Path]:
+    """Remove the work files (``FILE.init-XXXXXXXX.tmp`` and its -wal, -shm, -journal) that an init of ``file``
+    killed with ``kill -9`` left beside it, and return the work files removed. Only a regular file of exactly that
+    name whose lock (`_lock_work`) no running init holds is removed; a fresh empty one (an init that has just
+    created it) is left for `_WORK_GRACE_S`. Nothing is removed where the system has no such locks."""
+    if not work_locks_supported():
+        return []
+    pattern = re.compile(re.escape(file.name) + r"\.init-[0-9a-f]{8}\.tmp")
+    try:
+        names = sorted(n for n in os.listdir(file.parent) if pattern.fullmatch(n))
+    except OSError:
+        return []
+    try:
+        study = os.stat(file)
+    except OSError:
+        study = None
+    removed = []
+    for name in names:
+        p = file.parent / name
+        try:
+            seen = os.lstat(p)
+        except OSError:
+            continue
+        if study is not None and (seen.st_dev, seen.st_ino) == (study.st_dev, study.st_ino):
+            # an init killed right after it gave the study its name: a second name of the finished study (never
+            # opened here: closing a descriptor of a file SQLite has open in this process would drop its locks)
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+                removed.append(p)
+            continue
+        if not stat.S_ISREG(seen.st_mode):  # a symlink, a folder, a device: never opened
+            continue
+        try:
+            fd = os.open(p, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # a symlink, a folder, another user's file, gone meanwhile
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not _lock_work(fd):
+                continue
+            with contextlib.suppress(OSError):
+                now = os.stat(p)
+                if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):  # another file took the name meanwhile
+                    continue
+                wal = Path(f"{p}-wal")
+                written = st.st_size > 0 or (wal.is_file() and wal.stat().st_size > 0)
+                if not written and time.time() - st.st_mtime < _WORK_GRACE_S:
+                    continue
+                _remove_new_study(p)
+                removed.append(p)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _work_file(file: Path) -> tuple[Path, int]:
     """A new, empty, owner-only file beside ``file`` (same folder, so it can take ``file``'s name by a link) for
-    `create_study` to build the study in."""
+    `create_study` to build the study in, and an open descriptor through which this init holds its lock (close it
+    once the work file is gone): a later init or serve tells a running init's work file from a killed one's."""
     from vistkit.studio import db
 
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
         work = file.with_name(f"{file.name}.init-{secrets.token_hex(4)}.tmp")
         try:
-            db._create_private(work, exist_ok=False)
-        except InputError:
-            if work.exists() or work.is_symlink():  # that random name is taken: draw another
-                continue
-            raise
-        return work
+            fd = os.open(work, flags, db.PRIVATE)
+        except FileExistsError:  # that random name is taken: draw another
+            continue
+        except OSError as exc:
+            raise InputError(f"cannot create study {file}: {exc.strerror or exc}") from None
+        _lock_work(fd)
+        return work, fd
     raise InputError(f"cannot create a work file beside {file}; remove the {file.name}.init-*.tmp files there")
+
+
+def _rename_in_error(exc: BaseException, work: Path | None, file: Path | None) -> None:
+    """Raise ``exc`` again naming the study the user gave where it names the work file (gone by now) the study
+    was being built in ("cannot write study s.db.init-1a2b3c4d.tmp: disk I/O error"); else return."""
+    if isinstance(exc, VistkitError) and work is not None and file is not None and str(work) in str(exc):
+        raise type(exc)(str(exc).replace(str(work), str(file))) from None
+
+
+def _release(fd: int | None) -> None:
+    """Close the descriptor that holds a work file's lock (`_work_file`)."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _publish(work: Path, file: Path) -> None:
@@ -303,7 +409,6 @@ def _publish(work: Path, file: Path) -> None:
     link (exactly one of two inits wins; the other is refused), then the work name is removed. Where the file
     system has no hard links, ``file`` is claimed with an exclusive create and replaced by the study."""
     import errno
-    import os
 
     taken = InputError(
         f"{file} exists already (made while this init ran: another `vistkit studio init`?); choose a new file "
@@ -389,6 +494,9 @@ def create_study(
     if task != "likert" and any(len(it.stories) < 2 for it in items):
         raise InputError(f"a {task} study needs at least two systems (give two or more --stories)")
     file = db.sqlite_path(study_path)
+    if file is not None and (cleaned := remove_leftover_work_files(file)):
+        names = ", ".join(p.name for p in cleaned)
+        warn(f"removed what an earlier init of {file} left when it was killed (its work file {names})")
     if file is not None and file.exists():
         if db.unfinished_study(file):
             sidecars = (Path(f"{file}{x}") for x in ("-wal", "-shm", "-journal"))
@@ -419,11 +527,13 @@ def create_study(
     # A SQLite study is built under a work name beside FILE and given FILE's name only once it is whole
     # (`_publish`): two inits of one FILE at once both build, exactly one gets the name, and nothing ever sees a
     # half-made study under it (before, the other init was told to delete the "interrupted" one being built).
-    work = None if file is None else _work_file(file)
+    work, hold = (None, None) if file is None else _work_file(file)
     try:  # a failure (a full disk, Ctrl-C) leaves no half-made study behind: the new file is removed
         st = db.open_study(study_path if work is None else work, create=True)
-    except BaseException:
+    except BaseException as exc:
         _remove_new_study(work)
+        _release(hold)
+        _rename_in_error(exc, work, file)
         raise
     try:
         admin_token = db.new_token()
@@ -483,10 +593,13 @@ def create_study(
         if work is not None and file is not None:
             st.close()  # the log checkpointed into the file and removed: the file alone is the study
             _publish(work, file)
-    except BaseException:
+    except BaseException as exc:
         st.engine.dispose()
         _remove_new_study(work)
+        _rename_in_error(exc, work, file)
         raise
+    finally:
+        _release(hold)  # after the work file is gone (published or removed)
     st.engine.dispose()
     return {
         "study_id": study_id,
