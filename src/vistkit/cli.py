@@ -182,6 +182,13 @@ def _root(
     """Evaluate visual stories and the metrics themselves."""
 
 
+def _colour() -> bool | None:
+    """False where the error line must carry no colour (NO_COLOR, TERM=dumb: `vistkit.progress.colour`)."""
+    from vistkit.progress import colour
+
+    return colour()
+
+
 #: the exit status when the reader of stdout went away (`| head`): 128 + SIGPIPE, as a process killed by it
 EXIT_BROKEN_PIPE = 141
 
@@ -231,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 
     progress.set_quiet(None)  # shown (VISTKIT_QUIET=1 hides it) until a -q/--quiet says otherwise
     restore = _encodable_standard_streams()
+    restore_stdout = _whole_writes_stdout()
     _drop_invalid_thread_counts()
     _drop_invalid_source_date_epoch()
     try:
@@ -240,25 +248,108 @@ def main(argv: list[str] | None = None) -> int:
                 "/dev/null instead",
                 fg=typer.colors.RED,
                 err=True,
+                color=_colour(),
             )
             return 1
         try:
             os.getcwd()
         except OSError:  # torch and the JVM cannot even start there, and a relative path means nothing
             if _asks_for_help(sys.argv[1:] if argv is None else argv):
-                return _run(argv)  # help and the version read no file and start no model
+                return _stdout_written(_run(argv))  # help and the version read no file and start no model
             typer.secho(
                 "error: the current folder no longer exists (it was deleted or moved while the shell was in it); cd "
                 "to an existing folder and run vistkit again",
                 fg=typer.colors.RED,
                 err=True,
+                color=_colour(),
             )
             return 1
-        return _run(argv)
+        return _stdout_written(_run(argv))
     finally:
         progress.set_quiet("library")  # in-process callers (tests, scripts) get the library default back
         RAW_ARGS.clear()  # a verb function called in process later reads no stale command line
+        restore_stdout()
         restore()
+
+
+def _whole_writes_stdout() -> Any:
+    """Under ``PYTHONUNBUFFERED=1`` (``python -u``; set in many Docker images and job scripts) stdout writes
+    straight to the file, and a write the disk takes only part of (a disk that fills up, ``ulimit -f``) lost the
+    rest in silence: Python's text layer ignores a short write there, so a truncated JSON document ended with exit
+    0. Stdout then gets a line-buffered writer whose flush writes everything or raises; returns what undoes it."""
+    import io
+
+    stream = sys.stdout
+    raw = getattr(stream, "buffer", None)
+    if not isinstance(stream, io.TextIOWrapper) or not isinstance(raw, io.RawIOBase):
+        return lambda: None
+    try:
+        whole = io.TextIOWrapper(
+            io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors, line_buffering=True
+        )
+    except (OSError, ValueError):
+        return lambda: None
+    sys.stdout = whole
+
+    def restore() -> None:
+        try:
+            whole.flush()
+        except OSError:  # what could not be written goes nowhere (a closed pipe, a full disk: already said)
+            _drop_unwritten_stdout(raw)
+        except ValueError:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            whole.flush()
+            whole.detach().detach()  # (never closes the file: it is the process's stdout)
+        # click wraps stdout after a closed pipe (PacifyFlushWrapper); the original takes its place as well
+        if sys.stdout is whole or getattr(sys.stdout, "wrapped", None) is whole:
+            sys.stdout = stream
+
+    return restore
+
+
+def _stdout_written(code: int) -> int:
+    """Flush stdout once the verb is done and return the exit status: a file that could not take the rest of the
+    output (a full disk, ``ulimit -f``) is one sentence and exit 1, not Python's "Exception ignored ... OSError"
+    and exit 120 at exit (or silence), and a reader that went away (``| head``) exit 141. What could not be
+    written is then dropped (stdout goes to /dev/null), so Python's own last flush finds nothing to fail on."""
+    try:
+        sys.stdout.flush()
+        return code
+    except ValueError:  # closed (by the verb, or a caller in process)
+        return code
+    except OSError as exc:
+        from vistkit.data.output import environment_error
+
+        if code == 0:
+            if exc.errno == errno.EPIPE:
+                code = EXIT_BROKEN_PIPE
+            else:
+                machine = environment_error(exc) or f"cannot write the output: {exc.strerror or exc}"
+                typer.secho(f"error: {one_readable_line(machine)}", fg=typer.colors.RED, err=True, color=_colour())
+                code = 1
+        _drop_unwritten_stdout(sys.stdout)
+        return code
+
+
+def _drop_unwritten_stdout(stream: Any) -> None:
+    """Point the file descriptor of ``stream`` (stdout) at /dev/null, so that what stayed in its buffer goes
+    nowhere instead of failing again when Python flushes it on the way out (the Python documentation's advice for
+    a closed pipe)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(devnull, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(devnull)
 
 
 #: thread-count variables the native libraries under torch read when they load; OpenMP's takes a list per level
@@ -361,7 +452,7 @@ def _run(argv: list[str] | None) -> int:
         # without standalone mode click returns (not raises) the code of a `typer.Exit`
         rv = app(args=argv, standalone_mode=False, prog_name="vistkit")  # also under `python -m`
     except VistkitError as exc:
-        typer.secho(f"error: {one_readable_line(str(exc))}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {one_readable_line(str(exc))}", fg=typer.colors.RED, err=True, color=_colour())
         return 1
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
@@ -382,7 +473,7 @@ def _run(argv: list[str] | None) -> int:
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):
             if (message := bad_value(exc)) is not None:  # as every other bad value: one sentence (exit 2)
-                typer.secho(f"error: {one_readable_line(message)}", fg=typer.colors.RED, err=True)
+                typer.secho(f"error: {one_readable_line(message)}", fg=typer.colors.RED, err=True, color=_colour())
                 return code
             show()
             return code
@@ -390,7 +481,7 @@ def _run(argv: list[str] | None) -> int:
         from vistkit.errors import out_of_memory
 
         if (machine := environment_error(exc) or out_of_memory(exc)) is not None:
-            typer.secho(f"error: {one_readable_line(machine)}", fg=typer.colors.RED, err=True)
+            typer.secho(f"error: {one_readable_line(machine)}", fg=typer.colors.RED, err=True, color=_colour())
             return 1
         if os.environ.get("VISTKIT_DEBUG"):
             raise
@@ -401,6 +492,7 @@ def _run(argv: list[str] | None) -> int:
             "the same command run with VISTKIT_DEBUG=1 (which shows where it happened)",
             fg=typer.colors.RED,
             err=True,
+            color=_colour(),
         )
         return 1
     return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0

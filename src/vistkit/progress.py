@@ -95,6 +95,15 @@ def note(message: str) -> None:
         say(message)
 
 
+def colour() -> bool | None:
+    """Whether the CLI's coloured lines (notes, errors) may carry colour: False with ``NO_COLOR`` set and not empty
+    (no-color.org) or ``TERM=dumb``, as the progress display already did; None lets click decide (colour on a
+    terminal only)."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return None
+
+
 def say(text: str, stream: TextIO | None = None) -> None:
     """``text`` as one line on ``stream`` (stderr by default). Chatter never stops the work: a stream that is gone
     (``sys.stderr`` None under pythonw or set so by a notebook, closed, a broken pipe) takes nothing (a closed

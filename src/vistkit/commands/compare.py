@@ -44,6 +44,7 @@ from vistkit.commands.common import (
     open_engine,
     parse_metric_selection,
     read_references,
+    warn_few_resamples,
     writes_output,
 )
 from vistkit.data.story import Keying, StorySet
@@ -407,6 +408,7 @@ def compare(
     check_baseline(baseline, labels, systems, named=bool(names))
     per_metric = parse_metric_options(option)
     warn_unused_options(metric_names, per_metric)
+    warn_few_resamples(confidence=confidence, n_bootstrap=n_bootstrap, n_samples=n_samples)
     check_engine(engine)
     skipped: dict[str, str] | None = None
     # everything that can be wrong is checked before a model loads, Java starts or a Ray cluster comes up

@@ -34,6 +34,7 @@ from vistkit.commands.common import (
     open_engine,
     parse_metric_selection,
     read_references,
+    warn_few_resamples,
     warn_ignored,
     writes_output,
 )
@@ -623,6 +624,10 @@ def score(
         confidence = n_bootstrap = seed = None
     elif confidence is None and bootstrap_flags:
         warn_ignored(bootstrap_flags, "the bootstrap of --confidence (e.g. --confidence 0.95)")
+    else:
+        warn_few_resamples(
+            confidence=confidence, n_bootstrap=DEFAULT_RESAMPLES if n_bootstrap is None else n_bootstrap
+        )
     check_engine(engine)
     # everything that can be wrong is checked before a model loads, Java starts or a Ray cluster comes up
     if names == ["all"]:
