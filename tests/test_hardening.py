@@ -927,9 +927,9 @@ VERB_SLOTS: dict[str, list[Slot]] = {
         (".json", lambda b, g: ["score", g["stories"], "-m", "rovist-nr", "--template", b]),
     ],
     "compare": [
-        (".csv", lambda b, g: ["compare", b, g["stories"], "-m", "rovist-nr", "--n-samples", "20"]),
+        (".csv", lambda b, g: ["compare", b, g["stories"], "-m", "rovist-nr", "--n-samples", "100"]),
         (".json", lambda b, g: ["compare", g["stories"], g["stories"], "-m", "bleu-4", "-r", b, "--n-samples",
-                                "20"]),
+                                "100"]),
     ],
     "validate": [
         (".json", lambda b, g: ["validate", b]),

@@ -89,7 +89,10 @@ CAPTION = (
     "setting twice) is refused naming it. Ids (story, album, photo) are compared without the spaces around them "
     "and in Unicode NFC (an accent typed as a separate mark matches the composed letter), letter case kept; an "
     "id holding a control or invisible character (tab, "
-    "newline, zero-width space, byte-order mark) is refused, and so is a story holding a NUL character. The "
+    "newline, zero-width space, byte-order mark) is refused, and so is a story holding a NUL character. A JSONL "
+    "field or CSV column named like one vistkit reads but written otherwise (Story_ID, ' album_id', storyId) is "
+    "refused naming the name to use (other fields are ignored); a story whose 'sentences' hold other words than its "
+    "'text' is read as given, with one warning per file (-O METRIC.sentences=source reads the sentences). The "
     "'limit:' rows bound memory and time on any input (the third column: how to change one)."
 )
 

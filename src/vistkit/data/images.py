@@ -128,15 +128,20 @@ def photo_map_from(data: Any, where: str) -> dict[str, tuple[str, ...]]:
     names it in errors): each story's photos a list (or tuple) of ids, each id checked as the readers check
     them; a text in place of the list would be read letter by letter, so it is refused."""
     from vistkit.data.readers import id_text, photo_id_text
+    from vistkit.data.story import clean_id
 
     if not isinstance(data, dict):
         raise InputError(f"{where}: a photo map must be a JSON object story_id -> [photo ids]")
-    # each id as the stories' readers take it: spaces around a story id dropped (" 45530" is story 45530), a
-    # photo id checked (str(None) would look for the photo "None")
+    # each id as the stories' readers take it and `Story` compares it: spaces around a story id dropped (" 45530"
+    # is story 45530), Unicode NFC ("cafe\u0301" is "café"), an invisible character refused; a photo id checked
+    # (str(None) would look for the photo "None")
     out: dict[str, tuple[str, ...]] = {}
     given: dict[str, Any] = {}
     for k, v in data.items():
-        key = id_text(k, where, "a story id")
+        try:
+            key = clean_id(id_text(k, where, "a story id"), "story_id", str(k))
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
         if not isinstance(v, list | tuple):
             raise InputError(
                 f"{where}: story {k!r}: its photos must be a list of photo ids in story order, not "
@@ -145,7 +150,7 @@ def photo_map_from(data: Any, where: str) -> dict[str, tuple[str, ...]]:
         if key in given:
             raise InputError(
                 f"{where}: the story ids {given[key]!r} and {k!r} are one id ({key!r}) once the spaces around them are "
-                "dropped; keep one"
+                "dropped and they are normalised to Unicode NFC; keep one"
             )
         given[key] = k
         out[key] = tuple(photo_id_text(x, f"{where}: story {k!r}", j) for j, x in enumerate(v, start=1))

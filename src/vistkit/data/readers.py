@@ -437,13 +437,19 @@ def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.Buffere
     zf: zipfile.ZipFile | None = None
     try:
         if is_zip_name(p) or member is not None:
-            zf = zipfile.ZipFile(fh)
+            try:
+                zf = zipfile.ZipFile(fh)
+            except zipfile.BadZipFile:
+                fh.seek(0)  # a zip may start with other bytes (a self-extracting one): only a failed one is looked at
+                _check_named_kind(fh, p, (b"PK",), "a zip archive")
+                raise
             name = _zip_member(zf, p, member)
             where = f"{p}:{name}"
             if zf.getinfo(name).file_size > limit:  # what the header declares; the stream is counted too
                 raise input_too_large(where, limit)
             return io.BufferedReader(_Capped(zf.open(name), limit, where, also=(zf, fh)))
         if p.suffix.lower() == ".gz":
+            _check_named_kind(fh, p, (b"\x1f\x8b",), "gzip-compressed")
             return io.BufferedReader(_Capped(gzip.GzipFile(fileobj=fh, mode="rb"), limit, str(p), also=(fh,)))
         if size is not None and size > limit:
             raise input_too_large(p, limit)
@@ -459,6 +465,25 @@ def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.Buffere
         if isinstance(exc, RuntimeError | NotImplementedError):  # zip: encrypted or unknown compression
             raise InputError(f"{p}: cannot be read ({exc})") from None
         raise
+
+
+def _check_named_kind(fh: io.BufferedReader, p: Path, magic: tuple[bytes, ...], what: str) -> None:
+    """Refuse a file whose name says it is ``what`` (``.gz``, ``.zip``) but whose first bytes are none of ``magic``
+    (a plain JSONL named ``.jsonl.gz``): the archive library's own words ("Not a gzipped file (b'{"')") do not say
+    that the name is at fault. An empty file passes (it holds nothing, said later)."""
+    head = bytes(fh.peek(16)[:16])
+    if not head or head.startswith(magic):
+        return
+    try:
+        text = head.decode("utf-8")
+        start = f"'{_printable(text)}'" if text.isprintable() else repr(head)
+    except UnicodeDecodeError:
+        start = repr(head)
+    problem = "not a valid zip archive" if what == "a zip archive" else "cannot be read"
+    raise InputError(
+        f"{p}: {problem}: the name ends in {p.suffix}, but the file is not {what} (it starts with {start}); rename "
+        f"it without {p.suffix}"
+    )
 
 
 def open_text(path: str | Path, *, newline: str | None = None, max_bytes: int | None = None) -> io.TextIOBase:
@@ -692,6 +717,7 @@ class CsvFile:
         from vistkit.limits import max_line_chars
 
         self.path = path
+        self.delimiter = delimiter
         lines = iter_lines(fh, path, max_line=max_line_chars(), why=LINE_LIMIT_WHY)
         self._rows = csv.reader(lines, delimiter=delimiter, strict=True)
         self._end = 0  # the last line read so far
@@ -700,6 +726,11 @@ class CsvFile:
         except csv.Error as exc:
             raise self._malformed(exc) from None
         self._end = self._rows.line_num
+        if any("\x00" in n for n in header):
+            raise InputError(
+                f"{path} line 1: the header holds a NUL byte, which no CSV text holds; is the file UTF-16 (save it "
+                "as UTF-8) or not a CSV file?"
+            )
         self.fieldnames: list[str] = [restore_cell(n.strip()) for n in header]
         seen: dict[str, int] = {}
         for i, name in enumerate(self.fieldnames, start=1):
@@ -895,13 +926,37 @@ def parse_json(text: str | bytes, where: str | Path) -> Any:
     except DuplicateKeyError as exc:
         raise InputError(f"{where}: {exc}; each story (and each setting) must appear once") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise InputError(
+            f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {json_error_text(exc)}"
+        ) from None
     except RecursionError:
         raise InputError(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:  # an integer literal over Python's 4300-digit limit
         raise InputError(f"{where}: invalid JSON ({_first_clause(exc)})") from None
     refuse_surrogates(text, data, where)
     return data
+
+
+#: how a raw control character is written escaped in a JSON string
+_JSON_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
+def json_error_text(exc: json.JSONDecodeError) -> str:
+    """What is wrong at a JSON syntax error (after its line and column): json's message, or, where that is a NUL
+    byte or a raw control character, what it is and what to do (json says only "Expecting value" or "Invalid
+    control character at")."""
+    at = exc.doc[exc.pos : exc.pos + 1] if isinstance(exc.doc, str) else ""
+    if isinstance(exc.doc, str) and not exc.doc.strip():
+        return f"{exc.msg}: the file is empty (or holds only spaces and blank lines); is this the right file?"
+    if at == "\x00":
+        return "a NUL byte, which no JSON text holds; is the file UTF-16 (save it as UTF-8) or not a JSON file?"
+    if exc.msg.startswith("Invalid control character") and at and ord(at) < 0x20:
+        escaped = _JSON_ESCAPES.get(at, f"\\u{ord(at):04x}")
+        return (
+            f"a raw control character (U+{ord(at):04X}) inside a string, which JSON needs escaped; write it as "
+            f"{escaped}"
+        )
+    return exc.msg
 
 
 def json_values(text: str) -> int:
@@ -1286,8 +1341,10 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
             raise InputError(f"{p}: a storylet file is a JSON list of records")
         yield from _storylets(data, p, system, field)
     elif fmt == "records":
+        agreement = SentenceAgreement(p)
         for i, rec in enumerate(data):
-            yield _record(rec, f"{p} record {i + 1}", system)
+            yield agreement.check(_record(rec, f"{p} record {i + 1}", system), f"{p} record {i + 1}")
+        agreement.report()
     elif fmt == "story-dict":
         _need_dict(data, p)
         for sid, text in data.items():
@@ -1507,9 +1564,59 @@ def photo_id_text(value: Any, where: str, position: int | str) -> str:
     return text
 
 
+#: the fields a story record (JSONL, CSV, a JSON list of records) is read from, each with the group it belongs to
+#: (one of a group is read: `_TEXT_FIELDS`, `_PHOTO_FIELDS`)
+_RECORD_FIELDS: dict[str, tuple[str, ...]] = {
+    **{f: _TEXT_FIELDS for f in _TEXT_FIELDS},
+    **{f: _PHOTO_FIELDS for f in _PHOTO_FIELDS},
+    **{f: (f,) for f in ("story_id", "album_id", "sentences", "system")},
+}
+#: what a field name is compared without (`_field_key`): spaces, '_', '-', invisible format characters
+_FIELD_NOISE = re.compile(r"[\s_\-\u200b-\u200f\u2060\ufeff]")
+
+
+def _field_key(name: str) -> str:
+    """A field name as `_missed_field` compares it: NFKC, no spaces, '_', '-' or invisible characters, case-folded
+    (``Story_ID``, ``storyId``, `` album_id`` and ``story-id`` are all ``storyid``)."""
+    import unicodedata
+
+    return _FIELD_NOISE.sub("", unicodedata.normalize("NFKC", name)).casefold()
+
+
+_FIELD_KEYS = {_field_key(f): f for f in _RECORD_FIELDS}
+
+
+def _missed_field(names: Iterable[str]) -> tuple[str, str] | None:
+    """The first of ``names`` (a record's keys, a CSV header) that is a field vistkit reads written another way
+    (other letter case, spaces, '-' for '_', an invisible character: ``Story_ID``) while neither that field nor
+    another of its group is given, with the field it stands for: it would be ignored silently. None when there is
+    none (other fields are ignored, as ever)."""
+    names = list(names)
+    given = set(names)
+    for name in names:
+        if name in _RECORD_FIELDS:
+            continue
+        meant = _FIELD_KEYS.get(_field_key(name)) if isinstance(name, str) else None
+        if meant is not None and given.isdisjoint(_RECORD_FIELDS[meant]):
+            return name, meant
+    return None
+
+
+def _refuse_missed_field(names: Iterable[str], where: str, what: str) -> None:
+    """Refuse a field `_missed_field` finds in ``names``, naming ``where`` and ``what`` it is ("field", "column")."""
+    if (missed := _missed_field(names)) is not None:
+        name, meant = missed
+        raise InputError(
+            f"{where}: the {what} '{_printable(name)}' is not one vistkit reads, so it would be ignored; name it "
+            f"{meant!r} (field names are lower case, with '_')"
+        )
+
+
 def _record(rec: Any, where: str, system: str | None) -> Story:
     if not isinstance(rec, dict):
         raise InputError(f"{where}: expected an object")
+    if not rec.keys() <= _RECORD_FIELDS.keys():
+        _refuse_missed_field(rec, where, "field")
     for group in (_TEXT_FIELDS, _PHOTO_FIELDS):
         if len(given := [f for f in group if f in rec]) > 1:
             raise InputError(
@@ -1573,6 +1680,38 @@ def _system_name(value: Any, where: str) -> str | None:
     return value
 
 
+class SentenceAgreement:
+    """Counts the stories of one file whose ``sentences`` hold other words than their ``text`` (compared without
+    spaces: ``"a . b ."`` and ``["a .", "b ."]`` agree), and warns once the file is read, naming the first: metrics
+    read the text by default, but ``-O METRIC.sentences=source`` reads the sentences, so a story that disagrees
+    with itself is scored as two different stories. Nothing is refused (a story is read as given)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.first: str | None = None
+        self.count = 0
+
+    def check(self, story: Story, where: str) -> Story:
+        """``story`` (read at ``where``), noted when its sentences disagree with its text."""
+        if story.sentences is not None and "".join(story.text.split()) != "".join("".join(story.sentences).split()):
+            self.count += 1
+            if self.first is None:
+                self.first = where
+        return story
+
+    def report(self) -> None:
+        """The warning, once every story is read (none when all agree)."""
+        if self.count:
+            from vistkit.errors import warn
+
+            stories = "1 story" if self.count == 1 else f"{self.count:,} stories"
+            warn(
+                f"{self.first}: the story's 'sentences' hold other words than its 'text' ({stories} so in "
+                f"{self.path}); metrics read the text, but -O METRIC.sentences=source reads the sentences, so make "
+                "the two agree or leave 'sentences' out"
+            )
+
+
 def iter_jsonl(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
     """Stream stories from a JSONL file (one object per line; blank lines skipped)."""
     p = Path(path)
@@ -1585,6 +1724,7 @@ def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[S
 
     decoder = json.JSONDecoder(object_pairs_hook=unique_pairs)  # one for all lines (json.loads makes one each)
     blank = BlankRun(p)
+    agreement = SentenceAgreement(p)
     for n, line in enumerate(iter_lines(fh, p, max_line=max_line_chars(), why=LINE_LIMIT_WHY), start=1):
         if not line.strip():
             blank.add(n)
@@ -1605,13 +1745,14 @@ def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[S
                     f"{p} line {n}: starts with a byte-order mark (U+FEFF), which belongs only at the start of a "
                     "file (files joined with cat, or two marks?); remove it"
                 ) from None
-            raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+            raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {json_error_text(exc)}") from None
         except RecursionError:
             raise InputError(f"{p} line {n}: JSON nested too deeply") from None
         except ValueError as exc:  # an integer literal over Python's 4300-digit limit
             raise InputError(f"{p} line {n}: invalid JSON ({_first_clause(exc)})") from None
         refuse_surrogates(line, rec, f"{p} line {n}")
-        yield _record(rec, f"{p} line {n}", system)
+        yield agreement.check(_record(rec, f"{p} line {n}", system), f"{p} line {n}")
+    agreement.report()
 
 
 def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
@@ -1623,16 +1764,37 @@ def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
 def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[Story]:
     if not f.fieldnames:
         raise InputError(f"{path}: empty CSV (no header row)")
+    _refuse_missed_field(f.fieldnames, f"{path} line 1", "column")
     if not any(c in f.fieldnames for c in _TEXT_FIELDS):
-        raise InputError(f"{path}: CSV needs a 'text' column; found {shown_names(f.fieldnames)}")
+        raise InputError(f"{path}: CSV needs a 'text' column; found {shown_names(f.fieldnames)}{_other_delimiter(f)}")
     for group in (_TEXT_FIELDS, _PHOTO_FIELDS):
         if len(given := [c for c in group if c in f.fieldnames]) > 1:
             raise InputError(
                 f"{path} line 1: the header has both {given[0]!r} and {given[1]!r} columns, and vistkit would not "
                 f"know which to read; keep one (or rename the other)"
             )
+    agreement = SentenceAgreement(path)
     for n, row in f:
-        yield _record(row, f"{path} line {n}", system)
+        yield agreement.check(_record(row, f"{path} line {n}", system), f"{path} line {n}")
+    agreement.report()
+
+
+def _other_delimiter(f: CsvFile) -> str:
+    """Why a header read as one column is one (the file is separated by another character), as the end of a
+    sentence; "" when it is not so."""
+    if len(f.fieldnames) != 1:
+        return ""
+    head = f.fieldnames[0]
+    if "\t" in head and f.delimiter != "\t":
+        return " (one column: the file is tab-separated; name it .tsv)"
+    if "," in head and f.delimiter != ",":
+        return " (one column: the file is comma-separated; name it .csv)"
+    if ";" in head:
+        return (
+            " (one column: the file is separated by ';', which vistkit does not read; save it separated by commas, "
+            "e.g. as 'CSV UTF-8 (Comma delimited)' in Excel)"
+        )
+    return ""
 
 
 def read_template(path: str | Path) -> list[str]:

@@ -29,8 +29,9 @@ Where we differ from the Java program, on purpose:
   keep every offender in the report (the text output lists up to `MAX_LISTED`);
 - it prints both ``[Passed]`` lines of checks 1-3 together once both pass; we print each as soon as its
   check passes (the same lines in the same order when the file is valid);
-- Gson reads leniently (comments, single quotes, unquoted names, ``NaN``, data after the top-level value);
-  vistkit requires standard JSON (RFC 8259), since other tools cannot read such files;
+- Gson reads leniently (comments, single quotes, unquoted names, ``NaN``, data after the top-level value, a
+  control character such as a tab written raw inside a string); vistkit requires standard JSON (RFC 8259), since
+  other tools cannot read such files (the detail says what is at fault);
 - a key given twice in one JSON object (which RFC 8259 allows): Gson's ``JsonObject`` keeps the last value and
   the evaluator judged on, and so do the challenge's checks here; vistkit then adds an error naming the key
   (``json-duplicate-key``), since ``vistkit score`` refuses such a file rather than drop a value silently;
@@ -316,8 +317,9 @@ def _reject_constant(name: str) -> Any:
 def _decode(raw: bytes) -> tuple[str, list[Finding]]:
     """UTF-8 text of ``raw`` (undecodable bytes replaced, as a Java reader does) and encoding findings."""
     found: list[Finding] = []
+    body = memoryview(raw)  # a byte-order mark is skipped without copying the bytes after it
     if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
+        body = body[3:]
         found.append(
             Finding(
                 "encoding",
@@ -328,13 +330,13 @@ def _decode(raw: bytes) -> tuple[str, list[Finding]]:
             )
         )
     try:
-        text = raw.decode("utf-8")
+        text = str(body, "utf-8")
     except UnicodeDecodeError as exc:
         from vistkit.data.readers import HEAD_BYTES, binary_kind
 
-        text = raw.decode("utf-8", errors="replace")
-        line = raw[: exc.start].count(b"\n") + 1
-        kind = binary_kind(raw[:HEAD_BYTES])  # a zip or bzip2 archive starts with bytes that decode
+        text = str(body, "utf-8", errors="replace")
+        line = bytes(body[: exc.start]).count(b"\n") + 1
+        kind = binary_kind(bytes(body[:HEAD_BYTES]))  # a zip or bzip2 archive starts with bytes that decode
         found.append(
             Finding(
                 "encoding",
@@ -389,19 +391,23 @@ def _kind(value: Any) -> str:
     return "null"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
-    """One story as Gson binds it: strings (or None) plus what was coerced."""
+    """One story as Gson binds it: strings (or None) plus what was coerced. Of its text only what the checks ask
+    is kept (given, blank, ASCII), not the text itself: a submission's texts are most of its bytes, and the
+    parsed document is let go story by story as it is bound (`_challenge_checks`)."""
 
     index: int
     album_id: str | None
     photos: list[str | None] | None
-    text: str | None
-    coerced: list[str]
+    text_given: bool  # story_text_normalized is there and not null
+    text_blank: bool  # ... and holds nothing but spaces
+    text_ascii: bool  # ... and holds ASCII characters only
+    coerced: tuple[str, ...]
 
     @property
     def has_null(self) -> bool:  # VistChallengeStory.hasNull
-        return self.album_id is None or self.photos is None or self.text is None
+        return self.album_id is None or self.photos is None or not self.text_given
 
     @property
     def key(self) -> str:
@@ -450,7 +456,16 @@ def _bind(rec: Any, index: int) -> _Entry:
                 coerced.append(f"photo id {j + 1} is {_kind(p)}")
     else:
         raise TypeError(f"output_stories[{index}].photo_sequence is {_kind(raw_photos)}, not a list of photo ids")
-    return _Entry(index, values["album_id"], photos, values["story_text_normalized"], coerced)
+    text = values["story_text_normalized"]
+    return _Entry(
+        index,
+        values["album_id"],
+        photos,
+        text_given=text is not None,
+        text_blank=text is not None and not text.strip(),
+        text_ascii=text is not None and text.isascii(),
+        coerced=tuple(coerced),
+    )
 
 
 # --------------------------------------------------------------------------------------------------- checks
@@ -525,18 +540,23 @@ def validate_submission(
     required = required_sequences(tmpl, refs)
     report = ValidationReport(path=_printable(path), n_required=None if required is None else len(required))
     text, encoding_findings = _decode(raw)
+    del raw  # from here on the text alone is held (a caller that gave the bytes keeps its own)
     from vistkit.data.readers import check_json_values
 
     check_json_values(text, path)  # before parsing: the parsed document is held whole
+    # the file read as `vistkit score` reads it comes first, though it is reported last (`_reader_check`): one
+    # parsed document at a time is held, and of this one only the verdict is kept
+    as_score = _read_as_score(text, path)
     later: list[Finding] = []
     entries = _challenge_checks(text, report, required, later)
+    del text
     if entries is not None:
         report.n_stories = len(entries)
     report.findings.extend(encoding_findings)
     report.findings.extend(later)
     if entries is not None:
         _vistkit_checks(entries, report, tmpl)
-        _reader_check(raw, path, entries, report)
+        _reader_check(as_score, path, entries, report)
     return report
 
 
@@ -581,7 +601,10 @@ def _challenge_checks(
             )
             data = _parse(text, unique=False)
     except json.JSONDecodeError as exc:
-        add(_syntax_error(f"line {exc.lineno}, column {exc.colno}: {exc.msg}", line=exc.lineno, column=exc.colno))
+        from vistkit.data.readers import json_error_text
+
+        detail = f"line {exc.lineno}, column {exc.colno}: {json_error_text(exc)}"
+        add(_syntax_error(detail, line=exc.lineno, column=exc.colno))
         return None
     except ValueError as exc:  # NaN / Infinity
         add(_syntax_error(str(exc)))
@@ -622,17 +645,21 @@ def _challenge_checks(
     if not isinstance(stories, list):
         add(_syntax_error(f"output_stories is {_kind(stories)}, not a list of stories"))
         return None
-    # Gson binds the whole list before any check: the first shape error anywhere wins.
+    # Gson binds the whole list before any check: the first shape error anywhere wins. Each parsed story is let go
+    # once bound (its text is not kept: `_Entry`), so the parsed document shrinks as the entries grow.
     entries: list[_Entry] = []
+    nulls: list[int] = []
     for i, rec in enumerate(stories):
         if rec is None:
+            nulls.append(i)
             continue
         try:
             entries.append(_bind(rec, i))
         except TypeError as exc:
             add(_syntax_error(str(exc), line=None))
             return None
-    nulls = [i for i, rec in enumerate(stories) if rec is None]
+        stories[i] = None
+    del data, stories
     if nulls:
         add(
             Finding(
@@ -653,7 +680,8 @@ def _challenge_checks(
         msg = f"[Error] {MSG_ATTRIBUTES}"
         if first.cha_key is not None:
             msg += f" Photo seq: {_printable(first.cha_key)}"
-        missing = [f for f, v in zip(FIELDS, (first.album_id, first.photos, first.text), strict=True) if v is None]
+        absent = (first.album_id is None, first.photos is None, not first.text_given)
+        missing = [f for f, gone in zip(FIELDS, absent, strict=True) if gone]
         add(
             Finding(
                 "attributes",
@@ -816,14 +844,14 @@ def _vistkit_checks(entries: list[_Entry], report: ValidationReport, template: S
     flag(
         "empty-story",
         Level.WARNING,
-        [e for e in entries if e.text is not None and not e.text.strip()],
+        [e for e in entries if e.text_blank],
         "Empty stories",
         fix="an empty story scores 0.",
     )
     flag(
         "non-ascii",
         Level.WARNING,
-        [e for e in entries if e.text is not None and not e.text.isascii()],
+        [e for e in entries if e.text_given and not e.text_ascii],
         "Stories with non-ASCII characters",
         fix="the challenge README says they are ignored in evaluation (meteor-vist --drop-non-ascii does that).",
     )
@@ -834,29 +862,47 @@ _STORY_AT = re.compile(r"output_stories\[(\d+)\]")
 _KEY_HINT = " (choose another --key?)"  # by_key's hint: validate keys by sequence only, as the challenge did
 
 
-def _reader_check(raw: bytes, path: str, entries: list[_Entry], report: ValidationReport) -> None:
+#: what `_read_as_score` found: None (read as ``vistkit score`` reads it), or the reader's refusal and, when every
+#: story was read but two have one key, the stories
+_AsScore = tuple[str, StorySet | None] | None
+
+
+def _read_as_score(text: str, path: str) -> _AsScore:
     """Read the submission as ``vistkit score`` reads a hypothesis file (`vistkit.data.readers.read_stories` on a
     challenge file: `parse_json`, the challenge reader, then one story per key under the default keying, which is
-    ``sequence`` for a challenge file); a refusal becomes an error in the reader's words, naming the offender.
+    ``sequence`` for a challenge file): None when it reads, else the refusal (without the hint to choose another
+    ``--key``: validate keys by sequence only, as the challenge did) and the stories when only keys repeat.
 
-    The bytes already read are parsed again (a pipe or standard input cannot be read twice) through the functions
-    `read_stories` calls for a JSON file (and ``vistkit score -`` for JSON piped in). A refusal about a story that
-    an earlier error names already, or of a file that is not UTF-8 or holds no stories, adds nothing and is left
-    out (the reader stops at its first refusal, so it may not say more)."""
+    ``text`` is the text already read (the bytes decoded by `_decode`, one byte-order mark skipped), parsed again
+    (a pipe or standard input cannot be read twice, and a file may change in between) through the functions
+    `read_stories` calls for a JSON file (and ``vistkit score -`` for JSON piped in); the reader's checks on the
+    bytes (`vistkit.data.readers.check_head`, UTF-8) are left out: content they refuse is not UTF-8 (an error
+    already) or no JSON (no story bound, so `_reader_check` drops the verdict)."""
     from vistkit.data.readers import _json_stories, parse_json
 
     where = Path(path)
     stories: StorySet | None = None
     try:
         stories = StorySet(
-            _json_stories(parse_json(raw, where), "challenge", where, system=None, field="text"), source=str(where)
+            _json_stories(parse_json(text, where), "challenge", where, system=None, field="text"), source=str(where)
         )
         if not stories:
             raise InputError(f"{where}: holds no stories")
         stories.by_key(stories.default_keying())
-        return
+        return None
     except VistkitError as exc:
-        message = str(exc).replace(_KEY_HINT, "")
+        return str(exc).replace(_KEY_HINT, ""), stories
+
+
+def _reader_check(as_score: _AsScore, path: str, entries: list[_Entry], report: ValidationReport) -> None:
+    """Report what `_read_as_score` found (``as_score``): a refusal becomes an error in the reader's words, naming
+    the offender. A refusal about a story that an earlier error names already, or of a file that is not UTF-8 or
+    holds no stories, adds nothing and is left out (the reader stops at its first refusal, so it may not say
+    more)."""
+    if as_score is None:
+        return
+    message, stories = as_score
+    where = Path(path)
     if any(f.check in ("encoding", "empty", "json-duplicate-key") for f in report.errors):
         return
     at_fault = {i for f in report.errors for _, i in f.offenders if i is not None}
