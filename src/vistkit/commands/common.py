@@ -347,30 +347,18 @@ def check_seed(value: int | None) -> int | None:
     return value
 
 
-def _percent(level: float) -> str:
-    """A level as a percentage with the digits it has (0.95 -> 95%, 0.999 -> 99.9%)."""
-    return f"{level * 100:.10g}%"
-
-
 def warn_few_resamples(
     *, confidence: float | None, n_bootstrap: int, flag: str = "--n-bootstrap", n_samples: int | None = None
 ) -> None:
     """Warn when a percentile interval at ``confidence`` rests on so few resamples (``n_bootstrap``) that less than
-    one falls in each tail (it is then only the extreme resamples, or a single one: ``--bootstrap 1``), and when a
-    significance test of ``n_samples`` cannot give a p-value below the 0.05 or 0.01 that ``compare`` marks (its
-    smallest is 1/(n + 1)). The numbers are still computed as asked."""
-    import math
-
+    one falls in each tail (`vistkit.meta.resample.few_resamples`), and when a significance test of ``n_samples``
+    cannot give a p-value below the 0.05 or 0.01 that ``compare`` marks (its smallest is 1/(n + 1)). The numbers
+    are still computed as asked."""
     from vistkit.errors import warn
+    from vistkit.meta.resample import few_resamples
 
-    if confidence is not None:
-        need = math.ceil(2 / (1 - confidence) - 1e-9)
-        if n_bootstrap < need:
-            warn(
-                f"{flag} {n_bootstrap:,} is too few resamples for a {_percent(confidence)} interval: less than one "
-                f"falls in each {_percent((1 - confidence) / 2)} tail, so the interval is only the most extreme "
-                f"resample(s); use at least {need:,} (the default is 1,000)"
-            )
+    if confidence is not None and (text := few_resamples(n_bootstrap, confidence=confidence, flag=flag)):
+        warn(text)
     if n_samples is not None and n_samples + 1 <= 100:
         marks = "p < 0.05 (*) or p < 0.01 (**)" if n_samples + 1 <= 20 else "p < 0.01 (**)"
         warn(

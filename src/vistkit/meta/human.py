@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -377,6 +378,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     repeated = _RepeatedRows()
     odd_norms: list[tuple[int, float, str]] = []  # (line, rank_norm, what label and order say) where they disagree
     same_text: list[int] = []  # lines whose two stories are one text: no metric can order them
+    lines = array("L")  # the line each row ends on, as in every message (a quoted story may span lines)
 
     def kept(value: str) -> str:
         return strings.setdefault(value, value)
@@ -443,6 +445,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                     "buckets would mix two units; give every row its order (the number of stories ranked), or no row"
                 )
             repeated.add(row, n)
+            lines.append(n)
             if row["sent1"] == row["sent2"] or row["sent1"].split() == row["sent2"].split():
                 same_text.append(n)
             records.append(
@@ -474,7 +477,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     strings.clear()  # the records hold the strings they need
     pairs = _pairs_of(records, label_sign)
     _warn_odd_rank_norms(odd_norms, len(pairs), p)
-    _warn_contradicting_pairs(pairs, p)
+    _warn_contradicting_pairs(pairs, p, lines)
     return pairs
 
 
@@ -572,13 +575,14 @@ def _warn_same_text(lines: Sequence[int], p: Path) -> None:
     )
 
 
-def _warn_contradicting_pairs(pairs: Sequence[StoryPair], p: Path) -> None:
+def _warn_contradicting_pairs(pairs: Sequence[StoryPair], p: Path, lines: Sequence[int]) -> None:
     """One warning when rows judge the same two stories (same texts, either order) the other way round from an
-    earlier row; each still counts (two tasks may disagree), but a label with the wrong sign looks the same."""
+    earlier row; each still counts (two tasks may disagree), but a label with the wrong sign looks the same.
+    ``lines``: each pair's line in the file (not its row number: a quoted story may hold new lines)."""
     first_seen: dict[tuple[str, str], tuple[int, int]] = {}  # the two texts in order -> (preference, line)
     contradicting = 0
     example: tuple[int, int] | None = None
-    for n, pr in enumerate(pairs, start=2):  # one pair per row, in file order
+    for n, pr in zip(lines, pairs, strict=True):  # one pair per row, in file order
         if pr.preference == 0:
             continue
         in_order = pr.text_1 <= pr.text_2
@@ -593,8 +597,8 @@ def _warn_contradicting_pairs(pairs: Sequence[StoryPair], p: Path) -> None:
 
         warn(
             f"{_shown(p)}: {_rows(contradicting, 'judge', 'judges')} the same two stories as an earlier row "
-            f"but prefer the other one (first: line {example[0]} against line {example[1]}); both are counted, so "
-            "check that no label has the wrong sign"
+            f"but {'prefers' if contradicting == 1 else 'prefer'} the other one (first: line {example[0]} against "
+            f"line {example[1]}); both are counted, so check that no label has the wrong sign"
         )
 
 
@@ -956,6 +960,23 @@ def parse_scale(text: str | Sequence[float]) -> tuple[float, float]:
     return low, high
 
 
+def _cell(value: str | None, where: str, column: str, *, guessed: bool, binary: bool) -> float | None:
+    """A rating or label cell as `_float`; when the columns were not named (every column but the id and text
+    ones is read), a cell that is not a number says how to name them, since the column may be no rating at all
+    (a comment, a time stamp)."""
+    try:
+        return _float(value, where, column)
+    except InputError as exc:
+        if not guessed:
+            raise
+        option = "--errors" if binary else "--aspects"
+        raise InputError(
+            f"{exc}; every column but {', '.join(sorted(_NON_ASPECT))} is read as "
+            f"{'an error label' if binary else 'a rating'}: if {column!r} is not one, name the columns to read with "
+            f"{option}"
+        ) from None
+
+
 def _read_judgements(
     path: str | Path,
     *,
@@ -1041,7 +1062,7 @@ def _read_judgements(
                     )
             total, count = sums[i], counts[i]
             for j, c in enumerate(cols):
-                v = _float(row.get(c), f"{p} line {n}", c)
+                v = _cell(row.get(c), f"{p} line {n}", c, guessed=not aspects, binary=binary)
                 if v is None:
                     continue
                 if binary and v not in (0.0, 1.0):

@@ -42,6 +42,21 @@ def check_resampling(*, n_resamples: int, confidence: float | None = None, seed:
         raise InputError(f"the seed must be a whole number from 0 (got {seed!r})")
 
 
+def few_resamples(n_resamples: int, *, confidence: float = 0.95, flag: str = "--bootstrap") -> str:
+    """What is wrong (one sentence) when a percentile interval at ``confidence`` rests on so few resamples that
+    less than one falls in each tail: it is then only the most extreme resample(s), or the one resample of
+    ``--bootstrap 1`` (a "95% CI" that need not even hold the estimate); else ``""``. The numbers are still
+    computed as asked."""
+    need = math.ceil(2 / (1 - confidence) - 1e-9)
+    if n_resamples >= need:
+        return ""
+    level, tail = f"{confidence * 100:.10g}%", f"{(1 - confidence) * 50:.10g}%"
+    return (
+        f"{flag} {n_resamples:,} is too few resamples for a {level} interval: less than one falls in each {tail} "
+        f"tail, so the interval is only the most extreme resample(s); use at least {need:,} (the default is 1,000)"
+    )
+
+
 def block_rows(n: int) -> int:
     """Resamples per block when each resample holds ``n`` indices (at least 1)."""
     return max(1, BLOCK_CELLS // max(n, 1))

@@ -48,11 +48,13 @@ class PairScores:
 
     def difference(self) -> np.ndarray:
         """Per pair, > 0 when the metric prefers story 1 (a ranker's preference, else the oriented score
-        difference); NaN where undefined."""
+        difference); NaN where undefined. Equal scores are a tie (0) whatever their size: two infinite scores
+        of one sign gave NaN (numpy's warning, and the pair silently in no denominator)."""
         if self.preference is not None:
             return self.preference
         m1, m2 = self.oriented()
-        return m1 - m2
+        with np.errstate(invalid="ignore"):
+            return np.where(m1 == m2, 0.0, m1 - m2)
 
     def swapped(self) -> PairScores:
         """The same scores with story 1 and story 2 exchanged (a ranker's preference negated)."""

@@ -347,6 +347,18 @@ def _gap_normalised(pairs: list[Any], raw_gap: bool) -> tuple[bool, str]:
     )
 
 
+def _resamples_note(payload: dict[str, Any], n_resamples: int) -> str:
+    """The caption note (after a new line) when ``n_resamples`` are too few for a 95% interval
+    (`vistkit.meta.resample.few_resamples`: ``--bootstrap 1`` gives a "95% CI" of one resample), also put in
+    ``payload`` as ``resamples_note``; else ``""``."""
+    from vistkit.meta.resample import few_resamples
+
+    if not (text := few_resamples(n_resamples)):
+        return ""
+    payload["resamples_note"] = text
+    return f"\nnote: {text}"
+
+
 def _page_notes(caption: str) -> list[str]:
     """The ``note:`` lines of a printed table's caption as sentences for the ``--report`` page, so that the page
     says what the printed table says (pairs left out, undefined coefficients and why, tied annotators)."""

@@ -22,6 +22,7 @@ from vistkit.commands.meta.common import (
     _parse_story_files,
     _references,
     _report,
+    _resamples_note,
     _sig_caption,
     _skip_or_raise,
     option_group,
@@ -122,6 +123,25 @@ def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict
     return {m: (-v if m in lower_is_better else v) for m, v in values.items()}
 
 
+def _finite(values: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """The scores with every infinite one made undefined (NaN), and how many each metric had (metrics with none
+    left out). A coefficient of an infinite score is undefined (some metrics' ranges reach infinity, e.g.
+    lm-perplexity's); it stopped the whole command, after every metric had been scored, naming neither."""
+    import numpy as np
+
+    counts = {m: int(np.isinf(v).sum()) for m, v in values.items()}
+    return {m: np.where(np.isinf(v), np.nan, v) for m, v in values.items()}, {m: k for m, k in counts.items() if k}
+
+
+def _infinite_note(counts: dict[str, int], total: int, what: str) -> str:
+    """Under the table: how many stories each metric scored infinite, left out of ``what``."""
+    return "".join(
+        f"\nnote: {m}: {k:,} of {total:,} stories scored infinite {'is' if k == 1 else 'are'} left out of its "
+        f"{what} (a coefficient needs finite scores)"
+        for m, k in counts.items()
+    )
+
+
 @meta_app.command("correlate")
 @writes_output(report="folder")
 @option_group(JudgedInput)
@@ -158,18 +178,19 @@ def correlate_cmd(
         likert_csv, aspects=parse_metric_names(aspects) if aspects else None, scale=parse_scale(scale)
     )
     judged, values, sigs, lower = _score_table(table, inputs)
-    result = correlation_assessment(
-        table, _oriented(values, lower), level=level, n_resamples=n_resamples, seed=seed, kendall=kendall
-    )
+    finite, infinite = _finite(_oriented(values, lower))
+    result = correlation_assessment(table, finite, level=level, n_resamples=n_resamples, seed=seed, kendall=kendall)
     result["signatures"] = sigs
     result["lower_is_better"] = lower
+    result["infinite_scores"] = infinite
+    few = _resamples_note(result, n_resamples)  # --bootstrap 1: a "95% CI" of one resample
     cols = ["level", "metric", "aspect", "method", "r", "ci low", "ci high", "p", "n"]
     rows = [
         [r["level"], r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
         for r in result["correlations"]
     ]
     title = f"correlation with human scores (Kendall = tau-{kendall})"  # said tau-b under --kendall c too
-    undefined = _undefined_note(result["correlations"])
+    undefined = _infinite_note(infinite, len(table), "correlations") + _undefined_note(result["correlations"]) + few
     _emit(result, cols, rows, fmt, title, _sig_caption(sigs) + undefined)
     if report is not None:
         from vistkit.report.html import correlation_report
@@ -310,7 +331,7 @@ def errors_cmd(
 
     table = read_error_labels(labels_csv, errors=parse_metric_names(errors) if errors else None)
     _, values, sigs, lower = _score_table(table, inputs)
-    oriented = _oriented(values, lower)
+    oriented, infinite = _finite(_oriented(values, lower))
     result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
     tied = _tied_labels(table, oriented, result)
     # a story whose every cell of an error is empty has no label for it: left out of that error's r, and said so
@@ -322,6 +343,7 @@ def errors_cmd(
         "lower_is_better": lower,
         "tied_stories": tied,
         "unlabelled_stories": unlabelled,
+        "infinite_scores": infinite,
         "note": "scores of lower-is-better metrics are negated: r < 0 means stories with the error score worse; "
         "annotators are merged by majority vote, a tie counting as the error present",
     }
@@ -329,7 +351,7 @@ def errors_cmd(
     rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
     title = "point-biserial r with error labels (Vrank Table 5)"
     undefined = [{"metric": m, "aspect": e, **v} for m, d in result.items() for e, v in d.items()]
-    notes = "".join(
+    notes = _infinite_note(infinite, len(table), "point-biserial r") + "".join(
         f"\nnote: {e}: the annotators of {n} of {len(table)} stories are tied (as many 1 as 0); a tie counts as the "
         "error present"
         for e, n in tied.items()

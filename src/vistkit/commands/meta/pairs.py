@@ -31,6 +31,7 @@ from vistkit.commands.meta.common import (
     _page_notes,
     _proxy_note,
     _report,
+    _resamples_note,
     _sig_caption,
     option_group,
     pairs_assessment,
@@ -64,6 +65,7 @@ def pairs_cmd(
     pairs, scores = inputs.prepare()
     normalised, units = _gap_normalised(pairs, raw_gap)
     result = pairs_assessment(pairs, scores, edges=edges, normalised=normalised, n_resamples=n_resamples, seed=seed)
+    few = _resamples_note(result, n_resamples)  # --bootstrap 1: a "95% CI" of one resample
     units = units if result["gap_edges"] else ""
     cols, rows = accuracy_table(result)
     _emit(
@@ -77,12 +79,13 @@ def pairs_cmd(
         + _proxy_note(result["proxy_label_pairs"])
         + _left_out_note(result)
         + _outside_note(result)
-        + units,
+        + units
+        + few,
     )
     if report is not None:
         from vistkit.report.html import pairs_report
 
-        notes = _page_notes(_left_out_note(result) + _outside_note(result) + units)
+        notes = _page_notes(_left_out_note(result) + _outside_note(result) + units + few)
         _report(
             report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
         )
@@ -156,7 +159,7 @@ def gap_cmd(
         result = pairs_assessment(
             pairs, scores, edges=edges, normalised=normalised, n_resamples=n_resamples, seed=seed
         )
-        notes = _page_notes(_left_out_note(result) + _outside_note(result) + units)
+        notes = _page_notes(_left_out_note(result) + _outside_note(result) + units + _resamples_note({}, n_resamples))
         _report(
             report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
         )
@@ -242,6 +245,7 @@ def compare_cmd(
         comps = pairwise_comparisons(list(correct), correct, n_resamples=n_resamples, seed=seed)
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {"subset": subset, "comparisons": comps, "signatures": signatures}
+    few = _resamples_note(payload, n_resamples)  # the JSON's CI of the difference
     cols = [*COMPARISON_COLUMNS, "n"]
     rows = [[*comparison_row(c), c["mcnemar"]["n"]] for c in comps]
-    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(signatures))
+    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(signatures) + few)
