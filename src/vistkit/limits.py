@@ -45,6 +45,10 @@ DECLARED_RATIO = 16
 DECLARED_FLOOR_VALUES = 1 << 28  # 1 GiB of float32
 #: METEOR: words (whitespace-separated) of a hypothesis or reference sent to the jar (`vistkit.metrics.meteor`)
 METEOR_MAX_WORDS = 1_000
+#: pairs of equal words (one in the story, one in a reference) past which an item is not sent to Meteor: each is a
+#: match its aligner must place (a story looping on one word against a reference that does: 1,000 x 1,000, six
+#: minutes; two natural 1,000-word texts hold ~10^4)
+METEOR_MAX_WORD_PAIRS = 250_000
 # bytes each in-memory embedding cache keeps (`vistkit.models.runtime.ArrayCache`: CLIP's text, photo and region
 # embeddings, the MiniLM sentence encoder's), least recently used out first; unbounded, CLIP regions of 10^6 photos
 # took ~70 GB
@@ -275,7 +279,9 @@ LIMIT_ROWS = [
     [
         "METEOR text length",
         f"meteor-vist/-album/-coco: a story or reference of more than {METEOR_MAX_WORDS:,} words is excluded "
-        "with the reason (the jar's aligner takes minutes on 4,000 words and runs out of memory on 8,000)",
+        "with the reason (the jar's aligner takes minutes on 4,000 words and runs out of memory on 8,000); so is "
+        f"an item whose story and one reference hold more than {METEOR_MAX_WORD_PAIRS:,} pairs of equal words (a "
+        "looping story against a looping reference)",
         "-",
     ],
     [

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vistkit.data.story import Keying, Story, StorySet
-from vistkit.limits import METEOR_MAX_WORDS
+from vistkit.limits import METEOR_MAX_WORD_PAIRS, METEOR_MAX_WORDS
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, get_metric, mean_score, register
 
 METEOR_VERSION = "meteor-1.5"
@@ -50,14 +50,48 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
 #: not sent to Meteor (its item is excluded, with the reason), so one such text cannot stall or kill a whole run.
 MAX_WORDS = METEOR_MAX_WORDS
 _TOO_LONG = f"more than {MAX_WORDS:,} words: Meteor's aligner would take minutes and gigabytes (not scored)"
+#: Equal words multiply the aligner's work too (`vistkit.limits.METEOR_MAX_WORD_PAIRS`)
+MAX_WORD_PAIRS = METEOR_MAX_WORD_PAIRS
+_TOO_REPETITIVE = (
+    f"repeat words so much (more than {MAX_WORD_PAIRS:,} pairs of equal words) that Meteor's aligner would take "
+    "minutes (not scored)"
+)
 _LONG_TEXT_NOTE = (
     f" A story or reference of more than {MAX_WORDS:,} words is not scored (its item is excluded with the reason): "
-    "the jar's aligner takes minutes on 4,000 words and runs out of its 2 GB heap on 8,000."
+    "the jar's aligner takes minutes on 4,000 words and runs out of its 2 GB heap on 8,000. So is an item whose "
+    f"story and a reference hold more than {MAX_WORD_PAIRS:,} pairs of equal words (a story looping on one word "
+    "against a reference that does: 1,000 x 1,000 took six minutes)."
 )
 
 
 def _too_long(text: str) -> bool:
     return len(text.split()) > MAX_WORDS
+
+
+def word_pairs(a: str, b: str) -> int:
+    """The pairs of equal whitespace-separated words, one from ``a`` and one from ``b`` (case-blind: the most that
+    Meteor's exact matcher, with or without -norm, may have to place)."""
+    from collections import Counter
+
+    ca, cb = Counter(a.lower().split()), Counter(b.lower().split())
+    if len(ca) > len(cb):
+        ca, cb = cb, ca
+    return sum(n * cb[w] for w, n in ca.items() if w in cb)
+
+
+def _too_repetitive(hypothesis: str, reference: str) -> bool:
+    return word_pairs(hypothesis, reference) > MAX_WORD_PAIRS
+
+
+def _skip_reason(hypothesis: str, references: Sequence[str]) -> str | None:
+    """Why an item is not sent to Meteor (a text over `MAX_WORDS`, or a pair over `MAX_WORD_PAIRS`), else None."""
+    if _too_long(hypothesis):
+        return f"the story has {_TOO_LONG}"
+    if any(map(_too_long, references)):
+        return f"a reference has {_TOO_LONG}"
+    if any(_too_repetitive(hypothesis, r) for r in references):
+        return f"the story and a reference {_TOO_REPETITIVE}"
+    return None
 
 
 _CITATION = (
@@ -258,12 +292,11 @@ class MeteorVist(Metric):
         excluded: dict[str, str] = {}
         for i, item in enumerate(items):
             hyp = self._clean(item.hypothesis.text)
-            if _too_long(hyp):
-                excluded[item.item_id] = f"the story has {_TOO_LONG}"
-                continue
             kept = [self._clean(r.text) for r in item.references]
-            if any(map(_too_long, kept)):  # left out, as the pooled variants do: the max over the other
-                excluded[item.item_id] = f"a reference has {_TOO_LONG}"  # references would not be the jar's
+            # the whole item is left out, as the pooled variants do: the max over the other references would not be
+            # the jar's
+            if (why := _skip_reason(hyp, kept)) is not None:
+                excluded[item.item_id] = why
                 continue
             for r in kept:
                 tests.append(hyp)
@@ -316,9 +349,9 @@ class _PooledMeteor(Metric):
         # a text Meteor cannot align in reasonable time and memory: its item is left out (NaN, zero statistics,
         # so it adds nothing to the pooled corpus score)
         excluded = {
-            it.item_id: f"the story has {_TOO_LONG}" if _too_long(h) else f"a reference has {_TOO_LONG}"
+            it.item_id: why
             for it, h, r in zip(items, hyps, refs, strict=True)
-            if _too_long(h) or any(map(_too_long, r))
+            if (why := _skip_reason(h, r)) is not None
         }
         keep = [k for k, it in enumerate(items) if it.item_id not in excluded]
         width = 7 + 4 * N_STAGES

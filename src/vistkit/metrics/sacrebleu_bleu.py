@@ -114,7 +114,9 @@ class SacreBleu(Metric):
             "nrefs (references per item, 'a-b' when it varies), key (how hypotheses meet references), "
             "refabsent (Reference Absent Algorithm), then sb:[...] = sacreBLEU's own signature (nrefs, case, "
             "eff, tok, smooth, version; nrefs:var when the count varies), ngram (max_ngram_order, only when it "
-            "is not 4: sacreBLEU's own signature leaves it out), then the vistkit version."
+            "is not 4: sacreBLEU's own signature leaves it out), smooth_value (the exact value, only when "
+            "sacreBLEU's two decimals do not show it: floor 0.001 and 0.004 are both its floor[0.00]), then the "
+            "vistkit version."
         ),
         reproduces=(
             "sacrebleu.corpus_bleu / sacrebleu.metrics.BLEU (mjpost/sacrebleu) exactly: the corpus value "
@@ -214,6 +216,10 @@ class SacreBleu(Metric):
         fields: dict[str, object] = {"sb": f"[{self.sacrebleu_signature()}]"}
         if self.max_ngram_order != 4:
             fields["ngram"] = self.max_ngram_order
+        # sacreBLEU prints smooth_value to two decimals (floor 0.001 and 0.004, other numbers, both "floor[0.00]"):
+        # the exact value when its field does not show it
+        if self.smooth_value is not None and float(f"{self.smooth_value:.2f}") != self.smooth_value:
+            fields["smooth_value"] = repr(float(self.smooth_value))
         return fields
 
     # -- statistics ------------------------------------------------------------------------------------------

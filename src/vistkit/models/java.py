@@ -23,7 +23,8 @@ path), which add exactly the jar's matches in the jar's order with memoised syns
 helper also memoises Snowball stems (``VistkitMeteor.CachingStemmer``). ``ParaphraseTransducer`` reads the
 paraphrase table exactly as the jar does but holds it in flat int arrays, and caches those on disk
 (`table_cache_dir`, one file per table and jar, built once per user, checked by key and CRC-32, written
-atomically): later processes map it in well under a second instead of parsing 61 MB of gzip for 7-28 s.
+atomically): later processes map it in well under a second instead of parsing 61 MB of gzip for 7-28 s; each helper
+start marks its install's table used and removes tables unused for 30 days (`tend_table_cache`).
 Scores are bit-identical to the jar's (tests/test_meteor.py, bench/bench_meteor.py).
 
 Costs (2-core machine shared with other jobs, OpenJDK 17): JVM start ~0.01 s, helper compile ~1-5 s once per
@@ -430,6 +431,55 @@ def table_cache_dir() -> Path | None:
     return cache_dir() / "meteor-tables"
 
 
+#: days a compact paraphrase table may go unused before a helper start removes it: each pycocoevalcap install (a
+#: venv, a reinstall: another path or mtime, so another key) builds its own ~114 MB file, and none was ever removed
+TABLE_CACHE_DAYS = 30
+_TABLE_FILE = re.compile(r"paraphrase-[0-9a-f]{16}\.(?:bin|lock|bin\.tmp\d+)")
+
+
+def table_cache_key(java: JavaInfo) -> str:
+    """The 16 hex digits naming this install's compact table (``ParaphraseTransducer.key``: the table's real path,
+    size and mtime in ms, the jar's size and mtime; Java before 10 reads mtimes to the second)."""
+
+    def millis(st: os.stat_result) -> int:
+        ms = st.st_mtime_ns // 1_000_000
+        return ms if java.version >= 10 else ms // 1000 * 1000
+
+    table, jar = paraphrase_table(), meteor_jar()
+    st_t, st_j = table.stat(), jar.stat()
+    ident = (
+        f"vistkit-paraphrase|1|{os.path.realpath(table)}|{st_t.st_size}|{millis(st_t)}|{st_j.st_size}|{millis(st_j)}"
+    )
+    return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16]
+
+
+def tend_table_cache(java: JavaInfo) -> None:
+    """Mark this install's compact table used (its mtime) and remove the cache's tables, locks and leftover
+    temporary files unused for `TABLE_CACHE_DAYS` (another install's table in use is touched by its own helpers).
+    Best effort: a cache that cannot be read or changed is left as it is."""
+    folder = table_cache_dir()
+    if folder is None or not folder.is_dir():
+        return
+    try:
+        current = f"paraphrase-{table_cache_key(java)}"
+    except (OSError, MissingDependencyError):
+        current = None
+    limit = time.time() - TABLE_CACHE_DAYS * 86400
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not _TABLE_FILE.fullmatch(name):
+            continue
+        path = folder / name
+        with contextlib.suppress(OSError):
+            if current is not None and name in (f"{current}.bin", f"{current}.lock"):
+                os.utime(path)
+            elif path.is_file() and not path.is_symlink() and path.stat().st_mtime < limit:
+                path.unlink()
+
+
 CLASS_MANIFEST = "vistkit-classes.json"  # the compiled classes' SHA-256, written with them
 
 
@@ -691,6 +741,7 @@ class MeteorServer:
             cp = os.pathsep.join([helper, str(meteor_jar())])
             tables = table_cache_dir()
             props = [f"-Dvistkit.paraphrase.cache={tables}"] if tables is not None else []
+            tend_table_cache(java)
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
                 [java.path, *helper_jvm_options(), *jvm_base_options(), *props, "-cp", cp, HELPER_CLASS,
