@@ -587,13 +587,42 @@ def convert_packaged(source: LMSource | None = None, *, repair: bool = False) ->
             )
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
         try:
-            _write_converted(src.source, tmp, source_sha256=actual)
+            try:
+                _write_converted(src.source, tmp, source_sha256=actual)
+            except Exception as exc:
+                if (failed := _write_failure(exc)) is None:
+                    raise
+                raise OutputError(
+                    f"the packaged language model could not be written into {root} ({failed}); it takes about 520 MB "
+                    "once converted: free space there, or set VISTKIT_CACHE to a folder with room, and run "
+                    "again"
+                ) from None
             _tree_modes(tmp)  # as readable as any cache file (umask), not private to whoever converted it
             os.replace(tmp, folder)  # atomic on one file system; the lock rules out a concurrent writer
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def _write_failure(exc: BaseException) -> str | None:
+    """Why writing the converted LM failed, in a few words, when the file system refused it (a full disk, a file-size
+    limit, a folder made read-only meanwhile): an `OSError`, or safetensors' ``I/O error`` (its own exception type,
+    which once surfaced as "unexpected SafetensorError ... a bug in vistkit"); None for anything else."""
+    import errno
+
+    from vistkit.models.runtime import _os_reason
+
+    if isinstance(exc, OSError):
+        return "a file is too large for this process's file-size limit" if exc.errno == errno.EFBIG else _os_reason(exc)
+    if type(exc).__name__ == "SafetensorError" and "I/O error" in str(exc):
+        text = str(exc)
+        if "os error 28" in text:
+            return "the disk is full"
+        if "os error 27" in text:
+            return "a file is too large for this process's file-size limit"
+        return text.split("I/O error:", 1)[1].strip()
+    return None
 
 
 def _records_every_file(folder: Path) -> bool:
