@@ -2,11 +2,13 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# the stamp's name holds pyproject.toml's checksum: an edit reinstalls, a new mtime alone (a fresh clone, a branch
+# switch) does not, so a .venv that is already installed is not reinstalled for nothing
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: demo test install lint bench clean system-deps
 
-$(STAMP): pyproject.toml
+$(STAMP):
 	$(MAKE) --no-print-directory system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip

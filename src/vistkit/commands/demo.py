@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from importlib import resources
+from pathlib import Path
 
 from vistkit.cli import app
 from vistkit.commands.common import echo, note
 from vistkit.data.story import StorySet
-from vistkit.errors import VistkitError, out_of_memory
+from vistkit.errors import MissingDependencyError, VistkitError, out_of_memory
 
 # Offline metrics, in display order; a metric that cannot run here is reported, not fatal.
 DEMO_METRICS = (
@@ -36,6 +38,7 @@ def demo() -> None:
     with resources.as_file(root) as folder:
         human = read_stories(folder / "human_stories.json", system="human")
         llava = read_stories(folder / "llava_stories.json", system="llava")
+    shipped = Path(str(root))  # a folder on disk in every ordinary install (not inside a zip)
     echo(
         f"vistkit demo: {len(llava)} LLaVA-NeXT stories vs their human VIST stories (dHM sample, CC BY 4.0), "
         "keyed by story id.\n"
@@ -68,16 +71,38 @@ def demo() -> None:
     for line in skipped:
         note(f"skipped {line}")
     _demo_distance(human, llava)
+    scored = [r.metric for r in results if " (" not in r.metric]  # "rovist-nr (human)" is a second run
+    if scored and (shipped / "llava_stories.json").is_file():
+        stories = shlex.quote(str(shipped / "llava_stories.json"))
+        references = shlex.quote(str(shipped / "human_stories.json"))
+        echo(
+            f"\nThe same with the CLI: vistkit score {stories} --references {references} --key story "
+            f"-m {','.join(scored)}"
+        )
     echo("\nNext: `vistkit metrics` lists every metric; `vistkit metrics --info NAME` shows its card.")
 
 
 def _demo_distance(human: StorySet, llava: StorySet) -> None:
-    """dHM human-model distance on the two dimensions that need no download (coherence C, non-redundancy R)."""
+    """dHM human-model distance on the two dimensions that need no download (coherence C, non-redundancy R); on R
+    alone when the coherence model is not installed."""
+    from vistkit.metrics.base import Metric, get_metric
     from vistkit.report.tables import OutputFormat
     from vistkit.scores.dhm import compute_dhm, render_dhm
 
+    coherence: Metric | str = "coherence"
+    dimensions = "C,R"
+    try:  # without its model (no `models` extra) C is left out, not the distance: R needs no model
+        coherence = get_metric("coherence")
+    except MissingDependencyError as exc:
+        note(f"dHM's coherence dimension C is left out: {exc}")
+        dimensions = "R"
+    except (MemoryError, RuntimeError) as exc:
+        if (memory := out_of_memory(exc)) is None:
+            raise
+        note(f"dHM's coherence dimension C is left out: {memory}")
+        dimensions = "R"
     try:
-        result = compute_dhm(human, llava, c_metric="coherence", dimensions="C,R")
+        result = compute_dhm(human, llava, c_metric=coherence, dimensions=dimensions)
     except VistkitError as exc:
         note(f"skipped dHM distance: {exc}")
         return
