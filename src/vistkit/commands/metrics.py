@@ -43,6 +43,8 @@ def needs_text(cls: type[Metric], *, none: str = "-") -> str:
         ("human story", cls.needs_human_story),
     )
     needs = [n for n, flag in flags if flag]
+    if cls.needs_java:
+        needs.append("Java 8+")
     if cls.weights:
         needs.append(f"weights: {cls.weights}")
     return ", ".join(needs) or none

@@ -645,7 +645,7 @@ class Metric(ABC):
 
     Class attributes declare behaviour (torchmetrics / scikit-learn style) so generic tests can run over the
     registry: ``higher_is_better``, ``lower_bound``/``upper_bound`` (``None`` = unbounded), ``needs_references``,
-    ``needs_images``, ``needs_human_story``.
+    ``needs_images``, ``needs_human_story``, ``needs_java``.
     """
 
     name: ClassVar[str]
@@ -655,6 +655,9 @@ class Metric(ABC):
     needs_references: ClassVar[bool] = False
     needs_images: ClassVar[bool] = False
     needs_human_story: ClassVar[bool] = False
+    #: what the metric runs on Java for (METEOR, the PTB tokeniser), "" for none: a missing Java is said by
+    #: `precheck`, before any metric scores, not after the metrics before it have run
+    needs_java: ClassVar[str] = ""
     #: model weights the metric needs that vistkit does not ship ("" = none, or all shipped)
     weights: ClassVar[str] = ""
     #: keying used when the caller gives none (``None``: sequence when every story has photos, else story)
@@ -714,6 +717,10 @@ class Metric(ABC):
 
         check_options(cls, options)
         check_values(cls, dict(options), local=local)
+        if local and cls.needs_java:
+            from vistkit.models.java import require_java
+
+            require_java(cls.needs_java)
 
     @classmethod
     def check_inputs(

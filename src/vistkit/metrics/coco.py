@@ -630,6 +630,7 @@ class _CocoMetric(Metric):
     """Shared plumbing: tokenise through the per-text cache, compute on the shared `CocoInputs`."""
 
     needs_references: ClassVar[bool] = True
+    needs_java: ClassVar[str] = "the PTB tokenizer (coco metrics)"  # `vistkit.models.java.run_ptb_tokenizer`
 
     def signature_fields(self) -> dict[str, object]:
         return {"tok": TOKENISER, **self._extra_fields(), "impl": COCO_VERSION}

@@ -212,6 +212,7 @@ class MeteorVist(Metric):
 
     name = "meteor-vist"
     needs_references: ClassVar[bool] = True
+    needs_java: ClassVar[str] = "METEOR"
     card = MetricCard(
         summary=(
             "METEOR 1.5 exactly as the NAACL 2018 VIST challenge evaluator (EvalVISTSharedTask.java) "
@@ -326,6 +327,7 @@ class _PooledMeteor(Metric):
     """Meteor's stdio protocol: best-reference statistics per item, corpus score from pooled statistics."""
 
     needs_references: ClassVar[bool] = True
+    needs_java: ClassVar[str] = "METEOR"
     task: ClassVar[str]
     norm: ClassVar[bool]
 

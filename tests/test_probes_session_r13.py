@@ -1,0 +1,62 @@
+"""Probe round 13, fixes made while reviewing the helpers' reports: a missing Java is said before any metric
+scores (not after the metrics before a coco or METEOR metric have run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vistkit.cli import main
+from vistkit.errors import MissingDependencyError
+
+
+@pytest.fixture
+def no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import vistkit.models.java as vj
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(vj, "_SERVER", None)
+    monkeypatch.setattr(vj, "_JAVA_CACHE", {})
+
+
+@pytest.mark.parametrize("name", ["bleu-4", "rouge-l", "cider-d", "meteor-vist", "meteor-album", "meteor-coco"])
+def test_java_metrics_say_a_missing_java_in_their_precheck(no_java: None, name: str) -> None:
+    from vistkit.metrics.base import get_metric_class
+
+    with pytest.raises(MissingDependencyError, match=r"needs Java 8\+"):
+        get_metric_class(name).precheck({})
+    get_metric_class(name).precheck({}, local=False)  # a Ray cluster's machines have their own Java
+
+
+def test_a_missing_java_stops_the_run_before_the_first_metric_scores(
+    no_java: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-m sacrebleu,rouge-l` scored every story with sacrebleu, then failed on rouge-l's tokeniser and lost that
+    work (minutes with bertscore first), against docs/cli.md's "Mistakes come first"."""
+    from vistkit.metrics.sacrebleu_bleu import SacreBleu
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("sacrebleu scored before the missing Java was said")
+
+    monkeypatch.setattr(SacreBleu, "score_items", never)
+    rows = [{"story_id": f"s{i}", "text": f"we went to the park number {i} ."} for i in range(3)]
+    for name in ("h", "r"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main(["score", str(tmp_path / "h.jsonl"), "-r", str(tmp_path / "r.jsonl"), "-m", "sacrebleu,rouge-l"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the PTB tokenizer (coco metrics) needs Java 8+" in err
+
+
+def test_metrics_all_leaves_the_java_metrics_out_with_the_reason(no_java: None) -> None:
+    from vistkit.commands.score import plan_all
+
+    plans, skipped = plan_all({}, {}, has_references=True)
+    assert {"bleu-4", "rouge-l", "cider-d", "meteor-vist"} <= skipped.keys()
+    assert "needs Java 8+" in skipped["rouge-l"]
+    assert "sacrebleu" in {cls.name for cls, _ in plans}
