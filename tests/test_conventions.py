@@ -210,7 +210,7 @@ def test_metrics_name_the_weights_vistkit_does_not_ship(capsys: pytest.CaptureFi
     for name in ("rovist-c", "dhm-c", "rovist-vg", "vrank"):
         if name in needs:
             assert "weights:" in needs[name] and ("not shipped" in needs[name] or "none is shipped" in needs[name])
-    assert needs.get("bleu-4") == "references" and needs.get("coherence") == "nothing"
+    assert needs.get("bleu-4") == "references, Java 8+" and needs.get("coherence") == "nothing"
     assert not any(v == "-" for v in needs.values())
 
 
