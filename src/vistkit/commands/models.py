@@ -229,7 +229,7 @@ def convert(
             obj = load_legacy_checkpoint(checkpoint, trust=trust_checkpoint)
             save_converted(
                 fresh,
-                extract_state_dict(obj),
+                extract_state_dict(obj, where=checkpoint),
                 kind="state-dict",
                 config=cfg or {},
                 source={"file": checkpoint.name, "sha256": file_sha256(checkpoint)},

@@ -11,10 +11,13 @@ For stories (a story = one text and its ordered photos) we offer:
   over its sentences (the per-sentence values are kept in ``extra``). Sentences: the source's (the five VIST
   storylets) with ``sentences="source"``, or NLTK-3.8.1 Punkt splitting (default ``"split"``); a story whose
   sentence count differs from its photo count is excluded with the reason. Sentences longer than 77 tokens are
-  truncated, as the official code does; how many were is reported in ``extra``.
+  truncated, as the official code does; how many were is reported in ``extra``. A story with a sentence of no text
+  (an empty storylet, or only spaces or invisible format characters) is excluded with the reason: scoring it would
+  score the prefix alone.
 - ``clipscore-story``: the whole story against every photo, mean over photos. The whole text must fit CLIP's
   77-token context: by default a longer story is excluded with its token count (``long="exclude"``);
-  ``long="truncate"`` cuts it like the official code (and says so in the signature).
+  ``long="truncate"`` cuts it like the official code (and says so in the signature). A story of no text is
+  excluded, and a ``prefix`` that fills CLIP's context by itself is refused.
 
 Models: ``clip_model`` is a local folder in Hugging Face format, or a hub id already in the local cache
 (default ``openai/clip-vit-base-patch32``, the HF port of OpenAI's ViT-B/32). Nothing is downloaded at run
@@ -82,6 +85,14 @@ def story_sentences(story: Story, mode: str) -> list[str]:
     raise InputError(f"sentences must be 'split' or 'source', not {mode!r}")
 
 
+def _no_text(text: str) -> bool:
+    """Whether a caption is empty once spaces and invisible format characters (which CLIP's tokenizer drops) are
+    left out: scoring it would score the prefix alone."""
+    from vistkit.text.detokenize import visible_text
+
+    return not visible_text(text).strip()
+
+
 # --------------------------------------------------------------------------------------------------- encoder
 def _features(out: Any) -> Any:
     """transformers < 5 returns a tensor from get_*_features; >= 5 an output whose pooler_output is
@@ -128,6 +139,9 @@ class ClipEncoder:
                 CLIPModel, folder, trust=trust, what="CLIP model", output_loading_info=True
             )
         refuse_missing_weights(info, folder, what="CLIP model")
+        from vistkit.models.checkpoints import refuse_foreign_tokenizer
+
+        refuse_foreign_tokenizer(self.tokenizer, int(model.config.text_config.vocab_size), folder, what="CLIP model")
         self.model = model.to(self.device).eval()
         self.max_tokens = int(self.model.config.text_config.max_position_embeddings)
         self.fingerprint = model_fingerprint(folder)
@@ -286,6 +300,13 @@ class _ClipScoreBase(PhotoMetric):
         self._use_photos(images, photos)
         if not isinstance(prefix, str):
             raise InputError(f"{self.name}: prefix must be a text (got {type(prefix).__name__})")
+        n = self.encoder.n_tokens([prefix])[0]
+        if n >= self.encoder.max_tokens:
+            raise InputError(
+                f"{self.name}: the prefix is {n} CLIP tokens with the start and end tokens, which leaves no room for "
+                f"the text in CLIP's {self.encoder.max_tokens}-token context (every caption would be cut to the "
+                "prefix); give a shorter prefix"
+            )
         self.prefix = prefix
         self._image_cache = ArrayCache()  # photo id -> unit vector
 
@@ -367,7 +388,8 @@ class ClipScore(_ClipScoreBase):
         reproduces="jmhessel/clipscore get_clip_score per (sentence, photo) pair.",
         differences="A story-level CLIPScore is not defined by Hessel et al.; the per-sentence pairing and "
         "the mean "
-        "are ours. The official code runs CLIP in float16 on GPU; we use float32.",
+        "are ours. The official code runs CLIP in float16 on GPU; we use float32. A story with a sentence of no "
+        "text (an empty storylet) is excluded with the reason (the official code would score the prefix alone).",
         citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP "
         "2021.",
     )
@@ -388,6 +410,11 @@ class ClipScore(_ClipScoreBase):
         sents = story_sentences(story, self.sentences)
         if len(sents) != len(story.photo_ids):
             return f"{len(sents)} sentences for {len(story.photo_ids)} photos (sentence i needs photo i)"
+        if blank := [i for i, s in enumerate(sents, 1) if _no_text(s)]:
+            return (
+                f"sentence {blank[0]} of {len(sents)} has no text (CLIPScore would score the prefix "
+                f"{self.prefix!r} alone against photo {blank[0]})"
+            )
         texts = [self.prefix + s for s in sents]
         extra["truncated_sentences"] += sum(n > self.encoder.max_tokens for n in self.encoder.n_tokens(texts))
         t = self.encoder.encode_texts(texts, truncate=True)
@@ -415,7 +442,8 @@ class ClipScoreStory(_ClipScoreBase):
         reproduces="jmhessel/clipscore get_clip_score with the whole story as the caption (long=truncate).",
         differences="The official code truncates long captions silently; by default we refuse to score a "
         "story "
-        "CLIP cannot read whole and say so.",
+        "CLIP cannot read whole and say so. A story of no text is excluded (the official code would score the "
+        "prefix alone); a prefix that fills CLIP's context by itself is refused.",
         citation="Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP "
         "2021.",
     )
@@ -433,6 +461,8 @@ class ClipScoreStory(_ClipScoreBase):
         return {"truncated_stories": 0}
 
     def _story_value(self, story: Story, item_id: str, extra: dict[str, Any]) -> float | str:
+        if _no_text(story.text):
+            return f"the story has no text (CLIPScore would score the prefix {self.prefix!r} alone)"
         text = self.prefix + story.text
         n = self.encoder.n_tokens([text])[0]
         if n > self.encoder.max_tokens:

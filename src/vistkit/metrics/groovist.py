@@ -26,6 +26,9 @@ Where we differ from the official code, and why:
   official phrases exactly. The signature adds the file's hash.
 - A story with no noun phrase left gets 0.0 in the official code (its exception path, "use-case dependent");
   we keep 0.0 and list those stories in ``extra["no_noun_phrases"]``.
+- A sentence over 5,000 characters (`SPACY_PIECE_CHARS`; no real story holds one) is given to spaCy in pieces cut
+  at spaces, to bound its memory (one of 100,000 characters took 1.1 GB); the stories where that happened are
+  listed in ``extra["sentences_read_in_pieces"]``.
 - A photo missing from the folder: the official code gives it cosine 0 for every phrase; we exclude the story
   with the reason (a silent 0 changes the score).
 - CLIP in float32 (official GPU runs: float16); the last digits differ (the official sample 48454 is 1.27818
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -139,20 +142,76 @@ def spacy_model_name(nlp: Any) -> str:
     return f"{meta.get('lang', 'en')}_{meta.get('name', '?')}-{meta.get('version', '?')}"
 
 
+#: spaCy's memory grows by ~17 KB a token of the texts it reads at once (one 100,000-character sentence
+#: "a a a ..." took 1.1 GB and 31 s, and a batch of 256 such sentences would need ~256 times that): a sentence is read
+#: in pieces of at most `SPACY_PIECE_CHARS` characters (GROOViST) or `SPACY_PIECE_TOKENS` tokens (RoViST-VG's
+#: tagger), cut after a space, and a batch holds at most `SPACY_BATCH_CHARS` characters or `SPACY_BATCH_TOKENS`
+#: tokens. The longest story in the VIST, VWP, dHM, AREL, TAPM and PR-VIST files is 2,212 characters, so no real
+#: sentence is cut; how sentences are batched changes no tag or phrase (each is its own Doc)
+SPACY_PIECE_CHARS = 5_000
+SPACY_PIECE_TOKENS = 1_000
+SPACY_BATCH_CHARS = 10_000
+SPACY_BATCH_TOKENS = 4_000
+SPACY_BATCH_ITEMS = 256
+
+
+def spacy_batches(items: Iterable[Any], size: Callable[[Any], int], budget: int) -> Iterator[list[Any]]:
+    """``items`` in batches of at most `SPACY_BATCH_ITEMS` items and ``budget`` in all (one larger item alone)."""
+    batch: list[Any] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if batch and (total + n > budget or len(batch) >= SPACY_BATCH_ITEMS):
+            yield batch
+            batch, total = [], 0
+        batch.append(item)
+        total += n
+    if batch:
+        yield batch
+
+
+def text_pieces(text: str, limit: int = SPACY_PIECE_CHARS) -> list[str]:
+    """``text`` cut into pieces of at most ``limit`` characters, each ending after the last whitespace that keeps
+    it within the limit (at the limit when it holds none), so no piece starts with a space; the text itself when it
+    fits."""
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > limit:
+        cut = start + limit
+        while cut > start and not text[cut - 1].isspace():
+            cut -= 1
+        if cut == start:
+            cut = start + limit
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def _parse(texts: Sequence[str], nlp: Any) -> Iterator[Any]:
+    """spaCy docs of ``texts``, in batches bounded by `spacy_batches`."""
+    for batch in spacy_batches(texts, len, SPACY_BATCH_CHARS):
+        yield from nlp.pipe(batch, batch_size=len(batch))
+
+
 def noun_phrases(sentences: Sequence[str], nlp: Any) -> list[str]:
     """Noun phrases of a story, sentence by sentence (``extract_nphrases.py``): placeholders replaced, spaCy
-    ``noun_chunks`` lower-cased and de-duplicated within each sentence, concatenated in order."""
-    out: list[str] = []
-    for doc in nlp.pipe([replace_placeholders(s) for s in sentences], batch_size=256):
-        out += list(dict.fromkeys(chunk.text.lower() for chunk in doc.noun_chunks))
-    return out
+    ``noun_chunks`` lower-cased and de-duplicated within each sentence, concatenated in order (a sentence over
+    `SPACY_PIECE_CHARS` characters is read in pieces)."""
+    return noun_phrases_many([sentences], nlp)[0]
+
+
+def long_sentences(sentences: Sequence[str]) -> int:
+    """How many of the sentences spaCy reads in pieces (over `SPACY_PIECE_CHARS` characters)."""
+    return sum(len(replace_placeholders(s)) > SPACY_PIECE_CHARS for s in sentences)
 
 
 def noun_phrases_many(stories: Sequence[Sequence[str]], nlp: Any) -> list[list[str]]:
     """`noun_phrases` of many stories (sentence lists) in one batched spaCy pass."""
-    flat = [replace_placeholders(s) for sents in stories for s in sents]
+    pieces = [text_pieces(replace_placeholders(s)) for sents in stories for s in sents]
+    docs = _parse([p for ps in pieces for p in ps], nlp)
     per_sentence = [
-        list(dict.fromkeys(c.text.lower() for c in doc.noun_chunks)) for doc in nlp.pipe(flat, batch_size=256)
+        list(dict.fromkeys(c.text.lower() for _ in ps for c in next(docs).noun_chunks)) for ps in pieces
     ]
     out: list[list[str]] = []
     k = 0
@@ -375,7 +434,8 @@ class Groovist(PhotoMetric):
         differences="Stories with no noun phrase score 0.0 as in the official code (listed in the output). "
         "Missing photos exclude the story (official: cosine 0). Default spaCy model en_core_web_sm "
         "(official: "
-        "en_core_web_trf). CLIP in float32 (official: float16 on GPU).",
+        "en_core_web_trf). CLIP in float32 (official: float16 on GPU). A sentence over 5,000 characters (none "
+        "in real data) is parsed in pieces cut at spaces, to bound spaCy's memory (listed in the output).",
         citation="Surikuchi, Pezzelle & Fernández, GROOViST: A Metric for Grounding Objects in Visual "
         "Storytelling, EMNLP 2023.",
     )
@@ -464,7 +524,9 @@ class Groovist(PhotoMetric):
         per_np: dict[str, dict[str, float]] = {}
         # one batched spaCy pass and one batched CLIP text pass for all stories
         todo = [i for i in items if i.hypothesis.story_id not in self.given_nps]
-        extracted = noun_phrases_many([story_sentences(i.hypothesis, self.sentences) for i in todo], self.nlp)
+        sentences = [story_sentences(i.hypothesis, self.sentences) for i in todo]
+        extracted = noun_phrases_many(sentences, self.nlp)
+        cut = {i.item_id: n for i, sents in zip(todo, sentences, strict=True) if (n := long_sentences(sents))}
         by_id = {i.item_id: nps for i, nps in zip(todo, extracted, strict=True)}
         all_nps = [
             by_id[i.item_id] if i.item_id in by_id else list(self.given_nps[i.hypothesis.story_id])
@@ -503,6 +565,9 @@ class Groovist(PhotoMetric):
             per_np[item.item_id] = dict(zip(nps, scores.tolist(), strict=True))
             values.append(value)
         extra: dict[str, Any] = {"no_noun_phrases": empty, "np_scores": per_np}
+        if cut:
+            # sentences spaCy read in pieces of SPACY_PIECE_CHARS characters (never a real one: a bound on memory)
+            extra["sentences_read_in_pieces"] = cut
         if self.store.whole_fallback:
             extra["whole_photo_fallback"] = sorted(self.store.whole_fallback)
         return mean_score(

@@ -50,7 +50,13 @@ from vistkit.errors import InputError, MissingDependencyError
 from vistkit.metrics._grounding import PhotoMetric
 from vistkit.metrics.base import Item, MetricCard, Score, mean_score, register
 from vistkit.metrics.clipscore import story_sentences
-from vistkit.metrics.groovist import load_spacy, replace_placeholders
+from vistkit.metrics.groovist import (
+    SPACY_BATCH_TOKENS,
+    SPACY_PIECE_TOKENS,
+    load_spacy,
+    replace_placeholders,
+    spacy_batches,
+)
 
 __all__ = [
     "NOUN_TAGS",
@@ -128,11 +134,19 @@ def pos_tag_many(
     if not todo:
         return out
     nlp = load_spacy(spacy_model)
-    docs: Any = (Doc(nlp.vocab, words=list(sentences[i])) for i in todo)
-    for _, proc in nlp.pipeline:
-        docs = proc.pipe(docs, batch_size=256) if hasattr(proc, "pipe") else map(proc, docs)
-    for i, doc in zip(todo, docs, strict=True):
-        out[i] = [t.tag_ for t in doc]
+    # a sentence over SPACY_PIECE_TOKENS tokens is tagged in pieces and a batch holds at most SPACY_BATCH_TOKENS
+    # (spaCy's memory grows with the tokens it reads at once; no real sentence is cut)
+    pieces = [
+        (i, list(sentences[i][k : k + SPACY_PIECE_TOKENS]))
+        for i in todo
+        for k in range(0, len(sentences[i]), SPACY_PIECE_TOKENS)
+    ]
+    for batch in spacy_batches(pieces, lambda piece: len(piece[1]), SPACY_BATCH_TOKENS):
+        docs: Any = (Doc(nlp.vocab, words=words) for _, words in batch)
+        for _, proc in nlp.pipeline:
+            docs = proc.pipe(docs, batch_size=len(batch)) if hasattr(proc, "pipe") else map(proc, docs)
+        for (i, _), doc in zip(batch, docs, strict=True):
+            out[i] += [t.tag_ for t in doc]
     return out
 
 
@@ -439,7 +453,7 @@ def load_rovist_vg(
         if kwargs.get("vit_config") is None:
             kwargs["vit_config"] = meta.get("config", {}).get("vit_config")
     else:
-        state = extract_state_dict(load_legacy_checkpoint(p, trust=trust))
+        state = extract_state_dict(load_legacy_checkpoint(p, trust=trust), where=p)
     return RovistVGModel(state, **kwargs), model_fingerprint(p)
 
 

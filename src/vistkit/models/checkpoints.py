@@ -344,17 +344,36 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
-def extract_state_dict(obj: Mapping[str, Any]) -> dict[str, Any]:
+def extract_state_dict(obj: Mapping[str, Any], *, where: str | Path = "the checkpoint") -> dict[str, Any]:
     """The tensor state dict inside a checkpoint dict (``model`` / ``state_dict`` entry, or the dict
-    itself)."""
+    itself); weights holding NaN or infinity are refused (`refuse_non_finite`)."""
     torch = _torch()
     for key in ("model", "state_dict", "model_state_dict"):
         inner = obj.get(key)
         if isinstance(inner, Mapping) and inner and all(torch.is_tensor(v) for v in inner.values()):
+            refuse_non_finite(inner.items(), where)
             return dict(inner)
     if obj and all(torch.is_tensor(v) for v in obj.values()):
+        refuse_non_finite(obj.items(), where)
         return dict(obj)
     raise InputError(f"no state dict found in the checkpoint (keys: {sorted(obj)[:8]})")
+
+
+def refuse_non_finite(tensors: Iterable[tuple[str, Any]], where: str | Path) -> None:
+    """Refuse floating-point weights holding NaN or infinity (a training run that diverged, a damaged
+    conversion): every score would be NaN, with no reason given."""
+    torch = _torch()
+    bad = [
+        name
+        for name, t in tensors
+        if torch.is_tensor(t) and t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all())
+    ]
+    if bad:
+        shown = ", ".join(bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise InputError(
+            f"{where}: {len(bad)} of its weights hold NaN or infinite values ({shown}), so every score would be "
+            "NaN; use a checkpoint saved before training diverged (or convert the original again)"
+        )
 
 
 def jsonable(value: Any) -> Any:
@@ -754,11 +773,13 @@ def load_converted(folder: str | Path, *, kind: str | None = None) -> tuple[dict
     from safetensors.torch import load_file
 
     try:
-        return load_file(str(p / WEIGHTS_FILE), device="cpu"), meta
+        state = load_file(str(p / WEIGHTS_FILE), device="cpu")
     except Exception as exc:  # safetensors' own SafetensorError (and OSError) on a file it cannot read
         raise InputError(
             f"{p / WEIGHTS_FILE}: not a valid safetensors file ({_first_line(exc)}); convert the checkpoint again"
         ) from None
+    refuse_non_finite(state.items(), p)
+    return state, meta
 
 
 def model_fingerprint(path: str | Path) -> str:
@@ -840,7 +861,11 @@ def load_pretrained(
             "you trust its source, or convert it to safetensors"
         )
     with transformers_load_errors(folder, what):
-        return model_class.from_pretrained(str(folder), trust_remote_code=False, use_safetensors=has_st, **kwargs)
+        loaded = model_class.from_pretrained(str(folder), trust_remote_code=False, use_safetensors=has_st, **kwargs)
+    model = loaded[0] if isinstance(loaded, tuple) else loaded
+    if hasattr(model, "named_parameters"):
+        refuse_non_finite(model.named_parameters(), folder)
+    return loaded
 
 
 def refuse_missing_weights(
@@ -859,6 +884,21 @@ def refuse_missing_weights(
         raise InputError(
             f"{folder} is not a whole {what}: its weights lack {len(missing)} of the model's parameters ({shown}), "
             "which transformers would start at random; is its config.json the one saved with these weights?"
+        )
+
+
+def refuse_foreign_tokenizer(tokenizer: Any, vocab_size: int, where: str | Path, *, what: str = "model") -> None:
+    """Refuse a tokenizer that gives ids the model has no embedding for (a tokenizer of another model): scoring
+    would stop at the first such token with "IndexError: index out of range"."""
+    try:
+        ids = list(tokenizer.get_vocab().values())
+    except Exception:  # a tokenizer without a vocabulary listing: nothing to check
+        return
+    top = max(ids, default=-1)
+    if top >= vocab_size:
+        raise InputError(
+            f"{where}: its tokenizer gives token ids up to {top:,}, but the {what} has only {vocab_size:,} token "
+            "embeddings; the tokenizer belongs to another model (give the one saved with these weights)"
         )
 
 

@@ -225,6 +225,9 @@ class CoherenceModel:
         if not isinstance(self.config, dict) or self.config.get("kind") != KIND:
             raise InputError(f"{cfg_path} is not a {KIND!r} model config")
         state = {k: v.float() for k, v in load_file(str(self.folder / HEAD_FILE)).items()}
+        from vistkit.models.checkpoints import refuse_non_finite
+
+        refuse_non_finite(state.items(), self.folder / HEAD_FILE)
         dim, hidden, features = _head_shape(self.config, cfg_path, state)
         self.encoder = SentenceEncoder(
             self.config.get("encoder", "minilm-l6"),

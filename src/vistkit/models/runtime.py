@@ -7,6 +7,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -331,17 +332,24 @@ class ScoreCache:
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
             self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL)")
             self._db.commit()
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(scores)")}
         except (sqlite3.DatabaseError, OSError) as exc:  # a damaged file, a folder, a read-only place
-            from vistkit.errors import InputError
-
             if Path(self.path).is_dir():
                 raise InputError(f"the score cache {self.path} is a folder; give the cache file's path") from None
             raise InputError(
                 f"the score cache {self.path} cannot be used ({exc}); delete it or give another cache file"
             ) from None
+        if not {"key", "value"} <= columns:
+            self._db.close()
+            raise InputError(
+                f"the score cache {self.path} is not a vistkit score cache (its scores table has the columns "
+                f"{', '.join(sorted(columns))}); give another cache file"
+            )
+        self._write_failed = False
 
     def get_many(self, keys: Iterable[str]) -> dict[str, float]:
-        """The cached values of those ``keys`` that are in the cache."""
+        """The cached values of those ``keys`` that are in the cache (a NULL or non-number there, written by
+        another program, counts as not cached)."""
         keys = list(keys)
         found: dict[str, float] = {}
         with self._lock:
@@ -349,17 +357,25 @@ class ScoreCache:
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = self._db.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk)
-                found.update({k: float(v) for k, v in rows})
+                found.update({k: float(v) for k, v in rows if isinstance(v, int | float) and math.isfinite(v)})
         return found
 
     def put_many(self, items: dict[str, float]) -> None:
-        """Store (or replace) the values of ``items``."""
+        """Store (or replace) the finite values of ``items`` (SQLite keeps NaN as NULL). A cache that cannot be
+        written (a read-only file or folder, a full disk) is one warning: the scores are there, only not cached."""
+        rows = [(k, float(v)) for k, v in items.items() if math.isfinite(float(v))]
         with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO scores (key, value) VALUES (?, ?)",
-                [(k, float(v)) for k, v in items.items()],
-            )
-            self._db.commit()
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO scores (key, value) VALUES (?, ?)", rows)
+                self._db.commit()
+            except sqlite3.DatabaseError as exc:
+                with contextlib.suppress(sqlite3.DatabaseError):
+                    self._db.rollback()
+                if not self._write_failed:
+                    from vistkit.errors import warn
+
+                    warn(f"the score cache {self.path} cannot be written ({exc}); the scores are not cached")
+                self._write_failed = True
 
     def __len__(self) -> int:
         with self._lock:

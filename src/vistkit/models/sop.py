@@ -451,7 +451,7 @@ def read_sop_weights(
         obj = load_legacy_checkpoint(p, trust=trust_checkpoint)
         from vistkit.models.checkpoints import extract_state_dict
 
-        state = _clean_state(extract_state_dict(obj))
+        state = _clean_state(extract_state_dict(obj, where=p))
         cfg = _config_from(config, state)
         opt = obj.get("opt")
         meta = {
@@ -518,6 +518,11 @@ def load_sop_model(
     state, cfg, _meta = read_sop_weights(p, trust_checkpoint=trust_checkpoint, config=config)
     module = sop_module_with(state, cfg, p)
     tok = _load_tokenizer(tokenizer, p if p.is_dir() else None)
+    from vistkit.models.checkpoints import refuse_foreign_tokenizer
+
+    refuse_foreign_tokenizer(
+        tok, int(module.albert_model.config.vocab_size), tokenizer if tokenizer is not None else p, what="SOP model"
+    )
     loaded = SOPModel(
         module,
         tok,
@@ -565,8 +570,12 @@ def convert_sop_checkpoint(
 ) -> Path:
     """Convert ``sop_model_epoch4.pth.tar`` once to a safe folder (safetensors + JSON [+ tokenizer files])."""
     state, cfg, meta = read_sop_weights(checkpoint, trust_checkpoint=trust_checkpoint, config=config)
-    sop_module_with(state, cfg, Path(checkpoint))  # a folder that could never load is not written
+    module = sop_module_with(state, cfg, Path(checkpoint))  # a folder that could never load is not written
     tok = _load_tokenizer(tokenizer, None) if tokenizer is not None else None
+    if tok is not None:
+        from vistkit.models.checkpoints import refuse_foreign_tokenizer
+
+        refuse_foreign_tokenizer(tok, int(module.albert_model.config.vocab_size), str(tokenizer), what="SOP model")
     return save_converted(
         out_dir,
         state,
