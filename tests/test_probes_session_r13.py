@@ -60,3 +60,38 @@ def test_metrics_all_leaves_the_java_metrics_out_with_the_reason(no_java: None) 
     assert {"bleu-4", "rouge-l", "cider-d", "meteor-vist"} <= skipped.keys()
     assert "needs Java 8+" in skipped["rouge-l"]
     assert "sacrebleu" in {cls.name for cls, _ in plans}
+
+
+def test_per_item_has_a_row_for_an_item_left_out_for_want_of_a_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The note under the table says "N item(s) excluded (see --per-item / --format json)", but an item with no
+    reference had no row in --per-item (only --format json listed it)."""
+    import csv
+
+    hyps = [{"story_id": f"s{i}", "text": f"we went to the park number {i} ."} for i in range(3)]
+    (tmp_path / "h.jsonl").write_text("".join(json.dumps(r) + "\n" for r in hyps))
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in hyps[:2]))
+    out = tmp_path / "items.csv"
+    code = main(["score", str(tmp_path / "h.jsonl"), "-r", str(tmp_path / "r.jsonl"), "-m", "sacrebleu",
+                 "--per-item", str(out), "-q"])
+    assert code == 0, capsys.readouterr().err
+    rows = {r["id"]: r for r in csv.DictReader(out.open(newline=""))}
+    assert set(rows) == {"s0", "s1", "s2"}
+    assert rows["s2"]["sacrebleu"] == "" and "no reference" in rows["s2"]["sacrebleu note"]
+    assert rows["s0"]["sacrebleu note"] == "" and float(rows["s0"]["sacrebleu"]) > 0
+
+
+def test_the_finite_check_of_weights_refuses_an_expansion_bomb_before_reading_it() -> None:
+    """`refuse_non_finite` (r13) ran torch.isfinite over an expanded tensor, allocating its dense size (a 1.6 KB
+    checkpoint holding a broadcast tensor: gigabytes) before the dense-size check could refuse it."""
+    import torch
+
+    from vistkit.errors import InputError
+    from vistkit.models.checkpoints import extract_state_dict
+
+    bomb = torch.zeros(1).expand(1 << 31)  # 8 GiB of float32 once dense, 4 bytes stored
+    with pytest.raises(InputError, match="once made dense"):
+        extract_state_dict({"model": {"w": bomb}}, where="c.pt")
+    with pytest.raises(InputError, match="NaN or infinite"):
+        extract_state_dict({"model": {"w": torch.tensor([1.0, float("nan")])}}, where="c.pt")

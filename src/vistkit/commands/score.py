@@ -351,7 +351,9 @@ def write_per_item(path: Path, results: list[Score]) -> None:
     per-feature values (``Score.extra["item_features"]``, story-ranker's contributions) a column
     ``<metric>.<feature>`` per feature; a metric that left items undefined (or notes some, story-ranker's floor) a
     column ``<metric> note`` saying why. Last, a column ``<metric> signature`` per metric (the same text on every
-    row): the file keeps what produced its numbers, and `vistkit distance` compares the two sides' signatures."""
+    row): the file keeps what produced its numbers, and `vistkit distance` compares the two sides' signatures.
+    An item a metric left out before scoring it (a story with no reference) has a row too: empty cells and the
+    reason in the note column."""
     ids: list[str] = []
     seen: set[str] = set()
     columns: list[dict[str, float]] = []
@@ -359,6 +361,10 @@ def write_per_item(path: Path, results: list[Score]) -> None:
         col = {}
         for i, v in zip(r.item_ids, r.item_scores, strict=True):
             col[i] = float(v)
+            if i not in seen:
+                seen.add(i)
+                ids.append(i)
+        for i in r.excluded:  # left out before scoring (no reference, ...): a row with the reason, no score
             if i not in seen:
                 seen.add(i)
                 ids.append(i)
@@ -380,7 +386,7 @@ def write_per_item(path: Path, results: list[Score]) -> None:
             else {}
         )
         if said or r.excluded:  # why an item is undefined (its cell is empty) or at the floor
-            detail_cols.append((f"{r.metric} note", {i: r.excluded.get(i) or said.get(i, "") for i in r.item_ids}))
+            detail_cols.append((f"{r.metric} note", {**{i: said.get(i, "") for i in r.item_ids}, **r.excluded}))
         feats = r.extra.get("item_features")
         if isinstance(feats, list) and len(feats) == len(r.item_ids) and feats and isinstance(feats[0], dict):
             for name in feats[0]:

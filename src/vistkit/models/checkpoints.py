@@ -361,12 +361,18 @@ def extract_state_dict(obj: Mapping[str, Any], *, where: str | Path = "the check
 
 def refuse_non_finite(tensors: Iterable[tuple[str, Any]], where: str | Path) -> None:
     """Refuse floating-point weights holding NaN or infinity (a training run that diverged, a damaged
-    conversion): every score would be NaN, with no reason given."""
+    conversion): every score would be NaN, with no reason given. An expansion bomb is refused first
+    (`check_dense_size`): checking its values would allocate its dense size."""
     torch = _torch()
+    tensors = [(name, t) for name, t in tensors if torch.is_tensor(t)]
+    check_dense_size(tensors, str(where))
     bad = [
         name
         for name, t in tensors
-        if torch.is_tensor(t) and t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all())
+        if t.layout == torch.strided  # sparse and other layouts: `dense_named_tensors` refuses them
+        and t.is_floating_point()
+        and t.numel()
+        and not bool(torch.isfinite(t).all())
     ]
     if bad:
         shown = ", ".join(bad[:3]) + (", ..." if len(bad) > 3 else "")
