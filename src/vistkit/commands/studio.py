@@ -258,6 +258,14 @@ def init_cmd(
     )
     if not one_per_sequence:  # once the study is made: a refused option says only its one sentence
         warn_repeated_stories(plan_items)
+    if photos is None and photo_url is None:
+        from vistkit.errors import warn
+
+        warn(
+            "the study has no photos (no --photos DIR or --photo-url TEMPLATE): annotators see five numbered boxes "
+            "where the photos would be; make the study again with one of them if the stories should be judged "
+            "against their photos"
+        )
     summary["admin_link"] = f"{base_url}/admin/{summary['admin_token']}"
     from vistkit.studio.db import display_name
 

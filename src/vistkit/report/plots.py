@@ -478,16 +478,31 @@ def plot_correlation_heatmaps(
     return save_figure(fig, stem)
 
 
+#: systems past which a panel of `plot_score_distributions` pools the machine systems into one box: a box per
+#: system of 3,000 took minutes and most of a gigabyte to draw and could not be read
+MAX_SYSTEM_BOXES = 40
+
+
+def _pool_systems(by_system: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The human stories (if any) and one pooled entry for every other system's per-story scores."""
+    machines = [np.asarray(v, dtype=float).ravel() for s, v in by_system.items() if s != "human"]
+    pooled = {f"all {len(machines):,} systems": np.concatenate(machines) if machines else np.array([])}
+    return {"human": by_system["human"], **pooled} if "human" in by_system else pooled
+
+
 @_drawn
 def plot_score_distributions(
     scores: dict[str, dict[str, np.ndarray]], stem: Path, *, lower_is_better: Sequence[str] = ()
 ) -> Path:
     """One panel per metric: box plots of per-story scores per system, the human stories first and grey
     (whiskers at 1.5 IQR, outliers hidden); a panel title says when lower is better, how many infinite scores
-    it leaves out (a box cannot show them), and a panel without a finite score says so."""
+    it leaves out (a box cannot show them), and a panel without a finite score says so. Past `MAX_SYSTEM_BOXES`
+    systems the machine systems share one box (the title says so)."""
     metrics = list(scores)
     if not metrics:
         return _nothing(stem, "Per-story scores by system", "no metric")
+    pooled = {m: len(scores[m]) > MAX_SYSTEM_BOXES for m in metrics}
+    scores = {m: _pool_systems(scores[m]) if pooled[m] else scores[m] for m in metrics}
     most = max(len(scores[m]) for m in metrics) or 1
     panel_w = max(3.2, 0.75 * most + 1.2)
     ncols = max(1, min(3, len(metrics), int(_MAX_INCHES // panel_w)))
@@ -518,6 +533,8 @@ def plot_score_distributions(
         title = f"{name} (lower is better)" if m in lower_is_better else name
         if infinite:
             title += f"\n{infinite:,} infinite score{'s' if infinite != 1 else ''} not shown"
+        if pooled[m]:
+            title += f"\nmore than {MAX_SYSTEM_BOXES} systems: one box for all machine systems"
         ax.set_title(title)
         ax.set_ylabel("score per story" if scale == 1.0 else f"score per story / {scale:.0e}")
         ax.grid(axis="y", alpha=0.3)

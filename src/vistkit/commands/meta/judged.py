@@ -150,7 +150,11 @@ def correlate_cmd(
     inputs: JudgedInput,
     likert_csv: Path = typer.Argument(..., help="Likert table: system, item, worker, one column per aspect."),
     aspects: str | None = typer.Option(
-        None, "--aspects", metavar="COLUMNS", help="Aspect columns (default: all numeric columns)."
+        None,
+        "--aspects",
+        metavar="COLUMNS",
+        help="Aspect columns (default: every column but the id and text ones: system, item, worker, text, "
+        "story_id, img_seq, task, model, story).",
     ),
     level: str = typer.Option(
         "both",
