@@ -61,16 +61,22 @@ def test_make_demo_does_not_reinstall_a_venv_whose_pyproject_only_got_a_new_mtim
     root = Path(__file__).resolve().parents[1]
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy(root / name, tmp_path / name)
-    listed = subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    # under `make test` (CI) the outer make's MAKEFLAGS / MAKELEVEL would add "make[1]: Entering directory" lines
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+
+    def dry_run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True, check=True, env=env)
+
+    listed = dry_run()
     stamp = next(line.split()[-1] for line in listed.stdout.splitlines() if line.startswith("touch .venv/.installed-"))
     (tmp_path / stamp).parent.mkdir()
     (tmp_path / stamp).touch()
     os.utime(tmp_path / stamp, (1_000_000_000, 1_000_000_000))  # installed long before the clone
-    listed = subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    listed = dry_run()
     assert "pip install" not in listed.stdout
     assert listed.stdout.strip().splitlines()[-1] == ".venv/bin/vistkit demo"
     (tmp_path / "pyproject.toml").write_text(
         (tmp_path / "pyproject.toml").read_text(encoding="utf-8") + "\n", encoding="utf-8"
     )  # an edit: another checksum, another stamp, a reinstall
-    listed = subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    listed = dry_run()
     assert "pip install" in listed.stdout

@@ -1,5 +1,5 @@
 """Probe round 13, fixes made while reviewing the helpers' reports: a missing Java is said before any metric
-scores (not after the metrics before a coco or METEOR metric have run)."""
+scores (not after the metrics before a coco or METEOR metric have run), ..."""
 
 from __future__ import annotations
 
@@ -25,12 +25,14 @@ def no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["bleu-4", "rouge-l", "cider-d", "meteor-vist", "meteor-album", "meteor-coco"])
-def test_java_metrics_say_a_missing_java_in_their_precheck(no_java: None, name: str) -> None:
+def test_java_metrics_say_a_missing_java_before_they_are_built(no_java: None, name: str) -> None:
+    from vistkit.commands.score import construct
     from vistkit.metrics.base import get_metric_class
 
     with pytest.raises(MissingDependencyError, match=r"needs Java 8\+"):
-        get_metric_class(name).precheck({})
-    get_metric_class(name).precheck({}, local=False)  # a Ray cluster's machines have their own Java
+        get_metric_class(name).check_tools()
+    with pytest.raises(MissingDependencyError, match=r"needs Java 8\+"):
+        construct([(get_metric_class("sacrebleu"), {}), (get_metric_class(name), {})])
 
 
 def test_a_missing_java_stops_the_run_before_the_first_metric_scores(
@@ -54,12 +56,14 @@ def test_a_missing_java_stops_the_run_before_the_first_metric_scores(
 
 
 def test_metrics_all_leaves_the_java_metrics_out_with_the_reason(no_java: None) -> None:
-    from vistkit.commands.score import plan_all
+    from vistkit.commands.score import construct_all
+    from vistkit.metrics.base import get_metric_class
 
-    plans, skipped = plan_all({}, {}, has_references=True)
-    assert {"bleu-4", "rouge-l", "cider-d", "meteor-vist"} <= skipped.keys()
-    assert "needs Java 8+" in skipped["rouge-l"]
-    assert "sacrebleu" in {cls.name for cls, _ in plans}
+    names = ["sacrebleu", "bleu-4", "rouge-l", "cider-d", "meteor-vist"]
+    skipped: dict[str, str] = {}
+    built = construct_all([(get_metric_class(n), {}) for n in names], skipped, engine=None)
+    assert set(skipped) == set(names[1:]) and "needs Java 8+" in skipped["rouge-l"]
+    assert [m.name for m in built] == ["sacrebleu"]
 
 
 def test_per_item_has_a_row_for_an_item_left_out_for_want_of_a_reference(

@@ -206,7 +206,8 @@ def test_init_matches_ids_that_differ_only_in_unicode_normalisation(
     human.write_text("".join(json.dumps(r) + "\n" for r in rows_h), encoding="utf-8")
     machine.write_text("".join(json.dumps(r) + "\n" for r in rows_a), encoding="utf-8")
     path = tmp_path / "nf3.db"
-    code = main(["studio", "init", str(path), "--task", "rank", "-s", f"human={human}", "-s", f"A={machine}"])
+    code = main(["studio", "init", str(path), "--task", "rank", "-s", f"human={human}", "-s", f"A={machine}",
+                 "--photo-url", "https://example.org/{id}.jpg"])  # (a study without photos is warned about)
     err = capsys.readouterr().err
     assert code == 0
     assert not [x for x in err.splitlines() if x.startswith("warning:")]
@@ -220,5 +221,6 @@ def test_init_matches_ids_that_differ_only_in_unicode_normalisation(
 
 
 def test_init_is_silent_when_every_system_has_every_story(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["studio", "init", str(tmp_path / "s.db"), *_story_files(tmp_path)]) == 0
+    photos = ["--photo-url", "https://example.org/{id}.jpg"]  # (a study without photos is warned about)
+    assert main(["studio", "init", str(tmp_path / "s.db"), *_story_files(tmp_path), *photos]) == 0
     assert "warning" not in capsys.readouterr().err

@@ -239,7 +239,11 @@ def construct(plans: list[Plan], *, engine: Engine | None = None) -> list[Metric
     import threading
 
     from vistkit import progress
+    from vistkit.engine.local import LocalEngine
 
+    if engine is None or isinstance(engine, LocalEngine):  # a Ray cluster's machines have their own programs
+        for cls, _ in plans:  # a missing Java is said before any metric is built, not after others have scored
+            cls.check_tools()
     built = []
     for cls, opts in plans:
         said = f"{cls.name}: loading its models (once per run) ..."

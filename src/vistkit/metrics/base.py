@@ -656,7 +656,7 @@ class Metric(ABC):
     needs_images: ClassVar[bool] = False
     needs_human_story: ClassVar[bool] = False
     #: what the metric runs on Java for (METEOR, the PTB tokeniser), "" for none: a missing Java is said by
-    #: `precheck`, before any metric scores, not after the metrics before it have run
+    #: `check_tools` before any metric of the run scores, not after the metrics before it have run
     needs_java: ClassVar[str] = ""
     #: model weights the metric needs that vistkit does not ship ("" = none, or all shipped)
     weights: ClassVar[str] = ""
@@ -717,7 +717,13 @@ class Metric(ABC):
 
         check_options(cls, options)
         check_values(cls, dict(options), local=local)
-        if local and cls.needs_java:
+
+    @classmethod
+    def check_tools(cls) -> None:
+        """A `MissingDependencyError` when a program the metric runs is missing here (`needs_java`). The CLI asks
+        every metric of a run before it builds the first (`vistkit.commands.score.construct`): once the inputs
+        are read, and before any metric scores."""
+        if cls.needs_java:
             from vistkit.models.java import require_java
 
             require_java(cls.needs_java)
