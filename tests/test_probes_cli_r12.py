@@ -116,7 +116,11 @@ def test_a_slow_model_load_is_said_once_and_a_fast_one_is_not(
         def __init__(self, **_: Any) -> None:
             time.sleep(0.6)
 
-    class Fast:
+        @classmethod
+        def check_tools(cls) -> None:  # `Metric.check_tools`: no program to look for
+            pass
+
+    class Fast(Slow):
         name = "fast-metric"
 
         def __init__(self, **_: Any) -> None:
