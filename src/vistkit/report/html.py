@@ -25,12 +25,13 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max
 padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
-th,td{padding:.25em .7em;border-bottom:1px solid #e4e4e4;overflow-wrap:anywhere}
+th,td{padding:.25em .7em;border-bottom:1px solid #e4e4e4;overflow-wrap:anywhere;min-width:4.5em}
 th{text-align:left;background:#f6f6f6}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;overflow-wrap:normal}
 pre,code{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto;white-space:pre-wrap;
 overflow-wrap:anywhere}
-figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
+figure{margin:1em 0}img{max-width:100%;height:auto;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
+.files{font-size:.85em;color:#555}div.table{overflow-x:auto;max-width:100%}
 .note{background:#fff8e1;border-left:4px solid #f0c000;padding:.5em .8em}
 """
 
@@ -50,7 +51,8 @@ def _whole_folder(write: Callable[..., Any]) -> Callable[..., Path]:
 
 
 def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4) -> str:
-    """An HTML table of ``rows`` under ``columns``, cells escaped, numbers formatted (`fmt_number`), class ``num``."""
+    """An HTML table of ``rows`` under ``columns``, cells escaped, numbers formatted (`fmt_number`), class ``num``,
+    in a ``div.table`` that scrolls sideways when the table is wider than the screen."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     body = []
     for r in rows:
@@ -59,7 +61,8 @@ def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: in
             num = isinstance(v, int | float) and not isinstance(v, bool)
             cells.append(f"<td{' class=num' if num else ''}>{html.escape(fmt_number(v, digits))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="table">{table}</div>'  # a table wider than the screen scrolls in its box, not the page
 
 
 def embed_png(path: Path, caption: str) -> str:
@@ -99,6 +102,7 @@ def write_html(
 
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<p>vistkit {html.escape(__version__)} · Python {html.escape(platform.python_version())} · "
@@ -107,7 +111,10 @@ def write_html(
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     for heading, inner in sections:
         parts.append(f"<h2>{html.escape(heading)}</h2>{inner}")
-    parts.append("<h2>Reproduce</h2><p>Command(s):</p>")
+    parts.append("<h2>Reproduce</h2>")
+    if (Path(path).parent / "result.json").is_file():
+        parts.append("<p>Every number of this page is in <code>result.json</code>, in this folder.</p>")
+    parts.append("<p>Command(s):</p>")
     parts += [f"<pre>{html.escape(c)}</pre>" for c in commands]
     parts.append("<p>Metric signatures:</p>")
     parts.append(html_table(["metric", "signature"], [[m, s] for m, s in signatures.items()]))
@@ -118,10 +125,19 @@ def write_html(
 
 def write_table_files(
     folder: Path, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str
-) -> None:
-    """``name.csv`` and ``name.tex`` (booktabs) next to the page (in a report's folder, `_whole_folder`)."""
+) -> str:
+    """``name.csv`` and ``name.tex`` (booktabs) next to the page (in a report's folder, `_whole_folder`); returns
+    the line that names them, to put under the table on the page."""
     write_text(folder / f"{name}.csv", render_table(columns, rows, OutputFormat.CSV), force=True)
     write_text(folder / f"{name}.tex", render_table(columns, rows, OutputFormat.LATEX, caption=caption), force=True)
+    return table_files_note(name)
+
+
+def table_files_note(name: str) -> str:
+    """The line under a table naming its CSV and LaTeX files in the report's folder (plain text, not links: the
+    page references no other file, so it can be mailed or moved alone)."""
+    csv, tex = (html.escape(f"{name}{ext}") for ext in (".csv", ".tex"))
+    return f'<p class="files">This table, in this folder: <code>{csv}</code> (CSV), <code>{tex}</code> (LaTeX).</p>'
 
 
 # --------------------------------------------------------------------------------------------------- pages
@@ -164,7 +180,7 @@ def pairs_report(
 
     proxy = bool(result.get("proxy_label_pairs"))
     cols, rows = accuracy_table(result)
-    write_table_files(
+    acc_files = write_table_files(
         folder, "accuracy", cols, rows, caption="Story-pair ranking accuracy (ties count as wrong)."
     )
     acc_all = {m: v["all"] for m, v in result["accuracy"].items()}
@@ -182,7 +198,8 @@ def pairs_report(
                 "Pair accuracy per metric over all pairs that count, with 95% bootstrap confidence intervals; "
                 "pairs per metric: " + ", ".join(f"{m} n={k:,}" for m, k in n_all.items()),
             )
-            + html_table(cols, rows),
+            + html_table(cols, rows)
+            + acc_files,
         )
     )
 
@@ -191,7 +208,9 @@ def pairs_report(
             result["by_gap"], folder / "accuracy_by_gap", normalised=result["gap_normalised"]
         )
         gcols, grows = gap_table(result["by_gap"])
-        write_table_files(folder, "accuracy_by_gap", gcols, grows, caption="Pair accuracy by ranking gap.")
+        gap_files = write_table_files(
+            folder, "accuracy_by_gap", gcols, grows, caption="Pair accuracy by ranking gap."
+        )
         sections.append(
             (
                 "Accuracy by ranking gap (Vrank Fig. 3)",
@@ -201,7 +220,8 @@ def pairs_report(
                     + ", ".join(f"{e:g}" for e in result["gap_edges"])
                     + "); each metric's pairs per bucket in the legend",
                 )
-                + html_table(gcols, grows),
+                + html_table(gcols, grows)
+                + gap_files,
             )
         )
     else:
@@ -224,7 +244,9 @@ def pairs_report(
             for j, d in beats.items()
             for s, v in d.items()
         ]
-        write_table_files(folder, "beats_reference", bcols, brows, caption="Machine-beats-reference ratio.")
+        beats_files = write_table_files(
+            folder, "beats_reference", bcols, brows, caption="Machine-beats-reference ratio."
+        )
         sections.append(
             (
                 "Machine-beats-reference ratio (Vrank Fig. 4)",
@@ -234,7 +256,8 @@ def pairs_report(
                     + judge
                     + " and by each metric",
                 )
-                + html_table(bcols, brows),
+                + html_table(bcols, brows)
+                + beats_files,
             )
         )
 
@@ -253,10 +276,12 @@ def pairs_report(
     if result["comparisons"]:
         ccols = list(COMPARISON_COLUMNS)
         crows = [comparison_row(c) for c in result["comparisons"]]
-        write_table_files(
+        sig_files = write_table_files(
             folder, "significance", ccols, crows, caption="Pair accuracy: metric A vs metric B."
         )
-        sections.append(("Metric A vs metric B (exact McNemar, paired bootstrap)", html_table(ccols, crows)))
+        sections.append(
+            ("Metric A vs metric B (exact McNemar, paired bootstrap)", html_table(ccols, crows) + sig_files)
+        )
 
     notes = list(notes)
     if result.get("proxy_label_pairs"):
@@ -331,14 +356,14 @@ def correlation_report(
             [r["metric"], r["aspect"], r["method"], r["r"], r["ci"][0], r["ci"][1], r["p"], r["n"]]
             for r in rows
         ]
-        write_table_files(
+        corr_files = write_table_files(
             folder,
             f"correlations_{level}",
             cols,
             trows,
             caption=f"Correlation with human scores ({level} level, 95% bootstrap CI).",
         )
-        sections.append((f"Table: {level} level (95% bootstrap CIs)", html_table(cols, trows)))
+        sections.append((f"Table: {level} level (95% bootstrap CIs)", html_table(cols, trows) + corr_files))
     if result["williams"]:
         wcols = ["level", "aspect", "A", "B", "r A", "r B", "r AB", "t", "p (A > B)", "n"]
         wrows = [
@@ -356,7 +381,7 @@ def correlation_report(
             ]
             for w in result["williams"]
         ]
-        write_table_files(folder, "williams", wcols, wrows, caption="Williams test on Pearson r.")
+        williams_files = write_table_files(folder, "williams", wcols, wrows, caption="Williams test on Pearson r.")
         undefined = "".join(
             '<p class="note">'
             + html.escape(f"n/a for {w['a']} vs {w['b']} / {w['aspect']} ({w['level']} level): {w['undefined']}")
@@ -365,7 +390,10 @@ def correlation_report(
             if w.get("undefined")
         )
         sections.append(
-            ("Williams test (Pearson r; system level = system means)", html_table(wcols, wrows) + undefined)
+            (
+                "Williams test (Pearson r; system level = system means)",
+                html_table(wcols, wrows) + williams_files + undefined,
+            )
         )
     by_system: dict[str, dict[str, np.ndarray]] = {}
     for m, v in values.items():
@@ -419,14 +447,17 @@ def errors_report(
         folder / "heatmap_errors",
         title="Metric scores vs error labels",
     )
-    write_table_files(folder, "point_biserial", columns, rows, caption="Point-biserial r with error labels.")
+    pb_files = write_table_files(
+        folder, "point_biserial", columns, rows, caption="Point-biserial r with error labels."
+    )
     sections = [
         (
             "Point-biserial r with error labels (Vrank Table 5)",
             "<p>r &lt; 0: stories with the error get lower scores (scores of lower-is-better metrics are "
             "negated first).</p>"
             + embed_png(png, "Point-biserial r of metric scores with each binary error label")
-            + html_table(columns, rows),
+            + html_table(columns, rows)
+            + pb_files,
         )
     ]
     return write_html(
