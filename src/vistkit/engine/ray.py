@@ -378,6 +378,10 @@ def _cluster_error(exc: BaseException, where: str) -> VistkitError:
     )
 
 
+#: not empty while an engine stops its workers: the messages Ray prints about the calls they leave are dropped
+_CLUSTER_MESSAGES_MUTED: list[bool] = []
+
+
 def _route_cluster_messages_to_stderr(ray: Any) -> None:
     """Ray's driver prints the cluster's messages ("(raylet) A worker died or was killed ...", a dying raylet's
     46-line state dump) to standard output (``ray._private.worker.print_to_stdstream`` with ``is_err`` False),
@@ -391,7 +395,7 @@ def _route_cluster_messages_to_stderr(ray: Any) -> None:
         return
 
     def to_stderr(data: Any, *args: Any, **kwargs: Any) -> Any:
-        if warnings_silenced():
+        if warnings_silenced() or _CLUSTER_MESSAGES_MUTED:
             return None
         if isinstance(data, dict):
             data = {**data, "is_err": True}
@@ -627,6 +631,20 @@ def _check_ray_settings() -> None:
     )
 
 
+#: settings that name a folder of this machine and change no score: not given to a cluster's workers
+_MACHINE_LOCAL = frozenset({"VISTKIT_CACHE", "VISTKIT_METEOR_TABLE_CACHE"})
+
+
+def _worker_env() -> dict[str, Any]:
+    """The actor option that gives the workers this process's ``VISTKIT_*`` settings (limits, Java and cache
+    settings): the workers of a cluster this process joins run in the environment of the shell that ran ``ray
+    start``, so without it they scored with other limits than the local engine, under the same signature. The
+    cache folders (`_MACHINE_LOCAL`) stay each machine's own: they change no number, and a path of this machine may
+    not exist on another."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("VISTKIT_") and k not in _MACHINE_LOCAL}
+    return {"runtime_env": {"env_vars": env}} if env else {}
+
+
 def _spec_key(name: str, options: dict[str, Any]) -> str:
     return name + "|" + repr(sorted(options.items()))
 
@@ -758,6 +776,8 @@ class RayEngine(Engine):
     ) -> None:
         self._closed = True  # until the cluster is up: close() has nothing to do
         self._actors: list[Any] = []
+        #: worker calls sent and not yet fetched: what a Ctrl-C, a SIGTERM or a failed shard left running
+        self._in_flight: set[Any] = set()
         workers = check_workers(workers)
         num_gpus_per_worker = _number(num_gpus_per_worker, "--num-gpus-per-worker", low=0.0, strict=False)
         num_cpus_per_worker = _number(num_cpus_per_worker, "num_cpus_per_worker", low=0.0, strict=True)
@@ -838,14 +858,15 @@ class RayEngine(Engine):
                 num_gpus=self._gpus,
                 max_restarts=self.max_retries,
                 max_task_retries=self.max_retries,
+                **_worker_env(),
             )
             self._actors = [cls.remote() for _ in range(self.n_workers)]
+            started = [a.pid.remote() for a in self._actors]
+            self._in_flight.update(started)  # a Ctrl-C meanwhile: close() kills, not asks, workers not yet up
             ready, waiting = _ray_call(
-                self.ray.wait,
-                [a.pid.remote() for a in self._actors],
-                num_returns=len(self._actors),
-                timeout=self._start_timeout,
+                self.ray.wait, started, num_returns=len(self._actors), timeout=self._start_timeout
             )
+            self._in_flight.difference_update(started)
             if waiting:
                 for a in self._actors:
                     self.ray.kill(a)
@@ -879,13 +900,17 @@ class RayEngine(Engine):
     def call_one(self, method: str, *args: Any) -> Any:
         """Run one call on the first worker and return its value (errors as `_get` reports them)."""
         ref = getattr(self.actors[0], method).remote(*args)
+        self._in_flight.add(ref)
         return self._get(ref, what=_DOING.get(method, f"running {method}"))
 
     def _get(self, ref: Any, *, what: str) -> Any:
         ray = self.ray
         try:
-            return _ray_call(ray.get, ref)
+            value = _ray_call(ray.get, ref)
+            self._in_flight.discard(ref)
+            return value
         except ray.exceptions.RayTaskError as exc:
+            self._in_flight.discard(ref)
             cause = getattr(exc, "cause", None)
             if isinstance(cause, VistkitError):
                 raise cause from None
@@ -920,6 +945,7 @@ class RayEngine(Engine):
                     break
                 a = min(range(len(actors)), key=load.__getitem__)
                 ref = getattr(actors[a], method).remote(*args)
+                self._in_flight.add(ref)
                 pending[ref] = submitted
                 whats[submitted] = what
                 owner[ref] = a
@@ -1030,16 +1056,38 @@ class RayEngine(Engine):
             return
         self._closed = True
         ray = self.ray
+        if self._actors and not (ray.is_initialized() and _cluster_id(ray) == self._cluster):
+            self._actors = []  # shut down by hand: the workers are gone (a call to them auto-started a new cluster)
+            self._in_flight.clear()
         if self._actors:
+            if not self._busy():  # else a shutdown call would wait (up to 30 s) behind the shards left running
+                try:
+                    ray.get([a.shutdown.remote() for a in self._actors], timeout=30)
+                except Exception:  # a dead worker has nothing left to close
+                    pass
+            # killing a worker with calls queued makes Ray print "(raylet) Task _Worker.score failed. There are 3
+            # retries remaining ..." for each (a killed worker's METEOR JVM reads the end of its input and exits)
+            _CLUSTER_MESSAGES_MUTED.append(True)
             try:
-                ray.get([a.shutdown.remote() for a in self._actors], timeout=30)
-            except Exception:  # a dead worker has nothing left to close
-                pass
-            for a in self._actors:
-                with contextlib.suppress(Exception):  # a handle of a cluster already shut down
-                    ray.kill(a)
-            self._actors = []
+                for a in self._actors:
+                    with contextlib.suppress(Exception):  # a handle of a cluster already shut down
+                        ray.kill(a)
+                self._actors = []
+                self._in_flight.clear()
+                _release_cluster(ray, self._cluster)
+            finally:
+                _CLUSTER_MESSAGES_MUTED.pop()
+            return
         _release_cluster(ray, self._cluster)
+
+    def _busy(self) -> bool:
+        """Whether a worker call this engine sent is still running (an interrupted or failed run left it)."""
+        if not self._in_flight or not self.ray.is_initialized():  # (ray.wait would start a new cluster)
+            return False
+        with contextlib.suppress(Exception):  # a cluster already gone: nothing runs there
+            _, running = self.ray.wait(list(self._in_flight), num_returns=len(self._in_flight), timeout=0)
+            return bool(running)
+        return False
 
 
 class _Cluster:
