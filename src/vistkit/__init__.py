@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from vistkit.data.story import Keying, Story, StorySet
-from vistkit.errors import InputError, MissingDependencyError, VistkitError
+from vistkit.errors import (
+    InputError,
+    MissingDependencyError,
+    OutputError,
+    UnavailableMetricError,
+    UnknownMetricError,
+    VistkitError,
+)
 
 __version__ = "0.1.0"
 
@@ -18,8 +25,12 @@ __all__ = [
     "InputError",
     "Keying",
     "MissingDependencyError",
+    "OutputError",
+    "Score",
     "Story",
     "StorySet",
+    "UnavailableMetricError",
+    "UnknownMetricError",
     "VistkitError",
     "__version__",
     "get_metric",
@@ -28,14 +39,28 @@ __all__ = [
     "score",
 ]
 
+#: names `__getattr__` loads on first use (they import the readers or the metric registry)
+_LAZY = ("Score", "get_metric", "list_metrics", "read_stories", "score")
+
 
 def __getattr__(name: str) -> Any:  # lazy re-exports keep `import vistkit` fast
     if name == "read_stories":
         from vistkit.data.readers import read_stories
 
         return read_stories
-    if name in ("get_metric", "list_metrics", "score"):
+    if name in ("Score", "get_metric", "list_metrics", "score"):
         from vistkit.metrics import base
 
-        return {"get_metric": base.get_metric, "list_metrics": base.list_metrics, "score": base.score}[name]
-    raise AttributeError(name)
+        return getattr(base, name)
+    hint = ""
+    if not name.startswith("_"):  # tools probe private and dunder names: no guess for them
+        import difflib
+
+        close = difflib.get_close_matches(name, __all__, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+    raise AttributeError(f"module 'vistkit' has no attribute {name!r}{hint}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazy ones (a notebook's tab completion lists ``vistkit.score``)."""
+    return sorted({*globals(), *_LAZY})

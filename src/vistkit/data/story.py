@@ -66,9 +66,11 @@ def clean_id(value: str, what: str, story_id: str) -> str:
     holding a control or invisible character (``"a\\u200b"`` looks like ``"a"`` and would silently match nothing)
     is refused in one sentence. ASCII ids without control characters or edge spaces pass unchanged."""
     if type(value) is not str:
-        raise InputError(
-            f"story {_shown(str(story_id))!r}: {what} must be a string, not {type(value).__name__}"
-        )
+        if not isinstance(value, str):
+            raise InputError(
+                f"story {_shown(str(story_id))!r}: {what} must be a string, not {type(value).__name__}"
+            )
+        value = _plain(value)
     if value[:1] in ID_EDGE_SPACES or value[-1:] in ID_EDGE_SPACES:
         value = value.strip(ID_EDGE_SPACES)
     if value.isascii() and value.isprintable():
@@ -85,6 +87,12 @@ def clean_id(value: str, what: str, story_id: str) -> str:
                 "the same id typed without it); remove it"
             )
     return unicodedata.normalize("NFC", value)
+
+
+def _plain(value: str) -> str:
+    """A str subclass (NumPy's ``np.str_`` from an array of ids, pandas' or a user's own) as the plain text it
+    holds: ``str.__str__`` copies the characters, whatever the subclass's ``__str__`` says."""
+    return value if type(value) is str else str.__str__(value)
 
 
 def _texts(value: object, field_name: str, items: str, story_id: str) -> tuple[str, ...]:
@@ -132,10 +140,15 @@ class Story:
             )
 
         object.__setattr__(self, "story_id", clean_id(self.story_id, "story_id", self.story_id))
+        if type(self.text) is not str:  # np.str_ and other str subclasses: their plain text
+            object.__setattr__(self, "text", _plain(self.text))
         if type(self.photo_ids) is not tuple:
             object.__setattr__(self, "photo_ids", _texts(self.photo_ids, "photo_ids", "photo ids", self.story_id))
         if self.sentences is not None and type(self.sentences) is not tuple:
             object.__setattr__(self, "sentences", _texts(self.sentences, "sentences", "texts", self.story_id))
+        if self.sentences is not None and not all(type(x) is str for x in self.sentences):
+            plain = tuple(_plain(x) if isinstance(x, str) else x for x in self.sentences)
+            object.__setattr__(self, "sentences", plain)
         if self.sentences is not None and not all(type(x) is str for x in self.sentences):
             bad = next(x for x in self.sentences if type(x) is not str)
             raise InputError(
@@ -146,6 +159,8 @@ class Story:
                 f"story {_shown(self.story_id)!r}: system must be a string (the name of the model or 'human'), "
                 f"not {type(self.system).__name__}"
             )
+        if self.system is not None and type(self.system) is not str:
+            object.__setattr__(self, "system", _plain(self.system))
         if not isinstance(self.meta, dict):
             raise InputError(
                 f"story {_shown(self.story_id)!r}: meta must be a dict of extra fields, not {type(self.meta).__name__}"
@@ -251,13 +266,30 @@ class StorySet:
     def __getitem__(self, index: int | slice) -> Story | StorySet:
         """``stories[0]`` is a `Story`; ``stories[:100]`` a `StorySet` (same source), as a list slices."""
         if isinstance(index, slice):
-            return StorySet(self._stories[index], source=self.source)
-        if not hasattr(index, "__index__") or isinstance(index, bool):
+            try:
+                return StorySet(self._stories[index], source=self.source)
+            except (TypeError, ValueError) as exc:  # stories["a":], stories[::0]
+                raise InputError(f"a StorySet is sliced by positions (ints) as a list is: {exc}") from None
+        if not _is_position(index):
             raise InputError(
                 f"a StorySet is indexed by position (an int) or a slice, not {type(index).__name__}; "
-                "stories.by_key('story')[ID] finds a story by its id"
+                "stories.by_key('story')[ID] finds a story by its id, StorySet(stories[i] for i in POSITIONS) "
+                "takes several"
             )
         return self._stories[index]
+
+    def __add__(self, other: object) -> StorySet:
+        """``a + b``: the stories of both, in order (``b`` a StorySet or a list or tuple of stories); the source is
+        shared when both sets come from one file, else both are named (``a.json + b.json``)."""
+        if not isinstance(other, StorySet | list | tuple):
+            return NotImplemented
+        return StorySet([*self._stories, *other], source=_joined_source(self, other))
+
+    def __radd__(self, other: object) -> StorySet:
+        """``[story] + stories``: a StorySet too."""
+        if not isinstance(other, list | tuple):
+            return NotImplemented
+        return StorySet([*other, *self._stories], source=self.source)
 
     def __repr__(self) -> str:
         return f"StorySet({len(self)} stories{', from ' + self.source if self.source else ''})"
@@ -327,17 +359,60 @@ class StorySet:
         """Only the stories whose key is in ``keep``."""
         if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
             raise InputError(f"filter keeps the keys given as a list or set of texts, not {type(keep).__name__}")
-        wanted = set(keep)
+        wanted = {_plain(k) if isinstance(k, str) else k for k in keep}
+        bad = next((k for k in wanted if not isinstance(k, str)), None)
+        if bad is not None:  # an int never equals a text id: nothing would be kept, silently
+            raise InputError(
+                f"filter keeps the keys given as texts (ids are texts); key {bad!r:.60} is {type(bad).__name__}: "
+                f"give str({bad!r:.60})"
+            )
         return StorySet((s for s in self._stories if self._key(s, keying) in wanted), source=self.source)
 
     def map_text(self, fn: Callable[[str], str]) -> StorySet:
         """A copy with ``fn`` applied to every text and sentence."""
         if not callable(fn):
             raise InputError(f"map_text takes a function from text to text, not {type(fn).__name__}")
+
+        def text_of(story: Story, text: str) -> str:
+            out = fn(text)
+            if not isinstance(out, str):
+                raise InputError(
+                    f"map_text: the function returned {type(out).__name__} for story {_shown(story.story_id)!r}, "
+                    "not a text; it must return the new text"
+                )
+            return out
+
         return StorySet(
             (
-                s.with_text(fn(s.text), tuple(fn(x) for x in s.sentences) if s.sentences is not None else None)
+                s.with_text(
+                    text_of(s, s.text),
+                    tuple(text_of(s, x) for x in s.sentences) if s.sentences is not None else None,
+                )
                 for s in self._stories
             ),
             source=self.source,
         )
+
+
+def _is_position(index: object) -> bool:
+    """Whether ``index`` is one position (an int, a NumPy integer), not a bool, an array or a list of them."""
+    if isinstance(index, bool) or not hasattr(index, "__index__"):
+        return False
+    if getattr(index, "ndim", 0) != 0 or getattr(getattr(index, "dtype", None), "kind", "") == "b":
+        return False
+    try:
+        index.__index__()  # type: ignore[attr-defined]
+    except TypeError:
+        return False
+    return True
+
+
+def _joined_source(a: StorySet, b: object) -> str | None:
+    """The source of ``a + b``: the one both share (or the only one given), or both named (``a.json + b.json``);
+    None when neither has one."""
+    other = b.source if isinstance(b, StorySet) else None
+    if a.source == other or other is None:
+        return a.source
+    if a.source is None:
+        return other
+    return f"{a.source} + {other}"

@@ -138,6 +138,20 @@ class Score:
 
     __hash__ = None  # type: ignore[assignment]  # a Score can be changed, so it is not hashable
 
+    def __repr__(self) -> str:
+        """A one-line summary (metric, corpus score, items, exclusions, keying, signature): the dataclass repr
+        listed every item id, score and exclusion, megabytes for a test set at the end of a notebook cell; the
+        items are ``item_ids`` / ``item_scores``."""
+        try:
+            corpus = repr(float(self.corpus))
+        except (TypeError, ValueError):
+            corpus = repr(self.corpus)
+        keying = f", keying={self.keying.value!r}" if isinstance(self.keying, Keying) else ""
+        return (
+            f"Score(metric={self.metric!r}, corpus={corpus}, n={self.n:,} of {len(self.item_scores):,} items, "
+            f"excluded={len(self.excluded):,}{keying}, signature={self.signature!r})"
+        )
+
     @property
     def n(self) -> int:
         """How many items count towards the corpus score."""
@@ -747,7 +761,10 @@ class Metric(ABC):
         if len(hypotheses) == 0:
             raise InputError(f"{cls.name}: there are no stories to score")
         if cls.needs_references and references is None:
-            raise InputError(f"{cls.name} needs reference stories: pass --references FILE")
+            raise InputError(
+                f"{cls.name} needs reference stories: pass them as references= in Python "
+                "(--references FILE on the command line)"
+            )
         return align(
             hypotheses,
             references if cls.needs_references else None,
@@ -786,6 +803,8 @@ class Metric(ABC):
             hyps, refs, key=key, template=template, require_all=require_all, reference_absent=reference_absent
         )
         reference_absent = reference_absent and self.needs_references
+        if implied is not None and refs is not None and self.needs_references:
+            _warn_unmatched_predictions(alignment)
         signature = self.signature(keying=alignment.keying, n_refs=alignment.n_refs, reference_absent=reference_absent)
         from vistkit import progress
 
@@ -796,6 +815,23 @@ class Metric(ABC):
         result.excluded = {**alignment.excluded, **result.excluded}
         result.keying = alignment.keying
         return result
+
+
+def _warn_unmatched_predictions(alignment: Alignment) -> None:
+    """Warn when predictions given by id (a dict) have no reference of that id: they are left out, and the corpus
+    score covers the others only (the CLI says "N item(s) excluded" under its table; the Python API said nothing)."""
+    missing = [k for k, why in alignment.excluded.items() if why == NO_REFERENCE_KEY]
+    if not missing:
+        return
+    from vistkit.errors import warn
+
+    total = len(missing) + len(alignment.items)
+    shown = ", ".join(repr(_shown_key(k)) for k in missing[:3]) + (", ..." if len(missing) > 3 else "")
+    warn(
+        f"{len(missing):,} of {total:,} predictions have no reference with the same id ({shown}), so the corpus "
+        f"score covers the other {len(alignment.items):,} only (the Score's excluded lists them); give every "
+        "prediction its references, or check that the ids are written alike"
+    )
 
 
 # --------------------------------------------------------------------------------------------------- rankers
@@ -1125,9 +1161,13 @@ def get_metric(name: str, **options: Any) -> Metric:
 _SCORE_KEYWORDS = ("references", "key", "template", "require_all", "reference_absent")
 
 
+#: `score`'s default for ``hypotheses``: told apart from a None given on purpose
+_NOT_GIVEN: Any = object()
+
+
 def score(
     name: str,
-    hypotheses: Stories,
+    hypotheses: Stories = _NOT_GIVEN,
     references: References | None = None,
     *,
     key: Keying | str | None = None,
@@ -1140,6 +1180,14 @@ def score(
     ``score("rovist-nr", ["a story ."])``, ``score("meteor-vist", hyps, refs, key="sequence")`` with StorySets, or
     dicts by id (`as_story_sets`); ``key``, ``template``, ``require_all`` and ``reference_absent`` as
     `Metric.score`; the other ``options`` go to the metric."""
+    if hypotheses is _NOT_GIVEN:  # Python said "missing 1 required positional argument: 'hypotheses'"
+        given = next((k for k in ("predictions", "stories", "hyps", "candidates") if k in options), None)
+        as_hf = ", as Hugging Face evaluate calls them," if given == "predictions" else ""
+        given_text = f" ({given}={as_hf} is hypotheses= here)" if given else ""
+        raise InputError(
+            "no stories to score were given: pass them second, score(NAME, stories, references), or as hypotheses="
+            + given_text
+        )
     check_flag(reference_absent, "reference_absent")
     check_flag(require_all, "require_all")
     template = check_template(template)  # read once: a generator given as the template is then used up
