@@ -1,6 +1,11 @@
-"""Throughput of the offline default ranker `story-ranker` (target: >= 100 story pairs/s on a 2-core CPU).
+"""Throughput of the offline ranker `story-ranker-v1` (issue 10's target: >= 100 story pairs/s on a 2-core CPU).
 
-    python bench/bench_ranker.py [--pairs 15015] [--threads 2] [--train]
+    python bench/bench_ranker.py [--pairs 15015] [--threads 2] [--train] [--metric story-ranker-v1]
+
+`story-ranker-v1` was the default ranker when this benchmark was written (BENCHMARKS.md's numbers are its); the
+default `story-ranker` is v2 since issue 17, a language model at a few stories/s (`bench_lm.py` times it), so
+``--metric story-ranker`` on the full 15,015 pairs (10,994 then 30,030 distinct stories) takes hours on a
+2-core CPU.
 
 Pairs: every VIST test human story (PR-VIST's copy) against the LLaVA, TAPM and PR-VIST story of the same photos
 (the proxy pairs of `vistkit meta build-pairs`; about 1.3 distinct stories per pair), and the same number of
@@ -28,7 +33,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=15015)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--train", action="store_true", help="also time a full rebuild of the model")
+    ap.add_argument("--train", action="store_true", help="also time a full rebuild of story-ranker-v1's model")
+    ap.add_argument("--metric", default="story-ranker-v1", help="the ranker to time (default: story-ranker-v1)")
     args = ap.parse_args()
     import torch
 
@@ -52,7 +58,7 @@ def main() -> None:
     distinct = len({s.text for s in a + b})
 
     t = time.perf_counter()
-    metric = get_metric("story-ranker")
+    metric = get_metric(args.metric)
     load = time.perf_counter() - t
     t = time.perf_counter()
     metric.preference(a, b)
@@ -60,12 +66,12 @@ def main() -> None:
 
     # worst case: every story distinct (the machine side paired with a shifted human side, made unique)
     a2 = [Story(story_id=str(i), text=f"{s.text} ({i})") for i, s in enumerate(a)]
-    metric = get_metric("story-ranker")  # fresh: nothing memoised
+    metric = get_metric(args.metric)  # fresh: nothing memoised
     t = time.perf_counter()
     metric.preference(a2, b)
     distinct_s = time.perf_counter() - t
 
-    print(f"device: CPU, torch threads {args.threads}; model load {load:.2f} s")
+    print(f"{args.metric}; device: CPU, torch threads {args.threads}; model load {load:.2f} s")
     for label, secs, d in (("proxy pairs", shared_s, distinct), ("all-distinct pairs", distinct_s, 2 * len(pairs))):
         rate = len(pairs) / secs
         print(f"{label}: {len(pairs)} pairs ({d} distinct stories) in {secs:.2f} s = {rate:,.0f} pairs/s "

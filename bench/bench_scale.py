@@ -11,7 +11,7 @@ resident set (``ru_maxrss``) and each Ray worker's. Memory must stay flat as the
 holds at most 2 x workers shards in flight plus 8 bytes of score per story. Stories are five sentences of
 8-14 words drawn from a fixed vocabulary by a seeded generator (so every engine scores the same stories);
 per-item results go to a sink that keeps nothing, as a per-item CSV writer would. The corpus scores of all
-engines at one size are printed side by side (they must agree).
+engines at one size are printed side by side; the script ends with an error when they differ or an engine failed.
 """
 
 from __future__ import annotations
@@ -125,7 +125,9 @@ def main() -> None:
     print(header)
     print("|" + "---|" * 9)
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    problems: list[str] = []
     for n in sizes:
+        corpus: dict[str, float] = {}
         for kind in args.engines.split(","):
             cmd = [sys.executable, __file__, "--one", "--sizes", str(n), "--metric", args.metric,
                    "--engines", kind, "--batch", str(args.batch)]
@@ -134,8 +136,10 @@ def main() -> None:
             out = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if out.returncode != 0:
                 print(f"| {args.metric} | {n} | {kind} | failed: {out.stderr.strip()[-300:]} |", flush=True)
+                problems.append(f"{n:,} stories: engine {kind} failed (exit {out.returncode})")
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
+            corpus[kind] = r["corpus"]
             print(
                 f"| {r['metric']} | {n:,} | {kind} | {r['stories_per_s']:,} | {r['seconds']} | {r['startup_s']} | "
                 f"{r['driver_peak_mib']} | {', '.join(str(x) for x in r['worker_peak_mib']) or '-'} | "
@@ -145,6 +149,10 @@ def main() -> None:
             if args.json:
                 with open(args.json, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(r) + "\n")
+        if len(set(corpus.values())) > 1:
+            problems.append(f"{n:,} stories: corpus scores differ between engines ({corpus})")
+    if problems:
+        raise SystemExit("bench_scale: " + "; ".join(problems))
 
 
 if __name__ == "__main__":

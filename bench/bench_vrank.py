@@ -7,8 +7,9 @@ are speed only.
     python bench/bench_vrank.py                    # CPU: ranked pairs/s (the metric), a few training steps
     python bench/bench_vrank.py --device cuda      # GPU: fp32 vs fp16 training, pairs/s, the fp16 end-to-end check
 
-``--check`` trains a tiny BERT on synthetic VHED-layout pairs with the given device and precision ``auto`` (fp16
-mixed precision on CUDA) and reports held-out accuracy (should be > 0.9, as in tests/test_vrank.py on CPU).
+Every run also trains a tiny BERT on synthetic VHED-layout pairs with the given device and precision ``auto`` (fp16
+mixed precision on CUDA) and reports held-out accuracy (should be > 0.9, as in tests/test_vrank.py on CPU);
+``--no-check`` skips that.
 """
 
 from __future__ import annotations
