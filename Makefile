@@ -47,7 +47,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy src
 
-# each script prints the reference implementation's time, vistkit's time and the ratio (see BENCHMARKS.md)
+# the reference-comparison benchmarks print the reference implementation's time, vistkit's and the ratio in one
+# run; the last two measure against a target (precision's deviation, the matmul roofline); see BENCHMARKS.md
 bench: $(STAMP)
 	$(BIN)/python bench/bench_meteor.py
 	$(BIN)/python bench/bench_coco.py
@@ -57,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_coherence.py --stories 40 --chunk 20
 	$(BIN)/python bench/bench_precision.py --stories 12
 	$(BIN)/python bench/bench_gemm_roofline.py
+	$(BIN)/python bench/bench_startup.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info
