@@ -261,6 +261,19 @@ class Terminated(BaseException):
         self.signum = signum
 
 
+#: what must happen before SIGTERM or SIGHUP ends a CLI command (`_terminated_cleanly`), which Python's exit would
+#: have done (``atexit``) but the signal's default action skips: stopping child processes (`at_termination`)
+_AT_TERMINATION: list[Callable[[], None]] = []
+
+
+def at_termination(func: Callable[[], None]) -> Callable[[], None]:
+    """Register ``func`` to run (best effort, once) when SIGTERM or SIGHUP ends a CLI command, after the writers'
+    cleanup and before the process ends by the signal (the Java processes vistkit started: `vistkit.models.java`)."""
+    if func not in _AT_TERMINATION:
+        _AT_TERMINATION.append(func)
+    return func
+
+
 #: the signals that end a process without running Python's ``finally`` blocks (SIGINT already raises
 #: KeyboardInterrupt): ``kill``, a closed terminal
 _END_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -303,6 +316,9 @@ def _terminated_cleanly() -> Iterator[None]:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        for func in list(_AT_TERMINATION):
+            with contextlib.suppress(Exception):
+                func()
         os.kill(pid, exc.signum)  # its default action again: the process ends as it would have without cleanup
         raise SystemExit(128 + exc.signum) from None  # (where the signal is somehow not fatal)
     finally:

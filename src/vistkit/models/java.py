@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from vistkit import progress
+from vistkit.data.output import at_termination
 from vistkit.errors import MissingDependencyError
 
 MIN_JAVA = 8
@@ -157,20 +158,61 @@ def crash_log_option() -> str:
     return f"-XX:ErrorFile={os.path.join(folder, 'vistkit-java-hs_err_pid%p.log')}"
 
 
+#: the Java processes this process started that may still run (javac, the PTB tokenizer, METEOR's helper and
+#: stdio servers), so that they end with it (`stop_children`); ``True``: started in a process group of its own
+_CHILDREN: dict[subprocess.Popen[bytes], bool] = {}
+_CHILDREN_LOCK = threading.Lock()
+#: set by `stop_children`: the process is ending, and no new Java process is started (a background thread that
+#: finds its javac killed would otherwise start Meteor's stdio server as a fallback)
+_ENDING = threading.Event()
+
+
+def _start(cmd: Sequence[str], *, group: bool = False, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen`` of a Java command, recorded in `_CHILDREN` (``group``: in a session of its own)."""
+    with _CHILDREN_LOCK:
+        if _ENDING.is_set():
+            raise MissingDependencyError("vistkit is stopping; no Java process is started any more")
+        for done in [p for p in _CHILDREN if p.poll() is not None]:
+            del _CHILDREN[done]
+        proc = subprocess.Popen(list(cmd), start_new_session=group, **kwargs)
+        _CHILDREN[proc] = group
+    return proc
+
+
+def stop_children() -> None:
+    """Kill every Java process this process started that still runs, and start none any more: the process is
+    ending (SIGTERM or SIGHUP in the CLI, `vistkit.data.output.at_termination`; and at exit). Those started by a
+    background thread (METEOR's prefetch: javac, the helper building its tables) outlived vistkit for seconds."""
+    _ENDING.set()
+    with _CHILDREN_LOCK:
+        children = list(_CHILDREN.items())
+    for proc, group in children:
+        if proc.poll() is not None:
+            continue
+        with contextlib.suppress(OSError):
+            if group and os.name != "nt":
+                os.killpg(proc.pid, 9)
+            else:
+                proc.kill()
+    for proc, _ in children:
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+
+
 def _run_java(
     cmd: Sequence[str], *, timeout: float, data: bytes | None = None, cwd: str | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """``subprocess.run`` of a short Java command in a process group of its own: on a timeout, Ctrl-C or any
     error the whole group is killed, so a ``java`` wrapper script that hangs leaves no child behind."""
     posix = os.name != "nt"
-    proc = subprocess.Popen(
+    proc = _start(
         list(cmd),
+        group=posix,
         stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=cwd or java_cwd(),
         env=java_env(),
-        start_new_session=posix,
     )
     try:
         out, err = proc.communicate(data, timeout=timeout)
@@ -518,6 +560,34 @@ def _remove_dead_builds(target: Path) -> None:
             pass
 
 
+#: the unusable cache folders already warned about (one warning per folder and process)
+_WARNED_HOMES: set[Path] = set()
+
+
+def _helper_home(home: Path) -> Path | None:
+    """The folder to build the helper in: ``home`` (the cache's ``java`` folder, created) when it can be written,
+    else (a cache shared read-only, a file or a link loop there) ``java`` in a private folder of the temporary
+    folder, with one warning; None when neither can (Meteor's stdio fallback, the same numbers, slower)."""
+    from vistkit.errors import warn
+    from vistkit.models.runtime import _private_temp_cache, folder_problem
+
+    why = folder_problem(home)
+    if not why:
+        return home
+    fallback = _private_temp_cache()
+    spare = fallback / "java" if fallback is not None else None
+    if spare is not None and folder_problem(spare):
+        spare = None
+    if home not in _WARNED_HOMES:
+        _WARNED_HOMES.add(home)
+        where = f"building it in {spare} for now" if spare is not None else "using Meteor's slower stdio server"
+        warn(
+            f"vistkit's cache folder {home} cannot hold METEOR's compiled helper ({why}); {where} (make {home} a "
+            "writable folder, or set VISTKIT_CACHE to one, to keep it)"
+        )
+    return spare
+
+
 def _helper_classpath(java: JavaInfo) -> str | None:
     """Compile the helper once into the cache; returns the directory holding the class, or None (no javac)."""
     jar = meteor_jar()
@@ -525,6 +595,12 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     blob = "".join(f"{name}\0{text}\0" for name, text in sorted(sources.items()))
     digest = hashlib.sha256((blob + str(jar) + str(java.version)).encode()).hexdigest()[:16]
     target = cache_dir() / "java" / f"meteor-helper-{digest}"
+    if _classes_intact(target):  # also in a cache shared read-only
+        return str(target)
+    home = _helper_home(target.parent)
+    if home is None:
+        return None
+    target = home / target.name
     if _classes_intact(target):
         return str(target)
     if target.is_dir() and not target.is_symlink():  # damaged (a truncated or edited .class, a missing file):
@@ -539,11 +615,15 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     src_dir = tmp / "src"
     files: list[str] = []
-    for name, text in sources.items():
-        path = src_dir.joinpath(*name.split("/"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        files.append(str(path))
+    try:
+        for name, text in sources.items():
+            path = src_dir.joinpath(*name.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            files.append(str(path))
+    except OSError:  # a full disk, the folder changed meanwhile: Meteor's stdio fallback (the same numbers)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
     release = ["--release", "8"] if java.version >= 9 else []
     # a cold compile can take minutes on a loaded machine; VISTKIT_JAVA_TIMEOUT, when set, bounds it too (a javac
     # that hangs waited 300 s whatever it said); in a process group of its own, so a wrapper leaves no child
@@ -560,8 +640,12 @@ def _helper_classpath(java: JavaInfo) -> str | None:
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     shutil.rmtree(src_dir, ignore_errors=True)
-    manifest = {str(p.relative_to(tmp)): _sha256(p) for p in sorted(tmp.rglob("*.class"))}
-    (tmp / CLASS_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    try:
+        manifest = {str(p.relative_to(tmp)): _sha256(p) for p in sorted(tmp.rglob("*.class"))}
+        (tmp / CLASS_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
     try:
         os.replace(tmp, target)
     except OSError:  # another process won the race
@@ -743,7 +827,7 @@ class MeteorServer:
             props = [f"-Dvistkit.paraphrase.cache={tables}"] if tables is not None else []
             tend_table_cache(java)
             t0 = time.perf_counter()
-            self.proc = subprocess.Popen(
+            self.proc = _start(
                 [java.path, *helper_jvm_options(), *jvm_base_options(), *props, "-cp", cp, HELPER_CLASS,
                  str(self.threads)],
                 stdin=subprocess.PIPE,
@@ -974,7 +1058,7 @@ class StdioMeteor:
             cmd.append("-norm")
         self.cfg = cfg
         self.java = java
-        self.proc = subprocess.Popen(
+        self.proc = _start(
             cmd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -1168,7 +1252,23 @@ def shutdown() -> None:
             _SERVER = None
 
 
-atexit.register(shutdown)
+def _at_exit() -> None:
+    """At exit: close the shared JVM politely when it is idle (a background thread still starting it is not waited
+    for), then stop every Java process still running (`stop_children`)."""
+    global _SERVER
+    idle = _SERVER_LOCK.acquire(timeout=0.5)
+    try:
+        if idle and _SERVER is not None:
+            _SERVER.close()
+            _SERVER = None
+    finally:
+        if idle:
+            _SERVER_LOCK.release()
+    stop_children()
+
+
+atexit.register(_at_exit)
+at_termination(stop_children)  # SIGTERM/SIGHUP in the CLI end the process without running atexit
 
 
 # --------------------------------------------------------------------------------------------------- PTB
