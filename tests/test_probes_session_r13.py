@@ -130,3 +130,40 @@ def test_studio_init_without_photos_says_annotators_see_numbered_boxes(
     err = capsys.readouterr().err
     assert code == 0, err
     assert ("five numbered boxes" in err) == (not photo_args)
+
+
+def test_quiet_transformers_gives_the_users_settings_back_when_threads_load_at_once() -> None:
+    """Two threads loading models at once left transformers' log level at ERROR for the rest of the session (each
+    saved the other's ERROR as "the user's level"), and one thread's end turned the bars on during the other's."""
+    import threading
+
+    pytest.importorskip("transformers")
+    from transformers.utils import logging as hf_logging
+
+    from vistkit.models.runtime import quiet_transformers
+
+    hf_logging.set_verbosity_warning()
+    hf_logging.enable_progress_bar()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:  # enters first, leaves while the second still loads
+        with quiet_transformers():
+            first_in.set()
+            second_in.wait(timeout=10)
+        first_out.set()
+
+    def second() -> None:  # enters second (it saw ERROR as "the user's level" before), leaves last
+        first_in.wait(timeout=10)
+        with quiet_transformers():
+            second_in.set()
+            first_out.wait(timeout=10)
+            seen.append(hf_logging.is_progress_bar_enabled())  # still loading: no bars
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert seen == [False]
+    assert hf_logging.get_verbosity() == hf_logging.WARNING and hf_logging.is_progress_bar_enabled()

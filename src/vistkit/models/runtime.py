@@ -622,20 +622,34 @@ class DeviceBatches:
         return result[:, 0] if flat.shape[1] == 1 else result
 
 
+#: `quiet_transformers` is process-wide state (transformers' log level and progress bars): the loads under way
+#: (threads loading models at once) and what to give back when the last one ends
+_QUIET_LOCK = threading.Lock()
+_QUIET: dict[str, Any] = {"depth": 0, "level": None, "bars": False}
+
+
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """No progress bars and no info or warning logs from transformers while a model loads (GGUF conversion prints a
     bar per tensor; a load prints a report of missing weights, which vistkit checks itself:
-    `vistkit.models.checkpoints.refuse_missing_weights`)."""
+    `vistkit.models.checkpoints.refuse_missing_weights`). Safe across threads: the first load to start saves the
+    user's settings and the last to end gives them back (two threads loading at once left the log level at ERROR
+    for the rest of the session, and one thread's end turned the bars back on during the other's load)."""
     from transformers.utils import logging as hf_logging
 
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    with _QUIET_LOCK:
+        if _QUIET["depth"] == 0:
+            _QUIET["level"] = hf_logging.get_verbosity()
+            _QUIET["bars"] = hf_logging.is_progress_bar_enabled()
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        _QUIET["depth"] += 1
     try:
         yield
     finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
+        with _QUIET_LOCK:
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0:
+                hf_logging.set_verbosity(_QUIET["level"])
+                if _QUIET["bars"]:
+                    hf_logging.enable_progress_bar()
