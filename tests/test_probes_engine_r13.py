@@ -26,23 +26,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ray_helpers import CLUSTER_SCRIPT
 
 REPO = Path(__file__).resolve().parents[1]
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="needs Java (PTB tokeniser)")
 
 _TOKEN = "fedcba9876543210fedcba9876543210"
 #: a cluster in a child process whose environment holds no VISTKIT_* variable (as `ray start` in another shell)
-_CLUSTER = """
-import signal, sys
-import ray
-ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024**2, logging_level="ERROR")
-print(ray.get_runtime_context().gcs_address, flush=True)
-signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-try:
-    sys.stdin.read()  # until the test closes it (or dies)
-finally:
-    ray.shutdown()
-"""
+_CLUSTER = CLUSTER_SCRIPT
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:

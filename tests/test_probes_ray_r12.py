@@ -31,6 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ray_helpers import CLUSTER_SCRIPT
 
 from vistkit.engine import EngineError
 from vistkit.errors import InputError
@@ -272,17 +273,7 @@ def test_a_server_that_says_nothing_is_refused_in_seconds(no_ray_env: None) -> N
 
 # ------------------------------------------------------------------------------------ token authentication
 _TOKEN = "0123456789abcdef0123456789abcdef"
-_AUTH_CLUSTER = """
-import signal, sys, time
-import ray
-ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024**2, logging_level="ERROR")
-print(ray.get_runtime_context().gcs_address, flush=True)
-signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-try:
-    sys.stdin.read()  # until the test closes it (or dies)
-finally:
-    ray.shutdown()
-"""
+_AUTH_CLUSTER = CLUSTER_SCRIPT
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
