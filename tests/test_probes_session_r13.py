@@ -167,3 +167,38 @@ def test_quiet_transformers_gives_the_users_settings_back_when_threads_load_at_o
         t.join(timeout=30)
     assert seen == [False]
     assert hf_logging.get_verbosity() == hf_logging.WARNING and hf_logging.is_progress_bar_enabled()
+
+
+def test_a_run_waiting_for_another_lm_conversion_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs started while another process converted the packaged LM waited ~25 s in silence on its lock."""
+    import fcntl
+    import os
+    import threading
+
+    from vistkit.models.lm import _locked, _open_lock
+
+    monkeypatch.delenv("VISTKIT_QUIET", raising=False)
+    monkeypatch.setenv("VISTKIT_PROGRESS", "1")  # the library default is quiet; the command line's is not
+    lock = tmp_path / ".lm.lock"
+    holder = _open_lock(lock)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another process converting
+    got: list[bool] = []
+
+    def wait() -> None:
+        with _locked(_open_lock(lock), waiting="waiting for another vistkit process ..."):
+            got.append(True)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    waiter.join(timeout=1.0)
+    assert waiter.is_alive() and not got  # still waiting on the lock
+    fcntl.flock(holder, fcntl.LOCK_UN)
+    os.close(holder)
+    waiter.join(timeout=10)
+    assert got == [True]
+    assert "waiting for another vistkit process" in capsys.readouterr().err
+    with _locked(_open_lock(lock), waiting="waiting for another vistkit process ..."):
+        pass  # a free lock: nothing said
+    assert capsys.readouterr().err == ""

@@ -478,10 +478,18 @@ def _open_lock(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def _locked(fd: int) -> Iterator[None]:
-    """An exclusive ``fcntl`` lock on the open lock file ``fd`` (`_open_lock`), which it closes."""
+def _locked(fd: int, *, waiting: str | None = None) -> Iterator[None]:
+    """An exclusive ``fcntl`` lock on the open lock file ``fd`` (`_open_lock`), which it closes; ``waiting`` is said
+    (a progress note) when another process holds the lock, so a wait of half a minute is not silence."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                from vistkit import progress
+
+                progress.note(waiting)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -559,7 +567,8 @@ def convert_packaged(source: LMSource | None = None, *, repair: bool = False) ->
         from vistkit.models.runtime import _os_reason
 
         raise _unusable_cache(root, f"{exc.filename or root}: {_os_reason(exc)}") from None
-    with _locked(fd):
+    busy = f"waiting for another vistkit process that is converting the language model into {root} ..."
+    with _locked(fd, waiting=busy):
         # under the lock no conversion runs: a temporary folder left here is from one that was killed
         for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
