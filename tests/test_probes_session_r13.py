@@ -202,3 +202,21 @@ def test_a_run_waiting_for_another_lm_conversion_says_so(
     with _locked(_open_lock(lock), waiting="waiting for another vistkit process ..."):
         pass  # a free lock: nothing said
     assert capsys.readouterr().err == ""
+
+
+def test_a_pair_with_an_empty_story_is_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`meta pairs` / `vrank` read a row whose sent1 or sent2 was empty (a cell lost in an export) without a word,
+    and scored the pair as if someone had judged an empty story."""
+    from vistkit.meta.human import read_pairs
+
+    path = tmp_path / "p.csv"
+    path.write_text(
+        "sent1,sent2,label\nwe went out .,the dog ran .,1\nwe went out .,,1\n  ,the dog ran .,-1\n", encoding="utf-8"
+    )
+    capsys.readouterr()
+    assert len(read_pairs(path, label_sign="comp-minus-base")) == 3
+    err = capsys.readouterr().err
+    assert "2 rows have an empty story in sent1 or sent2 (first: line 3)" in err, err
+    path.write_text("sent1,sent2,label\nwe went out .,the dog ran .,1\n", encoding="utf-8")
+    read_pairs(path, label_sign="comp-minus-base")
+    assert "empty story" not in capsys.readouterr().err

@@ -378,6 +378,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     repeated = _RepeatedRows()
     odd_norms: list[tuple[int, float, str]] = []  # (line, rank_norm, what label and order say) where they disagree
     same_text: list[int] = []  # lines whose two stories are one text: no metric can order them
+    empty_story: list[int] = []  # lines with a story cell that holds no text (a broken row, most likely)
     lines = array("L")  # the line each row ends on, as in every message (a quoted story may span lines)
 
     def kept(value: str) -> str:
@@ -448,6 +449,8 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
             lines.append(n)
             if row["sent1"] == row["sent2"] or row["sent1"].split() == row["sent2"].split():
                 same_text.append(n)
+            elif not row["sent1"].strip() or not row["sent2"].strip():
+                empty_story.append(n)
             records.append(
                 _PairRow(
                     pair_id=str(row.get("pair_id") or n - 2),
@@ -474,6 +477,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     repeated.warn(p)
     repeated.seen.clear()
     _warn_same_text(same_text, p)
+    _warn_empty_story(empty_story, p)
     strings.clear()  # the records hold the strings they need
     pairs = _pairs_of(records, label_sign)
     _warn_odd_rank_norms(odd_norms, len(pairs), p)
@@ -572,6 +576,19 @@ def _warn_same_text(lines: Sequence[int], p: Path) -> None:
         f"{_shown(p)}: {_rows(len(lines), 'set', 'sets')} a story against the same text (first: line {lines[0]}); "
         "no metric can order such a pair, so it counts as wrong wherever its label prefers one side: check that "
         "sent1 and sent2 hold the two stories"
+    )
+
+
+def _warn_empty_story(lines: Sequence[int], p: Path) -> None:
+    """One warning for the rows one of whose stories is empty (a cell lost in an export, most likely): a metric
+    scores an empty story as it scores any text, so the pair counts as if someone had judged an empty story."""
+    if not lines:
+        return
+    from vistkit.errors import warn
+
+    warn(
+        f"{_shown(p)}: {_rows(len(lines), 'have', 'has')} an empty story in sent1 or sent2 (first: line {lines[0]}); "
+        "such a pair is scored and counted as any other: check that the file lost no text"
     )
 
 
