@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
 #: run with ``python -c``: starts a one-CPU local cluster, prints its GCS address, and shuts it down when its stdin
 #: closes (or on SIGTERM); its environment decides its settings (a token, no VISTKIT_* variable, ...)
 CLUSTER_SCRIPT = """
@@ -15,3 +22,26 @@ try:
 finally:
     ray.shutdown()
 """
+
+
+@contextlib.contextmanager
+def private_cluster(env: dict[str, str], *, what: str = "a Ray cluster") -> Iterator[str]:
+    """`CLUSTER_SCRIPT` run in a child process with ``env``; yields the cluster's GCS address (the test is skipped
+    when no cluster starts) and shuts it down afterwards by closing the child's stdin."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLUSTER_SCRIPT], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        address = proc.stdout.readline().strip()
+        if not address:
+            pytest.skip(f"could not start {what} here")
+        yield address
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)

@@ -26,14 +26,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_helpers import CLUSTER_SCRIPT
+from ray_helpers import private_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="needs Java (PTB tokeniser)")
 
 _TOKEN = "fedcba9876543210fedcba9876543210"
-#: a cluster in a child process whose environment holds no VISTKIT_* variable (as `ray start` in another shell)
-_CLUSTER = CLUSTER_SCRIPT
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -48,23 +46,8 @@ def other_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     """A running cluster started without any VISTKIT_* variable; yields its address and a HOME for the drivers."""
     pytest.importorskip("ray")
     home = tmp_path_factory.mktemp("r13-home")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CLUSTER], env=_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        address = proc.stdout.readline().strip()
-        if not address:
-            pytest.skip("could not start a Ray cluster here")
+    with private_cluster(_env(home)) as address:
         yield address, home
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def _score(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ray_helpers import CLUSTER_SCRIPT
+from ray_helpers import private_cluster
 
 from vistkit.engine import EngineError
 from vistkit.errors import InputError
@@ -273,7 +273,6 @@ def test_a_server_that_says_nothing_is_refused_in_seconds(no_ray_env: None) -> N
 
 # ------------------------------------------------------------------------------------ token authentication
 _TOKEN = "0123456789abcdef0123456789abcdef"
-_AUTH_CLUSTER = CLUSTER_SCRIPT
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -290,23 +289,8 @@ def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("ray")
     home = tmp_path_factory.mktemp("auth-home")
     env = _env(home, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=_TOKEN)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _AUTH_CLUSTER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        address = proc.stdout.readline().strip()
-        if not address:
-            pytest.skip("could not start a Ray cluster with token authentication here")
+    with private_cluster(env, what="a Ray cluster with token authentication") as address:
         yield address
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def _score(address: str, env: dict[str, str], tmp_path: Path) -> tuple[int, str, str, float]:

@@ -68,6 +68,13 @@ def _judgements(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
+
+def _refuse_submits(page: Any, status: int, error: str) -> None:
+    """Answer the page's submits as the server refuses one: ``status`` with its JSON sentence."""
+    body = json.dumps({"error": error})
+    page.route("**/submit", lambda route: route.fulfill(status=status, content_type="application/json", body=body))
+
+
 def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: Path) -> None:
     """The network drops the submission (or the server answers 503): the annotator stays on the page, is told in
     words that it was not saved, the ranking they made is still there and Submit works again; a double click
@@ -105,12 +112,7 @@ def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: P
 
                 # the server refuses for now (503): its sentence is shown, the answer kept
                 message = "the study could not be saved (the study is busy); your answer was not stored"
-                page.route(
-                    "**/submit",
-                    lambda route: route.fulfill(
-                        status=503, content_type="application/json", body=json.dumps({"error": message})
-                    ),
-                )
+                _refuse_submits(page, 503, message)
                 page.locator("#submit").click()
                 page.locator("#send-status", has_text="busy").wait_for(timeout=10_000)
                 assert "again" in alert.inner_text()
@@ -341,12 +343,7 @@ def test_a_likert_page_keeps_its_choices_when_the_submission_fails(tmp_path: Pat
                 assert page.locator("input[value='4']:checked").count() == len(names) > 0
                 page.unroute("**/submit")
                 refused = "this task is not (or no longer) assigned to you; reload the page"
-                page.route(
-                    "**/submit",
-                    lambda route: route.fulfill(
-                        status=409, content_type="application/json", body=json.dumps({"error": refused})
-                    ),
-                )
+                _refuse_submits(page, 409, refused)
                 page.locator("#submit").click()
                 page.locator("#send-status", has_text="no longer").wait_for(timeout=10_000)
                 assert "again" not in page.locator("#send-status").inner_text()
