@@ -143,7 +143,7 @@ def default_model_dir() -> Path:
 #: sentence end. Any other punctuation or symbol (PTB's ``` `` ```, ``&``, ``/``, ``$``, a dash, ``<``) is no word.
 _TOKEN = re.compile(r"\[[^\W_]+\]|[^\W_]+(?:'[^\W_]+)*|'[^\W_]+|[.!?]+")
 #: words whose period is no sentence end, tried before `_TOKEN` (`story_words`): a URL, a decimal number, an
-#: initialism of single letters (``a.m.``, ``u.s.``, ``e.g.``), a title before a name (``dr.``, ``mr.``)
+#: initialism of single letters (``a.m.``, ``u.s.``, ``e.g.``), a title before a word (``dr.``, ``mr.``, any case)
 _DOTTED = re.compile(
     r"(?P<url>(?:https?://|www\.)[^\s\"'<>]*[^\s\"'<>.,!?;:)\]}])"
     r"|(?<![^\W_])(?P<num>\d+(?:\.\d+)+)(?![^\W_])"
@@ -158,11 +158,11 @@ def story_words(text: str) -> list[list[str]]:
 
     A period inside a word is no sentence end where a reader sees none (`_DOTTED`): a URL, a decimal number
     (``3.50``), an initialism (``a.m.``, ``u.s.``: an end only before a capitalised function word, "9 p.m. The
-    next day"), a capitalised title before a name (``Dr. Smith``) and a capital initial in a name ("John F.
-    Kennedy"). Each once ended a sentence: "7 a.m. ... 9 p.m." made two one-word sentences ``["m"]`` that overlap
-    completely, and "Dr. Smith ... Dr. Jones" two ``["dr"]``; u fell by 6.7 and 6.1 (packaged LM) against "am",
-    "pm" and "Doctor". VIST's lower-case ``mr. staple`` is split as before (the statistics stories hold one), and
-    every one of the 400 statistics stories reads as it did.
+    next day"), a title before a word (``Dr. Smith``, VIST's lower-case ``mr. staple``: as the LM's sentence
+    splitter, NLTK's Punkt, reads them) and a capital initial in a name ("John F. Kennedy"). Each once ended a
+    sentence: "7 a.m. ... 9 p.m." made two one-word sentences ``["m"]`` that overlap completely, and "Dr. Smith
+    ... Dr. Jones" two ``["dr"]``; u fell by 6.7 and 6.1 (packaged LM) against "am", "pm" and "Doctor"; "mr.
+    staple" three times in one VIST val story made three sentences ``["mr"]``.
 
     Only words count: v1's tokeniser (`vistkit.models.story_ranker.sentences_of`, kept for v1) also counts every
     other symbol as a word and splits a word at a letter outside a-z, so wrapping each sentence of a story in
@@ -183,8 +183,6 @@ def story_words(text: str) -> list[list[str]]:
     pos = 0
     for m in _DOTTED.finditer(lowered):
         kind = m.lastgroup
-        if kind == "title" and not cased[m.start()].isupper():
-            continue  # VIST's lower case ("mr. staple .") is split as the ranker's statistics were computed
         _sentence_tokens(lowered, cased, pos, m.start(), out, sentence)
         word = m.group(0)
         sentence.append(word[:-1] if kind == "title" else word)
