@@ -47,6 +47,16 @@ def write_stories(path: Path, prefix: str = "s") -> Path:
     return path
 
 
+def story_and_reference_files(tmp_path: Path, n: int = 30) -> tuple[Path, Path]:
+    """A small story file and its references (JSONL, matched by story id): ``(hyp, refs)``."""
+    hyp, refs = tmp_path / "hyp.jsonl", tmp_path / "refs.jsonl"
+    for path, second in ((hyp, "the dog was happy"), (refs, "it was fun")):
+        article = "a" if path is hyp else "the"
+        rows = [{"story_id": f"s{i}", "text": f"we went to {article} park {i} . {second} ."} for i in range(n)]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return hyp, refs
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
     """``vistkit ARGS`` in process: (exit code, stderr)."""
     capsys.readouterr()

@@ -116,6 +116,18 @@ def stored_judgements(path: Path) -> int:
         st.engine.dispose()
 
 
+def judgement_records(path: Path) -> list[dict[str, Any]]:
+    """The judgements of the study at ``path`` as `studio export --format jsonl` writes them."""
+    from vistkit.studio.analysis import jsonl_records, load
+
+    st = db.open_study(path)
+    try:
+        data = load(st)
+        return jsonl_records(data, data.judgements)
+    finally:
+        st.engine.dispose()
+
+
 def serve_child(study: Path, port: int, *extra: str, preexec: Any = None) -> Any:
     """`vistkit studio serve STUDY --port PORT EXTRA...` in a child process (its log on a pipe; ``preexec`` runs in
     the child first: limits, signals), returned once it answers /healthz (60 s at most)."""

@@ -10,28 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_probe_helpers import story_and_reference_files
 
 resource = pytest.importorskip("resource")
-
-
-def _stories(tmp_path: Path, n: int = 30) -> tuple[Path, Path]:
-    """A small story file and its references (JSONL, matched by story id)."""
-    hyp, refs = tmp_path / "hyp.jsonl", tmp_path / "refs.jsonl"
-    hyp.write_text(
-        "".join(
-            json.dumps({"story_id": f"s{i}", "text": f"we went to a park {i} . the dog was happy ."}) + "\n"
-            for i in range(n)
-        ),
-        encoding="utf-8",
-    )
-    refs.write_text(
-        "".join(
-            json.dumps({"story_id": f"s{i}", "text": f"we went to the park {i} . it was fun ."}) + "\n"
-            for i in range(n)
-        ),
-        encoding="utf-8",
-    )
-    return hyp, refs
 
 
 def _run_capped(args: list[str], out: Path, *, max_bytes: int, unbuffered: bool) -> subprocess.CompletedProcess[str]:
@@ -65,7 +46,7 @@ def test_results_cut_short_on_stdout_are_an_error(tmp_path: Path, unbuffered: bo
     (Docker images, Slurm scripts) the rest was dropped in silence and the command ended with 0, leaving half a
     JSON document; without it, the error was followed by Python's "Exception ignored ... OSError" and exit 120.
     Now one sentence and exit 1 either way."""
-    hyp, refs = _stories(tmp_path)
+    hyp, refs = story_and_reference_files(tmp_path)
     out = tmp_path / "out.txt"
     done = _run_capped(
         ["score", hyp, "-r", refs, "-m", "bleu-4,rouge-l", "-f", fmt, "--confidence", "0.9"],
@@ -82,7 +63,7 @@ def test_results_cut_short_on_stdout_are_an_error(tmp_path: Path, unbuffered: bo
 
 def test_results_that_fit_still_exit_0(tmp_path: Path) -> None:
     """The guard costs nothing when the output fits: the whole JSON document, exit 0 (PYTHONUNBUFFERED=1)."""
-    hyp, refs = _stories(tmp_path)
+    hyp, refs = story_and_reference_files(tmp_path)
     out = tmp_path / "out.json"
     done = _run_capped(
         ["score", hyp, "-r", refs, "-m", "bleu-4", "-f", "json"], out, max_bytes=1 << 20, unbuffered=True
@@ -115,7 +96,7 @@ def test_score_warns_when_too_few_resamples_make_the_interval(
     """`score --confidence 0.95 --bootstrap 1` printed a "95% CI" that was one resample, e.g. 0.2110 [0.2090,
     0.2090] (not even holding the score), without a word; a count that leaves less than one resample in each tail
     gives only the extreme resamples. Now a warning says how many the level needs; the numbers are unchanged."""
-    hyp, refs = _stories(tmp_path)
+    hyp, refs = story_and_reference_files(tmp_path)
     code, out, err = _main(capsys, "score", hyp, "-r", refs, "-m", "rouge-l", "-f", "json", *flags)
     assert code == 0, err
     assert "ci" in json.loads(out)
@@ -127,7 +108,7 @@ def test_compare_warns_about_intervals_and_tests_that_cannot_say_anything(
 ) -> None:
     """`compare --bootstrap 5 --n-samples 10` showed 95% CIs from five resamples and a test whose smallest possible
     p-value is 1/11, so no system could ever be marked significant, in silence. Both are warned about now."""
-    hyp, refs = _stories(tmp_path)
+    hyp, refs = story_and_reference_files(tmp_path)
     other = tmp_path / "other.jsonl"
     other.write_text(refs.read_text(), encoding="utf-8")
     args = ["compare", hyp, other, "-r", refs, "-m", "rouge-l"]
@@ -179,7 +160,7 @@ def test_no_color_and_a_dumb_terminal_get_no_colour_codes(tmp_path: Path, env: d
     """With NO_COLOR=1 (no-color.org) or TERM=dumb the progress display had no colour, but the notes (yellow) and
     the error line (red) still carried ANSI codes, shown as `^[[33m` garbage by a dumb terminal or an editor's
     shell. Both are plain now; a colour terminal keeps its colours."""
-    hyp, refs = _stories(tmp_path)
+    hyp, refs = story_and_reference_files(tmp_path)
     with hyp.open("a", encoding="utf-8") as fh:  # one story without a reference: a note says it was left out
         fh.write(json.dumps({"story_id": "extra", "text": "a lone story ."}) + "\n")
     err = _stderr_on_a_terminal(["score", hyp, "-r", refs, "-m", "bleu-4", "-f", "csv"], env)

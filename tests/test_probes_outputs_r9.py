@@ -386,12 +386,12 @@ SLOW_WRITER = textwrap.dedent(
                 fh.write("partial")
                 fh.flush()
                 print("ready", flush=True)
-                time.sleep(20)
+                time.sleep(120)
         else:
             with replaced_folder(out) as tmp:
                 write_text(tmp / "index.html", "new")
                 print("ready", flush=True)
-                time.sleep(20)
+                time.sleep(120)
 
     verb(out=out, made=made, force=True)
     """
@@ -419,7 +419,7 @@ def _interrupt(tmp_path: Path, kind: str, sig: int) -> tuple[int | None, Path]:
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n", proc.stderr.read() if proc.stderr else ""
         proc.send_signal(sig)
-        proc.wait(timeout=15)
+        proc.wait(timeout=60)  # a loaded CI box: once more than 15 s (the writer sleeps 120 s, so a hang still fails)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import HUMAN, MACHINE_1, serve_child
+from studio_helpers import HUMAN, MACHINE_1, judgement_records, serve_child
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 
@@ -56,18 +56,7 @@ def _study(tmp_path: Path, *, photo_url: str | None = None, task: str = "rank") 
     return path, token
 
 
-def _judgements(path: Path) -> list[dict[str, Any]]:
-    from vistkit.studio.analysis import jsonl_records, load
 
-    st = db.open_study(path)
-    try:
-        data = load(st)
-        return jsonl_records(data, data.judgements)
-    finally:
-        st.engine.dispose()
-
-
-@pytest.mark.slow
 
 def _refuse_submits(page: Any, status: int, error: str) -> None:
     """Answer the page's submits as the server refuses one: ``status`` with its JSON sentence."""
@@ -75,6 +64,7 @@ def _refuse_submits(page: Any, status: int, error: str) -> None:
     page.route("**/submit", lambda route: route.fulfill(status=status, content_type="application/json", body=body))
 
 
+@pytest.mark.slow
 def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: Path) -> None:
     """The network drops the submission (or the server answers 503): the annotator stays on the page, is told in
     words that it was not saved, the ranking they made is still there and Submit works again; a double click
@@ -118,7 +108,7 @@ def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: P
                 assert "again" in alert.inner_text()
                 assert not page.locator("#submit").is_disabled()
                 page.unroute("**/submit")
-                assert _judgements(path) == []
+                assert judgement_records(path) == []
 
                 # now it goes through, once, even double-clicked
                 posts: list[str] = []
@@ -134,13 +124,13 @@ def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: P
                 page.go_back()
                 page.wait_for_load_state()
                 assert page.locator("#saved").count() == 0 and page.locator("#progress").inner_text() == "Task 2 of 2"
-                assert len(_judgements(path)) == 1
+                assert len(judgement_records(path)) == 1
                 assert errors == []
             finally:
                 browser.close()
     finally:
         simulate.kill(proc, 15)
-    [rec] = _judgements(path)
+    [rec] = judgement_records(path)
     first, second = (t for t in order[:2])
     ranks = rec["answer"]["ranks"]
     by_text = {HUMAN[0]: "human", MACHINE_1[0]: "m1", RTL: "rtl"}
@@ -351,7 +341,7 @@ def test_a_likert_page_keeps_its_choices_when_the_submission_fails(tmp_path: Pat
                 browser.close()
     finally:
         simulate.kill(proc, 15)
-    assert _judgements(path) == []
+    assert judgement_records(path) == []
 
 
 @pytest.mark.slow
@@ -378,4 +368,4 @@ def test_the_task_page_still_works_without_javascript(tmp_path: Path) -> None:
                 browser.close()
     finally:
         simulate.kill(proc, 15)
-    assert len(_judgements(path)) == 1
+    assert len(judgement_records(path)) == 1

@@ -35,12 +35,13 @@ __all__ = [
     "__version__",
     "get_metric",
     "list_metrics",
+    "prefer",
     "read_stories",
     "score",
 ]
 
 #: names `__getattr__` loads on first use (they import the readers or the metric registry)
-_LAZY = ("Score", "get_metric", "list_metrics", "read_stories", "score")
+_LAZY = ("Score", "get_metric", "list_metrics", "prefer", "read_stories", "score")
 
 
 def __getattr__(name: str) -> Any:  # lazy re-exports keep `import vistkit` fast
@@ -48,7 +49,7 @@ def __getattr__(name: str) -> Any:  # lazy re-exports keep `import vistkit` fast
         from vistkit.data.readers import read_stories
 
         return read_stories
-    if name in ("Score", "get_metric", "list_metrics", "score"):
+    if name in ("Score", "get_metric", "list_metrics", "prefer", "score"):
         from vistkit.metrics import base
 
         return getattr(base, name)

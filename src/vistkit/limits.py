@@ -85,7 +85,15 @@ NGRAM_WORDS_ENV = "VISTKIT_MAX_NGRAM_WORDS"
 NGRAM_WORDS_DEFAULT = 10_000_000
 
 
+#: a limit given larger than this (after its unit) is taken as this: no practical limit, and still a number every
+#: reader can pass on (``VISTKIT_MAX_STORY_CHARS=99999999999999999999999`` made a line limit of 16 times that, which
+#: `readline` refused with "OverflowError: Python int too large to convert to C ssize_t")
+NO_PRACTICAL_LIMIT = 1 << 48
+
+
 def _env_int(name: str, default: int, *, scale: int = 1) -> int:
+    """``$name`` as a positive whole number times ``scale`` (``default`` when unset or blank), at most
+    `NO_PRACTICAL_LIMIT`; anything else is one sentence."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -96,7 +104,7 @@ def _env_int(name: str, default: int, *, scale: int = 1) -> int:
         raise InputError(f"{name}={raw!r} is not a whole number; unset it or give e.g. {example}") from None
     if value <= 0:
         raise InputError(f"{name}={raw!r} must be a positive whole number")
-    return value * scale
+    return min(value * scale, NO_PRACTICAL_LIMIT)
 
 
 def env_number(name: str, default: float, *, low: float, high: float, integer: bool = False) -> float:

@@ -406,6 +406,36 @@ def _repeated_single_values(order: list[Any]) -> list[tuple[str, int]]:
     return [("/".join(sorted(params[k].opts, key=len)), n) for k, n in counts.items() if n > 1]
 
 
+def _takes_paths(descriptor: Any) -> bool:
+    """Whether a typer parameter (its type descriptor) takes a path or a list of paths."""
+    from typing import get_args
+
+    if getattr(descriptor, "is_path", False):
+        return True
+    args = get_args(getattr(descriptor, "annotation", None)) if getattr(descriptor, "is_list", False) else ()
+    return any(isinstance(a, type) and issubclass(a, Path) for a in args)
+
+
+def _refuse_blank_paths(params: list[Any], opts: dict[str, Any], ctx: Any) -> None:
+    """A file or folder given as empty or blank text (``-r "$REFS"`` with REFS unset) is a usage error: Python
+    reads ``""`` as the current folder ("error: . is a folder"), and an output named ``" "`` was written as a file no
+    listing shows."""
+    for param in params:
+        if param.name not in opts or not _takes_paths(getattr(param, "type_descriptor", None)):
+            continue
+        given = opts[param.name]
+        values = given if isinstance(given, list | tuple) else [given]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            blank = next(v for v in values if isinstance(v, str) and not v.strip())
+            what = "empty" if blank == "" else f"blank ({blank!r})"
+            raise typer.BadParameter(
+                f"the path is {what}: give a file name (a shell variable that is unset or empty, as in \"$FILE\", "
+                "gives an empty one)",
+                ctx=ctx,
+                param=param,
+            )
+
+
 class OnceCommand(TyperCommand):
     """A verb whose single-value options may be given once: ``-r A -r B`` is a usage error in one sentence
     instead of silently keeping B (use as ``@app.command(cls=OnceCommand)``)."""
@@ -420,6 +450,8 @@ class OnceCommand(TyperCommand):
             if (repeated := _repeated_single_values(order)) and not ctx.resilient_parsing:
                 name, times = repeated[0]
                 ctx.fail(f"{name} is given {times} times but takes one value: give it once")
+            if not ctx.resilient_parsing:
+                _refuse_blank_paths(self.params, opts, ctx)
             return opts, rest, order
 
         setattr(parser, "parse_args", parse_once)  # noqa: B010  (click keeps the parse order local)

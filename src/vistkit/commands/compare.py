@@ -95,6 +95,10 @@ def system_names(paths: list[Path], names: list[str]) -> list[str]:
                 raise InputError(
                     f"--name {name!r} holds a control or invisible character: give every system a visible name"
                 )
+            if name != name.strip():  # "a" and " a" read alike in the table and the sentences under it
+                raise InputError(
+                    f"--name {name!r} starts or ends with a space: give the name without the spaces around it"
+                )
         if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
             raise InputError(f"--name {dup!r} is given to two systems: give each system its own name")
         return list(names)

@@ -9,7 +9,7 @@ sources (e.g. scoring stories end to end) only need to produce the same per-stor
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -341,23 +341,21 @@ def _distance(
                 images=images, regions=regions, photos=photos, sentences=sentences, dimensions=dimensions,
                 options=options, engine=eng, tanh_g=tanh_g,
             )
-        if per_item is not None:
-            write_dhm_per_story(scored, per_item)
         title = f"dHM: {Path(str(human_stories)).name} vs {Path(str(model_stories)).name} (scored from stories)"
-        emit(render_dhm(scored, fmt, title=title), to_stderr=per_item is not None and is_standard_output(per_item))
-        if fmt is OutputFormat.CSV:  # a CSV has no caption: the stories left out, signatures and notes on stderr
-            note("\n".join(dhm_caption(scored)))
+
+        def show_scored() -> None:
+            emit(render_dhm(scored, fmt, title=title), to_stderr=per_item is not None and is_standard_output(per_item))
+            if fmt is OutputFormat.CSV:  # a CSV has no caption: the stories left out, signatures and notes on stderr
+                note("\n".join(dhm_caption(scored)))
+
+        if per_item is not None:
+            _write_per_item_or_show(lambda: write_dhm_per_story(scored, per_item), per_item, show_scored)
+        show_scored()
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
     signatures = table_signatures(human, model, columns=columns)
     result = dhm_distance(h, m, tanh_g=use_tanh)
-    if per_item is not None:
-        from vistkit.data.output import write_csv_rows
-
-        write_csv_rows(
-            per_item, ["story_id", "dG", "dC", "dR", "dHM"], [[r[0], *map(repr, r[1:])] for r in per_story_rows(result)]
-        )
     caption = (
         f"G: {'tanh of the raw score' if use_tanh else 'as given'}; {result.n} stories scored in all six "
         f"tables ({result.dropped['human']} human-side and {result.dropped['model']} model-side ids left out)"
@@ -368,9 +366,31 @@ def _distance(
     rendered = render_distance(
         result, fmt, title=title, caption=caption, tanh_g=use_tanh, signatures=signatures
     )
-    emit(rendered, to_stderr=to_stderr)
-    if fmt is OutputFormat.CSV:  # a CSV has no caption: what was left out goes to stderr
-        note(caption)
+
+    def show() -> None:
+        emit(rendered, to_stderr=to_stderr)
+        if fmt is OutputFormat.CSV:  # a CSV has no caption: what was left out goes to stderr
+            note(caption)
+
+    if per_item is not None:
+        from vistkit.data.output import write_csv_rows
+
+        rows = [[r[0], *map(repr, r[1:])] for r in per_story_rows(result)]
+        _write_per_item_or_show(
+            lambda: write_csv_rows(per_item, ["story_id", "dG", "dC", "dR", "dHM"], rows), per_item, show
+        )
+    show()
+
+
+def _write_per_item_or_show(write: Callable[[], object], per_item: Path, show: Callable[[], None]) -> None:
+    """``write()`` the per-story file; if it fails (a full disk, a name another run took meanwhile) the distances
+    are shown first, then the error says which file is missing (as `vistkit score`): a run is never lost to it."""
+    try:
+        write()
+    except Exception:
+        if not is_standard_output(per_item):
+            show()
+        raise
 
 
 def _check_stories_mode(

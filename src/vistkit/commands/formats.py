@@ -10,12 +10,14 @@ from vistkit.report.tables import OutputFormat, render_table
 FORMAT_ROWS = [
     [
         "sis",
-        '{"annotations": [[storylet], ...]} (VIST SIS json; flat list also read)',
+        '{"annotations": [[storylet], ...]} (VIST SIS json; flat list also read; a DII file, captions without '
+        "stories, is refused naming it)",
         "sequence (default), story, album",
     ],
     [
         "storylets",
-        "[storylet, ...] (bare list, e.g. PR_VIST.json.zip; --hyp-field predicted_story)",
+        "[storylet, ...] (bare list, e.g. PR_VIST.json.zip; --hyp-field predicted_story: a field equal on every "
+        "storylet of every story is one text per story, else one sentence per storylet)",
         "sequence (default), story, album",
     ],
     [
@@ -30,7 +32,8 @@ FORMAT_ROWS = [
      "story (default: album, or album#i), album"],
     [
         "jsonl",
-        "one object per line: text + story_id / photo_ids / album_id / sentences / system",
+        "one object per line: text + story_id / photo_ids / album_id / sentences / system (in a .json file: a "
+        "list of such objects, or one object alone, which is one story)",
         "any given (default sequence when every story has photo_ids, else story)",
     ],
     [
@@ -92,7 +95,8 @@ CAPTION = (
     "newline, zero-width space, byte-order mark) is refused, and so is a story holding a NUL character. A JSONL "
     "field or CSV column named like one vistkit reads but written otherwise (Story_ID, ' album_id', storyId) is "
     "refused naming the name to use (other fields are ignored); a story whose 'sentences' hold other words than its "
-    "'text' is read as given, with one warning per file (-O METRIC.sentences=source reads the sentences). The "
+    "'text' is read as given, with one warning per file (-O METRIC.sentences=source reads the sentences), and so "
+    "is a CSV id column whose every id is a float such as 45530.0 (pandas' writing of whole numbers). The "
     "'limit:' rows bound memory and time on any input (the third column: how to change one)."
 )
 

@@ -63,16 +63,24 @@ def card_page(cls: type[Metric]) -> str:
     return page + f"\n\n## Declared properties\nneeds: {needs}; range: {_bounds(cls)}; {better} is better.\n"
 
 
+#: the widest a rendered card is drawn: rich pads every line to the width, so COLUMNS=10000000 made a 4 KB card
+#: 180 MB (and 760 MB of memory); prose is no easier to read wider than this
+MAX_CARD_WIDTH = 200
+
+
 def render_markdown(text: str) -> str:
-    """Markdown as a terminal shows it (rich: headings, emphasis, code), at the table width."""
+    """Markdown as a terminal shows it (rich: headings, emphasis, code), at the table width (at most
+    `MAX_CARD_WIDTH`), without the spaces rich pads each line with."""
     from rich.console import Console
     from rich.markdown import Markdown
 
     from vistkit.report.tables import RenderBuffer, table_width
 
-    console = Console(file=RenderBuffer(), width=table_width(), force_terminal=False, color_system=None)
+    width = min(table_width(), MAX_CARD_WIDTH)
+    console = Console(file=RenderBuffer(), width=width, force_terminal=False, color_system=None)
     console.print(Markdown(text))
-    return str(console.file.getvalue())  # type: ignore[attr-defined]
+    rendered = str(console.file.getvalue())  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in rendered.splitlines()) + "\n"
 
 
 @app.command()

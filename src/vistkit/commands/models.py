@@ -113,7 +113,8 @@ def info(
     model: str = typer.Argument(..., help="A model path, packaged name or hub id."),
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Show where a model resolves to, its kind, and its fingerprint (the hash used in metric signatures)."""
+    """Show where a model resolves to, its kind, and its fingerprint (the hash used in metric signatures; a causal
+    LM folder also its lm_signature, the lm: field of the lm-* metrics)."""
     from vistkit.data.readers import load_json
     from vistkit.models.checkpoints import (
         META_FILE,
@@ -153,6 +154,8 @@ def info(
 
         if kind == KIND:  # no weights: the ranker's identity is its configuration (as in story-ranker's signature)
             data["fingerprint"] = config_sha256(cfg)[:12]
+        elif _is_causal_lm(cfg):
+            data["lm_signature"] = _lm_signature(model, path)
     elif not (path.is_dir() and any(path.glob("*.safetensors"))):
         from vistkit.errors import InputError
 
@@ -164,6 +167,25 @@ def info(
         echo(dumps_json(data))
     else:
         echo(render_table(["field", "value"], [[k, str(v)] for k, v in data.items()], fmt, title="model"))
+
+
+def _is_causal_lm(cfg: dict[str, Any]) -> bool:
+    """Whether a Hugging Face config.json names a causal LM architecture (``LlamaForCausalLM``,
+    ``GPT2LMHeadModel``)."""
+    archs = cfg.get("architectures")
+    return isinstance(archs, list) and any(
+        isinstance(a, str) and a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs
+    )
+
+
+def _lm_signature(model: str, path: Path) -> str:
+    """``NAME@HASH12`` as the lm-* metrics sign this folder (``lm:`` field): their hash covers the config and
+    tokenizer files besides the weights (`vistkit.models.lm.folder_fingerprint`), so it differs from
+    ``fingerprint``."""
+    from vistkit.models.lm import folder_fingerprint
+
+    label = path.name if Path(model).expanduser().exists() else model  # a hub id is signed by its id
+    return f"{label}@{folder_fingerprint(path)[:12]}"
 
 
 @models_app.command("convert")

@@ -62,6 +62,11 @@ def parse_metric_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
         left, value = pair.split("=", 1)
         metric, option = left.split(".", 1)
         option = option.replace("-", "_")
+        if not metric.strip() or not option.strip():  # ".idf=true" was "no metric ''", a warning only
+            raise InputError(
+                f"--option {pair!r} names no {'metric' if not metric.strip() else 'option'}: write "
+                "METRIC.OPTION=VALUE, e.g. bertscore.idf=true"
+            )
         if (metric, option) in given:
             raise InputError(
                 f"--option {metric}.{option} is given twice ({given[metric, option]!r}, then {value!r}): give it "
@@ -158,8 +163,11 @@ def coerce_option(metric: str, option: str, value: str) -> Any:
 
 def warn_unused_options(names: list[str], per_metric: dict[str, dict[str, Any]]) -> None:
     """One warning per ``--option`` given for a metric that is not being run (it would be silently ignored);
-    under ``--metrics all``, for a metric vistkit does not have (a metric ``all`` skips says why itself)."""
+    under ``--metrics all``, for a metric vistkit does not have (a metric ``all`` skips says why itself). An
+    option for a metric vistkit does not have that misspells one being run (``SacreBLEU``) is an `InputError`:
+    that metric would score without it."""
     from vistkit.errors import UnknownMetricError, VistkitError, warn
+    from vistkit.metrics.base import did_you_mean
 
     for metric, opts in per_metric.items():
         if metric in names and metric != "all":
@@ -168,6 +176,13 @@ def warn_unused_options(names: list[str], per_metric: dict[str, dict[str, Any]])
         try:
             get_metric_class(metric)
         except UnknownMetricError:
+            run = list(list_metrics()) if names == ["all"] else names
+            if meant := did_you_mean(metric, run):  # the metric being run would silently score without it
+                first = next(iter(opts))
+                raise InputError(
+                    f"--option {metric}.{first}: vistkit has no metric {metric!r}, so {meant} would run without "
+                    f"this option; did you mean {meant}.{first}?"
+                ) from None
             warn(f"{shown} is ignored: vistkit has no metric {metric!r} (see `vistkit metrics`)")
             continue
         except VistkitError as exc:  # known, but it cannot run here
@@ -424,7 +439,7 @@ def render_scores(
             "n": {r.metric: r.n for r in results},
             "key": {r.metric: (r.keying.value if r.keying else None) for r in results},
             "excluded": {r.metric: r.excluded for r in results if r.excluded},
-            "details": {r.metric: r.extra for r in results if r.extra},
+            "details": {r.metric: json_details(r) for r in results if r.extra},
         }
         if cis:
             payload["ci"] = {m: list(v) for m, v in cis.items()}
@@ -447,9 +462,20 @@ def render_scores(
     return render_table(columns, rows, fmt, title="vistkit score", caption=caption)
 
 
+def json_details(result: Score) -> dict[str, Any]:
+    """A result's ``extra`` for ``-f json``; per-item lists (``item_sentences``, ``item_notes``, ``item_features``:
+    one value per item, in the order of the result's items) come with that order as ``item_ids``, so each value
+    can be tied to its story."""
+    n = len(result.item_ids)
+    per_item = any(
+        k.startswith("item_") and isinstance(v, list | tuple) and len(v) == n and n for k, v in result.extra.items()
+    )
+    return {**result.extra, "item_ids": list(result.item_ids)} if per_item else result.extra
+
+
 def score_notes(results: list[Score]) -> list[str]:
     """The lines under a score table after the signatures: items excluded, per-item notes (a LaTeX caption has
-    them too; a CSV has no caption, so `score -f csv` writes them to stderr)."""
+    them too; a CSV and `-b` have no caption, so `score` writes them to stderr there)."""
     notes = [
         f"{r.metric}: {len(r.excluded)} item(s) excluded (see --per-item / --format json)"
         for r in results
@@ -680,10 +706,27 @@ def score(
     # the per-item file once nothing but printing is left: a run stopped or failing in the bootstrap (minutes
     # with --n-bootstrap 100000) leaves the old file of a --force, not a new file beside no printed scores
     if per_item is not None:
-        write_per_item(per_item, results)
+        try:
+            write_per_item(per_item, results)
+        except Exception:  # a full disk, a name taken meanwhile: the scores of the whole run are still printed,
+            if not is_standard_output(per_item):  # then the error says which file is missing (exit 1)
+                _print_scores(text, results, fmt=fmt, score_only_=score_only_)
+            raise
     if per_item is not None and is_standard_output(per_item):  # stdout holds the per-item CSV
         typer.echo(text.rstrip("\n"), err=True)
+        _print_notes(results, fmt=fmt, score_only_=score_only_)
     else:
-        echo(text)
-    if fmt is OutputFormat.CSV and not score_only_ and score_notes(results):  # was dropped: a CSV has no caption
+        _print_scores(text, results, fmt=fmt, score_only_=score_only_)
+
+
+def _print_notes(results: list[Score], *, fmt: OutputFormat, score_only_: bool) -> None:
+    """The notes under a table (items excluded, per-item notes) on stderr where the output has no caption: a CSV,
+    and the bare numbers of -b (which covered fewer items than given without a word)."""
+    if (fmt is OutputFormat.CSV or score_only_) and score_notes(results):
         note("\n".join(score_notes(results)))
+
+
+def _print_scores(text: str, results: list[Score], *, fmt: OutputFormat, score_only_: bool) -> None:
+    """The rendered scores on stdout, then the notes a CSV or -b cannot hold on stderr."""
+    echo(text)
+    _print_notes(results, fmt=fmt, score_only_=score_only_)

@@ -258,13 +258,21 @@ def init_cmd(
     )
     if not one_per_sequence:  # once the study is made: a refused option says only its one sentence
         warn_repeated_stories(plan_items)
+    if claim_timeout < 60:  # `--claim-timeout 1` meant as an hour: tasks would change hands under annotators
+        from vistkit.errors import warn
+
+        warn(
+            f"--claim-timeout {claim_timeout:g} is in seconds: a task left open longer than that goes to another "
+            "annotator once no free task is left, and the first one's answer is then refused; the default is 3600 "
+            "(an hour)"
+        )
     if photos is None and photo_url is None:
         from vistkit.errors import warn
 
         warn(
-            "the study has no photos (no --photos DIR or --photo-url TEMPLATE): annotators see five numbered boxes "
-            "where the photos would be; make the study again with one of them if the stories should be judged "
-            "against their photos"
+            "the study has no photos (no --photos DIR or --photo-url TEMPLATE): annotators see a numbered box "
+            "where each photo would be (none for stories without photo ids); make the study again with one of "
+            "them if the stories should be judged against their photos"
         )
     summary["admin_link"] = f"{base_url}/admin/{summary['admin_token']}"
     from vistkit.studio.db import display_name
@@ -301,7 +309,20 @@ def invite_cmd(
 
         if not 1 <= n <= MAX_INVITES:
             raise InputError(f"--n must be from 1 to {MAX_INVITES:,}, not {n:,}")
-        rows = [[name, f"{base}/a/{token}"] for name, token in service.invite(st, n=n, prefix=prefix, quota=quota)]
+        made = service.invite(st, n=n, prefix=prefix, quota=quota)
+        rows = [[name, f"{base}/a/{token}"] for name, token in made]
+        try:
+            echo(render_table(["annotator", "link"], rows, fmt))
+        except OSError as exc:  # a full disk, a closed pipe: links shown to nobody are not kept (hashes only)
+            from vistkit.errors import OutputError
+
+            gone = service.withdraw_invites(st, [name for name, _ in made])
+            raise OutputError(
+                f"cannot write the invite links ({exc.strerror or exc}); the {gone:,} new annotators were not kept, "
+                "so no link of this run works: run `vistkit studio invite` again with its output going where there "
+                "is room"
+            ) from None
+        return
     echo(render_table(["annotator", "link"], rows, fmt))
 
 
@@ -529,6 +550,7 @@ def _check_report_inputs(metrics: list[str], option: list[str], references: Path
 @studio_app.command("demo")
 @study_errors
 def demo_cmd(
+    ctx: typer.Context,
     folder: Path = typer.Option(Path("vistkit-studio-demo"), "--dir", help="Where the demo study is written."),
     task: str = typer.Option("rank", "--task", metavar="rank|pairwise|likert", help="rank, pairwise or likert."),
     items: int = typer.Option(10, "--items", help="How many of the 50 shipped story pairs to use."),
@@ -552,8 +574,17 @@ def demo_cmd(
         check_port(port)
         host = check_host(host)
 
+    def given(name: str, value: Any) -> Any:  # None: left at its default (a reused demo warns only for the others)
+        source = ctx.get_parameter_source(name)
+        return None if source is None or source.name == "DEFAULT" else value
+
     info = build_demo(
-        folder, task=task, items=items, annotators=annotators, per_item=per_item, base_url=http_url(host, port)
+        folder,
+        task=given("task", task),
+        items=given("items", items),
+        annotators=given("annotators", annotators),
+        per_item=given("per_item", per_item),
+        base_url=http_url(host, port),
     )
     echo(f"demo study: {info['study']} ({info['task']}, {info['items']} items, photos: {info['photos']})")
     for name, link in info["links"]:

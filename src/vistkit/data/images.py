@@ -158,15 +158,57 @@ def photo_map_from(data: Any, where: str) -> dict[str, tuple[str, ...]]:
 
 
 def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | None) -> StorySet:
-    """Stories with their photos filled in from ``photo_map`` (by story id) where the source had none."""
+    """Stories with their photos filled in from ``photo_map`` (by story id) where the source had none.
+
+    One warning names the stories without photo ids that the map has no entry for (a map keyed by album, by
+    sequence, or by ids written ``45530.0``: they are left out for want of photos, though a map was given), and
+    one the stories whose own photo ids the map contradicts (their own are used)."""
     if not photo_map:
         return stories
     out: list[Story] = []
+    unmatched: list[str] = []
+    bare = 0
+    differ: list[Story] = []
     for s in stories:
-        if not s.photo_ids and s.story_id in photo_map:
-            s = replace(s, photo_ids=photo_map[s.story_id])
+        if not s.photo_ids:
+            bare += 1
+            if s.story_id in photo_map:
+                s = replace(s, photo_ids=photo_map[s.story_id])
+            else:
+                unmatched.append(s.story_id)
+        elif s.story_id in photo_map and photo_map[s.story_id] != s.photo_ids:
+            differ.append(s)
         out.append(s)
+    _warn_photo_map(unmatched, bare, differ, photo_map)
     return StorySet(out, source=stories.source)
+
+
+def _warn_photo_map(
+    unmatched: list[str], bare: int, differ: list[Story], photo_map: dict[str, tuple[str, ...]]
+) -> None:
+    """`attach_photos`' warnings: stories without photo ids the map misses, stories the map contradicts."""
+    from vistkit.data.story import sequence_key
+    from vistkit.errors import warn
+
+    def shown(text: str) -> str:
+        text = text if text.isprintable() else repr(text)[1:-1]
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    if unmatched:
+        example = next(iter(photo_map))
+        warn(
+            f"{len(unmatched):,} of the {bare:,} stories without photo ids have no entry in the photo map (e.g. "
+            f"story '{shown(unmatched[0])}'; the map's ids look like '{shown(example)}'), so they have no photos "
+            "and are left out; key the photo map by the stories' ids"
+        )
+    if differ:
+        s = differ[0]
+        stories = "1 story has" if len(differ) == 1 else f"{len(differ):,} stories have"
+        warn(
+            f"{stories} photo ids of their own that differ from the photo map's (e.g. story '{shown(s.story_id)}': "
+            f"{shown(sequence_key(s.photo_ids))} in the file, {shown(sequence_key(photo_map[s.story_id]))} in the "
+            "map); a story's own photo ids are used, the map only fills in stories without them"
+        )
 
 
 class PhotoError(InputError):

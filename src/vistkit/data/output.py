@@ -222,10 +222,30 @@ def refuse_stdout_input(policy: OutputPolicy | None = None) -> None:
         except OSError:
             continue
         if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            if _emptied_by_redirect(out):  # `> INPUT`: nothing is left to protect, and saying so matters
+                raise _error(
+                    f"standard output goes to {inp}, an input of this command, and the shell's > has already "
+                    f"emptied it before vistkit started ({inp} is now empty); restore {inp} (from a copy, or by "
+                    "making it again) and send the output to another file"
+                )
             raise _error(
                 f"standard output goes to {inp}, an input of this command; writing there would destroy that "
                 "input, so send the output to another file"
             )
+
+
+def _emptied_by_redirect(out: os.stat_result) -> bool:
+    """Whether standard output (``out``: its status) is an empty file opened for writing without appending, as the
+    shell's ``> FILE`` leaves it (``>>`` appends and keeps the file)."""
+    if out.st_size:
+        return False
+    try:
+        import fcntl
+
+        flags = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL)
+    except (ImportError, OSError, ValueError, AttributeError):  # Windows, no real stdout
+        return False
+    return not flags & os.O_APPEND
 
 
 def _refuse_redirected(target: Path) -> None:

@@ -6,7 +6,8 @@ Formats (``format=`` name, auto-detected from the content when not given):
   ``annotations``. A story = its storylets sorted by ``worker_arranged_photo_order``; text = the storylets' ``text``
   joined by one space (as the 2018 challenge's ``getNormalizedStoryText``); sentences = the storylets.
 - ``storylets``: a bare JSON list of storylet records (e.g. PR-VIST's ``PR_VIST.json.zip``), read like ``sis``.
-  ``field="predicted_story"`` reads PR-VIST's generated story instead of the human one.
+  ``field="predicted_story"`` reads PR-VIST's generated story instead of the human one: a field equal on every
+  storylet of every story is one text per story; one that differs within any story is a sentence per storylet.
 - ``challenge``: the VIST-challenge submission (``output_stories`` with album_id, photo_sequence,
   story_text_normalized).
 - ``story-dict``: ``{story_id: text}`` (dHM, GROOViST).
@@ -16,6 +17,8 @@ Formats (``format=`` name, auto-detected from the content when not given):
 - ``jsonl``: one JSON object per line with ``text`` (or ``story``) and any of ``story_id``, ``photo_ids`` (list or
   ``-``-joined), ``album_id``, ``sentences``, ``system``.
 - ``csv``: a header row with the same column names (``photo_ids`` ``-``-joined; ``sentences`` ``|||``-joined).
+- a JSON list of JSONL's records, or one such record alone (``{"story_id": "1", "text": ...}``: one story, not a
+  ``story-dict`` of its field names).
 
 ``.zip`` and ``.gz`` files (any letter case: ``.ZIP``, ``.GZ``) are opened transparently. JSONL and CSV stream line
 by line.
@@ -361,7 +364,31 @@ def missing_file(path: str | Path) -> InputError:
             return InputError(f"{p}: a symbolic link to {os.readlink(p)!r}, which does not exist")
         if exc.errno == errno.ENOTDIR:
             return InputError(f"{p}: no such file (a folder on its path is a file)")
+        if (near := _stray_edges(str(path))) is not None:
+            return near
     return InputError(f"{p}: no such file")
+
+
+#: what a path picks up around it on its way from a list or a clipboard: spaces, CR/LF, tabs, quotes
+_EDGE_JUNK = " \t\r\n\v\f\u00a0\u200b\ufeff\"'"
+
+
+def _stray_edges(text: str) -> InputError | None:
+    """The error for a missing path that exists once the spaces, line ends or quotes around it are dropped
+    (``s.json\r`` from a file list saved on Windows, a pasted trailing space, Windows' "Copy as path" quotes),
+    naming what is in the way, with control characters escaped (a raw CR printed the rest of the message over
+    the name); None when there is no such file."""
+    plain = text.strip(_EDGE_JUNK)
+    if not plain or plain == text or not os.path.lexists(plain):
+        return None
+    edges = text[: len(text) - len(text.lstrip(_EDGE_JUNK))] + text[len(text.rstrip(_EDGE_JUNK)) :]
+    names = {"\r": "a carriage return", "\n": "a new line", "\t": "a tab", " ": "a space", '"': "a quote"}
+    what = " and ".join(dict.fromkeys(names.get(ch.replace("'", '"'), f"U+{ord(ch):04X}") for ch in edges))
+    hint = " (a file list saved on Windows?)" if "\r" in edges else ""
+    return InputError(
+        f"'{repr(text)[1:-1]}': no such file, but '{repr(plain)[1:-1]}' exists; the name given has {what} around "
+        f"it{hint}: give '{repr(plain)[1:-1]}'"
+    )
 
 
 def missing_input(path: str | Path, what: str) -> InputError:
@@ -705,6 +732,18 @@ def csv_delimiter(path: str | Path) -> str:
     return "\t" if "\t" in first else ","
 
 
+def _csv_reader(lines: Iterable[str], delimiter: str) -> Any:
+    """A strict `csv.reader` over ``lines`` whose cells may be as long as a line (`vistkit.limits.max_line_chars`):
+    the module's own limit, 131,072 characters a cell, refused a story that the story limit allows (and JSONL
+    reads) as "malformed CSV (field larger than field limit)". A cell that runs past it (a quote never closed) is
+    named by `CsvFile._malformed`."""
+    from vistkit.limits import max_line_chars
+
+    if csv.field_size_limit() < (limit := max_line_chars()):
+        csv.field_size_limit(limit)  # process-wide; only ever raised
+    return csv.reader(lines, delimiter=delimiter, strict=True)
+
+
 class CsvFile:
     """Rows of a CSV file as dicts, read through the shared decoding path (see `open_csv`).
 
@@ -719,10 +758,10 @@ class CsvFile:
         self.path = path
         self.delimiter = delimiter
         lines = iter_lines(fh, path, max_line=max_line_chars(), why=LINE_LIMIT_WHY)
-        self._rows = csv.reader(lines, delimiter=delimiter, strict=True)
+        self._rows = _csv_reader(lines, delimiter)
         self._end = 0  # the last line read so far
         try:
-            header = next(self._rows, [])
+            header: list[str] = next(self._rows, [])
         except csv.Error as exc:
             raise self._malformed(exc) from None
         self._end = self._rows.line_num
@@ -752,6 +791,12 @@ class CsvFile:
             return InputError(
                 f"{self.path} line {end}: text follows a closing quote ({exc}); quote the whole cell and double "
                 "every '\"' inside it"
+            )
+        if "field larger than field limit" in str(exc):
+            return InputError(
+                f"{self.path} line {start}: a cell of the row starting here runs past line {end} and holds more than "
+                f"{csv.field_size_limit():,} characters (a quote that opens the cell and is never closed?); close "
+                "the quote, or double every '\"' inside a quoted cell"
             )
         return InputError(f"{self.path} line {end}: malformed CSV ({exc})")
 
@@ -814,7 +859,7 @@ def read_csv_rows(path: str | Path, *, delimiter: str | None = None) -> list[lis
 
     with open_text(path, newline="") as fh:
         lines = iter_lines(fh, path, max_line=max_line_chars(), why=LINE_LIMIT_WHY)
-        rows = csv.reader(lines, delimiter=delimiter or csv_delimiter(path), strict=True)
+        rows = _csv_reader(lines, delimiter or csv_delimiter(path))
         try:
             return [[restore_cell(c) for c in row] for row in rows]
         except csv.Error as exc:
@@ -1092,6 +1137,8 @@ def detect_format(data: Any) -> str:
             return "sis"
         if not data:
             raise InputError("the JSON object is empty: no stories")
+        if _one_record(data):  # {"story_id": "1", "text": ...}: one story (json.dump of a record), not {id: text}
+            return "records"
         values = list(data.values())
         if all(isinstance(v, str) for v in values):
             keys = list(data)
@@ -1105,11 +1152,26 @@ def detect_format(data: Any) -> str:
         raise InputError("the JSON object mixes value types; cannot tell its format (pass --format)")
     if isinstance(data, list):
         if data and all(isinstance(r, dict) for r in data[:50]):
-            if all("worker_arranged_photo_order" in r for r in data[:50]):
+            # a storylet names its photo (VIST's photo_flickr_id; a story record has photo_ids): one that lacks its
+            # order is refused as a storylet, not read as a story of one sentence
+            if all("worker_arranged_photo_order" in r or "photo_flickr_id" in r for r in data[:50]):
                 return "storylets"
             return "records"
         raise InputError("a JSON list must hold storylet or story records (objects)")
     raise InputError(f"expected a JSON object or list, found {type(data).__name__}")
+
+
+#: fields that only a story record has (a ``{story_id: text}`` dict holding one of them as an id is not one)
+_ID_FIELDS = ("story_id", "photo_ids", "photo_sequence")
+
+
+def _one_record(data: dict[Any, Any]) -> bool:
+    """Whether a JSON object is one story record (a JSONL line, a record of a JSON list: ``{"story_id": "1",
+    "text": ...}``) rather than a ``{story_id: text}`` dict: it has a text field, and an id field or no field
+    vistkit does not read."""
+    return any(f in data for f in _TEXT_FIELDS) and (
+        any(f in data for f in _ID_FIELDS) or data.keys() <= _RECORD_FIELDS.keys()
+    )
 
 
 # --------------------------------------------------------------------------------------------------- readers
@@ -1304,8 +1366,9 @@ def _check_piped_head(head: bytes, where: str) -> None:
 
 
 _NOT_SPACE = re.compile(r"\S")
-#: what `str.splitlines` ends a line at
-_LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+#: what the JSONL and CSV readers end a line at (a file's universal newlines): not `str.splitlines`' U+2028,
+#: U+2029 or U+0085, which JSON allows raw inside a string (``json.dumps(..., ensure_ascii=False)`` writes them)
+_LINE_END = re.compile("[\n\r]")
 
 
 def sniff_format(text: str) -> str | None:
@@ -1334,7 +1397,8 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
     elif fmt == "sis":
         if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
             raise InputError(f"{p}: SIS json needs a list under 'annotations'")
-        records = [r[0] if isinstance(r, list) and len(r) == 1 else r for r in data["annotations"]]
+        # the release's [[storylet], ...], or a story's storylets in one list ([[s1, ..., s5], ...])
+        records = [x for r in data["annotations"] for x in (r if isinstance(r, list) else (r,))]
         yield from _storylets(records, p, system, field)
     elif fmt == "storylets":
         if not isinstance(data, list):
@@ -1342,7 +1406,7 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
         yield from _storylets(data, p, system, field)
     elif fmt == "records":
         agreement = SentenceAgreement(p)
-        for i, rec in enumerate(data):
+        for i, rec in enumerate([data] if isinstance(data, dict) else data):  # a list, or one record
             yield agreement.check(_record(rec, f"{p} record {i + 1}", system), f"{p} record {i + 1}")
         agreement.report()
     elif fmt == "story-dict":
@@ -1441,7 +1505,9 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
             raise InputError(f"{p}: storylet {i + 1} is not an object")
         for name in ("story_id", "photo_flickr_id", "worker_arranged_photo_order", field):
             if name not in rec:
-                raise InputError(f"{p}: storylet {i + 1} has no field {name!r}")
+                raise _dii_error(rec, f"{p}: storylet {i + 1}") or InputError(
+                    f"{p}: storylet {i + 1} has no field {name!r}"
+                )
         where = f"{p}: storylet {i + 1}"
         photo_id_text(rec["photo_flickr_id"], where, "photo_flickr_id")  # checked here, where the storylet can be named
         if (album := rec.get("album_id")) is not None:
@@ -1460,6 +1526,10 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
                 "must be a whole number (the photo's place in the story: 0, 1, ...)"
             )
         by_story.setdefault(sid, []).append(rec)
+    # a story-level field (PR-VIST's predicted_story) is the same on every storylet of every story; a field that
+    # differs within one story is a sentence per storylet in every story, even where a story repeats one sentence
+    # (a model's degenerate output: read once, a five-photo story would be one sentence). Decided for the file.
+    per_storylet = field == "text" or any(r[field] != recs[0][field] for recs in by_story.values() for r in recs[1:])
     for sid, recs in by_story.items():
         recs.sort(key=lambda r: int(r["worker_arranged_photo_order"]))
         orders = [int(r["worker_arranged_photo_order"]) for r in recs]
@@ -1476,7 +1546,7 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
             )
         photos = tuple(str(r["photo_flickr_id"]) for r in recs)
         album = _story_album(recs, p, sid)
-        if field == "text" or any(r[field] != recs[0][field] for r in recs[1:]):
+        if per_storylet:
             # one sentence per storylet (SIS `text`, `original_text`): the story is their sentences in order
             sentences = tuple(r[field] for r in recs)
             text = " ".join(sentences).strip()
@@ -1492,6 +1562,18 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
             album_id=album,
             system=system or ("human" if field == "text" else None),
         )
+
+
+def _dii_error(rec: dict[Any, Any], where: str) -> InputError | None:
+    """The error for a record of VIST's description-in-isolation (DII) file (``"tier":
+    "descriptions-in-isolation"``, a ``photo_order_in_story`` and no ``story_id``): one caption per photo, no
+    story; None for any other record."""
+    if "story_id" in rec or not (rec.get("tier") == "descriptions-in-isolation" or "photo_order_in_story" in rec):
+        return None
+    return InputError(
+        f"{where} is a caption of VIST's description-in-isolation (DII) file, one caption per photo and no story; "
+        "give the story-in-sequence (SIS) file of the same split (e.g. test.story-in-sequence.json)"
+    )
 
 
 def _story_album(recs: list[dict[str, Any]], p: Path, sid: str) -> str | None:
@@ -1656,7 +1738,7 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     if sid is None or sid == "":
         sid = sequence_key(photos) if photos else None
     if sid is None:
-        raise InputError(f"{where}: needs 'story_id' or 'photo_ids'")
+        raise _dii_error(rec, where) or InputError(f"{where}: needs 'story_id' or 'photo_ids'")
     album = rec.get("album_id")
     if isinstance(album, str):
         album = album.strip(ID_EDGE_SPACES)
@@ -1774,9 +1856,61 @@ def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[S
                 f"know which to read; keep one (or rename the other)"
             )
     agreement = SentenceAgreement(path)
+    floats = FloatIds(path)
     for n, row in f:
-        yield agreement.check(_record(row, f"{path} line {n}", system), f"{path} line {n}")
+        story = _record(row, f"{path} line {n}", system)
+        floats.check(row, f"{path} line {n}")
+        yield agreement.check(story, f"{path} line {n}")
     agreement.report()
+    floats.report()
+
+
+#: a whole number as pandas writes it from a float column (an integer column holding a missing value): ``45530.0``
+_FLOAT_ID = re.compile(r"\d+\.0")
+
+
+class FloatIds:
+    """Notes the id columns of one CSV file (story, album, photo ids) in which every id given is a whole number
+    written as a float (``45530.0``: pandas writes an integer column that holds a missing value so), and warns
+    once the file is read: such ids match nothing written ``45530`` (the references, a photo folder). The ids are
+    read as given."""
+
+    _COLUMNS = ("story_id", "album_id", *_PHOTO_FIELDS)
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.given: Counter[str] = Counter()
+        self.floats: Counter[str] = Counter()
+        self.first: dict[str, tuple[str, str]] = {}
+
+    def check(self, row: dict[str, str], where: str) -> None:
+        """Note the id cells of ``row`` (read at ``where``)."""
+        for column in self._COLUMNS:
+            cell = row.get(column, "").strip()
+            if not cell:
+                continue
+            parts = cell.removesuffix("-").split("-") if column in _PHOTO_FIELDS else [cell]
+            self.given[column] += 1
+            if all(_FLOAT_ID.fullmatch(x.strip()) for x in parts):
+                self.floats[column] += 1
+                self.first.setdefault(column, (where, cell))
+
+    def report(self) -> None:
+        """One warning naming the columns whose every id ends in ``.0`` (none when there is none)."""
+        columns = [c for c in self._COLUMNS if self.given[c] and self.floats[c] == self.given[c]]
+        if not columns:
+            return
+        from vistkit.errors import warn
+
+        where, cell = self.first[columns[0]]
+        shown = cell if len(cell) <= 40 else cell[:37] + "..."
+        names = " and ".join(f"'{c}'" for c in columns)
+        warn(
+            f"{where}: {columns[0]} '{_printable(shown)}' is a whole number written as a float, as is every id of "
+            f"the column{'s' if len(columns) > 1 else ''} {names} in {self.path} (pandas writes an integer column "
+            "holding a missing value so); they will not match the same ids written without '.0' (references, "
+            "photo files): write them as whole numbers (pandas: .astype('Int64') or dtype=str)"
+        )
 
 
 def _other_delimiter(f: CsvFile) -> str:

@@ -575,6 +575,67 @@ def _parse(text: str, *, unique: bool) -> Any:
     )
 
 
+#: the end of a detail naming a story file given as a submission
+_CONVERT = (
+    "a story file vistkit score reads, but not a challenge submission, which is one JSON object with the stories "
+    "under 'output_stories' (vistkit.data.readers.write_challenge writes one from any story file)"
+)
+
+
+def _story_file_text(text: str) -> str:
+    """``; the file is JSONL ...`` when ``text``, which is not JSON, is a JSONL or CSV story file (its first record
+    or header has a text field); "" otherwise."""
+    import csv
+
+    from vistkit.data.readers import sniff_format
+
+    head = text.lstrip("\ufeff \t\r\n")[: 1 << 16].split("\n", 1)[0]
+    fmt = sniff_format(text)
+    texts = ("text", "story", "story_text_normalized")
+    if fmt == "jsonl":
+        try:
+            first = json.loads(head)
+        except (ValueError, RecursionError):
+            return ""
+        if isinstance(first, dict) and any(isinstance(first.get(f), str) for f in texts):
+            return f"; the file is JSONL (one story per line), {_CONVERT}"
+    elif fmt == "csv":
+        for sep, name in ((",", "CSV"), ("\t", "TSV")):
+            try:
+                cells = next(csv.reader([head.rstrip("\r")], delimiter=sep), [])
+            except csv.Error:  # a quote or a carriage return inside: no story file's header
+                continue
+            if any(c.strip() in texts for c in cells):
+                return f"; the file is {name} with a header row, {_CONVERT}"
+    return ""
+
+
+def _other_json(data: dict[Any, Any]) -> str:
+    """The detail for a JSON object without ``output_stories``: a key that is it written otherwise
+    (``Output_Stories``), or the story format the file is in (SIS, one story record, TAPM); "" otherwise."""
+    from vistkit.data.readers import _TAPM_KEY, _dii_error, _one_record
+
+    for key in data:
+        if isinstance(key, str) and re.sub(r"[\s_\-]", "", key).casefold() == "outputstories":
+            return f"it has the key '{key}': name it 'output_stories' (lower case, with '_')"
+    if isinstance(annotations := data.get("annotations"), list):
+        first = annotations[0] if annotations else None
+        first = first[0] if isinstance(first, list) and first else first
+        if isinstance(first, dict) and _dii_error(first, "") is not None:
+            return (
+                "it is VIST's description-in-isolation (DII) file, one caption per photo and no story; a submission "
+                "holds one story per photo sequence under 'output_stories'"
+            )
+        what = "a VIST story-in-sequence (SIS) file"
+    elif _one_record(data):
+        what = "one story record (as a JSONL line)"
+    elif data and all(isinstance(k, str) and _TAPM_KEY.match(k) and isinstance(v, str) for k, v in data.items()):
+        what = "a tapm file ({album_photo1_..._photo5: text})"
+    else:
+        return ""
+    return f"it is {what}, {_CONVERT}"
+
+
 def _challenge_checks(
     text: str, report: ValidationReport, required: Sequence[str] | None, later: list[Finding]
 ) -> list[_Entry] | None:
@@ -603,7 +664,7 @@ def _challenge_checks(
     except json.JSONDecodeError as exc:
         from vistkit.data.readers import json_error_text
 
-        detail = f"line {exc.lineno}, column {exc.colno}: {json_error_text(exc)}"
+        detail = f"line {exc.lineno}, column {exc.colno}: {json_error_text(exc)}{_story_file_text(text)}"
         add(_syntax_error(detail, line=exc.lineno, column=exc.colno))
         return None
     except ValueError as exc:  # NaN / Infinity
@@ -639,6 +700,7 @@ def _challenge_checks(
                 Origin.VISTKIT,
                 "[Error] (vistkit) The file has no 'output_stories' list (the challenge's evaluator crashes "
                 "on it); put the stories in a list under 'output_stories'.",
+                _printable(_other_json(data)),
             )
         )
         return None

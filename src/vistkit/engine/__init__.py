@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from vistkit.errors import InputError, VistkitError
-from vistkit.metrics.base import Item, Metric
+from vistkit.metrics.base import Item, Metric, shown_whole
 
 ENGINES = ("local", "ray")
 T = TypeVar("T")
@@ -63,7 +63,7 @@ def check_batch_size(size: object, what: str = "batch_size") -> int:
         raise InputError(f"{what} must be a whole number of stories from 1 to {MAX_BATCH:,} (got {size!r:.60})")
     number = int(size)  # type: ignore[call-overload]
     if not 1 <= number <= MAX_BATCH:
-        raise InputError(f"{what} must be from 1 to {MAX_BATCH:,} stories (got {number:,})")
+        raise InputError(f"{what} must be from 1 to {MAX_BATCH:,} stories (got {shown_whole(number)})")
     return number
 
 

@@ -14,7 +14,7 @@ from vistkit.engine import (
     check_metric_options,
     checked_items,
 )
-from vistkit.engine.merge import StreamTotals, strategy
+from vistkit.engine.merge import StreamTotals, cannot_stream, strategy
 from vistkit.errors import InputError
 from vistkit.metrics.base import Item, Metric, Score, get_metric_class
 
@@ -46,7 +46,7 @@ class LocalEngine(Engine):
         if on_part is not None and not callable(on_part):
             raise InputError(f"on_part must be a function of a Score, not {type(on_part).__name__}")
         if strategy(metric) != "items":
-            raise InputError(f"{metric.name} cannot be streamed (its item scores depend on the whole set)")
+            raise cannot_stream(metric)
         totals = StreamTotals()
         for batch in batched(items, batch_size):
             part = metric.score_items(checked_items(batch), signature=signature)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from vistkit.errors import InputError
 from vistkit.metrics.base import Item, Metric, Score, corpus_mean
 
 #: metrics whose item scores and statistics depend on the item only (verified against the local engine in
@@ -48,11 +49,11 @@ ITEM_METRICS = frozenset(
 def strategy(metric: Metric | str, options: dict[str, Any] | None = None) -> str:
     """``"items"``, ``"cider"`` or ``"whole"`` for a metric (and its options)."""
     if not isinstance(metric, str | Metric):
-        from vistkit.errors import InputError
-
         raise InputError(f"a metric is a name such as 'bleu-4' or a metric object, not {type(metric).__name__}")
     name = metric if isinstance(metric, str) else metric.name
-    opts = dict(options or {})
+    # a Ray engine's metric object keeps its options (`RemoteMetric.options`), a local one its attributes
+    made_with = getattr(metric, "options", None) if not isinstance(metric, str) else None
+    opts = {**(made_with if isinstance(made_with, dict) else {}), **(options or {})}
     if not isinstance(metric, str) and getattr(metric, "idf", False):
         opts["idf"] = True
     if name == "cider-d":
@@ -60,6 +61,29 @@ def strategy(metric: Metric | str, options: dict[str, Any] | None = None) -> str
     if name == "bertscore" and opts.get("idf"):
         return "whole"  # idf weights come from all the references of the set
     return "items" if name in ITEM_METRICS else "whole"
+
+
+#: metrics whose item scores are known to depend on the other items of the set, and how
+WHOLE_SET_REASONS = {
+    "cider-d": "its idf weights come from the references of the whole set",
+    "sacrebleu": "its result depends on the whole set (sacreBLEU's nrefs)",
+}
+
+
+def cannot_stream(metric: Metric) -> InputError:
+    """The error for streaming a metric whose strategy is not ``items``, saying why: its scores depend on the whole
+    set, or vistkit has not checked that they depend on each item alone (the message said "depend on the whole
+    set" for every such metric, per-story language-model scores and rankers included)."""
+    name = metric.name
+    if name == "bertscore":
+        why = "with idf=True its idf weights come from the references of the whole set"
+    else:
+        why = WHOLE_SET_REASONS.get(
+            name,
+            "vistkit streams only the metrics whose item scores it has checked to depend on each story alone, "
+            f"such as {', '.join(sorted(ITEM_METRICS)[:4])} and {len(ITEM_METRICS) - 4} more",
+        )
+    return InputError(f"{name} cannot be streamed in batches: {why}; score the stories at once with its score(...)")
 
 
 # --------------------------------------------------------------------------------------------------- merge

@@ -39,6 +39,7 @@ from vistkit.engine import (
 )
 from vistkit.engine.merge import (
     StreamTotals,
+    cannot_stream,
     cider_df_part,
     cider_score_part,
     merge_scores,
@@ -563,6 +564,12 @@ def _number(value: object, name: str, *, low: float, strict: bool) -> float:
     """A finite real number ``>= low`` (``> low`` when ``strict``) for a Ray option, else one `InputError`."""
     import numbers
 
+    from vistkit.metrics.base import shown_whole
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(int(value)) >= 10**300:
+        # float() of it overflows, and Python will not print one of more than 4,300 digits
+        op = ">" if strict else ">="
+        raise InputError(f"{name} must be a finite number {op} {low:g}, not {shown_whole(int(value))}")
     ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value))
     if not ok or float(value) < low or (strict and float(value) == low):  # type: ignore[arg-type]
         shown = f"{float(value):g}" if ok else f"{value!r:.60}"  # type: ignore[arg-type]
@@ -581,7 +588,9 @@ def check_workers(workers: object) -> int | None:
     ):
         raise InputError(f"--workers must be a whole number of worker processes, not {workers!r:.60}")
     if not 1 <= int(workers) <= MAX_WORKERS:  # type: ignore[call-overload]
-        raise InputError(f"--workers must be from 1 to {MAX_WORKERS:,} (got {int(workers):,})")  # type: ignore[call-overload]
+        from vistkit.metrics.base import shown_whole
+
+        raise InputError(f"--workers must be from 1 to {MAX_WORKERS:,} (got {shown_whole(int(workers))})")  # type: ignore[call-overload]
     return int(workers)  # type: ignore[call-overload]
 
 
@@ -734,6 +743,13 @@ class RemoteMetric(Metric):
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         """Score the items on the engine's workers."""
         return self.engine.score_items(self, list(items), signature=signature)
+
+    def __repr__(self) -> str:
+        """The metric, where it runs and its options (long values cut)."""
+        from vistkit.metrics.base import _short_repr
+
+        shown = "".join(f", {k}={_short_repr(v)}" for k, v in self.options.items())
+        return f"<{self.name} on a Ray engine{shown}>"
 
     def __reduce__(self) -> Any:
         raise EngineError(
@@ -1022,6 +1038,8 @@ class RayEngine(Engine):
         items = check_items(items)
         if on_part is not None and not callable(on_part):
             raise InputError(f"on_part must be a function of a Score, not {type(on_part).__name__}")
+        if strategy(metric) != "items":  # first: a ranker the engine handed out is a local object
+            raise cannot_stream(metric)
         if not isinstance(metric, RemoteMetric):
             if metric_options(type(metric)):  # its options cannot be read back from the object
                 raise InputError(
@@ -1030,8 +1048,6 @@ class RayEngine(Engine):
                 )
             metric = self.metric(metric.name)
         assert isinstance(metric, RemoteMetric)
-        if strategy(metric.name, metric.options) != "items":
-            raise InputError(f"{metric.name} cannot be streamed (its item scores depend on the whole set)")
         name, opts = metric.name, metric.options
         shards: list[list[Item]] = []  # the shards in flight, for the completeness check (bounded window)
 
@@ -1140,7 +1156,8 @@ _REMOTE_CLASSES: dict[type[Metric], type[RemoteMetric]] = {}
 
 def _remote_class(cls: type[Metric]) -> type[RemoteMetric]:
     if cls not in _REMOTE_CLASSES:
-        attrs = {a: getattr(cls, a) for a in _CLASS_ATTRS if hasattr(cls, a)}
+        attrs: dict[str, Any] = {a: getattr(cls, a) for a in _CLASS_ATTRS if hasattr(cls, a)}
+        attrs["__module__"] = __name__  # else ``abc`` (the metaclass made it), in reprs and tracebacks
         _REMOTE_CLASSES[cls] = type(f"Remote{cls.__name__}", (RemoteMetric,), attrs)
     return _REMOTE_CLASSES[cls]
 

@@ -669,8 +669,9 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
 
     Returns ``{task: {"stories": {key: RankedStory}, "ranks": {worker: {key: rank}}, "lines": {(worker, key):
     line}}}`` in file order. A rank is a whole number from 1 (best) to N, the number of stories in its task (two
-    stories may share a rank: a tie); every worker of a task ranks every story of it once. Anything else is
-    refused naming the line. Streamed (rows are not kept, and each worker and story name is held once); a file of
+    stories may share a rank: a tie); every worker of a task ranks every story of it once; task, worker and story
+    names are matched as `name_of` (spaces around them dropped) and none may be blank. Anything else is refused
+    naming the line. Streamed (rows are not kept, and each worker and story name is held once); a file of
     more than `vistkit.limits.max_stories` rows is refused on the row past it.
     """
     from vistkit.data.readers import open_csv
@@ -701,7 +702,13 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
                     p, limit, what="rows (each a worker's rank of a story)", kind="stories per file", env=STORIES_ENV
                 )
             where = f"{p} line {n}"
-            task_id, key, worker = kept(row["task"]), kept(row["story"]), kept(row["worker"])
+            # names matched as the other tables' (spaces around them dropped, NFC); a blank one put every such row
+            # in one task "" (a spreadsheet's merged task cells export blank after the first row), one worker or
+            # one story, and paired stories of different tasks without a word
+            task_id, key, worker = (kept(name_of(row[c])) for c in ("task", "story", "worker"))
+            blank = next((c for c, v in (("task", task_id), ("worker", worker), ("story", key)) if not v), None)
+            if blank is not None:
+                raise InputError(f"{where}: the {blank} cell is empty; every row names its {blank}")
             task = tasks.setdefault(task_id, {"stories": {}, "ranks": {}, "lines": {}})
             if key not in task["stories"]:
                 task["stories"][key] = RankedStory(
@@ -980,12 +987,20 @@ def parse_scale(text: str | Sequence[float]) -> tuple[float, float]:
 def _cell(value: str | None, where: str, column: str, *, guessed: bool, binary: bool) -> float | None:
     """A rating or label cell as `_float`; when the columns were not named (every column but the id and text
     ones is read), a cell that is not a number says how to name them, since the column may be no rating at all
-    (a comment, a time stamp)."""
+    (a comment, a time stamp). An error label may also be TRUE or FALSE (in any case), as a spreadsheet exports a
+    checkbox column."""
+    if binary and value is not None and value.strip().lower() in ("true", "false"):
+        return 1.0 if value.strip().lower() == "true" else 0.0
     try:
         return _float(value, where, column)
-    except InputError as exc:
+    except InputError as error:
+        exc = (
+            InputError(f"{where}: column {column!r} must be an error label, 0 or 1 (or TRUE/FALSE), got {value!r:.60}")
+            if binary
+            else error
+        )
         if not guessed:
-            raise
+            raise exc from None
         option = "--errors" if binary else "--aspects"
         raise InputError(
             f"{exc}; every column but {', '.join(sorted(_NON_ASPECT))} is read as "
@@ -1083,7 +1098,9 @@ def _read_judgements(
                 if v is None:
                     continue
                 if binary and v not in (0.0, 1.0):
-                    raise InputError(f"{p} line {n}: error label {c!r} must be 0 or 1, got {row.get(c)!r}")
+                    raise InputError(
+                        f"{p} line {n}: error label {c!r} must be 0 or 1 (or TRUE/FALSE), got {row.get(c)!r:.60}"
+                    )
                 if not low <= v <= high:
                     raise InputError(
                         f"{p} line {n}: rating {c!r} is {row.get(c)!r:.30}, outside the scale "

@@ -469,6 +469,14 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
             f"{len(same):,} hypothesis keys differ from reference keys only in letter case (e.g. '{h}' and '{r}'), "
             "and ids keep their case; write them alike in both files"
         )
+    refs = references.group(keying)
+    floats = [k for k in hypotheses.by_key(keying) if k.endswith(".0") and k[:-2] in refs]
+    floats = floats or [k for k in refs if k.endswith(".0") and k[:-2] in hypotheses.by_key(keying)]
+    if floats:
+        return (
+            f"{len(floats):,} keys of one side are keys of the other written as floats (e.g. '{_shown_key(floats[0])}'"
+            ", as pandas writes an id column with a gap); write the ids as whole numbers"
+        )
     return ""
 
 
@@ -649,6 +657,43 @@ def _reference_group(rid: str, refs: Any) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------- protocol
+#: `score`'s own keywords, suggested for a misspelt option (``keying=`` for ``key=``, ``refs=``)
+_SCORE_KEYWORDS = ("references", "key", "template", "require_all", "reference_absent")
+#: what other libraries call the stories to score (Hugging Face evaluate: ``predictions``)
+_STORIES_KEYWORDS = ("predictions", "stories", "hyps", "candidates")
+
+#: the default of ``hypotheses`` (`score`, `Metric.score`): told apart from a None given on purpose
+_NOT_GIVEN: Any = object()
+
+
+def _no_stories(given: Iterable[str], how: str) -> InputError:
+    """The error for a call without stories to score; ``how`` shows the call with the stories in their place."""
+    named = next((k for k in _STORIES_KEYWORDS if k in given), None)
+    as_hf = ", as Hugging Face evaluate calls them," if named == "predictions" else ""
+    named_text = f" ({named}={as_hf} is hypotheses= here)" if named else ""
+    return InputError(f"no stories to score were given: pass them {how}, or as hypotheses=" + named_text)
+
+
+def _refuse_score_keywords(name: str, wrong: Mapping[str, Any]) -> None:
+    """`Metric.score` given keywords it does not take: one `InputError` naming the first and what it probably
+    meant (Python said only "got an unexpected keyword argument")."""
+    if not wrong:
+        return
+    bad = str(next(iter(wrong)))
+    meant = did_you_mean(bad, _SCORE_KEYWORDS)
+    raise InputError(
+        f"{name}: score() takes no argument {bad!r} (it takes the stories, references, key, template, require_all "
+        "and reference_absent; a metric's options go to vistkit.get_metric)"
+        + (f"; did you mean {meant}?" if meant else "")
+    )
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to about ``limit`` characters (an option may hold a table of thousands of entries)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _remake_metric(cls: type[Metric], args: tuple[Any, ...], options: dict[str, Any]) -> Metric:
     """A metric made again from the options of a pickled one (`Metric.__reduce__`)."""
     return cls(*args, **options)
@@ -696,6 +741,13 @@ class Metric(ABC):
         pickled (they stopped pickling with "cannot pickle 'module' object" and the like)."""
         args, options = self.__dict__.get("_made_with", ((), {}))
         return (_remake_metric, (type(self), args, options))
+
+    def __repr__(self) -> str:
+        """The call that makes this scorer, ``vistkit.get_metric('bleu-4')`` with its options (long values cut): the
+        default repr named the class and an address, not the metric nor its options."""
+        args, options = self.__dict__.get("_made_with", ((), {}))
+        shown = [*(_short_repr(a) for a in args), *(f"{k}={_short_repr(v)}" for k, v in options.items())]
+        return f"vistkit.get_metric({', '.join([repr(self.name), *shown])})"
 
     # -- to implement ------------------------------------------------------------------------------------
     @abstractmethod
@@ -780,20 +832,25 @@ class Metric(ABC):
 
     def score(
         self,
-        hypotheses: Stories,
+        hypotheses: Stories = _NOT_GIVEN,
         references: References | None = None,
         *,
         key: Keying | str | None = None,
         template: Sequence[str] | None = None,
         require_all: bool = False,
         reference_absent: bool = False,
+        **wrong: Any,
     ) -> Score:
         """Score ``hypotheses`` (against ``references`` when the metric needs them).
 
         Stories may be StorySets, lists of `Story`, plain lists of texts (matched by position; references one text
         or a list of texts each) or dicts ``{id: text}`` / ``{id: [texts]}`` (matched by id): `as_story_sets`.
-        ``reference_absent`` applies the Reference Absent Algorithm (Vrank Eq. 3; see `align`).
+        ``reference_absent`` applies the Reference Absent Algorithm (Vrank Eq. 3; see `align`). Any other keyword
+        (``keying=``, ``refs=``, ``predictions=``) is an `InputError` saying what was meant.
         """
+        if hypotheses is _NOT_GIVEN:
+            raise _no_stories(wrong, "first, scorer.score(stories, references)")
+        _refuse_score_keywords(self.name, wrong)
         reference_absent = check_flag(reference_absent, "reference_absent")
         hyps, refs, implied = as_story_sets(hypotheses, references)
         if key is None and implied is not None:
@@ -1075,9 +1132,34 @@ def get_metric_class(name: str) -> type[Metric]:
         return _REGISTRY[name]
     if name in _UNAVAILABLE:
         raise UnavailableMetricError(_UNAVAILABLE[name])
-    close = [m for m in _REGISTRY if name.lower() in m or m in name.lower()]
+    close = _close_metric_names(name, [*_REGISTRY, *_UNAVAILABLE])
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise UnknownMetricError(f"unknown metric {name!r}{hint}; `vistkit metrics` lists them")
+    raise UnknownMetricError(
+        f"unknown metric {name!r}{hint}; `vistkit metrics` (Python: vistkit.list_metrics()) lists them"
+    )
+
+
+def _close_metric_names(name: str, names: Sequence[str]) -> list[str]:
+    """The metrics ``name`` probably means, sorted: the same name but for case, spaces, ``_`` and ``-``
+    (``BLEU_4``, ``bleu 4``), else the names holding it or held in it (``meteor``, ``bleu``; two letters at least,
+    so an empty name suggests none rather than all), else a close spelling."""
+    import difflib
+
+    def folded(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    word = folded(name)
+    if not word or len(word) > 100:  # nothing to compare, or not a name (a pasted text)
+        return []
+    same = [m for m in names if folded(m) == word]
+    if same:
+        return sorted(same)
+    if len(word) >= 2:
+        holding = [m for m in names if word in folded(m) or folded(m) in word]
+        if holding:
+            return sorted(holding)
+    by_fold = {folded(m): m for m in names}
+    return sorted(by_fold[f] for f in difflib.get_close_matches(word, list(by_fold), n=3, cutoff=0.75))
 
 
 def metric_options(cls: type[Metric]) -> list[str]:
@@ -1133,6 +1215,15 @@ def did_you_mean(name: str, candidates: Sequence[str]) -> str | None:
     return None
 
 
+def shown_whole(number: int) -> str:
+    """A whole number for a message: with thousands separators, or its length when it is huge (Python refuses to
+    print an integer of more than 4,300 digits: "Exceeds the limit ... for integer string conversion")."""
+    if abs(number) < 10**30:
+        return f"{number:,}"
+    digits = number.bit_length() * 30103 // 100000 + 1  # about log10(2) digits per bit
+    return f"a {'negative ' if number < 0 else ''}number of about {digits:,} digits"
+
+
 #: the most CPU threads a metric's ``num_threads`` option may ask torch for (as ``vistkit vrank train --threads``)
 MAX_THREADS = 1024
 
@@ -1146,23 +1237,22 @@ def check_num_threads(metric: str, value: int | None) -> int | None:
     if isinstance(value, bool) or not whole:
         raise InputError(f"{metric}: num_threads must be a whole number from 1 to {MAX_THREADS:,} (got {value!r})")
     if not 1 <= int(value) <= MAX_THREADS:
-        raise InputError(f"{metric}: num_threads must be from 1 to {MAX_THREADS:,} (got {int(value):,})")
+        raise InputError(f"{metric}: num_threads must be from 1 to {MAX_THREADS:,} (got {shown_whole(int(value))})")
     return int(value)
 
 
 def get_metric(name: str, **options: Any) -> Metric:
-    """A ready scorer object for ``name`` (loads its model, if any, once); an unknown option is an `InputError`."""
+    """A ready scorer object for ``name`` (loads its model, if any, once); an unknown option is an `InputError`, and
+    an argument of scoring (``key=``, ``references=``) says that it goes to the scorer's ``score``."""
     cls = get_metric_class(name)
+    scoring = [k for k in options if k in (*_SCORE_KEYWORDS, "hypotheses") and k not in metric_options(cls)]
+    if scoring:
+        raise InputError(
+            f"{scoring[0]} is an argument of scoring, not an option of the {cls.name} scorer: "
+            f"vistkit.get_metric({cls.name!r}).score(stories, references, {scoring[0]}=...)"
+        )
     check_options(cls, options)
     return cls(**options)
-
-
-#: `score`'s own keywords, suggested for a misspelt option (``keying=`` for ``key=``, ``refs=``)
-_SCORE_KEYWORDS = ("references", "key", "template", "require_all", "reference_absent")
-
-
-#: `score`'s default for ``hypotheses``: told apart from a None given on purpose
-_NOT_GIVEN: Any = object()
 
 
 def score(
@@ -1181,13 +1271,14 @@ def score(
     dicts by id (`as_story_sets`); ``key``, ``template``, ``require_all`` and ``reference_absent`` as
     `Metric.score`; the other ``options`` go to the metric."""
     if hypotheses is _NOT_GIVEN:  # Python said "missing 1 required positional argument: 'hypotheses'"
-        given = next((k for k in ("predictions", "stories", "hyps", "candidates") if k in options), None)
-        as_hf = ", as Hugging Face evaluate calls them," if given == "predictions" else ""
-        given_text = f" ({given}={as_hf} is hypotheses= here)" if given else ""
+        raise _no_stories(options, "second, score(NAME, stories, references)")
+    if isinstance(name, Metric):  # a load-once scorer: its own method scores with it
         raise InputError(
-            "no stories to score were given: pass them second, score(NAME, stories, references), or as hypotheses="
-            + given_text
+            f"score takes a metric's name; {name.name!r} is a scorer object: call its method, "
+            "scorer.score(stories, references)"
         )
+    if isinstance(name, list | tuple | set):
+        raise InputError("score takes one metric name, such as 'bleu-4': score one metric per call")
     check_flag(reference_absent, "reference_absent")
     check_flag(require_all, "require_all")
     template = check_template(template)  # read once: a generator given as the template is then used up

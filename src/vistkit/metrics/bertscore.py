@@ -42,7 +42,7 @@ import numpy as np
 
 from vistkit import progress
 from vistkit.data.story import Keying, Story, StorySet
-from vistkit.errors import InputError, MissingDependencyError
+from vistkit.errors import InputError, MissingDependencyError, warn
 from vistkit.metrics.base import Item, Metric, MetricCard, Score, check_num_threads, corpus_mean, register
 from vistkit.models.precision import precision_fields
 
@@ -60,6 +60,23 @@ PRECISIONS = ("fp32", "tf32x3", "bf16")
 #: rounded up with room for other stories and a GPU's summation order
 FAST_DEVIATION: dict[str, str] = {"tf32x3": "1e-6", "bf16": "3e-3"}
 _CACHE_FLOATS = 64_000_000  # 256 MB of float32 token embeddings kept between calls
+
+
+def _warn_zero_idf(undefined: int, n: int, m: int) -> None:
+    """Warn when idf weighs every word of ``undefined`` of ``n`` stories, or of a reference of theirs, zero (P or R
+    undefined: bert_score's F1 0, kept), over ``m`` reference texts: a story equal to its one reference scored 0."""
+    if not undefined:
+        return
+    why = (
+        "with one reference text, idf = log(2/2) = 0 for every word"
+        if m == 1
+        else f"a word found in all {m:,} reference texts has idf log({m + 1:,}/{m + 1:,}) = 0"
+    )
+    warn(
+        f"bertscore: idf weighs every word of {undefined:,} of {n:,} stories, or of a reference of theirs, zero "
+        f"({why}): their P or R is undefined (NaN) and F1 0, as bert_score gives; score idf over more reference "
+        "stories, or turn idf off"
+    )
 
 
 def _default_layer(model: str, n_layers: int) -> int:
@@ -169,7 +186,12 @@ class _Encoder:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        from vistkit.models.checkpoints import refuse_missing_weights, transformers_load_errors
+        from vistkit.models.checkpoints import (
+            refuse_foreign_tokenizer,
+            refuse_missing_weights,
+            refuse_non_finite,
+            transformers_load_errors,
+        )
         from vistkit.models.runtime import quiet_transformers
 
         self.torch = torch
@@ -194,6 +216,11 @@ class _Encoder:
 
         # BERTScore reads the hidden states only: a checkpoint saved from a masked LM has no pooler
         refuse_missing_weights(info, path, what="BERTScore encoder", unused=("pooler.",))
+        # NaN weights scored 0.0 in silence; a tokenizer of another model stopped with IndexError mid-run
+        refuse_non_finite(model.named_parameters(), path)
+        refuse_foreign_tokenizer(
+            self.tokenizer, int(model.get_input_embeddings().weight.shape[0]), path, what="BERTScore model"
+        )
         model.eval()
         if hasattr(model, "decoder") and hasattr(
             model, "encoder"
@@ -239,6 +266,16 @@ class _Encoder:
         if self.prefix_space:
             kwargs["add_prefix_space"] = True
         return list(self.tokenizer.encode(text, **kwargs))
+
+    def cut(self, text: str, ids: Sequence[int]) -> bool:
+        """Whether ``text``, tokenised as ``ids``, was cut at `max_length` (re-tokenised whole only when it
+        reaches that length)."""
+        if len(ids) < self.max_length:
+            return False
+        kwargs: dict[str, Any] = {"add_special_tokens": True, "truncation": False, "verbose": False}
+        if self.prefix_space:
+            kwargs["add_prefix_space"] = True
+        return len(self.tokenizer.encode(text.strip(), **kwargs)) > self.max_length
 
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
         """`encode` of each text, the non-empty ones in one batched tokenizer call (identical ids)."""
@@ -359,7 +396,9 @@ class BertScore(Metric):
             "composition (identical with batch_size=1). idf is bert_score's smoothed log((M+1)/(df+1)), not "
             "the paper's -log(df/M) (Eq. 3); we follow the code. The packaged baselines of bert_score are "
             "for its own models, so rescaling the MiniLM default needs a baseline you provide (baseline_path "
-            "or baseline)."
+            "or baseline). As in bert_score, a text longer than the model's max length (512 tokens) is cut there, "
+            "and with idf on, a story all of whose words are in every reference (any story, with one reference) "
+            "weighs zero: P and R NaN, F1 0; vistkit warns of both."
         ),
         citation=(
             "Zhang, Kishore, Wu, Weinberger, Artzi (2020) BERTScore: Evaluating Text Generation with BERT, "
@@ -561,17 +600,31 @@ class BertScore(Metric):
         idf = self.idf_weights(flat) if self.idf else None  # token ids only: no embedding held for it
         out = np.zeros((len(candidates), 3), dtype=float)
         chunks = self._chunks(candidates, groups)
+        seen: set[str] = set()
+        cut = 0
         for lo, hi in chunks:
             # a part of the items at a time, so the embeddings held stay within the cache's size whatever the
             # number of stories (50,000 stories held ~12 GB of token vectors at once); each text's vectors do not
             # depend on the part (real tokens only are matched)
+            texts = [*candidates[lo:hi], *(r for g in groups[lo:hi] for r in g)]
             with progress.part(lo, hi, len(candidates)):
-                self._embedded([*candidates[lo:hi], *(r for g in groups[lo:hi] for r in g)])
+                self._embedded(texts)
+            fresh = set(texts) - seen
+            seen |= fresh
+            cut += sum(1 for t in fresh if self._encoder.cut(t, self._cache[t][0]))
             for k in range(lo, hi):
                 prf = np.array([self._pair(candidates[k], ref, idf) for ref in groups[k]], dtype=float)
                 out[k] = prf.max(axis=0)  # each of P, R, F1 maximised separately (bert_score)
             self._trim_cache()
             progress.fraction(hi, len(candidates))
+        if cut:
+            warn(
+                f"bertscore: {cut:,} of {len(seen):,} texts (stories and references) are longer than the model's "
+                f"{self._encoder.max_length:,} tokens and only their first {self._encoder.max_length:,} are compared, "
+                "as bert_score does: differences after that do not change the score"
+            )
+        if idf is not None:
+            _warn_zero_idf(int(np.isnan(out[:, :2]).any(axis=1).sum()), len(candidates), len(flat))
         if self.baseline_values is not None:
             b = np.array(self.baseline_values, dtype=float)
             out = (out - b) / (1.0 - b)

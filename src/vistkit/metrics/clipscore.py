@@ -214,6 +214,8 @@ class ClipEncoder:
 
 
 _CLIP_CACHE: dict[tuple[str, str, bool], ClipEncoder] = {}
+#: the `folder_stamp` of each cached encoder's folder when it was loaded
+_CLIP_STAMPS: dict[tuple[str, str, bool], tuple[Any, ...]] = {}
 
 
 def load_clip(
@@ -231,8 +233,13 @@ def load_clip(
     batch_size = option_batch_size(metric, batch_size)
     trust = option_bool(metric, "trust_checkpoint", trust)
     name_or_path = option_text(metric, "clip_model", name_or_path)
+    from vistkit.models.runtime import folder_stamp
+
+    # a folder saved over since it was loaded (fine-tuned and saved in the same notebook) is loaded again: the
+    # old model would score, and sign, the weights the folder held before
     key = (str(name_or_path), str(device), trust)
-    if key in _CLIP_CACHE:
+    stamp = folder_stamp(name_or_path)
+    if key in _CLIP_CACHE and _CLIP_STAMPS.get(key) == stamp:
         _CLIP_CACHE[key].batch_size = batch_size
         return _CLIP_CACHE[key]
     try:
@@ -254,6 +261,7 @@ def load_clip(
         ) from None
     enc = ClipEncoder(folder, name=str(name_or_path), device=device, trust=trust, batch_size=batch_size)
     _CLIP_CACHE[key] = enc
+    _CLIP_STAMPS[key] = stamp
     return enc
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import array
 import math
 import shutil
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
@@ -28,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vistkit.data.story import Keying, Story, StorySet
-from vistkit.errors import MissingDependencyError
+from vistkit.errors import MissingDependencyError, warn
 from vistkit.metrics.base import (
     Item,
     Metric,
@@ -88,6 +89,8 @@ _TOKEN_CACHE_LIMIT = 400_000
 #: overhead); at most `vistkit.limits.cache_bytes` (VISTKIT_CACHE_MB), so 400,000 long stories cannot hold GBs
 _TOKEN_CACHE_BYTES = [0]
 _ENTRY_OVERHEAD = 200
+#: guards the two caches of this module (`_TOKEN_CACHE`, `_INPUTS_CACHE`): scorers may run in threads
+_CACHE_LOCK = threading.RLock()
 
 
 def ptb_tokenize_cached(texts: Sequence[str]) -> list[str]:
@@ -95,26 +98,32 @@ def ptb_tokenize_cached(texts: Sequence[str]) -> list[str]:
 
     All texts not seen before go to the jar in ONE call. Caching per text gives pycocoevalcap's exact output
     because ``-preserveLines`` tokenises each line on its own (the jar's only cross-line state, the direction
-    of a double quote, only picks between two tokens that are both removed as punctuation).
+    of a double quote, only picks between two tokens that are both removed as punctuation). Threads may call it
+    at once: the cache is read and changed under a lock (another thread may empty it for its size bound while the
+    jar runs), and the jar runs outside it.
     """
     from vistkit.limits import cache_bytes
 
-    missing = list(dict.fromkeys(t for t in texts if t not in _TOKEN_CACHE))
+    with _CACHE_LOCK:
+        known = {t: _TOKEN_CACHE[t] for t in texts if t in _TOKEN_CACHE}
+    missing = list(dict.fromkeys(t for t in texts if t not in known))
     if not missing:
-        return [_TOKEN_CACHE[t] for t in texts]
+        return [known[t] for t in texts]
     tokenized = _ptb_backend(missing)
     if len(tokenized) != len(missing):
         raise RuntimeError(f"the PTB tokeniser returned {len(tokenized)} lines for {len(missing)} texts")
     new = dict(zip(missing, tokenized, strict=True))
-    out = [new[t] if t in new else _TOKEN_CACHE[t] for t in texts]  # before any clearing below
+    out = [new[t] if t in new else known[t] for t in texts]
     size = sum(len(t) + len(k) + _ENTRY_OVERHEAD for t, k in new.items())
     budget = cache_bytes()
-    if len(_TOKEN_CACHE) + len(new) > _TOKEN_CACHE_LIMIT or _TOKEN_CACHE_BYTES[0] + size > budget:
-        _TOKEN_CACHE.clear()
-        _TOKEN_CACHE_BYTES[0] = 0
-    if size <= budget:
-        _TOKEN_CACHE.update(new)
-        _TOKEN_CACHE_BYTES[0] += size
+    with _CACHE_LOCK:
+        if len(_TOKEN_CACHE) + len(new) > _TOKEN_CACHE_LIMIT or _TOKEN_CACHE_BYTES[0] + size > budget:
+            _TOKEN_CACHE.clear()
+            _TOKEN_CACHE_BYTES[0] = 0
+        if size <= budget:
+            added = {t: k for t, k in new.items() if t not in _TOKEN_CACHE}  # another thread's, counted once
+            _TOKEN_CACHE.update(added)
+            _TOKEN_CACHE_BYTES[0] += sum(len(t) + len(k) + _ENTRY_OVERHEAD for t, k in added.items())
     return out
 
 
@@ -202,14 +211,15 @@ def coco_inputs(items: Sequence[Item]) -> CocoInputs:
     hyps = tuple(next(tokens) for _ in items)
     refs = tuple(tuple(next(tokens) for _ in it.references) for it in items)
     key = (hyps, refs)
-    found = _INPUTS_CACHE.get(key)
-    if found is not None:
-        _INPUTS_CACHE.move_to_end(key)
-        return found
-    inputs = CocoInputs(hyps, refs)
-    _INPUTS_CACHE[key] = inputs
-    while len(_INPUTS_CACHE) > _INPUTS_CACHE_SIZE:
-        _INPUTS_CACHE.popitem(last=False)
+    with _CACHE_LOCK:
+        found = _INPUTS_CACHE.get(key)
+        if found is not None:
+            _INPUTS_CACHE.move_to_end(key)
+            return found
+        inputs = CocoInputs(hyps, refs)
+        _INPUTS_CACHE[key] = inputs
+        while len(_INPUTS_CACHE) > _INPUTS_CACHE_SIZE:
+            _INPUTS_CACHE.popitem(last=False)
     return inputs
 
 
@@ -542,6 +552,12 @@ def cider_d_item_scores(
     if df is None:  # document frequency: items whose references hold the gram (each item counted once)
         df = table.reference_document_frequency()
     n_docs = table.n_items if n_docs is None else n_docs
+    if n_docs == 1:
+        warn(
+            "cider-d: one story scored alone has idf log(1/1) = 0 for every n-gram, so its CIDEr-D is 0 whatever "
+            "its text (pycocoevalcap's value); score the stories together: CIDEr-D's idf comes from the references "
+            "of all the stories scored"
+        )
     parts = [_cider_d_items(part, sigma=sigma, df=df, n_docs=n_docs) for part in table.item_parts()]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
@@ -743,7 +759,8 @@ class CiderD(_CocoMetric):
         differences=(
             "pycocoevalcap's Gaussian penalty measures length as the number of bigrams (words - 1), not "
             "words; it drops the paper's stemming; idf comes from the evaluated references (not a fixed "
-            "corpus such as coco-train). We follow the code. The coco papers report this number as 'CIDEr'."
+            "corpus such as coco-train). We follow the code. The coco papers report this number as 'CIDEr'. So one "
+            "story scored alone scores 0 whatever its text (idf log(1/1) = 0; vistkit warns)."
             + _BREAKS_NOTE
         ),
         citation="Vedantam et al., CIDEr: Consensus-based Image Description Evaluation, CVPR 2015. "

@@ -491,7 +491,10 @@ class Groovist(PhotoMetric):
 
         return {
             "model": f"{model_label(self.encoder.name)}@{self.encoder.fingerprint}",
-            "theta": f"{self.dataset}:{self.theta:.6g}",
+            # six digits, or a custom theta in full where six would round it (0.1234567 and 0.1234568 score differently)
+            "theta": f"{self.dataset}:{self.theta:.6g}"
+            if self.dataset != "custom" or float(f"{self.theta:.6g}") == self.theta
+            else f"{self.dataset}:{self.theta!r}",
             "np": spacy_model_name(self.nlp) + (f"+given-{self.given_hash}" if self.given_hash else ""),
             "lemma": self.wordnet,
             "regions": self.store.describe() if self.store is not None else "?",

@@ -243,30 +243,53 @@ def get_scorer(
     """The shared `LMScorer` of this LM configuration (loaded on first use; see `vistkit.models.lm.load_lm`).
 
     One model in memory per (LM, device, precision): ``lm=None`` and the packaged LM's name are one LM, a folder
-    is known by its real path, ``device="auto"`` by the device it picks; scorers that differ only in
-    ``batch_tokens`` share the loaded model (each keeps its own cache of log-probabilities).
+    is known by its real path and the state of its files (`vistkit.models.runtime.folder_stamp`: a folder saved
+    over since is loaded again, and its scorers replace the old ones), ``device="auto"`` by the device it picks;
+    scorers that differ only in ``batch_tokens`` share the loaded model (each keeps its own cache of
+    log-probabilities).
     """
     from vistkit.models.lm import DEFAULT_LM, Unigram, load_lm
-    from vistkit.models.runtime import choose_device
+    from vistkit.models.runtime import choose_device, folder_stamp
 
     name = DEFAULT_LM if lm is None or str(lm) == DEFAULT_LM else str(lm)
-    if name != DEFAULT_LM and os.path.exists(os.path.expanduser(name)):
-        name = os.path.realpath(os.path.expanduser(name))
+    stamp: tuple[Any, ...] = ()
+    if name != DEFAULT_LM:
+        if os.path.exists(os.path.expanduser(name)):
+            name = os.path.realpath(os.path.expanduser(name))
+            stamp = folder_stamp(name)
+        else:  # a hub id: its snapshot in the local cache (a new download is another snapshot)
+            stamp = _hub_stamp(name)
     try:
         where = str(choose_device(device))
     except ImportError:  # no torch: load_lm says what to install
         where = str(device)
-    model_key = (name, where, precision)
+    model_key = (name, where, precision, stamp)
     with _SCORERS_LOCK:
         key = (*model_key, batch_tokens)
         if key not in _SCORERS:
-            loaded = next((sc.lm for k, sc in _SCORERS.items() if k[:3] == model_key), None)
+            for old in [k for k in _SCORERS if k[:3] == model_key[:3] and k[3] != stamp]:
+                del _SCORERS[old]  # the folder's files changed: their model is not this folder's any more
+            loaded = next((sc.lm for k, sc in _SCORERS.items() if k[:4] == model_key), None)
             if loaded is None:
                 model = load_lm(lm, device=device, precision=precision, batch_tokens=batch_tokens)
             else:  # the same weights with another batch budget: a view on the loaded model
                 model = loaded.with_batch_tokens(batch_tokens)
             _SCORERS[key] = LMScorer(model, Unigram())
         return _SCORERS[key]
+
+
+def _hub_stamp(name: str) -> tuple[Any, ...]:
+    """The snapshot folder and `folder_stamp` of a hub id in the local cache; ``()`` when it does not resolve
+    (`load_lm` then says why)."""
+    from vistkit.errors import VistkitError
+    from vistkit.models.lm import resolve_lm
+    from vistkit.models.runtime import folder_stamp
+
+    try:
+        folder = resolve_lm(name).folder
+    except (VistkitError, OSError, ImportError):  # not in the cache, no hub client: load_lm says why
+        return ()
+    return () if folder is None else (str(folder), *folder_stamp(folder))
 
 
 # --------------------------------------------------------------------------------------------------- metrics

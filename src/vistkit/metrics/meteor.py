@@ -64,32 +64,48 @@ _LONG_TEXT_NOTE = (
 )
 
 
-def _too_long(text: str) -> bool:
-    return len(text.split()) > MAX_WORDS
+#: The words Meteor's -norm (meteor-coco) may make, an upper bound of the jar's count: runs of ASCII, Latin-1/Extended
+#: and Cyrillic letters and digits (joined in the jar: "cafécafé" is one word), and every other character but the
+#: five the jar splits at (space, tab, \n, \r, \f) as a word of its own (the jar splits "_ / @ * + = & # | ~ ^ $ % <
+#: > [ {", CJK, Greek and Arabic characters, combining marks and C0 controls so; it drops some others, e.g. NBSP).
+#: Whitespace words alone let a story of 1,500 "dog"s joined by "_" (one word; 2,999 to Meteor) kill the helper JVM.
+_NORM_WORDS = re.compile(r"[0-9A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0400-\u04ff]+|[^ \t\n\r\f]")
 
 
-def word_pairs(a: str, b: str) -> int:
-    """The pairs of equal whitespace-separated words, one from ``a`` and one from ``b`` (case-blind: the most that
+def meteor_words(text: str, *, norm: bool = False) -> list[str]:
+    """The words Meteor aligns in ``text`` (case-blind), for its limits: whitespace-separated without -norm (Python
+    splits at more characters than the jar's five, so never fewer words); with -norm (meteor-coco) every word the
+    normaliser may make (`_NORM_WORDS`: at least as many as the jar's)."""
+    return _NORM_WORDS.findall(text.lower()) if norm else text.lower().split()
+
+
+def _too_long(text: str, *, norm: bool = False) -> bool:
+    return len(meteor_words(text, norm=norm)) > MAX_WORDS
+
+
+def word_pairs(a: str, b: str, *, norm: bool = False) -> int:
+    """The pairs of equal words (`meteor_words`), one from ``a`` and one from ``b`` (case-blind: the most that
     Meteor's exact matcher, with or without -norm, may have to place)."""
     from collections import Counter
 
-    ca, cb = Counter(a.lower().split()), Counter(b.lower().split())
+    ca, cb = Counter(meteor_words(a, norm=norm)), Counter(meteor_words(b, norm=norm))
     if len(ca) > len(cb):
         ca, cb = cb, ca
     return sum(n * cb[w] for w, n in ca.items() if w in cb)
 
 
-def _too_repetitive(hypothesis: str, reference: str) -> bool:
-    return word_pairs(hypothesis, reference) > MAX_WORD_PAIRS
+def _too_repetitive(hypothesis: str, reference: str, *, norm: bool = False) -> bool:
+    return word_pairs(hypothesis, reference, norm=norm) > MAX_WORD_PAIRS
 
 
-def _skip_reason(hypothesis: str, references: Sequence[str]) -> str | None:
-    """Why an item is not sent to Meteor (a text over `MAX_WORDS`, or a pair over `MAX_WORD_PAIRS`), else None."""
-    if _too_long(hypothesis):
+def skip_reason(hypothesis: str, references: Sequence[str], *, norm: bool = False) -> str | None:
+    """Why an item is not sent to Meteor (a text over `MAX_WORDS`, or a pair over `MAX_WORD_PAIRS`), else None;
+    ``norm``: the words as Meteor's -norm makes them (meteor-coco)."""
+    if _too_long(hypothesis, norm=norm):
         return f"the story has {_TOO_LONG}"
-    if any(map(_too_long, references)):
+    if any(_too_long(r, norm=norm) for r in references):
         return f"a reference has {_TOO_LONG}"
-    if any(_too_repetitive(hypothesis, r) for r in references):
+    if any(_too_repetitive(hypothesis, r, norm=norm) for r in references):
         return f"the story and a reference {_TOO_REPETITIVE}"
     return None
 
@@ -296,7 +312,7 @@ class MeteorVist(Metric):
             kept = [self._clean(r.text) for r in item.references]
             # the whole item is left out, as the pooled variants do: the max over the other references would not be
             # the jar's
-            if (why := _skip_reason(hyp, kept)) is not None:
+            if (why := skip_reason(hyp, kept)) is not None:
                 excluded[item.item_id] = why
                 continue
             for r in kept:
@@ -353,7 +369,7 @@ class _PooledMeteor(Metric):
         excluded = {
             it.item_id: why
             for it, h, r in zip(items, hyps, refs, strict=True)
-            if (why := _skip_reason(h, r)) is not None
+            if (why := skip_reason(h, r, norm=self.norm)) is not None
         }
         keep = [k for k, it in enumerate(items) if it.item_id not in excluded]
         width = 7 + 4 * N_STAGES
@@ -480,6 +496,8 @@ class MeteorCoco(_PooledMeteor):
             "(here it is a space; PTB tokenisation already removes them; see bleu-4 for \\r, U+2028 and the other "
             "characters its tokenizer also ends a line at). Scores differ from meteor-album "
             "(task hter, no -norm) and meteor-vist (hter, no -norm, max-mean)." + _LONG_TEXT_NOTE
+            + " Words are counted for these limits as Meteor's -norm splits them: '_', '/', '@' and most other "
+            "symbols, and CJK or Greek characters, are words of their own (\"dog_dog\" is three)."
         ),
         citation=(
             "Chen et al., Microsoft COCO Captions: Data Collection and Evaluation Server, arXiv:1504.00325 "

@@ -88,8 +88,10 @@ class Vrank(CrossEncoderRanker):
         if model is None:
             raise MissingDependencyError(
                 "vrank needs a trained Vrank folder (no model is shipped): train one with `vistkit vrank train "
-                "PAIRS.csv --output DIR` and pass --option vrank.model=DIR"
+                "PAIRS.csv --output DIR` and pass --option vrank.model=DIR (model=DIR in Python)"
             )
+        # the anchors first: a wrong file is said before the model loads
+        self._anchors = packaged_anchors() if anchors is None else self._read_anchors(Path(anchors))
         from vistkit.models.checkpoints import json_hash, model_fingerprint, tokenizer_fingerprint
         from vistkit.models.vrank import load_vrank
 
@@ -106,7 +108,6 @@ class Vrank(CrossEncoderRanker):
         # tokenizer: a folder edited by hand, or saved before its files were hash-checked, is signed by both
         self._config_hash = json_hash(meta.get("config", {}))
         self._tokenizer_hash = tokenizer_fingerprint(self.model.tokenizer)
-        self._anchors = packaged_anchors() if anchors is None else self._read_anchors(Path(anchors))
         # a given file by its name and the hash of the stories read (two anchor files of one name signed alike)
         self._anchor_name = "packaged-val8" if anchors is None else named_with_hash(
             anchors, short_hash(*(s.text for s in self._anchors))
@@ -114,9 +115,19 @@ class Vrank(CrossEncoderRanker):
 
     @staticmethod
     def _read_anchors(path: Path) -> list[Story]:
+        """The stories of an anchors file; one without words is refused (every per-story score would average in
+        a preference over an empty story)."""
         from vistkit.data.readers import read_stories
+        from vistkit.errors import InputError
 
-        return list(read_stories(path))
+        stories = list(read_stories(path))
+        empty = next((s for s in stories if not s.text.strip()), None)
+        if empty is not None:
+            raise InputError(
+                f"vrank: anchor story {empty.story_id!r:.60} of {path} has no words; every anchor must be a story "
+                "(remove it, or give its text)"
+            )
+        return stories
 
     def signature_fields(self) -> dict[str, object]:
         return {

@@ -80,6 +80,27 @@ def build_head(dim: int, hidden: int, features: str = "v1") -> Any:
     )
 
 
+class TooLongForEncoder(InputError):
+    """A ``max_length`` past the positions of the sentence encoder (`check_max_length`)."""
+
+
+def check_max_length(max_length: int, config: Any, folder: str | Path) -> int:
+    """``max_length`` if it is a whole number from 1 to the encoder's positions (RoBERTa-style models keep two
+    back), else `InputError`: past them, a long sentence stopped scoring with "RuntimeError: The expanded size
+    of the tensor (706) must match the existing size (512)"."""
+    if type(max_length) is not int or max_length < 1:
+        raise InputError(f"max_length must be a whole number of at least 1 (got {max_length!r})")
+    positions = int(getattr(config, "max_position_embeddings", 0) or 0)
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+        positions -= 2
+    if positions > 0 and max_length > positions:
+        raise TooLongForEncoder(
+            f"max_length {max_length} is more than the {positions} tokens the sentence encoder {folder} reads; "
+            f"give at most {positions}"
+        )
+    return max_length
+
+
 class SentenceEncoder:
     """Frozen MiniLM sentence embeddings (mean pooling + L2 norm), length-batched, memoised per text."""
 
@@ -94,7 +115,12 @@ class SentenceEncoder:
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
 
-        from vistkit.models.checkpoints import refuse_missing_weights, transformers_load_errors
+        from vistkit.models.checkpoints import (
+            refuse_foreign_tokenizer,
+            refuse_missing_weights,
+            refuse_non_finite,
+            transformers_load_errors,
+        )
         from vistkit.models.precision import apply_precision, check_precision
         from vistkit.models.resolve import resolve_model
         from vistkit.models.runtime import quiet_transformers
@@ -109,12 +135,18 @@ class SentenceEncoder:
             )
         model_fp32.eval()
         refuse_missing_weights(info, folder, what="sentence encoder", unused=("pooler.",))  # mean pooling only
+        # the checks every other model folder gets: NaN weights would make every embedding NaN, and a tokenizer
+        # of another model stop at its first id past the embeddings ("IndexError: index out of range")
+        refuse_non_finite(model_fp32.named_parameters(), folder)
+        refuse_foreign_tokenizer(
+            self.tokenizer, int(model_fp32.get_input_embeddings().weight.shape[0]), folder, what="sentence encoder"
+        )
         # the static word-piece table (`first_pieces`) stays fp32 on the CPU whatever the transformer's mode: this
         # keeps the loaded tensor (no copy), which a later device move or bf16 cast replaces, never changes
         self._piece_table = model_fp32.get_input_embeddings().weight.detach()
         self.model = apply_precision(model_fp32.to(self.device), self.precision)
         self.batch_size = batch_size
-        self.max_length = max_length
+        self.max_length = check_max_length(max_length, model_fp32.config, folder)
         self.dim = int(self.model.config.hidden_size)
         self._memo = ArrayCache()  # text -> unit vector, least recently used out first beyond its budget
 
@@ -229,13 +261,21 @@ class CoherenceModel:
 
         refuse_non_finite(state.items(), self.folder / HEAD_FILE)
         dim, hidden, features = _head_shape(self.config, cfg_path, state)
-        self.encoder = SentenceEncoder(
-            self.config.get("encoder", "minilm-l6"),
-            device=device,
-            batch_size=batch_size,
-            max_length=int(self.config.get("max_length", 256)),
-            precision=precision,
-        )
+        max_length = self.config.get("max_length", 256)
+        if type(max_length) is not int or max_length < 1:  # 2.5 was cut to 2 tokens, -5 an OverflowError
+            raise InputError(f"{cfg_path}: 'max_length' must be a whole number of at least 1 (got {max_length!r})")
+        try:
+            self.encoder = SentenceEncoder(
+                self.config.get("encoder", "minilm-l6"),
+                device=device,
+                batch_size=batch_size,
+                max_length=max_length,
+                precision=precision,
+            )
+        except InputError as exc:
+            if isinstance(exc, TooLongForEncoder):  # the config's number: name the file that sets it
+                raise InputError(f"{cfg_path}: {exc}") from None
+            raise
         self.features = features
         self.objective = str(self.config.get("objective", "pointwise"))
         self.head = build_head(dim, hidden, self.features)

@@ -941,6 +941,12 @@ def _load_hf(folder: Path, *, trust: bool) -> tuple[Any, Any]:
         with transformers_load_errors(folder, "tokenizer"):
             tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     _check_causal(model, folder, info)
+    from vistkit.models.checkpoints import refuse_foreign_tokenizer
+
+    # a tokenizer of another model gives ids past the embeddings: "IndexError" at the first such token
+    refuse_foreign_tokenizer(
+        tok, int(model.get_input_embeddings().weight.shape[0]), folder, what="causal language model"
+    )
     if not getattr(tok, "is_fast", False):
         raise InputError(f"{folder}: the LM metrics need a fast tokenizer (tokenizer.json) for character offsets")
     return model, tok

@@ -257,6 +257,29 @@ def _private_temp_cache() -> Path | None:
     return fresh
 
 
+#: the files of a model folder whose change means other weights, config or tokenizer (`folder_stamp`)
+MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
+
+
+def folder_stamp(path: str | os.PathLike[str]) -> tuple[tuple[str, int, int, int], ...]:
+    """What tells a model folder's saved files apart without reading them: ``(name, size, mtime_ns, inode)`` of
+    each model file in it (`MODEL_FILE_SUFFIXES`; a link counts as its target). A process keeps loaded models by
+    folder; with this in the key, a folder saved over (a notebook that trains and saves into the same folder,
+    then scores again) is loaded again instead of scoring with, and signing, the weights it held before. Not a
+    folder (a hub id, a missing path): ``()``."""
+    try:
+        with os.scandir(os.path.expanduser(os.fspath(path))) as entries:
+            found = []
+            for e in entries:
+                if e.name.endswith(MODEL_FILE_SUFFIXES):
+                    with contextlib.suppress(OSError):
+                        st = e.stat()  # follows a link (a hub snapshot links to its blobs)
+                        found.append((e.name, st.st_size, st.st_mtime_ns, st.st_ino))
+    except OSError:
+        return ()
+    return tuple(sorted(found))
+
+
 def content_key(namespace: str, *parts: object) -> str:
     """SHA-256 of a namespace (model signature) and the inputs, as a cache key."""
     payload = json.dumps([namespace, *parts], ensure_ascii=False, separators=(",", ":"), default=str)

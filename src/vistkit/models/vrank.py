@@ -204,7 +204,7 @@ def load_encoder(encoder: str | Path, *, mlm: bool = False) -> tuple[Any, Any, P
     _torch()
     from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
-    from vistkit.models.checkpoints import refuse_missing_weights
+    from vistkit.models.checkpoints import refuse_foreign_tokenizer, refuse_missing_weights, refuse_non_finite
 
     folder = resolve_encoder(encoder)
     try:
@@ -226,6 +226,9 @@ def load_encoder(encoder: str | Path, *, mlm: bool = False) -> tuple[Any, Any, P
     encoder_part = f"{model.base_model_prefix}."
     in_encoder = [k for k in info.get("missing_keys") or () if k.startswith(encoder_part)]
     refuse_missing_weights({"missing_keys": in_encoder}, folder, what="encoder", unused=(f"{encoder_part}pooler.",))
+    # NaN weights train NaN; a tokenizer of another model stops training with IndexError at its first such token
+    refuse_non_finite(model.named_parameters(), folder)
+    refuse_foreign_tokenizer(tok, int(model.get_input_embeddings().weight.shape[0]), folder, what="encoder")
     return tok, model, folder
 
 
@@ -457,6 +460,9 @@ def load_vrank(folder: str | Path, *, device: str | None = None, batch_size: int
         )
     with transformers_load_errors(p, what="Vrank model's tokenizer"):  # a folder saved before files_sha256
         tok = AutoTokenizer.from_pretrained(str(p), trust_remote_code=False)
+    from vistkit.models.checkpoints import refuse_foreign_tokenizer
+
+    refuse_foreign_tokenizer(tok, int(model.get_input_embeddings().weight.shape[0]), p, what="Vrank model")
     return VrankModel(tok, model, meta=meta, device=device, batch_size=batch_size)
 
 

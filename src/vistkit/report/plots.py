@@ -404,11 +404,15 @@ def plot_beats_reference(
 ) -> Path:
     """Grouped bars: per system, the share of its stories ranked above the reference by each judge.
     ``reference_judge`` names the ``"human"`` judge in the legend by what its judgements are (people, or a
-    proxy label that is not a judgement at all)."""
+    proxy label that is not a judgement at all). Past `MAX_SYSTEM_BOXES` systems, one box per judge of its
+    systems' ratios (a bar and a name per system of 3,000 took 90 s to draw and could not be read; the table has
+    them)."""
     judges = list(data)
     systems = sorted({s for d in data.values() for s in d})
     if not systems:
         return _nothing(stem, "Machine-beats-reference ratio", "no system set against the reference")
+    if len(systems) > MAX_SYSTEM_BOXES:
+        return _beats_reference_boxes(data, systems, stem, reference_judge=reference_judge)
     fig = _figure(max(4.5, 0.9 * len(systems) * max(1, len(judges)) / 2 + 2.5), 3.4)
     ax = fig.subplots()
     width = 0.8 / max(1, len(judges))
@@ -431,6 +435,41 @@ def plot_beats_reference(
     ax.set_xlabel("system")
     ax.set_title("Machine-beats-reference ratio")
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, stem)
+
+
+def _beats_reference_boxes(
+    data: dict[str, dict[str, dict[str, Any]]], systems: Sequence[str], stem: Path, *, reference_judge: str
+) -> Path:
+    """`plot_beats_reference` of many systems: per judge, a box of its systems' ratios (whiskers at 1.5 IQR,
+    every system a dot); a judge without a defined ratio says so."""
+    judges = list(data)
+    shown = _labels([reference_judge if j == "human" else j for j in judges])
+    ratios = [np.array([_value(data[j].get(s, {}).get("ratio")) for s in systems], dtype=float) for j in judges]
+    defined = [r[~np.isnan(r)] for r in ratios]
+    fig = _figure(max(4.5, 1.1 * len(judges) + 2.5), 3.8)
+    ax = fig.subplots()
+    bp = ax.boxplot(defined, patch_artist=True, widths=0.6, showfliers=False)
+    for k, (patch, j) in enumerate(zip(bp["boxes"], judges, strict=True)):
+        patch.set_facecolor(HUMAN_COLOR if j == "human" else PALETTE[(k - ("human" in judges)) % len(PALETTE)])
+        patch.set_alpha(0.75)
+    for med in bp["medians"]:
+        med.set_color("black")
+    rng = np.random.default_rng(0)  # the dots' horizontal jitter: the same figure gives the same bytes
+    for k, d in enumerate(defined, start=1):
+        ax.plot(k + rng.uniform(-0.2, 0.2, d.size), d, ".", color="#333333", markersize=2, alpha=0.4)
+        if not d.size:
+            ax.text(k, 0.5, "n/a", ha="center", va="center", color="#555555")
+    ax.set_xticks(range(1, len(judges) + 1), shown, **_tick_rotation(shown))
+    ax.set_ylim(0, 1.08)
+    ax.set_ylabel("share ranked above the reference")
+    ax.set_xlabel("judge")
+    ax.set_title(
+        f"Machine-beats-reference ratio\n{len(systems):,} systems: one box per judge (each system's ratio is in the "
+        "table)",
+        fontsize=10,
+    )
     ax.grid(axis="y", alpha=0.3)
     return save_figure(fig, stem)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -108,6 +108,44 @@ def _photo_index(folder: str | None) -> dict[str, str]:
         if p.is_file() and p.suffix.lower() in PHOTO_SUFFIXES and _SAFE_NAME.match(p.name):
             out.setdefault(p.stem, p.name)
     return out
+
+
+def photo_folder_problem(
+    folder: str | Path, photo_ids: Iterable[str], *, index: dict[str, str] | None = None
+) -> str | None:
+    """What keeps the study's photo folder from showing ``photo_ids`` (it is not there, or holds no image file
+    of some of them directly inside it, as `_photo_index` reads it: ``index``, when the caller has it), in words
+    ending "... (not available)" in their place"; None when every photo has its file."""
+    ids = list(dict.fromkeys(photo_ids))
+    shown = 'so annotators see "Photo N (not available)" in their place'
+    if not Path(folder).is_dir():
+        return f"its photo folder {folder} is not there on this machine, {shown}"
+    index = _photo_index(str(folder)) if index is None else index
+    missing = [p for p in ids if p not in index]
+    if not missing:
+        return None
+    looked = f"{missing[0]}{PHOTO_SUFFIXES[0]}, " + ", ".join(PHOTO_SUFFIXES[1:-1]) + f" or {PHOTO_SUFFIXES[-1]}"
+    return (
+        f"{len(missing):,} of the study's {len(ids):,} photos have no image file directly in its photo folder "
+        f"{folder} (first: {missing[0]!r}; looked for {looked}), {shown}"
+    )
+
+
+def _study_photo_ids(st: db.Study) -> list[str]:
+    """The photo ids of the study's items (an item whose ids cannot be read is left to the pages that show it)."""
+    from sqlalchemy import select
+
+    with st.read() as conn:
+        rows = conn.execute(select(db.items.c.photo_ids)).scalars().all()
+    ids: dict[str, None] = {}
+    for raw in rows:
+        try:
+            value = json.loads(raw)
+        except (TypeError, ValueError, RecursionError):
+            continue
+        if isinstance(value, list):
+            ids.update(dict.fromkeys(str(p) for p in value))
+    return list(ids)
 
 
 def _wants_json(request: Request) -> bool:
@@ -492,6 +530,7 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         lifespan=lifespan,
     )
     app.state.study = st
+    app.state.photo_files = photo_files
     app.state.security_headers = secure
     return app
 
@@ -608,6 +647,14 @@ def serve(
     if check:
         db.check_writable(st, shown)
     app = create_app(st, name=shown)
+    folder = st.setting("photos_dir")
+    index = app.state.photo_files
+    if folder and (problem := photo_folder_problem(folder, _study_photo_ids(st), index=index)) is not None:
+        from vistkit.errors import warn
+
+        warn(
+            f"study {shown}: {problem}; put the photos there (a symlink to their folder will do) and restart the server"
+        )
     secure = app.state.security_headers
     config = uvicorn.Config(
         SecureResponses(app, headers=secure),  # outermost too: also Starlette's last-resort 500

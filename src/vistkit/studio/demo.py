@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import struct
 import zlib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vistkit.errors import InputError
+from vistkit.errors import InputError, warn
 
 #: scikit-image sample photos that are public domain or CC0 (per their docstrings in skimage.data).
 SKIMAGE_PHOTOS = (
@@ -101,22 +102,63 @@ def _read_links(links_file: Path, folder: Path) -> dict[str, Any]:
     return saved
 
 
+def _warn_ignored_on_reuse(folder: Path, study: Path, saved: dict[str, Any], asked: dict[str, Any]) -> None:
+    """One warning naming the options asked (not None) that the demo reused from ``folder`` was built otherwise
+    with: it is served as it is, so they would otherwise be ignored without a word."""
+    from vistkit.studio import db
+
+    asked = {k: v for k, v in asked.items() if v is not None}
+    if not asked:
+        return
+    built: dict[str, Any] = {"--task": saved["task"], "--items": saved["items"], "--annotators": len(saved["paths"])}
+    if "--per-item" in asked:
+        try:
+            st = db.open_study(study)
+        except Exception:  # a study that cannot be opened: serving it says so, in one sentence
+            built["--per-item"] = None
+        else:
+            try:
+                built["--per-item"] = st.setting("per_item")
+            finally:
+                st.engine.dispose()
+    ignored = [f"{k} {v}" for k, v in asked.items() if k in built and built[k] is not None and built[k] != v]
+    if not ignored:
+        return
+    words = [f"{saved['task']}", f"{saved['items']} items", f"{len(saved['paths'])} annotator links"]
+    if built.get("--per-item") is not None:
+        words.append(f"{built['--per-item']} annotators per unit")
+    one = len(ignored) == 1
+    warn(
+        f"{folder} holds a demo built earlier ({', '.join(words)}), which is served as it is: "
+        f"{' and '.join(ignored)} {'is' if one else 'are'} ignored; for a new demo remove the folder "
+        f"(rm -r {shlex.quote(str(folder))}) or choose another --dir"
+    )
+
+
 def build_demo(
     folder: str | Path,
     *,
-    task: str = "rank",
-    items: int = 10,
-    annotators: int = 3,
-    per_item: int = 3,
+    task: str | None = None,
+    items: int | None = None,
+    annotators: int | None = None,
+    per_item: int | None = None,
     base_url: str = "http://127.0.0.1:8000",
 ) -> dict[str, Any]:
-    """Build (or reuse) the demo study in ``folder``; returns its links. Reusing keeps the judgements so far."""
+    """Build (or reuse) the demo study in ``folder``; returns its links. Reusing keeps the judgements so far.
+
+    ``task``, ``items``, ``annotators`` and ``per_item`` left None are the defaults of a new demo (rank, 10, 3, 3);
+    a reused demo that was built otherwise than asked is one warning naming the options it ignores."""
     import json
 
     from vistkit.data.readers import read_stories
     from vistkit.studio import MAX_INVITES, MAX_PER_ITEM, TASKS, db, service
     from vistkit.studio.plan import create_study, items_from_story_sets
 
+    asked = {"--task": task, "--items": items, "--annotators": annotators, "--per-item": per_item}
+    task = "rank" if task is None else task
+    items = 10 if items is None else items
+    annotators = 3 if annotators is None else annotators
+    per_item = 3 if per_item is None else per_item
     if task not in TASKS:  # before the folder and its photos are written
         raise InputError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
     if not 1 <= annotators <= MAX_INVITES:
@@ -133,6 +175,7 @@ def build_demo(
         with contextlib.suppress(OSError):  # a folder an older vistkit made: its links.json was 0644
             os.chmod(links_file, 0o600)
         saved = _read_links(links_file, out)
+        _warn_ignored_on_reuse(out, study, saved, asked)
         return {
             **saved,
             "study": str(study),  # the one in this folder (links.json has the path as given then: maybe relative)

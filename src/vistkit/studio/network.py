@@ -36,7 +36,10 @@ def http_url(host: str, port: int) -> str:
 
 
 def check_base_url(url: str) -> str:
-    """The ``--base-url`` of printed links without its trailing /, if it is an http(s) URL with a host."""
+    """The ``--base-url`` of printed links without its trailing /, if it is an http(s) URL with a host and no
+    path: the server's pages name its addresses from the root of the host (``/static/...``, ``/a/TOKEN/submit``),
+    so behind a proxy under a sub-path (``https://lab.example.org/studio``) they would load no style, script or
+    photo, and a submission would go to an address the proxy does not pass on."""
     text = url.strip()
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment or " " in text:
@@ -48,6 +51,13 @@ def check_base_url(url: str) -> str:
         parts.port  # noqa: B018 (raises ValueError on a port out of range or not a number)
     except ValueError:
         raise InputError(f"--base-url {url!r}: its port is not a number from 1 to 65535") from None
+    if parts.path.strip("/"):
+        root = f"{parts.scheme}://{parts.netloc}"
+        raise InputError(
+            f"--base-url {url!r} has a path ({parts.path}), but the studio's pages use addresses from the root of "
+            "their host, so links under a path would not work; serve the studio at the root of a host name or port "
+            f"of its own and give that (e.g. {root})"
+        )
     return text.rstrip("/")
 
 

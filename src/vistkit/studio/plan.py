@@ -601,6 +601,23 @@ def create_study(
     finally:
         _release(hold)  # after the work file is gone (published or removed)
     st.engine.dispose()
+    bare = [it.key for it in items if not it.photo_ids]  # once the study is made: photos it cannot show
+    if bare and photos_dir is not None:
+        which = "the stories carry" if len(bare) == len(items) else f"{len(bare):,} of the {len(items):,} items carry"
+        warn(
+            f"{which} no photo ids (first: item {bare[0]!r}), so --photos shows no photo for them; read at least "
+            "one system from a format with photo ids (VIST SIS, PR-VIST, the challenge format) if they should be "
+            "shown"
+        )
+    if photos_dir is not None and len(bare) < len(items):  # photos in subfolders, or named by other ids
+        from vistkit.studio.app import photo_folder_problem
+
+        problem = photo_folder_problem(Path(photos_dir).resolve(), (p for it in items for p in it.photo_ids))
+        if problem is not None:
+            warn(
+                f"{problem}; --photos needs a folder holding a file PHOTO_ID.jpg (or .png, ...) for each photo id of "
+                "the stories, directly inside it: make the study again with such a folder if they should be shown"
+            )
     return {
         "study_id": study_id,
         "task": task,

@@ -115,6 +115,22 @@ def invite(st: db.Study, *, n: int, prefix: str = "annotator", quota: int | None
     return out
 
 
+def withdraw_invites(st: db.Study, names: list[str]) -> int:
+    """Remove the annotators ``names`` made by `invite` whose links could not be handed out (the output failed):
+    only their token hashes were stored, so nobody can use them. One that has claimed a task is kept. Returns how
+    many were removed."""
+    from sqlalchemy import delete
+
+    an, a = db.annotators, db.assignments
+    if not names:
+        return 0
+    with st.write() as conn:
+        _lock_study(conn)
+        used = select(a.c.annotator_id).where(a.c.annotator_id.is_not(None))
+        res = conn.execute(delete(an).where(an.c.name.in_(names), an.c.id.not_in(used)))
+    return int(res.rowcount)
+
+
 def new_admin_token(st: db.Study) -> str:
     """Replace the admin token (the old link stops working); returns the new one."""
     token = db.new_token()
@@ -231,7 +247,7 @@ def claim_next(st: db.Study, annotator: Annotator) -> int | None:
     An annotator holds at most one open claim, and claims no more tasks than their quota: both are checked in the
     same write transaction that makes the claim, so parallel page loads (one link opened in many tabs, or several
     server processes) cannot claim more. Claims left unsubmitted for longer than the study's ``claim_timeout`` are
-    given to someone else.
+    given to someone else once no unclaimed slot is left.
     """
     with st.read() as conn:  # the common case, without the write lock: the task already claimed
         current = _open_claim(conn, annotator)
@@ -268,7 +284,9 @@ def claim_next(st: db.Study, annotator: Annotator) -> int | None:
                     a.c.unit_id.not_in(mine),
                     a.c.unit_id.not_in(judged.scalar_subquery()),
                 )
-                .order_by(a.c.slot, a.c.rnd)
+                # free slots first: a claim past the timeout is given to someone else only when none is left, so
+                # an annotator back from a break keeps their open task (and their answer) while others remain
+                .order_by(a.c.annotator_id.is_not(None), a.c.slot, a.c.rnd)
                 .limit(1)
             ).first()
             if cand is None:
@@ -305,16 +323,26 @@ def load_task(st: db.Study, annotator: Annotator, assignment_id: int) -> Task:
     photo_ids = db.loads(row.photo_ids, st.name, f"item {row.key!r}: its photo ids")
     if not isinstance(photo_ids, list) or any(sid not in texts for sid in order):
         raise db.damaged(st.name, f"assignment {assignment_id}: its item or stories are not what vistkit stores")
-    labels = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     return Task(
         assignment_id=assignment_id,
         unit_id=row.unit_id,
         item_key=row.key,
         photo_ids=[str(p) for p in photo_ids],
-        stories=[{"id": sid, "text": texts[sid], "label": labels[i % 26]} for i, sid in enumerate(order)],
+        stories=[{"id": sid, "text": texts[sid], "label": story_label(i)} for i, sid in enumerate(order)],
         done=done,
         total=max(total, done + 1),
     )
+
+
+def story_label(position: int) -> str:
+    """The label of the story shown at 0-based ``position``: A..Z, then AA, AB, ... (as spreadsheet columns), so
+    no two stories of a task share one."""
+    label = ""
+    n = position + 1
+    while n:
+        n, rest = divmod(n - 1, 26)
+        label = chr(ord("A") + rest) + label
+    return label
 
 
 def _story_order(st: db.Study, row: Any) -> list[int]:
@@ -340,6 +368,10 @@ def parse_answer(task: str, form: dict[str, str], order: list[int], aspects: lis
     """
     if task == "rank":
         raw = form.get("ranking", "")
+        if not raw.strip():  # the page's script fills it in: a form sent without it ranked nothing
+            raise StudioError(
+                422, "no ranking was sent (the page's script did not run): reload the page with JavaScript on"
+            )
         try:
             positions = [int(x) for x in raw.split(",")]
         except ValueError:

@@ -381,6 +381,8 @@ def pairs_assessment(
 ) -> dict[str, Any]:
     """Everything the pair sub-commands print and the report shows, as one JSON-ready dict. ``edges`` None:
     gap buckets chosen from the data (none when every pair has the same gap)."""
+    import numpy as np
+
     from vistkit.meta.pairs import (
         SUBSETS,
         accuracy_by_gap,
@@ -424,7 +426,9 @@ def pairs_assessment(
         },
         "comparisons": comparisons,
         "signatures": {s.metric: s.signature for s in scores},
-        "excluded": {s.metric: len(s.excluded) for s in scores},
+        # pairs, counted by position: `PairScores.excluded` is keyed by pair id, which a file's pair_id column may
+        # repeat (three unscored pairs of one id were "1 pair left out")
+        "excluded": {s.metric: int(np.isnan(s.difference()).sum()) for s in scores},
     }
 
 

@@ -37,12 +37,20 @@ if TYPE_CHECKING:  # numpy is imported where it is used: `vistkit --help` does n
 
 def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> list[Story]:
     """One `Story` per judged (system, item): text from the table's ``text`` column or from ``--stories``
-    files (``SYSTEM=FILE``, matched by ``--key``; default story id)."""
-    from vistkit.data.readers import read_stories
+    files (``SYSTEM=FILE``, matched by ``--key``; default story id). A file named after a system the table does
+    not have is refused (a typo was ignored, and the table's own text scored in its place)."""
+    from vistkit.data.readers import read_stories, shown_names
     from vistkit.meta.human import is_reference_system, parse_img_seq
 
     keying = key or Keying.STORY
     files = _parse_story_files(story_files)
+    known = dict.fromkeys(table.systems)
+    unknown = [name for name in files if name not in known]
+    if unknown:  # a typo (or another case) was ignored: the table's own text was scored instead, without a word
+        raise InputError(
+            f"--stories names the system {unknown[0]!r:.60}, which the table does not have (its systems: "
+            f"{shown_names(list(known))}); name each file after a system of the table, as spelled there"
+        )
     loaded: dict[str, dict[str, Story]] = {}
     for name, (path, field) in files.items():
         loaded[name] = read_stories(path, field=field, system=name).by_key(keying)
@@ -133,6 +141,24 @@ def _finite(values: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[
     return {m: np.where(np.isinf(v), np.nan, v) for m, v in values.items()}, {m: k for m, k in counts.items() if k}
 
 
+def _unscored(values: dict[str, np.ndarray]) -> dict[str, int]:
+    """Per metric, how many stories it left undefined (NaN: a story it cannot score); metrics with none left out."""
+    import numpy as np
+
+    counts = {m: int(np.isnan(v).sum()) for m, v in values.items()}
+    return {m: k for m, k in counts.items() if k}
+
+
+def _unscored_note(counts: dict[str, int], total: int, what: str) -> str:
+    """Under the table: how many stories each metric could not score, left out of ``what`` (its ``n`` fell without
+    a word, where `meta pairs` names the pairs it leaves out)."""
+    return "".join(
+        f"\nnote: {m}: {k:,} of {total:,} stories {'has' if k == 1 else 'have'} no score (the metric left "
+        f"{'it' if k == 1 else 'them'} undefined) and {'is' if k == 1 else 'are'} left out of its {what}"
+        for m, k in counts.items()
+    )
+
+
 def _infinite_note(counts: dict[str, int], total: int, what: str) -> str:
     """Under the table: how many stories each metric scored infinite, left out of ``what``."""
     return "".join(
@@ -176,17 +202,24 @@ def correlate_cmd(
 ) -> None:
     """Pearson, Spearman and Kendall tau-b (tau-c with --kendall c) of metric scores with human scores (story and
     system level, bootstrap CIs), and the Williams test between every two metrics."""
+    import numpy as np
+
     from vistkit.meta.human import parse_scale, read_likert  # --level and --kendall: checked by their callbacks
 
     table = read_likert(
         likert_csv, aspects=parse_metric_names(aspects) if aspects else None, scale=parse_scale(scale)
     )
     judged, values, sigs, lower = _score_table(table, inputs)
+    unscored = _unscored(values)
     finite, infinite = _finite(_oriented(values, lower))
     result = correlation_assessment(table, finite, level=level, n_resamples=n_resamples, seed=seed, kendall=kendall)
     result["signatures"] = sigs
     result["lower_is_better"] = lower
     result["infinite_scores"] = infinite
+    result["unscored_stories"] = unscored
+    # a story with no rating of an aspect (every cell of it empty) is left out of that aspect's correlations
+    unrated = {a: int(np.isnan(table.column(a)).sum()) for a in table.aspects}
+    result["unrated_stories"] = unrated
     few = _resamples_note(result, n_resamples)  # --bootstrap 1: a "95% CI" of one resample
     cols = ["level", "metric", "aspect", "method", "r", "ci low", "ci high", "p", "n"]
     rows = [
@@ -194,8 +227,20 @@ def correlate_cmd(
         for r in result["correlations"]
     ]
     title = f"correlation with human scores (Kendall = tau-{kendall})"  # said tau-b under --kendall c too
-    undefined = _infinite_note(infinite, len(table), "correlations") + _undefined_note(result["correlations"]) + few
+    undefined = (
+        _unscored_note(unscored, len(table), "correlations")
+        + _infinite_note(infinite, len(table), "correlations")
+        + "".join(
+            f"\nnote: {a}: {k:,} of {len(table):,} stories {'has' if k == 1 else 'have'} no rating (every {a} cell of "
+            f"{'it' if k == 1 else 'them'} is empty) and {'is' if k == 1 else 'are'} left out of its correlations"
+            for a, k in unrated.items()
+            if k
+        )
+        + _undefined_note(result["correlations"])
+        + few
+    )
     _emit(result, cols, rows, fmt, title, _sig_caption(sigs) + undefined)
+    _emit_williams(result["williams"], fmt)
     if report is not None:
         from vistkit.report.html import correlation_report
 
@@ -206,6 +251,42 @@ def correlate_cmd(
                 report, table, judged, values, result, command=_command_line(ctx), notes=notes
             ),
         )
+
+
+WILLIAMS_COLUMNS = ["level", "aspect", "A", "B", "r A", "r B", "r AB", "t", "p (A > B)", "n"]
+
+
+def _emit_williams(tests: list[dict[str, Any]], fmt: OutputFormat) -> None:
+    """The Williams tests under the correlation table (text, LaTeX), with why each n/a one is undefined; a CSV
+    holds one table, so there a note says where they are. They were in JSON and on the report page only, though
+    the verb's help promises them."""
+    from vistkit.commands.common import echo, note
+    from vistkit.report.tables import render_table
+
+    if not tests or fmt is OutputFormat.JSON:  # JSON: in the payload already
+        return
+    if fmt is OutputFormat.CSV:
+        note(
+            "note: the Williams test between every two metrics is not in the CSV (one table); see -f json "
+            "(`williams`) or the --report page"
+        )
+        return
+    rows = [
+        [w["level"], w["aspect"], w["a"], w["b"], w["r_a"], w["r_b"], w["r_ab"], w["t"], w["p_one_sided"], w["n"]]
+        for w in tests
+    ]
+    undefined = "".join(
+        f"\nnote: n/a for {w['a']} vs {w['b']} / {w['aspect']} ({w['level']} level): {w['undefined']}"
+        for w in tests
+        if w.get("undefined")
+    )
+    title = "Williams test on Pearson r (p: one-sided, r A > r B; system level = system means)"
+    if fmt is OutputFormat.TEXT:
+        echo(render_table(WILLIAMS_COLUMNS, rows, fmt, title=title))
+        if undefined:
+            echo(undefined.lstrip("\n"))
+    else:
+        echo(render_table(WILLIAMS_COLUMNS, rows, fmt, title=title, caption=undefined.lstrip("\n")))
 
 
 def _undefined_note(rows: list[dict[str, Any]]) -> str:
@@ -316,7 +397,9 @@ def _correlate_aspect(
 def errors_cmd(
     ctx: typer.Context,
     inputs: JudgedInput,
-    labels_csv: Path = typer.Argument(..., help="Error labels: system, item, one 0/1 column per error type."),
+    labels_csv: Path = typer.Argument(
+        ..., help="Error labels: system, item, one 0/1 (or TRUE/FALSE) column per error type."
+    ),
     errors: str | None = typer.Option(
         None, "--errors", metavar="COLUMNS", help="Error columns (default: all; e.g. Gram,Rep,Desc)."
     ),
@@ -335,6 +418,7 @@ def errors_cmd(
 
     table = read_error_labels(labels_csv, errors=parse_metric_names(errors) if errors else None)
     _, values, sigs, lower = _score_table(table, inputs)
+    unscored = _unscored(values)
     oriented, infinite = _finite(_oriented(values, lower))
     result = {m: {e: point_biserial(v, table.column(e)) for e in table.aspects} for m, v in oriented.items()}
     tied = _tied_labels(table, oriented, result)
@@ -348,6 +432,7 @@ def errors_cmd(
         "tied_stories": tied,
         "unlabelled_stories": unlabelled,
         "infinite_scores": infinite,
+        "unscored_stories": unscored,
         "note": "scores of lower-is-better metrics are negated: r < 0 means stories with the error score worse; "
         "annotators are merged by majority vote, a tie counting as the error present",
     }
@@ -355,7 +440,9 @@ def errors_cmd(
     rows = [[m, e, v["r"], v["p"], v["n"], v["n_error"]] for m, d in result.items() for e, v in d.items()]
     title = "point-biserial r with error labels (Vrank Table 5)"
     undefined = [{"metric": m, "aspect": e, **v} for m, d in result.items() for e, v in d.items()]
-    notes = _infinite_note(infinite, len(table), "point-biserial r") + "".join(
+    notes = _unscored_note(unscored, len(table), "point-biserial r") + _infinite_note(
+        infinite, len(table), "point-biserial r"
+    ) + "".join(
         f"\nnote: {e}: the annotators of {n} of {len(table)} stories are tied (as many 1 as 0); a tie counts as the "
         "error present"
         for e, n in tied.items()

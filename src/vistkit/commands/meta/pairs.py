@@ -245,7 +245,32 @@ def compare_cmd(
         comps = pairwise_comparisons(list(correct), correct, n_resamples=n_resamples, seed=seed)
     signatures = {s.metric: s.signature for s in scores}
     payload: dict[str, Any] = {"subset": subset, "comparisons": comps, "signatures": signatures}
+    empty = _empty_subset_note(pairs, subset, int(mask.sum())) if all(not c["mcnemar"]["n"] for c in comps) else ""
+    if empty:
+        payload["note"] = empty
     few = _resamples_note(payload, n_resamples)  # the JSON's CI of the difference
     cols = [*COMPARISON_COLUMNS, "n"]
     rows = [[*comparison_row(c), c["mcnemar"]["n"]] for c in comps]
-    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", _sig_caption(signatures) + few)
+    caption = _sig_caption(signatures) + (f"\nnote: {empty}" if empty else "") + few
+    _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", caption)
+
+
+def _empty_subset_note(pairs: list[Any], subset: str, in_subset: int) -> str:
+    """Why `meta compare` tested no pair (its table is a row of n/a): the subset holds no pair (the file gives no
+    agreement, or none of the subset's), or none of its pairs counts (no human preference, or an unscored story)."""
+    wanted = {"omega_3": "3", "omega_4": "4", "omega_5": "5", "omega_4_5": "4 or 5"}
+    if in_subset == 0 and subset in wanted:
+        given = sorted({p.agreement for p in pairs if p.agreement is not None})
+        if not given:
+            return (
+                f"no pair is in {subset}: the pairs file gives no agreement (how many workers order a pair alike), "
+                "so only --subset all has pairs"
+            )
+        return (
+            f"no pair is in {subset} (agreement {wanted[subset]}): the file's agreements are "
+            f"{', '.join(str(a) for a in given[:12])}{' ...' if len(given) > 12 else ''}; choose another --subset"
+        )
+    return (
+        f"none of the {in_subset:,} pairs in {subset} counts: each has no human preference (a gap of 0) or a story "
+        "one of the metrics could not score"
+    )

@@ -1,6 +1,8 @@
-// vistkit studio: drag-or-keyboard ranking, submission that keeps the answer when it fails, and photos that do
-// not load shown as such. The server reads the hidden "ranking" input: the display positions of the stories,
-// best first. No build step, no dependencies; the page works without this script (a plain form post).
+// vistkit studio: drag-or-keyboard ranking, submission that keeps the answer when it fails, an answer in progress
+// kept over a reload or Back/Forward, and photos that do not load shown as such. The server reads the hidden
+// "ranking" input: the display positions of the stories, best first, filled in only by this script (without it a
+// ranking task says it needs this script, and sends no ranking). No build step, no dependencies; the other tasks
+// work without this script (a plain form post).
 (function () {
   "use strict";
 
@@ -27,28 +29,104 @@
     }
   });
 
+  var form = document.getElementById("task-form");
   var list = document.getElementById("ranking-list");
   var field = document.getElementById("ranking");
+
+  // the answer in progress, per tab (sessionStorage), for this link's current task only: the page is sent
+  // "no-store", so a reload or Back/Forward gave the task back blank (ranking in the shown order, no choice
+  // checked). Dropped once the answer is stored, and when this link shows another task.
+  var DRAFT = "vistkit-draft ";
+  var assignment = form ? form.querySelector("input[name=assignment]") : null;
+  var draftPrefix = form ? DRAFT + form.getAttribute("action") + " " : null;
+  var draftKey = draftPrefix && assignment ? draftPrefix + assignment.value : null;
+  function storage() {
+    try { return window.sessionStorage || null; } catch (e) { return null; }  // storage off: no drafts
+  }
+  function radios() {
+    return form ? Array.prototype.slice.call(form.querySelectorAll("input[type=radio]")) : [];
+  }
+  function saveDraft() {
+    var store = storage();
+    if (!store || !draftKey) { return; }
+    var draft = { ranking: field ? field.value : null, choices: {} };
+    radios().forEach(function (r) { if (r.checked) { draft.choices[r.name] = r.value; } });
+    try { store.setItem(draftKey, JSON.stringify(draft)); } catch (e) { /* full or refused: nothing kept */ }
+  }
+  function dropDraft() {
+    var store = storage();
+    if (store && draftKey) { try { store.removeItem(draftKey); } catch (e) { /* nothing to drop */ } }
+  }
+  function loadDraft() {
+    var store = storage();
+    if (!store || !draftPrefix) { return null; }
+    var draft = null;
+    try {
+      for (var k = store.length - 1; k >= 0; k--) {  // drafts of this link's earlier tasks: stored or gone
+        var key = store.key(k);
+        if (key && key.indexOf(draftPrefix) === 0 && key !== draftKey) { store.removeItem(key); }
+      }
+      draft = draftKey ? JSON.parse(store.getItem(draftKey) || "null") : null;
+    } catch (e) { return null; }
+    return draft && typeof draft === "object" ? draft : null;
+  }
+
   function items() { return list ? Array.prototype.slice.call(list.querySelectorAll("li.story")) : []; }
   function sync() {
     if (!list || !field) { return; }
     field.value = items().map(function (li) { return li.getAttribute("data-pos"); }).join(",");
+    saveDraft();
   }
-  function move(li, delta) {
+  function say(text) {
+    var status = document.getElementById("rank-status");
+    if (status) { status.textContent = text; }
+  }
+  // moves a story one place; the focus stays on what moved it (its arrow button, or the story itself)
+  function move(li, delta, from) {
     var all = items();
     var i = all.indexOf(li);
     var j = i + delta;
-    if (j < 0 || j >= all.length) { return; }
+    var label = "Story " + li.getAttribute("data-label");
+    if (j < 0 || j >= all.length) {
+      say(label + " is already " + (j < 0 ? "first" : "last") + ".");
+      return;
+    }
     if (delta < 0) { list.insertBefore(li, all[j]); } else { list.insertBefore(all[j], li); }
     sync();
-    li.focus();
-    var status = document.getElementById("rank-status");
-    if (status) { status.textContent = "Story " + li.getAttribute("data-label") + " is now in place " + (j + 1) + "."; }
+    (from || li).focus();
+    say(label + " is now in place " + (j + 1) + ".");
   }
+  function restoreRanking(saved) {
+    if (typeof saved !== "string") { return; }
+    var byPos = {};
+    items().forEach(function (li) { byPos[li.getAttribute("data-pos")] = li; });
+    var order = saved.split(",");
+    var seen = {};
+    var whole = order.length === items().length && order.every(function (p) {
+      var ok = Object.prototype.hasOwnProperty.call(byPos, p) && !seen[p];
+      seen[p] = true;
+      return ok;
+    });
+    if (whole) { order.forEach(function (p) { list.appendChild(byPos[p]); }); }
+  }
+  var draft = loadDraft();
+  if (draft && draft.choices && typeof draft.choices === "object") {
+    radios().forEach(function (r) {
+      if (Object.prototype.hasOwnProperty.call(draft.choices, r.name) && draft.choices[r.name] === r.value) {
+        r.checked = true;
+      }
+    });
+  }
+  if (form) { form.addEventListener("change", saveDraft); }
   if (list && field) {
+    var needsScript = document.getElementById("needs-script");
+    if (needsScript && needsScript.parentNode) { needsScript.parentNode.removeChild(needsScript); }
+    if (draft) { restoreRanking(draft.ranking); }
     items().forEach(function (li) {
-      li.querySelector("button.up").addEventListener("click", function () { move(li, -1); });
-      li.querySelector("button.down").addEventListener("click", function () { move(li, 1); });
+      var up = li.querySelector("button.up");
+      var down = li.querySelector("button.down");
+      up.addEventListener("click", function () { move(li, -1, up); });
+      down.addEventListener("click", function () { move(li, 1, down); });
       li.addEventListener("keydown", function (ev) {
         if (ev.target !== li) { return; }
         var grabbed = li.classList.contains("grabbed");
@@ -68,6 +146,7 @@
           ev.preventDefault();
         } else if (ev.key === "Escape") {
           li.classList.remove("grabbed");
+          li.setAttribute("aria-grabbed", "false");
         }
       });
       li.addEventListener("dragstart", function (ev) {
@@ -96,7 +175,6 @@
   // submission: sent in the background, so that a failure (no network, a server that answers an error or not at
   // all) leaves the annotator on this page with their answer, told why, and Submit works again. The server stores
   // a resent answer once. A browser without fetch posts the form as a page does without this script.
-  var form = document.getElementById("task-form");
   if (!form) { return; }
   var button = document.getElementById("submit");
   var notice = document.getElementById("send-status");
@@ -106,11 +184,19 @@
     sending = false;
     if (button) { button.disabled = false; button.removeAttribute("aria-busy"); }
   }
+  // why it was not saved; ``again``: sending it again may work, else a link reloads the page (a task that is
+  // no longer theirs, a form gone stale: the page then shows where they are, with their answer if still theirs)
   function failed(why, again) {
     ready();
     if (notice) {
       notice.textContent = "Not saved: " + why + "." +
-        (again ? " Your answer is still here; press \u201cSubmit and continue\u201d again." : "");
+        (again ? " Your answer is still here; press \u201cSubmit and continue\u201d again." : " ");
+      if (!again) {
+        var reload = document.createElement("a");
+        reload.href = window.location.pathname;
+        reload.textContent = "Reload the page";
+        notice.appendChild(reload);
+      }
       notice.hidden = false;
       notice.focus();
     }
@@ -136,7 +222,7 @@
       body: new window.URLSearchParams(new window.FormData(form)),
       headers: { "Accept": "application/json" },
       credentials: "same-origin",
-      redirect: "error",
+      redirect: "manual",  // never followed: a redirect (a sign-in proxy) is told apart from a lost connection
       signal: controller ? controller.signal : undefined
     }).then(function (response) {
       return response.json().then(function (data) { return [response, data]; }, function () { return [response, null]; });
@@ -145,11 +231,23 @@
       var response = answer[0];
       var data = answer[1] || {};
       if (response.ok && data.saved) {
+        dropDraft();
         window.location.assign(next);
         return;
       }
-      var why = typeof data.error === "string" && data.error ? data.error : "the server answered " + response.status;
+      if (response.type === "opaqueredirect") {  // the studio never redirects a submission: a proxy in front did
+        failed("the submission was sent on to another page, as when a sign-in in front of the study has ended; " +
+          "open this page's link in a new tab, sign in if asked, then come back", true);
+        return;
+      }
       var status = response.status;
+      // not the studio's JSON, with a success or sign-in status: a network's sign-in or filter page
+      if (answer[1] === null && (status < 400 || status === 401 || status === 403 || status === 407)) {
+        failed("the answer came from something between you and the study (status " + status + "), such as a " +
+          "network's sign-in page; open this page's link in a new tab, sign in there if asked, then come back", true);
+        return;
+      }
+      var why = typeof data.error === "string" && data.error ? data.error : "the server answered " + status;
       failed(why, status >= 500 || status === 408 || status === 429 || status === 0);
     }, function () {
       window.clearTimeout(timer);
