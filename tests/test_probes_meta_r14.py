@@ -259,9 +259,12 @@ def test_an_error_label_that_is_no_label_says_what_a_label_is(tmp_path: Path) ->
 
 
 # ------------------------------------------------------------------------------- the Williams test on screen
-def test_correlate_prints_the_williams_test_it_promises(capsys: pytest.CaptureFixture[str]) -> None:
+def test_correlate_prints_the_williams_test_it_promises(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Was: `meta correlate -m A,B` ("... and the Williams test between every two metrics") printed no Williams
     test: it was in `-f json` and the --report page only."""
+    monkeypatch.setenv("COLUMNS", "200")  # the table's headers whole (CI runs with COLUMNS=80)
     likert = FIX / "likert_small.csv"
     metrics = "meta-test-length,meta-test-shortness"
     code, out, _ = _run(capsys, "meta", "correlate", likert, "-m", metrics, "--bootstrap", "50")

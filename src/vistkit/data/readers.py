@@ -1865,8 +1865,10 @@ def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[S
     floats.report()
 
 
-#: a whole number as pandas writes it from a float column (an integer column holding a missing value): ``45530.0``
-_FLOAT_ID = re.compile(r"\d+\.0")
+def _float_id(text: str) -> bool:
+    """Whether ``text`` is a whole number as pandas writes it from a float column (an integer column holding a
+    missing value): ``45530.0``."""
+    return text.endswith(".0") and text[:-2].isascii() and text[:-2].isdigit()
 
 
 class FloatIds:
@@ -1891,7 +1893,7 @@ class FloatIds:
                 continue
             parts = cell.removesuffix("-").split("-") if column in _PHOTO_FIELDS else [cell]
             self.given[column] += 1
-            if all(_FLOAT_ID.fullmatch(x.strip()) for x in parts):
+            if all(_float_id(x.strip()) for x in parts):
                 self.floats[column] += 1
                 self.first.setdefault(column, (where, cell))
 

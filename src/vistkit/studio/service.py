@@ -370,7 +370,9 @@ def parse_answer(task: str, form: dict[str, str], order: list[int], aspects: lis
         raw = form.get("ranking", "")
         if not raw.strip():  # the page's script fills it in: a form sent without it ranked nothing
             raise StudioError(
-                422, "no ranking was sent (the page's script did not run): reload the page with JavaScript on"
+                422,
+                "no ranking was sent (the story positions best first, e.g. 2,1,3, which the page's script fills in: "
+                "it did not run): reload the page with JavaScript on",
             )
         try:
             positions = [int(x) for x in raw.split(",")]
