@@ -9,6 +9,13 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 .PHONY: demo test install lint bench clean system-deps
 
 $(STAMP):
+	@# the Python first (pyproject's requires-python): a venv of an older one would get torch, then fail in pip; an
+	@# existing .venv of an older one would be reused by every later run, whatever PYTHON says
+	@if [ -x $(BIN)/python ]; then py=$(BIN)/python; fix="remove $(VENV) (make clean) and run make again"; \
+	else py="$(PYTHON)"; fix="run make again with PYTHON=python3.11 (or a newer Python)"; fi; \
+	$$py -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+		echo "error: vistkit needs Python >= 3.11, and $$py is $$($$py -V 2>/dev/null || echo 'not a Python that runs'):" \
+			"$$fix" >&2; exit 1; }
 	$(MAKE) --no-print-directory system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip

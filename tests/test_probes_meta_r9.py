@@ -49,6 +49,16 @@ def _exact_spearman_p(x: np.ndarray, y: np.ndarray) -> float:
     return float(min(1.0, 2 * min(less, greater)))
 
 
+def _exact_kendall_p(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's two-sided p by brute force over every ordering of x against y (S = concordant - discordant orders
+    them for tau-b and tau-c alike: both denominators are fixed under a permutation); twice the smaller tail."""
+    orders = np.array(list(itertools.permutations(range(x.size))))
+    first, second = np.triu_indices(x.size, 1)
+    null = (np.sign(x[orders[:, first]] - x[orders[:, second]]) * np.sign(y[first] - y[second])).sum(axis=1)
+    obs = (np.sign(x[first] - x[second]) * np.sign(y[first] - y[second])).sum()
+    return float(min(1.0, 2 * min(np.mean(null <= obs), np.mean(null >= obs))))
+
+
 def test_spearman_p_is_exact_for_few_pairs() -> None:
     """A perfect ranking of 3 systems had p = 0.0000 (scipy's t approximation); its exact p is 1/3 (2 of the 6
     orderings are as extreme), of 4 systems 1/12, and Kendall's exact p agrees there."""
@@ -155,6 +165,9 @@ def test_scalar_row_wise_and_scipy_agree_on_ties_and_tiny_n(method: str) -> None
         if not math.isnan(want):
             if method == "spearman":  # n <= 9: the exact permutation p, not scipy's t approximation (round 11)
                 assert p == pytest.approx(_exact_spearman_p(x, y), rel=1e-9, abs=1e-12)
+                continue
+            if method != "pearson" and (np.unique(x).size < n or np.unique(y).size < n):  # round 14: exact with ties
+                assert p == pytest.approx(_exact_kendall_p(x, y), rel=1e-9, abs=1e-12)
                 continue
             res = (
                 stats.pearsonr(x, y)

@@ -116,3 +116,66 @@ def test_keys_written_as_floats_are_named_when_nothing_matches(float_side: str) 
     with pytest.raises(InputError, match=r"2 keys of one side are keys of the other written as floats \(e\.g\. "
                                          r"'45530\.0'.*write the ids as whole numbers"):
         vistkit.score("sacrebleu", hyps, refs)
+
+
+def test_meta_stories_with_an_empty_file_after_the_system_name_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`meta correlate -s human=$UNSET` said "error: . is a folder" (the empty name read as the current folder)."""
+    from meta_dummies import FIX, dummy_metrics_registered
+
+    from vistkit.cli import main
+
+    with dummy_metrics_registered():
+        capsys.readouterr()
+        code = main(["meta", "correlate", str(FIX / "likert_small.csv"), "-m", "meta-test-length", "-s", "m1="])
+    err = capsys.readouterr().err
+    assert code == 1 and "the file after '=' is empty" in err and "is a folder" not in err, err
+
+
+def test_a_verb_that_does_not_read_standard_input_says_so_for_a_dash() -> None:
+    """`meta rankings-to-pairs -` (and the other verbs that read files by name only) said "-: no such file"."""
+    from vistkit.data.readers import missing_file
+
+    message = str(missing_file("-"))
+    assert message.startswith("- (standard input) is not read here") and "score, compare and validate" in message
+
+
+def test_metrics_all_keeps_the_whole_reason_a_metric_was_skipped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`meta ... --metrics all` cut each skip reason at its first ';', so rovist-c's stopped at "see its README's
+    Google Drive link" and lost how to provide the checkpoint (`-O rovist-c.model=PATH`)."""
+    import vistkit.commands.score as score_module
+    from vistkit.commands.meta import common
+    from vistkit.errors import MissingDependencyError
+
+    def build(names: list[str], *args: object, **kwargs: object) -> list[object]:
+        if names == ["rovist-c"]:
+            raise MissingDependencyError("rovist-c needs its checkpoint (see its README); pass model=PATH")
+        return [names[0]] if names == ["rovist-nr"] else []
+
+    monkeypatch.setattr(score_module, "build_metrics", build)
+    common._metrics("all", [])
+    assert common.SKIPPED["rovist-c"].endswith("; pass model=PATH")
+
+
+def test_lm_metrics_read_a_markdown_story_as_its_prose(tmp_path: Path) -> None:
+    """The lm-* metrics read "**We went.**" with its asterisks and "2." as a sentence of its own (story-ranker
+    stopped reading markdown marks this round); they now read the prose, sentence by sentence."""
+    pytest.importorskip("torch")
+    from tiny_models import make_tiny_causal_lm
+
+    from vistkit.metrics.base import get_metric
+
+    lm = make_tiny_causal_lm(tmp_path / "lm")
+    prose = "We went to the park. The dog ran fast. We ate cake at home."
+    forms = [
+        "**We went to the park.** **The dog ran fast.** **We ate cake at home.**",
+        "1. We went to the park.\n2. The dog ran fast.\n3. We ate cake at home.",
+        "- We went to the park.\n- The dog ran fast.\n- We ate cake at home.",
+    ]
+    for name in ("lm-fluency", "lm-coherence", "lm-perplexity"):
+        metric = get_metric(name, lm=str(lm), device="cpu")
+        plain, *others = metric.score([prose, *forms]).item_scores
+        assert others == pytest.approx([plain] * len(forms), rel=1e-5), name

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 import typer
-from typer.core import TyperArgument, TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 
 # ------------------------------------------------------------------------------------------- help conventions
@@ -71,7 +71,8 @@ def first_sentence(text: str) -> str:
 
 
 def _conventions(command: Any, quiet: Any, seen: set[int]) -> None:
-    """Every verb: plain metavars (FILE, INTEGER, local|ray) and the shared ``-q/--quiet`` option. Help is
+    """Every verb: plain metavars (FILE, INTEGER, local|ray), the shared ``-q/--quiet`` option and the command-line
+    checks of `_parse_once`; every group alone shows its help. Help is
     plain click text (``rich_markup_mode=None``): nothing in it is read as markup, so ``[ray]`` shows as
     written, and it wraps at the terminal width instead of truncating option names."""
     if id(command) in seen:
@@ -97,12 +98,35 @@ def _conventions(command: Any, quiet: Any, seen: set[int]) -> None:
     command.get_help_option = get_help_option
     for sub in getattr(command, "commands", {}).values():
         _conventions(sub, quiet, seen)
+    if getattr(command, "commands", None):  # `vistkit models` alone lists its verbs, as `vistkit meta` does
+        command.no_args_is_help = True
+    else:
+        _parse_once(command)
     if quiet is not None and not getattr(command, "commands", None) and not any(
         "--quiet" in p.opts for p in command.params
     ):
         own = copy.copy(quiet)
         own.expose_value = False
         command.params.append(own)
+
+
+def _parse_once(command: Any) -> None:
+    """Every verb's command line is checked as `vistkit.commands.common.OnceCommand` checks it: a single-value
+    option given twice (``--report a --report b``) and an empty or blank file or folder (``-r "$UNSET"``, read as
+    the current folder) are usage errors (exit 2), before anything is read or written; ``-r=FILE`` is ``-r FILE``
+    (click read the value ``=FILE``)."""
+    from vistkit.commands.common import OnceCommand
+
+    cls = type(command)
+    if issubclass(cls, OnceCommand):
+        return
+    if cls is not TyperCommand and cls not in _ONCE_CLASSES:  # a verb with a command class of its own keeps it
+        _ONCE_CLASSES[cls] = type(f"Once{cls.__name__}", (OnceCommand, cls), {})
+    command.__class__ = OnceCommand if cls is TyperCommand else _ONCE_CLASSES[cls]
+
+
+#: `_parse_once`'s command classes for verbs declared with a class of their own (``cls=``)
+_ONCE_CLASSES: dict[type, type] = {}
 
 
 class VistkitGroup(TyperGroup):
@@ -133,6 +157,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=VistkitGroup,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["--help", "-h"]},  # every verb's contexts inherit it
 )
 
 # Each module registers its command(s) on `app` when imported. A missing module (work in progress) is skipped.
@@ -239,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     progress.set_quiet(None)  # shown (VISTKIT_QUIET=1 hides it) until a -q/--quiet says otherwise
     restore = _encodable_standard_streams()
     restore_stdout = _whole_writes_stdout()
-    _drop_invalid_thread_counts()
-    _drop_invalid_source_date_epoch()
+    quiet = _asks_for_quiet(sys.argv[1:] if argv is None else [str(a) for a in argv])
+    _drop_invalid_thread_counts(quiet=quiet)
+    _drop_invalid_source_date_epoch(quiet=quiet)
     try:
         if sys.stdout is None:  # `vistkit ... >&-`: every result would be dropped in silence, with exit code 0
             typer.secho(
@@ -356,7 +382,18 @@ def _drop_unwritten_stdout(stream: Any) -> None:
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def _drop_invalid_thread_counts() -> None:
+def _asks_for_quiet(args: list[str]) -> bool:
+    """Whether the command line has ``-q``/``--quiet`` (before or after the verb): the environment's variables are
+    checked (and warned about) before click reads it."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg in ("-q", "--quiet"):
+            return True
+    return False
+
+
+def _drop_invalid_thread_counts(*, quiet: bool = False) -> None:
     """A thread count that is not a positive whole number (``OMP_NUM_THREADS=0`` / ``abc``) made libgomp print
     "Invalid value for environment variable" (with blank lines) each time torch loaded, and was then ignored:
     it is removed before anything loads, with one warning saying so."""
@@ -370,14 +407,15 @@ def _drop_invalid_thread_counts() -> None:
             continue
         if not re.fullmatch(r"\s*[1-9]\d{0,5}\s*(,\s*[1-9]\d{0,5}\s*)*", value):
             del os.environ[name]
-            warn(f"{name}={value!r} is not a positive whole number of threads; ignored (the default is used)")
+            if not quiet:
+                warn(f"{name}={value!r} is not a positive whole number of threads; ignored (the default is used)")
 
 
 #: the last second of the year 9999: a later SOURCE_DATE_EPOCH has no calendar date (Python's datetime ends there)
 _LAST_EPOCH = 253_402_300_799
 
 
-def _drop_invalid_source_date_epoch() -> None:
+def _drop_invalid_source_date_epoch(*, quiet: bool = False) -> None:
     """``SOURCE_DATE_EPOCH`` (reproducible builds: the date a report states) that is not a whole number of seconds
     from 0 to the year 9999 crashed numpy (read when scipy loads) and matplotlib's PDF writer with "invalid
     literal for int()" / "year is out of range", after the work was done; it is removed before anything loads,
@@ -390,6 +428,8 @@ def _drop_invalid_source_date_epoch() -> None:
     if value is None or (re.fullmatch(r"\s*\d{1,12}\s*", value) and int(value) <= _LAST_EPOCH):
         return
     del os.environ["SOURCE_DATE_EPOCH"]
+    if quiet:  # (-q: no warnings)
+        return
     warn(
         f"SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds from 0 to {_LAST_EPOCH:,} (the year 9999); "
         "ignored (reports state the current time)"
@@ -483,7 +523,9 @@ def _run(argv: list[str] | None) -> int:
         if (machine := environment_error(exc) or out_of_memory(exc)) is not None:
             typer.secho(f"error: {one_readable_line(machine)}", fg=typer.colors.RED, err=True, color=_colour())
             return 1
-        if os.environ.get("VISTKIT_DEBUG"):
+        from vistkit.progress import env_flag
+
+        if env_flag("VISTKIT_DEBUG"):  # (VISTKIT_DEBUG=0 is off)
             raise
         # not a user error we foresaw: still one sentence, never a traceback (VISTKIT_DEBUG=1 shows it)
         first = (str(exc).splitlines() or [""])[0][:300]

@@ -46,17 +46,23 @@ def set_quiet(value: bool | str | None) -> None:
     _quiet = value
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "no", "false")
+#: what turns a yes/no variable (`env_flag`) off; any other value turns it on
+_OFF_VALUES = ("", "0", "no", "n", "false", "f", "off")
+
+
+def env_flag(name: str) -> bool:
+    """Whether the yes/no variable ``name`` (VISTKIT_QUIET, VISTKIT_PROGRESS, VISTKIT_DEBUG) is on:
+    ``VISTKIT_DEBUG=0``, ``=off`` and unset are off, as are no and false."""
+    return os.environ.get(name, "").strip().lower() not in _OFF_VALUES
 
 
 def is_quiet() -> bool:
     """Whether progress and chatter are off (``-q``/``--quiet`` or ``VISTKIT_QUIET=1``; in the Python API
     unless ``VISTKIT_PROGRESS=1``)."""
-    if _env_flag("VISTKIT_QUIET"):
+    if env_flag("VISTKIT_QUIET"):
         return True
     if _quiet == _LIBRARY:
-        return not _env_flag("VISTKIT_PROGRESS")
+        return not env_flag("VISTKIT_PROGRESS")
     if isinstance(_quiet, bool):
         return _quiet
     return False
@@ -65,7 +71,7 @@ def is_quiet() -> bool:
 def warnings_silenced() -> bool:
     """Whether ``warning:`` lines are off: ``-q``/``--quiet`` or ``VISTKIT_QUIET=1`` (the two are one switch);
     the Python API's default (no progress) keeps them."""
-    return _env_flag("VISTKIT_QUIET") or _quiet is True
+    return env_flag("VISTKIT_QUIET") or _quiet is True
 
 
 def interval() -> float:

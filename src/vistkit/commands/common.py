@@ -230,6 +230,7 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
         probe_writable,
         removable,
     )
+    from vistkit.errors import OutputError
 
     def decorate(func: Callable[..., None]) -> Callable[..., None]:
         sig = inspect.signature(func, eval_str=True)
@@ -251,6 +252,12 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
             with output_policy(force=force, inputs=[*args, *inputs]):
                 for name, kind in outputs.items():
                     value = kwargs.get(name)
+                    if str(value) == "-" and kind in ("folder", "model"):  # refused by its writer only at the end
+                        what = "a model" if kind == "model" else "a report"
+                        raise OutputError(
+                            f"{_parameter_label(sig, name)} is -, but {what} is a folder of files and cannot go to "
+                            "standard output; give a folder name"
+                        )
                     if value is None or str(value) == "-" or "://" in str(value):
                         continue
                     if kind in ("folder", "model"):
@@ -278,6 +285,13 @@ def writes_output(*, force_flag: bool = True, **outputs: str) -> Callable[[Calla
     return decorate
 
 
+def _parameter_label(sig: inspect.Signature, name: str) -> str:
+    """How the command line spells parameter ``name``: its first flag (``--report``) or, for an argument, OUT."""
+    default = sig.parameters[name].default if name in sig.parameters else None
+    is_option = bool(getattr(default, "param_decls", None)) or isinstance(default, typer.models.OptionInfo)
+    return option_flags(default, name)[0] if is_option else name.upper()
+
+
 def _refuse_stdin_twice(sig: inspect.Signature, kwargs: dict[str, Any]) -> None:
     """Two file arguments given as ``-``: the first read all of standard input and the second found it "empty";
     say so before anything is read."""
@@ -290,9 +304,7 @@ def _refuse_stdin_twice(sig: inspect.Signature, kwargs: dict[str, Any]) -> None:
         n = sum(1 for v in values if isinstance(v, Path) and str(v) == "-")
         total += n
         if n:
-            default = sig.parameters[name].default if name in sig.parameters else None
-            is_option = bool(getattr(default, "param_decls", None)) or isinstance(default, typer.models.OptionInfo)
-            label = option_flags(default, name)[0] if is_option else name.upper()
+            label = _parameter_label(sig, name)
             piped.append(label if n == 1 else f"{label} ({n} times)")
     if total > 1:
         raise InputError(
@@ -436,21 +448,55 @@ def _refuse_blank_paths(params: list[Any], opts: dict[str, Any], ctx: Any) -> No
             )
 
 
+def _short_equals(params: list[Any], args: list[str], opts: dict[str, Any]) -> None:
+    """``-r=refs.json`` (the habit of ``--references=refs.json``) gave ``-r`` the value ``=refs.json``, which then
+    failed as "=refs.json: no such file" or "unknown metric '=bleu'": it reads as ``-r refs.json``, as argparse and
+    `refuse_folder_spelling` read it (``opts`` is changed in place)."""
+    shorts = {
+        flag: param
+        for param in params
+        if getattr(param, "param_type_name", "") == "option"
+        and not getattr(param, "is_flag", False)
+        and not getattr(param, "count", False)
+        for flag in param.opts
+        if not flag.startswith("--")
+    }
+    for token in args:
+        if token == "--":
+            return
+        flag, equals, value = token.partition("=")
+        if not equals or flag not in shorts:
+            continue
+        name = shorts[flag].name
+        given = opts.get(name)
+        if isinstance(given, list | tuple) and "=" + value in given:
+            at = list(given).index("=" + value)
+            opts[name] = type(given)([*given[:at], value, *given[at + 1 :]])
+        elif given == "=" + value:
+            opts[name] = value
+        # else: the token was another option's value
+
+
 class OnceCommand(TyperCommand):
     """A verb whose single-value options may be given once: ``-r A -r B`` is a usage error in one sentence
-    instead of silently keeping B (use as ``@app.command(cls=OnceCommand)``)."""
+    instead of silently keeping B, and so is an empty or blank path (``-r "$UNSET"``); ``-r=FILE`` reads as
+    ``-r FILE``. Every verb is one (`vistkit.cli`'s conventions make it so; ``@app.command(cls=OnceCommand)``
+    says it explicitly)."""
 
     def make_parser(self, ctx: Any) -> Any:
-        """Click's parser, changed to fail when an option that takes one value is given more than once."""
+        """Click's parser, changed to fail on a single-value option given twice and a blank path, and to read
+        ``-r=FILE`` as ``-r FILE``."""
         parser = super().make_parser(ctx)
         parse = parser.parse_args
 
         def parse_once(args: list[str]) -> Any:
+            typed = list(args)  # (click's parser empties the list it is given)
             opts, rest, order = parse(args=args)
             if (repeated := _repeated_single_values(order)) and not ctx.resilient_parsing:
                 name, times = repeated[0]
                 ctx.fail(f"{name} is given {times} times but takes one value: give it once")
             if not ctx.resilient_parsing:
+                _short_equals(self.params, typed, opts)
                 _refuse_blank_paths(self.params, opts, ctx)
             return opts, rest, order
 

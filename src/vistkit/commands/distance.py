@@ -121,6 +121,34 @@ def table_signatures(
     return out
 
 
+#: column names that name no metric (a hand-made table's)
+_GENERIC_COLUMNS = {"G", "C", "R", "G_score", "C_score", "R_score"}
+
+
+def warn_mixed_metrics(
+    human: Path, model: Path, *, columns: dict[str, str | None], signatures: dict[str, dict[str, str]]
+) -> None:
+    """Warn for each dimension whose two per-item CSVs give it columns of different metrics (``dhm-c`` on one side,
+    ``rovist-c`` on the other: each file's first C column found): their difference mixes the stories' with the
+    metrics'. A dimension both of whose sides carry a signature is left to `table_signatures`."""
+    from vistkit.errors import warn
+    from vistkit.scores.distance import DIMENSIONS, is_per_item_csv, per_item_header, resolve_columns
+
+    if not (is_per_item_csv(human) and is_per_item_csv(model)):
+        return
+    h, m = (resolve_columns(per_item_header(p)[1:], columns, where=str(p)) for p in (human, model))
+    for d in DIMENSIONS:
+        if h[d] == m[d] or h[d] in _GENERIC_COLUMNS or m[d] in _GENERIC_COLUMNS:
+            continue
+        if d in signatures.get("human", {}) and d in signatures.get("model", {}):
+            continue
+        warn(
+            f"{d}: the human scores are the column {h[d]!r} and the model scores the column {m[d]!r}, two metrics, so "
+            f"d{d} also measures their difference; score both sides with one metric, or name its column with "
+            f"--{d.lower()}-metric"
+        )
+
+
 def signature_lines(signatures: dict[str, dict[str, str]]) -> list[str]:
     """``G: SIG`` when both sides carry one signature, else ``G human: SIG`` / ``G model: SIG``."""
     human, model = signatures.get("human", {}), signatures.get("model", {})
@@ -355,6 +383,8 @@ def _distance(
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
     signatures = table_signatures(human, model, columns=columns)
+    if human is not None and model is not None:  # load_tables refuses a missing side
+        warn_mixed_metrics(human, model, columns=columns, signatures=signatures)
     result = dhm_distance(h, m, tanh_g=use_tanh)
     caption = (
         f"G: {'tanh of the raw score' if use_tanh else 'as given'}; {result.n} stories scored in all six "

@@ -162,7 +162,8 @@ def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | Non
 
     One warning names the stories without photo ids that the map has no entry for (a map keyed by album, by
     sequence, or by ids written ``45530.0``: they are left out for want of photos, though a map was given), and
-    one the stories whose own photo ids the map contradicts (their own are used)."""
+    one the stories whose own photo ids the map contradicts (their own are used). Each is said once for the same
+    stories and map (every grounded metric of ``score -m clipscore,groovist --photos`` fills them in)."""
     if not photo_map:
         return stories
     out: list[Story] = []
@@ -172,43 +173,77 @@ def attach_photos(stories: StorySet, photo_map: dict[str, tuple[str, ...]] | Non
     for s in stories:
         if not s.photo_ids:
             bare += 1
-            if s.story_id in photo_map:
+            if s.story_id in photo_map and not photo_map[s.story_id]:  # an empty list: no photos still
+                unmatched.append(s.story_id)
+            elif s.story_id in photo_map:
                 s = replace(s, photo_ids=photo_map[s.story_id])
             else:
                 unmatched.append(s.story_id)
         elif s.story_id in photo_map and photo_map[s.story_id] != s.photo_ids:
             differ.append(s)
         out.append(s)
-    _warn_photo_map(unmatched, bare, differ, photo_map)
+    messages = _photo_map_warnings(unmatched, bare, differ, photo_map, stories.source)
+    # the same stories (this very object) given a map that says the same: said once
+    global _LAST_SAID
+    if messages and not (_LAST_SAID is not None and _LAST_SAID[0] is stories and _LAST_SAID[1] == messages):
+        from vistkit.errors import warn
+
+        for message in messages:
+            warn(message)
+    _LAST_SAID = (stories, messages) if messages else None
     return StorySet(out, source=stories.source)
 
 
-def _warn_photo_map(
-    unmatched: list[str], bare: int, differ: list[Story], photo_map: dict[str, tuple[str, ...]]
-) -> None:
-    """`attach_photos`' warnings: stories without photo ids the map misses, stories the map contradicts."""
+#: the stories and warnings `attach_photos` said last (a second metric of the same run says nothing again); the
+#: stories are held, not their ``id``, which another set could take once they are freed
+_LAST_SAID: tuple[StorySet, list[str]] | None = None
+
+
+def _photo_map_warnings(
+    unmatched: list[str],
+    bare: int,
+    differ: list[Story],
+    photo_map: dict[str, tuple[str, ...]],
+    source: str | None,
+) -> list[str]:
+    """`attach_photos`' warnings: stories without photo ids the map misses, stories the map contradicts (``source``,
+    the stories' file, named: ``distance`` fills in the human and the model stories)."""
     from vistkit.data.story import sequence_key
-    from vistkit.errors import warn
 
     def shown(text: str) -> str:
         text = text if text.isprintable() else repr(text)[1:-1]
         return text if len(text) <= 60 else text[:57] + "..."
 
+    where = f" in {shown(source)}" if source else ""
+    out: list[str] = []
+    empty = [sid for sid in unmatched if sid in photo_map]  # listed with no photos
+    unmatched = [sid for sid in unmatched if sid not in photo_map]
     if unmatched:
         example = next(iter(photo_map))
-        warn(
-            f"{len(unmatched):,} of the {bare:,} stories without photo ids have no entry in the photo map (e.g. "
-            f"story '{shown(unmatched[0])}'; the map's ids look like '{shown(example)}'), so they have no photos "
-            "and are left out; key the photo map by the stories' ids"
+        out.append(
+            f"{len(unmatched):,} of the {bare:,} stories without photo ids{where} have no entry in the photo map "
+            f"(e.g. story '{shown(unmatched[0])}'; the map's ids look like '{shown(example)}'), so they have no "
+            "photos and are left out; key the photo map by the stories' ids"
+        )
+    if empty:
+        stories = "1 story" if len(empty) == 1 else f"{len(empty):,} stories"
+        has = "has" if len(empty) == 1 else "have"
+        out.append(
+            f"{stories} without photo ids{where} {has} an empty list in the photo map (e.g. story "
+            f"'{shown(empty[0])}'), so no photos and {'is' if len(empty) == 1 else 'are'} left out; give the photo "
+            "ids in story order"
         )
     if differ:
         s = differ[0]
-        stories = "1 story has" if len(differ) == 1 else f"{len(differ):,} stories have"
-        warn(
-            f"{stories} photo ids of their own that differ from the photo map's (e.g. story '{shown(s.story_id)}': "
-            f"{shown(sequence_key(s.photo_ids))} in the file, {shown(sequence_key(photo_map[s.story_id]))} in the "
-            "map); a story's own photo ids are used, the map only fills in stories without them"
+        stories = "1 story" if len(differ) == 1 else f"{len(differ):,} stories"
+        has = "has" if len(differ) == 1 else "have"
+        out.append(
+            f"{stories}{where} {has} photo ids of their own that differ from the photo map's (e.g. story "
+            f"'{shown(s.story_id)}': {shown(sequence_key(s.photo_ids))} in the file, "
+            f"{shown(sequence_key(photo_map[s.story_id]))} in the map); a story's own photo ids are used, the map "
+            "only fills in stories without them"
         )
+    return out
 
 
 class PhotoError(InputError):
@@ -246,6 +281,7 @@ class ImageStore:
             raise InputError(f"max_regions must be at least 1, not {max_regions}")
         self.max_regions = max_regions
         self.regions_file: str | None = None
+        self.regions_name = "the regions given"  # for messages: the regions file's name
         if regions is None:
             self.boxes: dict[str, list[Region]] = {}
         elif isinstance(regions, dict):
@@ -253,6 +289,7 @@ class ImageStore:
             self.regions_file = "given"
         else:
             self.boxes = read_regions(regions)
+            self.regions_name = f"the regions file {regions}"
             from vistkit.data.readers import open_input, split_member
 
             digest = hashlib.sha256()

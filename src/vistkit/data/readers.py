@@ -354,6 +354,10 @@ def _pick_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
 def missing_file(path: str | Path) -> InputError:
     """The error for a path that cannot be found: "no such file", or what is really wrong (a symbolic link
     loop, a link to nothing, a parent that is a file)."""
+    if str(path) == "-":  # a verb that does not read standard input
+        return InputError(
+            "- (standard input) is not read here: give the file's name (score, compare and validate read -)"
+        )
     p = Path(path)
     try:
         p.stat()

@@ -188,7 +188,7 @@ def check_reachable(target: str, where: str) -> None:
 def _ray_logger_muted(name: str) -> Iterator[None]:
     """Ray's Python logger ``name`` says nothing meanwhile (unless ``VISTKIT_DEBUG`` is set)."""
     log = logging.getLogger(name)
-    if os.environ.get("VISTKIT_DEBUG") or log.disabled:
+    if progress.env_flag("VISTKIT_DEBUG") or log.disabled:
         yield
         return
     log.disabled = True
@@ -250,7 +250,7 @@ def _ask_gcs(hostport: str, where: str, *, auto: bool = False) -> str | None:
     answer = math.ceil(ANSWER_TIMEOUT)
     argv = [sys.executable, "-c", _GCS_PROBE, hostport, str(answer * 1000), str(_IMPORT_TIMEOUT), str(answer + 1)]
     argv.append("auto" if auto else "given")
-    debug = bool(os.environ.get("VISTKIT_DEBUG"))
+    debug = progress.env_flag("VISTKIT_DEBUG")
     try:
         done = subprocess.run(
             argv,

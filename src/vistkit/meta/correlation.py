@@ -6,7 +6,9 @@ r.
   are scipy's (`scipy.stats.pearsonr`, `spearmanr`, `kendalltau`, `pointbiserialr`), except Spearman's p for
   at most `EXACT_SPEARMAN_MAX_N` pairs (typically a system-level correlation): scipy's t approximation gave p = 0
   for a perfect ranking of 3 systems, whose exact p is 1/3; there it is the exact permutation p (every ordering
-  of the pairs, as Kendall's p is exact for small n in scipy). Pearson's are of the
+  of the pairs, as Kendall's p is exact for small n in scipy), and Kendall's p for at most as many pairs with a
+  tie (scipy's exact p is only for pairs without ties; with one it used a normal approximation, 0.22 for 3
+  systems where the exact p is 2/3): the permutation p of every ordering too. Pearson's are of the
   scores shifted and scaled exactly first (`_conditioned`: r is the same, and stays right for scores that
   differ only in their last bits or lie near the ends of the float range).
 - Bootstrap CIs resample ITEMS (stories) with replacement (percentile intervals); at system level the items of
@@ -106,17 +108,18 @@ def correlation(
         res = stats.spearmanr(x, y)
         if x.size <= EXACT_SPEARMAN_MAX_N:
             return float(res[0]), _exact_spearman_p(x, y)
-    elif method == "kendall":
-        res = stats.kendalltau(x, y, variant="b")
-    elif method == "kendall_c":
-        res = stats.kendalltau(x, y, variant="c")
+    elif method in ("kendall", "kendall_c"):
+        res = stats.kendalltau(x, y, variant="c" if method == "kendall_c" else "b")
+        if x.size <= EXACT_SPEARMAN_MAX_N and _has_ties(x, y):  # scipy's p is exact only without ties
+            return float(res[0]), _exact_kendall_p(x, y)
     else:
         _check_method(method)
     return float(res[0]), float(res[1])
 
 
-#: up to this many pairs Spearman's p is exact (9! = 362,880 orderings, well under a second); scipy's t
-#: approximation needs more pairs (Zar 1972 advises exact tables below 10)
+#: up to this many pairs Spearman's p is exact (9! = 362,880 orderings, well under a second), and Kendall's p
+#: with ties (scipy's is exact only without); scipy's approximations need more pairs (Zar 1972 advises exact
+#: tables below 10)
 EXACT_SPEARMAN_MAX_N = 9
 
 
@@ -131,6 +134,45 @@ def _exact_spearman_p(x: np.ndarray, y: np.ndarray) -> float:
     null = cx[_orderings(x.size)] @ cy  # rho of every ordering at once (9! x 9 values)
     observed = float(cx @ cy)
     less, greater = np.mean(null <= observed + 1e-9), np.mean(null >= observed - 1e-9)
+    return float(min(1.0, 2 * min(less, greater)))
+
+
+def _signs(a: np.ndarray, b: np.ndarray, dtype: Any = float) -> np.ndarray:
+    """``sign(a - b)`` by comparison: the difference of two scores near the float limit overflows (a numpy
+    warning; the sign stays right only by luck of infinity)."""
+    return (a > b).astype(dtype) - (a < b).astype(dtype)
+
+
+#: scores at or above 2**HEADROOM_EXPONENT are scaled down (exactly, by a power of two) before system means are
+#: summed, so a sum of up to 2**60 of them cannot overflow to infinity
+HEADROOM_EXPONENT = 960
+
+
+def _headroom(values: np.ndarray) -> int:
+    """The power of two to divide ``values`` by before summing them (0 below 2**`HEADROOM_EXPONENT`: nearly
+    always, so nearly every score is summed as it is)."""
+    finite = np.abs(values[~np.isnan(values)])
+    return max(0, int(np.frexp(finite.max())[1]) - HEADROOM_EXPONENT) if finite.size else 0
+
+
+def _has_ties(x: np.ndarray, y: np.ndarray) -> bool:
+    return bool(np.unique(x).size < x.size or np.unique(y).size < y.size)
+
+
+def _exact_kendall_p(x: np.ndarray, y: np.ndarray) -> float:
+    """Two-sided p of Kendall's tau over every ordering of ``x`` against ``y``, for pairs with ties (without
+    them scipy's p is already this exact one): twice the smaller tail, at most 1, as `_exact_spearman_p`.
+
+    Permuting x against y keeps both tie structures, so tau-b's and tau-c's denominators are fixed and both
+    order the orderings as S = concordant - discordant does: one p for both, in whole numbers (no rounding).
+    scipy's normal approximation gave 0.22 for 3 systems whose exact p is 2/3, and 0.071 for 4 (exact 1/6)."""
+    first, second = np.triu_indices(x.size, 1)
+    sign_x = _signs(x[:, None], x[None, :], np.int8)
+    sign_y = _signs(y[first], y[second], np.int32)
+    orders = _orderings(x.size)
+    null = sign_x[orders[:, first], orders[:, second]] @ sign_y  # S of every ordering (n! values)
+    observed = int(sign_x[first, second].astype(np.int32) @ sign_y)
+    less, greater = np.mean(null <= observed), np.mean(null >= observed)
     return float(min(1.0, 2 * min(less, greater)))
 
 
@@ -212,7 +254,7 @@ def _rows_kendall(a: np.ndarray, b: np.ndarray, variant: str) -> np.ndarray:
     step = max(1, BLOCK_CELLS // n_pairs)
     for start in range(0, rows, step):
         x, y = a[start : start + step], b[start : start + step]
-        dx, dy = np.sign(x[:, first] - x[:, second]), np.sign(y[:, first] - y[:, second])
+        dx, dy = _signs(x[:, first], x[:, second]), _signs(y[:, first], y[:, second])
         s = np.einsum("ij,ij->i", dx, dy)
         if variant == "b":
             untied_x, untied_y = (dx != 0).sum(axis=1), (dy != 0).sum(axis=1)  # n0 - n1, n0 - n2
@@ -278,7 +320,9 @@ class _KendallOfResamples:
     def __init__(self, x: np.ndarray, y: np.ndarray, variant: str) -> None:
         self.n = x.size
         self.variant = variant
-        self.signs = (np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])).astype(np.float32)
+        self.signs = (_signs(x[:, None], x[None, :], np.int8) * _signs(y[:, None], y[None, :], np.int8)).astype(
+            np.float32
+        )
         self.groups_x = np.unique(x, return_inverse=True)[1].ravel()
         self.groups_y = np.unique(y, return_inverse=True)[1].ravel()
 
@@ -375,7 +419,8 @@ def system_means(systems: Sequence[str], values: np.ndarray) -> dict[str, float]
     for s, v in zip(systems, values, strict=True):
         if not math.isnan(v):
             out.setdefault(s, []).append(float(v))
-    return {s: float(np.mean(v)) for s, v in out.items()}
+    shift = _headroom(np.asarray(values, dtype=float))  # finite scores near the float limit summed to infinity
+    return {s: float(np.ldexp(np.mean(np.ldexp(v, -shift)), shift)) for s, v in out.items()}
 
 
 def _stratified_bootstrap(
@@ -416,7 +461,8 @@ def system_correlation_ci(
     """System-level correlation: system means of the metric vs system means of the human score (stories where
     either is undefined are dropped), CI by resampling each system's stories (stratified bootstrap). When every
     system has one story no resample differs from the table: the CI is NaN and ``ci_undefined`` says why (a
-    system with one story among others with more is held fixed in every resample)."""
+    system with one story among others with more is held fixed in every resample). Where r itself is undefined
+    (``undefined``: e.g. every system's mean rating the same) the CI is NaN too, as at story level."""
     check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
     _check_method(method)
     if isinstance(systems, (str, bytes)):
@@ -429,12 +475,18 @@ def system_correlation_ci(
     m, h = m[keep], h[keep]
     names = list(dict.fromkeys(sys_arr.tolist()))
     groups = [np.flatnonzero(sys_arr == s) for s in names]
+    # scores near the float limit summed to infinity ("holds an infinite value"): means of the scores divided by
+    # a power of two (exact; no coefficient changes under it), multiplied back for the table
+    shift_m, shift_h = _headroom(m), _headroom(h)
+    m, h = np.ldexp(m, -shift_m), np.ldexp(h, -shift_h)
     mx = np.array([m[g].mean() for g in groups])
     hy = np.array([h[g].mean() for g in groups])
     r, p = correlation(mx, hy, method=method)
     # one story per system: every stratified resample is the table itself, so the "CI" was [r, r]
     singletons = len(names) >= 3 and all(g.size == 1 for g in groups)
-    if len(names) >= 3 and not singletons:
+    # r undefined (the systems' means constant on one side): resampled stories move the means, so the resamples
+    # had an r the table lacks and the "CI" beside n/a was e.g. [-0.98, 0.98]; a CI of no estimate is n/a too
+    if len(names) >= 3 and not singletons and not math.isnan(r):
         boots = _stratified_bootstrap(groups, m, h, method, n_resamples, seed)
     else:
         boots = np.empty(0)
@@ -446,11 +498,13 @@ def system_correlation_ci(
         "n": len(names),
         "method": method,
         "systems": {
-            s: {"metric": float(a), "human": float(b)} for s, a, b in zip(names, mx, hy, strict=True)
+            s: {"metric": float(np.ldexp(a, shift_m)), "human": float(np.ldexp(b, shift_h))}
+            for s, a, b in zip(names, mx, hy, strict=True)
         },
     }
     if math.isnan(r):  # over the systems' means
-        out["undefined"] = undefined_reason(mx, hy, unit="system", human_what="mean human scores")
+        means = np.ldexp(mx, shift_m), np.ldexp(hy, shift_h)  # as the table shows them
+        out["undefined"] = undefined_reason(*means, unit="system", human_what="mean human scores")
     elif singletons:
         out["ci_undefined"] = SINGLE_STORY_SYSTEMS
     _count_undefined(out, boots, n_resamples)

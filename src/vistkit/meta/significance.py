@@ -17,12 +17,36 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from vistkit.errors import InputError
 from vistkit.meta.resample import advance, check_resampling, index_blocks, percentile_interval
 
 
-def _valid(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
+def _correctness(values: Any, name: str) -> np.ndarray:
+    """``values`` as a 1-D float array of 0, 1 and NaN (a pair that does not count); `InputError` otherwise."""
+    if isinstance(values, (str, bytes)) or values is None:
+        raise InputError(
+            f"{name} must be a sequence of 0/1 (NaN for a pair that does not count), not {type(values).__name__}"
+        )
+    try:
+        out = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a sequence of 0/1 (NaN for a pair that does not count)") from None
+    if out.ndim != 1:
+        raise InputError(f"{name} must be one sequence of 0/1, not an array of shape {out.shape}")
+    odd = out[~np.isnan(out) & (out != 0) & (out != 1)]
+    if odd.size:  # 0.5 (half credit for a tie) or 2 was silently one right answer
+        raise InputError(f"{name} holds {odd[0]:g}: each pair is 0 (wrong) or 1 (right), NaN when it does not count")
+    return out
+
+
+def _valid(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs where both metrics' correctness is defined, as two boolean arrays."""
+    a = _correctness(a, "metric A's correctness")
+    b = _correctness(b, "metric B's correctness")
+    if a.size != b.size:
+        raise InputError(
+            f"the two correctness lists differ in length ({a.size} and {b.size} pairs); give one value per pair to both"
+        )
     keep = ~(np.isnan(a) | np.isnan(b))
     return a[keep].astype(bool), b[keep].astype(bool)
 
@@ -72,7 +96,9 @@ def paired_bootstrap_accuracy(
     """Paired bootstrap over pairs of the accuracy difference A - B (NaN rows dropped).
 
     ``p = (#{|d*_b - d| >= |d|} + 1) / (B + 1)`` (the bootstrap distribution shifted to the null, two-sided; Efron
-    & Tibshirani 1993, Sec. 16.4) and the percentile CI of ``d*``. The resamples are drawn in blocks
+    & Tibshirani 1993, Sec. 16.4) and the percentile CI of ``d*``. When every counted pair is one only A (or
+    only B) gets right, every resample is the table itself: ``p`` is NaN and ``p_undefined`` says why (it was
+    1/(B+1), "significant" from a single pair, where McNemar's exact p is 1). The resamples are drawn in blocks
     (`vistkit.meta.resample.index_blocks`), the same numbers as ``B`` calls of ``rng.integers(0, n, n)``.
     """
     check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
@@ -93,7 +119,7 @@ def paired_bootstrap_accuracy(
     boots = np.concatenate([d[idx].mean(axis=1) for idx in index_blocks(rng, n, n_resamples)])
     extreme = np.sum(np.abs(boots - observed) >= abs(observed) - 1e-12)
     p = float((extreme + 1) / (n_resamples + 1))
-    return {
+    out = {
         "delta": observed,
         "p": p,
         "ci": percentile_interval(boots, confidence),
@@ -101,6 +127,17 @@ def paired_bootstrap_accuracy(
         "n_resamples": n_resamples,
         "seed": seed,
     }
+    if observed != 0.0 and np.all(d == d[0]):  # every resample is the table: p was its floor 1/(B+1)
+        out["p"] = math.nan
+        out["p_undefined"] = NO_VARIATION
+    return out
+
+
+#: why `paired_bootstrap_accuracy` gives no p when every counted pair favours the same metric
+NO_VARIATION = (
+    "every counted pair is one that the same metric alone gets right, so every resample equals the table and the "
+    "bootstrap has no variation to test against (its p would be 1/(B+1) even for one pair); read McNemar's exact p"
+)
 
 
 COMPARISON_COLUMNS = ["A", "B", "acc A", "acc B", "A only", "B only", "p McNemar", "delta", "p bootstrap"]

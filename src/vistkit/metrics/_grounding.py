@@ -7,7 +7,7 @@ map before scoring, checks that the photos are there, and caches the encoded reg
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -56,7 +56,7 @@ class PhotoMetric(Metric):
     #: how to give the photos, for the error raised when they are missing
     images_usage: ClassVar[str] = "--images DIR [--regions CSV] (Python: images=DIR)"
     #: how to give a photo map, for the exclusion reason of a story without photo ids
-    photo_map_usage: ClassVar[str] = "photos=JSON"
+    photo_map_usage: ClassVar[str] = "--photos FILE, a JSON object story_id -> [photo ids], or photos= in Python"
 
     store: Any
     photos: Any
@@ -91,7 +91,7 @@ class PhotoMetric(Metric):
     def _photo_problem(self, story: Story) -> str | None:
         """Why the story's photos cannot be read (no photo ids, photos not in the folder), or None."""
         if not story.photo_ids:
-            return f"the story has no photo ids (give a photo map: {self.photo_map_usage})"
+            return f"the story has no photo ids (give a photo map with {self.photo_map_usage})"
         missing = self.store.missing(story.photo_ids)
         if missing:
             why = [w for p in missing if (w := self.store.why_missing(p))]
@@ -110,6 +110,32 @@ class PhotoMetric(Metric):
                 self._photo_errors[photo_id] = str(exc)
                 return str(exc)
         return None
+
+    def _whole_photo_fallback(self, items: Sequence[Any], excluded: Mapping[str, str]) -> list[str]:
+        """The photos of this call's scored stories that the regions file has no row for (each scored as one
+        region, the whole photo), said in one warning: a regions file keyed by other ids (``1741642.0``,
+        ``1741642.jpg``) matched no photo, and every story was scored on whole photos without a word."""
+        if self.store is None or not self.store.whole_fallback:
+            return []
+        used = list(
+            dict.fromkeys(p for i in items if i.item_id not in excluded for p in i.hypothesis.photo_ids)
+        )
+        fell = [p for p in used if p in self.store.whole_fallback]
+        if fell:
+            from vistkit.errors import warn
+
+            def shown(text: str) -> str:
+                text = text if text.isprintable() else repr(text)[1:-1]
+                return text if len(text) <= 40 else text[:37] + "..."
+
+            example = next(iter(self.store.boxes))
+            warn(
+                f"{self.name}: {len(fell):,} of the {len(used):,} photos scored have no row in "
+                f"{self.store.regions_name} (e.g. photo '{shown(fell[0])}'; its image ids look like "
+                f"'{shown(example)}'), so each was scored as one region, the whole photo; key the regions by the "
+                "photos' ids (image_id) if that is not meant"
+            )
+        return sorted(fell)
 
     def _load_photo(self, photo_id: str) -> None:
         """Read and encode what the metric uses of a photo (its regions; clipscore: the whole photo), cached."""

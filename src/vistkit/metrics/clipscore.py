@@ -289,7 +289,6 @@ class _ClipScoreBase(PhotoMetric):
     lower_bound: ClassVar[float | None] = 0.0
     upper_bound: ClassVar[float | None] = 2.5
     images_usage: ClassVar[str] = "--images DIR (Python: images=DIR)"
-    photo_map_usage: ClassVar[str] = "photos=JSON story_id -> [photo ids]"
 
     def __init__(
         self,

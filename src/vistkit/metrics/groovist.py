@@ -571,8 +571,8 @@ class Groovist(PhotoMetric):
         if cut:
             # sentences spaCy read in pieces of SPACY_PIECE_CHARS characters (never a real one: a bound on memory)
             extra["sentences_read_in_pieces"] = cut
-        if self.store.whole_fallback:
-            extra["whole_photo_fallback"] = sorted(self.store.whole_fallback)
+        if fell := self._whole_photo_fallback(items, excluded):
+            extra["whole_photo_fallback"] = fell
         return mean_score(
             self.name, [i.item_id for i in items], values, signature, excluded=excluded, extra=extra
         )

@@ -630,7 +630,12 @@ class RovistVG(PhotoMetric):
             default = math.nan if self.idf_default is None else self.idf_default  # not reached when None
             idf = [self.idf.get(n, default) for n in nouns]
             values.append(self._scale(log_sum_exp_score(recall, idf, aggregate=self.aggregate)))
-        return mean_score(self.name, [i.item_id for i in items], values, signature, excluded=excluded)
+        extra: dict[str, Any] = {}
+        if fell := self._whole_photo_fallback(items, excluded):
+            extra["whole_photo_fallback"] = fell
+        return mean_score(
+            self.name, [i.item_id for i in items], values, signature, excluded=excluded, extra=extra
+        )
 
     def _scale(self, s_vg: float) -> float:
         """The story score from ``S_VG`` (Eq. 2): unchanged here, as the official scorer returns it."""

@@ -146,7 +146,8 @@ class StoryRanker(UtilityRanker):
             "the 'detail' aspect of VIST's human evaluation (+, 0.5). m_k, d_k: mean and SD over 400 VIST val human "
             "stories (the only fitted numbers; scripts/train_ranker_v2.py). The LM (SmolLM2-135M-Instruct by default) "
             "reads the sentences detokenised and sentence-cased; invisible format characters (zero-width spaces, "
-            "soft hyphens, bidi controls) are not read at all. prefer(a, b) = u(a) - u(b); the per-story score is u "
+            "soft hyphens, bidi controls) are not read at all, nor are markdown emphasis, list markers and heading "
+            "marks (`**x**`, `- `, `1. `, `## `). prefer(a, b) = u(a) - u(b); the per-story score is u "
             "(0 = a typical VIST val human story; one unit = one SD of one feature). An undefined feature (sentence "
             "overlap, coherence or relatedness of a one-sentence story) counts as typical (z_k = 0); the LM "
             "features of a story longer than the LM's context are those of its longest run of whole sentences from "
@@ -265,12 +266,12 @@ class StoryRanker(UtilityRanker):
         """Per story of a feature table, why it got the lowest utility there is (no words, not English, made-up
         words, a sentence in another language; `vistkit.models.story_ranker_v2.floor_reason`); "" for the rest."""
         from vistkit.models.story_ranker_v2 import floor_reason, language_lists, story_words
-        from vistkit.text.detokenize import visible_text
+        from vistkit.text.detokenize import readable_text
 
         unread = np.isnan(table[:, self.model.names.index("ttr")]) if len(table) else np.zeros(0, dtype=bool)
         reasons = []
         for story, floored in zip(stories, unread.tolist(), strict=True):
-            text = visible_text(story.text if isinstance(story, Story) else str(story))
+            text = readable_text(story.text if isinstance(story, Story) else str(story))
             reason = floor_reason(story_words(text), self.scorer.unigram, language_lists()) if floored else None
             reasons.append(reason or "")
         return reasons
@@ -283,11 +284,11 @@ def story_features(texts: Sequence[str], scorer: Any) -> np.ndarray:
     from vistkit.metrics.coherence import split_sentences
     from vistkit.metrics.lm import coherence_sentences, fluency_sentences
     from vistkit.models.story_ranker_v2 import FEATURES, language_lists, lexical_features, story_words
-    from vistkit.text.detokenize import natural_sentence, plain_quotes, visible_text
+    from vistkit.text.detokenize import natural_sentence, plain_quotes, readable_text
 
     names = [f.name for f in FEATURES]
     table = np.full((len(texts), len(names)), np.nan)
-    texts = [visible_text(t) for t in texts]  # invisible format characters are not part of the story
+    texts = [readable_text(t) for t in texts]
     words = [story_words(text) for text in texts]
     encoder = sentence_encoder(str(scorer.lm.device))
     for start in range(0, len(texts), ENCODER_BLOCK):  # the sentence vectors of one block of stories at a time

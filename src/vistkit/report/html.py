@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from vistkit.data.output import replaced_folder, write_text
-from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, render_table
+from vistkit.data.output import MARKER, replaced_folder, write_text
+from vistkit.report.tables import OutputFormat, dumps_json, fmt_number, plain, render_table
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
@@ -57,7 +57,7 @@ def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: in
     body = []
     for r in rows:
         cells = []
-        for v in r:
+        for v in map(plain, r):
             num = isinstance(v, int | float) and not isinstance(v, bool)
             cells.append(f"<td{' class=num' if num else ''}>{html.escape(fmt_number(v, digits))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -146,13 +146,16 @@ def _scores_by_system(pairs: Sequence[Any], scores: Sequence[Any]) -> dict[str, 
 
     out: dict[str, dict[str, np.ndarray]] = {}
     for s in scores:
-        seen: dict[tuple[str, str], float] = {}
+        # a story once per item (its photo sequence, else its story id), met in however many of the item's pairs;
+        # by text alone, a model's generic story repeated over many items was one story with one score
+        seen: dict[tuple[str, Any, str], float] = {}
         for p, a, b in zip(pairs, s.score_1, s.score_2, strict=True):
+            item = tuple(p.img_seq) or p.story_id
             for text, system, v in ((p.text_1, p.system_1, a), (p.text_2, p.system_2, b)):
                 name = "human" if is_reference_system(system) else system
-                seen.setdefault((name, text), float(v))
+                seen.setdefault((name, item, text), float(v))
         systems: dict[str, list[float]] = {}
-        for (name, _), v in seen.items():
+        for (name, _, _), v in seen.items():
             systems.setdefault(name, []).append(v)
         out[s.metric] = {k: np.array(v) for k, v in systems.items()}
     return out
@@ -471,9 +474,12 @@ def errors_report(
 
 
 def written_files(folder: Path, since: float) -> list[Path]:
-    """The files under ``folder`` written at or after ``since`` (a ``time.time()``), index.html first."""
+    """The files under ``folder`` written at or after ``since`` (a ``time.time()``), index.html first; vistkit's
+    own marker file (`MARKER`, the list of the report's files) is not one of them."""
     folder = Path(folder)
-    files = [p for p in folder.rglob("*") if p.is_file() and p.stat().st_mtime >= since - 1.0]
+    files = [
+        p for p in folder.rglob("*") if p.is_file() and p.name != MARKER and p.stat().st_mtime >= since - 1.0
+    ]
     return sorted(files, key=lambda p: (p.name != "index.html", p.suffix != ".png", str(p)))
 
 

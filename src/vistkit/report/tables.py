@@ -26,9 +26,18 @@ class OutputFormat(StrEnum):
 _LARGE = 1e12  # numbers at least this large are shown in scientific notation
 
 
+def plain(value: Any) -> Any:
+    """A numpy scalar (``np.float64``, ``np.float32``, ``np.int64``, ``np.bool_``) as the Python number it holds;
+    anything else as it is. A table cell is written from it (numpy 2's repr of 0.5 is ``np.float64(0.5)``)."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
 def fmt_number(value: Any, digits: int = 4) -> str:
     """Display form of a cell: floats rounded, NaN as 'n/a'; a value that is not zero but would round to zero in
     ``digits`` decimals in two significant digits (BLEU-4 of 50 LLaVA stories, 8.1e-07, is not 0.0000)."""
+    value = plain(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -82,6 +91,7 @@ def render_table(
 ) -> str:
     """One table in the chosen format (JSON: a list of row objects)."""
     fmt = OutputFormat(fmt)
+    rows = [[plain(v) for v in r] for r in rows]
     if fmt is OutputFormat.JSON:
         return dumps_json([dict(zip(columns, r, strict=True)) for r in rows])
     if fmt is OutputFormat.CSV:
@@ -218,6 +228,17 @@ def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], width:
     return list(widths)
 
 
+# control characters but the line end (ESC, BEL, CR, DEL, C1's CSI) and the bidi overrides and isolates (U+202A-E,
+# U+2066-9): a terminal obeys them (an ESC sequence in a system name cleared the screen or swallowed the output)
+_INVISIBLE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` for a terminal: control and bidi-override characters written as Python escapes (``\\x1b``,
+    ``\\u202e``); line ends kept."""
+    return _INVISIBLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def text_table(
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -232,7 +253,10 @@ def text_table(
     from rich.markup import escape
     from rich.table import Table
 
-    cells = [[fmt_number(v, digits) for v in r] for r in rows]
+    cells = [[visible(fmt_number(v, digits)) for v in r] for r in rows]
+    columns = [visible(str(c)) for c in columns]
+    title = visible(title) if title else title
+    caption = visible(caption) if caption else caption
 
     def is_number(v: Any) -> bool:
         return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
@@ -320,6 +344,10 @@ def _latex_char(ch: str) -> str:
     characters as they are (they need xelatex or lualatex; `latex_table` says so in a comment)."""
     if ch in _LATEX:
         return _LATEX[ch]
+    if ch == "\t":
+        return " "
+    if _INVISIBLE.match(ch) and not ch.isspace():  # ESC, NUL, DEL, C1: pdflatex stops at them ("invalid character")
+        return _LATEX["\\"] + ch.encode("unicode_escape").decode("ascii")[1:]
     if ch.isascii():
         return ch
     if ch in _LATEX_SYMBOLS:

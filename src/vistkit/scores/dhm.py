@@ -158,6 +158,22 @@ def _accepts(metric: Metric, option: str) -> bool:
     return option in inspect.signature(cls.__init__).parameters
 
 
+def _warn_one_metric_twice(specs: Mapping[str, Any], dims: Sequence[str]) -> None:
+    """Warn when one metric scores two of the dimensions (``--c-metric rovist-nr`` beside R's default rovist-nr):
+    dHM then averages its distance twice, and dC and dR are one number."""
+    chosen: dict[str, str] = {}
+    for dim in dims:
+        name = specs[dim] if isinstance(specs[dim], str) else str(getattr(specs[dim], "name", ""))
+        if name and name in chosen:
+            from vistkit.errors import warn
+
+            warn(
+                f"{name} scores both {chosen[name]} and {dim}, so dHM counts one metric twice; give each dimension "
+                "its own metric (--g-metric, --c-metric, --r-metric; g_metric=, c_metric=, r_metric= in Python)"
+            )
+        chosen.setdefault(name, dim)
+
+
 def compute_dhm(
     human: StorySet,
     model: StorySet,
@@ -187,6 +203,7 @@ def compute_dhm(
         raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
     dims = parse_dimensions(dimensions)
     specs = {"G": g_metric, "C": c_metric, "R": r_metric}
+    _warn_one_metric_twice(specs, dims)
     shared = {"images": images, "regions": regions, "photos": photos, "sentences": sentences}
     metrics: dict[str, Metric] = {}
     for dim in dims:

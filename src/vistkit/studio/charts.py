@@ -17,6 +17,53 @@ HUMAN = "#4d4d4d"
 AXIS = "#555555"
 GRID = "#d0d4da"
 
+_COLUMN_PX = 7.5  # width of a 13 px label per terminal column (a wide character counts two)
+_MIN_LABEL_PX, _MAX_LABEL_PX = 150, 290  # the label column grows with the longest name, then names are shortened
+
+
+def _columns(text: str) -> int:
+    """Columns ``text`` takes (East Asian wide and full-width characters two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` shortened in the middle (an ellipsis) to at most ``limit`` columns; as it is when it fits."""
+    if _columns(text) <= limit:
+        return text
+    head, tail = "", ""
+    budget = limit - 1
+    left, right = 0, len(text) - 1
+    while left <= right:  # characters from both ends in turn, while they fit
+        take_left = _columns(head) <= _columns(tail)
+        ch = text[left] if take_left else text[right]
+        if _columns(head) + _columns(tail) + _columns(ch) > budget:
+            break
+        if take_left:
+            head, left = head + ch, left + 1
+        else:
+            tail, right = ch + tail, right - 1
+    return head + "\u2026" + tail
+
+
+def bar_labels(names: Sequence[str]) -> tuple[list[str], int]:
+    """The labels drawn beside the bars and the width of their column (px): names in full when the longest fits in
+    `_MAX_LABEL_PX`, else shortened in the middle (a long common part of two names, such as
+    ``-finetuned-on-vist-beam5``, no longer hides what tells them apart); names then drawn alike get ``#k``."""
+    limit = int((_MAX_LABEL_PX - 8) // _COLUMN_PX)
+    shown = [_shorten(n, limit - 3) if _columns(n) > limit else n for n in names]  # room for " #k" (k < 10)
+    alike: dict[str, list[str]] = {}
+    for name, label in zip(names, shown, strict=True):
+        if name not in alike.setdefault(label, []):
+            alike[label].append(name)
+    shown = [
+        f"{label} #{alike[label].index(name) + 1}" if len(alike[label]) > 1 else label
+        for name, label in zip(names, shown, strict=True)
+    ]
+    widest = max((_columns(label) for label in shown), default=0)
+    return shown, int(min(max(_MIN_LABEL_PX, 8 + widest * _COLUMN_PX + 4), _MAX_LABEL_PX))
+
 
 def chart_spec(task: str, results: Sequence[Mapping[str, Any]], *, n_systems: int | None = None) -> dict[str, Any]:
     """What the results chart shows: ``{"title", "axis", "low", "high", "bars": [(system, value, n)]}``.
@@ -74,7 +121,8 @@ def results_chart_svg(
     if not bars:
         return ""
     esc = html.escape
-    label_w, right_w, top, row_h, bottom = 150, 120, 34, 30, 46
+    labels, label_w = bar_labels([system for system, _, _ in bars])
+    right_w, top, row_h, bottom = 120, 34, 30, 46
     plot_w = width - label_w - right_w
     height = top + row_h * len(bars) + bottom
     low, high = spec["low"], spec["high"]
@@ -102,12 +150,12 @@ def results_chart_svg(
         parts.append(
             f'<text x="{xi:.1f}" y="{y_end + 16}" text-anchor="middle" fill="{AXIS}" font-size="11">{v:.3g}</text>'
         )
-    for i, (system, value, n) in enumerate(bars):
+    for i, ((system, value, n), label) in enumerate(zip(bars, labels, strict=True)):
         y = top + row_h * i
         color = HUMAN if system == reference_system else BAR
         x0, x1 = x(low), x(value) if value == value else x(low)
         parts.append(
-            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" fill="#1b1f24">{esc(system)}</text>'
+            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" fill="#1b1f24">{esc(label)}</text>'
         )
         parts.append(
             f'<rect class="bar" x="{x0:.1f}" y="{y + 5}" width="{max(x1 - x0, 1.0):.1f}" height="{row_h - 10}" '

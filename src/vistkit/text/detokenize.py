@@ -36,6 +36,44 @@ def visible_text(text: str) -> str:
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
 
+#: a list marker or a markdown heading at the start of a line: a bullet (``-``, ``*``, ``+``, ``\u2022``), ``#`` to
+#: ``######``, or a number of up to 3 digits with ``.`` or ``)`` (``1.``, ``2)``, ``(3)``), then a space
+_LINE_MARKER = re.compile(r"^[ \t]*(?:[-*+\u2022\u2023\u25e6\u2043]|#{1,6}|\(?\d{1,3}[.)])[ \t]+(?=\S)", re.MULTILINE)
+#: a numbered item after a sentence end on the same line ("... park. 2. It was fun."), before a letter, a
+#: placeholder, a quote or a bracket
+_INLINE_NUMBER = re.compile(r"(?<=[.!?])([ \t]+)\(?\d{1,3}[.)][ \t]+(?=[^\W\d_]|[\[(\"'`\u201c\u2018])")
+#: markdown emphasis around text on one line (``**bold**``, ``__bold__``, ``*italic*``) without ``*`` or ``_`` inside:
+#: each search stops at the next ``*`` or ``_``, so a long line of lone ones stays linear
+_EMPHASIS = re.compile(r"(?<![\w*])(\*\*|__|\*)([^\s*_](?:[^*_\n]{0,20000}?[^\s*_])?)\1(?![\w*])")
+
+
+def readable_text(text: str) -> str:
+    """The text a reader sees: without invisible format characters (`visible_text`) and without markdown emphasis,
+    list markers or heading marks (`without_markdown`): none is part of the story. What story-ranker and the lm-*
+    metrics read."""
+    return without_markdown(visible_text(text))
+
+
+def without_markdown(text: str) -> str:
+    r"""``text`` without markdown emphasis (``**bold**``, ``*italic*``), list markers and heading marks where they
+    start a line (``- ``, ``* ``, ``\u2022 ``, ``1. ``, ``2) ``, ``(3) ``, ``## ``), and numbered items after a
+    sentence end on the same line (``... park. 2. It was fun.``).
+
+    A story written as a numbered list read each ``2.`` as a sentence of one number (new "words" for the
+    type-token ratio, a sentence that the LM finds easy after the story before it): story-ranker's u rose by 0.90
+    on average on 40 VIST val stories (in 88% of them), bullets lowered it by 0.50 (to -4.0), and each sentence
+    in ``**bold**`` by 2.7 (the LM reads the asterisks). No VIST val human story holds one (VIST writes ``1 .``).
+
+    >>> without_markdown("1. We went to the **park**. 2. It was *fun*.")
+    'We went to the park. It was fun.'
+    >>> without_markdown("- We went.\n- It was fun.")
+    'We went.\nIt was fun.'
+    """
+    if "*" in text or "__" in text:
+        text = _EMPHASIS.sub(r"\2", text)
+    return _INLINE_NUMBER.sub(r"\1", _LINE_MARKER.sub("", text))
+
+
 def plain_quotes(text: str) -> str:
     """Typographic quotes as ASCII ones (U+201C/D/E -> ``"``, U+2018/9 -> ``'``, so ``didn\u2019t`` is ``didn't``).
 

@@ -152,7 +152,7 @@ def _metrics(
         try:
             built += build_metrics([name], {}, per_metric, engine=engine)
         except (VistkitError, ImportError, OSError) as exc:
-            SKIPPED[name] = str(exc).split(";")[0]
+            SKIPPED[name] = str(exc)  # whole: what follows a ';' often says how to provide what is missing
     for name, why in SKIPPED.items():
         note(f"skipped {name}: {why}")
     if not built:
@@ -448,6 +448,11 @@ def _parse_story_files(values: list[str], option: str = "--stories") -> dict[str
             )
         name, path = v.split("=", 1)
         path, field = split_field(path)  # FILE:FIELD, not ARCHIVE.zip:MEMBER
+        if not str(path).strip():  # an unset shell variable: "." would be read as the current folder
+            raise InputError(
+                f"{option} {v!r}: the file after '=' is empty; give a file name (an unset shell variable gives an "
+                "empty one)"
+            )
         name = name_of(name)  # as the tables' system names are matched (NFC): one typed two ways is one
         if name in out:
             raise InputError(
