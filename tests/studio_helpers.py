@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,18 @@ def stored_judgements(path: Path) -> int:
         return count(st, db.judgements)
     finally:
         st.engine.dispose()
+
+
+#: the Chromium the browser tests drive (Debian's `chromium`, or VISTKIT_CHROMIUM)
+CHROMIUM = os.environ.get("VISTKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def playwright_or_skip() -> Any:
+    """Playwright's sync API, or skip the test with the reason (no playwright, no chromium)."""
+    api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install 'vistkit[studio]')")
+    if CHROMIUM is None:
+        pytest.skip("no chromium browser found (apt-get install chromium, or set VISTKIT_CHROMIUM)")
+    return api
 
 
 def judgement_records(path: Path) -> list[dict[str, Any]]:

@@ -6,15 +6,13 @@ when Playwright or chromium is absent."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import HUMAN, MACHINE_1, judgement_records, serve_child
+from studio_helpers import CHROMIUM, HUMAN, MACHINE_1, judgement_records, playwright_or_skip, serve_child
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 
@@ -22,15 +20,8 @@ from vistkit.studio import db, service, simulate
 from vistkit.studio.demo import stand_in_photos
 from vistkit.studio.plan import PlanItem, PlanStory, create_study
 
-CHROMIUM = os.environ.get("VISTKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 RTL = "ذهبنا إلى الشاطئ. كان الرمل دافئا!"
 
-
-def _playwright() -> Any:
-    api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install 'vistkit[studio]')")
-    if CHROMIUM is None:
-        pytest.skip("no chromium browser found (apt-get install chromium, or set VISTKIT_CHROMIUM)")
-    return api
 
 
 def _study(tmp_path: Path, *, photo_url: str | None = None, task: str = "rank") -> tuple[Path, str]:
@@ -71,7 +62,7 @@ def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: P
     sends one request; a reload or Back afterwards neither says "Saved." again nor stores twice. Before: Chromium's
     "This site can't be reached" page, and Back showed the task with the ranking reset to the first order (the
     work lost); a reload of the next task said "Saved." again."""
-    api = _playwright()
+    api = playwright_or_skip()
     path, token = _study(tmp_path)
     port = simulate.free_port()
     proc = serve_child(path, port)
@@ -142,7 +133,7 @@ def test_right_to_left_stories_and_photos_that_do_not_load(tmp_path: Path) -> No
     """An Arabic story is laid out right to left (its full stop at its end, on the left), the others left to
     right; photos whose address answers nothing show a box that says the photo could not be loaded instead of
     Chromium's broken-image icon. Before: every story was left to right and the photos were broken icons."""
-    api = _playwright()
+    api = playwright_or_skip()
     dead = simulate.free_port()  # nothing listens there
     path, token = _study(tmp_path, photo_url=f"http://127.0.0.1:{dead}/{{id}}.jpg")
     port = simulate.free_port()
@@ -247,7 +238,7 @@ def test_report_opens_offline_in_a_real_browser_on_a_phone(tmp_path: Path) -> No
     """Opened from disk on a 375 px wide screen: every request is for a file: or data: address (nothing from the
     internet); the page is laid out at the phone's width (before: 575 px wide, shown zoomed out, because the
     accuracy table is wider than the screen), a wide table scrolling sideways in its own box."""
-    api = _playwright()
+    api = playwright_or_skip()
     [folder] = _meta_reports(tmp_path)
     with api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -280,7 +271,7 @@ def test_the_admin_page_fits_a_phone_with_many_annotators(tmp_path: Path) -> Non
 
     from vistkit.studio.app import create_app
 
-    api = _playwright()
+    api = playwright_or_skip()
     made = make_study(tmp_path, n_items=40, per_item=3, annotators=60)
     with TestClient(create_app(made.study)) as client:
         for token in made.tokens:
@@ -314,7 +305,7 @@ def test_a_likert_page_keeps_its_choices_when_the_submission_fails(tmp_path: Pat
     checked and the annotator is told to press Submit again; an answer the server refuses for good (409: the task
     is no longer theirs) shows the server's sentence without the advice to resend it. Before: the browser's error
     page, and the choices lost."""
-    api = _playwright()
+    api = playwright_or_skip()
     path, token = _study(tmp_path, task="likert")
     port = simulate.free_port()
     proc = serve_child(path, port)
@@ -348,7 +339,7 @@ def test_a_likert_page_keeps_its_choices_when_the_submission_fails(tmp_path: Pat
 def test_the_task_page_still_works_without_javascript(tmp_path: Path) -> None:
     """With JavaScript off the form posts as a page: the (empty) notice stays hidden, the submission is stored and
     the next task says it was saved."""
-    api = _playwright()
+    api = playwright_or_skip()
     path, token = _study(tmp_path, task="pairwise")
     port = simulate.free_port()
     proc = serve_child(path, port)

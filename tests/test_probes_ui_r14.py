@@ -5,15 +5,13 @@ with a reason when Playwright or chromium is absent; every wait is bounded."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import HUMAN, MACHINE_1, judgement_records, serve_child
+from studio_helpers import CHROMIUM, HUMAN, MACHINE_1, judgement_records, playwright_or_skip, serve_child
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 
@@ -21,16 +19,9 @@ from vistkit.studio import db, service, simulate
 from vistkit.studio.demo import stand_in_photos
 from vistkit.studio.plan import PlanItem, PlanStory, create_study
 
-CHROMIUM = os.environ.get("VISTKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 THIRD = "We went home tired. The dog slept all the way."
 WAIT_MS = 30_000  # the box may be busy; every wait is still bounded
 
-
-def _playwright() -> Any:
-    api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install 'vistkit[studio]')")
-    if CHROMIUM is None:
-        pytest.skip("no chromium browser found (apt-get install chromium, or set VISTKIT_CHROMIUM)")
-    return api
 
 
 def _study(tmp_path: Path, *, task: str = "rank", n_items: int = 2) -> tuple[Path, str]:
@@ -60,7 +51,7 @@ def _study(tmp_path: Path, *, task: str = "rank", n_items: int = 2) -> tuple[Pat
 @contextmanager
 def _browser(path: Path) -> Iterator[tuple[Any, str]]:
     """A served study and a launched chromium: ``(browser, base address)``; both stopped afterwards."""
-    api = _playwright()
+    api = playwright_or_skip()
     port = simulate.free_port()
     proc = serve_child(path, port)
     try:
