@@ -179,3 +179,31 @@ def test_lm_metrics_read_a_markdown_story_as_its_prose(tmp_path: Path) -> None:
         metric = get_metric(name, lm=str(lm), device="cpu")
         plain, *others = metric.score([prose, *forms]).item_scores
         assert others == pytest.approx([plain] * len(forms), rel=1e-5), name
+
+
+def test_lm_metrics_are_split_into_shards_and_give_the_whole_runs_scores(tmp_path: Path) -> None:
+    """The lm-* metrics ran as one shard on one worker under `--engine ray` (and could not be streamed): a story's
+    LM values depend on its own tokens only, so they are now split like coherence; the shards' item scores and
+    corpus equal the whole run's (to float32 batching)."""
+    pytest.importorskip("torch")
+    from tiny_models import make_tiny_causal_lm
+
+    from vistkit.engine import make_engine
+    from vistkit.engine.merge import merge_scores, strategy
+    from vistkit.metrics.base import align, as_story_sets, get_metric
+
+    lm = make_tiny_causal_lm(tmp_path / "lm")
+    texts = [f"We went to the park {i}. The dog ran {'fast ' * (i % 4)}home. It was fun." for i in range(9)]
+    hyps, _, _ = as_story_sets(texts, None)
+    items = align(hyps, None, keying="story").items
+    for name in ("lm-perplexity", "lm-fluency", "lm-coherence"):
+        assert strategy(name) == "items"
+        metric = get_metric(name, lm=str(lm), device="cpu")
+        whole = metric.score(texts)
+        parts = [metric.score_items(items[k : k + 2], signature=whole.signature) for k in range(0, len(items), 2)]
+        merged = merge_scores(parts, signature=whole.signature)
+        assert merged.item_scores == pytest.approx(whole.item_scores, rel=1e-5)
+        assert merged.corpus == pytest.approx(whole.corpus, rel=1e-5)
+        assert len(merged.extra["item_sentences"]) == len(texts)
+        totals = make_engine("local").score_stream(metric, iter(items), signature=whole.signature, batch_size=4)
+        assert totals.corpus() == pytest.approx(whole.corpus, rel=1e-5)

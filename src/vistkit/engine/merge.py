@@ -42,6 +42,11 @@ ITEM_METRICS = frozenset(
         "rovist-c",
         "dhm-c",
         "bertscore",  # without idf (see `strategy`)
+        # a story's LM values depend on its own tokens only (the batch it shares changes float32's last bits, as a
+        # local run's length buckets do); the corpus score is the mean of the item scores
+        "lm-perplexity",
+        "lm-fluency",
+        "lm-coherence",
     }
 )
 
