@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,3 +173,58 @@ def serve_child(study: Path, port: int, *extra: str, preexec: Any = None) -> Any
             time.sleep(0.1)
     simulate.kill(proc)
     raise RuntimeError("the server did not start")
+
+
+@contextmanager
+def served_browser(study: Path) -> Iterator[tuple[Any, str]]:
+    """``vistkit studio serve STUDY`` in a child process and a launched Chromium: ``(browser, base address)``; the
+    test is skipped without Playwright or Chromium, and both are stopped afterwards."""
+    from vistkit.studio import simulate
+
+    api = playwright_or_skip()
+    port = simulate.free_port()
+    proc = serve_child(study, port)
+    try:
+        with api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                yield browser, f"http://127.0.0.1:{port}"
+            finally:
+                browser.close()
+    finally:
+        simulate.kill(proc, 15)
+
+
+def one_link_study(
+    tmp_path: Path,
+    third: tuple[str, str],
+    *,
+    task: str = "rank",
+    n_items: int = 2,
+    photo_url: str | None = None,
+) -> tuple[Path, str]:
+    """A study of ``n_items`` items (the human story, MACHINE_1 and the ``third`` (system, text)) over stand-in
+    photos (or ``photo_url``), one slot each, and one annotator: ``(study path, their token)``."""
+    from vistkit.studio.demo import stand_in_photos
+
+    photos, _ = stand_in_photos(tmp_path / "photos")
+    system, text = third
+    items = [
+        PlanItem(
+            f"s{i}",
+            tuple(photos[:5]),
+            [
+                PlanStory("human", f"s{i}", HUMAN[0]),
+                PlanStory("m1", f"s{i}", MACHINE_1[0]),
+                PlanStory(system, f"s{i}", text),
+            ],
+        )
+        for i in range(n_items)
+    ]
+    path = tmp_path / "study.db"
+    where: dict[str, Any] = {"photo_url": photo_url} if photo_url else {"photos_dir": tmp_path / "photos"}
+    create_study(path, task=task, items=items, per_item=1, seed=5, **where)
+    st = db.open_study(path)
+    [(_, token)] = service.invite(st, n=1)
+    st.engine.dispose()
+    return path, token

@@ -12,39 +12,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import CHROMIUM, HUMAN, MACHINE_1, judgement_records, playwright_or_skip, serve_child
+from studio_helpers import (
+    CHROMIUM,
+    HUMAN,
+    MACHINE_1,
+    judgement_records,
+    one_link_study,
+    playwright_or_skip,
+    served_browser,
+)
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 
 from vistkit.studio import db, service, simulate
-from vistkit.studio.demo import stand_in_photos
 from vistkit.studio.plan import PlanItem, PlanStory, create_study
 
 RTL = "ذهبنا إلى الشاطئ. كان الرمل دافئا!"
 
 
 
-def _study(tmp_path: Path, *, photo_url: str | None = None, task: str = "rank") -> tuple[Path, str]:
-    photos, _ = stand_in_photos(tmp_path / "photos")
-    items = [
-        PlanItem(
-            f"s{i}",
-            tuple(photos[:5]),
-            [
-                PlanStory("human", f"s{i}", HUMAN[0]),
-                PlanStory("m1", f"s{i}", MACHINE_1[0]),
-                PlanStory("rtl", f"s{i}", RTL),
-            ],
-        )
-        for i in range(2)
-    ]
-    path = tmp_path / "study.db"
-    where: dict[str, Any] = {"photo_url": photo_url} if photo_url else {"photos_dir": tmp_path / "photos"}
-    create_study(path, task=task, items=items, per_item=1, seed=5, **where)
-    st = db.open_study(path)
-    [(_, token)] = service.invite(st, n=1)
-    st.engine.dispose()
-    return path, token
 
 
 
@@ -62,65 +48,55 @@ def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: P
     sends one request; a reload or Back afterwards neither says "Saved." again nor stores twice. Before: Chromium's
     "This site can't be reached" page, and Back showed the task with the ranking reset to the first order (the
     work lost); a reload of the next task said "Saved." again."""
-    api = playwright_or_skip()
-    path, token = _study(tmp_path)
-    port = simulate.free_port()
-    proc = serve_child(path, port)
-    link = f"http://127.0.0.1:{port}/a/{token}"
-    try:
-        with api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 375, "height": 667})
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(link)
-                page.locator("li.story button.down").first.click()
-                ranking = page.locator("#ranking").input_value()
-                assert ranking == "2,1,3"
-                order = page.locator("#ranking-list .text").all_inner_texts()
+    path, token = one_link_study(tmp_path, ("rtl", RTL))
+    with served_browser(path) as (browser, base):
+        link = f"{base}/a/{token}"
+        page = browser.new_page(viewport={"width": 375, "height": 667})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(link)
+        page.locator("li.story button.down").first.click()
+        ranking = page.locator("#ranking").input_value()
+        assert ranking == "2,1,3"
+        order = page.locator("#ranking-list .text").all_inner_texts()
 
-                page.route("**/submit", lambda route: route.abort())
-                page.locator("#submit").click()
-                alert = page.locator("#send-status")
-                alert.wait_for(state="visible", timeout=10_000)
-                assert page.url == link
-                assert "not saved" in alert.inner_text().lower() and "again" in alert.inner_text()
-                assert page.locator("#ranking").input_value() == ranking
-                assert page.locator("#ranking-list .text").all_inner_texts() == order
-                assert not page.locator("#submit").is_disabled()
-                page.unroute("**/submit")
+        page.route("**/submit", lambda route: route.abort())
+        page.locator("#submit").click()
+        alert = page.locator("#send-status")
+        alert.wait_for(state="visible", timeout=10_000)
+        assert page.url == link
+        assert "not saved" in alert.inner_text().lower() and "again" in alert.inner_text()
+        assert page.locator("#ranking").input_value() == ranking
+        assert page.locator("#ranking-list .text").all_inner_texts() == order
+        assert not page.locator("#submit").is_disabled()
+        page.unroute("**/submit")
 
-                # the server refuses for now (503): its sentence is shown, the answer kept
-                message = "the study could not be saved (the study is busy); your answer was not stored"
-                _refuse_submits(page, 503, message)
-                page.locator("#submit").click()
-                page.locator("#send-status", has_text="busy").wait_for(timeout=10_000)
-                assert "again" in alert.inner_text()
-                assert not page.locator("#submit").is_disabled()
-                page.unroute("**/submit")
-                assert judgement_records(path) == []
+        # the server refuses for now (503): its sentence is shown, the answer kept
+        message = "the study could not be saved (the study is busy); your answer was not stored"
+        _refuse_submits(page, 503, message)
+        page.locator("#submit").click()
+        page.locator("#send-status", has_text="busy").wait_for(timeout=10_000)
+        assert "again" in alert.inner_text()
+        assert not page.locator("#submit").is_disabled()
+        page.unroute("**/submit")
+        assert judgement_records(path) == []
 
-                # now it goes through, once, even double-clicked
-                posts: list[str] = []
-                page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
-                page.locator("#submit").dblclick()
-                page.wait_for_url(f"{link}?saved=1")
-                assert page.locator("#saved").count() == 1 and page.locator("#progress").inner_text() == "Task 2 of 2"
-                assert len(posts) == 1, posts
-                # a reload does not say "Saved." again (nothing was just saved), and neither it nor Back stores
-                # anything twice or loses the stored answer
-                page.reload()
-                assert page.locator("#saved").count() == 0 and page.locator("#progress").inner_text() == "Task 2 of 2"
-                page.go_back()
-                page.wait_for_load_state()
-                assert page.locator("#saved").count() == 0 and page.locator("#progress").inner_text() == "Task 2 of 2"
-                assert len(judgement_records(path)) == 1
-                assert errors == []
-            finally:
-                browser.close()
-    finally:
-        simulate.kill(proc, 15)
+        # now it goes through, once, even double-clicked
+        posts: list[str] = []
+        page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+        page.locator("#submit").dblclick()
+        page.wait_for_url(f"{link}?saved=1")
+        assert page.locator("#saved").count() == 1 and page.locator("#progress").inner_text() == "Task 2 of 2"
+        assert len(posts) == 1, posts
+        # a reload does not say "Saved." again (nothing was just saved), and neither it nor Back stores
+        # anything twice or loses the stored answer
+        page.reload()
+        assert page.locator("#saved").count() == 0 and page.locator("#progress").inner_text() == "Task 2 of 2"
+        page.go_back()
+        page.wait_for_load_state()
+        assert page.locator("#saved").count() == 0 and page.locator("#progress").inner_text() == "Task 2 of 2"
+        assert len(judgement_records(path)) == 1
+        assert errors == []
     [rec] = judgement_records(path)
     first, second = (t for t in order[:2])
     ranks = rec["answer"]["ranks"]
@@ -133,39 +109,29 @@ def test_right_to_left_stories_and_photos_that_do_not_load(tmp_path: Path) -> No
     """An Arabic story is laid out right to left (its full stop at its end, on the left), the others left to
     right; photos whose address answers nothing show a box that says the photo could not be loaded instead of
     Chromium's broken-image icon. Before: every story was left to right and the photos were broken icons."""
-    api = playwright_or_skip()
     dead = simulate.free_port()  # nothing listens there
-    path, token = _study(tmp_path, photo_url=f"http://127.0.0.1:{dead}/{{id}}.jpg")
-    port = simulate.free_port()
-    proc = serve_child(path, port)
-    try:
-        with api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 1000, "height": 800})
-                page.goto(f"http://127.0.0.1:{port}/a/{token}")
-                # where the first and the last letter of each story are drawn: right to left, the first is right
-                ends = page.evaluate(
-                    """Array.from(document.querySelectorAll('div.text')).map(e => {
-                        const t = e.firstChild, x = [];
-                        for (const i of [0, t.length - 1]) {
-                            const r = document.createRange();
-                            r.setStart(t, i); r.setEnd(t, i + 1); x.push(r.getBoundingClientRect());
-                        }
-                        const box = e.getBoundingClientRect();
-                        return [e.innerText, x[0].left > x[1].left, box.right - x[0].right < 40];
-                    })"""
-                )
-                assert [(rtl, right) for t, rtl, right in ends if t == RTL] == [(True, True)], ends
-                assert {(rtl, right) for t, rtl, right in ends if t != RTL} == {(False, False)}, ends
-                page.wait_for_function("document.querySelectorAll('ol.photos img').length === 0", timeout=10_000)
-                boxes = page.locator("ol.photos .nophoto").all_inner_texts()
-                assert len(boxes) == 5 and all("could not be loaded" in b for b in boxes), boxes
-                assert "Photo 1" in boxes[0]
-            finally:
-                browser.close()
-    finally:
-        simulate.kill(proc, 15)
+    path, token = one_link_study(tmp_path, ("rtl", RTL), photo_url=f"http://127.0.0.1:{dead}/{{id}}.jpg")
+    with served_browser(path) as (browser, base):
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        page.goto(f"{base}/a/{token}")
+        # where the first and the last letter of each story are drawn: right to left, the first is right
+        ends = page.evaluate(
+            """Array.from(document.querySelectorAll('div.text')).map(e => {
+                const t = e.firstChild, x = [];
+                for (const i of [0, t.length - 1]) {
+                    const r = document.createRange();
+                    r.setStart(t, i); r.setEnd(t, i + 1); x.push(r.getBoundingClientRect());
+                }
+                const box = e.getBoundingClientRect();
+                return [e.innerText, x[0].left > x[1].left, box.right - x[0].right < 40];
+            })"""
+        )
+        assert [(rtl, right) for t, rtl, right in ends if t == RTL] == [(True, True)], ends
+        assert {(rtl, right) for t, rtl, right in ends if t != RTL} == {(False, False)}, ends
+        page.wait_for_function("document.querySelectorAll('ol.photos img').length === 0", timeout=10_000)
+        boxes = page.locator("ol.photos .nophoto").all_inner_texts()
+        assert len(boxes) == 5 and all("could not be loaded" in b for b in boxes), boxes
+        assert "Photo 1" in boxes[0]
 
 
 def test_a_photo_the_study_lacks_says_so_without_javascript(tmp_path: Path) -> None:
@@ -271,32 +237,22 @@ def test_the_admin_page_fits_a_phone_with_many_annotators(tmp_path: Path) -> Non
 
     from vistkit.studio.app import create_app
 
-    api = playwright_or_skip()
     made = make_study(tmp_path, n_items=40, per_item=3, annotators=60)
     with TestClient(create_app(made.study)) as client:
         for token in made.tokens:
             assert submit_ranking(client, token).status_code == 200
     made.study.engine.dispose()
-    port = simulate.free_port()
-    proc = serve_child(made.path, port)
-    try:
-        with api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 375, "height": 667}, is_mobile=True)
-                page.goto(f"http://127.0.0.1:{port}/admin/{made.admin}")
-                assert page.locator("#annotators tr").count() == 61
-                assert page.evaluate("window.innerWidth") == 375
-                assert page.evaluate("document.documentElement.scrollWidth") <= 375
-                wide = page.locator("table").evaluate_all(
-                    "ts => ts.filter(t => t.scrollWidth > t.parentElement.clientWidth)"
-                    ".map(t => getComputedStyle(t.parentElement).overflowX)"
-                )
-                assert wide and set(wide) == {"auto"}, wide
-            finally:
-                browser.close()
-    finally:
-        simulate.kill(proc, 15)
+    with served_browser(made.path) as (browser, base):
+        page = browser.new_page(viewport={"width": 375, "height": 667}, is_mobile=True)
+        page.goto(f"{base}/admin/{made.admin}")
+        assert page.locator("#annotators tr").count() == 61
+        assert page.evaluate("window.innerWidth") == 375
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        wide = page.locator("table").evaluate_all(
+            "ts => ts.filter(t => t.scrollWidth > t.parentElement.clientWidth)"
+            ".map(t => getComputedStyle(t.parentElement).overflowX)"
+        )
+        assert wide and set(wide) == {"auto"}, wide
 
 
 @pytest.mark.slow
@@ -305,33 +261,23 @@ def test_a_likert_page_keeps_its_choices_when_the_submission_fails(tmp_path: Pat
     checked and the annotator is told to press Submit again; an answer the server refuses for good (409: the task
     is no longer theirs) shows the server's sentence without the advice to resend it. Before: the browser's error
     page, and the choices lost."""
-    api = playwright_or_skip()
-    path, token = _study(tmp_path, task="likert")
-    port = simulate.free_port()
-    proc = serve_child(path, port)
-    try:
-        with api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 375, "height": 667})
-                page.goto(f"http://127.0.0.1:{port}/a/{token}")
-                names = page.locator("fieldset.likert input[value='4']").evaluate_all("xs => xs.map(x => x.name)")
-                for name in names:
-                    page.locator(f"input[name='{name}'][value='4']").check()
-                page.route("**/submit", lambda route: route.abort())
-                page.locator("#submit").click()
-                page.locator("#send-status", has_text="again").wait_for(timeout=10_000)
-                assert page.locator("input[value='4']:checked").count() == len(names) > 0
-                page.unroute("**/submit")
-                refused = "this task is not (or no longer) assigned to you; reload the page"
-                _refuse_submits(page, 409, refused)
-                page.locator("#submit").click()
-                page.locator("#send-status", has_text="no longer").wait_for(timeout=10_000)
-                assert "again" not in page.locator("#send-status").inner_text()
-            finally:
-                browser.close()
-    finally:
-        simulate.kill(proc, 15)
+    path, token = one_link_study(tmp_path, ("rtl", RTL), task="likert")
+    with served_browser(path) as (browser, base):
+        page = browser.new_page(viewport={"width": 375, "height": 667})
+        page.goto(f"{base}/a/{token}")
+        names = page.locator("fieldset.likert input[value='4']").evaluate_all("xs => xs.map(x => x.name)")
+        for name in names:
+            page.locator(f"input[name='{name}'][value='4']").check()
+        page.route("**/submit", lambda route: route.abort())
+        page.locator("#submit").click()
+        page.locator("#send-status", has_text="again").wait_for(timeout=10_000)
+        assert page.locator("input[value='4']:checked").count() == len(names) > 0
+        page.unroute("**/submit")
+        refused = "this task is not (or no longer) assigned to you; reload the page"
+        _refuse_submits(page, 409, refused)
+        page.locator("#submit").click()
+        page.locator("#send-status", has_text="no longer").wait_for(timeout=10_000)
+        assert "again" not in page.locator("#send-status").inner_text()
     assert judgement_records(path) == []
 
 
@@ -339,24 +285,14 @@ def test_a_likert_page_keeps_its_choices_when_the_submission_fails(tmp_path: Pat
 def test_the_task_page_still_works_without_javascript(tmp_path: Path) -> None:
     """With JavaScript off the form posts as a page: the (empty) notice stays hidden, the submission is stored and
     the next task says it was saved."""
-    api = playwright_or_skip()
-    path, token = _study(tmp_path, task="pairwise")
-    port = simulate.free_port()
-    proc = serve_child(path, port)
-    link = f"http://127.0.0.1:{port}/a/{token}"
-    try:
-        with api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(java_script_enabled=False)
-                page.goto(link)
-                assert not page.locator("#send-status").is_visible()
-                page.locator("input[name='choice'][value='A']").check()
-                page.locator("#submit").click()
-                page.wait_for_url(f"{link}?saved=1")
-                assert page.locator("#saved").count() == 1
-            finally:
-                browser.close()
-    finally:
-        simulate.kill(proc, 15)
+    path, token = one_link_study(tmp_path, ("rtl", RTL), task="pairwise")
+    with served_browser(path) as (browser, base):
+        link = f"{base}/a/{token}"
+        page = browser.new_page(java_script_enabled=False)
+        page.goto(link)
+        assert not page.locator("#send-status").is_visible()
+        page.locator("input[name='choice'][value='A']").check()
+        page.locator("#submit").click()
+        page.wait_for_url(f"{link}?saved=1")
+        assert page.locator("#saved").count() == 1
     assert len(judgement_records(path)) == 1

@@ -5,64 +5,28 @@ with a reason when Playwright or chromium is absent; every wait is bounded."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import CHROMIUM, HUMAN, MACHINE_1, judgement_records, playwright_or_skip, serve_child
+from studio_helpers import (
+    judgement_records,
+    one_link_study,
+    served_browser,
+)
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 
-from vistkit.studio import db, service, simulate
-from vistkit.studio.demo import stand_in_photos
-from vistkit.studio.plan import PlanItem, PlanStory, create_study
 
 THIRD = "We went home tired. The dog slept all the way."
 WAIT_MS = 30_000  # the box may be busy; every wait is still bounded
 
 
 
-def _study(tmp_path: Path, *, task: str = "rank", n_items: int = 2) -> tuple[Path, str]:
-    photos, _ = stand_in_photos(tmp_path / "photos")
-    items = [
-        PlanItem(
-            f"s{i}",
-            tuple(photos[:5]),
-            [
-                PlanStory("human", f"s{i}", HUMAN[0]),
-                PlanStory("m1", f"s{i}", MACHINE_1[0]),
-                PlanStory("m2", f"s{i}", THIRD),
-            ],
-        )
-        for i in range(n_items)
-    ]
-    path = tmp_path / "study.db"
-    create_study(path, task=task, items=items, per_item=1, seed=5, photos_dir=tmp_path / "photos")
-    st = db.open_study(path)
-    [(_, token)] = service.invite(st, n=1)
-    st.engine.dispose()
-    return path, token
 
 
 
 
-@contextmanager
-def _browser(path: Path) -> Iterator[tuple[Any, str]]:
-    """A served study and a launched chromium: ``(browser, base address)``; both stopped afterwards."""
-    api = playwright_or_skip()
-    port = simulate.free_port()
-    proc = serve_child(path, port)
-    try:
-        with api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            try:
-                yield browser, f"http://127.0.0.1:{port}"
-            finally:
-                browser.close()
-    finally:
-        simulate.kill(proc, 15)
 
 
 def _page(browser: Any, **options: Any) -> Any:
@@ -78,8 +42,8 @@ def test_a_ranking_cannot_be_made_without_javascript_and_is_not_stored_as_shown(
     they were shown in as the annotator's ranking, without a word: a ranking nobody made. Now the page says that
     ordering needs its script (a paragraph the script removes: no <noscript>, so a script that failed to load is
     covered too), and a submission without it is refused (nothing stored)."""
-    path, token = _study(tmp_path)
-    with _browser(path) as (browser, base):
+    path, token = one_link_study(tmp_path, ("m2", THIRD))
+    with served_browser(path) as (browser, base):
         page = _page(browser, java_script_enabled=False)
         page.goto(f"{base}/a/{token}")
         assert page.locator("#ranking").input_value() == ""
@@ -107,8 +71,8 @@ def test_a_reload_or_back_and_forward_mid_task_keeps_the_answer_made_so_far(task
     back to the shown order and every Likert or pairwise choice was cleared (the page is sent ``no-store``, so the
     browser restores nothing). Now the answer in progress comes back, for this task only: after the submission
     the next task starts blank."""
-    path, token = _study(tmp_path, task=task)
-    with _browser(path) as (browser, base):
+    path, token = one_link_study(tmp_path, ("m2", THIRD), task=task)
+    with served_browser(path) as (browser, base):
         link = f"{base}/a/{token}"
         page = _page(browser)
         page.goto(link)
@@ -153,8 +117,8 @@ def test_the_arrow_buttons_keep_the_keyboard_focus(tmp_path: Path) -> None:
     the focus on the story itself, so the second press picked the story up ("grabbed") instead of moving it again;
     a press at the end of the list did nothing and said nothing. Now the focus stays on the button (which moves
     with its story), each press moves it one place, and a press that cannot move it says so."""
-    path, token = _study(tmp_path)
-    with _browser(path) as (browser, base):
+    path, token = one_link_study(tmp_path, ("m2", THIRD))
+    with served_browser(path) as (browser, base):
         page = _page(browser)
         page.goto(f"{base}/a/{token}")
         first = page.locator("li.story").first.get_attribute("data-label")
@@ -180,8 +144,8 @@ def test_a_submission_redirected_to_a_sign_in_page_says_so(tmp_path: Path) -> No
     page: before, the annotator was told "the server could not be reached (check your connection)", which no
     connection check fixes. Now the notice says the submission was sent to another page (a sign-in that ended?),
     keeps the answer, and a later Submit goes through."""
-    path, token = _study(tmp_path)
-    with _browser(path) as (browser, base):
+    path, token = one_link_study(tmp_path, ("m2", THIRD))
+    with served_browser(path) as (browser, base):
         link = f"{base}/a/{token}"
         page = _page(browser)
         page.goto(link)
@@ -204,8 +168,8 @@ def test_an_answer_refused_for_good_offers_the_way_on(tmp_path: Path) -> None:
     """The same task open in two tabs: the first tab's answer is stored, the second tab sends another ranking and
     is refused (409, already submitted with another answer). Before, the notice ended there, Submit kept failing
     and nothing on the page led on. Now the notice has a link that reloads the page, which shows the next task."""
-    path, token = _study(tmp_path)
-    with _browser(path) as (browser, base):
+    path, token = one_link_study(tmp_path, ("m2", THIRD))
+    with served_browser(path) as (browser, base):
         link = f"{base}/a/{token}"
         one, two = _page(browser), _page(browser)
         one.goto(link)
@@ -234,7 +198,7 @@ def test_a_long_study_title_does_not_make_a_phone_zoom_out(tmp_path: Path) -> No
     title = "Evaluation_of_generated_stories_2026_pilot_batch_one_" + "x" * 40
     made = make_study(tmp_path, annotators=1, title=title)
     made.study.engine.dispose()
-    with _browser(made.path) as (browser, base):
+    with served_browser(made.path) as (browser, base):
         page = _page(browser, viewport={"width": 320, "height": 640}, is_mobile=True)
         for address in (f"/a/{made.tokens[0]}", f"/admin/{made.admin}", "/"):
             page.goto(base + address)
@@ -253,8 +217,8 @@ def test_a_submission_answered_by_a_page_that_is_not_the_studys_says_so(tmp_path
     before, the annotator read "Not saved: the server answered 200." (a success code) and nothing else. Now they
     are told the answer came from something between them and the study, to sign in there if asked and press
     Submit again; their answer is kept and the next Submit goes through."""
-    path, token = _study(tmp_path, task="pairwise")
-    with _browser(path) as (browser, base):
+    path, token = one_link_study(tmp_path, ("m2", THIRD), task="pairwise")
+    with served_browser(path) as (browser, base):
         link = f"{base}/a/{token}"
         page = _page(browser)
         page.goto(link)
@@ -305,8 +269,8 @@ def test_reloading_the_thank_you_page_does_not_say_saved_again(tmp_path: Path) -
     """The last answer leads to the thank-you page at ``/a/TOKEN?saved=1``: round 13 made a reload of a task page
     stop saying "Saved." again, but the thank-you page kept ``?saved=1`` in its address, so a reload (or the
     address bookmarked, or opened the next day) said "Saved." each time. Now it says so once there too."""
-    path, token = _study(tmp_path, n_items=1)
-    with _browser(path) as (browser, base):
+    path, token = one_link_study(tmp_path, ("m2", THIRD), n_items=1)
+    with served_browser(path) as (browser, base):
         link = f"{base}/a/{token}"
         page = _page(browser)
         errors: list[str] = []
