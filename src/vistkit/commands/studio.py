@@ -111,6 +111,15 @@ def _open(study: str, db_url: str | None) -> Any:
     return st
 
 
+def _shown(study: str) -> str:
+    """A study as it is typed in a suggested command: quoted for the shell, a URL's password masked."""
+    import shlex
+
+    from vistkit.studio.db import display_name
+
+    return shlex.quote(display_name(study))
+
+
 def _check_apart(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
     """Refuse, before anything is read or written, an output that is, or lies inside, another output (``--keep``
     inside ``--report``) or that holds an input (a study or references file inside the report folder, which the
@@ -277,9 +286,18 @@ def init_cmd(
     summary["admin_link"] = f"{base_url}/admin/{summary['admin_token']}"
     from vistkit.studio.db import display_name
 
-    _print_kv(summary, fmt, f"study {display_name(db_url or study)}")
-    if fmt is OutputFormat.TEXT:
-        echo("Keep the admin link: only its hash is stored. Next: `vistkit studio invite STUDY --n 10`.")
+    try:
+        _print_kv(summary, fmt, f"study {display_name(db_url or study)}")
+        if fmt is OutputFormat.TEXT:
+            echo("Keep the admin link: only its hash is stored. Next: `vistkit studio invite STUDY --n 10`.")
+    except OSError as exc:  # a full disk, a closed pipe: the study is made, its admin link (shown once) is lost
+        from vistkit.errors import OutputError
+
+        raise OutputError(
+            f"study {display_name(db_url or study)} was made, but its admin link could not be written "
+            f"({exc.strerror or exc}); get a new admin link with `vistkit studio invite "
+            f"{_shown(db_url or study)} --admin` (no new init is needed)"
+        ) from None
 
 
 @studio_app.command("invite")
@@ -290,40 +308,133 @@ def invite_cmd(
     quota: int | None = typer.Option(None, "--quota", help="At most this many tasks per annotator."),
     prefix: str = typer.Option("annotator", "--prefix", help="Annotator names: PREFIX-001, ..."),
     admin: bool = typer.Option(False, "--admin", help="Make a new admin link instead (the old one stops working)."),
+    withdraw: str | None = typer.Option(
+        None,
+        "--withdraw",
+        metavar="NAMES|unsent",
+        help="Remove these annotators instead (comma-separated; their links stop working), or `unsent`: those of "
+        "an invite run that stopped before writing their links (`status` lists them). Only annotators who have "
+        "claimed no task.",
+    ),
     db_url: str | None = DbOpt,
     base_url: str = BaseUrlOpt,
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Print new invite links (one random token per annotator; shown once, stored hashed)."""
+    from vistkit.errors import OutputError
     from vistkit.report.tables import render_table
 
     st = _open(study, db_url)
     from vistkit.studio import service
+    from vistkit.studio.db import display_name
     from vistkit.studio.network import check_base_url
 
+    name = display_name(db_url or study)
+    if withdraw is not None and admin:
+        raise InputError("give --withdraw or --admin, not both")
+    shaping = (("--n", n != 1), ("--quota", quota is not None), ("--prefix", prefix != "annotator"))
+    unused = [flag for flag, given in shaping if given]
+    if unused and (admin or withdraw is not None):  # they shape new annotators, which neither makes
+        from vistkit.commands.common import warn_ignored
+
+        warn_ignored(unused, "new annotator links (not --admin or --withdraw)")
+    if withdraw is not None:
+        names = [x.strip() for x in withdraw.split(",") if x.strip()]
+        if not names:
+            raise InputError(
+                "--withdraw needs annotator names (comma-separated, as `studio status` lists them) or unsent"
+            )
+        removed, young = service.withdraw_annotators(st, names)
+        if young:
+            from vistkit.errors import warn
+
+            warn(
+                f"kept {len(young):,} unsent annotators made less than {service.UNSENT_SETTLE_S:.0f} s ago "
+                f"({', '.join(young[:5])}): an invite run may still be writing their links; run --withdraw unsent "
+                "again in a minute if none is"
+            )
+        if not removed:
+            if not young:
+                note(f"{name} has no unsent annotators: nothing was withdrawn")
+            return
+        echo(render_table(["withdrawn"], [[g] for g in removed], fmt))
+        return
     base = check_base_url(base_url)
     if admin:
-        rows = [["admin", f"{base}/admin/{service.new_admin_token(st)}"]]
-    else:
-        from vistkit.studio import MAX_INVITES
+        from vistkit.studio.db import new_token
 
-        if not 1 <= n <= MAX_INVITES:
-            raise InputError(f"--n must be from 1 to {MAX_INVITES:,}, not {n:,}")
-        made = service.invite(st, n=n, prefix=prefix, quota=quota)
-        rows = [[name, f"{base}/a/{token}"] for name, token in made]
-        try:
-            echo(render_table(["annotator", "link"], rows, fmt))
-        except OSError as exc:  # a full disk, a closed pipe: links shown to nobody are not kept (hashes only)
-            from vistkit.errors import OutputError
-
-            gone = service.withdraw_invites(st, [name for name, _ in made])
+        token = new_token()
+        try:  # the link is written before its token is stored: a failure in between must not lock the owner out
+            echo(render_table(["annotator", "link"], [["admin", f"{base}/admin/{token}"]], fmt))
+        except OSError as exc:
             raise OutputError(
-                f"cannot write the invite links ({exc.strerror or exc}); the {gone:,} new annotators were not kept, "
-                "so no link of this run works: run `vistkit studio invite` again with its output going where there "
-                "is room"
+                f"cannot write the new admin link ({exc.strerror or exc}); nothing was changed, the old admin link "
+                "still works"
+            ) from None
+        try:
+            service.set_admin_token(st, token)
+        except Exception as exc:
+            from vistkit.studio.db import storage_problem, study_error
+
+            if isinstance(exc, VistkitError):
+                said = str(exc)
+            elif storage_problem(exc) is not None:
+                said = str(study_error(exc, name))
+            else:
+                raise
+            raise OutputError(
+                f"{said.rstrip('.')}; the admin link printed above was not stored, so it does not work, and the old "
+                "admin link still works: run `vistkit studio invite --admin` again once the study can be written"
             ) from None
         return
-    echo(render_table(["annotator", "link"], rows, fmt))
+    from vistkit.studio import MAX_INVITES
+
+    if not 1 <= n <= MAX_INVITES:
+        raise InputError(f"--n must be from 1 to {MAX_INVITES:,}, not {n:,}")
+    # listed as unsent until their links are out: a run killed in between leaves them for `status` to name
+    made = service.invite(st, n=n, prefix=prefix, quota=quota, unsent=True)
+    names = [nm for nm, _ in made]
+    rows = [[nm, f"{base}/a/{token}"] for nm, token in made]
+    try:
+        echo(render_table(["annotator", "link"], rows, fmt))
+    except BaseException as exc:  # a full disk, a closed pipe, Ctrl-C: links shown to nobody are not kept
+        try:
+            gone = service.withdraw_invites(st, names)
+        except Exception:  # the study cannot be written now either: they stay listed as unsent
+            gone = None
+        if not isinstance(exc, OSError):
+            raise
+        why = exc.strerror or str(exc)
+        if gone is None:
+            raise OutputError(
+                f"cannot write the invite links ({why}), and their {len(names):,} annotators could not be removed "
+                f"again: nobody has their links; `vistkit studio invite {_shown(db_url or study)} --withdraw "
+                "unsent` removes them (`vistkit studio status` lists them)"
+            ) from None
+        raise OutputError(
+            f"cannot write the invite links ({why}); the {gone:,} new annotators were not kept, so no link of this "
+            "run works: run `vistkit studio invite` again with its output going where it can be written"
+        ) from None
+    try:
+        lost = service.confirm_invites(st, names)
+    except Exception as exc:  # the links are out and work; only the unsent mark stays
+        from vistkit.studio.db import storage_problem
+
+        if storage_problem(exc) is None and not isinstance(exc, VistkitError):
+            raise
+        from vistkit.errors import warn
+
+        warn(
+            f"the links above work, but {name} could not be written to mark them as handed out, so `studio status` "
+            "lists these annotators as unsent: do not `--withdraw unsent` them"
+        )
+        return
+    if lost:  # `--withdraw unsent` ran while this run was still writing them (it waits a minute: a slow pipe)
+        raise OutputError(
+            f"{len(lost):,} of the links above ({', '.join(lost[:5])}) were withdrawn by `studio invite "
+            "--withdraw` while they were being written, so they do not work; run `vistkit studio invite` again for "
+            "new ones"
+        )
 
 
 @studio_app.command("serve")
@@ -402,6 +513,13 @@ def status_cmd(study: str = StudyArg, db_url: str | None = DbOpt, fmt: OutputFor
     shown_none = "n/a" if fmt is OutputFormat.TEXT else None
     head += [[f"alpha ({k})", shown_none if v is None else v] for k, v in s["alpha"].items()]
     undefined = "\n".join(f"note: alpha ({k}) is undefined: {why}" for k, why in s["alpha_undefined"].items())
+    if unsent := s["unsent_invites"]:
+        shown = ", ".join(unsent[:5]) + (f" and {len(unsent) - 5:,} more" if len(unsent) > 5 else "")
+        note(
+            f"note: {len(unsent):,} annotators ({shown}) were made by a `studio invite` run that stopped before "
+            f"writing their links (or is still running), so nobody may have them; `vistkit studio invite "
+            f"{_shown(db_url or study)} --withdraw unsent` removes them"
+        )
     cols = ["annotator", "done", "median_seconds", "gold_passed", "gold_total"]
     if fmt is OutputFormat.CSV:  # one table (three printed one after another had headers mid-file): long form
         long = [["study", "", k, v] for k, v in head]

@@ -340,13 +340,41 @@ def failed_gold(data: StudyData) -> set[str]:
 
 def _failed_gold_in(st: db.Study, conn: Any) -> set[str]:
     """`failed_gold` read from the study (only the gold results, not every judgement)."""
+    return _below(_gold_rates_in(conn), st.settings)
+
+
+def _gold_rates_in(conn: Any) -> dict[str, tuple[int, int]]:
+    """(passed, gold judgements) per annotator who has judged a gold unit, read from the study."""
     from sqlalchemy import select
 
     j, an = db.judgements, db.annotators
     rows = conn.execute(
         select(an.c.name, j.c.gold_passed).join(an, an.c.id == j.c.annotator_id).where(j.c.gold_passed.is_not(None))
     )
-    return _below(_count_gold((r.name, bool(r.gold_passed)) for r in rows), st.settings)
+    return _count_gold((r.name, bool(r.gold_passed)) for r in rows)
+
+
+def _warn_unchecked(st: db.Study, conn: Any, rates: dict[str, tuple[int, int]], exported: Iterable[str]) -> list[str]:
+    """Say (a warning) whom ``--drop-failed-gold`` could not check: every annotator of a study without gold units,
+    or the exported annotators who have judged no gold unit yet (they are kept); returns the latter, sorted."""
+    from sqlalchemy import func, select
+
+    from vistkit.errors import warn
+
+    unchecked = sorted(a for a in exported if a not in rates)
+    has_gold = conn.execute(select(func.count()).select_from(db.units).where(db.units.c.is_gold)).scalar_one()
+    if not has_gold:
+        warn(
+            f"study {st.name} has no gold items (attention checks: `studio init --gold N`), so --drop-failed-gold "
+            "left out nobody"
+        )
+    elif unchecked:
+        shown = ", ".join(unchecked[:5]) + (f" and {len(unchecked) - 5:,} more" if len(unchecked) > 5 else "")
+        warn(
+            f"--drop-failed-gold kept {len(unchecked):,} annotators who have judged no gold item yet, so no "
+            f"attention check tells whether they passed: {shown} (the provenance lists them as gold_unchecked)"
+        )
+    return unchecked
 
 
 def summary(data: StudyData) -> dict[str, Any]:
@@ -376,6 +404,7 @@ def summary(data: StudyData) -> dict[str, Any]:
         )
     ok_all = sum(v[0] for v in gold.values())
     n_all = sum(v[1] for v in gold.values())
+    present = set(data.annotators)
     return {
         "study_id": data.settings["study_id"],
         "title": data.settings.get("title", ""),
@@ -388,6 +417,8 @@ def summary(data: StudyData) -> dict[str, Any]:
         "complete_units": sum(1 for u in data.units if u["done"] >= per_item),
         "unit_progress": data.units,
         "annotators": annot_rows,
+        # made by an `invite` run that stopped before writing their links: nobody has them (`invite --withdraw`)
+        "unsent_invites": unsent_names(data.settings.get("unsent_invites"), present),
         "gold_pass_rate": ok_all / n_all if n_all else None,
         "gold_threshold": float(data.settings.get("gold_pass", 0.8)),
         "alpha": agreement(data),
@@ -395,6 +426,14 @@ def summary(data: StudyData) -> dict[str, Any]:
         "results": results(data),
         "position_bias": position_bias(data),
     }
+
+
+def unsent_names(listed: Any, present: set[str]) -> list[str]:
+    """The annotators of the ``unsent_invites`` setting (`vistkit.studio.service.UNSENT`) that are still in the
+    study; a setting that is not a list of names (changed by hand) names nobody."""
+    if not isinstance(listed, list):
+        return []
+    return [n for n in listed if isinstance(n, str) and n in present]
 
 
 def results(data: StudyData) -> list[dict[str, Any]]:
@@ -845,6 +884,8 @@ def export(
         raise db.damaged(st.name, f"its creation time ({created!r}) is not a time in seconds since 1970")
     tally = _Tally()
     dropped: set[str] = set()
+    rates: dict[str, tuple[int, int]] = {}
+    unchecked: list[str] = []
     with st.read() as conn:  # one read transaction: the export is one consistent snapshot of the study
         if fmt == "tasks":
             rows = task_rows(st)
@@ -853,6 +894,7 @@ def export(
             stories = _stories(conn)
             if drop_failed_gold:
                 dropped = _failed_gold_in(st, conn)
+                rates = _gold_rates_in(conn)  # the same snapshot: who was checked at all
 
             def kept(js: Iterable[Judgement]) -> Iterator[Judgement]:
                 for j in js:
@@ -886,6 +928,8 @@ def export(
                         out.write(json.dumps(rec, ensure_ascii=False) + "\n")
                         n += 1  # (none: an empty record, not refused; the tables above feed `meta`, which needs rows)
                 sha = out.sha256.hexdigest()
+            if drop_failed_gold:
+                unchecked = _warn_unchecked(st, conn, rates, tally.counts)
     prov = {
         "study_id": settings["study_id"],
         "title": settings.get("title", ""),
@@ -897,6 +941,7 @@ def export(
         "judgements": tally.n,
         "include_gold": include_gold,
         "dropped_annotators": sorted(dropped),
+        **({"gold_unchecked": unchecked} if drop_failed_gold and fmt != "tasks" else {}),
         "per_item": settings["per_item"],
         "aspects": settings.get("aspects") if task == "likert" else None,
         "annotators": [

@@ -48,9 +48,16 @@ def check_base_url(url: str) -> str:
             "http://127.0.0.1:8000 or https://study.example.org"
         )
     try:
-        parts.port  # noqa: B018 (raises ValueError on a port out of range or not a number)
+        if parts.port == 0:  # (parts.port raises ValueError on a port out of range or not a number)
+            raise ValueError
     except ValueError:
         raise InputError(f"--base-url {url!r}: its port is not a number from 1 to 65535") from None
+    if parts.username is not None or parts.password is not None:  # said without them: a password is no output
+        shown = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        raise InputError(
+            f"--base-url holds a user name or password (before {parts.hostname}), which every printed link would "
+            f"carry to every annotator; give the address without them (e.g. {shown})"
+        )
     if parts.path.strip("/"):
         root = f"{parts.scheme}://{parts.netloc}"
         raise InputError(

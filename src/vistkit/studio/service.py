@@ -88,9 +88,18 @@ def _visible_text(given: str, *, option: str, limit: int, fix: str) -> str:
     return text
 
 
-def invite(st: db.Study, *, n: int, prefix: str = "annotator", quota: int | None = None) -> list[tuple[str, str]]:
+#: the setting listing annotators made by an `invite` run whose links have not (yet) been written out: the CLI
+#: stores them with the annotators and clears them once the links are out, so a run killed in between (kill -9, a
+#: power cut, a failed clean-up) leaves them named here (`unsent_invites`) for `withdraw_annotators`
+UNSENT = "unsent_invites"
+
+
+def invite(
+    st: db.Study, *, n: int, prefix: str = "annotator", quota: int | None = None, unsent: bool = False
+) -> list[tuple[str, str]]:
     """Create ``n`` annotators; returns ``(name, token)`` pairs (the tokens are shown once, stored hashed).
-    ``prefix`` is checked first (`check_prefix`)."""
+    ``prefix`` is checked first (`check_prefix`). With ``unsent`` they are also listed as unsent (`UNSENT`) in
+    the same transaction, until `confirm_invites` says their links were written."""
     from vistkit.errors import InputError
     from vistkit.studio import MAX_INVITES, MAX_SLOTS
 
@@ -103,16 +112,66 @@ def invite(st: db.Study, *, n: int, prefix: str = "annotator", quota: int | None
     with st.write() as conn:
         _lock_study(conn)  # two invites at once would count the same annotators and give out the same names
         existing = conn.execute(select(func.count()).select_from(db.annotators)).scalar_one()
-        for i in range(n):
+        taken = set(conn.execute(select(db.annotators.c.name)).scalars())
+        number = existing
+        for _ in range(n):
+            number += 1
+            while f"{prefix}-{number:03d}" in taken:  # skip a name still taken (one withdrawn before it)
+                number += 1
             token = db.new_token()
-            name = f"{prefix}-{existing + i + 1:03d}"
+            name = f"{prefix}-{number:03d}"
             conn.execute(
                 insert(db.annotators).values(
                     name=name, token_hash=db.token_hash(token), created_at=db.now(), quota=quota
                 )
             )
             out.append((name, token))
+        if unsent and out:
+            _put_unsent(conn, st, _read_unsent(conn, st) + [name for name, _ in out])
+    st._settings = None
     return out
+
+
+def _read_unsent(conn: Connection, st: db.Study) -> list[str]:
+    row = conn.execute(select(db.settings.c.value).where(db.settings.c.key == UNSENT)).first()
+    try:
+        value = [] if row is None else json.loads(row[0])
+    except (TypeError, ValueError, RecursionError):
+        value = None
+    # only a hint (which links were never written): one changed by hand is read as naming nobody, not refused
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _put_unsent(conn: Connection, st: db.Study, names: list[str]) -> None:
+    from sqlalchemy import delete
+
+    if names:
+        db.put_settings(conn, {UNSENT: names})
+    else:
+        conn.execute(delete(db.settings).where(db.settings.c.key == UNSENT))
+
+
+def confirm_invites(st: db.Study, names: list[str]) -> list[str]:
+    """The links of annotators ``names`` (made by `invite` with ``unsent``) have been written: no longer unsent.
+    Returns those of ``names`` that are no longer annotators (withdrawn meanwhile: their links do not work)."""
+    if not names:
+        return []
+    done = set(names)
+    with st.write() as conn:
+        _lock_study(conn)
+        _put_unsent(conn, st, [n for n in _read_unsent(conn, st) if n not in done])
+        present = set(conn.execute(select(db.annotators.c.name).where(db.annotators.c.name.in_(names))).scalars())
+    st._settings = None
+    return [n for n in names if n not in present]
+
+
+def unsent_invites(st: db.Study) -> list[str]:
+    """The annotators whose links an `invite` run stored but did not write out (killed, or its clean-up failed):
+    nobody has those links. A run still printing its links lists its own annotators for that moment."""
+    with st.read() as conn:
+        listed = _read_unsent(conn, st)
+        names = set(conn.execute(select(db.annotators.c.name)).scalars())
+    return [n for n in listed if n in names]
 
 
 def withdraw_invites(st: db.Study, names: list[str]) -> int:
@@ -128,16 +187,81 @@ def withdraw_invites(st: db.Study, names: list[str]) -> int:
         _lock_study(conn)
         used = select(a.c.annotator_id).where(a.c.annotator_id.is_not(None))
         res = conn.execute(delete(an).where(an.c.name.in_(names), an.c.id.not_in(used)))
+        gone = set(names)
+        _put_unsent(conn, st, [n for n in _read_unsent(conn, st) if n not in gone])
+    st._settings = None
     return int(res.rowcount)
+
+
+#: seconds after which an unsent annotator is taken for one whose `invite` run stopped (not one still printing)
+UNSENT_SETTLE_S = 60.0
+
+
+def withdraw_annotators(
+    st: db.Study, names: list[str], *, settle_s: float | None = None
+) -> tuple[list[str], list[str]]:
+    """Remove the annotators ``names`` (``["unsent"]``: those of `unsent_invites` made more than ``settle_s``
+    seconds ago, default `UNSENT_SETTLE_S`: a younger one may belong to an `invite` run still writing its
+    links), whose links then stop working; returns the names removed and the unsent ones kept as too young. A
+    name that is no annotator, or one that has claimed or judged a task (their judgements are part of the
+    study), is an `InputError` and nothing is removed."""
+    from sqlalchemy import delete
+
+    from vistkit.errors import InputError
+
+    an, a, j = db.annotators, db.assignments, db.judgements
+    young: list[str] = []
+    with st.write() as conn:
+        _lock_study(conn)
+        listed = _read_unsent(conn, st)
+        known = dict(conn.execute(select(an.c.name, an.c.id)).all())
+        if names == ["unsent"]:
+            made = dict(conn.execute(select(an.c.name, an.c.created_at).where(an.c.name.in_(listed))).all())
+            recent = db.now() - (UNSENT_SETTLE_S if settle_s is None else settle_s)
+            young = [n for n in listed if n in made and made[n] > recent]
+            wanted = [n for n in listed if n in made and n not in young]
+        else:
+            wanted = list(dict.fromkeys(names))
+        unknown = [n for n in wanted if n not in known]
+        if unknown:
+            what = "is not an annotator" if len(unknown) == 1 else "are not annotators"
+            raise InputError(
+                f"--withdraw: {', '.join(unknown[:5])} {what} "
+                f"of {st.name}, nothing was withdrawn; `vistkit studio status` lists the annotators (or give "
+                "--withdraw unsent)"
+            )
+        ids = [known[n] for n in wanted]
+        if ids:  # their rows locked as `claim_next` locks them: a claim in flight is seen below (not on SQLite)
+            conn.execute(update(an).where(an.c.id.in_(ids)).values(quota=an.c.quota))
+        used_ids = set(conn.execute(select(a.c.annotator_id).where(a.c.annotator_id.in_(ids))).scalars())
+        used_ids |= set(conn.execute(select(j.c.annotator_id).where(j.c.annotator_id.in_(ids))).scalars())
+        used = [n for n in wanted if known[n] in used_ids]
+        if used:
+            raise InputError(
+                f"--withdraw: {', '.join(used[:5])} {'has' if len(used) == 1 else 'have'} claimed or judged tasks, "
+                "so their link was handed out and their work is part of the study; nothing was withdrawn"
+            )
+        if ids:
+            conn.execute(delete(an).where(an.c.id.in_(ids)))
+        gone = set(wanted)
+        _put_unsent(conn, st, [n for n in listed if n not in gone])
+    st._settings = None
+    return wanted, young
 
 
 def new_admin_token(st: db.Study) -> str:
     """Replace the admin token (the old link stops working); returns the new one."""
     token = db.new_token()
+    set_admin_token(st, token)
+    return token
+
+
+def set_admin_token(st: db.Study, token: str) -> None:
+    """Make ``token`` the admin token (the old link stops working): `studio invite --admin` calls it only once
+    the new link has been written, so a failure in between leaves the old one working."""
     with st.write() as conn:
         db.put_settings(conn, {"admin_token_hash": db.token_hash(token)})
     st._settings = None
-    return token
 
 
 def photo_link(template: str, photo_id: str) -> str:

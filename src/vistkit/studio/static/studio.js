@@ -1,5 +1,6 @@
-// vistkit studio: drag-or-keyboard ranking, submission that keeps the answer when it fails, an answer in progress
-// kept over a reload or Back/Forward, and photos that do not load shown as such. The server reads the hidden
+// vistkit studio: drag-or-keyboard ranking, submission that keeps the answer when it fails (and keeps it from
+// changing while it is sent), an answer in progress kept in the browser over a reload, Back/Forward or a closed
+// tab, and photos that do not load shown as such. The server reads the hidden
 // "ranking" input: the display positions of the stories, best first, filled in only by this script (without it a
 // ranking task says it needs this script, and sends no ranking). No build step, no dependencies; the other tasks
 // work without this script (a plain form post).
@@ -33,42 +34,84 @@
   var list = document.getElementById("ranking-list");
   var field = document.getElementById("ranking");
 
-  // the answer in progress, per tab (sessionStorage), for this link's current task only: the page is sent
-  // "no-store", so a reload or Back/Forward gave the task back blank (ranking in the shown order, no choice
-  // checked). Dropped once the answer is stored, and when this link shows another task.
+  // the answer in progress, kept in this browser (localStorage; sessionStorage where that is refused) for this
+  // link's current task only: the page is sent "no-store", so a reload, Back/Forward or a closed tab opened again
+  // gave the task back blank (ranking in the shown order, no choice checked). The key holds a hash of the link,
+  // never the link itself, so another annotator on a shared computer neither sees the answer (their link has
+  // another key) nor finds this link in the storage. Dropped once the answer is stored, when this link shows
+  // another task or none, and after DRAFT_DAYS days whatever the link.
   var DRAFT = "vistkit-draft ";
+  var BUSY = "Your answer is being sent: it can be changed again only if it is not saved.";
+  var DRAFT_DAYS = 30;
   var assignment = form ? form.querySelector("input[name=assignment]") : null;
-  var draftPrefix = form ? DRAFT + form.getAttribute("action") + " " : null;
-  var draftKey = draftPrefix && assignment ? draftPrefix + assignment.value : null;
-  function storage() {
-    try { return window.sessionStorage || null; } catch (e) { return null; }  // storage off: no drafts
+  var linkPath = form ? form.getAttribute("action").replace(/\/submit$/, "")
+    : (/^\/a\/[^\/]+$/.test(window.location.pathname) ? window.location.pathname : null);
+  // cyrb53: a 53-bit hash of the link (not reversible to it; two links of one computer never share a key in practice)
+  function hash(text) {
+    var h1 = 0xdeadbeef, h2 = 0x41c6ce57;
+    for (var i = 0; i < text.length; i++) {
+      var c = text.charCodeAt(i);
+      h1 = Math.imul(h1 ^ c, 2654435761);
+      h2 = Math.imul(h2 ^ c, 1597334677);
+    }
+    h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+    h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+    return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(36);
   }
+  var draftPrefix = linkPath ? DRAFT + hash(window.location.host + linkPath) + " " : null;
+  var draftKey = form && draftPrefix && assignment ? draftPrefix + assignment.value : null;
+  var oldKey = form && assignment ? DRAFT + form.getAttribute("action") + " " + assignment.value : null;
+  function usable(name) {
+    try {
+      var store = window[name];
+      var probe = DRAFT + "probe";
+      store.setItem(probe, "1");
+      store.removeItem(probe);
+      return store;
+    } catch (e) { return null; }  // storage off or refused (private windows, blocked site data)
+  }
+  var store = usable("localStorage") || usable("sessionStorage");
   function radios() {
     return form ? Array.prototype.slice.call(form.querySelectorAll("input[type=radio]")) : [];
   }
   function saveDraft() {
-    var store = storage();
     if (!store || !draftKey) { return; }
-    var draft = { ranking: field ? field.value : null, choices: {} };
+    var draft = { ranking: field ? field.value : null, choices: {}, at: Date.now() };
     radios().forEach(function (r) { if (r.checked) { draft.choices[r.name] = r.value; } });
     try { store.setItem(draftKey, JSON.stringify(draft)); } catch (e) { /* full or refused: nothing kept */ }
   }
   function dropDraft() {
-    var store = storage();
     if (store && draftKey) { try { store.removeItem(draftKey); } catch (e) { /* nothing to drop */ } }
   }
-  function loadDraft() {
-    var store = storage();
-    if (!store || !draftPrefix) { return null; }
-    var draft = null;
+  function parse(text) {
     try {
-      for (var k = store.length - 1; k >= 0; k--) {  // drafts of this link's earlier tasks: stored or gone
-        var key = store.key(k);
-        if (key && key.indexOf(draftPrefix) === 0 && key !== draftKey) { store.removeItem(key); }
-      }
-      draft = draftKey ? JSON.parse(store.getItem(draftKey) || "null") : null;
+      var value = JSON.parse(text || "null");
+      return value && typeof value === "object" ? value : null;
     } catch (e) { return null; }
-    return draft && typeof draft === "object" ? draft : null;
+  }
+  // drops this link's drafts of other tasks (stored, or the task gone) and everyone's drafts past DRAFT_DAYS;
+  // returns this task's draft (or one an earlier version kept in this tab), or null
+  function loadDraft() {
+    var draft = null;
+    if (oldKey) {  // what an earlier version kept in this tab, under the link itself: moved to the new key
+      try {
+        draft = parse(window.sessionStorage.getItem(oldKey));
+        window.sessionStorage.removeItem(oldKey);
+      } catch (e) { draft = null; }
+    }
+    if (!store) { return draft; }
+    var oldest = Date.now() - DRAFT_DAYS * 86400000;
+    try {
+      for (var k = store.length - 1; k >= 0; k--) {
+        var key = store.key(k);
+        if (!key || key.indexOf(DRAFT) !== 0 || key === draftKey) { continue; }
+        var kept = parse(store.getItem(key));
+        var mine = draftPrefix !== null && key.indexOf(draftPrefix) === 0;
+        if (mine || !kept || typeof kept.at !== "number" || kept.at < oldest) { store.removeItem(key); }
+      }
+      draft = (draftKey ? parse(store.getItem(draftKey)) : null) || draft;
+    } catch (e) { return draft; }
+    return draft;
   }
 
   function items() { return list ? Array.prototype.slice.call(list.querySelectorAll("li.story")) : []; }
@@ -82,7 +125,9 @@
     if (status) { status.textContent = text; }
   }
   // moves a story one place; the focus stays on what moved it (its arrow button, or the story itself)
+  var moving = false;
   function move(li, delta, from) {
+    if (sending) { say(BUSY); return; }
     var all = items();
     var i = all.indexOf(li);
     var j = i + delta;
@@ -91,10 +136,21 @@
       say(label + " is already " + (j < 0 ? "first" : "last") + ".");
       return;
     }
-    if (delta < 0) { list.insertBefore(li, all[j]); } else { list.insertBefore(all[j], li); }
+    moving = true;  // a focused story moved in the page may lose the focus for a moment: it stays picked up
+    try {
+      if (delta < 0) { list.insertBefore(li, all[j]); } else { list.insertBefore(all[j], li); }
+    } finally { moving = false; }
     sync();
     (from || li).focus();
     say(label + " is now in place " + (j + 1) + ".");
+  }
+  // picks a story up (its arrow keys then move it) or puts it down, and says so: a screen reader heard nothing
+  function grab(li, on) {
+    var label = "Story " + li.getAttribute("data-label");
+    li.classList.toggle("grabbed", on);
+    li.setAttribute("aria-grabbed", String(on));
+    say(on ? label + " picked up, in place " + (items().indexOf(li) + 1) + ": \u2191/\u2193 move it, Space puts it down."
+      : label + " put down in place " + (items().indexOf(li) + 1) + ".");
   }
   function restoreRanking(saved) {
     if (typeof saved !== "string") { return; }
@@ -131,8 +187,7 @@
         if (ev.target !== li) { return; }
         var grabbed = li.classList.contains("grabbed");
         if (ev.key === " " || ev.key === "Enter") {
-          li.classList.toggle("grabbed");
-          li.setAttribute("aria-grabbed", String(!grabbed));
+          grab(li, !grabbed);
           ev.preventDefault();
         } else if (ev.key === "ArrowUp" || ev.key === "ArrowDown") {
           var delta = ev.key === "ArrowUp" ? -1 : 1;
@@ -144,12 +199,16 @@
             if (next) { next.focus(); }
           }
           ev.preventDefault();
-        } else if (ev.key === "Escape") {
-          li.classList.remove("grabbed");
-          li.setAttribute("aria-grabbed", "false");
+        } else if (ev.key === "Escape" && grabbed) {
+          grab(li, false);
         }
       });
+      // a story picked up stays so only while it has the focus: back to it later, the arrows move the focus again
+      li.addEventListener("focusout", function (ev) {
+        if (!moving && ev.target === li && li.classList.contains("grabbed")) { grab(li, false); }
+      });
       li.addEventListener("dragstart", function (ev) {
+        if (sending) { ev.preventDefault(); say(BUSY); return; }
         li.classList.add("dragging");
         ev.dataTransfer.effectAllowed = "move";
         ev.dataTransfer.setData("text/plain", li.getAttribute("data-pos"));
@@ -179,17 +238,24 @@
   var button = document.getElementById("submit");
   var notice = document.getElementById("send-status");
   var sending = false;
+  var buttonText = button ? button.textContent : "";
+  // while it is being sent the answer cannot change: a change then was shown but not sent (the answer stored was
+  // the one before it, without a word)
+  form.addEventListener("click", function (ev) {
+    if (sending && ev.target && ev.target.type === "radio") { ev.preventDefault(); }
+  }, true);
   var WAIT_MS = 30000;
   function ready() {
     sending = false;
-    if (button) { button.disabled = false; button.removeAttribute("aria-busy"); }
+    if (button) { button.disabled = false; button.removeAttribute("aria-busy"); button.textContent = buttonText; }
   }
   // why it was not saved; ``again``: sending it again may work, else a link reloads the page (a task that is
   // no longer theirs, a form gone stale: the page then shows where they are, with their answer if still theirs)
-  function failed(why, again) {
+  // ``unsure``: the answer may have been stored (a timeout: the server may still have saved it)
+  function failed(why, again, unsure) {
     ready();
     if (notice) {
-      notice.textContent = "Not saved: " + why + "." +
+      notice.textContent = (unsure ? "Not confirmed: " : "Not saved: ") + why + "." +
         (again ? " Your answer is still here; press \u201cSubmit and continue\u201d again." : " ");
       if (!again) {
         var reload = document.createElement("a");
@@ -211,7 +277,7 @@
     }
     ev.preventDefault();
     sending = true;
-    if (button) { button.disabled = true; button.setAttribute("aria-busy", "true"); }
+    if (button) { button.disabled = true; button.setAttribute("aria-busy", "true"); button.textContent = "Sending\u2026"; }
     if (notice) { notice.hidden = true; notice.textContent = ""; }
     var action = form.getAttribute("action");
     var next = action.replace(/\/submit$/, "") + "?saved=1";
@@ -251,9 +317,11 @@
       failed(why, status >= 500 || status === 408 || status === 429 || status === 0);
     }, function () {
       window.clearTimeout(timer);
-      failed(controller && controller.signal.aborted
-        ? "the server did not answer within " + WAIT_MS / 1000 + " seconds"
-        : "the server could not be reached (check your connection)", true);
+      var late = controller && controller.signal.aborted;
+      failed(late
+        ? "the server did not answer within " + WAIT_MS / 1000 + " seconds, so it may or may not have stored " +
+          "your answer (sent again, it is stored once)"
+        : "the server could not be reached (check your connection)", true, late);
     });
   });
 })();
