@@ -195,10 +195,10 @@ def test_rovist_vg_regions_of_other_ids_are_said(
 
 
 # ------------------------------------------------------------------ distance: two metrics under one dimension
-def _per_item(path: Path, c_column: str, *, signature: str | None = None) -> Path:
+def _per_item(path: Path, c_column: str, *, signature: str | None = None, shift: float = 0.0) -> Path:
     sig = f",{c_column} signature" if signature else ""
     rows = [f"id,groovist,{c_column},rovist-nr{sig}"]
-    for i, (g, c, r) in enumerate([(0.5, 0.3, 0.9), (0.2, 0.4, 0.8), (0.1, 0.7, 0.6)]):
+    for i, (g, c, r) in enumerate([(0.5 + shift, 0.3, 0.9), (0.2, 0.4, 0.8), (0.1, 0.7, 0.6)]):
         rows.append(f"s{i},{g},{c},{r}" + (f",{signature}" if signature else ""))
     path.write_text("\n".join(rows) + "\n")
     return path
@@ -215,7 +215,7 @@ def test_distance_warns_when_the_sides_c_columns_are_different_metrics(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     human = _per_item(tmp_path / "h.csv", "dhm-c")
-    model = _per_item(tmp_path / "m.csv", "rovist-c")  # no dhm-c column: rovist-c was taken without a word
+    model = _per_item(tmp_path / "m.csv", "rovist-c", shift=0.1)  # no dhm-c column: rovist-c was taken without a word
     code, err = _distance(capsys, human, model)
     assert code == 0, err
     assert err.count("warning:") == 1 and "'dhm-c'" in err and "'rovist-c'" in err and "dC" in err, err
@@ -227,14 +227,15 @@ def test_distance_same_or_generic_columns_say_nothing(
     tmp_path: Path, c_column: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     human = _per_item(tmp_path / "h.csv", "dhm-c")
-    model = _per_item(tmp_path / "m.csv", c_column)  # a hand-made table's C: its metric is not known
+    # a hand-made table's C: its metric is not known (other scores than the human side's: a copy is warned about)
+    model = _per_item(tmp_path / "m.csv", c_column, shift=0.1)
     code, err = _distance(capsys, human, model)
     assert code == 0 and "warning:" not in err, err
 
 
 def test_distance_different_signatures_warn_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     human = _per_item(tmp_path / "h.csv", "dhm-c", signature="dhm-c|a")
-    model = _per_item(tmp_path / "m.csv", "rovist-c", signature="rovist-c|b")
+    model = _per_item(tmp_path / "m.csv", "rovist-c", signature="rovist-c|b", shift=0.1)
     code, err = _distance(capsys, human, model)
     assert code == 0 and err.count("warning:") == 1 and "signatures" in err, err
 

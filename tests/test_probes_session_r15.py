@@ -173,3 +173,21 @@ def test_the_admin_page_names_annotators_whose_links_were_never_written(tmp_path
     page = client.get(f"/admin/{made.admin}").text
     assert 'id="unsent-invites"' in page and "2 annotators of an <code>invite</code> run" in page
     assert "annotator-002, annotator-003" in page and "--withdraw unsent" in page
+
+
+def test_a_copy_of_the_human_scores_given_as_the_model_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same file on both sides of `vistkit distance` is warned about; a copy of it (another file, the same
+    scores) printed dHM 0 without a word."""
+    from vistkit.cli import main
+
+    rows = "id,groovist,dhm-c,rovist-nr\ns0,0.5,0.3,0.9\ns1,0.2,0.4,0.8\ns2,0.1,0.7,0.6\n"
+    (tmp_path / "h.csv").write_text(rows)
+    (tmp_path / "m.csv").write_text(rows)
+    code = main(["distance", "--human", str(tmp_path / "h.csv"), "--model", str(tmp_path / "m.csv"), "-f", "json"])
+    err = capsys.readouterr().err
+    assert code == 0 and err.count("warning:") == 1 and "same G, C and R" in err and "dHM is 0" in err, err
+    (tmp_path / "m.csv").write_text(rows.replace("s2,0.1", "s2,0.2"))
+    assert main(["distance", "--human", str(tmp_path / "h.csv"), "--model", str(tmp_path / "m.csv"), "-f", "json"]) == 0
+    assert "warning:" not in capsys.readouterr().err

@@ -149,6 +149,36 @@ def warn_mixed_metrics(
         )
 
 
+def warn_same_sources(
+    human: Path | None,
+    model: Path | None,
+    tables: tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]] | None = None,
+) -> None:
+    """Warn when --human and --model name one per-item CSV or one dHM prefix's files (under one name or two, or
+    through a link), or, given the two ``tables``, when they give every story they share the same G, C and R (a
+    copy of one file): dHM is then 0 by construction, which says nothing about the model."""
+    from vistkit.errors import warn
+    from vistkit.scores.distance import is_per_item_csv, same_score_source
+
+    if human is None or model is None:
+        return
+    if same_score_source(human, model):
+        what = "the same scores" if is_per_item_csv(human) else "the same G, C and R files"
+        warn(
+            f"--human {human} and --model {model} hold {what}, so dHM is 0 by construction: give the model's "
+            "scores to --model"
+        )
+        return
+    if tables is not None:
+        h, m = tables
+        shared = h.keys() & m.keys()
+        if shared and all(h[k] == m[k] for k in shared):
+            warn(
+                f"--human {human} and --model {model} give all {len(shared):,} stories they share the same G, C "
+                "and R, so dHM is 0 by construction: check that --model holds the model's scores"
+            )
+
+
 def signature_lines(signatures: dict[str, dict[str, str]]) -> list[str]:
     """``G: SIG`` when both sides carry one signature, else ``G human: SIG`` / ``G model: SIG``."""
     human, model = signatures.get("human", {}), signatures.get("model", {})
@@ -382,6 +412,7 @@ def _distance(
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
+    warn_same_sources(human, model, (h, m))
     signatures = table_signatures(human, model, columns=columns)
     if human is not None and model is not None:  # load_tables refuses a missing side
         warn_mixed_metrics(human, model, columns=columns, signatures=signatures)

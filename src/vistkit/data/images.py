@@ -484,6 +484,10 @@ def read_rgb(path: Path) -> Any:
             "PIL.Image.MAX_IMAGE_PIXELS in Python if you trust it)"
         ) from None
     except Image.UnidentifiedImageError:
+        from vistkit.models.checkpoints import lfs_pointer_problem
+
+        if pointer := lfs_pointer_problem(path):  # a photo folder cloned without git-lfs
+            raise PhotoError(pointer) from None
         try:
             empty = path.stat().st_size == 0
         except OSError:

@@ -41,6 +41,42 @@ def file_sha256(path: str | Path, *, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+#: how a Git LFS pointer file starts (what `git clone` of a model repository leaves without git-lfs)
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def lfs_pointer_problem(path: str | Path) -> str | None:
+    """One sentence when ``path`` is a Git LFS pointer (a few lines naming the real file's hash and size) in place of
+    the file itself, else None."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(len(_LFS_POINTER))
+    except OSError:
+        return None
+    if head != _LFS_POINTER:
+        return None
+    return (
+        f"{p} is a Git LFS pointer, not the file itself (the repository was cloned without git-lfs): run "
+        f"`git lfs install` and then `git lfs pull` in {p.parent}, or download the files again (a model: hf download)"
+    )
+
+
+def refuse_lfs_pointers(folder: str | Path) -> None:
+    """`InputError` naming the first Git LFS pointer among a model folder's small files (weights or tokenizer
+    files left as pointers by a clone without git-lfs)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return
+    try:
+        small = sorted(f for f in p.iterdir() if f.is_file() and f.stat().st_size < 1024)
+    except OSError:
+        return
+    for f in small:
+        if why := lfs_pointer_problem(f):
+            raise InputError(why)
+
+
 def is_legacy_checkpoint(path: str | Path) -> bool:
     """Whether ``path`` is a pickle-based PyTorch checkpoint file (by name)."""
     p = Path(path)
@@ -83,6 +119,8 @@ def load_legacy_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str
     p = Path(path)
     if not p.is_file():
         raise InputError(f"checkpoint {p} does not exist")
+    if why := lfs_pointer_problem(p):
+        raise InputError(why)
     if not trust:
         raise InputError(
             f"{p.name} is a pickle-based PyTorch checkpoint, which can run code when loaded; if you "
@@ -655,6 +693,8 @@ def check_safetensors(path: str | Path) -> int:
     def bad(why: str) -> InputError:
         return InputError(f"{p}: not a valid safetensors file ({why}); convert or download it again")
 
+    if pointer := lfs_pointer_problem(p):
+        raise InputError(pointer)
     try:
         size = p.stat().st_size
         with open(p, "rb") as fh:
@@ -828,6 +868,7 @@ def transformers_load_errors(folder: str | Path, what: str) -> Iterator[None]:
         raise
     except Exception as exc:  # any of transformers' own: config validation (huggingface_hub's strict dataclasses),
         # a zero head count (ZeroDivisionError), shapes (RuntimeError), files (OSError), ...
+        refuse_lfs_pointers(folder)  # a tokenizer.json (or weights) cloned without git-lfs: say that instead
         first = _first_line(exc)
         if "cannot allocate memory" in first.lower() or "out of memory" in first.lower():
             raise InputError(

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import fcntl
 import json
 import math
@@ -477,10 +478,17 @@ def _open_lock(path: Path) -> int:
     return os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
 
 
+#: what ``flock`` says on a file system that has no locks (not "another process holds it")
+_NO_LOCKS = frozenset(
+    getattr(errno, name) for name in ("ENOLCK", "ENOSYS", "EOPNOTSUPP", "ENOTSUP") if hasattr(errno, name)
+)
+
+
 @contextlib.contextmanager
-def _locked(fd: int, *, waiting: str | None = None) -> Iterator[None]:
+def _locked(fd: int, *, waiting: str | None = None) -> Iterator[bool]:
     """An exclusive ``fcntl`` lock on the open lock file ``fd`` (`_open_lock`), which it closes; ``waiting`` is said
-    (a progress note) when another process holds the lock, so a wait of half a minute is not silence."""
+    (a progress note) when another process holds the lock, so a wait of half a minute is not silence. Yields
+    whether it locked: False on a file system without locks (`_NO_LOCKS`), where the block runs unlocked."""
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -490,8 +498,16 @@ def _locked(fd: int, *, waiting: str | None = None) -> Iterator[None]:
 
                 progress.note(waiting)
             fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in _NO_LOCKS:
+                raise
+            # a file system without flock (Lustre or NFS mounted without locks): go on unlocked; what the lock
+            # guards is written aside and renamed into place whole (`convert_packaged`), so the worst is one
+            # conversion done twice
+            yield False
+            return
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -544,8 +560,9 @@ def convert_packaged(source: LMSource | None = None, *, repair: bool = False) ->
     A finished conversion is returned without writing anything (no lock either), so a cache converted once and
     shared read-only works. Otherwise locked (``<folder>.lock``, ``fcntl``): a second process waits and then finds
     the folder done. The folder is written under a temporary name and renamed into place, so a crash never leaves a
-    half folder behind. ``repair``: a finished folder whose files no longer match their recorded SHA-256
-    (`converted_problem`) is converted again (``vistkit models prepare-lm``). A cache that cannot be written is
+    half folder behind (on a file system without locks it runs unlocked: two processes may then both convert, and
+    the second keeps the first's folder). ``repair``: a finished folder whose files no longer match their recorded
+    SHA-256 (`converted_problem`) is converted again (``vistkit models prepare-lm``). A cache that cannot be written is
     `OutputError` in one sentence, before anything is converted.
     """
     src = source or resolve_lm(DEFAULT_LM)
@@ -568,9 +585,10 @@ def convert_packaged(source: LMSource | None = None, *, repair: bool = False) ->
 
         raise _unusable_cache(root, f"{exc.filename or root}: {_os_reason(exc)}") from None
     busy = f"waiting for another vistkit process that is converting the language model into {root} ..."
-    with _locked(fd, waiting=busy):
-        # under the lock no conversion runs: a temporary folder left here is from one that was killed
-        for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
+    with _locked(fd, waiting=busy) as locked:
+        # under the lock no conversion runs: a temporary folder left here is from one that was killed (unlocked,
+        # it may be another process's conversion in progress, so it is left)
+        for stale in folder.parent.glob(f".{folder.name}.tmp-*") if locked else ():
             shutil.rmtree(stale, ignore_errors=True)
         if (folder / LM_META).is_file():
             if _records_every_file(folder) and not (repair and converted_problem(folder) is not None):
@@ -607,7 +625,13 @@ def convert_packaged(source: LMSource | None = None, *, repair: bool = False) ->
                     "again"
                 ) from None
             _tree_modes(tmp)  # as readable as any cache file (umask), not private to whoever converted it
-            os.replace(tmp, folder)  # atomic on one file system; the lock rules out a concurrent writer
+            try:
+                os.replace(tmp, folder)  # atomic on one file system; the lock rules out a concurrent writer
+            except OSError:
+                if not _is_complete(folder):  # not another process's conversion (one without the lock): say why
+                    raise
+                # converted meanwhile by a process that could not lock either (a file system without locks):
+                # its folder is kept, ours removed below
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -908,8 +932,13 @@ MAX_BATCH_TOKENS = 1 << 17
 def check_batch_tokens(batch_tokens: int | None) -> None:
     """`InputError` unless ``batch_tokens`` is None (the device's default) or a whole number in [1,
     `MAX_BATCH_TOKENS`]."""
+    import numbers
+
+    whole = isinstance(batch_tokens, numbers.Integral) or (
+        isinstance(batch_tokens, float) and batch_tokens.is_integer()  # 512.0; not 2.5 (run as 2), nan or inf
+    )
     if batch_tokens is not None and (
-        isinstance(batch_tokens, bool) or not 1 <= int(batch_tokens) <= MAX_BATCH_TOKENS
+        isinstance(batch_tokens, bool) or not whole or not 1 <= int(batch_tokens) <= MAX_BATCH_TOKENS
     ):
         raise InputError(
             f"batch_tokens must be a whole number from 1 to {MAX_BATCH_TOKENS:,} (got {batch_tokens!r}): one batch's "

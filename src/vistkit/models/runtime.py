@@ -25,15 +25,18 @@ from vistkit.limits import cache_bytes
 def choose_device(device: str | None = None) -> Any:
     """A ``torch.device``: the one asked for, else CUDA when present, else Apple MPS, else CPU.
 
-    ``device`` may be ``None``/``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
+    ``device`` may be ``None``/``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` (any letter case, spaces
+    around it ignored).
     """
     import torch
 
     one_thread_after_fork()
 
-    if device not in (None, "", "auto"):
+    # read as the option check reads it (`vistkit.metrics._options.check_device`): "AUTO" and " cpu " are names
+    name = device.strip().lower() if isinstance(device, str) else device
+    if name not in (None, "", "auto"):
         try:
-            dev = torch.device(str(device).strip().lower())
+            dev = torch.device(str(name))
         except (RuntimeError, ValueError):
             dev = None
         if dev is None or dev.type not in ("cpu", "cuda", "mps"):
@@ -335,6 +338,10 @@ class ArrayCache:
             self.nbytes = 0
 
 
+#: the names a score cache file may have: one of them that is not an SQLite file is a damaged cache (to delete)
+_CACHE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+
 class ScoreCache:
     """A persistent ``key -> float`` cache keyed by content hash (SQLite; safe across processes).
 
@@ -353,15 +360,19 @@ class ScoreCache:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             # a busy cache (another process writing) is waited for, not an error
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+            tables = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            if tables and "scores" not in tables:  # another program's database: nothing is written into it
+                self._db.close()
+                shown = ", ".join(repr(t[:40]) for t in sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+                raise InputError(
+                    f"the score cache {self.path} is not a vistkit score cache (an SQLite database with the tables "
+                    f"{shown}, and no scores table); give the path of a new cache file, or of one vistkit wrote"
+                )
             self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL)")
             self._db.commit()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(scores)")}
         except (sqlite3.DatabaseError, OSError) as exc:  # a damaged file, a folder, a read-only place
-            if Path(self.path).is_dir():
-                raise InputError(f"the score cache {self.path} is a folder; give the cache file's path") from None
-            raise InputError(
-                f"the score cache {self.path} cannot be used ({exc}); delete it or give another cache file"
-            ) from None
+            raise self._unusable(exc) from None
         if not {"key", "value"} <= columns:
             self._db.close()
             raise InputError(
@@ -369,18 +380,57 @@ class ScoreCache:
                 f"{', '.join(sorted(columns))}); give another cache file"
             )
         self._write_failed = False
+        self._read_failed = False  # once a read fails, the rest of the run computes every score
+
+    def _unusable(self, exc: BaseException) -> InputError:
+        """Why the cache file cannot be opened, in one sentence. Only a damaged cache (an SQLite file, or a file
+        named ``.sqlite``/``.db``) is said to be safe to delete: a cache path naming another file
+        (``cache=stories.json``, a model's weights) is the user's data, and is left alone."""
+        with self._lock:
+            with contextlib.suppress(Exception):
+                self._db.close()
+        path = Path(self.path)
+        if path.is_dir():
+            return InputError(f"the score cache {self.path} is a folder; give the cache file's path")
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(16)
+        except OSError:
+            head = b""
+        if head and head != b"SQLite format 3\x00" and path.suffix.lower() not in _CACHE_SUFFIXES:
+            return InputError(
+                f"the score cache {self.path} is not a score cache (not an SQLite file: another file of yours?), "
+                "and is left as it is; give the path of a new cache file, or of one vistkit wrote"
+            )
+        return InputError(
+            f"the score cache {self.path} cannot be used ({exc}); delete it (it holds only cached scores, computed "
+            "again when missing) or give another cache file"
+        )
 
     def get_many(self, keys: Iterable[str]) -> dict[str, float]:
         """The cached values of those ``keys`` that are in the cache (a NULL or non-number there, written by
-        another program, counts as not cached)."""
+        another program, counts as not cached). A cache that cannot be read any more (damaged or locked by another
+        process meanwhile) is one warning, and nothing is read from it from then on."""
         keys = list(keys)
         found: dict[str, float] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk)
-                found.update({k: float(v) for k, v in rows if isinstance(v, int | float) and math.isfinite(v)})
+            if self._read_failed:
+                return found
+            try:
+                for start in range(0, len(keys), 500):
+                    chunk = keys[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows = self._db.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk)
+                    found.update({k: float(v) for k, v in rows if isinstance(v, int | float) and math.isfinite(v)})
+            except sqlite3.DatabaseError as exc:  # damaged or locked by another process since it was opened
+                from vistkit.errors import warn
+
+                warn(
+                    f"the score cache {self.path} cannot be read any more ({exc}); the scores are computed without "
+                    "it (delete the file if it stays damaged)"
+                )
+                self._read_failed = True
+                return {}
         return found
 
     def put_many(self, items: dict[str, float]) -> None:

@@ -174,6 +174,19 @@ def _warn_one_metric_twice(specs: Mapping[str, Any], dims: Sequence[str]) -> Non
         chosen.setdefault(name, dim)
 
 
+def _warn_same_stories(human: StorySet, model: StorySet) -> None:
+    """Warn when every shared story has one text on both sides (the human story file given as the model's too):
+    dHM is then 0 by construction."""
+    texts = {s.story_id: s.text for s in human}
+    if texts and all(texts.get(s.story_id) == s.text for s in model):
+        from vistkit.errors import warn
+
+        warn(
+            f"the human and model stories have the same text for all {len(texts)} stories they share, so dHM is 0: "
+            "check that the model story file (--model-stories) holds the model's stories, not the human ones again"
+        )
+
+
 def compute_dhm(
     human: StorySet,
     model: StorySet,
@@ -221,6 +234,7 @@ def compute_dhm(
     if not common:
         raise InputError("the human and model story files share no story id (dHM matches stories by id)")
     sides = {"human": human.filter(common, Keying.STORY), "model": model.filter(common, Keying.STORY)}
+    _warn_same_stories(sides["human"], sides["model"])
 
     tables: dict[str, dict[str, dict[str, float]]] = {"human": {}, "model": {}}
     notes: list[str] = []

@@ -510,6 +510,30 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _one_file(a: str, b: str) -> bool:
+    """Whether two score files (or ``ARCHIVE.zip:MEMBER`` names) are one file, whatever names lead to it."""
+    from vistkit.data.readers import split_member
+
+    (archive_a, member_a), (archive_b, member_b) = split_member(a), split_member(b)
+    return member_a == member_b and _same_file(str(archive_a), str(archive_b))
+
+
+def same_score_source(human: str | Path, model: str | Path) -> bool:
+    """Whether two score sources (`read_scores`) are one per-item CSV or one dHM prefix's files, however named
+    (``x.csv`` and ``./x.csv``, a link to it). False when either cannot be read (its reader says why)."""
+    try:
+        files = []
+        for p in (human, model):
+            if is_per_item_csv(p):
+                files.append([str(p)])
+            else:
+                found = resolve_dhm_files(p)
+                files.append([found[d] for d in DIMENSIONS])
+        return len(files[0]) == len(files[1]) and all(map(_one_file, files[0], files[1]))
+    except (OSError, ValueError, KeyError, InputError):
+        return False
+
+
 def score_files(path: str | Path) -> list[str]:
     """The files a score source (``--human`` / ``--model``) may read: a per-item CSV itself, or every place a file
     of a dHM score prefix may be (`dhm_score_candidates`); a command counts each that exists as an input it must
