@@ -278,8 +278,12 @@ def test_missing_file_and_folder(tmp_path: Path) -> None:
 # no NUL in a text, no control or invisible character in an id: vistkit refuses them (tests/test_probes_inputs_r3.py)
 text_st = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
 id_st = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Cc", "Cf", "Zl", "Zp")), min_size=1, max_size=8
-)
+    alphabet=st.characters(
+        blacklist_categories=("Cs", "Zs", "Cc", "Cf", "Zl", "Zp"), blacklist_characters="\u115f\u1160\u3164\uffa0"
+    ),
+    min_size=1,
+    max_size=8,
+)  # without the invisible Hangul fillers, which an id refuses (vistkit.data.story._INVISIBLE_LETTERS)
 photo_st = id_st.filter(lambda x: "-" not in x)
 sentence_st = text_st.filter(lambda x: x == x.strip() and "|||" not in x and x != "")
 

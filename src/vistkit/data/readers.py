@@ -44,7 +44,7 @@ from typing import Any
 
 from vistkit.data.output import restore_cell
 from vistkit.data.story import ID_EDGE_SPACES, Story, StorySet, sequence_key
-from vistkit.errors import InputError
+from vistkit.errors import InputError, VistkitError
 
 FORMATS = ("sis", "storylets", "challenge", "story-dict", "tapm", "tapm-nested", "arel", "jsonl", "csv")
 
@@ -560,6 +560,14 @@ _KINDS = {
     "zstd": "zstd-compressed data, which vistkit does not open; decompress it first (unzstd FILE)",
     "7z": "a 7z archive, which vistkit does not open; extract it first (7z x FILE)",
     "rar": "a RAR archive, which vistkit does not open; extract it first (unrar x FILE)",
+    "xlsx": "an Excel workbook (.xlsx), which vistkit does not read; save the sheet as CSV (in Excel: File > Save As "
+    "> 'CSV UTF-8 (Comma delimited)')",
+    "ooxml": "an Office document (.docx, .pptx ...), which vistkit does not read; save its table as CSV (UTF-8)",
+    "ods": "an OpenDocument spreadsheet (.ods), which vistkit does not read; save the sheet as CSV (in LibreOffice: "
+    "File > Save As > 'Text CSV', character set UTF-8)",
+    "odf": "an OpenDocument file (.odt ...), which vistkit does not read; save its table as CSV (UTF-8)",
+    "ole2": "an Excel 97-2003 workbook (.xls) or another old Office document, which vistkit does not read; save the "
+    "sheet as CSV (in Excel: File > Save As > 'CSV UTF-8 (Comma delimited)')",
 }
 #: the first bytes of each kind: whole signatures, so that no text file matches by chance (text may start "BZh")
 _MAGIC = (
@@ -575,7 +583,11 @@ _MAGIC = (
     (b"\xfd7zXZ\x00", "xz"),
     (b"7z\xbc\xaf\x27\x1c", "7z"),
     (b"Rar!\x1a\x07", "rar"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "ole2"),  # .xls, .doc: OLE2 compound files
 )
+#: names of the members an Office Open XML document (.xlsx, .docx) starts with, as Excel, Word, openpyxl and
+#: LibreOffice write them (a zip's local headers name each member, so they show in its first bytes)
+_OOXML_MEMBERS = (b"[Content_Types].xml", b"_rels/.rels", b"docProps/")
 #: bzip2: "BZh", the block size (1-9), then a block's or the end's magic number (48 bits of pi, or of sqrt(pi))
 _BZIP2 = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")
 #: a tar header: "ustar" and its NUL (POSIX) or two spaces and a NUL (GNU) at byte 257; no text holds a NUL
@@ -589,6 +601,8 @@ def _is_tar(head: bytes) -> bool:
 def _binary_code(head: bytes) -> str | None:
     """The `_KINDS` key of content starting with ``head``, or None (text, or too little to tell)."""
     code = next((code for magic, code in _MAGIC if head.startswith(magic)), None)
+    if code == "zip":  # a spreadsheet or another office document is a zip too: told as what it is
+        return _office_code(head) or code
     if code == "gzip":  # a .tar.gz: the first inflated bytes are a tar header
         try:
             inner = zlib.decompressobj(wbits=31).decompress(head, 512)
@@ -600,6 +614,16 @@ def _binary_code(head: bytes) -> str | None:
     if code is None and _is_tar(head):
         return "tar"
     return code
+
+
+def _office_code(head: bytes) -> str | None:
+    """The `_KINDS` key of a zip starting with ``head`` that is an office document (an Excel workbook, an
+    OpenDocument spreadsheet ...: their first members' names tell), or None."""
+    if head[30:38] == b"mimetype":  # OpenDocument: an uncompressed first member 'mimetype' holding the type
+        return "ods" if b"opendocument.spreadsheet" in head[:200] else "odf"
+    if any(name in head for name in _OOXML_MEMBERS):
+        return "xlsx" if b"xl/" in head else "ooxml"
+    return None
 
 
 def binary_kind(head: bytes) -> str | None:
@@ -634,9 +658,62 @@ def _decode_error(p: Path | str, exc: UnicodeDecodeError, data: bytes | None = N
         head = b""
     if (kind := binary_kind(head)) is not None:
         return InputError(f"{p}: not UTF-8 text but {kind}")
+    # a text stream decodes in chunks, so exc.start is a place in the chunk: the content is scanned for the place
+    found = _first_bad_byte(data, p)
+    if found is None:  # the file cannot be read again (or changed meanwhile): what the decoder said
+        return InputError(f"{p}: not UTF-8 text ({exc.reason}); save it as UTF-8 (e.g. 'CSV UTF-8' in Excel)")
+    at, line, byte, reason = found
     return InputError(
-        f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8 (e.g. 'CSV UTF-8' in Excel)"
+        f"{p}: not UTF-8 text (line {line:,}, byte {at:,}: {reason}){cp1252_hint(byte)}; save it as UTF-8 (e.g. "
+        "'CSV UTF-8' in Excel)"
     )
+
+
+def cp1252_hint(byte: int) -> str:
+    """`` (0xE9 is 'é' in Windows-1252 ...)`` for a byte that is not UTF-8 but a letter or sign in Windows-1252
+    (what Excel's plain 'CSV' and many Windows tools write); "" for any other byte."""
+    try:
+        char = bytes([byte]).decode("cp1252")
+    except UnicodeDecodeError:
+        return ""
+    if not char.isprintable() or char.isascii():
+        return ""
+    return f" (0x{byte:02X} is '{char}' in Windows-1252 or Latin-1: the file is likely saved in that encoding)"
+
+
+def _first_bad_byte(data: bytes | None, p: Path | str) -> tuple[int, int, int, str] | None:
+    """Where the first byte that is not UTF-8 is in ``data`` (or, when None, in the decompressed content of the file
+    ``p``, read again in blocks): its offset, its line, the byte and why; None when the file cannot be read again
+    or holds no such byte (it changed since)."""
+    try:
+        if data is not None:
+            return _scan_utf8([data])
+        if not stat.S_ISREG(os.stat(split_member(p)[0]).st_mode):  # a pipe cannot be read again from its start
+            return None
+        with open_binary(p) as fh:
+            return _scan_utf8(iter(lambda: fh.read(1 << 20), b""))
+    except (VistkitError, *_READ_ERRORS):
+        return None
+
+
+def _scan_utf8(blocks: Iterable[bytes]) -> tuple[int, int, int, str] | None:
+    """`_first_bad_byte` over the content given as ``blocks``."""
+    offset, lines, pending = 0, 1, b""
+    for block in blocks:
+        chunk = pending + block
+        pending = b""
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.reason != "unexpected end of data":  # a byte no UTF-8 text holds
+                return offset + exc.start, lines + chunk.count(b"\n", 0, exc.start), chunk[exc.start], exc.reason
+            pending = chunk[exc.start :]  # a character cut by the block's end: decoded with the next block
+            chunk = chunk[: exc.start]
+        offset += len(chunk)
+        lines += chunk.count(b"\n")
+    if pending:  # the content ends inside a character
+        return offset, lines, pending[0], "unexpected end of data"
+    return None
 
 
 def _decimal_text(text: str) -> bool:
@@ -775,6 +852,8 @@ class CsvFile:
                 "as UTF-8) or not a CSV file?"
             )
         self.fieldnames: list[str] = [restore_cell(n.strip()) for n in header]
+        self._inside = 0  # lines inside quoted cells that read as rows of their own (`_rows_inside`)
+        self._inside_first: tuple[int, int, int, str] | None = None  # the row's first and last line, the line, its text
         seen: dict[str, int] = {}
         for i, name in enumerate(self.fieldnames, start=1):
             if name and name in seen:
@@ -836,10 +915,71 @@ class CsvFile:
                         f"{self.path} line {self._end + 1} repeats the header row, which would be read as data "
                         "(files joined with cat, each with its header?); remove the repeated header"
                     )
+                if rows.line_num > self._end + 1:  # a quoted cell holds line breaks
+                    self._rows_inside(row, self._end + 1, rows.line_num)
                 self._end = rows.line_num
                 yield self._end, dict(zip(names, map(restore_cell, row), strict=True))
         except csv.Error as exc:
             raise self._malformed(exc) from None
+        self._report_inside()
+
+    def _rows_inside(self, row: list[str], start: int, end: int) -> None:
+        """Note the lines inside the cells of ``row`` (lines ``start`` to ``end``) that read as rows of their own:
+        as many cells as the header, the first shaped as the row's own first cell, an id (``7``, ``story_12``). A
+        cell opened by a '"' that was meant as text (a story starting with a quote, in a file written without CSV
+        quoting) runs to the next '"' that ends a cell, taking the rows in between."""
+        width = len(self.fieldnames)
+        first = row[0].strip()
+        if width < 2 or not first:
+            return
+        shape = _id_shape(first)
+        line_no = start
+        for i, cell in enumerate(row):
+            lines = _CELL_BREAK.split(cell)
+            for text in lines[1:]:
+                line_no += 1
+                if i == 0 or self.delimiter not in text:
+                    continue
+                try:
+                    cells = next(csv.reader([text], delimiter=self.delimiter), [])
+                except csv.Error:
+                    continue
+                if len(cells) == width and (head := cells[0].strip()) and _id_shape(head) == shape:
+                    self._inside += 1
+                    if self._inside_first is None:
+                        self._inside_first = (start, end, line_no, text)
+
+    def _report_inside(self) -> None:
+        """One warning for the rows `_rows_inside` found, naming the first (none when there is none)."""
+        if self._inside_first is None:
+            return
+        from vistkit.errors import warn
+
+        start, end, line_no, text = self._inside_first
+        n = self._inside
+        warn(
+            f"{self.path} line {start}: a cell of this row opens with a quote ('\"') that closes only on line {end}, "
+            + (
+                f"so line {line_no} ('{_printable(text.strip())}'), which reads as a row of its own, is read as part "
+                "of that cell, not as a row"
+                if n == 1
+                else f"so {n:,} lines that read as rows of their own (the first: line {line_no}, "
+                f"'{_printable(text.strip())}') are read as part of such cells, not as rows"
+            )
+            + "; if a story starts with a quote, quote its cell and double every '\"' inside it (Python's csv module "
+            "writes so)"
+        )
+
+
+#: a line break inside a CSV cell
+_CELL_BREAK = re.compile(r"\r\n|\r|\n")
+_ID_RUNS = re.compile(r"(\d+)|[^\W\d_]+")
+
+
+def _id_shape(text: str) -> str:
+    """What kind of id ``text`` is, as runs of digits (``0``) and letters (``a``): ``45530`` -> ``0``, ``story_12``
+    -> ``a_0``, ``Later`` -> ``a``."""
+    return _ID_RUNS.sub(lambda m: "0" if m.group(1) else "a", text)
 
 
 @contextmanager
@@ -1150,10 +1290,31 @@ def detect_format(data: Any) -> str:
                 return "tapm"
             return "story-dict"
         if all(isinstance(v, list) for v in values):
+            if _photo_lists(values):
+                raise InputError(
+                    "holds lists of photo ids under its keys, a photo map ({story_id: [photo ids]}), not stories; "
+                    "give it as --photos (photos= in Python) beside a story file"
+                )
             return "arel"
         if all(isinstance(v, dict) for v in values):
             return "tapm-nested"
-        raise InputError("the JSON object mixes value types; cannot tell its format (pass --format)")
+        if all(type(v) in (int, float) for v in values):
+            raise InputError(
+                "the JSON object holds numbers under its keys (scores, as a metrics result file holds), not story "
+                "texts; is this the right file?"
+            )
+        def shown(key: Any) -> str:
+            value = data[key]
+            return f"'{_printable(str(key))}' holds {'a text' if isinstance(value, str) else _kind(value)}"
+
+        first = next(iter(data))
+        odd = next((k for k, v in data.items() if type(v) is not type(data[first])), None)
+        if odd is None:  # one kind of value, none of them stories (null, true ...)
+            raise InputError(f"the JSON object holds no story texts ({shown(first)}); is this the right file?")
+        raise InputError(
+            f"the JSON object mixes value types ({shown(first)}, {shown(odd)}), so its format is unknown; give "
+            "every story as a text (or pass --format)"
+        )
     if isinstance(data, list):
         if data and all(isinstance(r, dict) for r in data[:50]):
             # a storylet names its photo (VIST's photo_flickr_id; a story record has photo_ids): one that lacks its
@@ -1161,8 +1322,29 @@ def detect_format(data: Any) -> str:
             if all("worker_arranged_photo_order" in r or "photo_flickr_id" in r for r in data[:50]):
                 return "storylets"
             return "records"
+        if data and all(isinstance(r, str) for r in data[:50]):
+            raise InputError(
+                f"a JSON list of story texts without ids; {_NEEDS_IDS}: write records, "
+                '[{"story_id": "...", "text": "..."}, ...], or JSONL'
+            )
         raise InputError("a JSON list must hold storylet or story records (objects)")
     raise InputError(f"expected a JSON object or list, found {type(data).__name__}")
+
+
+#: a photo id as a photo map lists it: a whole number (VIST's Flickr ids), or a photo's file name
+_PHOTO_ID = re.compile(r"\d+(?:\.(?:jpe?g|png|gif))?", re.IGNORECASE)
+
+
+def _photo_lists(values: list[Any]) -> bool:
+    """Whether the lists ``values`` (of a ``{key: [...]}`` object) hold photo ids only, as a photo map does, not
+    story texts (no story is a photo id, every one of them)."""
+    seen = False
+    for value in values:
+        for x in value:
+            if not (isinstance(x, str | int) and _PHOTO_ID.fullmatch(str(x).strip())):
+                return False  # a story (at once, in a real AREL file)
+            seen = True
+    return seen
 
 
 #: fields that only a story record has (a ``{story_id: text}`` dict holding one of them as an id is not one)
@@ -1274,15 +1456,29 @@ STDIN = "-"
 FIELD_FORMATS = ("sis", "storylets")
 
 
-def _json_stories(data: Any, fmt: str | None, p: Path, *, system: str | None, field: str) -> list[Story]:
-    """The stories of parsed JSON ``data`` (its format detected unless given; the field checked against it)."""
+def _json_stories(
+    data: Any, fmt: str | None, p: Path, *, system: str | None, field: str, slim: bool = False
+) -> list[Story]:
+    """The stories of parsed JSON ``data`` (its format detected unless given; the field checked against it).
+    ``slim``: each story, once read (and so checked), is kept without its text and sentences, for a caller that asks
+    only for its ids and keys (`vistkit.data.validate`): the texts are let go as the document is read."""
     if fmt is None:
         try:
             fmt = detect_format(data)
         except InputError as exc:
             raise InputError(f"{p}: {exc}") from None
     _check_field(field, fmt, p)
-    return _collect(_from_json(data, fmt, p, system=system, field=field), p)
+    stories = _from_json(data, fmt, p, system=system, field=field)
+    return _collect(_without_texts(stories) if slim else stories, p)
+
+
+def _without_texts(stories: Iterable[Story]) -> Iterator[Story]:
+    """``stories``, each emptied of its text and sentences once made (and so checked); they are new, held by no one
+    else, so they are emptied in place (`dataclasses.replace` would check each again: a third of validate's time)."""
+    for story in stories:
+        object.__setattr__(story, "text", "")
+        object.__setattr__(story, "sentences", None)
+        yield story
 
 
 def _check_field(field: str, fmt: str, p: Path) -> None:
@@ -1400,7 +1596,8 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
         yield from _challenge(data, p, system)
     elif fmt == "sis":
         if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
-            raise InputError(f"{p}: SIS json needs a list under 'annotations'")
+            what = "a challenge file" if isinstance(data, dict) and "output_stories" in data else _json_words(data)
+            raise InputError(f"{p}: SIS json needs a list under 'annotations'" + (f"; this is {what}" if what else ""))
         # the release's [[storylet], ...], or a story's storylets in one list ([[s1, ..., s5], ...])
         records = [x for r in data["annotations"] for x in (r if isinstance(r, list) else (r,))]
         yield from _storylets(records, p, system, field)
@@ -1476,11 +1673,55 @@ def _need_dict(data: Any, p: Path) -> None:
         raise InputError(f"{p}: expected a JSON object")
 
 
+class NotChallengeError(InputError):
+    """A file read as a challenge file (``--format challenge``, a template) without an ``output_stories`` list;
+    ``what``: the story format it is in, in words (`_FORMAT_WORDS`), or None."""
+
+    def __init__(self, message: str, what: str | None) -> None:
+        super().__init__(message)
+        self.what = what
+
+
+#: the JSON story formats in words, as errors name what a file is
+_FORMAT_WORDS = {
+    "sis": "a VIST story-in-sequence (SIS) file",
+    "storylets": "a list of storylets (as VIST SIS or PR-VIST hold)",
+    "records": "story records (as JSONL lines)",
+    "story-dict": "a {story_id: text} file",
+    "tapm": "a tapm file ({album_photo1_..._photo5: text})",
+    "tapm-nested": "a nested tapm file ({album: {photo1_..._photo5: text}})",
+    "arel": "an AREL file ({album_id: [text, ...]})",
+}
+
+
+def _json_words(data: Any) -> str | None:
+    """What story format parsed JSON ``data`` is in, in words (`_FORMAT_WORDS`; VIST's DII file named as such), or
+    None when it is none of them."""
+    try:
+        fmt = detect_format(data)
+    except InputError:
+        return None
+    if fmt == "sis" and isinstance(data.get("annotations"), list) and data["annotations"]:
+        first = data["annotations"][0]
+        first = first[0] if isinstance(first, list) and first else first
+        if isinstance(first, dict) and _dii_error(first, "") is not None:
+            return "VIST's description-in-isolation (DII) file, one caption per photo and no story"
+    return _FORMAT_WORDS.get(fmt)
+
+
 def _challenge(data: Any, p: Path, system: str | None) -> Iterator[Story]:
+    """The stories of a challenge file's parsed ``data``; each record of its ``output_stories`` is replaced by None
+    once read, so the parsed document shrinks as the stories grow (the caller holds no other use of it)."""
     if not isinstance(data, dict) or not isinstance(data.get("output_stories"), list):
-        raise InputError(f"{p}: a challenge submission needs a list under 'output_stories'")
+        what = _json_words(data)
+        raise NotChallengeError(
+            f"{p}: a challenge submission needs a list under 'output_stories'" + (f"; this is {what}" if what else ""),
+            what,
+        )
     team = data.get("team_name") if isinstance(data.get("team_name"), str) else None
-    for i, rec in enumerate(data["output_stories"]):
+    records = data["output_stories"]
+    for i in range(len(records)):
+        rec, records[i] = records[i], None  # each parsed record let go once read: the story keeps what it needs
         where = f"{p}: output_stories[{i}]"
         if not isinstance(rec, dict):
             raise InputError(f"{where}: expected an object")
@@ -1699,6 +1940,11 @@ def _refuse_missed_field(names: Iterable[str], where: str, what: str) -> None:
 
 
 def _record(rec: Any, where: str, system: str | None) -> Story:
+    if isinstance(rec, str):
+        raise InputError(
+            f"{where}: a story text without ids (a JSON string, not an object); {_NEEDS_IDS}: write each as "
+            '{"story_id": "...", "text": "..."}'
+        )
     if not isinstance(rec, dict):
         raise InputError(f"{where}: expected an object")
     if not rec.keys() <= _RECORD_FIELDS.keys():
@@ -1709,6 +1955,12 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
                 f"{where}: has both {given[0]!r} and {given[1]!r}, and vistkit would not know which to read; keep one"
             )
     text = next((rec[f] for f in _TEXT_FIELDS if f in rec), None)
+    if isinstance(text, list) and text and all(isinstance(x, str) for x in text):
+        name = next(f for f in _TEXT_FIELDS if f in rec)
+        raise InputError(
+            f"{where}: '{name}' is a list (of sentences?), but a story's text is one string; give the story as one "
+            f"string in '{name}' (and its sentences, if you want them kept, as a list in 'sentences')"
+        )
     if not isinstance(text, str):
         raise InputError(f"{where}: needs a string field 'text' (or 'story')")
     photos_raw = rec.get("photo_ids", rec.get("photo_sequence", ()))
@@ -1852,6 +2104,8 @@ def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[S
         raise InputError(f"{path}: empty CSV (no header row)")
     _refuse_missed_field(f.fieldnames, f"{path} line 1", "column")
     if not any(c in f.fieldnames for c in _TEXT_FIELDS):
+        if (headless := _no_header(f, path)) is not None:
+            raise headless
         raise InputError(f"{path}: CSV needs a 'text' column; found {shown_names(f.fieldnames)}{_other_delimiter(f)}")
     for group in (_TEXT_FIELDS, _PHOTO_FIELDS):
         if len(given := [c for c in group if c in f.fieldnames]) > 1:
@@ -1919,6 +2173,36 @@ class FloatIds:
         )
 
 
+#: why a story file needs ids (stories given as bare texts)
+_NEEDS_IDS = "vistkit matches stories to references and photos by id, so each story needs one"
+def _prose(cell: str) -> bool:
+    """Whether a first-line cell reads as a story, not a column name: five words or more, or three ending a
+    sentence ("we went home ."; a column name such as "my story text" does not end with a stop)."""
+    words = len(cell.split())
+    return words >= 5 or (words >= 3 and cell.rstrip()[-1:] in ".!?\"'")
+
+
+def _no_header(f: CsvFile, path: str | Path) -> InputError | None:
+    """The error for a file whose first line is no header row but a story (`_prose`): plain text with one story per
+    line (no ids to match it by), or rows of ids and stories without the header; None when the first line reads as
+    column names."""
+    cells = f.fieldnames
+    if not any(_prose(c) for c in cells):
+        return None
+    line = _printable((f.delimiter if f.delimiter == "\t" else f.delimiter + " ").join(cells))
+    if not any(c and len(c.split()) == 1 for c in cells):  # no id beside the story
+        return InputError(
+            f"{path}: plain text, one story per line (line 1: '{line}'), not a CSV with a header row; {_NEEDS_IDS}: "
+            'write JSONL, one {"story_id": "...", "text": "..."} a line, or a CSV whose first row names its columns '
+            "(story_id,text)"
+        )
+    header = "story_id\\t" if f.delimiter == "\t" else "story_id,"
+    return InputError(
+        f"{path} line 1: '{line}' reads as a story, not as the header row that names the columns; add a first row "
+        f"naming them (e.g. {header}text for an id and a story)"
+    )
+
+
 def _other_delimiter(f: CsvFile) -> str:
     """Why a header read as one column is one (the file is separated by another character), as the end of a
     sentence; "" when it is not so."""
@@ -1937,9 +2221,24 @@ def _other_delimiter(f: CsvFile) -> str:
     return ""
 
 
+def read_template_stories(path: str | Path) -> StorySet:
+    """The stories of a challenge template (or any challenge-format file); a story file of another format (the VIST
+    test SIS given as the template instead of as the references) is refused saying what it is."""
+    try:
+        return read_stories(path, format="challenge")
+    except NotChallengeError as exc:
+        human = exc.what is not None and exc.what.startswith(("a VIST story-in", "a list of storylets"))
+        raise InputError(
+            f"{path}: a template is the challenge's vist-challenge-template.json, one JSON object listing the required "
+            "photo sequences under 'output_stories'"
+            + (f", but this file is {exc.what}" if exc.what else ", and this file has none")
+            + ("; human stories go to --references (-r)" if human else "")
+        ) from None
+
+
 def read_template(path: str | Path) -> list[str]:
-    """The sequence keys of a challenge template (or any challenge-format file)."""
-    return [s.sequence for s in read_stories(path, format="challenge")]
+    """The sequence keys of a challenge template (or any challenge-format file; see `read_template_stories`)."""
+    return [s.sequence for s in read_template_stories(path)]
 
 
 # --------------------------------------------------------------------------------------------------- writers

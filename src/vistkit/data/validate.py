@@ -16,7 +16,8 @@ in its order and with its messages:
    / ``[Passed] All required stories are submitted.``). The challenge requires the gold-standard sequences
    that are also in its template; vistkit requires the ``template`` sequences, intersected with the
    ``references``' sequences when both are given (only the references' when no template is given; not
-   checked when neither is).
+   checked when neither is). A template and references that share no sequence (two splits) are refused: none
+   would be required, so every submission would pass.
 
 Sequence keys: in messages, a photo sequence is written as the challenge writes it, every photo id followed
 by ``-`` (``"1-2-3-4-5-"``, ``VistChallengeStory.getPhotoIdSeqStr``). In structured results
@@ -318,8 +319,10 @@ def _decode(raw: bytes) -> tuple[str, list[Finding]]:
     """UTF-8 text of ``raw`` (undecodable bytes replaced, as a Java reader does) and encoding findings."""
     found: list[Finding] = []
     body = memoryview(raw)  # a byte-order mark is skipped without copying the bytes after it
+    skipped = 0
     if raw.startswith(b"\xef\xbb\xbf"):
         body = body[3:]
+        skipped = 3
         found.append(
             Finding(
                 "encoding",
@@ -332,7 +335,7 @@ def _decode(raw: bytes) -> tuple[str, list[Finding]]:
     try:
         text = str(body, "utf-8")
     except UnicodeDecodeError as exc:
-        from vistkit.data.readers import HEAD_BYTES, binary_kind
+        from vistkit.data.readers import HEAD_BYTES, binary_kind, cp1252_hint
 
         text = str(body, "utf-8", errors="replace")
         line = bytes(body[: exc.start]).count(b"\n") + 1
@@ -344,8 +347,8 @@ def _decode(raw: bytes) -> tuple[str, list[Finding]]:
                 Origin.VISTKIT,
                 f"[Error] (vistkit) The file is not UTF-8 text but {kind}."
                 if kind
-                else f"[Error] (vistkit) The file is not UTF-8 text (byte {exc.start}, line {line}: "
-                f"{exc.reason}); save it as UTF-8.",
+                else f"[Error] (vistkit) The file is not UTF-8 text (byte {exc.start + skipped:,}, line {line:,}: "
+                f"{exc.reason}){cp1252_hint(body[exc.start])}; save it as UTF-8.",
                 line=line,
             )
         )
@@ -472,13 +475,14 @@ def _bind(rec: Any, index: int) -> _Entry:
 def _load_side(source: str | Path | StorySet | None, what: str) -> StorySet | None:
     if source is None or isinstance(source, StorySet):
         return source
-    from vistkit.data.readers import read_stories
+    from vistkit.data.readers import read_stories, read_template_stories
 
-    return read_stories(source, format="challenge" if what == "template" else None)
+    return read_template_stories(source) if what == "template" else read_stories(source)
 
 
 def required_sequences(template: StorySet | None, references: StorySet | None) -> list[str] | None:
-    """The sequences that need a story: template ∩ references (either alone; None when neither is given)."""
+    """The sequences that need a story: template ∩ references (either alone; None when neither is given). Both given
+    and sharing no sequence (two splits) is an `InputError`: nothing would be required, and every file would pass."""
     ref_keys: list[str] | None = None
     if references is not None:  # as `score` groups them: a file without photo sequences is named
         try:
@@ -495,7 +499,16 @@ def required_sequences(template: StorySet | None, references: StorySet | None) -
     keys = list(dict.fromkeys(s.key("sequence") for s in template))
     if ref_keys is not None:
         wanted = set(ref_keys)
-        keys = [k for k in keys if k in wanted]
+        common = [k for k in keys if k in wanted]
+        if keys and wanted and not common:  # nothing would be required: every submission would pass
+            raise InputError(
+                f"--template {_printable(template.source or '(stories)')} and --references "
+                f"{_printable(references.source or '(stories)') if references is not None else ''} share no photo "
+                f"sequence ({len(keys):,} and {len(wanted):,} sequences), so no story would be required; are they of "
+                "two splits? give the references of the template's split (the VIST test SIS for the challenge's "
+                "template)"
+            )
+        keys = common
     return keys
 
 
@@ -804,7 +817,13 @@ def _challenge_checks(
                 Level.ERROR,
                 Origin.CHALLENGE,
                 f"[Error] {MSG_MISSING} Photo seq: {_printable(challenge_key(missing_keys[0].split('-')))}",
-                f"{len(missing_keys)} of {len(required)} required stories are missing",
+                f"{len(missing_keys)} of {len(required)} required stories are missing"
+                + (
+                    "; none of the submission's sequences is a required one: is the submission, or the --template "
+                    "or --references, of another split?"
+                    if seen and len(missing_keys) == len(required)
+                    else ""
+                ),
                 sequences=tuple(_printable(k) for k in missing_keys),
                 offenders=tuple((_printable(k), None) for k in missing_keys),
             )
@@ -945,9 +964,10 @@ def _read_as_score(text: str, path: str) -> _AsScore:
     where = Path(path)
     stories: StorySet | None = None
     try:
-        stories = StorySet(
-            _json_stories(parse_json(text, where), "challenge", where, system=None, field="text"), source=str(where)
-        )
+        # each story is checked whole as it is read, then kept without its text (only keys are asked of it below),
+        # while the challenge reader lets each parsed record go: the text and the parsed document are the peak
+        read = _json_stories(parse_json(text, where), "challenge", where, system=None, field="text", slim=True)
+        stories = StorySet(read, source=str(where))
         if not stories:
             raise InputError(f"{where}: holds no stories")
         stories.by_key(stories.default_keying())
