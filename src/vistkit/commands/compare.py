@@ -64,17 +64,42 @@ def _stem(path: Path) -> str:
     return "stdin" if str(path) == "-" else path.name.split(".")[0] or path.name
 
 
+#: extensions of the story formats and their compression, left out of a system's name (`_long_stem`)
+_FORMAT_EXTENSIONS = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".gz", ".bz2", ".xz", ".zip")
+
+
+def _long_stem(path: Path) -> str:
+    """A file's name without its format's extensions (``glacnet.beam5.json.gz`` -> ``glacnet.beam5``)."""
+    name = path.name
+    while (ext := Path(name).suffix.lower()) in _FORMAT_EXTENSIONS and ext and len(name) > len(ext):
+        name = name[: -len(ext)]
+    return name
+
+
+def _colliding(labels: dict[str, str]) -> list[list[str]]:
+    """The groups of keys that share a label."""
+    groups: dict[str, list[str]] = {}
+    for k, label in labels.items():
+        groups.setdefault(label, []).append(k)
+    return [group for group in groups.values() if len(group) > 1]
+
+
 def _unique_labels(keys: list[str]) -> dict[str, str]:
-    """Distinct files (absolute paths, or ``-``) -> distinct names: the stem, and for files whose stems collide
-    as many parent folders as it takes to tell them apart (``d1/sys``, ``d2/sys``)."""
-    parts = {k: ("stdin",) if k == "-" else (*Path(k).parent.parts[1:], _stem(Path(k))) for k in keys}
+    """Distinct files (absolute paths, or ``-``) -> distinct names: the stem; for files whose stems collide, their
+    names without the format's extension (``glacnet.beam3``, ``glacnet.beam5``: the stem named both
+    ``glacnet``), then whole names (``out.json``, ``out.jsonl``), and as many parent folders as it takes to tell
+    them apart (``d1/sys``, ``d2/sys``)."""
+    names = {k: "stdin" if k == "-" else _stem(Path(k)) for k in keys}
+    for form in (_long_stem, lambda p: p.name):
+        for group in _colliding(names):
+            forms = {k: form(Path(k)) for k in group if k != "-"}
+            if len(set(forms.values())) > 1:  # the form tells some of them apart (else the folders must)
+                names.update(forms)
+    parts = {k: ("stdin",) if k == "-" else (*Path(k).parent.parts[1:], names[k]) for k in keys}
     depth = dict.fromkeys(keys, 1)
     while True:
         labels = {k: "/".join(parts[k][-depth[k] :]) for k in keys}
-        groups: dict[str, list[str]] = {}
-        for k, label in labels.items():
-            groups.setdefault(label, []).append(k)
-        deeper = [k for group in groups.values() if len(group) > 1 for k in group if depth[k] < len(parts[k])]
+        deeper = [k for group in _colliding(labels) for k in group if depth[k] < len(parts[k])]
         if not deeper:  # distinct absolute paths always end distinct
             return labels
         for k in deeper:
@@ -188,9 +213,34 @@ def head_to_head(
                 vb = dict(zip(base.item_ids, base.item_scores, strict=True))
                 sign = 1.0 if metric.higher_is_better else -1.0
                 diff = sign * np.array([va[k] - vb[k] for k in common], dtype=float)
+            # the same story in both systems is a tie, whatever float32 bits its two scores differ by (the batch it
+            # shared with other stories differs), as the paired rankers already answer; undefined stays left out
+            diff = np.array(diff, dtype=float)  # (a copy: a ranker may hand out its own array)
+            diff[_same_stories(stories[system], stories[baseline], keying, common) & ~np.isnan(diff)] = 0.0
             share = preference_share(diff, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
             out[metric.name][system] = {"over": baseline, "unit": keying.value, **share}
     return out
+
+
+def _same_stories(mine: StorySet, theirs: StorySet, keying: Keying, keys: list[str]) -> Any:
+    """A boolean array: for each key of ``keys``, whether the two sets hold the same story there (the same text,
+    sentences and photos, so every metric reads the same input); all False when a set cannot be keyed so."""
+    import numpy as np
+
+    try:
+        a, b = mine.by_key(keying), theirs.by_key(keying)
+    except InputError:
+        return np.zeros(len(keys), dtype=bool)
+
+    def same(key: str) -> bool:
+        x, y = a.get(key), b.get(key)
+        return (
+            x is not None
+            and y is not None
+            and (x.text, x.sentences, x.photo_ids) == (y.text, y.sentences, y.photo_ids)
+        )
+
+    return np.array([same(k) for k in keys], dtype=bool)
 
 
 def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: float) -> list[str]:
@@ -399,6 +449,7 @@ def compare(
         plan_metrics,
         score_all,
         warn_unused_options,
+        warn_unused_references,
     )
     from vistkit.data.readers import read_stories, read_template
     from vistkit.scores.stats import compare_scores
@@ -442,6 +493,8 @@ def compare(
             )
         if failed and skipped is not None:
             skipped.update({name: f"{label}: {why}" for name, why in failed.items()})
+    # said once the inputs are known good (a missing reference file is the one line an error needs)
+    warn_unused_references(metric_names, references=references, reference_absent=reference_absent)
     scores: dict[str, dict[str, Any]] = {}
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
         built = construct(plans, engine=eng) if skipped is None else construct_all(plans, skipped, engine=eng)

@@ -85,6 +85,9 @@ def render_markdown(text: str) -> str:
 
 @app.command()
 def metrics(
+    name: str | None = typer.Argument(
+        None, metavar="NAME", help="Show the card of this metric (as --info NAME)."
+    ),
     info: str | None = typer.Option(
         None,
         "--info",
@@ -93,7 +96,13 @@ def metrics(
     ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """List the metrics (with what they need and their range), or show one card with --info NAME."""
+    """List the metrics (with what they need and their range), or show one card: NAME or --info NAME."""
+    if name is not None and info is not None:
+        raise typer.BadParameter(
+            f"give one metric, either as NAME or as --info NAME, not both ({name!r:.60} and --info {info:.60})",
+            param_hint="NAME",
+        )
+    info = info if name is None else name
     if info is not None:
         cls = get_metric_class(info)
         card = {"name": cls.name, **cls.card.__dict__, "weights": cls.weights or None}

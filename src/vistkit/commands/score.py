@@ -219,6 +219,22 @@ def warn_unused_shared(names: list[str], shared: dict[str, Any]) -> None:
             warn(f"{flag} is ignored: none of the metrics run ({', '.join(names)}) uses it")
 
 
+def warn_unused_references(names: list[str], *, references: Path | None, reference_absent: bool) -> None:
+    """One warning when ``--references`` (or ``--reference-absent``) is given and no metric run reads references
+    (``-r refs.jsonl -m rovist-nr`` read them and scored without them, in silence)."""
+    if names == ["all"]:
+        return
+    try:
+        if any(get_metric_class(name).needs_references for name in names):
+            return
+    except VistkitError:  # building the metric says what is wrong with the name
+        return
+    flags = [flag for flag, given in (("--references", references), ("--reference-absent", reference_absent)) if given]
+    if flags:
+        run = ", ".join(names)
+        warn_ignored(flags, f"reference-based metrics, and none of the metrics run ({run}) reads references")
+
+
 #: a metric to build: its class and the options it gets (every one checked, nothing loaded yet)
 Plan = tuple[type[Metric], dict[str, Any]]
 
@@ -236,10 +252,32 @@ def plan_metrics(
         opts = {k: v for k, v in shared.items() if k in params and v is not None}
         own = per_metric.get(name, {})
         check_options(cls, own)
+        _refuse_disagreeing(name, opts, own)
         opts.update(own)
         cls.precheck(opts, local=local)
         plans.append((cls, opts))
     return plans
+
+
+def _refuse_disagreeing(name: str, shared: dict[str, Any], own: dict[str, Any]) -> None:
+    """`InputError` for a shared flag and a metric's own ``--option`` that give one setting two values
+    (``--drop-non-ascii -O meteor-vist.drop_non_ascii=false`` scored without dropping, in silence)."""
+    for option, value in own.items():
+        if option not in shared or _same_setting(shared[option], value):
+            continue
+        flag = _SHARED_FLAGS.get(option, "--" + option.replace("_", "-"))
+        given = flag if shared[option] is True else f"{flag} {shared[option]}"
+        shown = str(value).lower() if isinstance(value, bool) else value
+        raise InputError(
+            f"{given} and --option {name}.{option}={shown} give {name} two values of {option}: give one of them"
+        )
+
+
+def _same_setting(a: Any, b: Any) -> bool:
+    """Whether two values of one option mean the same setting (a path given as a Path or as its text)."""
+    if isinstance(a, Path | str) and isinstance(b, Path | str):
+        return str(a) == str(b)
+    return bool(a == b) if type(a) is type(b) else False
 
 
 #: a metric's models loading for longer than this (or the progress interval, when longer) is said on stderr
@@ -676,6 +714,8 @@ def score(
     refs = read_references(references, ref_format)
     seqs = read_template(template) if template is not None else None
     plans = check_inputs(plans, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped)
+    # said once the inputs are known good (a missing reference file is the one line an error needs)
+    warn_unused_references(names, references=references, reference_absent=reference_absent)
     with open_engine(engine, address, workers, num_gpus_per_worker) as eng:
         built = construct(plans, engine=eng) if skipped is None else construct_all(plans, skipped, engine=eng)
         results = score_all(

@@ -802,7 +802,10 @@ class RayEngine(Engine):
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 1000:
             raise InputError(f"max_retries must be a whole number from 0 to 1,000, not {max_retries!r:.60}")
         if address is not None and (not isinstance(address, str) or not address.strip()):
-            raise InputError(f"--address must be auto or ray://HOST:PORT, not {address!r:.60}")
+            raise InputError(
+                f"--address must be auto, HOST:PORT or ray://HOST:PORT (or left out for a new local cluster), not "
+                f"{address!r:.60}"
+            )
         if init_options is not None and not isinstance(init_options, dict):
             raise InputError(f"init_options must be a dict of ray.init options, not {type(init_options).__name__}")
         self._start_timeout = start_timeout()

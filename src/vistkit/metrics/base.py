@@ -341,7 +341,7 @@ def align(
         if reference_absent:
             rs = [r for r in rs if not is_same_story(hyp, r)]
             if not rs:
-                excluded[k] = "its only reference is the scored story itself (reference absent)"
+                excluded[k] = _SELF_REFERENCE
                 continue
         items.append(Item(k, hyp, tuple(rs)))
     no_key = sum(1 for why in excluded.values() if why == NO_REFERENCE_KEY)
@@ -349,7 +349,11 @@ def align(
         _warn_better_key(hypotheses, references, keying, keep, matched=len(items), unmatched=no_key)
     if not items:
         reasons = sorted(set(excluded.values()))
-        hint = _other_keys_hint(hypotheses, references, keying, keep)
+        hint = (  # the keys matched, but every reference was the story itself: no other key would help
+            _SELF_REFERENCE_HINT
+            if reasons == [_SELF_REFERENCE]
+            else _other_keys_hint(hypotheses, references, keying, keep)
+        )
         raise InputError(
             f"no hypothesis shares {keying.article} {keying.value} key with the references "
             f"({'; '.join(reasons) or 'no hypotheses'}); "
@@ -362,6 +366,16 @@ def align(
         else f"{min(len(i.references) for i in items)}-" + str(max(len(i.references) for i in items))
     )
     return Alignment(items, excluded, keying, n_refs)
+
+
+_SELF_REFERENCE = "its only reference is the scored story itself (reference absent)"
+#: why every item lost its references under reference_absent (`is_same_story`)
+_SELF_REFERENCE_HINT = (
+    "a hypothesis with the same story id as a reference and no system named (or with the same text) is taken for "
+    "that human story itself, and --reference-absent (reference_absent= in Python) removes it from its own "
+    "references; the option is meant for scoring human stories against the other stories of their key: leave it "
+    "out for machine stories, or name their system (a `system` field)"
+)
 
 
 def check_template(template: Any) -> list[str] | None:
@@ -462,7 +476,11 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
             "with photo_ids) and --key sequence"
         )
     folded = {k.casefold(): k for k in references.group(keying)}
-    same = [(k, folded[k.casefold()]) for k in hypotheses.by_key(keying) if k.casefold() in folded]
+    same = [  # (a key equal on both sides matched: it was left out for another reason)
+        (k, folded[k.casefold()])
+        for k in hypotheses.by_key(keying)
+        if k.casefold() in folded and folded[k.casefold()] != k
+    ]
     if same:
         h, r = (_shown_key(k) for k in same[0])
         return (
