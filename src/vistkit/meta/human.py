@@ -157,6 +157,28 @@ def parse_img_seq(value: str) -> tuple[str, ...]:
     return tuple(_ID.findall(value or ""))
 
 
+def _separator_hint(names: Sequence[str]) -> str:
+    """What to do (after "; ") when a comma-separated table's header came out as one column holding ``;``, a tab
+    or ``|``: the file is separated by that (a spreadsheet saved in a language whose decimal mark is a comma
+    writes ``;``); else ``""``."""
+    if len(names) != 1:
+        return ""
+    sep = next((d for d in (";", "\t", "|") if d in names[0]), None)
+    if sep is None:
+        return ""
+    return (
+        f"; the header is one column, so the file looks separated by {sep!r}, not by commas (a spreadsheet in a "
+        "language whose decimal mark is a comma saves ';'): save it as comma-separated CSV"
+        + (", or name it .tsv" if sep == "\t" else "")
+    )
+
+
+#: what R (NA), spreadsheets (#N/A, -) and other tools write for a missing value, answered with how to write one
+MISSING_MARKERS = frozenset(
+    {"na", "n/a", "#n/a", "n.a.", "null", "none", "nil", "-", "--", "?", "missing"}
+)
+
+
 def _float(value: str | None, where: str, name: str) -> float | None:
     """A cell as a number; empty or ``nan`` (pandas' missing value) is ``None``; infinity is an error."""
     if value is None or str(value).strip() == "" or str(value).strip().lower() == "nan":
@@ -166,6 +188,11 @@ def _float(value: str | None, where: str, name: str) -> float | None:
             raise ValueError
         number = float(value)
     except ValueError:
+        if str(value).strip().lower() in MISSING_MARKERS:  # R's NA, a spreadsheet's #N/A: a missing value
+            raise InputError(
+                f"{where}: column {name!r} holds {value!r}, which vistkit does not read as a missing value; leave a "
+                "missing value's cell empty (or write nan)"
+            ) from None
         raise InputError(f"{where}: column {name!r} must be a number, got {value!r:.60}") from None
     if not math.isfinite(number):
         raise InputError(f"{where}: column {name!r} must be a finite number, got {value!r:.60}")
@@ -396,7 +423,7 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
         if missing or ("label" not in names and not {"avg_rank_base", "avg_rank_comp"} <= set(names)):
             raise InputError(
                 f"{p}: a pairs CSV needs columns sent1, sent2 and label (or avg_rank_base/avg_rank_comp); "
-                f"found {shown_names(names)}"
+                f"found {shown_names(names)}{_separator_hint(names)}"
             )
         if label_sign not in ("auto", "base-minus-comp", "comp-minus-base"):
             raise InputError(f"--label-sign must be auto, base-minus-comp or comp-minus-base, not {label_sign!r}")
@@ -693,6 +720,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
         if need:
             raise InputError(
                 f"{p}: a rankings CSV needs columns task, worker, story, rank; missing {', '.join(need)}"
+                f"{_separator_hint(list(f.fieldnames))}"
             )
         count = 0
         for n, row in f:
@@ -1036,6 +1064,7 @@ def _read_judgements(
         if sys_col is None or item_col is None:
             raise InputError(
                 f"{p}: needs columns system and item (one row per story and worker); found {shown_names(names)}"
+                f"{_separator_hint(names)}"
             )
         cols = list(aspects) if aspects else [c for c in names if c not in _NON_ASPECT]
         bad = [c for c in cols if c not in names]

@@ -198,11 +198,36 @@ def gaps_outside(pairs: Sequence[StoryPair], edges: Sequence[float], *, normalis
     return int(((gaps < edges[0]) | (gaps > edges[-1])).sum())
 
 
+#: how a share's interval is computed when every counted value is the same (`accuracy_interval`, `preference_share`)
+EXACT_INTERVAL = (
+    "every counted {what} is {side}, so every bootstrap resample is too and the percentile interval was the point "
+    "[{value:g}, {value:g}] whatever their number; the interval is the exact binomial (Clopper-Pearson) one"
+)
+
+
+def exact_share_interval(successes: int, n: int, confidence: float) -> tuple[float, float]:
+    """The exact binomial (Clopper-Pearson) interval of ``successes`` out of ``n`` (n >= 1) at ``confidence``."""
+    from scipy import stats
+
+    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="exact")
+    return (float(ci.low), float(ci.high))
+
+
+def all_alike(values: np.ndarray) -> bool:
+    """Whether the counted (non-NaN) 0/1 ``values`` are all 1 or all 0 (at least one counted): a bootstrap of
+    their share cannot vary."""
+    sel = np.asarray(values, dtype=float)
+    sel = sel[~np.isnan(sel)]
+    return bool(sel.size) and bool(np.all(sel == sel[0]))
+
+
 def accuracy_interval(
     correct: np.ndarray, *, confidence: float = 0.95, n_resamples: int = 1000, seed: int | None = 12345
 ) -> tuple[float, float]:
     """Percentile-bootstrap interval of a pair accuracy (pairs resampled with replacement; NaN pairs, which do
-    not count, left out first). (nan, nan) when no pair counts.
+    not count, left out first). (nan, nan) when no pair counts. When every counted pair is right (or every one
+    wrong) each resample is too, and the percentile "interval" was [1, 1] even for one pair: the exact binomial
+    (Clopper-Pearson) interval is returned instead (`all_alike` tells the caller, `EXACT_INTERVAL` says why).
 
     The resamples are drawn in blocks (`vistkit.meta.resample.index_blocks`): memory is bounded whatever
     ``n_resamples`` and the number of pairs, and the numbers are those of one ``rng.integers(0, n, (B, n))``.
@@ -210,9 +235,11 @@ def accuracy_interval(
     check_resampling(n_resamples=n_resamples, confidence=confidence, seed=seed)
     sel = np.asarray(correct, dtype=float)
     sel = sel[~np.isnan(sel)]
-    if sel.size == 0:
+    if sel.size == 0 or all_alike(sel):
         advance(n_resamples)
-        return (math.nan, math.nan)
+        if sel.size == 0:
+            return (math.nan, math.nan)
+        return exact_share_interval(int(sel.sum()), int(sel.size), confidence)
     rng = np.random.default_rng(seed)
     dist = np.concatenate([sel[idx].mean(axis=1) for idx in index_blocks(rng, sel.size, n_resamples)])
     low, high = percentile_interval(dist, confidence)
@@ -317,7 +344,9 @@ def preference_share(
     ``diff`` holds one value per item (a ranker's ``prefer(a, b)``, or the oriented score difference), > 0 when
     A is preferred; NaN items are left out. Returns ``share`` (strictly preferred; ties count for neither),
     ``ties``, ``losses``, ``n`` and ``ci``: the percentile-bootstrap interval of ``share`` (items resampled with
-    replacement, ``n_bootstrap`` times, ``seed``).
+    replacement, ``n_bootstrap`` times, ``seed``). When A is preferred on every item, or on none, every
+    resample is too: ``ci`` is then the exact binomial (Clopper-Pearson) interval and ``ci_method`` says so (the
+    percentile "interval" was [1, 1] even for one item).
     """
     check_resampling(n_resamples=n_bootstrap, confidence=confidence, seed=seed)
     d = np.asarray(diff, dtype=float)
@@ -326,12 +355,19 @@ def preference_share(
     if n == 0:
         return {"share": math.nan, "ties": math.nan, "losses": math.nan, "n": 0, "ci": [math.nan, math.nan]}
     wins = (d > 0).astype(float)
-    dist = np.concatenate([wins[idx].mean(axis=1) for idx in index_blocks(np.random.default_rng(seed), n, n_bootstrap)])
-    low, high = percentile_interval(dist, confidence)
-    return {
+    out: dict[str, Any] = {
         "share": float(wins.mean()),
         "ties": float((d == 0).mean()),
         "losses": float((d < 0).mean()),
         "n": n,
-        "ci": [float(low), float(high)],
     }
+    if all_alike(wins):
+        out["ci"] = list(exact_share_interval(int(wins.sum()), n, confidence))
+        out["ci_method"] = EXACT_INTERVAL.format(
+            what="item", side="one where A is preferred" if wins[0] else "one where A is not preferred", value=wins[0]
+        )
+        return out
+    dist = np.concatenate([wins[idx].mean(axis=1) for idx in index_blocks(np.random.default_rng(seed), n, n_bootstrap)])
+    low, high = percentile_interval(dist, confidence)
+    out["ci"] = [float(low), float(high)]
+    return out

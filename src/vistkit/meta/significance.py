@@ -127,10 +127,28 @@ def paired_bootstrap_accuracy(
         "n_resamples": n_resamples,
         "seed": seed,
     }
+    discordant = int(np.count_nonzero(d))
     if observed != 0.0 and np.all(d == d[0]):  # every resample is the table: p was its floor 1/(B+1)
         out["p"] = math.nan
         out["p_undefined"] = NO_VARIATION
+    elif 0 < discordant < FEW_DISCORDANT:  # 7 of 8 won: bootstrap 0.01, McNemar's exact p 0.07
+        out["p_caution"] = few_discordant(discordant)
     return out
+
+
+#: below this many pairs that only one metric gets right, the paired bootstrap's p (a large-sample method, like
+#: McNemar's chi-square, which the usual rule gives up below 25 such pairs) is far below the exact McNemar p
+FEW_DISCORDANT = 25
+
+
+def few_discordant(discordant: int) -> str:
+    """Why a paired bootstrap p on ``discordant`` (< `FEW_DISCORDANT`) pairs that only one metric gets right is
+    not to be read (one sentence)."""
+    return (
+        f"only {discordant} pair{'' if discordant == 1 else 's'} {'is' if discordant == 1 else 'are'} one that a "
+        f"single metric gets right (fewer than {FEW_DISCORDANT}), where the paired bootstrap is overconfident "
+        "(7 of 8 pairs won: p 0.01 against McNemar's exact 0.07); read McNemar's exact p"
+    )
 
 
 #: why `paired_bootstrap_accuracy` gives no p when every counted pair favours the same metric
@@ -156,6 +174,32 @@ def pairwise_comparisons(
         }
         for a, b in itertools.combinations(names, 2)
     ]
+
+
+def comparison_notes(comparisons: Sequence[dict[str, Any]], *, shown: int = 6) -> list[str]:
+    """Sentences for under a table of `pairwise_comparisons`: which bootstrap p-values are n/a and why
+    (``p_undefined``), and which rest on too few pairs that only one metric gets right to be read
+    (``p_caution``); the metric pairs are named (the first ``shown``, then how many more)."""
+
+    def named(items: list[dict[str, Any]], counts: bool = False) -> str:
+        names = [
+            f"{c['a']} vs {c['b']}" + (f" ({c['mcnemar']['a_only'] + c['mcnemar']['b_only']})" if counts else "")
+            for c in items[:shown]
+        ]
+        return ", ".join(names) + (f" and {len(items) - shown:,} more" if len(items) > shown else "")
+
+    notes = []
+    undefined = [c for c in comparisons if c["bootstrap"].get("p_undefined")]
+    if undefined:
+        notes.append(f"p bootstrap is n/a for {named(undefined)}: {NO_VARIATION}")
+    few = [c for c in comparisons if c["bootstrap"].get("p_caution")]
+    if few:
+        notes.append(
+            f"p bootstrap rests on fewer than {FEW_DISCORDANT} pairs that a single metric gets right for "
+            f"{named(few, counts=True)}: the paired bootstrap is overconfident there (7 of 8 pairs won: p 0.01 "
+            "against McNemar's exact 0.07); read McNemar's exact p"
+        )
+    return notes
 
 
 def comparison_row(comparison: dict[str, Any]) -> list[Any]:

@@ -359,6 +359,15 @@ def _resamples_note(payload: dict[str, Any], n_resamples: int) -> str:
     return f"\nnote: {text}"
 
 
+def _interval_notes(result: dict[str, Any]) -> list[str]:
+    """The report page's sentences on accuracy intervals that are exact binomial ones (`pairs_assessment`'s
+    ``accuracy_ci_exact``: every counted pair right, or every one wrong), one per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for metric, reason in result.get("accuracy_ci_exact", {}).items():
+        by_reason.setdefault(reason, []).append(metric)
+    return [f"Pair accuracy of {', '.join(ms)}: {reason}." for reason, ms in by_reason.items()]
+
+
 def _page_notes(caption: str) -> list[str]:
     """The ``note:`` lines of a printed table's caption as sentences for the ``--report`` page, so that the page
     says what the printed table says (pairs left out, undefined coefficients and why, tied annotators)."""
@@ -384,10 +393,12 @@ def pairs_assessment(
     import numpy as np
 
     from vistkit.meta.pairs import (
+        EXACT_INTERVAL,
         SUBSETS,
         accuracy_by_gap,
         accuracy_by_kind,
         accuracy_interval,
+        all_alike,
         auto_gap_edges,
         beats_reference,
         gaps_outside,
@@ -405,6 +416,11 @@ def pairs_assessment(
         intervals = {m: list(accuracy_interval(c, n_resamples=n_resamples, seed=seed)) for m, c in correct.items()}
     if edges is None:
         edges = auto_gap_edges(pairs, normalised=normalised)
+    exact = {  # every counted pair right (or wrong): the interval is Clopper-Pearson's, not the bootstrap's point
+        m: EXACT_INTERVAL.format(what="pair", side="right" if np.nansum(c) else "wrong", value=float(np.nanmax(c)))
+        for m, c in correct.items()
+        if all_alike(c)
+    }
     return {
         "pairs": len(pairs),
         "zero_gap_pairs": sum(1 for p in pairs if p.gap == 0),
@@ -414,6 +430,7 @@ def pairs_assessment(
         "n": {m: {k: v[k]["n"] for k in SUBSETS} for m, v in acc.items()},
         "by_kind": {s.metric: accuracy_by_kind(s, pairs) for s in scores},
         "accuracy_ci": intervals,
+        **({"accuracy_ci_exact": exact} if exact else {}),
         "by_gap": {
             s.metric: accuracy_by_gap(s, pairs, edges=edges, normalised=normalised) if edges else [] for s in scores
         },

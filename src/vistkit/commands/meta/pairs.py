@@ -26,6 +26,7 @@ from vistkit.commands.meta.common import (
     _command_line,
     _emit,
     _gap_normalised,
+    _interval_notes,
     _left_out_note,
     _outside_note,
     _page_notes,
@@ -82,13 +83,44 @@ def pairs_cmd(
         + units
         + few,
     )
+    _emit_comparisons(result["comparisons"], fmt)
     if report is not None:
+        from vistkit.meta.significance import comparison_notes
         from vistkit.report.html import pairs_report
 
         notes = _page_notes(_left_out_note(result) + _outside_note(result) + units + few)
+        notes += _interval_notes(result) + comparison_notes(result["comparisons"])
         _report(
             report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
         )
+
+
+def _emit_comparisons(comparisons: list[dict[str, Any]], fmt: OutputFormat) -> None:
+    """McNemar and the paired bootstrap of every two metrics under the accuracy table (text, LaTeX), with why a
+    bootstrap p is n/a or not to be read; a CSV holds one table, so there a note says where they are. They were
+    in JSON and on the report page only, though the verb's help promises them."""
+    from vistkit.commands.common import echo, note
+    from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_notes, comparison_row
+    from vistkit.report.tables import render_table
+
+    if not comparisons or fmt is OutputFormat.JSON:  # JSON: in the payload already
+        return
+    if fmt is OutputFormat.CSV:
+        note(
+            "note: McNemar and the paired bootstrap of every two metrics are not in the CSV (one table); see "
+            "`vistkit meta compare` (also --subset), -f json (`comparisons`) or the --report page"
+        )
+        return
+    cols = [*COMPARISON_COLUMNS, "n"]
+    rows = [[*comparison_row(c), c["mcnemar"]["n"]] for c in comparisons]
+    notes = "\n".join(f"note: {n}" for n in comparison_notes(comparisons))
+    title = "pair accuracy, A vs B (all pairs; exact McNemar, paired bootstrap)"
+    if fmt is OutputFormat.TEXT:
+        echo(render_table(cols, rows, fmt, title=title))
+        if notes:
+            echo(notes)
+    else:
+        echo(render_table(cols, rows, fmt, title=title, caption=notes))
 
 
 @meta_app.command("gap")
@@ -153,6 +185,7 @@ def gap_cmd(
         _sig_caption(signatures) + _proxy_note(proxy) + _outside_note(payload) + units,
     )
     if report is not None:
+        from vistkit.meta.significance import comparison_notes
         from vistkit.report.html import pairs_report
 
         # the page shows the intervals `meta pairs` computes: they were 200 resamples with a fixed seed, unsaid
@@ -160,6 +193,7 @@ def gap_cmd(
             pairs, scores, edges=edges, normalised=normalised, n_resamples=n_resamples, seed=seed
         )
         notes = _page_notes(_left_out_note(result) + _outside_note(result) + units + _resamples_note({}, n_resamples))
+        notes += _interval_notes(result) + comparison_notes(result["comparisons"])
         _report(
             report, lambda: pairs_report(report, pairs, scores, result, command=_command_line(ctx), notes=notes)
         )
@@ -232,7 +266,12 @@ def compare_cmd(
     if len(parse_metric_names(inputs.metrics)) < 2 and parse_metric_names(inputs.metrics) != ["all"]:
         raise InputError("compare needs at least two metrics: --metrics A,B")  # said before any scoring
     from vistkit.meta.pairs import pair_correct, subset_masks
-    from vistkit.meta.significance import COMPARISON_COLUMNS, comparison_row, pairwise_comparisons
+    from vistkit.meta.significance import (
+        COMPARISON_COLUMNS,
+        comparison_notes,
+        comparison_row,
+        pairwise_comparisons,
+    )
 
     pairs, scores = inputs.prepare()
     if len(scores) < 2:
@@ -249,9 +288,13 @@ def compare_cmd(
     if empty:
         payload["note"] = empty
     few = _resamples_note(payload, n_resamples)  # the JSON's CI of the difference
+    if notes := comparison_notes(comps):  # why a bootstrap p is n/a, or too few pairs to read it
+        payload["notes"] = notes
     cols = [*COMPARISON_COLUMNS, "n"]
     rows = [[*comparison_row(c), c["mcnemar"]["n"]] for c in comps]
-    caption = _sig_caption(signatures) + (f"\nnote: {empty}" if empty else "") + few
+    caption = (
+        _sig_caption(signatures) + (f"\nnote: {empty}" if empty else "") + "".join(f"\nnote: {n}" for n in notes) + few
+    )
     _emit(payload, cols, rows, fmt, f"pair accuracy, A vs B ({subset})", caption)
 
 
