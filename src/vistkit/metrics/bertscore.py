@@ -79,6 +79,12 @@ def _warn_zero_idf(undefined: int, n: int, m: int) -> None:
     )
 
 
+def _signed_values(values: Sequence[float]) -> str:
+    """Baseline values for the signature: each as ``:g`` shows it when that is the value, else exactly (``:g`` keeps
+    six digits, so baselines 0.83123451 and 0.83123454, other rescaled numbers, were signed alike)."""
+    return ",".join(f"{v:g}" if float(f"{v:g}") == v else repr(float(v)) for v in values)
+
+
 def _default_layer(model: str, n_layers: int) -> int:
     if model in DEFAULT_LAYERS:
         return DEFAULT_LAYERS[model]
@@ -502,10 +508,10 @@ class BertScore(Metric):
                     f"bertscore: baseline must be one finite number below 1 or three (P,R,F), not {values!r}"
                 )
             b = (parts[0], parts[1], parts[2])
-            return b, "b=" + ",".join(f"{v:g}" for v in b)
+            return b, "b=" + _signed_values(b)
         if path is not None:  # the file's name and the values read (two files of one name signed alike)
             b = read_baseline(path, self.layer)
-            return b, f"{Path(path).name}[b=" + ",".join(f"{v:g}" for v in b) + "]"
+            return b, f"{Path(path).name}[b={_signed_values(b)}]"
         packaged = _packaged_baseline(self.model_name, lang)
         if packaged is None:
             raise InputError(
@@ -590,10 +596,18 @@ class BertScore(Metric):
         self, candidates: Sequence[str], references: Sequence[str | Sequence[str]]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """P, R, F1 per candidate, like ``bert_score.score(cands, refs)`` (refs: one string or a list
-        each)."""
+        each). A candidate and references typed in different Unicode forms are read in NFC
+        (`vistkit.text.tokenize.one_form`): a cased or byte-level tokenizer made other pieces (or [UNK]) of "café"
+        typed with a combining accent than of the composed one; texts in one form are bert_score's as they are."""
+        from vistkit.text.tokenize import one_form
+
         if len(candidates) != len(references):
             raise InputError("bertscore: there must be one reference (or list of references) per candidate")
         groups = [[r] if isinstance(r, str) else list(r) for r in references]
+        candidates = list(candidates)
+        for k, (cand, group) in enumerate(zip(candidates, groups, strict=True)):
+            if isinstance(cand, str) and all(isinstance(r, str) for r in group):
+                candidates[k], *groups[k] = one_form([cand, *group])
         if any(not g for g in groups):
             raise InputError("bertscore: every candidate needs at least one reference")
         flat = [r for g in groups for r in g]

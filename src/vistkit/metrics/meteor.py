@@ -307,9 +307,12 @@ class MeteorVist(Metric):
         refs: list[str] = []
         owner: list[int] = []
         excluded: dict[str, str] = {}
+        from vistkit.text.tokenize import one_form
+
         for i, item in enumerate(items):
-            hyp = self._clean(item.hypothesis.text)
-            kept = [self._clean(r.text) for r in item.references]
+            # a story and references typed in two Unicode forms are read in NFC (before non-ASCII is dropped)
+            texts = [self._clean(t) for t in one_form([item.hypothesis.text, *(r.text for r in item.references)])]
+            hyp, kept = texts[0], texts[1:]
             # the whole item is left out, as the pooled variants do: the max over the other references would not be
             # the jar's
             if (why := skip_reason(hyp, kept)) is not None:
@@ -355,7 +358,11 @@ class _PooledMeteor(Metric):
             _prefetch(self.task, self.norm)
 
     def _texts(self, items: Sequence[Item]) -> tuple[list[str], list[list[str]]]:
-        return [it.hypothesis.text for it in items], [[r.text for r in it.references] for it in items]
+        """The texts sent to Meteor; an item's in NFC when they are typed in two Unicode forms (`one_form`)."""
+        from vistkit.text.tokenize import one_form
+
+        texts = [one_form([it.hypothesis.text, *(r.text for r in it.references)]) for it in items]
+        return [t[0] for t in texts], [t[1:] for t in texts]
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         from vistkit.models.java import meteor_server

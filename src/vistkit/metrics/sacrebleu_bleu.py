@@ -227,8 +227,11 @@ class SacreBleu(Metric):
         """sacreBLEU's per-item statistics (items x (2 + 2 * max order)); ``references[i]``: item i's refs.
 
         The same integers as ``BLEU._extract_corpus_statistics(hypotheses, streams)``, made item by item in memory
-        that does not grow with the corpus or with an item's references (see the module's docstring). Sets
-        ``num_refs`` of the corpus scorer as sacreBLEU does (-1 when the count varies)."""
+        that does not grow with the corpus or with an item's references (see the module's docstring). An item whose
+        story and references are typed in different Unicode forms is read in NFC (`vistkit.text.tokenize.one_form`:
+        sacreBLEU compares code points, so "café" with a combining accent did not match "café"); an item in one
+        form gives sacreBLEU's numbers exactly. Sets ``num_refs`` of the corpus scorer as sacreBLEU does (-1 when the
+        count varies)."""
         if len(hypotheses) != len(references):
             raise InputError("sacrebleu: there must be one list of references per hypothesis")
         width = 2 + 2 * self.max_ngram_order
@@ -236,9 +239,12 @@ class SacreBleu(Metric):
             return np.zeros((0, width), dtype=np.int64)
         if min(len(r) for r in references) == 0:
             raise InputError("sacrebleu: every hypothesis needs at least one reference")
+        from vistkit.text.tokenize import one_form
+
         stats = np.zeros((len(hypotheses), width), dtype=np.int64)
         for i, (hyp, refs) in enumerate(zip(hypotheses, references, strict=True)):
-            stats[i] = self._item_statistics(hyp, refs)
+            texts = one_form([hyp, *refs])
+            stats[i] = self._item_statistics(texts[0], texts[1:])
         counts = {len(r) for r in references}
         self._corpus.num_refs = counts.pop() if len(counts) == 1 else -1
         return stats

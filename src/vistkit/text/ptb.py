@@ -24,11 +24,14 @@ def ptb_tokenize(texts: Sequence[str]) -> list[str]:
     """Tokenise ``texts`` as pycocoevalcap's ``PTBTokenizer().tokenize`` does (one JVM call for the batch).
 
     Returns one string per text: lower-cased PTB tokens joined by single spaces, punctuation tokens removed.
+    Texts are read in Unicode NFC (`vistkit.text.tokenize.nfc`: "café" typed with a combining accent gives the
+    tokens of "café"; pycocoevalcap passes the code points as they are, the same for NFC text).
     Raises `vistkit.errors.MissingDependencyError` when Java is missing.
     """
     from vistkit.models.java import run_ptb_tokenizer
+    from vistkit.text.tokenize import nfc
 
     if not texts:
         return []
-    lines = run_ptb_tokenizer([_BREAKS.sub(" ", t) for t in texts])
+    lines = run_ptb_tokenizer([_BREAKS.sub(" ", nfc(t)) for t in texts])
     return [" ".join(w for w in line.rstrip().split(" ") if w not in PUNCTUATIONS) for line in lines]
