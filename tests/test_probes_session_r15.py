@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,120 @@ def test_a_copy_of_the_human_scores_given_as_the_model_is_warned_about(
     (tmp_path / "m.csv").write_text(rows.replace("s2,0.1", "s2,0.2"))
     assert main(["distance", "--human", str(tmp_path / "h.csv"), "--model", str(tmp_path / "m.csv"), "-f", "json"]) == 0
     assert "warning:" not in capsys.readouterr().err
+
+
+def test_reference_absent_knows_a_copy_in_another_unicode_form() -> None:
+    """Under Reference Absent a reference that is the scored story itself is left out; a copy whose accents are
+    combining marks (NFD) was not recognised, while the metrics now compare the two forms as one text."""
+    import unicodedata
+
+    from vistkit import Story
+    from vistkit.metrics.base import is_same_story
+
+    text = "we went to the caf\u00e9 and ate cr\u00eapes ."
+    story = Story("1", text, system="m")
+    assert is_same_story(story, Story("r", unicodedata.normalize("NFD", text)))
+    assert not is_same_story(story, Story("r", text.replace("caf\u00e9", "cafe")))
+
+
+def test_compare_says_when_its_preference_interval_is_the_exact_one() -> None:
+    """When A is preferred on every item the share's interval is the exact binomial one (not a bootstrap); the
+    head-to-head sentence called it a plain "95% CI"."""
+    from vistkit.commands.compare import head_to_head_lines
+    from vistkit.meta.pairs import preference_share
+
+    every = {**preference_share([0.5, 0.2, 0.1]), "over": "B", "unit": "item"}
+    mixed = {**preference_share([0.5, -0.2, 0.1, 0.3], n_bootstrap=200), "over": "B", "unit": "item"}
+    one, two = head_to_head_lines({"bleu-4": {"A": every, "C": mixed}}, 0.95)
+    assert "95% exact binomial CI: the same outcome on every item" in one
+    assert two.endswith("95% CI)") and "exact" not in two
+
+
+def test_a_bootstrap_interval_of_items_all_alike_holds_its_score() -> None:
+    """Every item scored 21/22: the resample means, summed in other orders, all rounded one ulp above the corpus
+    mean, so the "95% CI" [0.9545454545454548, 0.9545454545454548] left out the score 0.9545454545454546."""
+    import numpy as np
+
+    from vistkit.metrics.base import mean_score
+    from vistkit.scores.stats import bootstrap_ci
+
+    for value in (21 / 22, 0.1, 1 / 3, 2 / 3, 0.7):
+        score = mean_score("rovist-nr", [str(i) for i in range(33)], [value] * 33, "sig")
+        ci = bootstrap_ci(score, n_bootstrap=200)
+        assert ci.low <= score.corpus <= ci.high, (value, ci, score.corpus)
+        assert ci.high - ci.low <= 1e-15
+    varied = mean_score("rovist-nr", [str(i) for i in range(40)], list(np.linspace(0, 1, 40)), "sig")
+    ci = bootstrap_ci(varied, n_bootstrap=200)
+    assert 0.3 < ci.low < 0.5 < ci.high < 0.7
+
+
+def test_compare_scores_cider_on_the_items_every_system_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CIDEr-D's idf weights come from the references of the items scored together: a system scored on its whole
+    file had other weights on the shared items than one whose file covers only those, so the table's numbers and
+    the paired test mixed two scales (5 TAPM stories against all of AREL: 0.0592 where AREL's own 5 give 0.0945).
+    Each system is now scored again on the shared items."""
+    import json
+
+    from vistkit.cli import main
+
+    words = "dog cat park beach city lake tree house road river hill snow sun rain boat car bus train cake party"
+    vocab = words.split()
+    refs, wide, narrow = [], [], []
+    for i in range(12):
+        w = [vocab[(i * 3 + k) % len(vocab)] for k in range(6)]
+        refs.append({"story_id": f"s{i}", "text": f"we saw the {w[0]} and the {w[1]} . then a {w[2]} by the {w[3]} ."})
+        wide.append({"story_id": f"s{i}", "text": f"we saw the {w[0]} near a {w[4]} . a {w[2]} by the {w[5]} ."})
+        if i < 5:
+            narrow.append({"story_id": f"s{i}", "text": f"the {w[1]} and a {w[3]} . we went home ."})
+    for name, rows in (("refs", refs), ("wide", wide), ("narrow", narrow), ("wide5", wide[:5])):
+        (tmp_path / f"{name}.json").write_text(json.dumps(rows))
+
+    def cider(*files: str) -> dict[str, float]:
+        args = ["compare", *(str(tmp_path / f) for f in files), "-r", str(tmp_path / "refs.json"), "-m", "cider-d"]
+        assert main([*args, "-f", "json", "--n-bootstrap", "100", "--n-samples", "100"]) == 0, capsys.readouterr().err
+        payload = json.loads(capsys.readouterr().out)
+        out: dict[str, Any] = {s: r["cider-d"]["score"] for s, r in payload["results"].items()}
+        return {**out, "dropped": payload["metrics"]["cider-d"]["dropped"]}
+
+    alone = cider("wide5.json", "narrow.json")
+    mixed = cider("wide.json", "narrow.json")
+    assert mixed["wide"] == pytest.approx(alone["wide5"], abs=1e-12)
+    assert mixed["dropped"] == {"wide": 7, "narrow": 0}  # still said: the items not shared were left out
+    assert mixed["narrow"] == pytest.approx(alone["narrow"], abs=1e-12)
+
+
+def test_the_command_line_asks_for_references_as_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """`vistkit score FILE -m bleu-4` without -r led with Python ("pass them as references= in Python"); the
+    command line now names its flag, and Python keeps its own wording."""
+    from vistkit.cli import main
+
+    stories = REPO / "tests" / "fixtures" / "meta" / "references_small.jsonl"
+    assert main(["score", str(stories), "-m", "bleu-4", "--key", "story"]) == 1
+    err = capsys.readouterr().err
+    assert "bleu-4 needs reference stories: give them with --references FILE (-r)" in err and "Python" not in err
+
+
+def test_an_empty_source_date_epoch_is_unset_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vistkit.cli import _drop_invalid_source_date_epoch
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "")
+    _drop_invalid_source_date_epoch()
+    assert "SOURCE_DATE_EPOCH" not in __import__("os").environ and capsys.readouterr().err == ""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "soon")
+    _drop_invalid_source_date_epoch()
+    assert "is not a whole number" in capsys.readouterr().err
+
+
+def test_an_export_of_a_study_without_judgements_says_what_to_do(tmp_path: Path) -> None:
+    from studio_helpers import make_study
+
+    from vistkit.errors import InputError
+    from vistkit.studio.analysis import export
+
+    made = make_study(tmp_path, annotators=1)
+    with pytest.raises(InputError, match=r"no judgements to export yet: give annotators their links .*studio serve"):
+        export(made.study, tmp_path / "out.csv", fmt="rankings")

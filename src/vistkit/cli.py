@@ -427,6 +427,9 @@ def _drop_invalid_source_date_epoch(*, quiet: bool = False) -> None:
     value = os.environ.get("SOURCE_DATE_EPOCH")
     if value is None or (re.fullmatch(r"\s*\d{1,12}\s*", value) and int(value) <= _LAST_EPOCH):
         return
+    if not value.strip():  # set but empty (`SOURCE_DATE_EPOCH= cmd`): unset, as most tools read it; no warning
+        del os.environ["SOURCE_DATE_EPOCH"]
+        return
     del os.environ["SOURCE_DATE_EPOCH"]
     if quiet:  # (-q: no warnings)
         return

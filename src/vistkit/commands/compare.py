@@ -243,6 +243,54 @@ def _same_stories(mine: StorySet, theirs: StorySet, keying: Keying, keys: list[s
     return np.array([same(k) for k in keys], dtype=bool)
 
 
+def _rescore_on_shared_items(
+    built: list[Any],
+    scores: dict[str, dict[str, Any]],
+    stories: dict[str, StorySet],
+    paths: list[Path],
+    refs: StorySet | None,
+    *,
+    key: Keying | None,
+    reference_absent: bool,
+) -> dict[str, dict[str, int]]:
+    """Score again, on the items every system has, each metric whose item scores depend on the set scored
+    (`vistkit.engine.merge.depends_on_the_set`: CIDEr-D's idf weights) when the systems' files cover different
+    items: the table compares the shared items, and a system scored on its whole file had other weights there
+    (5 TAPM stories against all of AREL: AREL's CIDEr-D on the 5 shared sequences 0.0592, on those 5 alone
+    0.0945, and its preference share 0% instead of 20%). Returns, per metric scored again, each system's number
+    of items before."""
+    from vistkit import progress
+    from vistkit.commands.score import score_all
+    from vistkit.engine.merge import depends_on_the_set
+
+    before: dict[str, dict[str, int]] = {}
+    for metric in built:
+        found = [scores[label].get(metric.name) for label in stories]
+        # sacreBLEU's corpus statistics add up item by item: only its nrefs in the signature would change
+        if not depends_on_the_set(metric) or metric.name == "sacrebleu" or any(r is None for r in found):
+            continue
+        results: list[Score] = [r for r in found if r is not None]
+        keys = [set(r.item_ids) for r in results]
+        shared = set.intersection(*keys)
+        if not shared or all(k == shared for k in keys):
+            continue
+        note(
+            f"{metric.name}: scored again on the {len(shared):,} items every system has, since its scores depend "
+            f"on the items scored together ({WHOLE_SET_NOTE.get(metric.name, 'idf weights')})"
+        )
+        before[metric.name] = {label: len(r.item_ids) for label, r in zip(stories, results, strict=True)}
+        for ((label, hyps), path), result in zip(zip(stories.items(), paths, strict=True), results, strict=True):
+            kept = hyps.filter(shared, result.keying or key or hyps.default_keying())
+            with progress.labelled(label), _naming_the_system(label, path):
+                [again] = score_all([metric], kept, refs, key=key, template=None, reference_absent=reference_absent)
+            scores[label][metric.name] = again
+    return before
+
+
+#: why a metric's scores depend on the set (`_rescore_on_shared_items`)
+WHOLE_SET_NOTE = {"cider-d": "idf weights from the references of the set"}
+
+
 def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: float) -> list[str]:
     """One sentence per metric and system: "the story of A is preferred over that of B for X% of the photo
     sequences" (no possessive: system names such as "ours" stay grammatical)."""
@@ -255,7 +303,9 @@ def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: fl
             lines.append(
                 f"{metric}: the story of {system} is preferred over that of {r['over']} for {pct(r['share'])} of the "
                 f"{UNITS.get(r['unit'], r['unit'])} [{pct(r['ci'][0])}, {pct(r['ci'][1])}] "
-                f"(ties {pct(r['ties'])}, n={r['n']}, {confidence:.0%} CI)"
+                f"(ties {pct(r['ties'])}, n={r['n']}, {confidence:.0%} "
+                + ("exact binomial CI: the same outcome on every item" if r.get("ci_method") else "CI")
+                + ")"
             )
     return lines
 
@@ -509,6 +559,13 @@ def compare(
             if failed and skipped is not None:
                 skipped.update({name: f"{label}: {why}" for name, why in failed.items()})
                 built = [m for m in built if m.name not in failed]
+        rescored = (
+            {}
+            if seqs is not None
+            else _rescore_on_shared_items(
+                built, scores, stories, systems, refs, key=key, reference_absent=reference_absent
+            )
+        )
     for repeated in repeated_files(systems, labels):  # said once every input has been read
         warn(repeated)
     if skipped is not None:
@@ -527,6 +584,8 @@ def compare(
         n_bootstrap=n_bootstrap,
         seed=seed,
     )
+    for name, counts in rescored.items():  # the items each system's file had beyond the shared ones
+        comparison.dropped[name] = {label: counts[label] - comparison.n_items[name] for label in counts}
     h2h = head_to_head(
         built,
         scores,

@@ -338,6 +338,12 @@ def check_inputs(
     kept: list[Plan] = []
     outcome: dict[tuple[bool, Any], str | None] = {}  # metrics that align alike fail alike
     for cls, opts in plans:
+        if cls.needs_references and references is None:  # said as the command line says it (not references=)
+            why = f"{cls.name} needs reference stories: give them with --references FILE (-r)"
+            if skipped is None:
+                raise InputError(why)
+            skipped[cls.name] = why
+            continue
         if cls.prepare_hypotheses is not Metric.prepare_hypotheses:  # it fills the stories in: checked when built
             kept.append((cls, opts))
             continue

@@ -75,6 +75,13 @@ WHOLE_SET_REASONS = {
 }
 
 
+def depends_on_the_set(metric: Metric) -> bool:
+    """Whether a metric's item scores depend on which other items are scored with them (CIDEr-D's idf weights,
+    sacreBLEU's, BERTScore's idf weights): two systems scored on different sets of items are then scored on
+    different scales, even on the items they share."""
+    return strategy(metric) != "items" and (metric.name in WHOLE_SET_REASONS or metric.name == "bertscore")
+
+
 def cannot_stream(metric: Metric) -> InputError:
     """The error for streaming a metric whose strategy is not ``items``, saying why: its scores depend on the whole
     set, or vistkit has not checked that they depend on each item alone (the message said "depend on the whole

@@ -504,10 +504,16 @@ def _shown_key(key: str) -> str:
 
 
 def is_same_story(a: Story, b: Story) -> bool:
-    """Whether ``b`` is the story ``a`` itself: same story id (both human) or same text up to whitespace."""
+    """Whether ``b`` is the story ``a`` itself: same story id (both human) or same text up to whitespace and
+    Unicode form (a copy whose accents are combining marks, NFD, is the same text: the metrics compare in NFC)."""
     if a.story_id == b.story_id and (a.system in (None, "human")) and (b.system in (None, "human")):
         return True
-    return " ".join(a.text.split()) == " ".join(b.text.split())
+    x, y = " ".join(a.text.split()), " ".join(b.text.split())
+    if x == y or x.isascii() or y.isascii():
+        return x == y
+    import unicodedata
+
+    return unicodedata.normalize("NFC", x) == unicodedata.normalize("NFC", y)
 
 
 # --------------------------------------------------------------------------------------------------- inputs

@@ -74,7 +74,9 @@ _BREAKS_NOTE = (
     "\\x0c, U+2028 and U+2029: such a text is split in two there and every later caption of the call is scored "
     "against the wrong references. vistkit replaces those characters by a space (pycocoevalcap's numbers for the "
     "text with a space there) and scores every story independently of the others in the batch "
-    "(tests/test_probes_content_r7.py)."
+    "(tests/test_probes_content_r7.py). A story and its references typed in different Unicode forms (accents as "
+    "combining marks, NFD, against composed ones, NFC) are compared in NFC: the PTB tokenizer reads every text "
+    "in NFC, where pycocoevalcap lost every accented word (NFC text, all of VIST, scores as in pycocoevalcap)."
 )
 _CITATION_COCO = (
     "Chen et al., Microsoft COCO Captions: Data Collection and Evaluation Server, arXiv:1504.00325 (2015); "

@@ -227,8 +227,13 @@ def bootstrap_ci(
     if dist.size == 0:
         return ConfidenceInterval(math.nan, math.nan, confidence, n_bootstrap, seed)
     alpha = 1.0 - confidence
-    low, high = np.quantile(dist, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return ConfidenceInterval(float(low), float(high), confidence, n_bootstrap, seed)
+    low, high = (float(x) for x in np.quantile(dist, [alpha / 2.0, 1.0 - alpha / 2.0]))
+    point = float(score.corpus)
+    if math.isfinite(point) and high - low <= 8 * np.finfo(float).eps * max(abs(low), abs(high), 1.0):
+        # every resample is the same score up to rounding (all items alike): resample means summed in another
+        # order may all round past the corpus score, and the interval then left out its own point estimate
+        low, high = min(low, point), max(high, point)
+    return ConfidenceInterval(low, high, confidence, n_bootstrap, seed)
 
 
 # ----------------------------------------------------------------------------------------------- paired tests

@@ -840,7 +840,11 @@ class _Tally:
     def nothing(self) -> str:
         """Why an export has nothing to write: no judgement yet, or every one left out (and by which option)."""
         if not self.left_out:
-            return "the study has no judgements to export yet"
+            return (
+                "the study has no judgements to export yet: give annotators their links (`vistkit studio invite "
+                "STUDY`), serve the study (`vistkit studio serve STUDY`), and export once they have submitted "
+                "(`vistkit studio status STUDY` shows how far they are)"
+            )
         why = {
             "gold": "of gold items (--include-gold keeps them)",
             "failed": "of annotators who failed the gold checks (--drop-failed-gold left them out)",
