@@ -122,3 +122,28 @@ def limited_run(
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, env=full_env, timeout=timeout
     )
+
+
+def challenge_submission(path: Path, n: int) -> Path:
+    """A 2018 challenge submission of ``n`` 60-word stories (10 per album, 5 photos each) at ``path``."""
+    words = "the a we went to park and had fun it was great day my family beach dog".split()
+    stories = [
+        {
+            "album_id": str(7000 + i // 10),
+            "photo_sequence": [str(1000000 + 5 * i + j) for j in range(5)],
+            "story_text_normalized": " ".join(words[(i * 7 + k) % len(words)] for k in range(60)),
+        }
+        for i in range(n)
+    ]
+    path.write_text(json.dumps({"team_name": "t", "output_stories": stories}), encoding="utf-8")
+    return path
+
+
+def dhm_prefix(folder: Path, name: str, g: dict[str, float], c: dict[str, float], r: dict[str, float]) -> Path:
+    """dHM's score files of one side (``NAME_G.json``, ``NAME_C.csv``, ``NAME_R.csv``) in ``folder``: the prefix."""
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}_G.json").write_text(json.dumps(g), encoding="utf-8")
+    for dim, table in (("C", c), ("R", r)):
+        rows = "".join(f"{k},{v!r}\n" for k, v in table.items())
+        (folder / f"{name}_{dim}.csv").write_text(f"story_id,{dim}_score\n{rows}", encoding="utf-8")
+    return folder / name

@@ -228,3 +228,17 @@ def one_link_study(
     [(_, token)] = service.invite(st, n=1)
     st.engine.dispose()
     return path, token
+
+
+def change_answer(page: Any, task: str) -> None:
+    """Answer the task on a studio page in a way that differs from its initial state: a ranking moved (the first
+    story down, the last up), every Likert statement rated 1..5 in turn, or story B chosen."""
+    if task == "rank":
+        page.locator("li.story button.down").first.click()
+        page.locator("li.story button.up").last.click()
+    elif task == "likert":
+        names = page.locator("fieldset.likert input[value='4']").evaluate_all("xs => xs.map(x => x.name)")
+        for i, name in enumerate(names):
+            page.locator(f"input[name='{name}'][value='{1 + i % 5}']").check()
+    else:
+        page.locator("input[name='choice'][value='B']").check()

@@ -11,19 +11,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from cli_probe_helpers import one_error
+from cli_probe_helpers import dhm_prefix, one_error
 
 from vistkit.cli import main
 from vistkit.scores.distance import dhm_distance
-
-
-def _prefix(folder: Path, name: str, g: dict[str, float], c: dict[str, float], r: dict[str, float]) -> Path:
-    folder.mkdir(exist_ok=True)
-    (folder / f"{name}_G.json").write_text(json.dumps(g), encoding="utf-8")
-    for dim, table in (("C", c), ("R", r)):
-        rows = "".join(f"{k},{v!r}\n" for k, v in table.items())
-        (folder / f"{name}_{dim}.csv").write_text(f"story_id,{dim}_score\n{rows}", encoding="utf-8")
-    return folder / name
 
 
 def test_ids_of_score_tables_are_matched_as_the_readers_match_them(
@@ -31,10 +22,10 @@ def test_ids_of_score_tables_are_matched_as_the_readers_match_them(
 ) -> None:
     """`" 1"` in a G table and `1` in the C and R tables, or café typed as e + accent on one side, matched nothing:
     n 1 instead of 2, silently (`vistkit formats` promises ids without edge spaces, in NFC)."""
-    human = _prefix(
+    human = dhm_prefix(
         tmp_path, "h", {" 1": 0.5, "caf\u00e9": 2.0}, {"1": 0.5, "caf\u00e9": 0.5}, {"1": 0.1, "caf\u00e9": 0.2}
     )
-    model = _prefix(
+    model = dhm_prefix(
         tmp_path, "m", {"1": 1.5, "cafe\u0301": -0.5}, {"1": 0.5, "cafe\u0301": 0.5}, {"1": 0.1, "cafe\u0301": 0.2}
     )
     capsys.readouterr()
@@ -48,8 +39,8 @@ def test_ids_of_score_tables_are_matched_as_the_readers_match_them(
 
 def test_an_overflowing_difference_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """-1.7e308 and 1.7e308 gave an `inf` distance (JSON null) and numpy's RuntimeWarning on stderr, exit 0."""
-    human = _prefix(tmp_path, "h", {"1": 0.5}, {"1": -1.7e308}, {"1": 0.1})
-    model = _prefix(tmp_path, "m", {"1": 0.5}, {"1": 1.7e308}, {"1": 0.1})
+    human = dhm_prefix(tmp_path, "h", {"1": 0.5}, {"1": -1.7e308}, {"1": 0.1})
+    model = dhm_prefix(tmp_path, "m", {"1": 0.5}, {"1": 1.7e308}, {"1": 0.1})
     err = one_error(capsys, "distance", "--human", human, "--model", model, "-q")
     assert "story '1': its C scores (-1.7e+308 human, 1.7e+308 model) are too far apart" in err
 

@@ -20,19 +20,11 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_probe_helpers import dhm_prefix
 
 from vistkit.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-def _prefix(folder: Path, name: str, g: dict[str, float], c: dict[str, float], r: dict[str, float]) -> Path:
-    folder.mkdir(exist_ok=True)
-    (folder / f"{name}_G.json").write_text(json.dumps(g), encoding="utf-8")
-    for dim, table in (("C", c), ("R", r)):
-        rows = "".join(f"{k},{v!r}\n" for k, v in table.items())
-        (folder / f"{name}_{dim}.csv").write_text(f"story_id,{dim}_score\n{rows}", encoding="utf-8")
-    return folder / name
 
 
 # ------------------------------------------------------------------------------ distance: one side given twice
@@ -40,7 +32,7 @@ def test_the_same_scores_on_both_sides_of_distance_are_warned_about(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """dHM 0 from the human scores given as the model's too (one prefix spelled two ways, a link to a file)."""
-    human = _prefix(tmp_path, "h", {"1": 0.5, "2": 1.5}, {"1": 0.2, "2": 0.4}, {"1": 0.1, "2": 0.3})
+    human = dhm_prefix(tmp_path, "h", {"1": 0.5, "2": 1.5}, {"1": 0.2, "2": 0.4}, {"1": 0.1, "2": 0.3})
     links = tmp_path / "links"
     links.mkdir()
     for f in tmp_path.glob("h_*"):
@@ -52,7 +44,7 @@ def test_the_same_scores_on_both_sides_of_distance_are_warned_about(
         assert json.loads(got.out)["dHM"] == 0
         warnings = [ln for ln in got.err.splitlines() if ln.startswith("warning:")]
         assert len(warnings) == 1 and "hold the same G, C and R files, so dHM is 0" in warnings[0], got.err
-    other = _prefix(tmp_path, "m", {"1": 0.5, "2": 1.0}, {"1": 0.2, "2": 0.4}, {"1": 0.1, "2": 0.3})
+    other = dhm_prefix(tmp_path, "m", {"1": 0.5, "2": 1.0}, {"1": 0.2, "2": 0.4}, {"1": 0.1, "2": 0.3})
     assert main(["distance", "--human", str(human), "--model", str(other), "-f", "json"]) == 0
     assert "warning" not in capsys.readouterr().err  # one story differs: no warning
     csv_file = tmp_path / "per_item.csv"

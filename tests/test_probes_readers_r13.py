@@ -14,6 +14,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from cli_probe_helpers import challenge_submission
 
 from vistkit.data.readers import read_stories
 from vistkit.data.validate import validate_submission
@@ -89,24 +90,10 @@ def test_cli_score_warns_about_sentences_other_than_text(tmp_path: Path, capsys:
 
 
 # -------------------------------------------------------------------------------- validate's memory per byte
-def _submission(path: Path, n: int) -> Path:
-    words = "the a we went to park and had fun it was great day my family beach dog".split()
-    stories = [
-        {
-            "album_id": str(7000 + i // 10),
-            "photo_sequence": [str(1000000 + 5 * i + j) for j in range(5)],
-            "story_text_normalized": " ".join(words[(i * 7 + k) % len(words)] for k in range(60)),
-        }
-        for i in range(n)
-    ]
-    path.write_text(json.dumps({"team_name": "t", "output_stories": stories}), encoding="utf-8")
-    return path
-
-
 def test_validate_holds_a_submission_few_times_over(tmp_path: Path) -> None:
     """A 235 MB submission peaked at 1.7 GB (seven times the file); the bytes, the text and every story's text were
     each held while the file was parsed a second time (as `vistkit score` reads it)."""
-    p = _submission(tmp_path / "sub.json", 16000)
+    p = challenge_submission(tmp_path / "sub.json", 16000)
     size = p.stat().st_size
     tracemalloc.start()
     try:

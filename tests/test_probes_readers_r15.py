@@ -7,6 +7,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from cli_probe_helpers import challenge_submission
 
 from vistkit.data.readers import read_stories
 from vistkit.data.validate import validate_submission
@@ -20,24 +21,10 @@ def _error(path: Path, **kwargs: object) -> str:
 
 
 # ------------------------------------------------------------------------------------------ validate's memory
-def _submission(path: Path, n: int) -> Path:
-    words = "the a we went to park and had fun it was great day my family beach dog".split()
-    stories = [
-        {
-            "album_id": str(7000 + i // 10),
-            "photo_sequence": [str(1000000 + 5 * i + j) for j in range(5)],
-            "story_text_normalized": " ".join(words[(i * 7 + k) % len(words)] for k in range(60)),
-        }
-        for i in range(n)
-    ]
-    path.write_text(json.dumps({"team_name": "t", "output_stories": stories}), encoding="utf-8")
-    return path
-
-
 def test_validate_holds_a_submission_under_four_times_over(tmp_path: Path) -> None:
     """The reading as `vistkit score` reads it held the text, the whole parsed document and every story's text at
     once: 4.4 times the file at its peak."""
-    p = _submission(tmp_path / "sub.json", 16000)
+    p = challenge_submission(tmp_path / "sub.json", 16000)
     size = p.stat().st_size
     tracemalloc.start()
     try:
@@ -172,7 +159,7 @@ def test_a_story_file_given_as_the_template_says_what_it_is(tmp_path: Path, data
 
     tmpl = tmp_path / "test.json"
     tmpl.write_text(json.dumps(data), encoding="utf-8")
-    sub = _submission(tmp_path / "sub.json", 2)
+    sub = challenge_submission(tmp_path / "sub.json", 2)
     for call in (lambda: validate_submission(sub, template=tmpl), lambda: read_template(tmpl)):
         with pytest.raises(InputError) as info:
             call()
@@ -282,10 +269,10 @@ def test_validate_names_the_byte_counting_the_byte_order_mark(tmp_path: Path) ->
 def test_a_template_and_references_sharing_no_sequence_are_refused(tmp_path: Path) -> None:
     """The test template with the val SIS (a different split) required the sequences of both: none, so every
     submission passed "[Passed] All required stories are submitted." with "0 required"."""
-    tmpl = _submission(tmp_path / "template.json", 3)
+    tmpl = challenge_submission(tmp_path / "template.json", 3)
     refs = tmp_path / "val.json"
     refs.write_text(json.dumps(_SIS), encoding="utf-8")  # photos 11-15: none of the template's
-    sub = _submission(tmp_path / "sub.json", 3)
+    sub = challenge_submission(tmp_path / "sub.json", 3)
     with pytest.raises(InputError) as info:
         validate_submission(sub, template=tmpl, references=refs)
     msg = str(info.value)
@@ -293,8 +280,8 @@ def test_a_template_and_references_sharing_no_sequence_are_refused(tmp_path: Pat
 
 
 def test_a_template_and_references_that_overlap_still_require_the_common_sequences(tmp_path: Path) -> None:
-    tmpl = _submission(tmp_path / "template.json", 3)
-    sub = _submission(tmp_path / "sub.json", 2)
+    tmpl = challenge_submission(tmp_path / "template.json", 3)
+    sub = challenge_submission(tmp_path / "sub.json", 2)
     report = validate_submission(sub, template=tmpl, references=tmpl)
     assert not report.ok and report.n_required == 3
 
@@ -363,15 +350,16 @@ def test_a_submission_sharing_no_sequence_with_the_references_says_split(tmp_pat
     the test split and the references of another."""
     refs = tmp_path / "val.json"
     refs.write_text(json.dumps(_SIS), encoding="utf-8")
-    report = validate_submission(_submission(tmp_path / "sub.json", 3), references=refs)
+    report = validate_submission(challenge_submission(tmp_path / "sub.json", 3), references=refs)
     missing = next(f for f in report.errors if f.check == "all-stories")
     assert "another split" in missing.detail, missing.detail
-    report = validate_submission(_submission(tmp_path / "sub.json", 3), references=_submission(tmp_path / "r.json", 4))
+    other = challenge_submission(tmp_path / "r.json", 4)
+    report = validate_submission(challenge_submission(tmp_path / "sub.json", 3), references=other)
     missing = next(f for f in report.errors if f.check == "all-stories")
     assert "split" not in missing.detail, missing.detail
 
 
 def test_a_challenge_file_forced_as_sis_says_what_it_is(tmp_path: Path) -> None:
-    p = _submission(tmp_path / "sub.json", 2)
+    p = challenge_submission(tmp_path / "sub.json", 2)
     msg = _error(p, format="sis")
     assert "'annotations'" in msg and "a challenge file" in msg, msg

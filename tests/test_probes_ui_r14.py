@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from studio_helpers import (
+    change_answer,
     judgement_records,
     one_link_study,
     served_browser,
@@ -82,15 +83,7 @@ def test_a_reload_or_back_and_forward_mid_task_keeps_the_answer_made_so_far(task
                 return page.locator("#ranking-list .text").all_inner_texts(), page.locator("#ranking").input_value()
             return sorted(page.locator("input[type=radio]:checked").evaluate_all("xs => xs.map(x => x.name + x.value)"))
 
-        if task == "rank":
-            page.locator("li.story button.down").first.click()
-            page.locator("li.story button.up").last.click()
-        elif task == "likert":
-            names = page.locator("fieldset.likert input[value='4']").evaluate_all("xs => xs.map(x => x.name)")
-            for i, name in enumerate(names):
-                page.locator(f"input[name='{name}'][value='{1 + i % 5}']").check()
-        else:
-            page.locator("input[name='choice'][value='B']").check()
+        change_answer(page, task)
         made = answer()
         assert made not in ([], (page.locator("#ranking-list .text").all_inner_texts(), "1,2,3"))
         page.reload()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_helpers import judgement_records, one_link_study, served_browser
+from studio_helpers import change_answer, judgement_records, one_link_study, served_browser
 
 pytest.importorskip("uvicorn", reason="the studio server needs uvicorn (studio extra)")
 
@@ -32,18 +32,6 @@ def _answer(page: Any, task: str) -> Any:
     return sorted(page.locator("input[type=radio]:checked").evaluate_all("xs => xs.map(x => x.name + x.value)"))
 
 
-def _make_answer(page: Any, task: str) -> None:
-    if task == "rank":
-        page.locator("li.story button.down").first.click()
-        page.locator("li.story button.up").last.click()
-    elif task == "likert":
-        names = page.locator("fieldset.likert input[value='4']").evaluate_all("xs => xs.map(x => x.name)")
-        for i, name in enumerate(names):
-            page.locator(f"input[name='{name}'][value='{1 + i % 5}']").check()
-    else:
-        page.locator("input[name='choice'][value='B']").check()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["rank", "likert", "pairwise"])
 def test_an_answer_in_progress_survives_a_closed_tab_but_not_another_link(task: str, tmp_path: Path) -> None:
@@ -60,7 +48,7 @@ def test_an_answer_in_progress_survives_a_closed_tab_but_not_another_link(task: 
         page = _page(context)
         page.goto(link)
         blank = _answer(page, task)
-        _make_answer(page, task)
+        change_answer(page, task)
         made = _answer(page, task)
         assert made != blank
         page.close()
