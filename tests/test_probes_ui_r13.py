@@ -88,11 +88,15 @@ def test_a_failed_or_refused_submission_keeps_the_answer_and_says_so(tmp_path: P
         page.wait_for_url(f"{link}?saved=1")
         assert page.locator("#saved").count() == 1 and page.locator("#progress").inner_text() == "Task 2 of 2"
         assert len(posts) == 1, posts
-        # a reload does not say "Saved." again (nothing was just saved), and neither it nor Back stores
-        # anything twice or loses the stored answer
+        # a reload does not say "Saved." again (nothing was just saved), and neither it nor Back (which leaves
+        # the study: the next task took the answered one's place) then Forward stores anything twice or loses the
+        # stored answer
         page.reload()
         assert page.locator("#saved").count() == 0 and page.locator("#progress").inner_text() == "Task 2 of 2"
         page.go_back()
+        page.wait_for_load_state()
+        assert not page.url.startswith(link)
+        page.go_forward()
         page.wait_for_load_state()
         assert page.locator("#saved").count() == 0 and page.locator("#progress").inner_text() == "Task 2 of 2"
         assert len(judgement_records(path)) == 1

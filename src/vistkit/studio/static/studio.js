@@ -12,7 +12,16 @@
     window.history.replaceState(window.history.state, "", window.location.pathname);
   }
 
-  // photos: a broken-image icon becomes a box that says so
+  // photos: one still on its way says so (a slow photo host showed empty grey boxes without a word, so the
+  // stories were ranked without the photos), and a broken-image icon becomes a box that says so
+  function photoLoading(img, n, total) {
+    var note = document.createElement("span");
+    note.className = "photo-loading";
+    note.setAttribute("aria-hidden", "true");  // the photo's own text (alt) names it: no second name to hear
+    note.textContent = "Photo " + n + " of " + total + " is loading\u2026";
+    if (img.parentNode) { img.parentNode.insertBefore(note, img.nextSibling); }
+    return function () { if (note.parentNode) { note.parentNode.removeChild(note); } };
+  }
   function photoFailed(img, n, total) {
     var box = document.createElement("div");
     box.className = "nophoto";
@@ -26,7 +35,9 @@
     if (img.complete && img.naturalWidth === 0) {
       photoFailed(img, i + 1, photos.length);
     } else {
-      img.addEventListener("error", function () { photoFailed(img, i + 1, photos.length); });
+      var loaded = img.complete ? function () {} : photoLoading(img, i + 1, photos.length);
+      img.addEventListener("load", loaded);
+      img.addEventListener("error", function () { loaded(); photoFailed(img, i + 1, photos.length); });
     }
   });
 
@@ -298,7 +309,9 @@
       var data = answer[1] || {};
       if (response.ok && data.saved) {
         dropDraft();
-        window.location.assign(next);
+        // the next task takes the answered one's place in the history: Back leaves the study (where the link was
+        // opened from) at once, not after one press per task answered, each showing the current task again
+        window.location.replace(next);
         return;
       }
       if (response.type === "opaqueredirect") {  // the studio never redirects a submission: a proxy in front did
