@@ -64,9 +64,12 @@ def assert_close_across_implementations(ours: object, theirs: object) -> None:
     )
 
 
-# a progress line (``rovist-nr: scored 1/1 stories (0.5/s, 0:00:02)``): printed when stderr is not a terminal and a
-# task took over 2 s, which a loaded machine can make of any step; it is not part of a command's message
-PROGRESS_LINE = re.compile(r" [\d,]+(/[\d,]+)? \w+ \([\d.]+/s, (ETA )?\d+:\d\d:\d\d\)$")
+# a progress line (``rovist-nr: scored 1/1 stories (0.5/s, 0:00:02)``; also ``(starting, 0:00:10)``, ``(1.5/min,``,
+# ``(..., stopped after 0:00:05)``, units such as ``pairs (both orders)``): printed when stderr is not a terminal and
+# a task took over 2 s, which a loaded machine can make of any step; it is not part of a command's message
+PROGRESS_LINE = re.compile(
+    r" [\d,]+(/[\d,]+)? \w[\w ()]* \(([\d.]+/(s|min|h)|starting), (ETA |stopped after )?\d+:\d\d:\d\d\)$"
+)
 
 
 def message_lines(err: str) -> list[str]:

@@ -308,7 +308,9 @@ def test_metrics_all_runs_what_it_can_and_says_why_not(
             assert skipped[name] == "needs the story photos (--images FOLDER)"
     assert all(f"skipped {name}: " in err for name in skipped)
     code, out, err = _run(capsys, "score", hyp_file, "-m", "all", "-b", "-q")
-    assert code == 0 and err == "" and len(out.splitlines()) == len(payload["scores"])
+    rows = [line.split("\t") for line in out.splitlines()]  # which metrics ran varies: each line names its metric
+    assert code == 0 and err == "" and [r[0] for r in rows] == list(payload["scores"])
+    assert all(len(r) == 2 and float(r[1]) == pytest.approx(payload["scores"][r[0]], abs=5e-5) for r in rows)
 
 
 def test_range_labels_follow_the_declared_bounds(capsys: pytest.CaptureFixture[str]) -> None:

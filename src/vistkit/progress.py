@@ -3,7 +3,9 @@
 - On a terminal: a rich progress bar per task with items done / total, rate and ETA (removed when done).
 - When stderr is not a terminal (a log file, a pipe, CI): one plain line every ``VISTKIT_PROGRESS_INTERVAL``
   seconds (default 10) and a final line, e.g. ``bertscore: scored 1,200/2,019 stories (37.1/s, ETA 0:00:22)``.
-  The final line is printed only for a task that took at least 2 s or already printed a line.
+  The final line is printed only for a task that took at least 2 s or already printed a line; it gives the time
+  taken (``stopped after 0:00:05`` when an error or Ctrl-C ended the loop). The rate of a line is measured after
+  the first items when they carried the start-up (`Task._line`); a rate under 0.1/s is given per minute or hour.
 - Silent under ``vistkit -q`` / ``--quiet`` (`set_quiet`) or ``VISTKIT_QUIET=1``.
 - In the Python API (``vistkit.score`` in a script or notebook) progress is off unless ``VISTKIT_PROGRESS=1``
   (or `set_quiet(False)`); the ``vistkit`` command turns it on.
@@ -130,17 +132,53 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def format_line(label: str, verb: str, done: int, total: int | None, unit: str, elapsed: float) -> str:
-    """``label: verb 1,200/2,019 stories (37.1/s, ETA 0:00:22)``; the final line gives the time taken instead."""
-    rate = done / elapsed if elapsed > 0 else 0.0
+def rate_text(rate: float) -> str:
+    """Items per unit of time: ``37.1/s``; under 0.1 a second, per minute (``1.5/min``) or per hour (``0.5/h``), so
+    a slow loop (a resample every 40 s) does not read ``0.0/s`` beside its ETA."""
+    for per, factor in (("s", 1), ("min", 60), ("h", 3600)):
+        if rate * factor >= 0.1 or rate <= 0:
+            return f"{rate * factor:.1f}/{per}"
+    return f"{rate * 3600:.1f}/h"
+
+
+def format_line(
+    label: str,
+    verb: str,
+    done: int,
+    total: int | None,
+    unit: str,
+    elapsed: float,
+    *,
+    rate: float | None = None,
+    starting: bool = False,
+    final: bool = False,
+    stopped: bool = False,
+) -> str:
+    """``label: verb 1,200/2,019 stories (37.1/s, ETA 0:00:22)``; the ``final`` line (and a line of a task with no
+    total) gives the time taken instead, ``stopped after 0:00:05`` for a task an error or Ctrl-C ended (``stopped``).
+    ``rate``: the items per second to show and extrapolate (default: done / elapsed); ``starting``: no rate
+    measured yet, the line says ``(starting, 0:00:10)`` (the time so far)."""
     count = f"{done:,}/{total:,}" if total is not None else f"{done:,}"
-    timing = f"{rate:.1f}/s"
-    if total is not None and done >= total:
-        timing += f", {format_duration(elapsed)}"
-    elif total is not None and rate > 0:
-        timing += f", ETA {format_duration((total - done) / rate)}"
     prefix = f"{label}: " if label else ""
+    if starting:
+        return f"{prefix}{verb} {count} {unit} (starting, {format_duration(elapsed)})"
+    if rate is None:
+        rate = done / elapsed if elapsed > 0 else 0.0
+    timing = rate_text(rate)
+    if stopped:
+        timing += f", stopped after {format_duration(elapsed)}"
+    elif total is not None and done < total and rate > 0 and not final:
+        timing += f", ETA {format_duration((total - done) / rate)}"
+    else:  # the end, a task with no total, or nothing done yet: the time taken
+        timing += f", {format_duration(elapsed)}"
     return f"{prefix}{verb} {count} {unit} ({timing})"
+
+
+#: the first items took this many times as long each as the items after them: they carried the start-up (a model
+#: loading on the first batch), and the rate of a progress line is measured after them
+START_UP_FACTOR = 10
+#: while only the first items are done, a line gives no rate or ETA unless they are this share of the total
+FIRST_ITEMS_SHARE = 0.1
 
 
 class Task:
@@ -166,6 +204,8 @@ class Task:
             self.span = min(total, parent.total - parent.done)
         self.start = clock()
         self._last_line = self.start
+        self._first_at: float | None = None  # when the first items were done (plain lines), and how many
+        self._first_done = 0
         self._printed = False
         self._display = display
         self._bar: Any = None
@@ -198,17 +238,42 @@ class Task:
             self._display.refresh(self)
             return
         now = clock()
+        if self._first_at is None:
+            self._first_at, self._first_done = now, done
         if now - self._last_line >= interval() and (self.total is None or done < self.total):
             self._last_line = now
             self._printed = True
-            self._display.line(format_line(self.label, self.verb, done, self.total, self.unit, now - self.start))
+            self._display.line(self._line(done, now))
 
-    def finish(self) -> None:
-        """End the task on the display: a task that took a while (or printed) leaves its final line."""
+    def _line(self, done: int, now: float) -> str:
+        """A progress line before the end. The first items of a run often carry its start-up (a model loading on
+        the first batch): the first line of 15,015 pairs read "scored 1/15,015 pairs (0.1/s, ETA 42:57:24)" for a
+        run of three minutes. So a line gives no rate or ETA while only the first items, under a tenth of the
+        total, are done; and once later items show the first ones took `START_UP_FACTOR` times as long each, the
+        rate (and ETA) is measured after them."""
+        elapsed = now - self.start
+        args = (self.label, self.verb, done, self.total, self.unit, elapsed)
+        first_at = self.start if self._first_at is None else self._first_at
+        after = done - self._first_done
+        if after > 0 and now > first_at:
+            steady = after / (now - first_at)
+            if (first_at - self.start) / self._first_done >= START_UP_FACTOR / steady:
+                return format_line(*args, rate=steady)
+            return format_line(*args)
+        if self.total is not None and done < FIRST_ITEMS_SHARE * self.total:
+            return format_line(*args, starting=True)
+        return format_line(*args)
+
+    def finish(self, *, stopped: bool = False) -> None:
+        """End the task on the display: a task that took a while (or printed) leaves its final line, which says
+        the task ``stopped`` when an error or Ctrl-C ended it (it read as a run going on, with an ETA)."""
         if self._display is None:
             return
         elapsed = clock() - self.start
-        final = format_line(self.label, self.verb, self.done, self.total, self.unit, elapsed)
+        stopped = stopped and (self.total is None or self.done < self.total)  # all done: nothing was cut short
+        final = format_line(
+            self.label, self.verb, self.done, self.total, self.unit, elapsed, final=True, stopped=stopped
+        )
         if self._bar is not None:  # the bar goes; a task that took a while leaves its final line above
             self._display.remove(self, final if elapsed >= QUIET_BELOW_S else None)
             return
@@ -244,7 +309,7 @@ class _Display:
                     from rich.text import Text
 
                     speed = t.finished_speed or t.speed
-                    return Text(f"{speed:.1f}/s" if speed else "", style="progress.data.speed")
+                    return Text(rate_text(speed) if speed else "", style="progress.data.speed")
 
             self.progress = Progress(
                 TextColumn("{task.description}"),
@@ -323,11 +388,17 @@ def task(
     else:
         t = Task(label, total, unit=unit, verb=verb, display=_display())
     stack.append(t)
+    stopped = False
     try:
         yield t
+    except GeneratorExit:  # a `track` loop its caller left early: not an error
+        raise
+    except BaseException:
+        stopped = True
+        raise
     finally:
         stack.remove(t)
-        t.finish()
+        t.finish(stopped=stopped)
 
 
 @contextmanager

@@ -574,7 +574,9 @@ def compare(
         for name, why in skipped.items():
             note(f"skipped {name}: {why}")
         if not built:
-            raise InputError("no metric could score these systems (see the reasons above)")
+            from vistkit.commands.score import reasons_said
+
+            raise InputError(f"no metric could score these systems ({reasons_said(skipped)})")
     comparison = compare_scores(
         scores,
         baseline=baseline,

@@ -589,8 +589,22 @@ def all_runnable(
     return construct_all(plans, skipped, engine=engine), skipped
 
 
-def score_only(results: list[Score]) -> str:
-    """``--score-only``: the corpus score of each metric, one per line (as sacreBLEU's ``-b``)."""
+def reasons_said(skipped: dict[str, str]) -> str:
+    """Where the reasons the metrics were skipped are, for an error that no metric ran: "see the reasons above"
+    (the notes), or, under -q/--quiet, which hides them (the error pointed at nothing), the reasons themselves."""
+    from vistkit.progress import is_quiet
+
+    if not is_quiet() or not skipped:
+        return "see the reasons above"
+    return "; ".join(f"{name}: {why}" for name, why in skipped.items())
+
+
+def score_only(results: list[Score], *, named: bool = False) -> str:
+    """``--score-only``: the corpus score of each metric, one per line (as sacreBLEU's ``-b``). ``named``
+    (``--metrics all``, where which metrics run depends on the inputs and the machine): ``METRIC<TAB>SCORE``
+    lines, since bare numbers could not be told apart."""
+    if named:
+        return "\n".join(f"{r.metric}\t{fmt_number(r.corpus)}" for r in results)
     return "\n".join(fmt_number(r.corpus) for r in results)
 
 
@@ -614,7 +628,11 @@ def score(
         help="Write per-item scores to this CSV (- : to standard output, the table then goes to stderr).",
     ),
     score_only_: bool = typer.Option(
-        False, "--score-only", "-b", help="Print only the score of each metric, one per line (as sacreBLEU -b)."
+        False,
+        "--score-only",
+        "-b",
+        help="Print only the score of each metric, one per line (as sacreBLEU -b); with --metrics all, "
+        "METRIC<TAB>SCORE lines.",
     ),
     hyp_format: str | None = HypFormatOption,
     ref_format: str | None = RefFormatOption,
@@ -730,7 +748,7 @@ def score(
     for name, why in (skipped or {}).items():
         note(f"skipped {name}: {why}")
     if not results:
-        raise InputError("no metric could score these stories (see the reasons above)")
+        raise InputError(f"no metric could score these stories ({reasons_said(skipped or {})})")
     cis = None
     if confidence is not None:
         from vistkit.scores.stats import bootstrap_ci
@@ -745,7 +763,7 @@ def score(
             )
             cis[r.metric] = (ci.low, ci.high)
     text = (
-        score_only(results)
+        score_only(results, named=skipped is not None)
         if score_only_
         else render_scores(results, fmt, cis=cis, extra={"skipped": skipped} if skipped else None)
     )
