@@ -130,6 +130,17 @@ def _prefetch(task: str, norm: bool) -> None:
         prefetch(_config(task, norm))
 
 
+def check_java_settings() -> None:
+    """An `InputError` for a METEOR Java setting that cannot work (``VISTKIT_JAVA_OPTS`` with an unclosed quote,
+    ``VISTKIT_METEOR_THREADS`` or ``VISTKIT_JAVA_TIMEOUT`` out of range), said by `check_tools` before any metric
+    of a run scores instead of when METEOR's turn comes."""
+    from vistkit.models.java import default_threads, helper_jvm_options, java_timeout
+
+    helper_jvm_options()
+    default_threads()
+    java_timeout()
+
+
 def stdio_line(hypothesis: str, references: Sequence[str]) -> str:
     """The ``SCORE ||| ref1 ||| ... ||| hyp`` line pycocoevalcap/vist_eval's ``Meteor._stat`` writes.
 
@@ -288,6 +299,12 @@ class MeteorVist(Metric):
         if option_bool(self.name, "prefetch", prefetch):
             _prefetch("hter", False)
 
+    @classmethod
+    def check_tools(cls) -> None:
+        """Java found (`Metric.check_tools`), and METEOR's Java settings usable (`check_java_settings`)."""
+        check_java_settings()
+        super().check_tools()
+
     def signature_fields(self) -> dict[str, object]:
         fields: dict[str, object] = {"task": "hter", "norm": False, "lang": "en", "agg": "max-mean"}
         if self.drop_non_ascii:
@@ -356,6 +373,12 @@ class _PooledMeteor(Metric):
         # load-once scorer: the JVM loads Meteor's tables while the caller reads its files
         if option_bool(self.name, "prefetch", prefetch):
             _prefetch(self.task, self.norm)
+
+    @classmethod
+    def check_tools(cls) -> None:
+        """Java found (`Metric.check_tools`), and METEOR's Java settings usable (`check_java_settings`)."""
+        check_java_settings()
+        super().check_tools()
 
     def _texts(self, items: Sequence[Item]) -> tuple[list[str], list[list[str]]]:
         """The texts sent to Meteor; an item's in NFC when they are typed in two Unicode forms (`one_form`)."""

@@ -31,7 +31,8 @@ Costs (2-core machine shared with other jobs, OpenJDK 17): JVM start ~0.01 s, he
 user, English table load 0.4-1 s per process from the compact cache (the jar: 7-28 s; the first process of a user
 parses the table as the jar does and writes the cache, +1-3 s once), then ~0.8 ms CPU per (hypothesis,
 reference) alignment (the jar: ~1.3 ms warm, ~2.5 ms on its first pass). Environment:
-``VISTKIT_METEOR_THREADS`` (scoring threads), ``VISTKIT_JAVA_OPTS`` (helper JVM options, default -Xmx2G),
+``VISTKIT_METEOR_THREADS`` (scoring threads), ``VISTKIT_JAVA_OPTS`` (the helper's JVM options, and the stdio
+fallback's; split as a shell splits words; default -Xmx2G -XX:TieredStopAtLevel=1),
 ``VISTKIT_CACHE`` (where the compiled helper lives), ``VISTKIT_METEOR_TABLE_CACHE`` (the compact table's
 directory, or 0 to parse the table in every process as the jar does).
 """
@@ -47,20 +48,22 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import struct
 import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from vistkit import progress
 from vistkit.data.output import at_termination
-from vistkit.errors import MissingDependencyError
+from vistkit.errors import InputError, MissingDependencyError
 
 MIN_JAVA = 8
 TESTED_JAVA = 17
@@ -113,9 +116,10 @@ _LOCALE_OPTION = re.compile(
 JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")
 
 
-def java_env() -> dict[str, str]:
+def java_env(*, last: Sequence[str] = ()) -> dict[str, str]:
     """The environment of every Java process vistkit starts: the user's, less the locale and charset options
-    (`_LOCALE_OPTION`) of the JVM option variables (other options, e.g. ``-Xmx1g``, stay)."""
+    (`_LOCALE_OPTION`) of the JVM option variables (other options, e.g. ``-Xmx1g``, stay); ``last``: options
+    appended to a ``_JAVA_OPTIONS`` left set (the JVM reads it after the command line, so it would undo them)."""
     env = dict(os.environ)
     for var in JAVA_OPTION_VARIABLES:
         value = env.get(var)
@@ -129,7 +133,21 @@ def java_env() -> dict[str, str]:
             env[var] = " ".join(kept)
         else:
             del env[var]
+    if last and env.get("_JAVA_OPTIONS", "").strip():
+        env["_JAVA_OPTIONS"] = " ".join([env["_JAVA_OPTIONS"], *last])
     return env
+
+
+def jvm_output_guard(java: JavaInfo) -> list[str]:
+    """JVM options that keep the JVM's own output off stdout, where METEOR's helper answers in binary and the
+    PTB tokenizer in lines: unified logging (``-verbose:gc``, ``-Xlog:gc``, ``-Xlog:safepoint``: stdout by
+    default; warnings go to stderr instead) and the VM's other printing (``-XX:+PrintFlagsFinal``, start-up
+    errors). A user's GC log once took the helper's hello, or a score's bytes mid-run; a log to a file is kept.
+    Given after the user's options on the command line, and appended to ``_JAVA_OPTIONS`` (`java_env`)."""
+    guard = ["-XX:+DisplayVMOutputToStderr"]
+    if java.version >= 9:  # -Xlog is Java 9's; Java 8 refuses it (its GC log follows DisplayVMOutputToStderr)
+        guard += ["-Xlog:all=off:stdout", "-Xlog:all=warning:stderr"]
+    return guard
 
 
 def java_cwd() -> str | None:
@@ -197,10 +215,11 @@ def stop_children() -> None:
     for proc, _ in children:
         with contextlib.suppress(Exception):
             proc.wait(timeout=5)
+            _read_last_words(proc)  # closes its stderr file (left open: a ResourceWarning at exit)
 
 
 def _run_java(
-    cmd: Sequence[str], *, timeout: float, data: bytes | None = None, cwd: str | None = None
+    cmd: Sequence[str], *, timeout: float, data: bytes | None = None, cwd: str | None = None, last: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[bytes]:
     """``subprocess.run`` of a short Java command in a process group of its own: on a timeout, Ctrl-C or any
     error the whole group is killed, so a ``java`` wrapper script that hangs leaves no child behind."""
@@ -212,7 +231,7 @@ def _run_java(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=cwd or java_cwd(),
-        env=java_env(),
+        env=java_env(last=last),
     )
     try:
         out, err = proc.communicate(data, timeout=timeout)
@@ -242,10 +261,10 @@ def _java_candidates() -> list[str]:
     if home:
         exe = Path(home) / "bin" / ("java.exe" if os.name == "nt" else "java")
         if exe.is_file() and os.access(exe, os.X_OK):
-            out.append(str(exe))
+            out.append(_absolute(str(exe)))
     found = shutil.which("java")
-    if found:
-        out.append(found)
+    if found:  # absolute: a relative JAVA_HOME or PATH entry meant nothing in the jar's folder, where METEOR runs
+        out.append(_absolute(found))
     return out
 
 
@@ -468,9 +487,18 @@ def table_cache_dir() -> Path | None:
     env = os.environ.get("VISTKIT_METEOR_TABLE_CACHE")
     if env is not None and env.strip().lower() in {"0", "off", "no", "false", ""}:
         return None
-    if env:
-        return Path(env)
-    return cache_dir() / "meteor-tables"
+    if env:  # absolute: the helper runs in the jar's folder, where a relative path put the table in site-packages
+        return Path(_absolute(os.path.expanduser(env)))
+    return Path(_absolute(str(cache_dir() / "meteor-tables")))
+
+
+def _absolute(path: str) -> str:
+    """``path`` made absolute against the current folder (as it is when that folder was deleted): paths handed to
+    a Java process, which runs in another folder (the jar's), must not be relative."""
+    try:
+        return os.path.abspath(path)
+    except OSError:
+        return path
 
 
 #: days a compact paraphrase table may go unused before a helper start removes it: each pycocoevalcap install (a
@@ -681,10 +709,58 @@ def helper_jvm_options() -> list[str]:
     parallel/serial collectors and a fixed young generation changed nothing measurable. Scores do not depend
     on these options (the JIT does not change Java's double arithmetic).
     """
-    env = os.environ.get("VISTKIT_JAVA_OPTS")
-    if env is not None:
-        return env.split()
-    return ["-Xmx2G", "-XX:TieredStopAtLevel=1"]
+    return _user_jvm_options() or list(DEFAULT_HELPER_JVM_OPTIONS)
+
+
+JAVA_OPTS_ENV = "VISTKIT_JAVA_OPTS"
+DEFAULT_HELPER_JVM_OPTIONS = ("-Xmx2G", "-XX:TieredStopAtLevel=1")
+
+
+def _user_jvm_options() -> list[str]:
+    """``$VISTKIT_JAVA_OPTS`` split as a shell splits words (quotes keep a value with spaces one option); empty
+    when unset or blank (blank: the defaults, not a JVM without ``-Xmx``). Unbalanced quotes are an `InputError`."""
+    raw = os.environ.get(JAVA_OPTS_ENV)
+    if raw is None or not raw.strip():
+        return []
+    try:
+        return [word for word in shlex.split(raw) if word]  # '' would be taken for the main class
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise InputError(
+            f"{JAVA_OPTS_ENV}={raw!r} cannot be split into JVM options ({str(exc).lower()}); close the quote as in a "
+            f"shell, or unset it to use the defaults ({' '.join(DEFAULT_HELPER_JVM_OPTIONS)})"
+        ) from None
+
+
+def stdio_jvm_options() -> list[str]:
+    """JVM options of Meteor's stdio server (the fallback without ``javac``): ``$VISTKIT_JAVA_OPTS`` too when set
+    (it was ignored there), else pycocoevalcap's ``-Xmx2G``."""
+    return _user_jvm_options() or ["-Xmx2G"]
+
+
+def jvm_settings() -> list[str]:
+    """The JVM option settings a METEOR JVM runs under, as ``NAME='VALUE'``: ``VISTKIT_JAVA_OPTS`` and the JVM's
+    own variables as `java_env` passes them (those set and not blank), for the messages that a JVM failed."""
+    out = []
+    raw = os.environ.get(JAVA_OPTS_ENV)
+    if raw is not None and raw.strip():
+        out.append(f"{JAVA_OPTS_ENV}={raw!r}")
+    env = java_env()
+    out += [f"{var}={env[var]!r}" for var in JAVA_OPTION_VARIABLES if env.get(var, "").strip()]
+    return out
+
+
+def _jvm_advice(words: str, default: str) -> str:
+    """What to do after a METEOR JVM failed (``words``: its reason): ``default`` when no JVM option setting is in
+    force, else the settings named, with a larger heap advised when it ran out of memory."""
+    settings = jvm_settings()
+    if not settings:
+        return default
+    names = " / ".join(s.split("=", 1)[0] for s in settings)
+    if "OutOfMemoryError" in words or "heap" in words.lower():
+        fix = f"give it a larger heap there (-Xmx2G: METEOR's English tables take about 1.3 GB), or unset {names}"
+    else:
+        fix = f"fix or unset {names}"
+    return f"it ran with {'; '.join(settings)}: {fix}"
 
 
 @dataclass(frozen=True)
@@ -776,12 +852,76 @@ HELPER_HELLO = 0x56495354
 _MAX_ANSWER_STRING = 1 << 20
 
 
+#: the stderr of METEOR's JVMs (an unlinked temporary file each), read for their reason when they stop
+_ERR_FILES: weakref.WeakKeyDictionary[subprocess.Popen[bytes], IO[bytes]] = weakref.WeakKeyDictionary()
+_LAST_WORDS: weakref.WeakKeyDictionary[subprocess.Popen[bytes], str] = weakref.WeakKeyDictionary()
+#: stderr lines that are no reason: stack frames, the launcher's generic lines, the JVM's notes and log lines
+_JVM_NOISE = re.compile(
+    # (?<!\s): a whitespace run is tried once where it starts (linear when searched, not only when matched)
+    r"(?<!\s)\s+at |(?<!\s)\s*\.\.\. \d+ more|Error: Could not create the Java Virtual Machine"
+    r"|Error: A fatal exception has|(?:NOTE: )?Picked up |\[\d+[.,]\d+s\]"
+)
+
+
+def _start_logged(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """`_start` with stderr kept in a temporary file (not a pipe: a chatty JVM cannot block on it), whose head and
+    tail give the reason when the JVM stops (`_last_words`); no temporary file: stderr is dropped as before."""
+    try:
+        sink: IO[bytes] | None = tempfile.TemporaryFile(prefix="vistkit-java-")
+    except OSError:
+        sink = None
+    try:
+        proc = _start(cmd, stderr=sink if sink is not None else subprocess.DEVNULL, **kwargs)
+    except BaseException:
+        if sink is not None:
+            sink.close()
+        raise
+    if sink is not None:
+        _ERR_FILES[proc] = sink
+    return proc
+
+
+def _read_last_words(proc: subprocess.Popen[bytes]) -> None:
+    """Read (once) a stopped JVM's stderr file into `_LAST_WORDS` and close it."""
+    sink = _ERR_FILES.pop(proc, None)
+    if sink is None:
+        return
+    try:
+        size = sink.seek(0, os.SEEK_END)
+        sink.seek(0)
+        text = sink.read(4096)
+        if size > 8192:
+            sink.seek(size - 4096)
+            text += b"\n" + sink.read(4096)
+        elif size > 4096:
+            text += sink.read()
+    except (OSError, ValueError):
+        text = b""
+    finally:
+        with contextlib.suppress(OSError):
+            sink.close()
+    raw = text.decode("utf-8", "replace").splitlines()
+    lines = [" ".join(line.split()) for line in raw if line.strip() and not _JVM_NOISE.match(line)]
+    errors = [line for line in lines if re.search(r"Error|Exception|Unrecognized|Invalid|Could not|Too small", line)]
+    _LAST_WORDS[proc] = re.sub(r"[^\x20-\x7e]+", "?", "; ".join((errors or lines)[:2]))[:300]
+
+
+def _last_words(proc: subprocess.Popen[bytes] | None) -> str:
+    """The reason a stopped JVM gave on stderr (``java.lang.OutOfMemoryError: Java heap space``, ``Unrecognized
+    option: --bogus``), or ''."""
+    if proc is None or proc.poll() is None:
+        return ""
+    _read_last_words(proc)
+    return _LAST_WORDS.get(proc, "")
+
+
 def _stopped(proc: subprocess.Popen[bytes] | None, what: str = "the METEOR Java helper") -> MissingDependencyError:
     code = proc.poll() if proc is not None else None
-    how = f" (exit code {code})" if code is not None else ""
-    return MissingDependencyError(
-        f"{what} stopped unexpectedly{how}; check that Java works (java -version) and that 2 GB of memory are free"
-    )
+    words = _last_words(proc)
+    detail = "; ".join(x for x in (f"exit code {code}" if code is not None else "", words) if x)
+    how = f" ({detail})" if detail else ""
+    advice = _jvm_advice(words, "check that Java works (java -version) and that 2 GB of memory are free")
+    return MissingDependencyError(f"{what} stopped unexpectedly{how}; {advice}")
 
 
 def _kill(proc: subprocess.Popen[bytes] | None) -> None:
@@ -799,6 +939,7 @@ def _close_pipes(proc: subprocess.Popen[bytes] | None) -> None:
     ignored ... unclosed file", a traceback under ``PYTHONWARNINGS=error`` or ``python -X dev``)."""
     if proc is None or proc.poll() is None:
         return
+    _read_last_words(proc)
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             with contextlib.suppress(OSError, ValueError):
@@ -815,6 +956,9 @@ class MeteorServer:
         self._lock = threading.Lock()
         self._configs: dict[MeteorConfig, ConfigInfo] = {}
         self._stdio: dict[MeteorConfig, StdioMeteor] = {}
+        #: the error that stopped the helper, told again to a caller that held this server meanwhile (the
+        #: prefetch thread met it first: the scoring call then said "stopped unexpectedly" with no reason)
+        self._failure: MissingDependencyError | None = None
         t0 = time.perf_counter()
         helper = _helper_classpath(java)
         self.compile_seconds = time.perf_counter() - t0
@@ -822,19 +966,19 @@ class MeteorServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.start_seconds = 0.0
         if helper is not None:
-            cp = os.pathsep.join([helper, str(meteor_jar())])
+            cp = os.pathsep.join([_absolute(helper), str(meteor_jar())])  # the JVM runs in the jar's folder
             tables = table_cache_dir()
             props = [f"-Dvistkit.paraphrase.cache={tables}"] if tables is not None else []
             tend_table_cache(java)
             t0 = time.perf_counter()
-            self.proc = _start(
-                [java.path, *helper_jvm_options(), *jvm_base_options(), *props, "-cp", cp, HELPER_CLASS,
+            guard = jvm_output_guard(java)
+            self.proc = _start_logged(
+                [java.path, *helper_jvm_options(), *jvm_base_options(), *guard, *props, "-cp", cp, HELPER_CLASS,
                  str(self.threads)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
                 cwd=str(meteor_jar().parent),
-                env=java_env(),
+                env=java_env(last=guard),
             )
             self._pipe = _Pipe(self.proc)
             with self._exchange():
@@ -847,9 +991,11 @@ class MeteorServer:
         if self._int(timeout=java_timeout(), doing="start METEOR's helper") != HELPER_HELLO:
             proc, self.proc = self.proc, None
             _kill(proc)
+            words = _last_words(proc)
+            advice = _jvm_advice(words, "check that it is a working Java (java -version), or point JAVA_HOME at one")
             raise MissingDependencyError(
-                f"{self.java.path} did not run METEOR's helper (it answered something else); check that it is a "
-                "working Java (java -version), or point JAVA_HOME at one"
+                f"{self.java.path} did not run METEOR's helper (it answered something else"
+                f"{': ' + words if words else ''}); {advice}"
             )
 
     # -- protocol --------------------------------------------------------------------------------------
@@ -861,7 +1007,9 @@ class MeteorServer:
         starts a fresh one (`meteor_server`)."""
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, MissingDependencyError) and self._failure is None:
+                self._failure = exc
             if cfg is not None and cfg in self._stdio:
                 _kill(self._stdio.pop(cfg).proc)
                 self._configs.pop(cfg, None)
@@ -871,7 +1019,7 @@ class MeteorServer:
 
     def _send(self, data: bytes) -> None:
         if self.proc is None or self.proc.stdin is None:  # stopped after an earlier failure
-            raise _stopped(None)
+            raise MissingDependencyError(str(self._failure)) if self._failure is not None else _stopped(None)
         try:
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
@@ -893,8 +1041,10 @@ class MeteorServer:
         except _Silent:
             proc, self.proc = self.proc, None
             _kill(proc)
+            settings = jvm_settings()
+            under = f" (it ran with {'; '.join(settings)})" if settings else ""
             raise MissingDependencyError(
-                f"{self.java.path} did not {doing} within {timeout:g} s and was stopped; check that Java works "
+                f"{self.java.path} did not {doing} within {timeout:g} s and was stopped{under}; check that Java works "
                 "(java -version) and is not starved of memory or CPU (VISTKIT_JAVA_TIMEOUT=SECONDS waits longer)"
             ) from None
 
@@ -1050,21 +1200,21 @@ class StdioMeteor:
     def __init__(self, cfg: MeteorConfig, *, java: JavaInfo | None = None) -> None:
         java = java or require_java()
         _check_runs_meteor_jar(java)
-        cmd = [java.path, *jvm_base_options(), "-Xmx2G", "-jar", str(meteor_jar()), "-", "-", "-stdio", "-l",
-               cfg.language]  # fmt: skip
+        guard = jvm_output_guard(java)
+        cmd = [java.path, *stdio_jvm_options(), *jvm_base_options(), *guard, "-jar", str(meteor_jar()), "-", "-",
+               "-stdio", "-l", cfg.language]  # fmt: skip
         if cfg.task:
             cmd += ["-t", cfg.task]
         if cfg.norm:
             cmd.append("-norm")
         self.cfg = cfg
         self.java = java
-        self.proc = _start(
+        self.proc = _start_logged(
             cmd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
             cwd=str(meteor_jar().parent),
-            env=java_env(),
+            env=java_env(last=guard),
         )
         self._pipe = _Pipe(self.proc)
         self._answered = False  # the first answer waits for the tables to load (`TABLE_LOAD_TIMEOUT`)
@@ -1088,9 +1238,10 @@ class StdioMeteor:
             raise _stopped(self.proc, "the METEOR jar") from None
         except _Silent:
             _kill(self.proc)
+            advice = _jvm_advice("", "check that Java works (java -version) and has 2 GB of memory")
             raise MissingDependencyError(
                 f"{self.java.path} did not load METEOR's tables within {TABLE_LOAD_TIMEOUT:g} s and was stopped; "
-                "check that Java works (java -version) and has 2 GB of memory"
+                f"{advice}"
             ) from None
         self._answered = True
         return raw.decode("utf-8", "replace").strip()
@@ -1289,9 +1440,13 @@ def run_ptb_tokenizer(lines: Sequence[str]) -> list[str]:
     data = "\n".join([*lines, PTB_CHECK_LINE]).encode("utf-8", errors="surrogatepass")
     # the tokenizer reads ~1 MB/s and more: a JVM start plus 20 kB/s is ample, and a `java` that hangs is stopped
     timeout = java_timeout() + len(data) / 20_000
+    guard = jvm_output_guard(java)
     try:
         proc = _run_java(
-            [java.path, *jvm_base_options(), "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS], timeout=timeout, data=data
+            [java.path, *jvm_base_options(), *guard, "-cp", str(ptb_jar()), *PTB_CLASS_AND_FLAGS],
+            timeout=timeout,
+            data=data,
+            last=guard,
         )
     except subprocess.TimeoutExpired:
         raise MissingDependencyError(

@@ -165,7 +165,10 @@ public class VistkitMeteor {
             return t;
         });
         DataInputStream in = new DataInputStream(new BufferedInputStream(System.in, 1 << 16));
-        DataOutputStream out = new DataOutputStream(new BufferedOutputStream(System.out, 1 << 16));
+        // stdout carries the protocol: anything printed with System.out (a library's note) goes to stderr
+        PrintStream protocol = System.out;
+        System.setOut(System.err);
+        DataOutputStream out = new DataOutputStream(new BufferedOutputStream(protocol, 1 << 16));
         while (true) {
             int op;
             try { op = in.readByte(); } catch (EOFException e) { break; }
