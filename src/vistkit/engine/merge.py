@@ -47,8 +47,20 @@ ITEM_METRICS = frozenset(
         "lm-perplexity",
         "lm-fluency",
         "lm-coherence",
+        # a story's score depends on its own text and photos only: CLIP / ViT embeddings of its sentences, phrases
+        # or nouns against its own photos (or their regions); GROOViST's concreteness and RoViST-VG's IDF weights come
+        # from fixed tables, not from the scored set; the corpus score is the mean of the item scores
+        "clipscore",
+        "clipscore-story",
+        "groovist",
+        "rovist-vg",
+        "rovist-vg-scaled",
     }
 )
+
+#: ``Score.extra`` lists that name a set (sorted, each once): a merge keeps each element once, sorted, as the whole
+#: run lists them (the photos scored without regions were listed once per shard)
+SET_EXTRAS = frozenset({"whole_photo_fallback"})
 
 
 def strategy(metric: Metric | str, options: dict[str, Any] | None = None) -> str:
@@ -133,8 +145,9 @@ def merge_scores(parts: Sequence[Score], *, signature: str) -> Score:
 
 
 def merge_extra(extras: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Merge per-shard ``Score.extra``: lists concatenated, dicts joined, counts added; a float ``K`` with a
-    per-item list ``item_K`` (bertscore's P and R) becomes the mean of the merged list."""
+    """Merge per-shard ``Score.extra``: lists concatenated (those of `SET_EXTRAS` joined as sorted sets), dicts
+    joined, counts added; a float ``K`` with a per-item list ``item_K`` (bertscore's P and R) becomes the mean of the
+    merged list."""
     extras = [e for e in extras if e]
     if not extras:
         return {}
@@ -142,7 +155,9 @@ def merge_extra(extras: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for key in dict.fromkeys(k for e in extras for k in e):  # every shard's keys (a later shard's were dropped)
         values = [e[key] for e in extras if key in e]
         v0 = values[0]
-        if isinstance(v0, list):
+        if key in SET_EXTRAS and all(isinstance(v, list) for v in values):
+            out[key] = sorted({x for v in values for x in v})
+        elif isinstance(v0, list):
             out[key] = [x for v in values for x in v]
         elif isinstance(v0, dict):
             out[key] = {k: x for v in values for k, x in v.items()}

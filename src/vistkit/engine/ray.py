@@ -658,8 +658,31 @@ def _spec_key(name: str, options: dict[str, Any]) -> str:
     return name + "|" + repr(sorted(options.items()))
 
 
+class _Said:
+    """A worker call's value and the warnings it said (``warning: ...`` lines without the prefix): a worker's standard
+    error does not reach the driver (``log_to_driver`` is off, and a joined cluster's workers log on their own
+    machines), so the driver says them (`RayEngine._get`)."""
+
+    def __init__(self, value: Any, warnings: list[str]) -> None:
+        self.value = value
+        self.warnings = warnings
+
+
+def _saying(fn: Callable[..., Any], *args: Any) -> _Said:
+    """``fn(*args)`` with the warnings it says on standard error collected (`vistkit.errors.warn` writes them there),
+    its other chatter (progress lines) dropped."""
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stderr(buffer):
+        value = fn(*args)
+    prefix = "warning: "
+    return _Said(value, [line[len(prefix) :] for line in buffer.getvalue().splitlines() if line.startswith(prefix)])
+
+
 class _Worker:
-    """One Ray actor: builds each metric once (lazily) and scores shards with it."""
+    """One Ray actor: builds each metric once (lazily) and scores shards with it. Calls that may warn return a `_Said`
+    (the warnings reach the driver's standard error)."""
 
     def __init__(self) -> None:
         self._metrics: dict[str, Metric] = {}
@@ -680,21 +703,41 @@ class _Worker:
             self._metrics[key] = get_metric_class(name)(**options)
         return self._metrics[key]
 
-    def signature_fields(self, name: str, options: dict[str, Any]) -> dict[str, object]:
-        return self._metric(name, options).signature_fields()
+    def signature_fields(self, name: str, options: dict[str, Any]) -> _Said:
+        return _saying(lambda: self._metric(name, options).signature_fields())
 
-    def prepare(self, name: str, options: dict[str, Any], hypotheses: StorySet) -> StorySet:
-        return self._metric(name, options).prepare_hypotheses(hypotheses)
+    def prepare(self, name: str, options: dict[str, Any], hypotheses: StorySet) -> _Said:
+        return _saying(lambda: self._metric(name, options).prepare_hypotheses(hypotheses))
 
-    def score(self, name: str, options: dict[str, Any], items: list[Item], signature: str) -> Score:
-        return self._metric(name, options).score_items(items, signature=signature)
+    def score(
+        self, name: str, options: dict[str, Any], items: list[Item], signature: str, shard: bool = False
+    ) -> _Said:
+        """One call's score; ``shard``: the items are one shard of a run, whose run-wide warnings the driver says once
+        (`RayEngine.score_items`)."""
+
+        def scored() -> Score:
+            metric = self._metric(name, options)
+            if not shard or not hasattr(metric, "shard_of_a_run"):
+                return metric.score_items(items, signature=signature)
+            metric.shard_of_a_run = True
+            try:
+                return metric.score_items(items, signature=signature)
+            finally:
+                metric.shard_of_a_run = False
+
+        return _saying(scored)
+
+    def fallback_message(self, name: str, options: dict[str, Any], fell: list[str], used: int) -> str | None:
+        """The run-wide warning of a photo metric whose shards scored the photos ``fell`` without regions."""
+        message = getattr(self._metric(name, options), "fallback_message", None)
+        return message(fell, used) if callable(message) and fell else None
 
     def cider_df(self, items: list[Item]) -> tuple[Counter[str], int]:
         return cider_df_part(items)
 
     def cider_score(
         self, name: str, options: dict[str, Any], items: list[Item], box: list[Any], n_docs: int, signature: str
-    ) -> Score:
+    ) -> _Said:
         import ray
 
         ref = box[0]  # boxed so that Ray passes the reference and this actor fetches the table once
@@ -702,7 +745,9 @@ class _Worker:
         if key not in self._broadcast:
             self._broadcast = {key: ray.get(ref)}
         df = self._broadcast[key]
-        return cider_score_part(self._metric(name, options), items, df=df, n_docs=n_docs, signature=signature)
+        return _saying(
+            lambda: cider_score_part(self._metric(name, options), items, df=df, n_docs=n_docs, signature=signature)
+        )
 
     def shutdown(self) -> None:
         from vistkit.models.java import shutdown
@@ -738,7 +783,7 @@ class RemoteMetric(Metric):
         if self.metric_class.prepare_hypotheses is Metric.prepare_hypotheses:
             return hypotheses
         # e.g. grounding metrics fill in photo ids from their --photos map (options live on the workers)
-        return self.engine.call_one("prepare", self.name, self.options, hypotheses)  # type: ignore[no-any-return]
+        return self.engine.prepare(self, hypotheses)
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         """Score the items on the engine's workers."""
@@ -794,6 +839,8 @@ class RayEngine(Engine):
         self._actors: list[Any] = []
         #: worker calls sent and not yet fetched: what a Ctrl-C, a SIGTERM or a failed shard left running
         self._in_flight: set[Any] = set()
+        #: the stories `prepare` was last given and the warnings said for them (said once for the same stories)
+        self._prepared: tuple[StorySet, set[str]] | None = None
         workers = check_workers(workers)
         num_gpus_per_worker = _number(num_gpus_per_worker, "--num-gpus-per-worker", low=0.0, strict=False)
         num_cpus_per_worker = _number(num_cpus_per_worker, "num_cpus_per_worker", low=0.0, strict=True)
@@ -916,17 +963,38 @@ class RayEngine(Engine):
             return cls(**opts)
         return _remote_class(cls)(self, name, opts)
 
-    def call_one(self, method: str, *args: Any) -> Any:
-        """Run one call on the first worker and return its value (errors as `_get` reports them)."""
+    def call_one(self, method: str, *args: Any, said: set[str] | None = None) -> Any:
+        """Run one call on the first worker and return its value (errors as `_get` reports them; its warnings said,
+        once for ``said``)."""
         ref = getattr(self.actors[0], method).remote(*args)
         self._in_flight.add(ref)
-        return self._get(ref, what=_DOING.get(method, f"running {method}"))
+        return self._get(ref, what=_DOING.get(method, f"running {method}"), said=said)
 
-    def _get(self, ref: Any, *, what: str) -> Any:
+    def prepare(self, metric: RemoteMetric, hypotheses: StorySet) -> StorySet:
+        """``hypotheses`` as ``metric`` prepares them on a worker. Its warnings (a photo map that misses stories) are
+        said once for the same stories, as in this process (`vistkit.data.images.attach_photos`): a worker gets a
+        copy of them for each metric (``score -m clipscore,groovist --photos``), and would say them once per metric."""
+        if self._prepared is None or self._prepared[0] is not hypotheses:
+            self._prepared = (hypotheses, set())
+        said = self._prepared[1]
+        return self.call_one("prepare", metric.name, metric.options, hypotheses, said=said)  # type: ignore[no-any-return]
+
+    def _get(self, ref: Any, *, what: str, said: set[str] | None = None) -> Any:
+        """The value of a worker call; the warnings it said are said here, each once for ``said`` (one run's
+        shards)."""
         ray = self.ray
         try:
             value = _ray_call(ray.get, ref)
             self._in_flight.discard(ref)
+            if isinstance(value, _Said):
+                from vistkit.errors import warn
+
+                for message in value.warnings:
+                    if said is None or message not in said:
+                        warn(message)
+                    if said is not None:
+                        said.add(message)
+                value = value.value
             return value
         except ray.exceptions.RayTaskError as exc:
             self._in_flight.discard(ref)
@@ -948,6 +1016,7 @@ class RayEngine(Engine):
         window = 2 * len(actors)
         pending: dict[Any, int] = {}
         done: dict[int, Any] = {}
+        said: set[str] = set()  # the warnings said: a warning every shard says is said once
         whats: dict[int, str] = {}
         load = [0] * len(actors)
         owner: dict[Any, int] = {}
@@ -986,7 +1055,7 @@ class RayEngine(Engine):
                 # a failure stops the run with one sentence; the shards still in flight are abandoned (not
                 # cancelled: a cancelled actor task leaves the actor waiting for it), their errors unlogged
                 # (`_DropAbandonedErrors`)
-                done[idx] = self._get(ref, what=whats[idx])
+                done[idx] = self._get(ref, what=whats[idx], said=said)
 
     # -- scoring -----------------------------------------------------------------------------------------
     def _shard_size(self, n: int) -> int:
@@ -1016,13 +1085,32 @@ class RayEngine(Engine):
             del df
             calls = (("cider_score", (name, opts, s, box, n_docs, signature), what(s)) for s in shards)
         else:
-            calls = (("score", (name, opts, s, signature), what(s)) for s in shards)
+            calls = (("score", (name, opts, s, signature, True), what(s)) for s in shards)
         parts = []
         for shard, part in zip(shards, self._ordered(calls), strict=True):
             _check_part(part, shard, name)
             parts.append(part)
             progress.advance(len(shard))  # the task `Metric.score` opened
-        return merge_scores(parts, signature=signature)
+        merged = merge_scores(parts, signature=signature)
+        self._say_fallback(metric, items, merged)
+        return merged
+
+    def _say_fallback(self, metric: RemoteMetric, items: list[Item], merged: Score) -> None:
+        """A photo metric's shards scored photos without a regions row (``whole_photo_fallback``): one warning for
+        the run, with its counts, as the local engine says it (each shard said its own)."""
+        fallback = merged.extra.get("whole_photo_fallback")
+        if not fallback or not isinstance(fallback, list):
+            return
+        used = list(
+            dict.fromkeys(p for i in items if i.item_id not in merged.excluded for p in i.hypothesis.photo_ids)
+        )
+        fell_set = set(fallback)
+        fell = [p for p in used if p in fell_set] or list(fallback)  # items without photo ids: a map filled them in
+        message = self.call_one("fallback_message", metric.name, metric.options, fell, max(len(used), len(fell)))
+        if message:
+            from vistkit.errors import warn
+
+            warn(message)
 
     def score_stream(
         self,
@@ -1074,6 +1162,7 @@ class RayEngine(Engine):
         if self._closed:
             return
         self._closed = True
+        self._prepared = None
         ray = self.ray
         if self._actors and not (ray.is_initialized() and _cluster_id(ray) == self._cluster):
             self._actors = []  # shut down by hand: the workers are gone (a call to them auto-started a new cluster)

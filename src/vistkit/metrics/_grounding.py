@@ -73,6 +73,10 @@ class PhotoMetric(Metric):
             table = json.dumps(self.store.boxes, sort_keys=True, default=str)
             self.store.regions_file = "given-" + short_hash(table)
         self.photos = photos
+        self._photo_map: dict[str, tuple[str, ...]] | None = None  # ``photos`` read, for `_photos_filled`
+        #: set by the Ray engine while this object scores one shard of a run: the photos scored without regions are
+        #: said once for the whole run (`fallback_message`), not once per shard
+        self.shard_of_a_run = False
         self._region_cache = ArrayCache()  # photo id -> its regions' embeddings, least recently used out first
         self._photo_errors: dict[str, str] = {}  # photo id -> why it cannot be read
 
@@ -84,6 +88,31 @@ class PhotoMetric(Metric):
         """The stories with the photos of the photo map (``photos``) filled in."""
         return with_photo_map(hypotheses, self.photos)
 
+    def _photos_filled(self, items: Sequence[Any]) -> list[Any]:
+        """``items`` with the photos of the photo map (``photos``) filled in where a story has none, as
+        `prepare_hypotheses` fills them in for `score` (said there): items handed to `score_items` directly (a
+        streamed run, `score_stream`) had none, and every story was left out "give a photo map" though one was
+        given."""
+        if self.photos is None:
+            return list(items)
+        if self._photo_map is None:
+            import os
+
+            from vistkit.data.images import load_photo_map, photo_map_from
+
+            photos = self.photos
+            is_path = isinstance(photos, str | os.PathLike)
+            self._photo_map = load_photo_map(os.fspath(photos)) if is_path else photo_map_from(photos, "photos")
+        from dataclasses import replace
+
+        out = []
+        for item in items:
+            story = item.hypothesis
+            if not story.photo_ids and self._photo_map.get(story.story_id):
+                item = replace(item, hypothesis=replace(story, photo_ids=tuple(self._photo_map[story.story_id])))
+            out.append(item)
+        return out
+
     def _check_ready(self) -> None:
         if self.store is None:
             raise InputError(f"{self.name} needs the story photos: pass {self.images_usage}")
@@ -91,6 +120,9 @@ class PhotoMetric(Metric):
     def _photo_problem(self, story: Story) -> str | None:
         """Why the story's photos cannot be read (no photo ids, photos not in the folder), or None."""
         if not story.photo_ids:
+            if self.photos is not None:
+                usage = self.photo_map_usage
+                return f"the story has no photo ids and the photo map given has no photos for it ({usage})"
             return f"the story has no photo ids (give a photo map with {self.photo_map_usage})"
         missing = self.store.missing(story.photo_ids)
         if missing:
@@ -121,21 +153,26 @@ class PhotoMetric(Metric):
             dict.fromkeys(p for i in items if i.item_id not in excluded for p in i.hypothesis.photo_ids)
         )
         fell = [p for p in used if p in self.store.whole_fallback]
-        if fell:
+        if fell and not self.shard_of_a_run:
             from vistkit.errors import warn
 
-            def shown(text: str) -> str:
-                text = text if text.isprintable() else repr(text)[1:-1]
-                return text if len(text) <= 40 else text[:37] + "..."
-
-            example = next(iter(self.store.boxes))
-            warn(
-                f"{self.name}: {len(fell):,} of the {len(used):,} photos scored have no row in "
-                f"{self.store.regions_name} (e.g. photo '{shown(fell[0])}'; its image ids look like "
-                f"'{shown(example)}'), so each was scored as one region, the whole photo; key the regions by the "
-                "photos' ids (image_id) if that is not meant"
-            )
+            warn(self.fallback_message(fell, len(used)))
         return sorted(fell)
+
+    def fallback_message(self, fell: Sequence[str], used: int) -> str:
+        """The warning for ``fell``, the photos of ``used`` scored ones that the regions file has no row for."""
+
+        def shown(text: str) -> str:
+            text = text if text.isprintable() else repr(text)[1:-1]
+            return text if len(text) <= 40 else text[:37] + "..."
+
+        example = next(iter(self.store.boxes))
+        return (
+            f"{self.name}: {len(fell):,} of the {used:,} photos scored have no row in "
+            f"{self.store.regions_name} (e.g. photo '{shown(fell[0])}'; its image ids look like "
+            f"'{shown(example)}'), so each was scored as one region, the whole photo; key the regions by the "
+            "photos' ids (image_id) if that is not meant"
+        )
 
     def _load_photo(self, photo_id: str) -> None:
         """Read and encode what the metric uses of a photo (its regions; clipscore: the whole photo), cached."""

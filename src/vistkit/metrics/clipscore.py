@@ -362,6 +362,7 @@ class _ClipScoreBase(PhotoMetric):
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         self._check_ready()
+        items = self._photos_filled(items)  # a streamed run's stories get the photo map's photos too
         excluded: dict[str, str] = {}
         values: list[float] = []
         extra = self._empty_extra()

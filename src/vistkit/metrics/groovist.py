@@ -521,6 +521,7 @@ class Groovist(PhotoMetric):
         """Per story GROOViST (`groovist_story_score`) of its noun phrases against its photos' regions; a story
         without noun phrases scores 0, one with a phrase over CLIP's context or a photo problem is excluded."""
         self._check_ready()
+        items = self._photos_filled(items)  # a streamed run's stories get the photo map's photos too
         excluded: dict[str, str] = {}
         values: list[float] = []
         empty: list[str] = []

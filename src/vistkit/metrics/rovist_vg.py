@@ -604,6 +604,7 @@ class RovistVG(PhotoMetric):
         """Per story ``S_VG`` (RoViST Eq. 2, idf from Eq. 1) of its nouns against its photos' regions, through
         `_scale`; a story with no noun, a noun without an IDF weight or a photo problem is excluded."""
         self._check_ready()
+        items = self._photos_filled(items)  # a streamed run's stories get the photo map's photos too
         excluded: dict[str, str] = {}
         values: list[float] = []
         for item in items:
