@@ -771,16 +771,32 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
 def _same_story(
     story: RankedStory, row: dict[str, str], lines: dict[str, int], *, where: str, line: int
 ) -> RankedStory:
-    """``story`` with the text and system of another row of it filled in where it had none; a row of the same
-    task and story with a different text or system is refused (it is another story: the first would be kept
-    silently). ``lines``: the first line that gave each field."""
-    found = {"text": " ".join((row.get("text") or "").split()), "system": name_of(row.get("system"))}
-    known = {"text": " ".join(story.text.split()), "system": name_of(story.system)}
+    """``story`` with the text, system, story_id and img_seq of another row of it filled in where it had none; a
+    row of the same task and story with a different one is refused (it is another story, or other photos: the
+    first would be kept silently). ``lines``: the first line that gave each field."""
+    found = {
+        "text": " ".join((row.get("text") or "").split()),
+        "system": name_of(row.get("system")),
+        "story_id": (row.get("story_id") or "").strip(),
+        "img_seq": "-".join(parse_img_seq(row.get("img_seq", ""))),
+    }
+    known = {
+        "text": " ".join(story.text.split()),
+        "system": name_of(story.system),
+        "story_id": story.story_id.strip(),
+        "img_seq": "-".join(story.img_seq),
+    }
     for name, value in found.items():
         if not value:
             continue
         if not known[name]:
-            story = replace(story, text=row.get("text", "")) if name == "text" else replace(story, system=value)
+            filled: dict[str, Any] = {
+                "text": row.get("text", ""),
+                "system": value,
+                "story_id": row.get("story_id", ""),
+                "img_seq": parse_img_seq(value),
+            }
+            story = replace(story, **{name: filled[name]})
         elif value != known[name]:
             raise InputError(
                 f"{where}: story {row['story']!r} of task {row['task']!r} has a different {name} than on line "
@@ -839,6 +855,7 @@ def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
         ranks: dict[str, dict[str, float]] = task["ranks"]
         keys = list(stories)
         n = len(keys)
+        _check_one_sequence(task_id, stories)
         if n == 1:
             single.append(str(task_id))
         means = {key: float(np.mean([r[key] for r in ranks.values()])) for key in keys}
@@ -887,6 +904,20 @@ def pairs_from_rankings(tasks: dict[str, dict[str, Any]]) -> list[StoryPair]:
     return pairs
 
 
+def _check_one_sequence(task_id: str, stories: dict[str, RankedStory]) -> None:
+    """Refuse a task whose stories carry different photo sequences: each pair carries one img_seq (the first
+    story's), so the other story would be scored against the references of photos it was not written for."""
+    seqs = {key: s.img_seq for key, s in stories.items() if s.img_seq}
+    first = next(iter(seqs), None)
+    other = next((key for key, seq in seqs.items() if first is not None and seq != seqs[first]), None)
+    if first is not None and other is not None:
+        raise InputError(
+            f"task {task_id!r}: story {first!r} has img_seq {'-'.join(seqs[first])!r:.60} but story {other!r} has "
+            f"{'-'.join(seqs[other])!r:.60}; a pair carries one photo sequence, so rank stories of one sequence per "
+            "task (or leave img_seq empty)"
+        )
+
+
 # --------------------------------------------------------------------------------------------------- proxy pa
 def build_reference_pairs(
     references: StorySet,
@@ -902,6 +933,9 @@ def build_reference_pairs(
     2 = the machine story); only the first ``limit`` when given. More than `vistkit.limits.max_pairs` is refused
     before any pair is built. The label is an assumption, not a judgement: use these pairs as a smoke test and
     to measure how often a metric prefers the human story, never as human-evaluation data.
+
+    A machine file whose every story is the text of its reference (the human stories themselves) is refused; a
+    warning counts the pairs of one text and the machine stories that share no key with the references.
     """
     from vistkit.limits import too_many_pairs
 
@@ -909,6 +943,7 @@ def build_reference_pairs(
     refs = references.group(keying)
     keyed: list[tuple[Story, list[Story]]] = []
     for machine in machines:
+        first = len(keyed)
         for hyp in machine:
             try:
                 k = hyp.key(keying)
@@ -918,6 +953,7 @@ def build_reference_pairs(
                     "pass --key story or --key sequence to match the references"
                 ) from None
             keyed.append((hyp, refs.get(k, [])))
+        _check_machine_matches(machine, keyed[first:], keying, limit=limit)
     # counted before any is built: 10,000 references and 10,000 machine stories of one album are 10^8 pairs
     count = sum(len(matched) for _, matched in keyed)
     error = too_many_pairs(count if limit is None else min(count, limit), "the machine stories and references")
@@ -963,6 +999,49 @@ def build_reference_pairs(
             + ("".join(hints) or "; check --key")
         )
     return pairs
+
+
+def _check_machine_matches(
+    machine: StorySet,
+    keyed: Sequence[tuple[Story, list[Story]]],
+    keying: Keying,
+    *,
+    limit: int | None,
+) -> None:
+    """Refuse a machine file that holds the references themselves (every pair one text: the human story set
+    against itself, labelled "the human story is better"); warn about some such pairs, and, without ``limit``,
+    about machine stories that share no key with the references (they were left out without a word)."""
+    from vistkit.errors import warn
+
+    def text(story: Story) -> str:  # as the metrics compare: spaces aside, in NFC
+        return unicodedata.normalize("NFC", " ".join(story.text.split()))
+
+    name = machine.source or "machine stories"
+    pairs = sum(len(m) for _, m in keyed)
+    same = sum(1 for hyp, matched in keyed for ref in matched if text(ref) == text(hyp))
+    if pairs and same == pairs:
+        raise InputError(
+            f"{name}: every one of its {pairs:,} pairs sets a human story against the same text, so the file holds the "
+            "human stories themselves; give the machine stories (for a file of several stories per record, name "
+            "the field: --machine SYSTEM=FILE:FIELD, e.g. PR_VIST.json.zip:predicted_story)"
+        )
+    if same:
+        warn(
+            f"{name}: {same:,} of {pairs:,} pairs set a machine story against the same text (a copy of its "
+            "reference); no metric can order such a pair, so it counts as wrong in `meta pairs`"
+        )
+    empty = sum(1 for hyp, matched in keyed if matched and not hyp.text.strip())
+    if empty:
+        warn(
+            f"{name}: {empty:,} of {len(keyed):,} machine stories are empty (no text); their pairs are written, and "
+            "`meta pairs` will warn about them: check that the file holds the stories (or its :FIELD names them)"
+        )
+    unmatched = sum(1 for _, matched in keyed if not matched)
+    if pairs and unmatched and limit is None:
+        warn(
+            f"{name}: {unmatched:,} of {len(keyed):,} machine stories share no {keying.value} key with the "
+            "references and have no pair"
+        )
 
 
 # --------------------------------------------------------------------------------------------------- scores

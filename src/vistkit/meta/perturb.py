@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+from vistkit.errors import InputError
+
 Sentences = list[str]
 
 GENERIC_SENTENCES: tuple[str, ...] = (
@@ -31,8 +33,34 @@ def _words(sentence: str) -> list[str]:
     return sentence.split()
 
 
+def _check_story(s: Sequence[str], what: str) -> None:
+    """Refuse a story with no sentences: there is nothing to make worse, and the functions below crashed on it
+    (``randrange(0)``) or returned an empty "worse" story. Checked before any random draw, so the seeded stream
+    of the other stories is unchanged. (Blank sentences are sentences: every function takes them.)"""
+    if not s:
+        raise InputError(
+            f"{what}: the story has no sentences, so it cannot be made worse; leave out stories without text "
+            "(e.g. keep only those with 3 or more sentences, as the ranker scripts do)"
+        )
+
+
+def _check_times(times: int, what: str) -> None:
+    if times < 1:
+        raise InputError(f"{what}: times must be 1 or more (the sentences to change), not {times}")
+
+
+def _check_pool(pool: Sequence[str], what: str) -> None:
+    if not pool:
+        raise InputError(
+            f"{what}: the sentence pool is empty, so there is no other story's sentence to use; pass the sentences "
+            "of other stories as pool"
+        )
+
+
 def repeat_sentence(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: int = 1) -> Sentences:
     """Another sentence of the story overwritten with a copy of one of its sentences (``times`` copies)."""
+    _check_story(s, "repeat-sentence")
+    _check_times(times, "repeat-sentence")
     if len(s) < 2:
         return s + s
     out = list(s)
@@ -46,6 +74,7 @@ def repeat_sentence(s: Sentences, rng: random.Random, pool: Sequence[str], *, ti
 def repeat_phrase(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
     """A 3-6 word span of one sentence written again over the words that follow it ("they had a party they had
     a"): the length stays the same, so only the repetition differs from the original."""
+    _check_story(s, "repeat-phrase")
     out = list(s)
     i = rng.randrange(len(s))
     w = _words(s[i])
@@ -60,6 +89,7 @@ def repeat_phrase(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sent
 
 def shuffle(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
     """The sentences in a random different order."""
+    _check_story(s, "shuffle")
     if len(s) < 2:
         return s
     out = list(s)
@@ -72,6 +102,9 @@ def shuffle(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
 
 def substitute(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: int = 1) -> Sentences:
     """``times`` sentences replaced by random sentences of other stories (off-topic, absurd)."""
+    _check_story(s, "substitute")
+    _check_times(times, "substitute")
+    _check_pool(pool, "substitute")
     out = list(s)
     for i in rng.sample(range(len(s)), min(times, len(s))):
         out[i] = pool[rng.randrange(len(pool))]
@@ -80,6 +113,8 @@ def substitute(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: 
 
 def generic(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: int = 2) -> Sentences:
     """``times`` sentences replaced by generic filler ("we had a great time .")."""
+    _check_story(s, "generic")
+    _check_times(times, "generic")
     out = list(s)
     for i in rng.sample(range(len(s)), min(times, len(s))):
         out[i] = GENERIC_SENTENCES[rng.randrange(len(GENERIC_SENTENCES))]
@@ -88,11 +123,13 @@ def generic(s: Sentences, rng: random.Random, pool: Sequence[str], *, times: int
 
 def truncate(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
     """Only the first one or two sentences."""
+    _check_story(s, "truncate")
     return s[: rng.randint(1, 2)] if len(s) > 2 else s[:1]
 
 
 def word_noise(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
     """Grammar errors: in about half of the sentences a word dropped, doubled or swapped with its neighbour."""
+    _check_story(s, "word-noise")
     out = []
     for sent in s:
         w = _words(sent)
@@ -119,6 +156,7 @@ _STOP = frozenset(
 def generic_words(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
     """About 40% of the content words replaced by generic words ("the people", "a great thing"): the
     specifics a human editor adds to a machine story, taken away."""
+    _check_story(s, "generic-words")
     out = []
     for sent in s:
         w = [rng.choice(GENERIC_WORDS) if x not in _STOP and x.isalpha() and rng.random() < 0.4 else x
@@ -130,6 +168,7 @@ def generic_words(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sent
 def repeat_word(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Sentences:
     """Two or three content words of other sentences replaced by one content word of the story (the same noun
     in every sentence)."""
+    _check_story(s, "repeat-word")
     content = [(i, j) for i, x in enumerate(s) for j, w in enumerate(_words(x)) if w not in _STOP and w.isalpha()]
     if len(content) < 4:
         return repeat_phrase(s, rng, pool)
@@ -144,7 +183,10 @@ def repeat_word(s: Sentences, rng: random.Random, pool: Sequence[str]) -> Senten
 
 def merge(s: Sentences, rng: random.Random, pool: Sequence[str], *, other: Sentences | None = None) -> Sentences:
     """The first half of the story followed by sentences of another story (incoherent merge)."""
+    _check_story(s, "merge")
     k = max(1, len(s) // 2)
+    if not other and len(s) > k:
+        _check_pool(pool, "merge")
     tail = other if other else [pool[rng.randrange(len(pool))] for _ in range(len(s) - k)]
     return s[:k] + list(tail[k : k + len(s) - k] or tail[: len(s) - k])
 
@@ -165,6 +207,10 @@ PERTURBATIONS: dict[str, Callable[..., Sentences]] = {
 
 def perturb(sentences: Sequence[str], kind: str, *, rng: random.Random, pool: Sequence[str]) -> Sentences:
     """Apply the named perturbation (a key of `PERTURBATIONS`) to a story's sentences."""
+    if kind not in PERTURBATIONS:
+        raise InputError(f"no perturbation is named {kind!r:.60}; use one of {', '.join(PERTURBATIONS)}")
+    if isinstance(sentences, str):  # one character per "sentence"
+        raise InputError("perturb takes a story's sentences (a list of strings), not one string; split it first")
     return PERTURBATIONS[kind](list(sentences), rng, pool)
 
 
@@ -209,6 +255,7 @@ class BlandRewriter:
         """Every sentence replaced by a generic corpus sentence about the story's most frequent content word:
         the topic repeated in every sentence, as maximum-likelihood story models do ("the beach was beautiful .
         we went to the beach . the kids played on the beach .")."""
+        _check_story(s, "bland on-topic")
         from collections import Counter
 
         words = Counter(w for x in s for w in x.split() if w in self.by_word)
@@ -220,6 +267,9 @@ class BlandRewriter:
 
     def __call__(self, s: Sentences, rng: random.Random, *, share: float = 1.0) -> Sentences:
         """The story with ``share`` of its sentences (at least one) rewritten by `sentence`, chosen at random."""
+        _check_story(s, "bland")
+        if not 0.0 <= share <= 1.0:
+            raise InputError(f"bland: share must be from 0 to 1 (the part of the sentences to rewrite), not {share}")
         k = max(1, round(share * len(s)))
         chosen = set(rng.sample(range(len(s)), min(k, len(s))))
         return [self.sentence(x, rng) if i in chosen else x for i, x in enumerate(s)]
@@ -242,6 +292,8 @@ class TrigramStoryGenerator:
             for a, b, c in zip(w, w[1:], w[2:], strict=False):
                 self.next[(a, b)][c] += 1
         self.table = {k: (list(v), [float(x) for x in v.values()]) for k, v in sorted(self.next.items())}
+        if set(self.table.get(("<s>", "<s>"), ([], []))[0]) <= {"</s>"}:  # every sentence would be a lone "."
+            raise InputError("trigram: the corpus has no words to learn from; pass the sentences of many stories")
 
     def sentence(self, rng: random.Random, *, temperature: float, max_words: int = 16) -> str:
         """One sentence sampled from the trigram table, counts raised to ``1 / temperature``, at most ``max_words``
@@ -264,4 +316,9 @@ class TrigramStoryGenerator:
 
     def __call__(self, s: Sentences, rng: random.Random, *, temperature: float = 0.6) -> Sentences:
         """The story's first sentence followed by generated sentences, as many as the story had."""
+        _check_story(s, "trigram")
+        if not temperature > 0:  # NaN too
+            raise InputError(
+                f"trigram: temperature must be above 0 (below 1 sharpens, above 1 flattens), not {temperature}"
+            )
         return [s[0]] + [self.sentence(rng, temperature=temperature) for _ in s[1:]]

@@ -12,6 +12,7 @@ A pairwise metric (`vistkit.metrics.base.Ranker`) is asked per pair instead: `sc
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,7 +93,10 @@ def _pair_key(pair: StoryPair, keying: Keying) -> str:
                 f"pair {pair.pair_id}: no story_id, so it cannot be keyed by story; use --key sequence"
             )
         return pair.story_id
-    raise InputError("pairs can be keyed by story or sequence, not album")
+    raise InputError(
+        "stories are matched to their references by story id or photo sequence here, not by album (an album holds "
+        "stories of other photos); pass --key story or --key sequence"
+    )
 
 
 def score_pairs(
@@ -241,6 +245,8 @@ def _score_each_story(
         raise InputError(f"{metric.name}: no pair could be scored{said}{hint}; check --references and --key")
     if metric.needs_references and reference_absent and "refabsent" not in signature:
         signature = signature.replace("|key:", "|refabsent:yes|key:", 1)
+    if not metric.needs_references:  # each story was scored alone, under an internal story key: sign the key used
+        signature = re.sub(r"\|key:[^|]*", lambda _: f"|key:{keying.value}", signature, count=1)
     s1 = np.array([values[a] for a, _ in unit_of])
     s2 = np.array([values[b] for _, b in unit_of])
     excluded = {

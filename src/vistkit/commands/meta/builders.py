@@ -50,6 +50,12 @@ def build_pairs_cmd(
 
     for system, value in keys.items():
         keys[system] = Keying.parse(value).value
+        if keys[system] == Keying.ALBUM.value:  # a machine story against human stories of other photos
+            raise InputError(
+                f"--key {system}={value.strip()}: human-vs-machine pairs are keyed by story or sequence, not album (a "
+                "machine story would be set against the human stories of other photos of its album, and written "
+                f"with their photo sequence); pass --key {system}=story or {system}=sequence"
+            )
     pairs = []
     for name, (path, field) in files.items():
         m = read_stories(path, field=field, system=name)
