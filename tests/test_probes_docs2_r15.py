@@ -193,7 +193,8 @@ def test_the_studio_guide_says_what_a_reference_metric_does_on_a_likert_export_k
     from vistkit.cli import main
 
     studio_doc = " ".join((ROOT / "docs" / "studio.md").read_text(encoding="utf-8").split())
-    assert "`nrefs:1` in its signature" in studio_doc and "not from the export's `img_seq` column" in studio_doc
+    assert "`nrefs:1` in its signature" in studio_doc
+    assert "each story is matched by the export's `img_seq`" in studio_doc
     refs, table = _studio_like_likert(tmp_path)
     code = main(["meta", "correlate", str(table), "-m", "sacrebleu", "-r", str(refs), "--level", "story", "-f", "json"])
     out, err = capsys.readouterr()
@@ -227,12 +228,11 @@ def test_the_studio_guide_s_recipe_puts_ones_own_sequence_keyed_stories_in_a_stu
     monkeypatch.chdir(tmp_path)
     exec(recipe.replace('DATA / "PR_VIST.json.zip"', repr(str(refs))), {})  # the guide's own code
     assert main([*study, "--stories", f"human={tmp_path / 'human_one.jsonl'}"]) == 0, capsys.readouterr().err
-    assert "items" in capsys.readouterr().out
+    assert "Keep the admin link" in capsys.readouterr().out  # the study is made (its table wraps at any width)
     one = [json.loads(line) for line in (tmp_path / "human_one.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [s["story_id"] for s in one] == ["h1", "h3", "h5"]
 
 
-@pytest.mark.xfail(strict=True, reason="meta correlate/errors ignore the table's img_seq column (reported)")
 def test_a_likert_export_keyed_by_story_is_scored_by_its_img_seq_with_key_sequence(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1060,6 +1060,8 @@ class HumanScores:
     n_workers: np.ndarray
     binary: bool = False
     ties: np.ndarray | None = None  # error labels: where the annotators split evenly (majority vote: error present)
+    #: each row's photo sequence when the table has an ``img_seq`` column (a studio export), else None
+    img_seqs: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -1155,6 +1157,8 @@ def _read_judgements(
         counts: list[list[int]] = []
         n_rows: list[int] = []
         texts: dict[int, tuple[str, int]] = {}  # story -> (text, its first line)
+        has_img_seq = "img_seq" in names
+        img_seqs: dict[int, str] = {}  # story -> its photo sequence (the first row that gives one)
         workers: dict[str, int] = {}
         judged: dict[tuple[int, int], int] = {}  # (story, worker) -> first line
         repeats = 0
@@ -1192,6 +1196,8 @@ def _read_judgements(
                 if seen != n:
                     repeats += 1
                     first_repeat = first_repeat or (n, seen)
+            if has_img_seq and (row.get("img_seq") or "").strip():
+                img_seqs.setdefault(i, row["img_seq"].strip())
             text = row.get("text") or ""
             if text:
                 known = texts.setdefault(i, (text, n))
@@ -1252,6 +1258,7 @@ def _read_judgements(
         n_workers=np.array(n_rows),
         binary=binary,
         ties=ties,
+        img_seqs=[img_seqs.get(i, "") for i in range(len(keys))] if has_img_seq else None,
     )
 
 

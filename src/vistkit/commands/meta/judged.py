@@ -55,15 +55,19 @@ def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> li
     for name, (path, field) in files.items():
         loaded[name] = read_stories(path, field=field, system=name).by_key(keying)
     out = []
-    for system, item, text in zip(table.systems, table.items, table.texts, strict=True):
+    # a studio export names each story's photo sequence in `img_seq` (its item is the story id in a study made
+    # by story): by sequence, that is the story's key and photos, as `meta pairs` reads them
+    sequences = table.img_seqs or [""] * len(table.items)
+    for system, item, text, seq in zip(table.systems, table.items, table.texts, sequences, strict=True):
         sysname = "human" if is_reference_system(system) else system
+        photos = parse_img_seq(seq or item) if keying is Keying.SEQUENCE else ()
         if system in loaded:
-            story = loaded[system].get(item)
+            wanted = "-".join(photos) if keying is Keying.SEQUENCE and seq else item
+            story = loaded[system].get(wanted)
             if story is None:
-                raise InputError(f"--stories {system}: no story with {keying.value} key {item!r}")
+                raise InputError(f"--stories {system}: no story with {keying.value} key {wanted!r}")
             out.append(Story(story.story_id, story.text, story.sentences, story.photo_ids, story.album_id, sysname))
         elif text:
-            photos = parse_img_seq(item) if keying is Keying.SEQUENCE else ()
             out.append(Story(story_id=item, text=text, photo_ids=photos, system=sysname))
         else:
             raise InputError(
