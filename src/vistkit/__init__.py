@@ -7,7 +7,7 @@ The core imports fast: metric modules and heavy dependencies (Java, torch) load 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import (
@@ -18,6 +18,10 @@ from vistkit.errors import (
     UnknownMetricError,
     VistkitError,
 )
+
+if TYPE_CHECKING:  # what `__getattr__` loads on first use, typed for mypy and an IDE (it was all ``Any``)
+    from vistkit.data.readers import read_stories
+    from vistkit.metrics.base import Score, get_metric, list_metrics, prefer, score
 
 __version__ = "0.1.0"
 

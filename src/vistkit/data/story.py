@@ -129,6 +129,14 @@ class Story:
     system: str | None = None
     meta: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
+    def __new__(cls, *args: object, **fields: object) -> Story:
+        """A misspelt field (``id=``, ``photos=``) is refused naming the one meant: Python said only "got an
+        unexpected keyword argument"."""
+        known = cls.__dataclass_fields__  # a subclass's own fields too
+        if fields and not known.keys() >= fields.keys():
+            _refuse_story_field(cls.__name__, list(known), next(k for k in fields if k not in known))
+        return object.__new__(cls)  # (not super(): a slots dataclass is a new class, which the cell does not name)
+
     def __post_init__(self) -> None:
         from vistkit.limits import STORY_CHARS_ENV, max_story_chars
 
@@ -209,19 +217,51 @@ class Story:
         if keying is Keying.SEQUENCE:
             if not self.photo_ids:
                 raise InputError(
-                    f"story {self.story_id!r} has no photo ids, so it cannot be keyed by sequence; "
-                    "use --key story, or read a format that carries photo sequences"
+                    f"story {_shown(self.story_id)!r} has no photo ids, so it cannot be keyed by sequence; "
+                    "use --key story (key='story' in Python), or read a format that carries photo sequences"
                 )
             return self.sequence
         if self.album_id is None:
             raise InputError(
-                f"story {self.story_id!r} has no album id, so it cannot be keyed by album; use --key story"
+                f"story {_shown(self.story_id)!r} has no album id, so it cannot be keyed by album; use --key story "
+                "(key='story' in Python)"
             )
         return self.album_id
 
     def with_text(self, text: str, sentences: tuple[str, ...] | None = None) -> Story:
         """A copy with other text (and sentences)."""
         return replace(self, text=text, sentences=sentences)
+
+
+#: what other tools call a Story's fields (VIST's JSON, captioning code, the studio's ``img_seq``)
+_STORY_FIELD_ALIASES = {
+    **dict.fromkeys(("id", "storyid", "sid"), "story_id"),
+    **dict.fromkeys(("story", "caption", "txt", "prediction", "hypothesis"), "text"),
+    **dict.fromkeys(("sents", "storylets", "sentence", "lines"), "sentences"),
+    **dict.fromkeys(
+        ("photos", "photo", "images", "image_ids", "imageids", "img_ids", "imgseq", "photosequence", "photoid"),
+        "photo_ids",
+    ),
+    **dict.fromkeys(("album", "albumid", "albums"), "album_id"),
+    **dict.fromkeys(("model", "systemname", "method"), "system"),
+    **dict.fromkeys(("metadata", "extra", "extras"), "meta"),
+}
+
+
+def _refuse_story_field(kind: str, known: list[str], name: str) -> None:
+    """`InputError` for a keyword a `Story` (class ``kind``, fields ``known``) does not take, naming its fields and
+    the one probably meant."""
+    import difflib
+
+    folded = str(name).lower().replace("_", "").replace("-", "")
+    meant = _STORY_FIELD_ALIASES.get(folded)
+    if meant is None:
+        close = difflib.get_close_matches(folded, [f.replace("_", "") for f in known], n=1, cutoff=0.6)
+        meant = next((f for f in known if close and f.replace("_", "") == close[0]), None)
+    raise InputError(
+        f"{kind} has no field {_shown(str(name))!r} (its fields: {', '.join(known)})"
+        + (f"; did you mean {meant}=?" if meant else "")
+    )
 
 
 class StorySet:
@@ -290,6 +330,27 @@ class StorySet:
         if not isinstance(other, list | tuple):
             return NotImplemented
         return StorySet([*other, *self._stories], source=self.source)
+
+    def __contains__(self, item: object) -> bool:
+        """``story in stories``: whether it holds that `Story`. An id is refused, saying how to look it up: it was
+        compared with every Story and was never found, silently."""
+        if isinstance(item, Story):
+            return item in self._stories
+        raise InputError(
+            f"a StorySet holds Story objects, not ids: {_shown(repr(item))} in stories.by_key('story') looks up a "
+            "story id (by_key('sequence') a photo sequence, by_key('album') an album)"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when both hold equal stories in the same order, as two lists are (``read_stories(f) ==
+        read_stories(f)``); where they came from (``source``) is not compared, and a list is not a StorySet."""
+        if not isinstance(other, StorySet):
+            return NotImplemented
+        return self is other or self._stories == other._stories
+
+    def __hash__(self) -> int:
+        """The hash of its stories, in order: equal StorySets hash alike (a StorySet is never changed in place)."""
+        return hash(tuple(self._stories))
 
     def __repr__(self) -> str:
         return f"StorySet({len(self)} stories{', from ' + self.source if self.source else ''})"

@@ -19,7 +19,7 @@ import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, cast
 
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError, UnavailableMetricError, UnknownMetricError
@@ -152,6 +152,30 @@ class Score:
             f"excluded={len(self.excluded):,}{keying}, signature={self.signature!r})"
         )
 
+    def __format__(self, spec: str) -> str:
+        """``f"{score:.3f}"`` formats the corpus score (a number's format); ``f"{score}"`` is the repr."""
+        if not spec:
+            return repr(self)
+        try:
+            return format(float(self.corpus), spec)
+        except (TypeError, ValueError) as exc:
+            raise InputError(
+                f"{spec!r} is not a format of the corpus score, a float ({exc}); use one such as '.4f' or '.1%'"
+            ) from None
+
+    def __float__(self) -> float:
+        """``float(score)``: the corpus score."""
+        return float(self.corpus)
+
+    if not TYPE_CHECKING:  # at run time only: to mypy and an IDE a misspelt attribute stays an error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only called for a name a Score lacks: other libraries' names for its parts (``to_dict``, ``score``)
+            say which part is meant."""
+            meant = _SCORE_ALIASES.get(name.lower()) if not name.startswith("_") else None
+            hint = f"; the {meant[1]} is score.{meant[0]}" if meant else ""
+            raise AttributeError(f"'Score' object has no attribute {name!r}{hint}")
+
     @property
     def n(self) -> int:
         """How many items count towards the corpus score."""
@@ -187,6 +211,17 @@ class Score:
             "excluded": len(self.excluded),
             **({"extra": self.extra} if self.extra else {}),
         }
+
+
+#: other libraries' names for a `Score`'s parts (pandas, sacreBLEU, Hugging Face evaluate): (vistkit's, what it is)
+_SCORE_ALIASES = {
+    **dict.fromkeys(("to_dict", "dict", "to_json", "json", "asdict"), ("as_dict()", "JSON-ready summary")),
+    **dict.fromkeys(("score", "value", "mean", "result", "system", "system_score"), ("corpus", "system-level score")),
+    **dict.fromkeys(("scores", "items", "values", "per_item", "item_score"), ("item_scores", "per-item score array")),
+    **dict.fromkeys(("ids", "keys", "item_keys"), ("item_ids", "list of item ids")),
+    **dict.fromkeys(("name", "metric_name"), ("metric", "metric's name")),
+    **dict.fromkeys(("count", "size", "len"), ("n", "number of items the corpus score counts")),
+}
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -649,6 +684,8 @@ def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, St
             raise InputError(f"prediction {bad[0]!r} is not a text but {kind}: {_SHAPES}")
         ids, texts = [str(k) for k in hypotheses], list(hypotheses.values())
     hyps = StorySet(Story(story_id=i, text=t, system="prediction") for i, t in zip(ids, texts, strict=True))
+    if hk == "dict":
+        _refuse_merged_ids("predictions", list(hypotheses), [s.story_id for s in hyps])
     if rk is None:
         return hyps, None, Keying.STORY
     if hk == "texts":
@@ -668,7 +705,31 @@ def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, St
         groups = [_reference_group(rid, r) for rid, r in zip(ref_ids, references.values(), strict=True)]
     pairs = zip(ref_ids, groups, strict=True)
     refs = StorySet(Story(story_id=rid, text=r, system="reference") for rid, group in pairs for r in group)
+    if rk == "dict":
+        _refuse_merged_ids("references", list(references), [s.story_id for s in refs], groups)
     return hyps, refs, Keying.STORY
+
+
+def _refuse_merged_ids(what: str, keys: list[Any], ids: list[str], groups: list[list[str]] | None = None) -> None:
+    """`InputError` when two keys of a dict given as ``what`` are one id once read as a `Story` id (``1`` and
+    ``"1"``, ``"a"`` and ``"a "``): their references were merged into one item, silently. ``ids``: one per story,
+    in order (``groups``: each key's references, so one id per key is read from them)."""
+    if groups is not None:
+        firsts = [0]
+        for group in groups[:-1]:
+            firsts.append(firsts[-1] + len(group))
+        ids = [ids[i] for i in firsts]
+    if len(set(ids)) == len(ids):
+        return
+    seen: dict[str, Any] = {}
+    for key, story_id in zip(keys, ids, strict=True):
+        if story_id in seen:
+            raise InputError(
+                f"{what} {_short_repr(seen[story_id])} and {_short_repr(key)} are both the id {story_id!r} once read "
+                "as text (ids are texts; spaces around them are dropped), so they would be one item; give each "
+                "its own id, or join them under one key"
+            )
+        seen[story_id] = key
 
 
 def _reference_group(rid: str, refs: Any) -> list[str]:
@@ -834,13 +895,7 @@ class Metric(ABC):
         loading any model."""
         require_all = check_flag(require_all, "require_all")
         reference_absent = check_flag(reference_absent, "reference_absent")
-        if len(hypotheses) == 0:
-            raise InputError(f"{cls.name}: there are no stories to score")
-        if cls.needs_references and references is None:
-            raise InputError(
-                f"{cls.name} needs reference stories: pass them as references= in Python "
-                "(--references FILE on the command line)"
-            )
+        cls._check_given(hypotheses, references)
         return align(
             hypotheses,
             references if cls.needs_references else None,
@@ -848,6 +903,42 @@ class Metric(ABC):
             template=template,
             require_all=require_all,
             reference_absent=reference_absent and cls.needs_references,
+        )
+
+    @classmethod
+    def _check_given(cls, hypotheses: StorySet, references: StorySet | None) -> None:
+        """`InputError` for no stories, or no references for a metric that needs them (whatever the stories'
+        keys, and whatever `prepare_hypotheses` fills in)."""
+        if len(hypotheses) == 0:
+            raise InputError(f"{cls.name}: there are no stories to score")
+        if cls.needs_references and references is None:
+            raise InputError(
+                f"{cls.name} needs reference stories: pass them as references= in Python "
+                "(--references FILE on the command line)"
+            )
+
+    @classmethod
+    def _check_before_building(
+        cls,
+        inputs: tuple[StorySet, StorySet | None, Keying | None],
+        *,
+        key: Keying | str | None = None,
+        template: Sequence[str] | None = None,
+        require_all: bool = False,
+        reference_absent: bool = False,
+    ) -> Alignment | None:
+        """`check_inputs` of `as_story_sets`'s ``inputs``, for `score` to call before the metric is built (a
+        model loads for seconds to minutes): the alignment, or None for a metric that fills its stories in once
+        built (`prepare_hypotheses`: a photo map), which gets the checks that filling cannot change."""
+        hyps, refs, implied = inputs
+        key = implied if key is None else key
+        if cls.prepare_hypotheses is not Metric.prepare_hypotheses:
+            cls._check_given(hyps, refs)
+            if key is not None:
+                Keying.parse(key)
+            return None
+        return cls.check_inputs(
+            hyps, refs, key=key, template=template, require_all=require_all, reference_absent=reference_absent
         )
 
     def prepare_hypotheses(self, hypotheses: StorySet) -> StorySet:
@@ -876,13 +967,34 @@ class Metric(ABC):
             raise _no_stories(wrong, "first, scorer.score(stories, references)")
         _refuse_score_keywords(self.name, wrong)
         reference_absent = check_flag(reference_absent, "reference_absent")
-        hyps, refs, implied = as_story_sets(hypotheses, references)
+        return self._score_inputs(
+            as_story_sets(hypotheses, references),
+            key=key,
+            template=template,
+            require_all=require_all,
+            reference_absent=reference_absent,
+        )
+
+    def _score_inputs(
+        self,
+        inputs: tuple[StorySet, StorySet | None, Keying | None],
+        *,
+        key: Keying | str | None,
+        template: Sequence[str] | None,
+        require_all: bool,
+        reference_absent: bool,
+        alignment: Alignment | None = None,
+    ) -> Score:
+        """`score` of `as_story_sets`'s ``inputs``; ``alignment``: theirs from `_check_before_building`, when the
+        module's `score` checked them before building this metric (None: aligned here)."""
+        hyps, refs, implied = inputs
         if key is None and implied is not None:
             key = implied
-        hyps = self.prepare_hypotheses(hyps)
-        alignment = type(self).check_inputs(
-            hyps, refs, key=key, template=template, require_all=require_all, reference_absent=reference_absent
-        )
+        if alignment is None:
+            hyps = self.prepare_hypotheses(hyps)
+            alignment = type(self).check_inputs(
+                hyps, refs, key=key, template=template, require_all=require_all, reference_absent=reference_absent
+            )
         reference_absent = reference_absent and self.needs_references
         if implied is not None and refs is not None and self.needs_references:
             _warn_unmatched_predictions(alignment)
@@ -954,11 +1066,7 @@ class Ranker(Metric):
         """The two sides of ``what`` (`prefer`, `preference`) as equally long lists of stories: texts are welcome,
         as in `score`; a bare string is refused (it was one story per character), and so are sides of unequal
         length (NumPy broadcast one second story against all the first ones)."""
-        first = as_stories(a, f"{self.name}: {what}", tag="a")
-        second = as_stories(b, f"{self.name}: {what}", tag="b")
-        if len(first) != len(second):
-            raise InputError(f"{self.name}: {len(first)} first stories but {len(second)} second stories; pass pairs")
-        return first, second
+        return _pair_stories(self.name, a, b, what)
 
     def preference(self, a: Sequence[Story | str], b: Sequence[Story | str]) -> np.ndarray:
         """`prefer` with its inputs checked: equal lengths (Story objects or texts), a float array of that length."""
@@ -971,6 +1079,17 @@ class Ranker(Metric):
         if out.shape != (len(a),):
             raise RuntimeError(f"{self.name}.prefer returned shape {out.shape}, expected ({len(a)},)")
         return out
+
+
+def _pair_stories(
+    name: str, a: Sequence[Story | str], b: Sequence[Story | str], what: str
+) -> tuple[list[Story], list[Story]]:
+    """`Ranker._pairs` for the ranker ``name``: a function, so `prefer` checks the pairs before the ranker loads."""
+    first = as_stories(a, f"{name}: {what}", tag="a")
+    second = as_stories(b, f"{name}: {what}", tag="b")
+    if len(first) != len(second):
+        raise InputError(f"{name}: {len(first)} first stories but {len(second)} second stories; pass pairs")
+    return first, second
 
 
 class UtilityRanker(Ranker):
@@ -1109,8 +1228,11 @@ _DISCOVERED = False
 
 
 def register(cls: type[Metric]) -> type[Metric]:
-    """Class decorator: make a metric available by its ``name``."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+    """Class decorator: make a metric available by its ``name``. The same class of a module imported again (its
+    first import was stopped by Ctrl-C or an error after this line, and Python forgot the module) takes the place
+    of the old one; another class of that name is an error."""
+    old = _REGISTRY.get(cls.name)
+    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
         raise RuntimeError(f"metric name {cls.name!r} registered twice")
     _REGISTRY[cls.name] = cls
     return cls
@@ -1303,19 +1425,45 @@ def score(
         )
     if isinstance(name, list | tuple | set):
         raise InputError("score takes one metric name, such as 'bleu-4': score one metric per call")
-    check_flag(reference_absent, "reference_absent")
-    check_flag(require_all, "require_all")
+    reference_absent = check_flag(reference_absent, "reference_absent")
+    require_all = check_flag(require_all, "require_all")
     template = check_template(template)  # read once: a generator given as the template is then used up
-    check_options(get_metric_class(name), options, keywords=_SCORE_KEYWORDS)
-    return get_metric(name, **options).score(
-        hypotheses, references, key=key, template=template, require_all=require_all, reference_absent=reference_absent
+    cls = get_metric_class(name)
+    check_options(cls, options, keywords=_SCORE_KEYWORDS)
+    # the stories are checked before the metric is built: a model loads for seconds to minutes (a language
+    # model: 25 s), and an empty list, a wrong shape or missing references was refused only after it
+    inputs = as_story_sets(hypotheses, references)
+    alignment = cls._check_before_building(
+        inputs, key=key, template=template, require_all=require_all, reference_absent=reference_absent
+    )
+    metric = get_metric(name, **options)
+    if type(metric).score is not Metric.score:  # a metric of its own making scores its own way
+        return metric.score(
+            hypotheses,
+            references,
+            key=key,
+            template=template,
+            require_all=require_all,
+            reference_absent=reference_absent,
+        )
+    return metric._score_inputs(
+        inputs,
+        key=key,
+        template=template,
+        require_all=require_all,
+        reference_absent=reference_absent,
+        alignment=alignment,
     )
 
 
-def prefer(name: str, a: Sequence[Story], b: Sequence[Story], **options: Any) -> np.ndarray:
+def prefer(name: str, a: Sequence[Story | str], b: Sequence[Story | str], **options: Any) -> np.ndarray:
     """Functional face of a ranker: ``prefer("vrank", stories_a, stories_b, model=DIR)``, > 0 where ``a[i]`` is
-    preferred; ``options`` go to the ranker."""
+    preferred; ``options`` go to the ranker. The metric, its options and the pairs are checked before the ranker
+    loads its model."""
+    cls = get_metric_class(name)
+    if not issubclass(cls, Ranker):
+        raise InputError(f"{cls.name} is not a pairwise metric (a ranker); score each story with `score` instead")
+    check_options(cls, options)
+    _pair_stories(cls.name, a, b, "prefer")
     metric = get_metric(name, **options)
-    if not isinstance(metric, Ranker):
-        raise InputError(f"{name} is not a pairwise metric (a ranker); score each story with `score` instead")
-    return metric.preference(a, b)
+    return cast(Ranker, metric).preference(a, b)
