@@ -39,6 +39,10 @@ def visible_text(text: str) -> str:
 #: a list marker or a markdown heading at the start of a line: a bullet (``-``, ``*``, ``+``, ``\u2022``), ``#`` to
 #: ``######``, or a number of up to 3 digits with ``.`` or ``)`` (``1.``, ``2)``, ``(3)``), then a space
 _LINE_MARKER = re.compile(r"^[ \t]*(?:[-*+\u2022\u2023\u25e6\u2043]|#{1,6}|\(?\d{1,3}[.)])[ \t]+(?=\S)", re.MULTILINE)
+#: a line that is only a scene break or a heading's underline (``---``, ``* * *``, ``___``, ``===``, ``~~~``)
+_BREAK_LINE = re.compile(r"^[ \t]*([-*_=~])(?:[ \t]*\1){2,}[ \t]*(?=\r?$)", re.MULTILINE)
+#: the marks of a blockquote at the start of a line (``> ``, ``> > ``)
+_QUOTE_MARK = re.compile(r"^[ \t]*>(?:[ \t]*>)*[ \t]?", re.MULTILINE)
 #: a numbered item after a sentence end on the same line ("... park. 2. It was fun."), before a letter, a
 #: placeholder, a quote or a bracket
 _INLINE_NUMBER = re.compile(r"(?<=[.!?])([ \t]+)\(?\d{1,3}[.)][ \t]+(?=[^\W\d_]|[\[(\"'`\u201c\u2018])")
@@ -56,17 +60,29 @@ def readable_text(text: str) -> str:
     return unshouted(lines_as_sentences(without_pictographs(without_markdown(without_html(visible_text(text))))))
 
 
-#: the HTML tags of formatted text (not ``<male>``-style placeholders): block tags end a line, inline ones vanish
-_HTML_BLOCK = "p|br|div|li|ul|ol|h[1-6]|blockquote|hr|tr|table|section|article|header|footer|pre"
-_HTML_INLINE = "span|b|i|u|s|em|strong|a|font|small|big|sub|sup|strike|mark|code|td|th|tbody|thead"
-_HTML_TAG = re.compile(rf"<(/?)(?:({_HTML_BLOCK})|(?:{_HTML_INLINE}))\b(?:[^<>]{{0,2000}})?/?>", re.IGNORECASE)
+#: the HTML tags of formatted text (not ``<male>``-style placeholders, nor words in angle brackets: ``<i love you>``
+#: has no ``name=value`` attributes): block tags end a line, inline ones (and comments) vanish
+_HTML_BLOCK = (
+    "p|br|div|li|ul|ol|dl|dt|dd|h[1-6]|blockquote|hr|tr|table|caption|section|article|header|footer|main|nav|aside"
+    "|figure|figcaption|center|address|pre"
+)
+_HTML_INLINE = (
+    "span|b|i|u|s|em|strong|a|font|small|big|sub|sup|strike|mark|code|td|th|tbody|thead|tfoot|img|ins|del|q|cite"
+    "|abbr|tt|kbd|var|samp|label|nobr|wbr|o:p"
+)
+_HTML_ATTRIBUTE = r"""\s+[a-z_:][-\w:.]{0,100}\s*=\s*(?:"[^"<>]{0,2000}"|'[^'<>]{0,2000}'|[^\s"'<>=`]{1,2000})"""
+_HTML_TAG = re.compile(
+    rf"<(/?)(?:({_HTML_BLOCK})|(?:{_HTML_INLINE}))(?=[\s/>])(?:{_HTML_ATTRIBUTE})*\s*/?>|<!--[^<>]{{0,2000}}?-->",
+    re.IGNORECASE,
+)
 _HTML_ENTITY = re.compile(r"&(?:#\d{1,7}|#x[0-9a-f]{1,6}|[a-z][a-z0-9]{1,31});", re.IGNORECASE)
 
 
 def without_html(text: str) -> str:
     r"""``text`` without the tags of formatted HTML (``<p>``, ``<br/>``, ``<b>``, ``<span class=..>``): a block tag
-    ends a line, an inline one vanishes; character references (``&amp;``, ``&#39;``) as their characters. Other
-    angle brackets stay (``<male>``: some sources write placeholders so).
+    ends a line, an inline one (and a comment) vanishes; character references (``&amp;``, ``&#39;``) as their
+    characters, without those that are invisible (``&shy;``, ``&#8203;``: `visible_text`). Other angle brackets stay
+    (``<male>``: some sources write placeholders so; ``<i love you>``: a tag's attributes are ``name=value``).
 
     ``<p>`` around each sentence once lowered story-ranker's u by 1.0 (the LM read the tags).
 
@@ -79,7 +95,7 @@ def without_html(text: str) -> str:
     if "&" in text and _HTML_ENTITY.search(text):
         import html
 
-        text = html.unescape(text)
+        text = visible_text(html.unescape(text))  # ``&shy;``, ``&#8203;``: invisible once decoded
     return text
 
 
@@ -105,10 +121,14 @@ def without_pictographs(text: str) -> str:
     return "".join(ch for ch in text if not symbol(ch))
 
 
+_END = ".!?\u2026\u3002\uff01\uff1f"  # with an ellipsis and the full-width ends
+_CLOSE = "\"')\\]\u201d\u2019\u00bb\u300d\u300f\uff09"  # with typographic and full-width closing quotes
 #: a sentence end inside a line: end punctuation (from the start of its run, so a long run is tried once) and
-#: closing quotes or brackets, followed by more text on the line
-_END_INSIDE_LINE = re.compile(r"(?<![.!?])[.!?]+[\"')\]]*[ \t]+\S")
-_LINE_END = re.compile(r"[.!?][\"')\]]*$")
+#: closing quotes or brackets, followed by more text on the line; ``_LINE_END``: one at the end of a line
+_END_INSIDE_LINE = re.compile(rf"(?<![{_END}])[{_END}]+[{_CLOSE}]*[ \t]+\S")
+_LINE_END = re.compile(rf"[{_END}][{_CLOSE}]*$")
+#: a letter or a digit (the first one of a line tells its case)
+_ALNUM = re.compile(r"[^\W_]")
 #: a line that goes on in the next one: it ends with a comma, a semicolon, a colon, a hyphen, a dash or a word no
 #: English sentence ends with (an article, a conjunction, a possessive: "... with our" / "dog , and it was")
 _LINE_GOES_ON = re.compile(
@@ -119,9 +139,10 @@ _LINE_GOES_ON = re.compile(
 
 def lines_as_sentences(text: str) -> str:
     r"""A story written one sentence per line: each line ends a sentence (a period added where it has no end
-    punctuation). Only where every sentence end is at a line end and no line but the last ends with a comma,
-    colon, semicolon, dash or a word that cannot end a sentence ("the", "and", "our"): prose wrapped at a line
-    width has sentence ends inside its lines, or lines that go on in the next one, and is left as it is.
+    punctuation). Only where every sentence end is at a line end, no line but the last ends with a comma, colon,
+    semicolon, dash or a word that cannot end a sentence ("the", "and", "our"), and no line starts in lower case
+    where another starts with a capital: prose wrapped at a line width has sentence ends inside its lines, or lines
+    that go on in the next one, and only its paragraphs end a sentence (a line before a blank line: a title).
 
     Both sentence splitters (the ranker's word splitter and the LM's Punkt) read a line break as a space, so five
     sentences on five lines without periods were one run-on sentence (u moved by -1.5 to +2.6 on VIST val stories).
@@ -130,41 +151,72 @@ def lines_as_sentences(text: str) -> str:
     'We went to the park.\nIt was fun!\n\nThe dog ran.'
     >>> lines_as_sentences("We went to the park. It was\nfun, and the dog ran")
     'We went to the park. It was\nfun, and the dog ran'
+    >>> lines_as_sentences("Our Day\n\nWe went to the park with my family on a sunny day\nin July. It was fun")
+    'Our Day.\n\nWe went to the park with my family on a sunny day\nin July. It was fun'
     """
     lines = text.splitlines()
     filled = [line.rstrip() for line in lines if line.strip()]
-    if (
-        len(filled) < 2
-        or any(_LINE_GOES_ON.search(line) for line in filled[:-1])
-        or any(_END_INSIDE_LINE.search(line) for line in filled)
-    ):
+    if len(filled) < 2:
         return text
-    return "\n".join(
-        line.rstrip() + "." if line.strip() and not _LINE_END.search(line.rstrip()) else line for line in lines
-    )
+    if not (
+        any(_LINE_GOES_ON.search(line) for line in filled[:-1])
+        or any(_END_INSIDE_LINE.search(line) for line in filled)
+        or _wrapped_by_case(filled)
+    ):
+        return "\n".join(
+            line.rstrip() + "." if line.strip() and not _LINE_END.search(line.rstrip()) else line for line in lines
+        )
+    # prose: a paragraph still ends a sentence (a title above the story is not the start of its first sentence)
+    last = max(i for i, line in enumerate(lines) if line.strip())
+    ends = [
+        i
+        for i, line in enumerate(lines[:last])
+        if line.strip()
+        and not lines[i + 1].strip()
+        and not _LINE_END.search(line.rstrip())
+        and not _LINE_GOES_ON.search(line.rstrip())
+    ]
+    if not ends:
+        return text
+    for i in ends:
+        lines[i] = lines[i].rstrip() + "."
+    return "\n".join(lines)
+
+
+def _wrapped_by_case(lines: list[str]) -> bool:
+    """Whether a line starts in lower case where another starts with a capital: it goes on from the line before
+    (placeholders and digits count as neither case)."""
+    starts = []
+    for line in lines:
+        found = _ALNUM.search(PLACEHOLDER.sub("0", line) if "[" in line else line)
+        starts.append(found.group() if found else "")
+    return any(ch.isupper() for ch in starts) and any(ch.islower() for ch in starts[1:])
 
 
 def unshouted(text: str) -> str:
-    """A story written in capitals (at least 8 upper-case letters, no lower-case one) in lower case, as VIST writes
-    its stories; the LM then reads it sentence-cased (`natural_sentence`) like any lower-case story. In capitals a
-    story read as broken English to the LM (u -2.5 on VIST val stories; the word features already lower-case).
+    """A story written in capitals (at least 8 upper-case letters, and 10 for each other letter: a ``5pm`` or an
+    ``iPhone`` in it, not a caseless script with acronyms) in lower case, as VIST writes its stories; the LM then
+    reads it sentence-cased (`natural_sentence`) like any lower-case story. In capitals a story read as broken
+    English to the LM (u -2.5 on VIST val stories; the word features already lower-case).
 
     >>> unshouted("WE WENT TO THE PARK WITH [male]. IT WAS FUN!")
     'we went to the park with [male]. it was fun!'
     """
-    upper = 0
+    upper = other = 0
     for ch in PLACEHOLDER.sub("", text) if "[" in text else text:
-        if ch.islower():
-            return text
         if ch.isupper():
             upper += 1
-    return text.lower() if upper >= 8 else text
+        elif ch.isalpha():
+            other += 1
+    return text.lower() if upper >= 8 and 10 * other <= upper else text
 
 
 def without_markdown(text: str) -> str:
-    r"""``text`` without markdown emphasis (``**bold**``, ``*italic*``), list markers and heading marks where they
-    start a line (``- ``, ``* ``, ``\u2022 ``, ``1. ``, ``2) ``, ``(3) ``, ``## ``), and numbered items after a
-    sentence end on the same line (``... park. 2. It was fun.``).
+    r"""``text`` without markdown emphasis (``**bold**``, ``*italic*``), list markers, heading marks and blockquote
+    marks where they start a line (``- ``, ``* ``, ``\u2022 ``, ``1. ``, ``2) ``, ``(3) ``, ``## ``, ``> ``), lines that
+    are only a scene break or a heading's underline (``---``, ``* * *``, ``===``: an empty line instead), and
+    numbered items after a sentence end on the same line (``... park. 2. It was fun.``). Scene breaks and blockquote
+    marks are only read in a text of more than one line.
 
     A story written as a numbered list read each ``2.`` as a sentence of one number (new "words" for the
     type-token ratio, a sentence that the LM finds easy after the story before it): story-ranker's u rose by 0.90
@@ -176,6 +228,10 @@ def without_markdown(text: str) -> str:
     >>> without_markdown("- We went.\n- It was fun.")
     'We went.\nIt was fun.'
     """
+    if "\n" in text:
+        text = _BREAK_LINE.sub("", text)
+        if ">" in text:
+            text = _QUOTE_MARK.sub("", text)
     if "*" in text or "__" in text:
         text = _EMPHASIS.sub(r"\2", text)
     return _INLINE_NUMBER.sub(r"\1", _LINE_MARKER.sub("", text))
