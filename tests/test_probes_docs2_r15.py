@@ -249,7 +249,6 @@ def test_a_likert_export_keyed_by_story_is_scored_by_its_img_seq_with_key_sequen
     assert all(r["n"] == 6 for r in result["correlations"])
 
 
-@pytest.mark.xfail(strict=True, reason="an error in the user's own metric is called a bug in vistkit (reported)")
 @pytest.mark.parametrize("mistake", ["no signature_fields", "score_items raises", "a name vistkit uses"])
 def test_a_mistake_in_ones_own_metric_is_not_called_a_bug_in_vistkit(tmp_path: Path, mistake: str) -> None:
     module = _python_blocks()["mymetric"]
@@ -287,7 +286,6 @@ def test_keys_one_system_lacks_are_not_blamed_on_unicode_normalisation(
     assert "Unicode" not in err, err
 
 
-@pytest.mark.xfail(strict=True, reason="Metric.score does not check that score_items scored every item (reported)")
 def test_a_metric_that_returns_fewer_scores_than_stories_is_refused_not_averaged_over_the_rest() -> None:
     from collections.abc import Sequence
 

@@ -250,6 +250,25 @@ def _asks_for_help(args: list[str]) -> bool:
     return not args or any(a in ("--help", "-h", "--version") for a in args)
 
 
+def _user_code(exc: BaseException) -> str | None:
+    """``FILE:LINE`` of the innermost traceback frame in code that is neither vistkit's, Python's nor an installed
+    package's (a user's own metric module), or None: an error raised there is no bug in vistkit."""
+    import sysconfig
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = {os.path.abspath(p) for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                 if (p := sysconfig.get_paths().get(key))}
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not path.startswith(here + os.sep) and not path.startswith("<") and not any(
+            path.startswith(p + os.sep) for p in installed
+        ):
+            found = f"{path}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, mapping user errors to one sentence and exit 1."""
     # our own progress display is on stderr; keep Hugging Face's loading bars and advisories out of the output
@@ -532,6 +551,15 @@ def _run(argv: list[str] | None) -> int:
             raise
         # not a user error we foresaw: still one sentence, never a traceback (VISTKIT_DEBUG=1 shows it)
         first = (str(exc).splitlines() or [""])[0][:300]
+        if (where := _user_code(exc)) is not None:  # raised in the user's own code (their metric): say where
+            typer.secho(
+                f"error: {type(exc).__name__}: {first} (raised in {where}, your code, not vistkit's; "
+                "VISTKIT_DEBUG=1 shows the whole traceback)",
+                fg=typer.colors.RED,
+                err=True,
+                color=_colour(),
+            )
+            return 1
         typer.secho(
             f"error: unexpected {type(exc).__name__}: {first} - this is a bug in vistkit; please report it with "
             "the same command run with VISTKIT_DEBUG=1 (which shows where it happened)",

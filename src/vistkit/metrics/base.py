@@ -815,7 +815,15 @@ class Metric(ABC):
             raise TypeError(f"{self.name} takes no option {sorted(options)!r}")
 
     def __new__(cls, *args: Any, **options: Any) -> Self:
-        """Record the constructor's arguments, so `__reduce__` can make the metric again in another process."""
+        """Record the constructor's arguments, so `__reduce__` can make the metric again in another process. A
+        metric class without a method the protocol needs (a user's own) is refused in one sentence, wherever it is
+        made (Python's "Can't instantiate abstract class" read as a bug in vistkit)."""
+        missing = sorted(getattr(cls, "__abstractmethods__", ()))
+        if missing:
+            raise InputError(
+                f"metric {getattr(cls, 'name', cls.__qualname__)!r} ({cls.__module__}.{cls.__qualname__}) does not "
+                f"define {', '.join(missing)}, which every metric needs (see `vistkit.metrics.base.Metric`)"
+            )
         self = super().__new__(cls)
         self._made_with = (args, dict(options))
         return self
@@ -1005,9 +1013,30 @@ class Metric(ABC):
         with progress.task(self.name, len(alignment.items), unit="stories", outermost=True) as task:
             result = self.score_items(alignment.items, signature=signature)
             task.update(len(alignment.items))
+        _check_every_item_scored(self.name, alignment.items, result)
         result.excluded = {**alignment.excluded, **result.excluded}
         result.keying = alignment.keying
         return result
+
+
+def _check_every_item_scored(name: str, items: Sequence[Item], result: Score) -> None:
+    """`InputError` unless ``score_items`` gave a score (a number or NaN with its reason) to every item it was
+    given: a metric that dropped a story it could not score instead (a user's own metric) made it vanish from the
+    corpus score without a word."""
+    given = [it.item_id for it in items]
+    if len(result.item_ids) == len(given) and set(result.item_ids) == set(given):
+        return
+    got = set(result.item_ids)
+    missing = [k for k in given if k not in got]
+    extra = [k for k in result.item_ids if k not in set(given)]
+    what = f"no score for {len(missing):,} of its {len(given):,} stories (first: {missing[0]!r:.60})" if missing else (
+        f"scores for {len(extra):,} stories it was not given (first: {extra[0]!r:.60})" if extra
+        else "a score list of another length than its stories"
+    )
+    raise InputError(
+        f"metric {name!r} returned {what}; a metric gives every story it is given a score, NaN with a reason in "
+        "`excluded` where it has none"
+    )
 
 
 def _warn_unmatched_predictions(alignment: Alignment) -> None:
@@ -1233,7 +1262,11 @@ def register(cls: type[Metric]) -> type[Metric]:
     of the old one; another class of that name is an error."""
     old = _REGISTRY.get(cls.name)
     if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
-        raise RuntimeError(f"metric name {cls.name!r} registered twice")
+        # a user's own metric named like one of vistkit's (or two of theirs alike): say both, not "a bug in vistkit"
+        raise InputError(
+            f"two metrics are named {cls.name!r}: {old.__module__}.{old.__qualname__} and "
+            f"{cls.__module__}.{cls.__qualname__}; give your own metric another name"
+        )
     _REGISTRY[cls.name] = cls
     return cls
 
