@@ -45,3 +45,25 @@ def private_cluster(env: dict[str, str], *, what: str = "a Ray cluster") -> Iter
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def private_engine(*, num_cpus: int, store_mb: int) -> Iterator[object]:
+    """A 2-worker `vistkit.engine.ray.RayEngine` on a private local cluster (``num_cpus`` logical CPUs, ``store_mb``
+    MB of object store; ``RAY_ADDRESS`` set aside meanwhile), closed afterwards; skipped without Ray."""
+    import os
+
+    ray = pytest.importorskip("ray")
+    from vistkit.engine.ray import RayEngine
+
+    if ray.is_initialized():
+        ray.shutdown()
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    eng = RayEngine(workers=2, init_options={"num_cpus": num_cpus, "object_store_memory": store_mb * 1024**2})
+    try:
+        yield eng
+    finally:
+        eng.close()
+        if saved is not None:
+            os.environ["RAY_ADDRESS"] = saved
+    assert not ray.is_initialized()

@@ -191,7 +191,7 @@ def test_two_metrics_of_one_name_are_still_refused(monkeypatch: pytest.MonkeyPat
     first = type("First", (), {"name": "probe-metric", "__module__": "probe_a"})
     second = type("Second", (), {"name": "probe-metric", "__module__": "probe_b"})
     base.register(first)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="two metrics are named 'probe-metric': probe_a.First and probe_b.Second"):
+    with pytest.raises(InputError, match=r"two metrics are named 'probe-metric': probe_a\.First and probe_b\.Second"):
         base.register(second)  # type: ignore[arg-type]
 
 

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ray_helpers import private_engine
 from test_engine import sharded  # what the Ray engine does, in this process: shard, score, merge
 
 from vistkit.data.story import Story, StorySet
@@ -532,20 +533,10 @@ def test_cli_unreachable_cluster_writes_nothing(no_ray_env: None, tmp_path: Any,
 # ------------------------------------------------------------------------------------------ on a cluster
 @pytest.fixture(scope="module")
 def engine() -> Iterator[Any]:
-    """One 2-worker engine on a private local cluster for the module (Ray takes seconds to start)."""
-    ray = pytest.importorskip("ray")
-    from vistkit.engine.ray import RayEngine
-
-    if ray.is_initialized():
-        ray.shutdown()
-    saved = os.environ.pop("RAY_ADDRESS", None)
-    # 3 logical CPUs: the two workers and, in the last test, a second engine's one
-    eng = RayEngine(workers=2, init_options={"num_cpus": 3, "object_store_memory": 150 * 1024**2})
-    yield eng
-    eng.close()
-    if saved is not None:
-        os.environ["RAY_ADDRESS"] = saved
-    assert not ray.is_initialized()
+    """One 2-worker engine on a private local cluster for the module (Ray takes seconds to start);
+    3 logical CPUs: the two workers and, in the last test, a second engine's one."""
+    with private_engine(num_cpus=3, store_mb=150) as eng:
+        yield eng
 
 
 @pytest.mark.ray

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from ray_helpers import private_engine
 
 from vistkit.data.story import Story, StorySet
 from vistkit.metrics.base import Item, Score, align, get_metric
@@ -150,18 +150,8 @@ def test_a_streamed_photo_metric_fills_the_photos_in_from_its_photo_map(fx: dict
 @pytest.fixture(scope="module")
 def engine() -> Iterator[Any]:
     """One 2-worker engine on a private local cluster for the module."""
-    ray = pytest.importorskip("ray")
-    from vistkit.engine.ray import RayEngine
-
-    if ray.is_initialized():
-        ray.shutdown()
-    saved = os.environ.pop("RAY_ADDRESS", None)
-    eng = RayEngine(workers=2, init_options={"num_cpus": 2, "object_store_memory": 100 * 1024**2})
-    yield eng
-    eng.close()
-    if saved is not None:
-        os.environ["RAY_ADDRESS"] = saved
-    assert not ray.is_initialized()
+    with private_engine(num_cpus=2, store_mb=100) as eng:
+        yield eng
 
 
 @pytest.mark.ray

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROGRESS_LINE
+from progress_helpers import FakeClock, fake_progress_clock, progress_lines
 
 from vistkit import progress
 from vistkit.cli import main
@@ -19,6 +20,11 @@ HYPS = [
     {"story_id": "s1", "text": "The family went to the park. They had a picnic. Everyone was happy."},
     {"story_id": "s2", "text": "We went to the beach. The water was cold. We swam anyway."},
 ]
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
+    yield from fake_progress_clock(monkeypatch)
 
 
 @pytest.fixture
@@ -68,31 +74,6 @@ def test_score_only_with_one_metric_or_a_list_stays_bare(hyp_file: Path, capsys:
 
 
 # ------------------------------------------------------------------ progress: an honest first ETA
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
-    fake = FakeClock()
-    monkeypatch.setattr(progress, "clock", fake)
-    monkeypatch.delenv("VISTKIT_QUIET", raising=False)
-    monkeypatch.setenv("VISTKIT_PROGRESS_INTERVAL", "10")
-    progress.set_quiet(False)
-    yield fake
-    progress.set_quiet("library")
-
-
-def _lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    out, err = capsys.readouterr()
-    assert out == ""
-    return err.splitlines()
-
-
 def _eta_seconds(line: str) -> int | None:
     found = re.search(r"ETA (\d+):(\d\d):(\d\d)\)$", line)
     if found is None:
@@ -111,17 +92,17 @@ def test_the_first_item_carrying_the_start_up_time_gives_no_absurd_eta(
     with progress.task("pairs", 15_015, unit="pairs") as t:
         clock.now += 10.3
         t.advance(1)  # the model loaded, the first pair scored
-        assert _lines(capsys) == ["pairs: scored 1/15,015 pairs (starting, 0:00:10)"]
+        assert progress_lines(capsys) == ["pairs: scored 1/15,015 pairs (starting, 0:00:10)"]
         for _ in range(10):  # ten seconds at 100 pairs a second
             clock.now += 1
             t.advance(100)
-        [line] = _lines(capsys)
+        [line] = progress_lines(capsys)
         assert PROGRESS_LINE.search(line), line
         assert line.startswith("pairs: scored 1,001/15,015 pairs (100.0/s, ETA ")
         assert _eta_seconds(line) == pytest.approx((15_015 - 1_001) / 100, abs=1)
         clock.now += 140.14
         t.update(15_015)
-    [final] = _lines(capsys)
+    [final] = progress_lines(capsys)
     assert final == "pairs: scored 15,015/15,015 pairs (93.6/s, 0:02:40)"  # the whole run, start-up included
 
 
@@ -131,7 +112,7 @@ def test_a_slow_loop_shows_its_rate_not_zero_per_second(clock: FakeClock, capsys
         for _ in range(2):
             clock.now += 40
             t.advance()
-        lines = _lines(capsys)
+        lines = progress_lines(capsys)
     assert lines[-1] == "bootstrap: drew 2/42 resamples (1.5/min, ETA 0:26:40)", lines
     assert all(PROGRESS_LINE.search(line) for line in lines), lines
     assert progress.format_line("x", "scored", 1, 9, "stories", 7200.0).endswith("(0.5/h, ETA 16:00:00)")
@@ -158,12 +139,12 @@ def test_a_task_that_ends_short_gives_its_time_not_an_eta(clock: FakeClock, caps
         clock.now += 5
         t.advance(500)
         raise KeyboardInterrupt
-    [line] = _lines(capsys)
+    [line] = progress_lines(capsys)
     assert line == "bertscore: scored 500/2,019 stories (100.0/s, stopped after 0:00:05)" and PROGRESS_LINE.search(line)
     with progress.task("bertscore", 2019) as t:
         clock.now += 5
         t.advance(2018)
-    [line] = _lines(capsys)
+    [line] = progress_lines(capsys)
     assert line == "bertscore: scored 2,018/2,019 stories (403.6/s, 0:00:05)" and PROGRESS_LINE.search(line)
 
 

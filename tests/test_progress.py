@@ -14,54 +14,35 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from progress_helpers import FakeClock, fake_progress_clock, progress_lines
 
 from vistkit import progress
 from vistkit.cli import main
 from vistkit.metrics.base import list_metrics
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
-    fake = FakeClock()
-    monkeypatch.setattr(progress, "clock", fake)
-    monkeypatch.delenv("VISTKIT_QUIET", raising=False)
-    monkeypatch.setenv("VISTKIT_PROGRESS_INTERVAL", "10")
-    progress.set_quiet(False)  # as the CLI does
-    yield fake
-    progress.set_quiet("library")
-
-
-def _lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    out, err = capsys.readouterr()
-    assert out == ""  # progress never touches stdout
-    return err.splitlines()
+    yield from fake_progress_clock(monkeypatch)
 
 
 def test_plain_lines_every_interval_with_rate_and_eta(clock: FakeClock, capsys: pytest.CaptureFixture[str]) -> None:
     with progress.task("bertscore", 2019) as t:
         clock.now += 5
         t.advance(100)  # 5 s: before the 10 s interval, nothing
-        assert _lines(capsys) == []
+        assert progress_lines(capsys) == []
         clock.now += 7
         t.advance(1100)  # 12 s, 1,200 done: 100/s, 819 left: ETA 8.19 s
-        assert _lines(capsys) == ["bertscore: scored 1,200/2,019 stories (100.0/s, ETA 0:00:08)"]
+        assert progress_lines(capsys) == ["bertscore: scored 1,200/2,019 stories (100.0/s, ETA 0:00:08)"]
         clock.now += 3
         t.advance(300)  # 3 s after the last line: nothing
-        assert _lines(capsys) == []
+        assert progress_lines(capsys) == []
         clock.now += 7.2
         t.update(2000)  # 22.2 s: 90.1/s, 19 left
-        assert _lines(capsys) == ["bertscore: scored 2,000/2,019 stories (90.1/s, ETA 0:00:00)"]
+        assert progress_lines(capsys) == ["bertscore: scored 2,000/2,019 stories (90.1/s, ETA 0:00:00)"]
         clock.now += 0.8
         t.update(2019)
-    assert _lines(capsys) == ["bertscore: scored 2,019/2,019 stories (87.8/s, 0:00:23)"]  # the final line
+    assert progress_lines(capsys) == ["bertscore: scored 2,019/2,019 stories (87.8/s, 0:00:23)"]  # the final line
 
 
 def test_a_short_task_prints_nothing_and_a_long_one_only_its_final_line(
@@ -70,11 +51,11 @@ def test_a_short_task_prints_nothing_and_a_long_one_only_its_final_line(
     with progress.task("bleu-4", 10) as t:
         clock.now += 1.5
         t.update(10)
-    assert _lines(capsys) == []  # under 2 s and no line before: silent
+    assert progress_lines(capsys) == []  # under 2 s and no line before: silent
     with progress.task("meteor-vist", 10) as t:
         clock.now += 3
         t.update(10)
-    assert _lines(capsys) == ["meteor-vist: scored 10/10 stories (3.3/s, 0:00:03)"]
+    assert progress_lines(capsys) == ["meteor-vist: scored 10/10 stories (3.3/s, 0:00:03)"]
 
 
 def test_quiet_and_env_silence_everything(
@@ -91,7 +72,7 @@ def test_quiet_and_env_silence_everything(
             for _ in range(5):
                 clock.now += 3
                 t.advance()
-        assert _lines(capsys) == []
+        assert progress_lines(capsys) == []
         assert progress.is_quiet()
 
 
@@ -145,7 +126,7 @@ def test_track_counts_every_element(clock: FakeClock, capsys: pytest.CaptureFixt
         clock.now += 1
         got.append(x)
     assert got == [0, 1, 2]
-    assert _lines(capsys) == [
+    assert progress_lines(capsys) == [
         "pairs: ranked 1/3 pairs (1.0/s, ETA 0:00:02)",
         "pairs: ranked 2/3 pairs (1.0/s, ETA 0:00:01)",
         "pairs: ranked 3/3 pairs (1.0/s, 0:00:03)",
@@ -220,11 +201,11 @@ def test_labelled_tasks_name_their_system(clock: FakeClock, capsys: pytest.Captu
     with progress.labelled("sysA"), progress.task("bertscore", 2) as t:
         clock.now += 4
         t.update(2)
-    assert _lines(capsys) == ["sysA: bertscore: scored 2/2 stories (0.5/s, 0:00:04)"]
+    assert progress_lines(capsys) == ["sysA: bertscore: scored 2/2 stories (0.5/s, 0:00:04)"]
     with progress.task("bertscore", 1) as t:  # the label does not outlive its block
         clock.now += 4
         t.update(1)
-    assert _lines(capsys) == ["bertscore: scored 1/1 stories (0.2/s, 0:00:04)"]
+    assert progress_lines(capsys) == ["bertscore: scored 1/1 stories (0.2/s, 0:00:04)"]
 
 
 def test_part_maps_an_inner_loop_onto_its_block(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
