@@ -203,7 +203,9 @@ def _check_against_jar(
     items, tests, gold = _pairs(hyps, refs, template, part)
     info = meteor_server().config(MeteorConfig(task="hter"))
     if os.environ.get("VISTKIT_METEOR_TABLE_CACHE") != "0":  # the compact table (cache built or mapped)
-        assert info.table_source in {"built", "mapped", "shared"}
+        # "parsed": another test process was building this venv's cache at that moment (a fresh clone's first
+        # run), so this helper read the gz meanwhile, as it should; the cache itself is tested below
+        assert info.table_source in {"built", "mapped", "shared", "parsed"}
     ours = meteor_server().pair_scores(MeteorConfig(task="hter"), tests, gold)
     theirs = jar.pair_scores(tests, gold)  # type: ignore[attr-defined]
     assert ours == theirs  # bit-identical doubles

@@ -82,7 +82,9 @@ def g(tmp_path: Path) -> dict[str, Path]:
         shutil.copyfile(FIX / name, out[key])
     out["machine"] = d / "machine.jsonl"
     out["machine"].write_text(
-        "".join(json.dumps({"story_id": f"r{i}", "text": t}) + "\n" for i, t in ((1, "a b"), (2, "x y z"))),
+        "".join(
+            json.dumps({"story_id": f"r{i}", "text": t}) + "\n" for i, t in ((1, "a b machine"), (2, "x y z machine"))
+        ),
         encoding="utf-8",
     )
     out["stories"] = d / "stories.jsonl"

@@ -309,3 +309,10 @@ def test_an_export_of_a_study_without_judgements_says_what_to_do(tmp_path: Path)
     made = make_study(tmp_path, annotators=1)
     with pytest.raises(InputError, match=r"no judgements to export yet: give annotators their links .*studio serve"):
         export(made.study, tmp_path / "out.csv", fmt="rankings")
+
+
+def test_a_line_of_punctuation_alone_is_no_sentence_of_its_own() -> None:
+    """"we \\n ." read as two sentences ("we." and "."), and with a copy of its sentence appended as prose again,
+    so the copy raised lm-fluency (a hypothesis example of tests/test_probes_lm_r13.py): a line needs a word."""
+    assert lines_as_sentences("we \n .") == "we \n ."
+    assert lines_as_sentences("We went\n...\nIt was fun") == "We went.\n...\nIt was fun."

@@ -155,7 +155,8 @@ def lines_as_sentences(text: str) -> str:
     'Our Day.\n\nWe went to the park with my family on a sunny day\nin July. It was fun'
     """
     lines = text.splitlines()
-    filled = [line.rstrip() for line in lines if line.strip()]
+    # lines with a word: a line of punctuation alone (" ." under "we") is no sentence of its own
+    filled = [line.rstrip() for line in lines if _ALNUM.search(line)]
     if len(filled) < 2:
         return text
     if not (
@@ -164,7 +165,8 @@ def lines_as_sentences(text: str) -> str:
         or _wrapped_by_case(filled)
     ):
         return "\n".join(
-            line.rstrip() + "." if line.strip() and not _LINE_END.search(line.rstrip()) else line for line in lines
+            line.rstrip() + "." if _ALNUM.search(line) and not _LINE_END.search(line.rstrip()) else line
+            for line in lines
         )
     # prose: a paragraph still ends a sentence (a title above the story is not the start of its first sentence)
     last = max(i for i, line in enumerate(lines) if line.strip())
