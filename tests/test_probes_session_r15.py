@@ -316,3 +316,28 @@ def test_a_line_of_punctuation_alone_is_no_sentence_of_its_own() -> None:
     so the copy raised lm-fluency (a hypothesis example of tests/test_probes_lm_r13.py): a line needs a word."""
     assert lines_as_sentences("we \n .") == "we \n ."
     assert lines_as_sentences("We went\n...\nIt was fun") == "We went.\n...\nIt was fun."
+
+
+def test_build_pairs_to_standard_output_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`meta build-pairs -o -` said "wrote 2 pairs to -"."""
+    import json
+
+    from vistkit.cli import main
+
+    refs = REPO / "tests" / "fixtures" / "meta" / "references_small.jsonl"
+    machine = tmp_path / "m.jsonl"
+    machine.write_text(json.dumps({"story_id": "r1", "text": "a b machine"}) + "\n", encoding="utf-8")
+    assert main(["meta", "build-pairs", "-r", str(refs), "--machine", f"m={machine}", "-o", "-"]) == 0
+    err = capsys.readouterr().err
+    assert "pairs to standard output" in err and "to -" not in err, err
+
+
+def test_a_relative_vistkit_cache_is_taken_from_where_the_command_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vistkit.models import runtime
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VISTKIT_CACHE", "relcache")
+    monkeypatch.setattr(runtime, "_CACHE_DIRS", {})
+    assert runtime.default_cache_dir() == tmp_path / "relcache"

@@ -145,7 +145,7 @@ def _choose_cache_dir() -> Path:
 
     explicit = os.environ.get("VISTKIT_CACHE", "").strip()
     if explicit:
-        folder = Path(explicit).expanduser()
+        folder = Path(os.path.abspath(Path(explicit).expanduser()))  # relative: where the command was started
         if folder.is_dir():  # the user's choice, also when read-only (a cache prepared once and shared): kept
             return folder
         why = folder_problem(folder)

@@ -186,8 +186,8 @@ def _warn_left_out(by_system: Mapping[str, Mapping[str, Any]], shared: set[str],
     first_name, first_keys = next(iter(left.items()))
     message = (
         f"{counts} {'was' if sum(map(len, left.values())) == 1 else 'were'} left out because not every system has "
-        f"their {what} key (first: {first_keys[0]!a} of {first_name}); the study is made from the {len(shared):,} "
-        "keys all systems share"
+        f"their {what} key (first: {first_keys[0]!a} of {first_name}); the study's items are drawn from the "
+        f"{len(shared):,} keys all systems share"
     )
     nfc: dict[str, list[tuple[str, str]]] = {}
     for name, keys in left.items():

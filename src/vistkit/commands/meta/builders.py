@@ -62,7 +62,7 @@ def build_pairs_cmd(
         pairs += build_reference_pairs(refs, [m], key=keys.get(name, "story"), limit=limit)
     write_pairs(pairs, output)
     emit(
-        f"wrote {len(pairs)} pairs to {output} (label is a proxy: the human story is assumed better)",
+        f"wrote {len(pairs)} pairs to {_where(output)} (label is a proxy: the human story is assumed better)",
         to_stderr=is_standard_output(output),
     )
 
@@ -94,10 +94,15 @@ def rankings_to_pairs_cmd(
             "task has one story), so there is no pair with a human preference to write"
         )
     write_pairs(pairs, output)
-    emit(f"wrote {len(pairs)} pairs to {output}", to_stderr=is_standard_output(output))
+    emit(f"wrote {len(pairs)} pairs to {_where(output)}", to_stderr=is_standard_output(output))
     tied = sum(1 for p in pairs if p.meta.get("ties", "0") != "0")
     if tied:
         note(
             f"note: in {tied} of {len(pairs)} pairs some workers gave both stories the same rank; a tie counts for "
             "neither side of the agreement"
         )
+
+
+def _where(output: str | Path) -> str:
+    """An output as a message names it: ``-`` is standard output."""
+    return "standard output" if str(output) == "-" else str(output)
