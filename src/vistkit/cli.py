@@ -251,20 +251,15 @@ def _asks_for_help(args: list[str]) -> bool:
 
 
 def _user_code(exc: BaseException) -> str | None:
-    """``FILE:LINE`` of the innermost traceback frame in code that is neither vistkit's, Python's nor an installed
-    package's (a user's own metric module), or None: an error raised there is no bug in vistkit."""
-    import sysconfig
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    installed = {os.path.abspath(p) for key in ("stdlib", "platstdlib", "purelib", "platlib")
-                 if (p := sysconfig.get_paths().get(key))}
+    """``FILE:LINE`` of the innermost traceback frame in a module that registered a metric of its own (a user's
+    metric, `vistkit.metrics.base.register`), or None: an error raised there is no bug in vistkit."""
+    base = sys.modules.get("vistkit.metrics.base")
+    registry = getattr(base, "_REGISTRY", {}) if base is not None else {}
+    theirs = {cls.__module__ for cls in registry.values() if not cls.__module__.startswith("vistkit.")}
     tb, found = exc.__traceback__, None
     while tb is not None:
-        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if not path.startswith(here + os.sep) and not path.startswith("<") and not any(
-            path.startswith(p + os.sep) for p in installed
-        ):
-            found = f"{path}:{tb.tb_lineno}"
+        if tb.tb_frame.f_globals.get("__name__") in theirs:
+            found = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
 

@@ -138,14 +138,18 @@ _LINE_GOES_ON = re.compile(
 
 
 def lines_as_sentences(text: str) -> str:
-    r"""A story written one sentence per line: each line ends a sentence (a period added where it has no end
-    punctuation). Only where every sentence end is at a line end, no line but the last ends with a comma, colon,
-    semicolon, dash or a word that cannot end a sentence ("the", "and", "our"), and no line starts in lower case
-    where another starts with a capital: prose wrapped at a line width has sentence ends inside its lines, or lines
-    that go on in the next one, and only its paragraphs end a sentence (a line before a blank line: a title).
+    r"""A story written one sentence per line reads as its sentences: a line break ends a sentence (a period is added)
+    where the line before it has a word, no end punctuation, no sentence end inside it and does not go on (a
+    trailing comma, colon, semicolon, dash or a word such as "the", "and", "our"), and the next line does not start
+    in lower case (a capital, a digit or a placeholder; so in lower-case text only a paragraph ends a sentence: case
+    is the one cue to wrapping) or comes after a blank line
+    (a paragraph: a title above the story is not the start of its first sentence). Prose wrapped at a line width has
+    sentence ends inside its lines, or lines that go on in the next one or in lower case, and stays as it is.
 
-    Both sentence splitters (the ranker's word splitter and the LM's Punkt) read a line break as a space, so five
-    sentences on five lines without periods were one run-on sentence (u moved by -1.5 to +2.6 on VIST val stories).
+    Each break is decided by the line before it and the start of the next, so appending a sentence (a copy of one)
+    never changes how the lines before it read. Both sentence splitters (the ranker's word splitter and the LM's
+    Punkt) read a line break as a space: five sentences on five lines without periods were one run-on sentence
+    (u moved by -1.5 to +2.6 on VIST val stories).
 
     >>> lines_as_sentences("We went to the park\nIt was fun!\n\nThe dog ran")
     'We went to the park.\nIt was fun!\n\nThe dog ran.'
@@ -154,45 +158,39 @@ def lines_as_sentences(text: str) -> str:
     >>> lines_as_sentences("Our Day\n\nWe went to the park with my family on a sunny day\nin July. It was fun")
     'Our Day.\n\nWe went to the park with my family on a sunny day\nin July. It was fun'
     """
+    if "\n" not in text and "\r" not in text and not any(ch in text for ch in "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        return text
     lines = text.splitlines()
-    # lines with a word: a line of punctuation alone (" ." under "we") is no sentence of its own
-    filled = [line.rstrip() for line in lines if _ALNUM.search(line)]
-    if len(filled) < 2:
+    if len(lines) < 2:
         return text
-    if not (
-        any(_LINE_GOES_ON.search(line) for line in filled[:-1])
-        or any(_END_INSIDE_LINE.search(line) for line in filled)
-        or _wrapped_by_case(filled)
-    ):
-        return "\n".join(
-            line.rstrip() + "." if _ALNUM.search(line) and not _LINE_END.search(line.rstrip()) else line
-            for line in lines
-        )
-    # prose: a paragraph still ends a sentence (a title above the story is not the start of its first sentence)
-    last = max(i for i, line in enumerate(lines) if line.strip())
-    ends = [
-        i
-        for i, line in enumerate(lines[:last])
-        if line.strip()
-        and not lines[i + 1].strip()
-        and not _LINE_END.search(line.rstrip())
-        and not _LINE_GOES_ON.search(line.rstrip())
-    ]
-    if not ends:
-        return text
-    for i in ends:
-        lines[i] = lines[i].rstrip() + "."
-    return "\n".join(lines)
+    starts = [_line_start(line) for line in lines]
+    out = list(lines)
+    for i, line in enumerate(lines[:-1]):
+        line = line.rstrip()
+        if not _ALNUM.search(line) or _LINE_END.search(line) or _LINE_GOES_ON.search(line):
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].strip():
+            j += 1
+        if j == len(lines) or not starts[j]:  # the text's last words, or a line of punctuation alone next
+            continue
+        if j == i + 1 and (_END_INSIDE_LINE.search(line) or starts[j].islower()):
+            continue  # wrapped prose: a sentence end inside the line, or the next line goes on in lower case
+        out[i] = line + "."
+    # the last line ends its sentence too when the line before it ended one (a story written one sentence per line)
+    words = [k for k, line in enumerate(out) if _ALNUM.search(line)]
+    if len(words) >= 2:
+        last, before = out[words[-1]].rstrip(), out[words[-2]].rstrip()
+        ended = _LINE_END.search(before) and not _END_INSIDE_LINE.search(last)
+        if ended and not _LINE_END.search(last) and not _LINE_GOES_ON.search(last):
+            out[words[-1]] = last + "."
+    return "\n".join(out) if out != lines else text
 
 
-def _wrapped_by_case(lines: list[str]) -> bool:
-    """Whether a line starts in lower case where another starts with a capital: it goes on from the line before
-    (placeholders and digits count as neither case)."""
-    starts = []
-    for line in lines:
-        found = _ALNUM.search(PLACEHOLDER.sub("0", line) if "[" in line else line)
-        starts.append(found.group() if found else "")
-    return any(ch.isupper() for ch in starts) and any(ch.islower() for ch in starts[1:])
+def _line_start(line: str) -> str:
+    """The first letter or digit of a line ("" for none); a placeholder counts as neither case ("0")."""
+    found = _ALNUM.search(PLACEHOLDER.sub("0", line) if "[" in line else line)
+    return found.group() if found else ""
 
 
 def unshouted(text: str) -> str:
