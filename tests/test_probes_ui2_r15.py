@@ -51,9 +51,11 @@ def test_back_after_several_answers_leaves_the_study(task: str, tmp_path: Path) 
         total = page.locator("#progress").inner_text().split(" of ")[1]
         for n in range(1, 4):
             change_answer(page, task)
-            page.locator("#submit").click()
-            page.wait_for_url(f"{link}?saved=1")
-            assert page.locator("#progress").inner_text() == f"Task {n + 1} of {total}"
+            # from the second task on the next address is the one already shown (?saved=1): wait for the
+            # navigation itself, not for an address that already matches
+            with page.expect_navigation(url=f"{link}?saved=1", timeout=60_000):
+                page.locator("#submit").click()
+            page.locator("#progress").filter(has_text=f"Task {n + 1} of {total}").wait_for(timeout=30_000)
         assert page.locator("#saved").count() == 1
         page.go_back()
         page.wait_for_url(f"{base}/healthz")
