@@ -6,24 +6,13 @@ relatedness and the LM's coherence read as easy; bulleted lines ("- We went ..."
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from ranker_helpers import PLAIN, REPO, SENTENCES, VAL
 
 from vistkit.metrics.base import get_metric
 
-REPO = Path(__file__).resolve().parents[1]
-VAL = REPO.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
-
-SENTENCES = [
-    "We went to the park with our dog.",
-    "It was a sunny day and the grass was green.",
-    "The dog ran after a red ball.",
-    "We ate sandwiches under a big tree.",
-    "Then we drove home tired.",
-]
-PLAIN = " ".join(SENTENCES)
 LISTS = {
     "numbered inline": " ".join(f"{i}. {s}" for i, s in enumerate(SENTENCES, 1)),
     "numbered lines": "\n".join(f"{i}. {s}" for i, s in enumerate(SENTENCES, 1)),

@@ -7,25 +7,14 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
+from ranker_helpers import PLAIN, REPO, SENTENCES, VAL
 
 from vistkit.metrics.base import get_metric
 from vistkit.text.detokenize import lines_as_sentences, readable_text, unshouted, without_html, without_markdown
 
-REPO = Path(__file__).resolve().parents[1]
-VAL = REPO.parent / "shared" / "data" / "vist-11777-baselines" / "arel_reference" / "val_reference.json"
-
-SENTENCES = [
-    "We went to the park with our dog.",
-    "It was a sunny day and the grass was green.",
-    "The dog ran after a red ball.",
-    "We ate sandwiches under a big tree.",
-    "Then we drove home tired.",
-]
-PLAIN = " ".join(SENTENCES)
 TOP, BOTTOM = " ".join(SENTENCES[:2]), " ".join(SENTENCES[2:])
 #: each form and the plain text it must score as, feature by feature
 FORMS = {
