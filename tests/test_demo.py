@@ -40,6 +40,8 @@ def test_demo_scores_every_offline_metric_and_the_distance(
     for name in DEMO_METRICS:
         assert f"{name}: {name}|" in out  # its signature line
     assert "dHM, human vs LLaVA" in out and "rovist-nr (human)" in out
+    # vistkit's own ranker is shown with what is known of it: v2's agreement with people is not measured yet
+    assert "how far its v2 agrees with people is not known yet" in out
     # mixed scales say so: each metric's declared range beside its score
     assert re.search(r"│ sacrebleu\s+│\s+[\d.]+ │ 0-100\s+│", out)
     assert re.search(r"│ bleu-4\s+│\s+[\d.e-]+ │ 0-1\s+│", out)  # 8.1e-07: no shared 4-gram, not 0.0000

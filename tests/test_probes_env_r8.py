@@ -702,8 +702,11 @@ def test_a_file_size_limit_is_not_called_a_full_disk(tmp_path: Path) -> None:
     hyps = tmp_path / "h.jsonl"
     hyps.write_text("".join(f'{{"story_id": "s{i}", "text": "we went to the park {i} ."}}\n' for i in range(300)),
                     encoding="utf-8")  # fmt: skip
+    refs = tmp_path / "r.jsonl"  # other texts: stories scored against themselves are warned about
+    refs.write_text("".join(f'{{"story_id": "s{i}", "text": "we went to the beach {i} ."}}\n' for i in range(300)),
+                    encoding="utf-8")  # fmt: skip
     out = tmp_path / "items.csv"
-    args = [*VISTKIT, "score", str(hyps), "--references", str(hyps), "-m", "sacrebleu", "--per-item", str(out)]
+    args = [*VISTKIT, "score", str(hyps), "--references", str(refs), "-m", "sacrebleu", "--per-item", str(out)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
                           preexec_fn=_limited(resource.RLIMIT_FSIZE, 2048))  # type: ignore[arg-type]  # fmt: skip
     assert proc.returncode == 1
@@ -711,4 +714,4 @@ def test_a_file_size_limit_is_not_called_a_full_disk(tmp_path: Path) -> None:
         f"error: cannot write {out}: it grew past the largest file this process may write (ulimit -f) or its file "
         "system holds; raise the limit, or write the output to another disk"
     ]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.jsonl"]  # no half file, no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.jsonl", "r.jsonl"]  # no half file, no temporary left

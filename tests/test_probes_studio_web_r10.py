@@ -161,7 +161,7 @@ class StrictPage(HTMLParser):
                 self.urls.append((tag, k, v or ""))
         if tag == "script":
             self.in_script = True
-            if dict(attrs).get("src") != "/static/studio.js":
+            if not re.fullmatch(r"/static/studio\.js\?v=[0-9a-f]{12}", dict(attrs).get("src") or ""):
                 self.problems.append(f"<script {attrs!r}>")
 
     def handle_endtag(self, tag: str) -> None:

@@ -54,7 +54,7 @@ def test_a_ranking_cannot_be_made_without_javascript_and_is_not_stored_as_shown(
         assert "Not saved" in page.content()
         # the script did not load (a dropped connection, a filter): the same notice, and the same refusal
         page = _page(browser)
-        page.route("**/static/studio.js", lambda route: route.abort())
+        page.route("**/static/studio.js*", lambda route: route.abort())
         page.goto(f"{base}/a/{token}")
         assert page.locator("#needs-script").is_visible() and page.locator("#ranking").input_value() == ""
         # with JavaScript the untouched order is sent as before (the annotator saw it and agreed)

@@ -271,7 +271,7 @@ LIMIT_ROWS = [
         f"declare {DECLARED_RATIO} times the weights its files hold (above 2^28); checked before reading",
         "-",
     ],
-    ["CSV cell", "131,072 characters (Python's csv limit)", "-"],
+    ["CSV cell", "as long as a line (the 'JSONL and CSV lines' row)", f"{STORY_CHARS_ENV}=<characters>"],
     [
         "JSONL and CSV lines",
         f"{LINE_CHARS_FLOOR // MiB} Mi characters per line (or 16 per story character, if more); at most "

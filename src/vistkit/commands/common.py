@@ -168,7 +168,8 @@ def warn_ignored(flags: list[str], applies_to: str) -> None:
 def read_references(
     references: str | Path | None, ref_format: str | None, *, system: str | None = None
 ) -> StorySet | None:
-    """The ``--references`` stories, or None; a ``--ref-format`` without references is a warning, not silence."""
+    """The ``--references`` stories (``FILE:FIELD`` reads a storylet field: `story_file`), or None; a
+    ``--ref-format`` without references is a warning, not silence."""
     from vistkit.data.readers import read_stories
     from vistkit.errors import warn
 
@@ -176,7 +177,27 @@ def read_references(
         if ref_format is not None:
             warn("--ref-format is ignored: no --references given")
         return None
-    return read_stories(references, format=ref_format, system=system)
+    path, field = story_file(references)
+    return read_stories(path, format=ref_format, system=system, field=field)
+
+
+def story_file(path: str | Path, field: str | None = None, *, flag: str | None = None) -> tuple[str | Path, str | None]:
+    """A story file argument and the storylet field to read: ``FILE:FIELD`` (``PR_VIST.json.zip:predicted_story``,
+    as `meta` and `studio` read it: `vistkit.data.readers.split_field`) gives its own field, any other path
+    ``field`` (the ``flag`` option's value, e.g. ``--hyp-field``; ``text`` is its default). ``flag``: a
+    ``FILE:FIELD`` beside that option naming another field is refused (the verb reads one file)."""
+    from vistkit.data.readers import split_field
+    from vistkit.errors import InputError
+
+    name, own = split_field(str(path), default="")
+    if not own:
+        return path, field
+    if flag is not None and field not in (None, "text", own):
+        raise InputError(
+            f"{name}:{own} names the field {own!r} and {flag} {field!r} another; give the field once (FILE:FIELD or "
+            f"{flag})"
+        )
+    return name, own
 
 
 def parse_metric_names(value: str | list[str]) -> list[str]:

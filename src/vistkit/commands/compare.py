@@ -44,6 +44,7 @@ from vistkit.commands.common import (
     open_engine,
     parse_metric_selection,
     read_references,
+    story_file,
     warn_few_resamples,
     writes_output,
 )
@@ -69,11 +70,15 @@ _FORMAT_EXTENSIONS = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".gz", ".bz2", 
 
 
 def _long_stem(path: Path) -> str:
-    """A file's name without its format's extensions (``glacnet.beam5.json.gz`` -> ``glacnet.beam5``)."""
-    name = path.name
+    """A file's name without its format's extensions (``glacnet.beam5.json.gz`` -> ``glacnet.beam5``), a storylet
+    field kept (``PR_VIST.json.zip:predicted_story`` -> ``PR_VIST:predicted_story``)."""
+    from vistkit.data.readers import split_field
+
+    file, field = split_field(str(path), default="")
+    name = Path(file).name
     while (ext := Path(name).suffix.lower()) in _FORMAT_EXTENSIONS and ext and len(name) > len(ext):
         name = name[: -len(ext)]
-    return name
+    return f"{name}:{field}" if field else name
 
 
 def _colliding(labels: dict[str, str]) -> list[list[str]]:
@@ -505,6 +510,12 @@ def compare(
     from vistkit.scores.stats import compare_scores
 
     if len(systems) < 2:
+        folders = [p for p in systems if str(p) != "-" and Path(p).is_dir()]
+        if folders:  # `compare outputs/`: the files in it were meant
+            raise InputError(
+                f"{folders[0]} is a folder, and compare reads one system per file; give the system files in it "
+                f"({os.path.join(folders[0], '*')})"
+            )
         raise InputError("compare needs at least two system files")
     metric_names = parse_metric_selection(metrics)
     if not metric_names:
@@ -525,7 +536,8 @@ def compare(
     seqs = read_template(template) if template is not None else None
     stories: dict[str, StorySet] = {}
     for label, path in zip(labels, systems, strict=True):
-        stories[label] = read_stories(path, format=hyp_format, field=hyp_field)
+        source, field = story_file(path, hyp_field)  # FILE:FIELD: this system's own storylet field
+        stories[label] = read_stories(source, format=hyp_format, field=field)
     defaults = {label: hyps.default_keying() for label, hyps in stories.items()}
     keyed_by_file = any(cls.default_keying is None for cls, _ in plans)  # not meteor-vist-album, clipscore ...
     if key is None and keyed_by_file and len(set(defaults.values())) > 1:  # items would be paired across keys

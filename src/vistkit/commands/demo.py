@@ -68,6 +68,11 @@ def demo() -> None:
             skipped.append(f"{name}: {memory}")
     if results:
         echo(render_scores(results, OutputFormat.TEXT))
+        if any(r.metric == "story-ranker" for r in results):
+            echo(
+                "story-ranker is vistkit's own learned ranker: how far its v2 agrees with people is not known yet "
+                "(no held-out number has been measured; docs/models/story-ranker-v2.md)."
+            )
     for line in skipped:
         note(f"skipped {line}")
     _demo_distance(human, llava)

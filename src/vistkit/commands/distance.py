@@ -149,26 +149,51 @@ def warn_mixed_metrics(
         )
 
 
+def warn_one_column_twice(human: Path, model: Path, *, columns: dict[str, str | None]) -> None:
+    """Warn when a per-item CSV's one column is read for two dimensions (``--c-metric rovist-nr`` beside R's
+    default column ``rovist-nr``, or one name given twice): dHM then averages that column's distance twice, and the
+    two dimensions' distances are one number (as `vistkit.scores.dhm` warns from stories)."""
+    from vistkit.errors import warn
+    from vistkit.scores.distance import DIMENSIONS, is_per_item_csv, per_item_header, resolve_columns
+
+    said: set[str] = set()
+    for path in dict.fromkeys((human, model)):
+        if not is_per_item_csv(path):
+            continue
+        chosen = resolve_columns(per_item_header(path)[1:], columns, where=str(path))
+        for column in dict.fromkeys(chosen.values()):
+            dims = [d for d in DIMENSIONS if chosen[d] == column]
+            if len(dims) < 2 or column in said:
+                continue
+            said.add(column)
+            flags = ", ".join(f"--{d.lower()}-metric" for d in DIMENSIONS)
+            warn(
+                f"the column {column!r} of {path} is read for both {' and '.join(dims)}, so dHM counts one score "
+                f"twice; name each dimension's own column ({flags})"
+            )
+
+
 def warn_same_sources(
     human: Path | None,
     model: Path | None,
     tables: tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]] | None = None,
-) -> None:
+) -> bool:
     """Warn when --human and --model name one per-item CSV or one dHM prefix's files (under one name or two, or
     through a link), or, given the two ``tables``, when they give every story they share the same G, C and R (a
-    copy of one file): dHM is then 0 by construction, which says nothing about the model."""
+    copy of one file): dHM is then 0 by construction, which says nothing about the model. Returns whether it
+    warned."""
     from vistkit.errors import warn
     from vistkit.scores.distance import is_per_item_csv, same_score_source
 
     if human is None or model is None:
-        return
+        return False
     if same_score_source(human, model):
         what = "the same scores" if is_per_item_csv(human) else "the same G, C and R files"
         warn(
             f"--human {human} and --model {model} hold {what}, so dHM is 0 by construction: give the model's "
             "scores to --model"
         )
-        return
+        return True
     if tables is not None:
         h, m = tables
         shared = h.keys() & m.keys()
@@ -177,6 +202,8 @@ def warn_same_sources(
                 f"--human {human} and --model {model} give all {len(shared):,} stories they share the same G, C "
                 "and R, so dHM is 0 by construction: check that --model holds the model's scores"
             )
+            return True
+    return False
 
 
 def signature_lines(signatures: dict[str, dict[str, str]]) -> list[str]:
@@ -412,10 +439,12 @@ def _distance(
         return
     columns = {"G": g_metric, "C": c_metric, "R": r_metric}
     h, m, use_tanh = load_tables(human, model, columns=columns, tanh_g=tanh_g)
-    warn_same_sources(human, model, (h, m))
+    zero = warn_same_sources(human, model, (h, m))
     signatures = table_signatures(human, model, columns=columns)
     if human is not None and model is not None:  # load_tables refuses a missing side
         warn_mixed_metrics(human, model, columns=columns, signatures=signatures)
+        if not zero:  # (a dHM that is 0 by construction needs no second warning)
+            warn_one_column_twice(human, model, columns=columns)
     result = dhm_distance(h, m, tanh_g=use_tanh)
     caption = (
         f"G: {'tanh of the raw score' if use_tanh else 'as given'}; {result.n} stories scored in all six "
@@ -469,7 +498,7 @@ def _check_stories_mode(
     """Everything `vistkit distance --human-stories/--model-stories` can refuse without a model: the files
     given, the dimensions, each metric and its options, both story files read and sharing a story id. Returns
     the metric name and options of each dimension, and the human and model stories."""
-    from vistkit.commands.common import check_engine
+    from vistkit.commands.common import check_engine, story_file
     from vistkit.commands.score import parse_metric_options, plan_metrics, warn_unused_options
     from vistkit.data.readers import read_stories
     from vistkit.metrics.base import get_metric_class
@@ -497,8 +526,9 @@ def _check_stories_mode(
                 f"reference-free metric for --{d.lower()}-metric (`vistkit metrics` says what each needs)"
             )
         plan_metrics([names[d]], shared, {names[d]: options[d]}, local=engine == "local")
-    h = read_stories(human_stories, system="human")
-    m = read_stories(model_stories, system="model")
+    (h_path, h_field), (m_path, m_field) = story_file(human_stories), story_file(model_stories)  # FILE:FIELD
+    h = read_stories(h_path, system="human", field=h_field)
+    m = read_stories(m_path, system="model", field=m_field)
     if not {s.story_id for s in h} & {s.story_id for s in m}:
         raise InputError("the human and model story files share no story id (dHM matches stories by id)")
     return names, options, h, m

@@ -183,8 +183,9 @@ def _lm_signature(model: str, path: Path) -> str:
     tokenizer files besides the weights (`vistkit.models.lm.folder_fingerprint`), so it differs from
     ``fingerprint``."""
     from vistkit.models.lm import folder_fingerprint
+    from vistkit.models.resolve import user_path
 
-    label = path.name if Path(model).expanduser().exists() else model  # a hub id is signed by its id
+    label = path.name if user_path(model).exists() else model  # a hub id is signed by its id
     return f"{label}@{folder_fingerprint(path)[:12]}"
 
 

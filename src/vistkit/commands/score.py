@@ -34,6 +34,7 @@ from vistkit.commands.common import (
     open_engine,
     parse_metric_selection,
     read_references,
+    story_file,
     warn_few_resamples,
     warn_ignored,
     writes_output,
@@ -335,6 +336,8 @@ def check_inputs(
     """Refuse inputs a planned metric would refuse once built (no references, no key shared with them, a story
     of the template missing: `Metric.check_inputs`), before any model loads. ``skipped`` (``--metrics all``): such
     a metric is left out with its reason there instead; the plans that can score these inputs are returned."""
+    if template is not None:
+        require_template_stories(hypotheses, template, key=key)
     kept: list[Plan] = []
     outcome: dict[tuple[bool, Any], str | None] = {}  # metrics that align alike fail alike
     for cls, opts in plans:
@@ -367,6 +370,68 @@ def check_inputs(
             continue
         kept.append((cls, opts))
     return kept
+
+
+def warn_own_references(
+    plans: list[Plan],
+    hypotheses: StorySet,
+    references: StorySet | None,
+    *,
+    key: Keying | None,
+    reference_absent: bool,
+    label: str | None = None,
+) -> None:
+    """Warn when every story that meets a reference is, word for word, one of its own references (the references
+    file given as the stories too, or a copy of it): each reference-based score is then its metric's best (BLEU
+    100), which says nothing about the stories. ``--reference-absent`` is the way to score human stories against
+    the others of their key, so it draws no warning; nor does a run whose metrics read no references. (`compare`
+    does not warn: a system that is the references is a known upper bound beside the others.)"""
+    if references is None or reference_absent or not any(cls.needs_references for cls, _ in plans):
+        return
+    import unicodedata
+
+    from vistkit.errors import warn
+
+    keying = key or hypotheses.default_keying()
+    try:
+        hyps, refs = hypotheses.by_key(keying), references.group(keying)
+    except VistkitError:  # (the metrics say what is wrong with the keys)
+        return
+
+    def words(text: str) -> str:
+        return unicodedata.normalize("NFC", " ".join(text.split()))
+
+    shared = [k for k in hyps if k in refs]
+    if not shared or not all(any(words(hyps[k].text) == words(r.text) for r in refs[k]) for k in shared):
+        return
+    name = label or hypotheses.source or "the stories"
+    warn(
+        f"every story of {name} that has references is also one of its own references (the same text in "
+        f"--references {references.source or ''}".rstrip()
+        + "), so each reference-based score is its metric's best and says nothing about the stories: give the "
+        "model's stories, or add --reference-absent to score human stories against the other stories of their key"
+    )
+
+
+def require_template_stories(hypotheses: StorySet, template: list[str], *, key: Keying | None) -> None:
+    """`InputError` when some photo sequences of the challenge template have no story in ``hypotheses``, whatever
+    the metrics: a metric with references refused it, a reference-free one scored the rest without a word. A
+    template none of whose sequences is a key of the stories is left to the metrics (they say how each side is
+    keyed)."""
+    keying = key or hypotheses.default_keying()
+    try:
+        keys = hypotheses.by_key(keying)
+    except VistkitError:  # (stories sharing a key: the metrics say so)
+        return
+    wanted = list(dict.fromkeys(template))
+    missing = [k for k in wanted if k not in keys]
+    if missing and len(missing) < len(wanted):
+        verb = "is" if len(missing) == 1 else "are"
+        raise InputError(
+            f"{len(missing):,} of the template's {len(wanted):,} photo sequences {verb} missing from the stories "
+            f"(e.g. {missing[0]}): --template requires a story for each, as the challenge did; add them, or leave out "
+            "--template to score only the stories given"
+        )
 
 
 DEFAULT_RESAMPLES = 1000
@@ -734,7 +799,8 @@ def score(
         )
     else:
         plans = plan_metrics(names, shared, per_metric, local=engine == "local")
-    hyps = read_stories(hypotheses, format=hyp_format, field=hyp_field)
+    path, field = story_file(hypotheses, hyp_field, flag="--hyp-field")
+    hyps = read_stories(path, format=hyp_format, field=field)
     refs = read_references(references, ref_format)
     seqs = read_template(template) if template is not None else None
     plans = check_inputs(plans, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped)
@@ -745,6 +811,8 @@ def score(
         results = score_all(
             built, hyps, refs, key=key, template=seqs, reference_absent=reference_absent, skipped=skipped
         )
+    # said once the scores are there (an option or environment error is the one line an error needs)
+    warn_own_references(plans, hyps, refs, key=key, reference_absent=reference_absent)
     for name, why in (skipped or {}).items():
         note(f"skipped {name}: {why}")
     if not results:

@@ -66,6 +66,19 @@ def _mlm_texts(path: Path) -> list[str]:
     return texts
 
 
+def _warn_proxy_labels(pairs: list[Any], consequence: str) -> None:
+    """Warn when pairs carry a PROXY label (`meta build-pairs`: "the human story is better", an assumption that its
+    ``label_source`` column names) rather than people's rankings; `meta pairs` says so, `vrank` said nothing."""
+    from vistkit.errors import warn
+
+    proxy = sum(1 for p in pairs if p.meta.get("label", "").startswith("proxy"))
+    if proxy:
+        warn(
+            f"{proxy:,} of {len(pairs):,} pairs carry a PROXY label (`meta build-pairs`: the human story is assumed "
+            f"better), not a human judgement; {consequence}"
+        )
+
+
 @vrank_app.command("train")
 @writes_output(out="model")
 def train_cmd(
@@ -135,6 +148,7 @@ def train_cmd(
     if (out / META_FILE).exists() and not force:
         raise InputError(f"{out} already holds a model; pass --force to overwrite it or choose another --output")
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
+    _warn_proxy_labels(pairs, "the model learns that assumption, not what people prefer")
     check_target(pairs, settings.target)  # --target normalised needs every pair's N: before the MLM stories load
     texts = _mlm_texts(mlm_stories) if mlm_stories is not None else None
     check_device_here(device)  # a cuda/mps device this machine lacks: before the encoder loads (torch only then)
@@ -215,6 +229,8 @@ def predict_cmd(
         )
     set_threads(threads)
     pairs = read_pairs(pairs_csv, label_sign=label_sign)
+    if output is not None:  # the accuracy is then against that assumption
+        _warn_proxy_labels(pairs, "the accuracy is how often the model prefers the human story")
     check_device_here(device)  # a cuda/mps device this machine lacks: before the model loads (torch only then)
     vr = load_vrank(model, device=device, batch_size=batch_size)
     t1, t2 = [p.text_1 for p in pairs], [p.text_2 for p in pairs]

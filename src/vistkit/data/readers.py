@@ -30,6 +30,7 @@ import csv
 import errno
 import gzip
 import io
+import itertools
 import json
 import os
 import re
@@ -72,8 +73,9 @@ def shown_names(names: Iterable[str], *, limit: int = 12, none: str = "none") ->
 
 def input_path(path: Any, what: str = "a file") -> str:
     """``path`` (a ``str``, a `pathlib.Path` or any ``os.PathLike``; bytes are decoded as the file system does) as
-    text, or one `InputError` naming what is accepted: another type (an int, None, a list of paths, stories
-    themselves), an empty path, or a path no file can have (a NUL character, a lone UTF-16 surrogate)."""
+    text with a leading ``~`` expanded, or one `InputError` naming what is accepted: another type (an int, None, a
+    list of paths, stories themselves), an empty path, or a path no file can have (a NUL character, a lone UTF-16
+    surrogate)."""
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if isinstance(path, bytes):
@@ -98,6 +100,8 @@ def input_path(path: Any, what: str = "a file") -> str:
             f"the path {path!r:.80} holds U+{ord(path[exc.start]):04X} (half of a UTF-16 surrogate pair), which no "
             "file name can hold; give the whole character"
         ) from None
+    if path.startswith("~"):  # `--images=~/photos`: no shell expands a ~ after `=` (model paths expand it too)
+        path = os.path.expanduser(path)  # an unknown ~user stays as written, and is then "no such file"
     return path
 
 
@@ -839,12 +843,15 @@ class CsvFile:
         self.path = path
         self.delimiter = delimiter
         lines = iter_lines(fh, path, max_line=max_line_chars(), why=LINE_LIMIT_WHY)
-        self._rows = _csv_reader(lines, delimiter)
+        first = next(lines, None)
+        #: the first line as written (a JSON object there: the file is JSONL, `jsonl_not_csv`)
+        self.first_line = first or ""
+        self._rows = _csv_reader(lines if first is None else itertools.chain([first], lines), delimiter)
         self._end = 0  # the last line read so far
         try:
             header: list[str] = next(self._rows, [])
         except csv.Error as exc:
-            raise self._malformed(exc) from None
+            raise jsonl_not_csv(path, self.first_line) or self._malformed(exc) from None
         self._end = self._rows.line_num
         if any("\x00" in n for n in header):
             raise InputError(
@@ -1623,6 +1630,11 @@ def _from_json(data: Any, fmt: str, p: Path, *, system: str | None, field: str) 
             if not isinstance(text, str):
                 raise InputError(f"{p}: key {key!r}: text must be a string")
             where = f"{p}: key '{_printable(key)}'"
+            if not photos:  # (--hyp-format tapm on {story_id: text}: each id would be an album without photos)
+                raise InputError(
+                    f"{where} is not a tapm key, ALBUM_PHOTO1_..._PHOTO5 (an album id and its photo ids joined by "
+                    "'_'); a file keyed by story ids is a story-dict: leave the format out, or give story-dict"
+                )
             ids = tuple(photo_id_text(x, where, j) for j, x in enumerate(photos, start=1))
             yield _story(p, story_id=str(key), text=text, photo_ids=ids, album_id=album, system=system)
     elif fmt == "tapm-nested":
@@ -2129,11 +2141,17 @@ def _float_id(text: str) -> bool:
     return text.endswith(".0") and text[:-2].isascii() and text[:-2].isdigit()
 
 
+#: a number in scientific notation: a long id as a spreadsheet saves it (``7.21576E+16``: Excel keeps six digits of
+#: VIST's 17-digit album ids) or as pandas writes it from a float column (``7.215759446230739e+16``)
+_SCIENTIFIC_ID = re.compile(r"[0-9](?:\.[0-9]+)?[eE]\+?[0-9]+")
+
+
 class FloatIds:
-    """Notes the id columns of one CSV file (story, album, photo ids) in which every id given is a whole number
-    written as a float (``45530.0``: pandas writes an integer column that holds a missing value so), and warns
-    once the file is read: such ids match nothing written ``45530`` (the references, a photo folder). The ids are
-    read as given."""
+    """Notes the id columns of one CSV file (story, album, photo ids) in which every id given is a number written
+    as a float, and warns once the file is read: a whole number ending in ``.0`` (``45530.0``: pandas writes an
+    integer column that holds a missing value so) or one in scientific notation (``7.21576E+16``: a spreadsheet
+    saves a long id so, and pandas a float one from 10^16 up; its digits are lost). Such ids match nothing written
+    ``45530`` (the references, a photo folder). The ids are read as given."""
 
     _COLUMNS = ("story_id", "album_id", *_PHOTO_FIELDS)
 
@@ -2142,6 +2160,7 @@ class FloatIds:
         self.given: Counter[str] = Counter()
         self.floats: Counter[str] = Counter()
         self.first: dict[str, tuple[str, str]] = {}
+        self.scientific: dict[str, tuple[str, str]] = {}
 
     def check(self, row: dict[str, str], where: str) -> None:
         """Note the id cells of ``row`` (read at ``where``)."""
@@ -2151,26 +2170,45 @@ class FloatIds:
                 continue
             parts = cell.removesuffix("-").split("-") if column in _PHOTO_FIELDS else [cell]
             self.given[column] += 1
-            if all(_float_id(x.strip()) for x in parts):
+            parts = [x.strip() for x in parts]
+            if all(_float_id(x) or _SCIENTIFIC_ID.fullmatch(x) for x in parts):
                 self.floats[column] += 1
                 self.first.setdefault(column, (where, cell))
+                if any(_SCIENTIFIC_ID.fullmatch(x) for x in parts):
+                    self.scientific.setdefault(column, (where, cell))
 
     def report(self) -> None:
-        """One warning naming the columns whose every id ends in ``.0`` (none when there is none)."""
+        """One warning naming the columns whose every id is a number written as a float (none when there is
+        none)."""
         columns = [c for c in self._COLUMNS if self.given[c] and self.floats[c] == self.given[c]]
         if not columns:
             return
         from vistkit.errors import warn
 
-        where, cell = self.first[columns[0]]
-        shown = cell if len(cell) <= 40 else cell[:37] + "..."
         names = " and ".join(f"'{c}'" for c in columns)
+        plural = "s" if len(columns) > 1 else ""
+        if sci := next((c for c in columns if c in self.scientific), None):
+            where, cell = self.scientific[sci]
+            warn(
+                f"{where}: {sci} '{_printable(_shorter(cell))}' is a number in scientific notation, and every id "
+                f"of the column{plural} {names} in {self.path} is a number written as a float (a spreadsheet saves "
+                "long numbers so, and pandas a float column); the digits are lost, so they match no id written in full "
+                "(references, photo files): keep the ids as text (Excel: format the column as Text; pandas: "
+                "dtype=str) and save the file again from the source"
+            )
+            return
+        where, cell = self.first[columns[0]]
         warn(
-            f"{where}: {columns[0]} '{_printable(shown)}' is a whole number written as a float, as is every id of "
-            f"the column{'s' if len(columns) > 1 else ''} {names} in {self.path} (pandas writes an integer column "
-            "holding a missing value so); they will not match the same ids written without '.0' (references, "
-            "photo files): write them as whole numbers (pandas: .astype('Int64') or dtype=str)"
+            f"{where}: {columns[0]} '{_printable(_shorter(cell))}' is a whole number written as a float, as is "
+            f"every id of the column{plural} {names} in {self.path} (pandas writes an integer column holding a "
+            "missing value so); they will not match the same ids written without '.0' (references, photo files): "
+            "write them as whole numbers (pandas: .astype('Int64') or dtype=str)"
         )
+
+
+def _shorter(cell: str) -> str:
+    """``cell`` cut to 40 characters for a message."""
+    return cell if len(cell) <= 40 else cell[:37] + "..."
 
 
 #: why a story file needs ids (stories given as bare texts)
@@ -2182,11 +2220,29 @@ def _prose(cell: str) -> bool:
     return words >= 5 or (words >= 3 and cell.rstrip()[-1:] in ".!?\"'")
 
 
+def jsonl_not_csv(path: str | Path, first_line: str) -> InputError | None:
+    """The error for a file read as CSV whose first line is a JSON object (JSONL given the format csv); None for
+    any other line."""
+    line = first_line.strip()
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return InputError(
+        f"{path}: line 1 is a JSON object, so the file is JSONL (one story object a line), not CSV; read it as JSONL "
+        "(name it .jsonl, or give the format jsonl: --hyp-format jsonl, --ref-format jsonl)"
+    )
+
+
 def _no_header(f: CsvFile, path: str | Path) -> InputError | None:
     """The error for a file whose first line is no header row but a story (`_prose`): plain text with one story per
     line (no ids to match it by), or rows of ids and stories without the header; None when the first line reads as
     column names."""
     cells = f.fieldnames
+    if (jsonl := jsonl_not_csv(path, f.first_line)) is not None:
+        return jsonl
     if not any(_prose(c) for c in cells):
         return None
     line = _printable((f.delimiter if f.delimiter == "\t" else f.delimiter + " ").join(cells))

@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import overload
 
 from vistkit.errors import InputError
+
+#: set while a Python API call runs (`python_api`): its errors name Python's arguments, not the CLI's flags
+_API_CALL: ContextVar[bool] = ContextVar("vistkit_api_call", default=False)
+
+
+@contextmanager
+def python_api() -> Iterator[None]:
+    """Mark the code inside as called through the Python API (`vistkit.score`, a scorer's ``score``): errors it
+    raises name Python's arguments (`option_name`)."""
+    token = _API_CALL.set(True)
+    try:
+        yield
+    finally:
+        _API_CALL.reset(token)
+
+
+def option_name(flag: str, argument: str) -> str:
+    """How an error names an option: the Python ``argument`` (``key='album'``) inside a Python API call
+    (`python_api`), else the command line's ``flag`` (``--key album``). A `vistkit` command that calls the API in
+    its own process (``meta pairs``, ``distance``) keeps naming its flags."""
+    if not _API_CALL.get():
+        return flag
+    cli = sys.modules.get("vistkit.cli")
+    return flag if cli is not None and getattr(cli, "RAW_ARGS", None) else argument
 
 
 class Keying(StrEnum):
@@ -108,6 +135,19 @@ def _texts(value: object, field_name: str, items: str, story_id: str) -> tuple[s
     return tuple(value)
 
 
+def _check_photo_ids(photos: tuple[str, ...], story_id: str) -> None:
+    """`InputError` for a photo id the readers refuse (`vistkit.data.readers.photo_id_text`): an empty one, or one
+    holding ``-``, the joiner of sequence keys (``("1-2", "3")`` and ``("1", "2-3")`` are both ``1-2-3``)."""
+    for position, photo in enumerate(photos, start=1):
+        if photo and "-" not in photo:
+            continue
+        problem = "is empty" if not photo else f"('{_shown(photo)}') contains '-'"
+        raise InputError(
+            f"story {_shown(story_id)!r}: photo id {position} {problem}, but sequence keys join photo ids with '-', "
+            "so different sequences would collide; give each photo's own id"
+        )
+
+
 def sequence_key(photo_ids: Iterable[str]) -> str:
     """The sequence key of an ordered photo list: ids joined by ``-``."""
     return "-".join(str(p) for p in photo_ids)
@@ -118,7 +158,9 @@ class Story:
     """One story.
 
     ``sentences`` is set when the source knows the sentence boundaries (the five VIST storylets); otherwise
-    ``None`` and metrics split ``text`` themselves. ``photo_ids`` are in story order.
+    ``None`` and metrics split ``text`` themselves. ``photo_ids`` are in story order. Ids follow the readers'
+    rules: ``story_id`` is not empty, no photo id is empty or holds ``-`` (the joiner of sequence keys), and no id
+    holds a control or invisible character.
     """
 
     story_id: str
@@ -148,6 +190,11 @@ class Story:
             )
 
         object.__setattr__(self, "story_id", clean_id(self.story_id, "story_id", self.story_id))
+        if not self.story_id:  # as the readers refuse a record without one: no key could find the story
+            raise InputError(
+                "story_id is empty (or only spaces); give every story an id of its own (the photo sequence, "
+                "'1-2-3-4-5', where the photos are all that names it)"
+            )
         if type(self.text) is not str:  # np.str_ and other str subclasses: their plain text
             object.__setattr__(self, "text", _plain(self.text))
         if type(self.photo_ids) is not tuple:
@@ -176,10 +223,11 @@ class Story:
         if self.album_id is not None:
             object.__setattr__(self, "album_id", clean_id(self.album_id, "album_id", self.story_id))
         if self.photo_ids and not all(
-            type(p) is str and p.isascii() and p.isprintable() and p[:1] != " " and p[-1:] != " "
+            type(p) is str and p and p.isascii() and p.isprintable() and p[0] != " " and p[-1] != " " and "-" not in p
             for p in self.photo_ids
         ):
             photos = tuple(clean_id(p, "a photo id", self.story_id) for p in self.photo_ids)
+            _check_photo_ids(photos, self.story_id)
             object.__setattr__(self, "photo_ids", photos)
         for part in (self.text, *(self.sentences or ())):
             if isinstance(part, str) and "\x00" in part:
@@ -209,9 +257,10 @@ class Story:
         """The sequence key (photo ids joined by ``-``); empty when the photos are unknown."""
         return sequence_key(self.photo_ids)
 
-    def key(self, keying: Keying | str) -> str:
-        """The key of this story under ``keying``; raises `InputError` when the source lacks that field."""
-        keying = Keying.parse(keying)
+    def key(self, key: Keying | str | None = None, *, keying: Keying | str | None = None) -> str:
+        """The key of this story under ``key`` (``story``, ``sequence`` or ``album``; ``keying=`` is its deprecated
+        name); raises `InputError` when the source lacks that field."""
+        keying = key if isinstance(key, Keying) and keying is None else _keying_given("story.key", key, keying)
         if keying is Keying.STORY:
             return self.story_id
         if keying is Keying.SEQUENCE:
@@ -232,6 +281,20 @@ class Story:
         """A copy with other text (and sentences)."""
         return replace(self, text=text, sentences=sentences)
 
+
+class _FieldsSignature:
+    """``Story(story_id, text, sentences=None, ...)`` (a subclass's own fields too): what ``help(Story)``,
+    ``inspect.signature`` and an IDE show; `Story.__new__` takes ``*args, **fields`` to name a misspelt field,
+    which hid the fields."""
+
+    def __get__(self, obj: object, owner: type) -> object:
+        import inspect
+
+        init = inspect.signature(next(c.__dict__["__init__"] for c in owner.__mro__ if "__init__" in c.__dict__))
+        return init.replace(parameters=list(init.parameters.values())[1:], return_annotation=owner.__name__)
+
+
+Story.__signature__ = _FieldsSignature()  # type: ignore[attr-defined]
 
 #: what other tools call a Story's fields (VIST's JSON, captioning code, the studio's ``img_seq``)
 _STORY_FIELD_ALIASES = {
@@ -378,9 +441,10 @@ class StorySet:
                 raise
             raise InputError(f"{self.source}: {exc}") from None
 
-    def by_key(self, keying: Keying | str) -> dict[str, Story]:
-        """One story per key; raises `InputError` naming the first duplicated key."""
-        keying = Keying.parse(keying)
+    def by_key(self, key: Keying | str | None = None, *, keying: Keying | str | None = None) -> dict[str, Story]:
+        """One story per key (``key``: ``story``, ``sequence`` or ``album``, as `vistkit.score` takes it; ``keying=``
+        is its deprecated name); raises `InputError` naming the first duplicated key."""
+        keying = _keying_given("stories.by_key", key, keying)
         out: dict[str, Story] = {}
         for story in self._stories:
             k = self._key(story, keying)
@@ -388,18 +452,22 @@ class StorySet:
                 where = f" in {self.source}" if self.source else ""
                 raise InputError(
                     f"more than one story has {Keying(keying).value} key {k!r}{where}; "
-                    "a hypothesis file must hold one story per key (choose another --key?)"
+                    + option_name(
+                        "a hypothesis file must hold one story per key (choose another --key?)",
+                        "the stories scored must be one per key (choose another key=, or give each its own id)",
+                    )
                 )
             out[k] = story
         return out
 
-    def group(self, keying: Keying | str) -> dict[str, list[Story]]:
-        """All stories per key, in input order (e.g. the references of each sequence). In a set read from a file
-        (``source`` set), a story given twice (the same id and the same text under one key: a file concatenated
-        with itself) is refused naming it: it would count as two references, which changes CIDEr-D and the
-        signature's nrefs, while the storylet formats already refuse a story whose storylets repeat. (References
-        given as lists of texts share their prediction's id, so identical texts there stay two references.)"""
-        keying = Keying.parse(keying)
+    def group(self, key: Keying | str | None = None, *, keying: Keying | str | None = None) -> dict[str, list[Story]]:
+        """All stories per ``key`` (``keying=`` is its deprecated name), in input order (e.g. the references of each
+        sequence). In a set read from a file (``source`` set), a story given twice (the same id and the same text
+        under one key: a file concatenated with itself) is refused naming it: it would count as two references,
+        which changes CIDEr-D and the signature's nrefs, while the storylet formats already refuse a story whose
+        storylets repeat. (References given as lists of texts share their prediction's id, so identical texts
+        there stay two references.)"""
+        keying = _keying_given("stories.group", key, keying)
         out: dict[str, list[Story]] = {}
         seen: set[tuple[str, str, str]] = set()
         for story in self._stories:
@@ -416,8 +484,12 @@ class StorySet:
             out.setdefault(k, []).append(story)
         return out
 
-    def filter(self, keep: Iterable[str], keying: Keying | str) -> StorySet:
-        """Only the stories whose key is in ``keep``."""
+    def filter(
+        self, keep: Iterable[str], key: Keying | str | None = None, *, keying: Keying | str | None = None
+    ) -> StorySet:
+        """Only the stories whose ``key`` (``story``, ``sequence`` or ``album``, as `vistkit.score` takes it;
+        ``keying=`` is its deprecated name) is in ``keep``."""
+        keying = _keying_given("stories.filter", key, keying)
         if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
             raise InputError(f"filter keeps the keys given as a list or set of texts, not {type(keep).__name__}")
         wanted = {_plain(k) if isinstance(k, str) else k for k in keep}
@@ -453,6 +525,28 @@ class StorySet:
             ),
             source=self.source,
         )
+
+
+def _keying_given(method: str, key: Keying | str | None, keying: Keying | str | None) -> Keying:
+    """The keying a method was given as ``key`` (`vistkit.score`'s name for it) or as the deprecated ``keying``
+    (a `DeprecationWarning`); both, or neither, is an `InputError`."""
+    if keying is not None:
+        if key is not None:
+            raise InputError(
+                f"{method} was given key={key!s:.20} and keying={keying!s:.20}, which name one thing: give the keying "
+                "once, as key="
+            )
+        import warnings
+
+        warnings.warn(
+            f"{method}(keying=...): keying= is deprecated; use key= (the name vistkit.score gives it)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        key = keying
+    if key is None:
+        raise InputError(f"{method} needs the key the ids are of: key='story', key='sequence' or key='album'")
+    return Keying.parse(key)
 
 
 def _is_position(index: object) -> bool:

@@ -475,9 +475,12 @@ def _bind(rec: Any, index: int) -> _Entry:
 def _load_side(source: str | Path | StorySet | None, what: str) -> StorySet | None:
     if source is None or isinstance(source, StorySet):
         return source
-    from vistkit.data.readers import read_stories, read_template_stories
+    from vistkit.data.readers import read_stories, read_template_stories, split_field
 
-    return read_template_stories(source) if what == "template" else read_stories(source)
+    if what == "template":
+        return read_template_stories(source)
+    path, field = split_field(str(source))  # FILE:FIELD (PR_VIST.json.zip:predicted_story), as `score -r` reads it
+    return read_stories(path, field=field)
 
 
 def required_sequences(template: StorySet | None, references: StorySet | None) -> list[str] | None:

@@ -11,8 +11,11 @@ An engine hands out `Metric` objects (`Engine.metric`): commands use them exactl
 
 from __future__ import annotations
 
+import contextlib
+import io
 import numbers
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from types import TracebackType
 from typing import Any, TypeVar
@@ -121,6 +124,114 @@ def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
+#: the numbers of a warning (counts, sizes): two warnings that differ in them only are the same warning
+_NUMBERS = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+class RunWarnings:
+    """The warnings of one run's shards or streamed batches, each said once for the run, as the local engine says
+    them for a run scored at once: each shard or batch said its own ("1 of 2 stories ...", once per batch), and a
+    warning with numbers said again with other numbers is said once, with a note at the end of the run
+    (`finish`) that its numbers are one batch's."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}  # the warning with its numbers left out -> the one said
+        self._more: dict[str, int] = {}  # and how many later shards or batches said it again with other numbers
+
+    def __contains__(self, message: object) -> bool:
+        return isinstance(message, str) and _NUMBERS.sub("#", message) in self._first
+
+    def say(self, message: str, *, emit: Callable[[str], None] | None = None) -> None:
+        """Say ``message`` (with ``emit``, default `vistkit.errors.warn`) unless this run said it, or said it with
+        other numbers, already."""
+        key = _NUMBERS.sub("#", message)
+        if key in self._first:
+            if message != self._first[key]:  # the same words with other numbers
+                self._more[key] = self._more.get(key, 0) + 1
+            return
+        self._first[key] = message
+        if emit is None:
+            from vistkit.errors import warn
+
+            emit = warn
+        emit(message)
+
+    def finish(self) -> None:
+        """The note for each warning with numbers that later shards or batches said again (once per run)."""
+        from vistkit.errors import warn
+
+        for key, more in self._more.items():
+            first = self._first[key]
+            shown = first if len(first) <= 70 else first[:67] + "..."
+            batches = f"{more:,} more batch{'es' if more != 1 else ''}"
+            warn(
+                f"the warning '{shown}' gave the numbers of the first batch of stories that said it; {batches} of "
+                "this run said it with numbers of their own"
+            )
+        self._more.clear()
+
+
+class _WarningTap(io.TextIOBase):
+    """Standard error while a batch scores: the ``warning: ...`` lines (`vistkit.errors.warn`) go to a
+    `RunWarnings`, every other line to ``stream`` as it came."""
+
+    def __init__(self, stream: Any, run: RunWarnings) -> None:
+        self.stream = stream
+        self.run = run
+        self._line = ""
+
+    def _emit(self, message: str) -> None:
+        self.stream.write(f"warning: {message}\n")
+        self.stream.flush()
+
+    def write(self, text: str) -> int:
+        self._line += text
+        while "\n" in self._line:
+            line, self._line = self._line.split("\n", 1)
+            if line.startswith("warning: "):
+                self.run.say(line[len("warning: ") :], emit=self._emit)
+            else:
+                self.stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(self.stream.isatty())
+
+    def fileno(self) -> int:
+        return int(self.stream.fileno())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.stream, "encoding", "utf-8"))
+
+    def end(self) -> None:
+        if self._line:
+            self.stream.write(self._line)
+            self._line = ""
+
+
+@contextlib.contextmanager
+def warnings_once(run: RunWarnings) -> Iterator[None]:
+    """In the block, the warnings said on standard error go through ``run`` (said once for the run); nothing
+    changes where standard error is gone (`vistkit.progress.say` drops the lines) or quiet."""
+    import sys
+
+    stream = sys.stderr
+    if stream is None or getattr(stream, "closed", False):
+        yield
+        return
+    tap = _WarningTap(stream, run)
+    with contextlib.redirect_stderr(tap):  # type: ignore[type-var]
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                tap.end()
+
+
 def make_engine(
     kind: str = "local",
     *,
@@ -140,4 +251,4 @@ def make_engine(
     raise InputError(f"unknown engine {kind!r}: use --engine local or --engine ray")
 
 
-__all__ = ["ENGINES", "Engine", "EngineError", "Item", "batched", "make_engine"]
+__all__ = ["ENGINES", "Engine", "EngineError", "Item", "RunWarnings", "batched", "make_engine"]

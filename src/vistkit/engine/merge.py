@@ -203,6 +203,54 @@ class StreamTotals:
         return corpus_mean(np.concatenate(self.scores) if self.scores else np.zeros(0))
 
 
+class FallbackTally:
+    """The photos a photo metric's run scored, over its shards or streamed batches, and those it scored without a
+    regions row (``whole_photo_fallback``): the run's one regions warning (`fallback`) gives the counts the local
+    engine gives for the run scored at once (each batch said its own). ``photos``: the metric's photo map (a path
+    or a mapping), which fills in the photos of a story without photo ids, as the metric does. Keeps each photo id
+    once (bounded by the photos of the data set, not by the stories)."""
+
+    def __init__(self, photos: Any = None) -> None:
+        self.photos = photos
+        self._map: dict[str, tuple[str, ...]] | None = None
+        self.used: dict[str, None] = {}  # in first-scored order
+        self.fell: set[str] = set()
+
+    def _photos_of(self, item: Item) -> Sequence[str]:
+        story = item.hypothesis
+        if story.photo_ids or self.photos is None:
+            return story.photo_ids
+        if self._map is None:
+            import os
+
+            from vistkit.data.images import load_photo_map, photo_map_from
+            from vistkit.errors import VistkitError
+
+            photos = self.photos
+            path = isinstance(photos, str | os.PathLike)
+            try:
+                self._map = load_photo_map(os.fspath(photos)) if path else photo_map_from(photos, "photos")
+            except (VistkitError, OSError):  # read where the metric runs (a cluster's worker), not here
+                self._map = {}
+        return self._map.get(story.story_id, ())
+
+    def add(self, items: Sequence[Item], part: Score) -> None:
+        """One shard's or batch's items and its score."""
+        fallback = part.extra.get("whole_photo_fallback")
+        if isinstance(fallback, list):  # else every photo had its regions rows (or the metric reads none)
+            self.fell.update(str(p) for p in fallback)
+        for item in items:
+            if item.item_id not in part.excluded:
+                self.used.update(dict.fromkeys(str(p) for p in self._photos_of(item)))
+
+    def fallback(self) -> tuple[list[str], int] | None:
+        """The photos scored without regions (in scored order) and the number of photos scored; None when none."""
+        if not self.fell:
+            return None
+        fell = [p for p in self.used if p in self.fell] or sorted(self.fell)
+        return fell, max(len(self.used), len(fell))
+
+
 # --------------------------------------------------------------------------------------------------- CIDEr-D
 def cider_df_part(items: Sequence[Item]) -> tuple[Counter[str], int]:
     """Pass 1 of a sharded CIDEr-D: per n-gram (words joined by a space), how many of these items hold it in

@@ -30,6 +30,7 @@ from vistkit.data.story import StorySet
 from vistkit.engine import (
     Engine,
     EngineError,
+    RunWarnings,
     batched,
     check_batch_size,
     check_items,
@@ -38,6 +39,7 @@ from vistkit.engine import (
     checked_items,
 )
 from vistkit.engine.merge import (
+    FallbackTally,
     StreamTotals,
     cannot_stream,
     cider_df_part,
@@ -511,8 +513,20 @@ def _check_fits(workers: int, cpus: float, gpus: float, resources: dict[str, flo
         raise InputError(
             f"{workers} Ray workers need {workers * each:g} {what}s and this machine's local Ray cluster has "
             f"{have:g}{' free (other engines of this process hold the rest)' if free else ''}; ask for at most "
-            f"{int(have // each)} with --workers"
+            f"{int(have / each + 1e-9)} with --workers"  # (1 // 0.1 is 9.0)
         )
+
+
+def _default_workers(resources: dict[str, float], *, cpus: float, gpus: float) -> int:
+    """The worker count without ``--workers``: as many as the cluster's CPUs and GPUs hold, each worker needing
+    ``cpus`` CPUs and ``gpus`` GPUs (at least 1, at most `MAX_WORKERS`). Counting the GPU shares only, 0.25 of a
+    GPU on a machine of 2 CPUs was 4 workers, refused ("ask for at most 2 with --workers", though none was
+    asked), and a share of 0.0001 10,000 workers."""
+    fits = [float(resources.get("CPU", 1.0)) / cpus]
+    if gpus > 0:
+        fits.append(float(resources.get("GPU", 0.0)) / gpus)
+    count = min(fits)
+    return max(1, min(MAX_WORKERS, int(count + 1e-9) if math.isfinite(count) else MAX_WORKERS))
 
 
 def _exit_quietly_on_sigterm() -> Any:
@@ -575,6 +589,22 @@ def _number(value: object, name: str, *, low: float, strict: bool) -> float:
         shown = f"{float(value):g}" if ok else f"{value!r:.60}"  # type: ignore[arg-type]
         raise InputError(f"{name} must be a number {'>' if strict else '>='} {low:g}, not {shown}")
     return float(value)  # type: ignore[arg-type]
+
+
+def _check_share(value: float, name: str, *, gpu: bool) -> None:
+    """One `InputError` for a worker's share of CPUs or GPUs that Ray cannot give: under 0.0001 (its smallest unit),
+    or more than one GPU but not a whole number. Ray refused it with a ValueError when the first metric started the
+    workers, after the cluster had started."""
+    if value == 0:
+        return
+    tiny = int(value * 10_000) == 0  # as Ray checks it
+    if tiny or (gpu and value > 1 and not value.is_integer()):
+        if gpu:
+            raise InputError(
+                f"{name} must be 0, a share of one GPU from 0.0001 to 1, or a whole number of GPUs (Ray gives no "
+                f"finer share, and more than one GPU only whole), not {value:g}"
+            )
+        raise InputError(f"{name} must be 0.0001 or more (Ray gives no finer share of a CPU), not {value:g}")
 
 
 def check_workers(workers: object) -> int | None:
@@ -668,16 +698,36 @@ class _Said:
         self.warnings = warnings
 
 
+#: the attribute of a worker call's error that holds the warnings the call said before it failed
+_SAID_BEFORE = "vistkit_warnings_said"
+
+
 def _saying(fn: Callable[..., Any], *args: Any) -> _Said:
     """``fn(*args)`` with the warnings it says on standard error collected (`vistkit.errors.warn` writes them there),
-    its other chatter (progress lines) dropped."""
+    its other chatter (progress lines) dropped. A call that fails keeps them on its error (`said_before`): they
+    were lost with the call's value, and the local engine says them before the error."""
     import io
 
     buffer = io.StringIO()
-    with contextlib.redirect_stderr(buffer):
-        value = fn(*args)
     prefix = "warning: "
-    return _Said(value, [line[len(prefix) :] for line in buffer.getvalue().splitlines() if line.startswith(prefix)])
+
+    def said() -> list[str]:
+        return [line[len(prefix) :] for line in buffer.getvalue().splitlines() if line.startswith(prefix)]
+
+    try:
+        with contextlib.redirect_stderr(buffer):
+            value = fn(*args)
+    except Exception as exc:
+        with contextlib.suppress(Exception):  # an error that takes no attributes: its warnings are lost
+            setattr(exc, _SAID_BEFORE, said())
+        raise
+    return _Said(value, said())
+
+
+def said_before(exc: BaseException | None) -> list[str]:
+    """The warnings a worker call said before it failed with ``exc`` (see `_saying`)."""
+    found = getattr(exc, _SAID_BEFORE, None)
+    return [m for m in found if isinstance(m, str)] if isinstance(found, list) else []
 
 
 class _Worker:
@@ -712,8 +762,8 @@ class _Worker:
     def score(
         self, name: str, options: dict[str, Any], items: list[Item], signature: str, shard: bool = False
     ) -> _Said:
-        """One call's score; ``shard``: the items are one shard of a run, whose run-wide warnings the driver says once
-        (`RayEngine.score_items`)."""
+        """One call's score; ``shard``: the items are one shard (or streamed batch) of a run, whose run-wide warnings
+        the driver says once (`RayEngine.score_items`, `RayEngine.score_stream`)."""
 
         def scored() -> Score:
             metric = self._metric(name, options)
@@ -840,10 +890,12 @@ class RayEngine(Engine):
         #: worker calls sent and not yet fetched: what a Ctrl-C, a SIGTERM or a failed shard left running
         self._in_flight: set[Any] = set()
         #: the stories `prepare` was last given and the warnings said for them (said once for the same stories)
-        self._prepared: tuple[StorySet, set[str]] | None = None
+        self._prepared: tuple[StorySet, RunWarnings] | None = None
         workers = check_workers(workers)
         num_gpus_per_worker = _number(num_gpus_per_worker, "--num-gpus-per-worker", low=0.0, strict=False)
         num_cpus_per_worker = _number(num_cpus_per_worker, "num_cpus_per_worker", low=0.0, strict=True)
+        _check_share(num_gpus_per_worker, "--num-gpus-per-worker", gpu=True)
+        _check_share(num_cpus_per_worker, "num_cpus_per_worker", gpu=False)
         if batch_size is not None:
             batch_size = check_batch_size(batch_size)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 1000:
@@ -892,11 +944,7 @@ class RayEngine(Engine):
         # a second engine counted CPUs the first one's workers held: its workers waited `start_timeout` seconds
         resources = ray.available_resources() if shared else ray.cluster_resources()
         if workers is None:
-            if num_gpus_per_worker > 0:
-                workers = int(resources.get("GPU", 0) // num_gpus_per_worker)
-            else:
-                workers = int(resources.get("CPU", 1) // num_cpus_per_worker)
-            workers = max(1, workers)
+            workers = _default_workers(resources, cpus=num_cpus_per_worker, gpus=num_gpus_per_worker)
         if own_local:  # a local cluster does not grow: say now what cannot start
             try:
                 _check_fits(workers, num_cpus_per_worker, num_gpus_per_worker, resources, free=shared)
@@ -963,7 +1011,7 @@ class RayEngine(Engine):
             return cls(**opts)
         return _remote_class(cls)(self, name, opts)
 
-    def call_one(self, method: str, *args: Any, said: set[str] | None = None) -> Any:
+    def call_one(self, method: str, *args: Any, said: RunWarnings | None = None) -> Any:
         """Run one call on the first worker and return its value (errors as `_get` reports them; its warnings said,
         once for ``said``)."""
         ref = getattr(self.actors[0], method).remote(*args)
@@ -975,33 +1023,32 @@ class RayEngine(Engine):
         said once for the same stories, as in this process (`vistkit.data.images.attach_photos`): a worker gets a
         copy of them for each metric (``score -m clipscore,groovist --photos``), and would say them once per metric."""
         if self._prepared is None or self._prepared[0] is not hypotheses:
-            self._prepared = (hypotheses, set())
+            self._prepared = (hypotheses, RunWarnings())
         said = self._prepared[1]
         return self.call_one("prepare", metric.name, metric.options, hypotheses, said=said)  # type: ignore[no-any-return]
 
-    def _get(self, ref: Any, *, what: str, said: set[str] | None = None) -> Any:
-        """The value of a worker call; the warnings it said are said here, each once for ``said`` (one run's
-        shards)."""
+    def _get(self, ref: Any, *, what: str, said: RunWarnings | None = None, defer: bool = False) -> Any:
+        """The value of a worker call; the warnings it said are said here (those of a call that failed before its
+        error), each once for ``said`` (one run's shards). ``defer``: the caller says them (`_ordered`, in input
+        order): a `_Said` is returned as it is, and the error of a failed call keeps them (`said_before`)."""
         ray = self.ray
+        said = RunWarnings() if said is None else said
         try:
             value = _ray_call(ray.get, ref)
             self._in_flight.discard(ref)
-            if isinstance(value, _Said):
-                from vistkit.errors import warn
-
-                for message in value.warnings:
-                    if said is None or message not in said:
-                        warn(message)
-                    if said is not None:
-                        said.add(message)
-                value = value.value
-            return value
+            return value if defer else _said_by(value, said)
         except ray.exceptions.RayTaskError as exc:
             self._in_flight.discard(ref)
             cause = getattr(exc, "cause", None)
-            if isinstance(cause, VistkitError):
-                raise cause from None
-            raise EngineError(f"a Ray worker failed while {what}: {_one_line(cause, exc)}") from None
+            before = said_before(cause)
+            error = cause if isinstance(cause, VistkitError) else None
+            if error is None:
+                error = EngineError(f"a Ray worker failed while {what}: {_one_line(cause, exc)}")
+                setattr(error, _SAID_BEFORE, before)
+            if not defer:
+                for message in before:
+                    said.say(message)
+            raise error from None
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError):
             raise EngineError(
                 f"a Ray worker died while {what} and was restarted {self.max_retries} time(s) without success; "
@@ -1016,7 +1063,7 @@ class RayEngine(Engine):
         window = 2 * len(actors)
         pending: dict[Any, int] = {}
         done: dict[int, Any] = {}
-        said: set[str] = set()  # the warnings said: a warning every shard says is said once
+        said = RunWarnings()  # the warnings said: a warning every shard says is said once
         whats: dict[int, str] = {}
         load = [0] * len(actors)
         owner: dict[Any, int] = {}
@@ -1041,11 +1088,13 @@ class RayEngine(Engine):
                 submitted += 1
             if next_out in done:
                 whats.pop(next_out, None)
-                yield done.pop(next_out)
+                value = _said_by(done.pop(next_out), said)
+                yield value
                 next_out += 1
                 continue
             if not pending:
                 if exhausted:
+                    said.finish()
                     return
                 continue
             ready, _ = _ray_call(ray.wait, list(pending), num_returns=1)
@@ -1054,8 +1103,16 @@ class RayEngine(Engine):
                 load[owner.pop(ref)] -= 1
                 # a failure stops the run with one sentence; the shards still in flight are abandoned (not
                 # cancelled: a cancelled actor task leaves the actor waiting for it), their errors unlogged
-                # (`_DropAbandonedErrors`)
-                done[idx] = self._get(ref, what=whats[idx], said=said)
+                # (`_DropAbandonedErrors`). Warnings are said in input order, as the local engine says them (they
+                # came in the order the shards finished): a failed shard's after those of the shards before it
+                try:
+                    done[idx] = self._get(ref, what=whats[idx], said=said, defer=True)
+                except VistkitError as exc:
+                    for k in sorted(k for k in done if k < idx):
+                        _said_by(done[k], said)
+                    for message in said_before(exc):
+                        said.say(message)
+                    raise
 
     # -- scoring -----------------------------------------------------------------------------------------
     def _shard_size(self, n: int) -> int:
@@ -1087,26 +1144,25 @@ class RayEngine(Engine):
         else:
             calls = (("score", (name, opts, s, signature, True), what(s)) for s in shards)
         parts = []
+        tally = _tally(metric)
         for shard, part in zip(shards, self._ordered(calls), strict=True):
             _check_part(part, shard, name)
             parts.append(part)
+            if tally is not None:
+                tally.add(shard, part)
             progress.advance(len(shard))  # the task `Metric.score` opened
         merged = merge_scores(parts, signature=signature)
-        self._say_fallback(metric, items, merged)
+        self._say_fallback(metric, tally)
         return merged
 
-    def _say_fallback(self, metric: RemoteMetric, items: list[Item], merged: Score) -> None:
-        """A photo metric's shards scored photos without a regions row (``whole_photo_fallback``): one warning for
-        the run, with its counts, as the local engine says it (each shard said its own)."""
-        fallback = merged.extra.get("whole_photo_fallback")
-        if not fallback or not isinstance(fallback, list):
+    def _say_fallback(self, metric: RemoteMetric, tally: FallbackTally | None) -> None:
+        """A photo metric's shards (or streamed batches) scored photos without a regions row
+        (``whole_photo_fallback``): one warning for the run, with its counts, as the local engine says it (each
+        shard said its own)."""
+        fallback = tally.fallback() if tally is not None else None
+        if fallback is None:
             return
-        used = list(
-            dict.fromkeys(p for i in items if i.item_id not in merged.excluded for p in i.hypothesis.photo_ids)
-        )
-        fell_set = set(fallback)
-        fell = [p for p in used if p in fell_set] or list(fallback)  # items without photo ids: a map filled them in
-        message = self.call_one("fallback_message", metric.name, metric.options, fell, max(len(used), len(fell)))
+        message = self.call_one("fallback_message", metric.name, metric.options, *fallback)
         if message:
             from vistkit.errors import warn
 
@@ -1142,18 +1198,25 @@ class RayEngine(Engine):
         name, opts = metric.name, metric.options
         shards: list[list[Item]] = []  # the shards in flight, for the completeness check (bounded window)
 
+        tally = _tally(metric)
+
         def calls() -> Iterator[tuple[str, tuple[Any, ...], str]]:
             for shard in batched(items, batch_size):
                 shards.append(checked_items(shard))
-                yield "score", (name, opts, shard, signature), f"scoring {len(shard)} stories with {name}"
+                # each batch a shard of the run: a photo metric's regions warning is said once, at the end
+                args = (name, opts, shard, signature, tally is not None)
+                yield "score", args, f"scoring {len(shard)} stories with {name}"
 
         totals = StreamTotals()
         for part in self._ordered(calls()):
             shard = shards.pop(0)
             _check_part(part, shard, name)
+            if tally is not None:
+                tally.add(shard, part)
             totals.add(part)
             if on_part is not None:
                 on_part(part)
+        self._say_fallback(metric, tally)
         return totals
 
     # -- shutdown ----------------------------------------------------------------------------------------
@@ -1252,6 +1315,24 @@ def _remote_class(cls: type[Metric]) -> type[RemoteMetric]:
         attrs["__module__"] = __name__  # else ``abc`` (the metaclass made it), in reprs and tracebacks
         _REMOTE_CLASSES[cls] = type(f"Remote{cls.__name__}", (RemoteMetric,), attrs)
     return _REMOTE_CLASSES[cls]
+
+
+def _said_by(value: Any, said: RunWarnings) -> Any:
+    """A worker call's value, the warnings of a `_Said` said (each once for ``said``)."""
+    if not isinstance(value, _Said):
+        return value
+    for message in value.warnings:
+        said.say(message)
+    return value.value
+
+
+def _tally(metric: RemoteMetric) -> FallbackTally | None:
+    """A run's `FallbackTally` for a photo metric given a regions table (only they score photos without regions)."""
+    from vistkit.metrics._grounding import PhotoMetric
+
+    if not issubclass(metric.metric_class, PhotoMetric) or metric.options.get("regions") is None:
+        return None
+    return FallbackTally(metric.options.get("photos"))
 
 
 def _check_part(part: Score, shard: Sequence[Item], name: str) -> None:

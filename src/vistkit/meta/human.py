@@ -199,6 +199,19 @@ def _float(value: str | None, where: str, name: str) -> float | None:
     return number
 
 
+def _check_story_length(text: str | None, where: str, column: str, limit: int) -> None:
+    """Refuse a story cell over ``limit`` characters (`vistkit.limits.max_story_chars`) naming its line and column,
+    as the file is read: the `Story` made of it later refused it under an internal id (``story 'u0'``), after
+    the models loaded."""
+    from vistkit.limits import STORY_CHARS_ENV
+
+    if text is not None and len(text) > limit:
+        raise InputError(
+            f"{where}: the story in column {column!r} holds {len(text):,} characters, over vistkit's limit of "
+            f"{limit:,} per story (a VIST story has a few hundred); split it, or raise the limit with {STORY_CHARS_ENV}"
+        )
+
+
 def shown_number(value: float) -> str:
     """A number for a message: whole numbers as such (``3``), anything else, and huge or tiny values, in short
     form (``1e+30``, ``0.333333``), never thirty digits."""
@@ -395,10 +408,11 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
     ``order`` or ``rank_norm`` or none does: a gap divided by N is never bucketed with one that is not.
     """
     from vistkit.data.readers import open_csv
-    from vistkit.limits import PAIRS_ENV, max_pairs, too_many_rows
+    from vistkit.limits import PAIRS_ENV, max_pairs, max_story_chars, too_many_rows
 
     p = Path(path)
     limit = max_pairs()
+    story_chars = max_story_chars()
     records: list[_PairRow] = []
     strings: dict[str, str] = {}  # one object per distinct text, name or id (a story is in several pairs)
     votes = _SignVotes()
@@ -472,6 +486,8 @@ def read_pairs(path: str | Path, *, label_sign: str = "auto") -> list[StoryPair]
                     f"{scaled[1]:.40}: the ranking gap of one is divided by N and the other's cannot be, so the gap "
                     "buckets would mix two units; give every row its order (the number of stories ranked), or no row"
                 )
+            for column in ("sent1", "sent2"):
+                _check_story_length(row[column], where, column, story_chars)
             repeated.add(row, n)
             lines.append(n)
             if row["sent1"] == row["sent2"] or row["sent1"].split() == row["sent2"].split():
@@ -702,10 +718,11 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
     more than `vistkit.limits.max_stories` rows is refused on the row past it.
     """
     from vistkit.data.readers import open_csv
-    from vistkit.limits import STORIES_ENV, max_stories, too_many_rows
+    from vistkit.limits import STORIES_ENV, max_stories, max_story_chars, too_many_rows
 
     p = Path(path)
     limit = max_stories()
+    story_chars = max_story_chars()
     tasks: dict[str, dict[str, Any]] = {}
     first_line: dict[tuple[str, str], dict[str, int]] = {}  # (task, story) -> {"text"/"system": its first line}
     names_seen: dict[str, str] = {}  # one object per distinct task, worker or story name
@@ -737,6 +754,7 @@ def read_rankings(path: str | Path) -> dict[str, dict[str, Any]]:
             blank = next((c for c, v in (("task", task_id), ("worker", worker), ("story", key)) if not v), None)
             if blank is not None:
                 raise InputError(f"{where}: the {blank} cell is empty; every row names its {blank}")
+            _check_story_length(row.get("text"), where, "text", story_chars)
             task = tasks.setdefault(task_id, {"stories": {}, "ranks": {}, "lines": {}})
             if key not in task["stories"]:
                 task["stories"][key] = RankedStory(
@@ -1130,10 +1148,11 @@ def _read_judgements(
     `vistkit.limits.max_stories` rows is refused on the row past it; line numbers in messages are the file's (a
     quoted cell may span lines)."""
     from vistkit.data.readers import open_csv
-    from vistkit.limits import STORIES_ENV, max_stories, too_many_rows
+    from vistkit.limits import STORIES_ENV, max_stories, max_story_chars, too_many_rows
 
     p = Path(path)
     limit = max_stories()
+    story_chars = max_story_chars()
     with open_csv(p) as f:
         if not f.fieldnames:
             raise InputError(f"{path}: empty CSV (no header row)")
@@ -1149,8 +1168,16 @@ def _read_judgements(
             )
         cols = list(aspects) if aspects else [c for c in names if c not in _NON_ASPECT]
         bad = [c for c in cols if c not in names]
-        if bad or not cols:
-            raise InputError(f"{p}: no aspect column {bad[0] if bad else ''!r}; columns are {shown_names(names)}")
+        kind, option = ("error", "--errors") if binary else ("aspect", "--aspects")
+        if bad:
+            raise InputError(f"{p}: no {kind} column {bad[0]!r:.60}; columns are {shown_names(names)}")
+        if not cols:  # said "no aspect column ''": every column has a name read as an id or a text
+            maybe = [c for c in names if c not in (sys_col, item_col, "worker", "text", "img_seq")]
+            example = f" (e.g. {option} {maybe[0]})" if maybe else ""
+            raise InputError(
+                f"{p}: no {'error label' if binary else 'rating'} column: its columns ({shown_names(names)}) are all "
+                f"read as ids or text; name the {kind} columns with {option}{example}"
+            )
         index: dict[tuple[str, str], int] = {}  # (system, item) -> story number, in order of first appearance
         first_line: list[int] = []
         sums: list[list[float]] = []
@@ -1200,6 +1227,7 @@ def _read_judgements(
                 img_seqs.setdefault(i, row["img_seq"].strip())
             text = row.get("text") or ""
             if text:
+                _check_story_length(text, f"{p} line {n}", "text", story_chars)
                 known = texts.setdefault(i, (text, n))
                 if known[0] != text and " ".join(known[0].split()) != " ".join(text.split()):
                     raise InputError(

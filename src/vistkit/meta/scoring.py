@@ -144,8 +144,10 @@ def _score_each_story(
     references: StorySet | None,
     key: Keying | str | None,
     reference_absent: bool,
+    what: str = "pair",
 ) -> PairScores:
-    """Score story 1 and story 2 of every pair one story at a time (see `score_pairs`)."""
+    """Score story 1 and story 2 of every pair one story at a time (see `score_pairs`); ``what`` names the pairs
+    in a message (``story`` for `score_stories`, whose pairs are each one story twice)."""
     if metric.needs_references and references is None:
         raise InputError(f"{metric.name} is reference-based: pass --references FILE (the human stories)")
     if key is None:
@@ -236,13 +238,22 @@ def _score_each_story(
 
         commonest = Counter(r for r in reasons.values() if r).most_common(1)
         said = f": {commonest[0][0]} ({commonest[0][1]:,} of {len(units):,} stories)" if commonest else ""
+        # Reference Absent is named only where it removed a reference: "no reference shares its key" of stories
+        # none of which is a human one was blamed on it too (and `meta correlate` spoke of pairs it has none of)
+        removed = any(u.drop_ref is not None and ref_groups.get(u.key) for u in units)
         hint = (
             " (Reference Absent, on by default, removes each story from its own references, so a story whose only"
             " reference is itself has none left: give more references per key, or --no-reference-absent)"
-            if reference_absent and metric.needs_references
+            if reference_absent and metric.needs_references and removed
             else ""
         )
-        raise InputError(f"{metric.name}: no pair could be scored{said}{hint}; check --references and --key")
+        first_key = next(iter(units)).key if metric.needs_references and units else ""
+        keyed = (
+            f" (by {keying.value}: the first {what}'s key is {first_key!r:.60})" if first_key and not removed else ""
+        )
+        raise InputError(
+            f"{metric.name}: no {what} could be scored{said}{keyed}{hint}; check --references and --key"
+        )
     if metric.needs_references and reference_absent and "refabsent" not in signature:
         signature = signature.replace("|key:", "|refabsent:yes|key:", 1)
     if not metric.needs_references:  # each story was scored alone, under an internal story key: sign the key used
@@ -283,7 +294,9 @@ def score_stories(
         )
         for i, s in enumerate(stories)
     ]
-    ps = _score_each_story(metric, pairs, references=references, key=key, reference_absent=reference_absent)
+    ps = _score_each_story(
+        metric, pairs, references=references, key=key, reference_absent=reference_absent, what="story"
+    )
     return ps.score_1, ps.signature
 
 

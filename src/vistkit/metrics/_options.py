@@ -106,8 +106,13 @@ def check_device_here(value: Any) -> None:
         choose_device(value)
 
 
-#: the photo metrics' path options (each checked before the metric is built): the folder's noun and hint
-_PHOTO_FOLDER = ("photo folder", "give --images DIR holding <photo_id>.jpg files")
+#: the photo metrics' path options (each checked before the metric is built): the folder's noun, and the hint on
+#: the command line and in Python (`vistkit.data.story.option_name`)
+_PHOTO_FOLDER = (
+    "photo folder",
+    "give --images DIR holding <photo_id>.jpg files",
+    "give images=DIR holding <photo_id>.jpg files",
+)
 
 
 def check_grounding_path(key: str, value: Any) -> None:
@@ -120,8 +125,10 @@ def check_grounding_path(key: str, value: Any) -> None:
         return
     if key == "images":
         from vistkit.data.readers import check_input_folder
+        from vistkit.data.story import option_name
 
-        check_input_folder(Path(value), *_PHOTO_FOLDER)
+        noun, flag, argument = _PHOTO_FOLDER
+        check_input_folder(Path(value), noun, option_name(flag, argument))
     elif key == "regions":
         from vistkit.data.images import read_regions
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, cast
 
-from vistkit.data.story import Keying, Story, StorySet
+from vistkit.data.story import Keying, Story, StorySet, option_name, python_api
 from vistkit.errors import InputError, UnavailableMetricError, UnknownMetricError
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `vistkit --help` does not load it
@@ -188,6 +188,12 @@ class Score:
 
         indices = np.asarray(indices)
         n = len(self.item_scores)
+        if indices.ndim != 1:  # a (B, n) table of draws gave one number, the mean of them all, or a TypeError
+            got = "one number" if indices.ndim == 0 else f"a {indices.ndim}-D table"
+            raise InputError(
+                f"{self.metric}: resample takes one resample at a time: a list of row numbers, not {got}; for many, "
+                "call it once per row (vistkit.scores.stats.bootstrap_distribution draws and scores them all)"
+            )
         if indices.dtype.kind not in "iu" and not (indices.size == 0 and indices.dtype.kind == "f"):
             raise InputError(
                 f"{self.metric}: resample takes row numbers (integers) of the scored items, not {indices.dtype.name}"
@@ -316,7 +322,7 @@ def _no_hypothesis_in_template(hyp_keys: list[str], template: list[str], keying:
         raise InputError(
             f"none of the {len(hyp_keys)} hypotheses is in the template: they are keyed by {keying.value} "
             f"(e.g. {h!r}) and a template by photo sequence (e.g. {t!r}); give hypotheses that carry photo "
-            "sequences (challenge, SIS, or JSONL/CSV with photo_ids) and --key sequence"
+            f"sequences (challenge, SIS, or JSONL/CSV with photo_ids) and {_key_option(Keying.SEQUENCE)}"
         )
     raise InputError(
         f"none of the {len(hyp_keys)} hypotheses' photo sequences is in the template (e.g. {h!r} vs the "
@@ -338,7 +344,8 @@ def align(
     - Without references: every hypothesis is an item (reference-free metrics).
     - With references: items are the keys present in both (and in ``template`` when given, as the 2018 challenge
       does); hypotheses with no reference are excluded with a reason.
-    - ``require_all``: a reference key (inside the template) with no hypothesis is an error, as in the challenge
+    - ``require_all``: a reference key (inside the template; without references, a template key) with no
+      hypothesis is an error, as in the challenge
       ("One story is missing in this submission.").
     - ``reference_absent``: the Reference Absent Algorithm (Vrank, Sec. 5.1, Eq. 3): when the scored story is
       itself one of its references (same story id, or the same text up to whitespace), it is removed from that
@@ -357,6 +364,10 @@ def align(
     if keep is not None and hyps and keep.isdisjoint(hyps):
         _no_hypothesis_in_template(list(hyps), list(template or ()), keying)
     if references is None:
+        if require_all and template is not None:  # as with references: the challenge wants a story for each
+            for k in template:
+                if k not in hyps:
+                    raise InputError(f"One story is missing in this submission. Photo seq: {k}")
         return Alignment([Item(k, s) for k, s in hyps.items() if keep is None or k in keep], excluded, keying, "0")
     refs = references.group(keying)
     if keep is not None:
@@ -385,14 +396,14 @@ def align(
     if not items:
         reasons = sorted(set(excluded.values()))
         hint = (  # the keys matched, but every reference was the story itself: no other key would help
-            _SELF_REFERENCE_HINT
+            _self_reference_hint()
             if reasons == [_SELF_REFERENCE]
             else _other_keys_hint(hypotheses, references, keying, keep)
         )
         raise InputError(
             f"no hypothesis shares {keying.article} {keying.value} key with the references "
             f"({'; '.join(reasons) or 'no hypotheses'}); "
-            + (hint or "check --key and the files (e.g. story ids vs photo sequences)")
+            + (hint or f"check {option_name('--key', 'key=')} and the files (e.g. story ids vs photo sequences)")
         )
     counts = {len(i.references) for i in items}
     n_refs = (
@@ -404,13 +415,16 @@ def align(
 
 
 _SELF_REFERENCE = "its only reference is the scored story itself (reference absent)"
-#: why every item lost its references under reference_absent (`is_same_story`)
-_SELF_REFERENCE_HINT = (
-    "a hypothesis with the same story id as a reference and no system named (or with the same text) is taken for "
-    "that human story itself, and --reference-absent (reference_absent= in Python) removes it from its own "
-    "references; the option is meant for scoring human stories against the other stories of their key: leave it "
-    "out for machine stories, or name their system (a `system` field)"
-)
+
+
+def _self_reference_hint() -> str:
+    """Why every item lost its references under reference_absent (`is_same_story`), and what to do."""
+    return (
+        "a hypothesis with the same story id as a reference and no system named (or with the same text) is taken "
+        f"for that human story itself, and {option_name('--reference-absent', 'reference_absent=True')} removes it "
+        "from its own references; the option is meant for scoring human stories against the other stories of "
+        "their key: leave it out for machine stories, or name their system (a `system` field)"
+    )
 
 
 def check_template(template: Any) -> list[str] | None:
@@ -476,7 +490,7 @@ def _warn_better_key(
     _WARNED_KEYS.add(said)
     from vistkit.errors import warn
 
-    options = "; ".join(f"with --key {k.value}, {n:,} would" for k, (n, _) in better.items())
+    options = "; ".join(f"with {_key_option(k)}, {n:,} would" for k, (n, _) in better.items())
     warn(
         f"only {matched:,} of {matched + unmatched:,} hypotheses share {keying.article} {keying.value} key with the "
         "references "
@@ -489,7 +503,7 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
     ``{album: [stories]}`` on both sides matches by album, not by story), or the reading that would make
     ``{id: text}`` hypotheses match ``{id: [texts]}`` references; "" when nothing would."""
     hints = [
-        f"with --key {other.value}, {shared:,} of {total:,} hypotheses would"
+        f"with {_key_option(other)}, {shared:,} of {total:,} hypotheses would"
         for other, (shared, total) in _shared_by_key(hypotheses, references, keying, keep).items()
         if shared
     ]
@@ -500,7 +514,8 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
     if named:
         return (
             f"{len(named):,} hypothesis ids are album ids of the references ({{album: [stories]}}, AREL's layout): "
-            "read the hypotheses as albums too with --hyp-format arel --key album"
+            "read the hypotheses as albums too with "
+            + option_name("--hyp-format arel --key album", "vistkit.read_stories(PATH, format='arel') and key='album'")
         )
     sequences = {s.sequence for s in references if s.photo_ids}
     named = [s.story_id for s in hypotheses if not s.photo_ids and s.story_id.rstrip("-") in sequences]
@@ -508,7 +523,7 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
         return (
             f"{len(named):,} hypothesis ids are photo sequences of the references (e.g. '{_shown_key(named[0])}'), "
             "but the hypotheses carry no photo ids: give them in a format that does (challenge JSON, JSONL or CSV "
-            "with photo_ids) and --key sequence"
+            f"with photo_ids) and {_key_option(Keying.SEQUENCE)}"
         )
     folded = {k.casefold(): k for k in references.group(keying)}
     same = [  # (a key equal on both sides matched: it was left out for another reason)
@@ -531,6 +546,11 @@ def _other_keys_hint(hypotheses: StorySet, references: StorySet, keying: Keying,
             ", as pandas writes an id column with a gap); write the ids as whole numbers"
         )
     return ""
+
+
+def _key_option(keying: Keying) -> str:
+    """How a message asks for ``keying``: ``--key album`` on the command line, ``key='album'`` in Python."""
+    return option_name(f"--key {keying.value}", f"key={keying.value!r}")
 
 
 def _shown_key(key: str) -> str:
@@ -663,6 +683,15 @@ def as_story_sets(hypotheses: Any, references: Any = None) -> tuple[StorySet, St
     if rk == "other":
         hint = _convert_hint(references) or _odd_element(references, "reference")
         raise InputError(f"cannot use {type(references).__name__} references{hint}: {_SHAPES}")
+    if len(hypotheses) == 0:  # nothing to score, whatever the references' shape: the metric says so
+        # (`Metric._check_given`), not "Story objects are matched to references by key"
+        empty = hypotheses if isinstance(hypotheses, StorySet) else StorySet([])
+        return empty, None if references is None else StorySet([]), None
+    if rk not in (None, "storyset") and len(references) == 0:  # {} crashed (IndexError), [] was "by position too"
+        raise InputError(
+            f"the references are an empty {type(references).__name__}: give each prediction its references, or "
+            "leave references out for a reference-free metric"
+        )
     if hk in ("storyset", "stories"):
         hyps = hypotheses if isinstance(hypotheses, StorySet) else StorySet(hypotheses)
         if rk is None or rk in ("storyset", "stories"):
@@ -748,7 +777,17 @@ _SCORE_KEYWORDS = ("references", "key", "template", "require_all", "reference_ab
 _STORIES_KEYWORDS = ("predictions", "stories", "hyps", "candidates")
 
 #: the default of ``hypotheses`` (`score`, `Metric.score`): told apart from a None given on purpose
-_NOT_GIVEN: Any = object()
+class _Required:
+    """The default of an argument that must be given, shown as ``<required>`` by ``help()`` and an IDE (a bare
+    ``object()`` showed as ``<object object at 0x7f...>``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_NOT_GIVEN: Any = _Required()
 
 
 def _no_stories(given: Iterable[str], how: str) -> InputError:
@@ -903,15 +942,16 @@ class Metric(ABC):
         loading any model."""
         require_all = check_flag(require_all, "require_all")
         reference_absent = check_flag(reference_absent, "reference_absent")
-        cls._check_given(hypotheses, references)
-        return align(
-            hypotheses,
-            references if cls.needs_references else None,
-            keying=key if key is not None else cls.default_keying,
-            template=template,
-            require_all=require_all,
-            reference_absent=reference_absent and cls.needs_references,
-        )
+        with python_api():  # as `score` says it (the command line's own run still names its flags)
+            cls._check_given(hypotheses, references)
+            return align(
+                hypotheses,
+                references if cls.needs_references else None,
+                keying=key if key is not None else cls.default_keying,
+                template=template,
+                require_all=require_all,
+                reference_absent=reference_absent and cls.needs_references,
+            )
 
     @classmethod
     def _check_given(cls, hypotheses: StorySet, references: StorySet | None) -> None:
@@ -921,8 +961,8 @@ class Metric(ABC):
             raise InputError(f"{cls.name}: there are no stories to score")
         if cls.needs_references and references is None:
             raise InputError(
-                f"{cls.name} needs reference stories: pass them as references= in Python "
-                "(--references FILE on the command line)"
+                f"{cls.name} needs reference stories: "
+                + option_name("give them with --references FILE (-r)", "pass them as references=")
             )
 
     @classmethod
@@ -975,13 +1015,14 @@ class Metric(ABC):
             raise _no_stories(wrong, "first, scorer.score(stories, references)")
         _refuse_score_keywords(self.name, wrong)
         reference_absent = check_flag(reference_absent, "reference_absent")
-        return self._score_inputs(
-            as_story_sets(hypotheses, references),
-            key=key,
-            template=template,
-            require_all=require_all,
-            reference_absent=reference_absent,
-        )
+        with python_api():  # its errors name Python's arguments (key=), not the command line's flags (--key)
+            return self._score_inputs(
+                as_story_sets(hypotheses, references),
+                key=key,
+                template=template,
+                require_all=require_all,
+                reference_absent=reference_absent,
+            )
 
     def _score_inputs(
         self,
@@ -1422,7 +1463,8 @@ def check_num_threads(metric: str, value: int | None) -> int | None:
 
 def get_metric(name: str, **options: Any) -> Metric:
     """A ready scorer object for ``name`` (loads its model, if any, once); an unknown option is an `InputError`, and
-    an argument of scoring (``key=``, ``references=``) says that it goes to the scorer's ``score``."""
+    an argument of scoring (``key=``, ``references=``) says that it goes to the scorer's ``score``. The options'
+    values (a photo folder that does not exist, a batch size of 0) are checked before the model loads."""
     cls = get_metric_class(name)
     scoring = [k for k in options if k in (*_SCORE_KEYWORDS, "hypotheses") and k not in metric_options(cls)]
     if scoring:
@@ -1430,8 +1472,9 @@ def get_metric(name: str, **options: Any) -> Metric:
             f"{scoring[0]} is an argument of scoring, not an option of the {cls.name} scorer: "
             f"vistkit.get_metric({cls.name!r}).score(stories, references, {scoring[0]}=...)"
         )
-    check_options(cls, options)
-    return cls(**options)
+    with python_api():
+        cls.precheck(options)
+        return cls(**options)
 
 
 def score(
@@ -1451,6 +1494,31 @@ def score(
     `Metric.score`; the other ``options`` go to the metric."""
     if hypotheses is _NOT_GIVEN:  # Python said "missing 1 required positional argument: 'hypotheses'"
         raise _no_stories(options, "second, score(NAME, stories, references)")
+    with python_api():  # its errors name Python's arguments (key=), not the command line's flags (--key)
+        return _score(
+            name,
+            hypotheses,
+            references,
+            key=key,
+            template=template,
+            require_all=require_all,
+            reference_absent=reference_absent,
+            **options,
+        )
+
+
+def _score(
+    name: str,
+    hypotheses: Stories,
+    references: References | None,
+    *,
+    key: Keying | str | None,
+    template: Sequence[str] | None,
+    require_all: bool,
+    reference_absent: bool,
+    **options: Any,
+) -> Score:
+    """`score`, inside `python_api`."""
     if isinstance(name, Metric):  # a load-once scorer: its own method scores with it
         raise InputError(
             f"score takes a metric's name; {name.name!r} is a scorer object: call its method, "
@@ -1498,5 +1566,6 @@ def prefer(name: str, a: Sequence[Story | str], b: Sequence[Story | str], **opti
         raise InputError(f"{cls.name} is not a pairwise metric (a ranker); score each story with `score` instead")
     check_options(cls, options)
     _pair_stories(cls.name, a, b, "prefer")
-    metric = get_metric(name, **options)
-    return cast(Ranker, metric).preference(a, b)
+    with python_api():
+        metric = get_metric(name, **options)
+        return cast(Ranker, metric).preference(a, b)

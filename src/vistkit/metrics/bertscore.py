@@ -114,15 +114,22 @@ def read_baseline(path: str | Path, layer: int) -> tuple[float, float, float]:
         raise InputError(f"bertscore: baseline file {p} lacks the column(s) {', '.join(missing)} (LAYER,P,R,F)")
     for n, row in enumerate(rows, start=2):
         try:
-            if row["LAYER"].strip() and float(row["LAYER"]) == layer:  # inf / nan / 1.5 match no layer
-                values = float(row["P"]), float(row["R"]), float(row["F"])
-                if all(math.isfinite(v) for v in values):
-                    return values
+            if not (row["LAYER"].strip() and float(row["LAYER"]) == layer):  # inf / nan / 1.5 match no layer
+                continue
+            values = float(row["P"]), float(row["R"]), float(row["F"])
+            if not all(math.isfinite(v) for v in values):
                 raise ValueError("not finite")
         except ValueError:
             raise InputError(
                 f"bertscore: baseline file {p} line {n} holds a value that is not a finite number"
             ) from None
+        if not all(v < 1.0 for v in values):  # rescaling divides by 1 - b: by zero, or turns the scale upside down
+            raise InputError(
+                f"bertscore: baseline file {p} line {n} holds a baseline of 1 or more (P, R, F = {row['P']}, "
+                f"{row['R']}, {row['F']}); rescaling divides by 1 - b, so each must be below 1 (a baseline on a "
+                "0-100 scale: divide it by 100)"
+            )
+        return values
     raise InputError(f"bertscore: baseline file {p} has no row for layer {layer}")
 
 

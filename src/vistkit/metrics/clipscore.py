@@ -296,17 +296,24 @@ class _ClipScoreBase(PhotoMetric):
         images: str | Path | None = None,
         photos: str | Path | dict[str, Sequence[str]] | None = None,
         clip_model: str | Path = DEFAULT_CLIP,
-        prefix: str = CLIPSCORE_PREFIX,
+        prefix: str | None = CLIPSCORE_PREFIX,
         device: str | None = None,
         batch_size: int = 64,
         trust_checkpoint: bool = False,
     ) -> None:
+        if prefix is None:  # no prefix (``-O clipscore.prefix=none``: the command line refuses an empty value)
+            prefix = ""
+        if not isinstance(prefix, str):
+            raise InputError(f"{self.name}: prefix must be a text (got {type(prefix).__name__})")
+        if prefix and not prefix.strip("\"'"):  # -O 'clipscore.prefix=""': the shell passes the quote marks on
+            raise InputError(
+                f"{self.name}: the prefix {prefix} is quote marks only, which would be put before every caption; "
+                "for no prefix give prefix=none (Python: prefix=\"\")"
+            )
         self.encoder = load_clip(
             clip_model, metric=self.name, device=device, trust=trust_checkpoint, batch_size=batch_size
         )
         self._use_photos(images, photos)
-        if not isinstance(prefix, str):
-            raise InputError(f"{self.name}: prefix must be a text (got {type(prefix).__name__})")
         n = self.encoder.n_tokens([prefix])[0]
         if n >= self.encoder.max_tokens:
             raise InputError(

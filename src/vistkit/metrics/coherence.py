@@ -390,15 +390,14 @@ class Coherence(Metric):
             ) from None
 
     def signature_fields(self) -> dict[str, object]:
-        from vistkit.metrics._options import model_label
-
         # the hash is the head's weights; the encoder, its token limit and the objective come from the folder's
         # config.json (a folder with the same head and another config was signed as the packaged model)
         config = self.model.config
         encoder = str(config.get("encoder", "minilm-l6"))
         fields: dict[str, object] = {
             "model": f"{self.model.name}@{self.model.fingerprint}",
-            "encoder": "all-MiniLM-L6-v2" if encoder == "minilm-l6" else model_label(encoder),
+            # another encoder by its name and its weights' hash: two folders of one name (retrained) differ
+            "encoder": "all-MiniLM-L6-v2" if encoder == "minilm-l6" else self._encoder_label(encoder),
         }
         if int(config.get("max_length", 256)) != 256:
             fields["maxlen"] = int(config.get("max_length", 256))
@@ -410,6 +409,16 @@ class Coherence(Metric):
             "sent": SENT_SPLITTER,
             **precision_fields(self.model.encoder.precision, COHERENCE_DEVIATION),
         }
+
+    def _encoder_label(self, encoder: str) -> str:
+        """``NAME@HASH12`` of the encoder a head's config.json names (its weights' `model_fingerprint`, hashed
+        once)."""
+        from vistkit.metrics._options import model_label
+        from vistkit.models.checkpoints import model_fingerprint
+
+        if getattr(self, "_encoder_hash", None) is None:
+            self._encoder_hash = model_fingerprint(self.model.encoder.folder)
+        return f"{model_label(encoder)}@{self._encoder_hash}"
 
     def score_items(self, items: Sequence[Item], *, signature: str) -> Score:
         """Per story the mean head probability over its dHM-C (prefix, sentence) pairs, a pair whose prefix equals the

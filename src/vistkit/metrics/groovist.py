@@ -501,6 +501,27 @@ class Groovist(PhotoMetric):
             "sent": self.sentences,
         }
 
+    def prepare_hypotheses(self, hypotheses: StorySet) -> StorySet:
+        """The stories with the photo map's photos, and one warning when noun phrases were given (``noun_phrases``)
+        but some stories have none there: their phrases are extracted with spaCy (phrases keyed by other ids
+        matched no story, and every story was scored on spaCy's phrases under a ``+given-HASH`` signature)."""
+        filled = super().prepare_hypotheses(hypotheses)
+        missing = [s.story_id for s in filled if s.story_id not in self.given_nps] if self.given_nps else []
+        if missing:
+            from vistkit.errors import warn
+
+            def shown(text: str) -> str:
+                text = text if text.isprintable() else repr(text)[1:-1]
+                return text if len(text) <= 40 else text[:37] + "..."
+
+            warn(
+                f"{self.name}: {len(missing):,} of the {len(filled):,} stories have no entry in the noun phrases "
+                f"given (e.g. story '{shown(missing[0])}'; their ids look like '{shown(next(iter(self.given_nps)))}'), "
+                "so their noun phrases are extracted with spaCy; key the noun phrases by the stories' ids if that is "
+                "not meant"
+            )
+        return filled
+
     def story_phrases(self, story: Story) -> tuple[list[str], list[float]]:
         """The filtered noun phrases of a story and their concreteness weights."""
         return self._weighted(noun_phrases(story_sentences(story, self.sentences), self.nlp))
@@ -596,11 +617,35 @@ def _given_noun_phrases(source: Any) -> tuple[dict[str, list[str]], str]:
             raise InputError(f"{p}: no such noun-phrase file (JSON story_id -> [noun phrases])")
 
         data = load_json(p)
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+    if not isinstance(data, dict) or not all(isinstance(v, list | tuple) for v in data.values()):
         raise InputError(
             "noun_phrases must map story ids to lists of noun phrases (extract_nphrases.py output)"
         )
-    out = {str(k): [str(x) for x in v] for k, v in data.items()}
+    from vistkit.data.readers import id_text
+    from vistkit.data.story import clean_id
+
+    # each id as the stories' readers take it (" 45530" is story 45530, Unicode NFC), as a photo map's ids; each
+    # phrase a text (a null was scored as the phrase "None", a number as its digits)
+    where = "noun_phrases"
+    out: dict[str, list[str]] = {}
+    given: dict[str, Any] = {}
+    for k, v in data.items():
+        text = id_text(k, where, "a story id")  # names ``where`` itself
+        try:
+            key = clean_id(text, "story_id", str(k))
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if key in given:
+            raise InputError(
+                f"{where}: the story ids {given[key]!r} and {k!r} are one id ({key!r}) once the spaces around them "
+                "are dropped and they are normalised to Unicode NFC; keep one"
+            )
+        given[key] = k
+        odd = next(((j, x) for j, x in enumerate(v, start=1) if not isinstance(x, str)), None)
+        if odd is not None:
+            shown = "null" if odd[1] is None else f"{type(odd[1]).__name__} {str(odd[1])[:40]!r}"
+            raise InputError(f"{where}: story {k!r}: noun phrase {odd[0]} is {shown}, not a text; give texts only")
+        out[key] = list(v)
     digest = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:12]
     return out, digest
 

@@ -204,11 +204,14 @@ class LMScorer:
 
 def aligned(sentences: list[str], values: list[float]) -> list[float]:
     """Per-sentence ``values`` of the sentences the LM read, put back on the ``sentences`` given: NaN where one
-    was dropped (empty, or invisible characters only), so that value k stays sentence k (and photo k)."""
+    was dropped (empty, or invisible characters only), so that value k stays sentence k (and photo k); NaN for
+    every sentence of a story the LM could not read (longer than its context: no values), which was ``[]``."""
     from vistkit.models.lm import scored_sentence
 
     kept = [k for k, s in enumerate(sentences) if scored_sentence(s)]
-    if len(kept) == len(sentences) or len(values) != len(kept):  # nothing dropped; or no values (an error)
+    if len(values) != len(kept):  # a story the LM refused (`StoryLogprobs.error`): no sentence has a value
+        return [math.nan] * len(sentences)
+    if len(kept) == len(sentences):  # nothing dropped
         return values
     out = [math.nan] * len(sentences)
     for k, v in zip(kept, values, strict=True):

@@ -528,6 +528,13 @@ class RovistVG(PhotoMetric):
         trust_checkpoint = option_bool(self.name, "trust_checkpoint", trust_checkpoint)
         if tagger not in ("auto", "nltk", "spacy"):
             raise InputError(f"tagger must be auto, nltk or spacy, not {tagger!r}")
+        from vistkit.models.resolve import user_path
+
+        # ``-O rovist-vg.checkpoint=~/r2p...``: the shell leaves a ~ after "=" as it is (the model options of the
+        # other metrics expand it; these files were "not on this machine")
+        checkpoint, glove = user_path(checkpoint), user_path(glove)
+        if idf is not None and not isinstance(idf, dict):
+            idf = user_path(idf)
         missing = [
             what
             for what, value, ok in (

@@ -178,7 +178,8 @@ class StoryRanker(UtilityRanker):
             "on the LM's device), data (the statistics' sample)."
         ),
         reproduces=(
-            "Not an official metric. Held-out human judgements are measured outside the repository; the "
+            "Not an official metric. v2's agreement with held-out human judgements (measured outside the "
+            "repository) is not known yet; v1's, in its card, lost to a type-token ratio. The "
             "development numbers (proxy pairs, VWP synthetic errors, the reserved AREL / XE stories for evaluation "
             "only, trivial baselines beside it) are in docs/models/story-ranker-v2.md and come from "
             "scripts/eval_ranker.py."

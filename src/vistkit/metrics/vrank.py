@@ -99,9 +99,11 @@ class Vrank(CrossEncoderRanker):
             import torch
 
             torch.set_num_threads(threads)
+        from vistkit.models.resolve import user_path
+
         self.model = load_vrank(model, device=device, batch_size=batch_size)
         meta = self.model.meta
-        self.model_hash = str(meta.get("tensors_sha256") or model_fingerprint(Path(model).expanduser()))[:12]
+        self.model_hash = str(meta.get("tensors_sha256") or model_fingerprint(user_path(model)))[:12]
         self.encoder = str(meta.get("source", {}).get("encoder", "unknown"))
         self.training_data = str(meta.get("data", {}).get("name", "unknown"))
         # the weights' hash does not cover the encoder config (its head count changes no weight's shape) nor the

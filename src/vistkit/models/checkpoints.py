@@ -394,6 +394,17 @@ def extract_state_dict(obj: Mapping[str, Any], *, where: str | Path = "the check
     if obj and all(torch.is_tensor(v) for v in obj.values()):
         refuse_non_finite(obj.items(), where)
         return dict(obj)
+    for key in ("model", "state_dict", "model_state_dict"):  # one that holds something besides tensors: name it
+        inner = obj.get(key)
+        if isinstance(inner, Mapping):
+            odd = next(((k, v) for k, v in inner.items() if not torch.is_tensor(v)), None)
+            kind = type(odd[1]).__name__ if odd is not None else ""
+            article = "an" if kind[:1].lower() in "aeiou" else "a"
+            what = "is empty" if odd is None else f"holds {odd[0]!r}, {article} {kind}, not a tensor"
+            raise InputError(
+                f"{where}: no state dict found: its {key!r} entry {what}; a state dict maps parameter names to "
+                "tensors (save model.state_dict())"
+            )
     raise InputError(f"no state dict found in the checkpoint (keys: {sorted(obj)[:8]})")
 
 
@@ -404,13 +415,17 @@ def refuse_non_finite(tensors: Iterable[tuple[str, Any]], where: str | Path) -> 
     torch = _torch()
     tensors = [(name, t) for name, t in tensors if torch.is_tensor(t)]
     check_dense_size(tensors, str(where))
+    for name, t in tensors:
+        if (why := _unstorable(t)) is not None:
+            raise InputError(f"{where}: its {str(name)[:60]!r} {why}")
     bad = [
         name
         for name, t in tensors
         if t.layout == torch.strided  # sparse and other layouts: `dense_named_tensors` refuses them
         and t.is_floating_point()
         and t.numel()
-        and not bool(torch.isfinite(t).all())
+        # float8 has no isfinite in torch: its values checked as float32 (exactly the same numbers)
+        and not bool(torch.isfinite(t if t.element_size() > 1 else t.float()).all())
     ]
     if bad:
         shown = ", ".join(bad[:3]) + (", ..." if len(bad) > 3 else "")
@@ -418,6 +433,17 @@ def refuse_non_finite(tensors: Iterable[tuple[str, Any]], where: str | Path) -> 
             f"{where}: {len(bad)} of its weights hold NaN or infinite values ({shown}), so every score would be "
             "NaN; use a checkpoint saved before training diverged (or convert the original again)"
         )
+
+
+def _unstorable(t: Any) -> str | None:
+    """Why a tensor's values cannot be checked or stored in safetensors, in a few words ending with what to do, or
+    None: a quantized tensor (torch.ao.quantization: its dtype has no safetensors name; it stopped a conversion with
+    "unexpected KeyError: torch.qint8") or one on the meta device (shapes without values)."""
+    if t.is_quantized:
+        return f"is a quantized tensor ({str(t.dtype).replace('torch.', '')}); dequantize it first (.dequantize())"
+    if t.is_meta:
+        return "is a tensor on the meta device, which holds no values; save the checkpoint from the trained model"
+    return None
 
 
 def jsonable(value: Any) -> Any:
@@ -526,6 +552,8 @@ def dense_named_tensors(state_dict: Mapping[Any, Any]) -> dict[str, Any]:
                 f"the state dict's {name[:60]!r} is a {str(value.layout).replace('torch.', '')} tensor; only dense "
                 "tensors can be converted (call .to_dense() on it first)"
             )
+        if (why := _unstorable(value)) is not None:
+            raise InputError(f"the state dict's {name[:60]!r} {why}")
         tensors[name] = value.detach().to("cpu").contiguous().clone()
     return tensors
 

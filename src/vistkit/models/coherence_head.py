@@ -126,6 +126,7 @@ class SentenceEncoder:
         from vistkit.models.runtime import quiet_transformers
 
         folder = resolve_model(model)
+        self.folder = folder  # the encoder's files (`vistkit.metrics.coherence.Coherence` signs their hash)
         self.device = choose_device(device)
         self.precision = check_precision(precision, offered=("fp32", "tf32x3", "bf16"))
         with quiet_transformers(), transformers_load_errors(folder, "sentence encoder"):

@@ -34,7 +34,10 @@ reference) alignment (the jar: ~1.3 ms warm, ~2.5 ms on its first pass). Environ
 ``VISTKIT_METEOR_THREADS`` (scoring threads), ``VISTKIT_JAVA_OPTS`` (the helper's JVM options, and the stdio
 fallback's; split as a shell splits words; default -Xmx2G -XX:TieredStopAtLevel=1),
 ``VISTKIT_CACHE`` (where the compiled helper lives), ``VISTKIT_METEOR_TABLE_CACHE`` (the compact table's
-directory, or 0 to parse the table in every process as the jar does).
+directory, or 0 to parse the table in every process as the jar does), ``VISTKIT_JAVA_TIMEOUT`` (seconds a Java
+process may stay silent where a working JVM answers at once, default 30; the helper's compile and the table load
+may take 10 times it, 300 s by default; the PTB tokenizer it plus 1 s per 20 kB of text; every message that a wait
+expired names it).
 """
 
 from __future__ import annotations
@@ -93,7 +96,15 @@ _JAVA_LOCK = threading.Lock()  # the prefetch thread and the caller ask at once:
 #: helper's hello, the jar's usage text): a ``java`` that hangs is refused in one sentence instead of waiting forever
 JAVA_TIMEOUT = 30.0
 #: seconds Meteor may take to load a language's tables (the jar parses 61 MB of gzip in 7-28 s; the cache: < 1 s)
+#: unless ``VISTKIT_JAVA_TIMEOUT`` is set (`table_load_timeout`)
 TABLE_LOAD_TIMEOUT = 300.0
+#: the table load's wait in units of ``VISTKIT_JAVA_TIMEOUT`` when that is set (300 s = 10 x the default 30 s)
+TABLE_LOAD_FACTOR = 10.0
+#: seconds the helper's compile may take (a cold javac takes 1-5 s, minutes on a loaded machine), unless
+#: ``VISTKIT_JAVA_TIMEOUT`` is set: then `JAVAC_FACTOR` times it (it was 4 times: raising the setting to 60 s cut
+#: the compile's wait from 300 s to 240 s)
+JAVAC_TIMEOUT = 300.0
+JAVAC_FACTOR = 10.0
 
 
 #: the JVM's default locale and charsets, pinned on every Java command vistkit runs: Meteor lower-cases with
@@ -253,6 +264,33 @@ def java_timeout() -> float:
     from vistkit.limits import env_number
 
     return float(env_number("VISTKIT_JAVA_TIMEOUT", JAVA_TIMEOUT, low=0.1, high=1e6))
+
+
+def table_load_timeout() -> float:
+    """Seconds METEOR's tables may take to load: `TABLE_LOAD_TIMEOUT`, or `TABLE_LOAD_FACTOR` times
+    ``$VISTKIT_JAVA_TIMEOUT`` when that is set (a user on a slow disk raises it; one who lowers it to fail fast on a
+    hung JVM is not kept waiting 300 s)."""
+    if os.environ.get("VISTKIT_JAVA_TIMEOUT", "").strip():
+        return TABLE_LOAD_FACTOR * java_timeout()
+    return TABLE_LOAD_TIMEOUT
+
+
+def javac_timeout() -> float:
+    """Seconds the helper's compile may take: `JAVAC_TIMEOUT`, or `JAVAC_FACTOR` times ``$VISTKIT_JAVA_TIMEOUT``
+    when that is set (a javac that hung waited 300 s whatever it said)."""
+    if os.environ.get("VISTKIT_JAVA_TIMEOUT", "").strip():
+        return JAVAC_FACTOR * java_timeout()
+    return JAVAC_TIMEOUT
+
+
+def timeout_advice(factor: float = 1.0) -> str:
+    """How to wait longer for a Java wait that expired, naming ``VISTKIT_JAVA_TIMEOUT`` (its value when set) and
+    ``factor``, the multiple of it that this wait was allowed."""
+    raw = os.environ.get("VISTKIT_JAVA_TIMEOUT", "").strip()
+    times = f"; this wait is {factor:g} times it" if factor != 1 else ""
+    if raw:
+        return f"raise VISTKIT_JAVA_TIMEOUT (now {raw} s{times}) to wait longer"
+    return f"set VISTKIT_JAVA_TIMEOUT=SECONDS (default {JAVA_TIMEOUT:g}{times}) to wait longer"
 
 
 def _java_candidates() -> list[str]:
@@ -571,19 +609,65 @@ def _classes_intact(folder: Path) -> bool:
         return False
 
 
+_BUILD_PID = re.compile(r"\.tmp(\d+)(?:\.[0-9a-f]+)?$")
+
+
+def _build_lock(path: Path, *, create: bool) -> int | None:
+    """An open descriptor holding an exclusive ``flock`` on ``path`` (a build's lock file), or None when another
+    process holds it; raises OSError when the file is absent (``create`` False) or locks are not supported."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _remove_dead_builds(target: Path) -> None:
-    """Remove ``meteor-helper-*.tmp<PID>`` folders beside ``target`` whose process is gone (a compile killed with
-    SIGKILL left them; of any helper version)."""
+    """Remove the ``meteor-helper-*.tmp<PID>.<TOKEN>`` folders beside ``target`` whose build has ended (a compile
+    killed with SIGKILL left them; of any helper version): a build holds a lock on its ``.lock`` file while it runs,
+    which tells across machines (a cache in a home folder shared by cluster nodes) and PID namespaces (containers
+    sharing a cache), where the process id did not: another node's running build was deleted as "dead", and its
+    own run then fell back to Meteor's slower stdio server. A folder without a lock file (an older vistkit's, or
+    where locks are not supported) goes when no process of its id runs here."""
     if not target.parent.is_dir():
         return
     for stale in target.parent.glob("meteor-helper-*.tmp*"):
-        pid = stale.name.rpartition(".tmp")[2]
-        if not pid.isdigit():
+        name = stale.name
+        lock = stale if name.endswith(".lock") else stale.with_name(name + ".lock")
+        folder = stale.with_name(name[: -len(".lock")]) if name.endswith(".lock") else stale
+        if name.endswith(".lock") and os.path.lexists(folder):
+            continue  # seen with its folder
+        if os.path.lexists(lock):
+            try:
+                fd = _build_lock(lock, create=False)
+            except (OSError, ImportError):  # gone meanwhile, or no locks here: the process id tells, as before
+                fd = -1
+            if fd is None:  # the build runs (here or elsewhere)
+                continue
+            if fd >= 0:
+                try:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    with contextlib.suppress(OSError):
+                        os.unlink(lock)
+                finally:
+                    os.close(fd)
+                continue
+        m = _BUILD_PID.search(folder.name)
+        if m is None:
             continue
         try:
-            os.kill(int(pid), 0)
+            os.kill(int(m.group(1)), 0)
         except ProcessLookupError:
-            shutil.rmtree(stale, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
         except OSError:  # alive under another user, or not ours to ask: left alone
             pass
 
@@ -640,7 +724,29 @@ def _helper_classpath(java: JavaInfo) -> str | None:
     if javac is None:
         return None
     _remove_dead_builds(target)
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    # a name no other build shares (processes of one id on two machines or in two containers wrote into one folder),
+    # and its lock held while the build runs (`_remove_dead_builds`)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}.{os.urandom(4).hex()}")
+    lock = tmp.with_name(tmp.name + ".lock")
+    try:
+        lock_fd = _build_lock(lock, create=True)
+    except (OSError, ImportError):  # no locks here (or no fcntl): the process id in the name tells
+        lock_fd = None
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+    try:
+        return _build_helper(java, javac, jar, sources, target, tmp)
+    finally:
+        if lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
+            os.close(lock_fd)
+
+
+def _build_helper(
+    java: JavaInfo, javac: str, jar: Path, sources: dict[str, str], target: Path, tmp: Path
+) -> str | None:
+    """Compile the helper's ``sources`` into ``tmp`` and move it to ``target``; that folder, or None (failed)."""
     src_dir = tmp / "src"
     files: list[str] = []
     try:
@@ -653,16 +759,23 @@ def _helper_classpath(java: JavaInfo) -> str | None:
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     release = ["--release", "8"] if java.version >= 9 else []
-    # a cold compile can take minutes on a loaded machine; VISTKIT_JAVA_TIMEOUT, when set, bounds it too (a javac
-    # that hangs waited 300 s whatever it said); in a process group of its own, so a wrapper leaves no child
-    timeout = 4 * java_timeout() if os.environ.get("VISTKIT_JAVA_TIMEOUT") else max(300.0, 4 * java_timeout())
+    # bounded by `javac_timeout`; in a process group of its own, so a wrapper leaves no child
+    timeout = javac_timeout()
     try:
         proc = _run_java(
             [javac, *(f"-J{o}" for o in jvm_base_options()), *release, "-nowarn", "-encoding", "UTF-8", "-cp",
              str(jar), "-d", str(tmp), *files],
             timeout=timeout,
         )
-    except (OSError, subprocess.TimeoutExpired):  # a javac that hangs or cannot run: Meteor's stdio fallback
+    except subprocess.TimeoutExpired:  # a javac that hangs: Meteor's stdio fallback, said (every run compiles again)
+        from vistkit.errors import warn
+
+        warn(
+            f"METEOR's helper did not compile within {timeout:g} s ({javac} was stopped), so METEOR runs on Meteor's "
+            f"own stdio server (the same numbers, slower); {timeout_advice(JAVAC_FACTOR)} for the compile"
+        )
+        proc = None
+    except OSError:  # a javac that cannot run: Meteor's stdio fallback
         proc = None
     if proc is None or proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -1028,7 +1141,7 @@ class MeteorServer:
             _kill(proc)
             raise _stopped(proc) from exc
 
-    def _read(self, n: int, *, timeout: float | None = None, doing: str = "answer") -> bytes:
+    def _read(self, n: int, *, timeout: float | None = None, doing: str = "answer", factor: float = 1.0) -> bytes:
         """``n`` bytes of the helper's answer; a helper that exits, or stays silent past ``timeout`` seconds, is
         stopped and reported in one sentence (the server is then unusable; `meteor_server` starts a new one)."""
         assert self.proc is not None
@@ -1045,11 +1158,11 @@ class MeteorServer:
             under = f" (it ran with {'; '.join(settings)})" if settings else ""
             raise MissingDependencyError(
                 f"{self.java.path} did not {doing} within {timeout:g} s and was stopped{under}; check that Java works "
-                "(java -version) and is not starved of memory or CPU (VISTKIT_JAVA_TIMEOUT=SECONDS waits longer)"
+                f"(java -version) and is not starved of memory or CPU, or {timeout_advice(factor)}"
             ) from None
 
-    def _int(self, *, timeout: float | None = None, doing: str = "answer") -> int:
-        return int(struct.unpack(">i", self._read(4, timeout=timeout, doing=doing))[0])
+    def _int(self, *, timeout: float | None = None, doing: str = "answer", factor: float = 1.0) -> int:
+        return int(struct.unpack(">i", self._read(4, timeout=timeout, doing=doing, factor=factor))[0])
 
     def _doubles(self, n: int) -> list[float]:
         return list(struct.unpack(f">{n}d", self._read(8 * n))) if n else []
@@ -1081,7 +1194,7 @@ class MeteorServer:
     def _load_config(self, cfg: MeteorConfig) -> ConfigInfo:
         """The helper's 'C' request: load ``cfg``'s tables; its id, load time and parameters."""
         self._send(b"C" + self._str(cfg.task) + self._str(cfg.language) + self._str(cfg.norm_name))
-        cid = self._int(timeout=TABLE_LOAD_TIMEOUT, doing="load METEOR's tables")
+        cid = self._int(timeout=table_load_timeout(), doing="load METEOR's tables", factor=TABLE_LOAD_FACTOR)
         ms = self._int()
         loaded = self._int()
         size = self._int()
@@ -1217,7 +1330,7 @@ class StdioMeteor:
             env=java_env(last=guard),
         )
         self._pipe = _Pipe(self.proc)
-        self._answered = False  # the first answer waits for the tables to load (`TABLE_LOAD_TIMEOUT`)
+        self._answered = False  # the first answer waits for the tables to load (`table_load_timeout`)
 
     def _write(self, text: str) -> None:
         assert self.proc.stdin is not None
@@ -1230,7 +1343,7 @@ class StdioMeteor:
 
     def _line(self) -> str:
         """One answer line (the first one may wait for the table load; a hang or an exit is one sentence)."""
-        timeout = None if self._answered else TABLE_LOAD_TIMEOUT
+        timeout = None if self._answered else table_load_timeout()
         try:
             raw = self._pipe.readline(timeout)
         except _Closed:
@@ -1240,8 +1353,8 @@ class StdioMeteor:
             _kill(self.proc)
             advice = _jvm_advice("", "check that Java works (java -version) and has 2 GB of memory")
             raise MissingDependencyError(
-                f"{self.java.path} did not load METEOR's tables within {TABLE_LOAD_TIMEOUT:g} s and was stopped; "
-                f"{advice}"
+                f"{self.java.path} did not load METEOR's tables within {timeout:g} s and was stopped; {advice}, or "
+                f"{timeout_advice(TABLE_LOAD_FACTOR)}"
             ) from None
         self._answered = True
         return raw.decode("utf-8", "replace").strip()
@@ -1343,7 +1456,7 @@ def _run_meteor_jar_usage(java: JavaInfo) -> None:
     except subprocess.TimeoutExpired:
         raise MissingDependencyError(
             f"{java.path} did not run METEOR's jar within {timeout:g} s (it printed nothing); check that Java works "
-            "(java -version), or set VISTKIT_JAVA_TIMEOUT=SECONDS to wait longer"
+            f"(java -version), or {timeout_advice()}"
         ) from None
     except OSError as exc:
         raise MissingDependencyError(f"{java.path} could not run METEOR's jar ({exc.strerror or exc})") from None
@@ -1450,8 +1563,10 @@ def run_ptb_tokenizer(lines: Sequence[str]) -> list[str]:
         )
     except subprocess.TimeoutExpired:
         raise MissingDependencyError(
-            f"the Stanford PTB tokenizer ({java.path}) did not finish {len(lines):,} texts within {timeout:,.0f} s "
-            "and was stopped; check that Java works (java -version), or set VISTKIT_JAVA_TIMEOUT=SECONDS"
+            f"the Stanford PTB tokenizer ({java.path}) did not finish {len(lines):,} texts within "
+            f"{f'{timeout:,.0f}' if timeout >= 10 else f'{timeout:.2g}'} s "
+            f"and was stopped; check that Java works (java -version), or {timeout_advice()} (it waits that plus 1 s "
+            "per 20 kB of text)"
         ) from None
     if proc.returncode != 0:
         why = " ".join(proc.stderr.decode("utf-8", "replace").split())[-300:] or f"exit code {proc.returncode}"

@@ -458,9 +458,9 @@ def resolve_lm(name: str | os.PathLike[str] | None = None) -> LMSource:
         folder = lm_cache_root() / f"{DEFAULT_LM}-{digest[:12]}"
         state = "converted" if (folder / LM_META).is_file() else "packaged"
         return LMSource(DEFAULT_LM, "packaged", folder, gguf, digest, state)
-    from vistkit.models.resolve import broken_link, resolve_model
+    from vistkit.models.resolve import broken_link, resolve_model, user_path
 
-    p = Path(text).expanduser()
+    p = user_path(text)
     broken_link(p, text, fix=f"give an LM folder, a hub id, or leave lm out for the packaged LM ({DEFAULT_LM})")
     if not p.exists() and ("/" not in text or text.startswith((".", "/", "~"))):
         raise MissingDependencyError(

@@ -8,6 +8,7 @@ ships, usable with no download); the Hugging Face cache for hub ids (users with 
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,11 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 _HUB_ALIASES = {m.hub_id: m.name for m in PACKAGED_MODELS.values()}
 
 
+#: what a Hugging Face hub id looks like (``org/name``: letters, digits, ``-``, ``_``, ``.``); anything else with a
+#: ``/`` is a path
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
 def register_packaged_model(model: PackagedModel) -> None:
     """Add a packaged offline model (used by modules that ship their own defaults)."""
     PACKAGED_MODELS[model.name] = model
@@ -113,7 +119,7 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
     text = str(name_or_path)
     if not text.strip():  # Path("") is the current folder: never what an empty name meant
         raise InputError("the model name is empty: give a model folder, a packaged model's name or a hub id")
-    p = Path(text).expanduser()
+    p = user_path(text)
     broken_link(p, text, fix="give a model folder, a packaged model's name or a hub id")
     if p.exists():
         import stat
@@ -128,11 +134,32 @@ def resolve_model(name_or_path: str | Path, *, allow_download: bool = False) -> 
     if key in PACKAGED_MODELS:
         return PACKAGED_MODELS[key].path()
     if "/" in text and not text.startswith((".", "/", "~")):
+        if not _HUB_ID.fullmatch(text):  # "runs/2024/model", "models/x/": a path, never a hub id
+            raise MissingDependencyError(
+                f"model {text!r}: {p.absolute()} does not exist; give the model folder's path (a hub id is "
+                "'org/name')"
+            )
         return checked(_from_hub(text, allow_download=allow_download))
     known = ", ".join(sorted(PACKAGED_MODELS))
     raise MissingDependencyError(
         f"model {text!r} is neither a local path, a packaged model ({known}) nor a hub id like 'org/name'"
     )
+
+
+def user_path(text: str | Path, *, what: str = "") -> Path:
+    """``text`` as a path with a leading ``~`` or ``~user`` expanded; `InputError` naming it when that cannot be done
+    (no such user here; no ``HOME`` and no passwd entry), where pathlib raised a bare ``RuntimeError`` ("Could not
+    determine home directory"). ``what`` (e.g. ``"VISTKIT_CACHE="``) is put before the path in the message."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        head = Path(text).parts[0]
+        whose = (
+            "but HOME is not set and this user has no home folder"
+            if head == "~"
+            else f"the home folder of a user {head[1:]!r} this machine does not know"
+        )
+        raise InputError(f"{what}{text} starts with {head}, {whose}; give the folder's full path") from None
 
 
 def broken_link(path: Path, text: str, *, fix: str) -> None:
@@ -157,6 +184,7 @@ def _from_hub(hub_id: str, *, allow_download: bool) -> Path:
         return Path(snapshot_download(hub_id, local_files_only=not allow_download))
     except Exception:
         raise MissingDependencyError(
-            f"model {hub_id!r} is not in the local Hugging Face cache; download it once where you have "
-            f"internet (hf download {hub_id}) or pass a local folder path instead"
+            f"model {hub_id!r} is neither a folder ({Path(hub_id).absolute()} does not exist) nor a hub id in the "
+            f"local Hugging Face cache; give the model folder's path, or download the hub model once where you have "
+            f"internet (hf download {hub_id})"
         ) from None

@@ -145,7 +145,10 @@ def _choose_cache_dir() -> Path:
 
     explicit = os.environ.get("VISTKIT_CACHE", "").strip()
     if explicit:
-        folder = Path(os.path.abspath(Path(explicit).expanduser()))  # relative: where the command was started
+        from vistkit.models.resolve import user_path
+
+        # relative: where the command was started; ~user of no user here: one sentence naming the variable
+        folder = Path(os.path.abspath(user_path(explicit, what="VISTKIT_CACHE=")))
         if folder.is_dir():  # the user's choice, also when read-only (a cache prepared once and shared): kept
             return folder
         why = folder_problem(folder)
@@ -161,8 +164,13 @@ def _choose_cache_dir() -> Path:
     except (RuntimeError, KeyError, OSError):  # no HOME and no passwd entry (a container's arbitrary uid)
         home = None
     if xdg:
-        folder = Path(xdg).expanduser() / "vistkit"
-        why = folder_problem(folder)
+        folder = Path(xdg) / "vistkit"
+        try:
+            folder = Path(xdg).expanduser() / "vistkit"
+        except RuntimeError:  # ~user of no user here: a folder that cannot be used, as a missing HOME
+            why = f"XDG_CACHE_HOME={xdg} names the home folder of a user this machine does not know"
+        else:
+            why = folder_problem(folder)
     elif home is None:
         folder, why = Path("~/.cache/vistkit"), "HOME is not set and this user has no home folder"
     elif not home.is_dir():  # a home folder that does not exist is not created (as root it could be)

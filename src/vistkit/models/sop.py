@@ -43,6 +43,7 @@ from vistkit.models.checkpoints import (
     model_fingerprint,
     save_converted,
 )
+from vistkit.models.resolve import user_path
 from vistkit.models.runtime import (
     DeviceBatches,
     LengthBuckets,
@@ -442,7 +443,7 @@ def read_sop_weights(
     model: str | Path, *, trust_checkpoint: bool = False, config: Any = None
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(state_dict, albert_config, meta)`` from the official ``.pth.tar`` (trusted) or a converted dir."""
-    p = Path(model).expanduser()
+    p = user_path(model)
     if is_converted(p):
         state, meta = load_converted(p, kind=KIND)
         cfg = dict(config) if isinstance(config, Mapping) else meta["config"]
@@ -514,7 +515,7 @@ def load_sop_model(
 ) -> SOPModel:
     """Load the SOP classifier from the official checkpoint (``trust_checkpoint=True``) or a converted
     folder."""
-    p = Path(model).expanduser()
+    p = user_path(model)
     state, cfg, _meta = read_sop_weights(p, trust_checkpoint=trust_checkpoint, config=config)
     module = sop_module_with(state, cfg, p)
     tok = _load_tokenizer(tokenizer, p if p.is_dir() else None)

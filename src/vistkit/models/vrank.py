@@ -434,8 +434,9 @@ def load_vrank(folder: str | Path, *, device: str | None = None, batch_size: int
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
     from vistkit.models.checkpoints import is_converted, load_converted
+    from vistkit.models.resolve import user_path
 
-    p = Path(folder).expanduser()
+    p = user_path(folder)
     if not p.exists():
         raise MissingDependencyError(
             f"no Vrank model at {p}; train one with `vistkit vrank train PAIRS.csv --output DIR` and pass that folder"

@@ -225,11 +225,15 @@ def krippendorff_alpha(ratings: Iterable[tuple[str, Any, float]], *, level: str 
 
 
 def alpha_with_reason(
-    ratings: Iterable[tuple[str, Any, float]], *, level: str = "ordinal"
+    ratings: Iterable[tuple[str, Any, float]], *, level: str = "ordinal", names: dict[float, str] | None = None
 ) -> tuple[float | None, str | None]:
     """``(alpha, None)``, or ``(None, why alpha is undefined)``: fewer than two annotators, no unit judged
-    twice, or every answer the same."""
+    twice, or every answer the same (named by ``names`` where a value is a code: pairwise 0 is "about the
+    same")."""
     import krippendorff
+
+    def shown(v: float) -> str:
+        return (names or {}).get(v, f"{v:g}")
 
     cells: dict[tuple[str, Any], float] = {}  # one value per annotator and unit: the later one
     for c, u, v in ratings:
@@ -248,10 +252,10 @@ def alpha_with_reason(
     values = sorted(set(cells.values()))
     paired = sorted({v for vs in pairable for v in vs})
     if len(values) < 2:
-        return None, f"every answer is the same ({values[0]:g}), so agreement beyond chance is undefined"
+        return None, f"every answer is the same ({shown(values[0])}), so agreement beyond chance is undefined"
     if len(paired) < 2:  # the package divides 0 by 0 here (NaN, and a RuntimeWarning)
         return None, (
-            f"every answer on the tasks judged twice is the same ({paired[0]:g}), so agreement beyond chance is "
+            f"every answer on the tasks judged twice is the same ({shown(paired[0])}), so agreement beyond chance is "
             "undefined"
         )
     # the package's value counts (units judged twice x values), built from the judgements: its own reliability
@@ -298,13 +302,17 @@ def _agreement_of(data: StudyData) -> dict[str, tuple[float | None, str | None]]
         return {"rank": alpha_with_reason(triples)}
     if task == "pairwise":
         triples = [(j.annotator, j.unit_id, float(_pair_value(j))) for j in js]
-        return {"preference": alpha_with_reason(triples)}
+        return {"preference": alpha_with_reason(triples, names=PAIR_VALUE_NAMES)}
     out = {}
     for aspect in data.settings["aspects"]:
         out[aspect] = alpha_with_reason(
             [(j.annotator, j.unit_id, float(j.answer["ratings"][aspect])) for j in js]
         )
     return out
+
+
+PAIR_VALUE_NAMES = {1.0: "the first story of each pair", -1.0: "the second story of each pair", 0.0: "about the same"}
+"""What each `_pair_value` is, in the words of a reason alpha is undefined."""
 
 
 def _pair_value(j: Judgement) -> int:

@@ -1,6 +1,7 @@
 """The studio web app (Starlette, Jinja2 templates with autoescaping, vanilla JS).
 
 Routes: ``GET /a/{token}`` (the annotator's next task), ``POST /a/{token}/submit``, ``GET /a/{token}/progress``,
+``POST /a/{token}/stored`` (whether a submission's answer is stored: the page asks after a lost connection),
 ``GET /admin/{token}`` and ``/admin/{token}/summary.json`` (admin token only), ``GET /a/{token}/photos/{name}``
 (files inside the study's photo folder only, to holders of an invite link or the admin link), ``/static/...`` and
 ``/healthz``. Bodies above `MAX_BODY` bytes are
@@ -64,10 +65,11 @@ def content_security_policy(photo_url: str | None) -> str:
 class SecureResponses:
     """ASGI middleware: every response carries ``headers`` (the security headers) where it has none of its own,
     also the ones the app does not write itself (Starlette's 404 and 405, static files, photos, /healthz;
-    static files keep their caching), and a redirect names a path on this server, never a host: Starlette's
-    trailing-slash redirects (``/a/TOKEN/`` -> ``/a/TOKEN``) were built from the request's ``Host`` header, so a
-    forged ``Host: evil.example`` got ``Location: http://evil.example/a/TOKEN`` (a poisoned cache or proxy sends
-    the link's holder, token and all, to that host)."""
+    static files and photos keep their own caching: `VersionedStatic`), and a redirect names a path on this
+    server, never a host: Starlette's trailing-slash redirects (``/a/TOKEN/`` -> ``/a/TOKEN``) were built from
+    the request's ``Host`` header, so a forged ``Host: evil.example`` got ``Location:
+    http://evil.example/a/TOKEN`` (a poisoned cache or proxy sends the link's holder, token and all, to that
+    host)."""
 
     def __init__(self, app: Any, headers: dict[str, str]) -> None:
         self.app = app
@@ -77,7 +79,6 @@ class SecureResponses:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        static = str(scope.get("path", "")).startswith("/static/")
 
         async def send_secured(message: Any) -> None:
             if message["type"] == "http.response.start":
@@ -87,7 +88,7 @@ class SecureResponses:
 
                 headers = MutableHeaders(scope=message)
                 for key, value in self.headers.items():
-                    if key not in headers and not (static and key == "Cache-Control"):
+                    if key not in headers:  # static files and photos set their own caching
                         headers[key] = value
                 location = headers.get("location")
                 if location is not None:
@@ -97,6 +98,51 @@ class SecureResponses:
             await send(message)
 
         await self.app(scope, receive, send_secured)
+
+
+STATIC_FOREVER = "public, max-age=31536000, immutable"
+"""The caching of a static file asked for by its current version (``/static/studio.js?v=HASH``)."""
+STATIC_CHECK = "no-cache"
+"""The caching of a static file asked for without its current version: the browser asks again each time (a 304
+when unchanged)."""
+
+
+def static_versions(folder: Path = HERE / "static") -> dict[str, str]:
+    """File name -> the first 12 hex digits of the SHA-256 of its content, for the files directly in ``folder``."""
+    import hashlib
+
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in sorted(folder.iterdir()) if p.is_file()
+    }
+
+
+class VersionedStatic:
+    """ASGI app: the static files of ``folder`` (Starlette's `StaticFiles`), cached for a year when asked for by
+    their current content hash (``?v=HASH``, as `static_url` writes them in every page) and revalidated on each use
+    otherwise. The URLs carried no version and no caching rule, so a browser kept a script it had cached by its
+    own heuristics and could run an old studio.js against the pages of an upgraded server."""
+
+    def __init__(self, folder: Path, versions: dict[str, str]) -> None:
+        self.files = StaticFiles(directory=str(folder))
+        self.versions = versions
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from urllib.parse import parse_qs
+
+        name = str(scope.get("path", "")).rsplit("/", 1)[-1]
+        asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("v", [""])
+        current = self.versions.get(name)
+        rule = STATIC_FOREVER if current is not None and asked == [current] else STATIC_CHECK
+
+        async def send_cached(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                from starlette.datastructures import MutableHeaders
+
+                headers = MutableHeaders(scope=message)
+                headers["Cache-Control"] = rule if message.get("status") in (200, 304) else "no-store"
+            await send(message)
+
+        await self.files(scope, receive, send_cached)
 
 
 def _photo_index(folder: str | None) -> dict[str, str]:
@@ -287,6 +333,13 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    versions = static_versions()
+
+    def static_url(name: str) -> str:
+        """The address of a static file with its content hash: an upgraded server's pages name a new address."""
+        return f"/static/{name}?v={versions[name]}"
+
+    env.globals["static_url"] = static_url
     photos_dir = st.setting("photos_dir")
     photo_files = _photo_index(photos_dir)
     photo_url = st.setting("photo_url")
@@ -358,6 +411,16 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
             return JSONResponse(result, headers=secure)
         return RedirectResponse(f"/a/{token}?saved=1", status_code=303, headers=secure)
 
+    async def stored(request: Request) -> Response:
+        """Whether a submission's answer is stored (`service.stored_answer`), as JSON; stores nothing."""
+        try:
+            form = await _read_form(request)
+            who = await run_in_threadpool(_auth, request.path_params["token"])
+            result = await run_in_threadpool(service.stored_answer, st, who, form)
+        except StudioError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=secure)
+        return JSONResponse(result, headers=secure)
+
     async def annotator_progress(request: Request) -> Response:
         try:
             who = await run_in_threadpool(_auth, request.path_params["token"])
@@ -419,7 +482,7 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         return PlainTextResponse("ok")
 
     def failure(request: Request, status: int, message: str, headers: dict[str, str]) -> Response:
-        if _wants_json(request) or request.url.path.endswith((".json", "/progress")):  # the JSON routes
+        if _wants_json(request) or request.url.path.endswith((".json", "/progress", "/stored")):  # the JSON routes
             return JSONResponse({"error": message}, status_code=status, headers=headers)
         post = request.method == "POST"
         token = request.path_params.get("token") if post else None
@@ -507,10 +570,11 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         Route("/a/{token}", annotate, methods=["GET"]),
         Route("/a/{token}/submit", submit, methods=["POST"]),
         Route("/a/{token}/progress", annotator_progress, methods=["GET"]),
+        Route("/a/{token}/stored", stored, methods=["POST"]),
         Route("/admin/{token}", admin, methods=["GET"]),
         Route("/admin/{token}/summary.json", admin_json, methods=["GET"]),
         Route("/a/{token}/photos/{name:path}", photo, methods=["GET"]),
-        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+        Mount("/static", app=VersionedStatic(HERE / "static", versions), name="static"),
     ]
     from sqlalchemy.exc import DBAPIError
     from starlette.middleware import Middleware

@@ -547,6 +547,36 @@ def submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[str
         return _submit(st, annotator, form)
 
 
+def stored_answer(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[str, Any]:
+    """Whether the answer of a submission form (as `submit` takes it) is stored, storing nothing:
+    ``{"stored": "same"}`` (this very answer), ``"other"`` (the task holds another answer: another tab's) or
+    ``"none"``. A page whose submission lost its connection asks this before saying "Not saved": the server may
+    have stored the answer before the connection broke. `StudioError` as `submit` for a form that is not this
+    annotator's or not an answer."""
+    try:
+        assignment_id = int(form.get("assignment", ""))
+    except ValueError:
+        raise StudioError(422, "the form has no task number; reload the page") from None
+    expected = db.csrf_token(st.secret(), annotator.id, assignment_id)
+    if not db.tokens_equal(form.get("csrf", ""), expected):
+        raise StudioError(403, "the form's security token is missing or wrong; reload the page and try again")
+    a = db.assignments
+    with st.read() as conn:
+        row = conn.execute(select(a).where(a.c.id == assignment_id)).first()
+        if row is None or row.annotator_id != annotator.id:
+            raise StudioError(409, "this task is not (or no longer) assigned to you; reload the page")
+        prior = conn.execute(
+            select(db.judgements.c.answer).where(db.judgements.c.assignment_id == assignment_id)
+        ).first()
+    if prior is None:
+        return {"stored": "none"}
+    order = _story_order(st, row)
+    answer = parse_answer(
+        st.setting("task"), form, order, list(st.setting("aspects", [])), bool(st.setting("allow_same", True))
+    )
+    return {"stored": "same" if prior.answer == json.dumps(answer, sort_keys=True) else "other"}
+
+
 def _submit(st: db.Study, annotator: Annotator, form: dict[str, str]) -> dict[str, Any]:
     try:
         assignment_id = int(form.get("assignment", ""))

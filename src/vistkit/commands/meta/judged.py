@@ -62,10 +62,12 @@ def judged_stories(table: Any, story_files: list[str], key: Keying | None) -> li
         sysname = "human" if is_reference_system(system) else system
         photos = parse_img_seq(seq or item) if keying is Keying.SEQUENCE else ()
         if system in loaded:
-            wanted = "-".join(photos) if keying is Keying.SEQUENCE and seq else item
+            # by sequence, the photo ids as the table's own text gets them (1_2_3, "1 2 3" and 1-2-3 are one key)
+            wanted = "-".join(photos) if keying is Keying.SEQUENCE else item
             story = loaded[system].get(wanted)
             if story is None:
-                raise InputError(f"--stories {system}: no story with {keying.value} key {wanted!r}")
+                said = f" (item {item!r:.60})" if wanted != item else ""
+                raise InputError(f"--stories {system}: no story with {keying.value} key {wanted!r:.80}{said}")
             out.append(Story(story.story_id, story.text, story.sentences, story.photo_ids, story.album_id, sysname))
         elif text:
             out.append(Story(story_id=item, text=text, photo_ids=photos, system=sysname))
@@ -107,27 +109,88 @@ def _score_table(
     scores and signatures per metric, and the names of the lower-is-better metrics."""
     judged = judged_stories(table, inputs.stories, inputs.key)  # every input read before a model loads
     refs = _references(inputs.references, inputs.ref_format)
-    _check_judged_metrics(inputs, refs)
+    _check_judged_metrics(inputs, refs, judged)
     built = _metrics(inputs.metrics, inputs.option)
     values, sigs = _score_judged(built, judged, refs, inputs.key, inputs.reference_absent)
     lower = [m.name for m in built if not m.higher_is_better]
     return judged, values, sigs, lower
 
 
-def _check_judged_metrics(inputs: JudgedInput, refs: StorySet | None) -> None:
-    """Before any metric is built or scores: metric names and ``-O`` options, and that a reference-based metric
-    has ``--references`` (without them, the metrics before it in ``-m`` were scored, models loaded, for nothing).
-    ``--metrics all`` skips such a metric instead (`_metrics`)."""
+def _check_judged_metrics(inputs: JudgedInput, refs: StorySet | None, judged: list[Story] | None = None) -> None:
+    """Before any metric is built or scores: metric names and ``-O`` options, that a reference-based metric
+    has ``--references`` (without them, the metrics before it in ``-m`` were scored, models loaded, for nothing),
+    and that the references a story gets do not hang on a key not given (`_check_default_key`). ``--metrics all``
+    skips a metric without references instead (`_metrics`)."""
     from vistkit.commands.meta.common import _uses_references
     from vistkit.commands.score import parse_metric_options, plan_metrics
 
     names = parse_metric_names(inputs.metrics)
-    if not names or names == ["all"]:
+    if not names:
         return
-    plans = plan_metrics(names, {}, parse_metric_options(inputs.option))
-    for cls, _ in plans:
-        if refs is None and _uses_references(cls):
-            raise InputError(f"{cls.name} is reference-based: pass --references FILE (the human stories)")
+    if names == ["all"]:
+        uses_refs = refs is not None
+    else:
+        plans = plan_metrics(names, {}, parse_metric_options(inputs.option))
+        for cls, _ in plans:
+            if refs is None and _uses_references(cls):
+                raise InputError(f"{cls.name} is reference-based: pass --references FILE (the human stories)")
+        uses_refs = any(_uses_references(cls) for cls, _ in plans)
+        problem = _reference_problem(judged, refs, inputs.key) if uses_refs and judged else None
+        if problem is not None:  # said after every model had loaded, as "no pair could be scored"
+            raise InputError(f"{next(c.name for c, _ in plans if _uses_references(c))}{problem}")
+    if uses_refs and refs is not None and judged is not None and inputs.key is None:
+        _check_default_key(judged, refs)
+
+
+def _reference_problem(judged: list[Story], refs: StorySet | None, key: Keying | None) -> str | None:
+    """Why no reference-based metric can score any judged story, as the rest of a sentence after the metric's
+    name (references sharing no key with any story: the key `vistkit.meta.scoring` uses, by default sequence when
+    every story carries photos), or None. Album keys are left to the scorer, which says why they cannot serve."""
+    if refs is None:
+        return None
+    keying = key if key is not None else (Keying.SEQUENCE if all(s.photo_ids for s in judged) else Keying.STORY)
+    if keying is Keying.ALBUM:
+        return None
+    keys = [s.story_id if keying is Keying.STORY else "-".join(s.photo_ids) for s in judged]
+    if set(keys) & set(refs.group(keying)):
+        return None
+    return (
+        f": no judged story could be scored, as no reference story has the {keying.value} key of any of them (the "
+        f"first story's is {keys[0]!r:.60}): check --references and --key"
+    )
+
+
+def _check_default_key(judged: list[Story], refs: StorySet) -> None:
+    """Without ``--key``, stories that all carry photos (from ``--stories`` files) are matched to their
+    references by photo sequence (`vistkit.meta.scoring`), though the table's items were matched to the files by
+    story id: a story whose id names a reference that is not the one reference of its photos (a sequence told
+    twice, or other photos) was scored against other references than the table's own text gets, without a word.
+    Refused there, naming both keys; where the keys agree, or no reference has a story's id, nothing changes."""
+    if not judged or not all(s.photo_ids for s in judged):
+        return
+    by_story = refs.group(Keying.STORY)
+    by_sequence = refs.group(Keying.SEQUENCE)
+    differ: list[tuple[Story, list[Story], list[Story]]] = []
+    for s in judged:
+        own = by_story.get(s.story_id, [])
+        of_photos = by_sequence.get("-".join(s.photo_ids), [])
+        if own and {id(r) for r in own} != {id(r) for r in of_photos}:
+            differ.append((s, own, of_photos))
+    if not differ:
+        return
+    story, own, of_photos = differ[0]
+    seq = "-".join(story.photo_ids)
+
+    def ids(stories: list[Story]) -> str:
+        shown = ", ".join(repr(r.story_id)[:40] for r in stories[:3])
+        return (shown + ", ...") if len(stories) > 3 else (shown or "none")
+
+    raise InputError(
+        f"{len(differ):,} of {len(judged):,} judged stories get other references by story id than by photo "
+        f"sequence (story {story.story_id!r:.40}: {ids(own)} by id, {ids(of_photos)} by its photos {seq!r:.60}), "
+        "and without --key they would be matched by sequence: pass --key story to score each story against the "
+        "reference of its id, or --key sequence against every reference of its photos"
+    )
 
 
 def _oriented(values: dict[str, np.ndarray], lower_is_better: list[str]) -> dict[str, np.ndarray]:

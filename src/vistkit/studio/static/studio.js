@@ -279,6 +279,62 @@
     }
   }
   window.addEventListener("pageshow", function () { ready(); });  // back to a page kept in memory: usable again
+
+  // a lost connection (or no answer in time) does not say whether the server stored the answer: it may have
+  // (the connection broke after the server stored it), and the page kept saying "Not saved". The page asks the
+  // server (POST .../stored with the answer it sent, which stores nothing) at once, then every CHECK_MS and
+  // whenever the browser is back online, for CHECK_TRIES tries: stored, it moves on as a saved submission does
+  // ("Saved."). Not stored: a submission that was not answered in time may still be, so the page goes on asking;
+  // after a lost connection it stops (what it said, "Not saved", stands).
+  var CHECK_MS = 5000;
+  var CHECK_TRIES = 120;
+  var stopCheck = function () {};
+  function checkStored(body, next, late) {
+    var tries = 0;
+    var timer = null;
+    var over = false;
+    function stop() {
+      over = true;
+      window.clearTimeout(timer);
+      window.removeEventListener("online", ask);
+    }
+    var asking = false;  // one question at a time (the "online" event may come while one is on its way)
+    function later() { asking = false; if (!over) { window.clearTimeout(timer); timer = window.setTimeout(ask, CHECK_MS); } }
+    function ask() {
+      if (over || asking) { return; }
+      asking = true;
+      window.clearTimeout(timer);
+      if (++tries > CHECK_TRIES) { stop(); return; }
+      window.fetch(form.getAttribute("action").replace(/\/submit$/, "/stored"), {
+        method: "POST",
+        body: body,
+        headers: { "Accept": "application/json" },
+        credentials: "same-origin",
+        redirect: "manual"
+      }).then(function (response) {
+        return response.json().then(function (data) { return [response, data]; }, function () { return [response, null]; });
+      }).then(function (answer) {
+        asking = false;
+        if (over) { return; }
+        var stored = answer[0].ok && answer[1] ? answer[1].stored : null;
+        if (stored === "same") {
+          stop();
+          dropDraft();
+          window.location.replace(next);
+        } else if (stored === "none") {
+          if (late) { later(); } else { stop(); }
+        } else if (stored === "other") {
+          stop();
+          failed("this task was already submitted with another answer (in another tab or window)", false);
+        } else {
+          later();  // a server error or something between you and the study: asked again later
+        }
+      }, later);
+    }
+    stopCheck = stop;
+    window.addEventListener("online", ask);
+    ask();
+  }
   form.addEventListener("submit", function (ev) {
     sync();
     if (sending) { ev.preventDefault(); return; }  // a double click sends once
@@ -287,6 +343,7 @@
       return;
     }
     ev.preventDefault();
+    stopCheck();  // sent again: its own answer says what happened
     sending = true;
     if (button) { button.disabled = true; button.setAttribute("aria-busy", "true"); button.textContent = "Sending\u2026"; }
     if (notice) { notice.hidden = true; notice.textContent = ""; }
@@ -294,9 +351,10 @@
     var next = action.replace(/\/submit$/, "") + "?saved=1";
     var controller = window.AbortController ? new window.AbortController() : null;
     var timer = window.setTimeout(function () { if (controller) { controller.abort(); } }, WAIT_MS);
+    var body = new window.URLSearchParams(new window.FormData(form));
     window.fetch(action, {
       method: "POST",
-      body: new window.URLSearchParams(new window.FormData(form)),
+      body: body,
       headers: { "Accept": "application/json" },
       credentials: "same-origin",
       redirect: "manual",  // never followed: a redirect (a sign-in proxy) is told apart from a lost connection
@@ -333,8 +391,10 @@
       var late = controller && controller.signal.aborted;
       failed(late
         ? "the server did not answer within " + WAIT_MS / 1000 + " seconds, so it may or may not have stored " +
-          "your answer (sent again, it is stored once)"
-        : "the server could not be reached (check your connection)", true, late);
+          "your answer (sent again, it is stored once; this page moves on by itself once it learns it is stored)"
+        : "the server could not be reached (check your connection; this page moves on by itself if it learns " +
+          "that the server stored your answer after all)", true, late);
+      checkStored(body, next, late);
     });
   });
 })();
