@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 FIX = Path(__file__).parent / "fixtures" / "meta"
 
@@ -33,3 +34,13 @@ def dummy_metrics_registered() -> Iterator[list[str]]:
         yield added
     finally:
         dummies.unregister(added)
+
+
+def run_vistkit(capsys: Any, *args: object) -> tuple[int, str, str]:
+    """``vistkit ARGS`` in process (``capsys``: pytest's fixture): (exit code, stdout, stderr)."""
+    from vistkit.cli import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    got = capsys.readouterr()
+    return code, got.out, got.err

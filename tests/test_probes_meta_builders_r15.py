@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meta_dummies import dummy_metrics_registered
+from meta_dummies import dummy_metrics_registered, run_vistkit
 
 from vistkit.errors import InputError
 from vistkit.meta import perturb as P
@@ -33,16 +33,6 @@ STORY = [
 def dummy_metrics() -> Iterator[None]:
     with dummy_metrics_registered():
         yield
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    """``vistkit ARGS`` in process: (exit code, stdout, stderr)."""
-    from vistkit.cli import main
-
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    got = capsys.readouterr()
-    return code, got.out, got.err
 
 
 # ------------------------------------------------------------------------------- a story with no sentences
@@ -112,7 +102,7 @@ def _likert(path: Path) -> Path:
 def test_correlate_signs_a_reference_free_metric_with_the_key_used(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
 ) -> None:
-    code, out, err = _run(
+    code, out, err = run_vistkit(
         capsys, "meta", "correlate", _likert(tmp_path / "l.csv"), "-m", "meta-test-length", "--key", key,
         "--bootstrap", "10", "-f", "json",
     )
@@ -147,7 +137,7 @@ def test_build_pairs_refuses_a_machine_file_that_holds_the_references_themselves
     """A file of several fields given without :FIELD (PR_VIST.json.zip for PR_VIST.json.zip:predicted_story) set
     every human story against itself, labelled "the human story is better", without a word."""
     refs, out = _refs(tmp_path), tmp_path / "p.csv"
-    code, _, err = _run(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={refs}", "-o", out)
+    code, _, err = run_vistkit(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={refs}", "-o", out)
     assert code == 1 and "same text" in err and ":FIELD" in err, err
     assert not out.exists()
 
@@ -162,7 +152,7 @@ def test_build_pairs_warns_about_machine_stories_that_copy_their_reference(
         + json.dumps({"story_id": "h2", "text": "a dog . a ball . a nap ."}) + "\n",
         encoding="utf-8",
     )
-    code, _, err = _run(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={machine}", "-o", out)
+    code, _, err = run_vistkit(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={machine}", "-o", out)
     assert code == 0, err
     assert "1 of 2 pairs" in err and "same text" in err, err
 
@@ -176,7 +166,7 @@ def test_build_pairs_says_how_many_machine_stories_found_no_reference(
         "".join(json.dumps({"story_id": s, "text": f"story {s} . it was fine ."}) + "\n" for s in ("h1", "x2", "x3")),
         encoding="utf-8",
     )
-    code, out_text, err = _run(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={machine}", "-o", out)
+    code, out_text, err = run_vistkit(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={machine}", "-o", out)
     assert code == 0, err
     assert "wrote 1 pairs" in out_text or "wrote 1 pair" in out_text
     assert "2 of 3 machine stories" in err and "no pair" in err, err
@@ -191,7 +181,7 @@ def test_build_pairs_refuses_an_album_key(tmp_path: Path, capsys: pytest.Capture
         json.dumps({"story_id": "m1", "album_id": "a1", "photo_ids": "1-2-3", "text": "a park . kids . fun ."}) + "\n",
         encoding="utf-8",
     )
-    code, _, err = _run(
+    code, _, err = run_vistkit(
         capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={machine}", "-k", "m=album", "-o", out
     )
     assert code == 1 and "story or sequence, not album" in err and "--key m=story or m=sequence" in err, err
@@ -208,7 +198,7 @@ def test_correlate_by_album_with_a_reference_based_metric_says_what_to_pass(
         rows += [f"human,{album},w1,{5 - i},one two three", f"m1,{album},w1,{1 + i},four five"]
     table = tmp_path / "l.csv"
     table.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    code, _, err = _run(
+    code, _, err = run_vistkit(
         capsys, "meta", "correlate", table, "-m", "meta-test-overlap", "-r", refs, "--key", "album", "--bootstrap", "10"
     )
     assert code == 1 and "not by album" in err and "--key story or --key sequence" in err, err
@@ -226,7 +216,7 @@ def test_rankings_of_stories_of_other_photos_in_one_task_are_refused(
     table, out = tmp_path / "r.csv", tmp_path / "p.csv"
     rows = [f"t1,{w},a,1,we went to the park .,human,1-2-3\nt1,{w},b,2,the beach was cold .,m1,4-5-6\n" for w in "xy"]
     table.write_text(RANKINGS + "".join(rows), encoding="utf-8")
-    code, _, err = _run(capsys, "meta", "rankings-to-pairs", table, "-o", out)
+    code, _, err = run_vistkit(capsys, "meta", "rankings-to-pairs", table, "-o", out)
     assert code == 1 and "img_seq" in err and "'a'" in err and "'b'" in err, err
     assert not out.exists()
 
@@ -242,7 +232,7 @@ def test_a_story_given_other_photos_on_another_row_is_refused(
         + "t1,y,a,1,we went to the park .,human,1-2-4\nt1,y,b,2,the beach was cold .,m1,1-2-3\n",
         encoding="utf-8",
     )
-    code, _, err = _run(capsys, "meta", "rankings-to-pairs", table, "-o", out)
+    code, _, err = run_vistkit(capsys, "meta", "rankings-to-pairs", table, "-o", out)
     assert code == 1 and "different img_seq than on line 2" in err, err
 
 
@@ -254,7 +244,7 @@ def test_rankings_of_one_photo_sequence_still_build_pairs(tmp_path: Path, capsys
         + "t1,y,a,1,we went to the park .,human,\nt1,y,b,2,the beach was cold .,m1,1-2-3\n",
         encoding="utf-8",
     )
-    code, _, err = _run(capsys, "meta", "rankings-to-pairs", table, "-o", out)
+    code, _, err = run_vistkit(capsys, "meta", "rankings-to-pairs", table, "-o", out)
     assert code == 0, err
     assert ",1-2-3," in out.read_text(encoding="utf-8")
 
@@ -266,7 +256,7 @@ def test_build_pairs_warns_about_empty_machine_stories(tmp_path: Path, capsys: p
         json.dumps({"story_id": "h1", "text": ""}) + "\n" + json.dumps({"story_id": "h2", "text": "a dog ."}) + "\n",
         encoding="utf-8",
     )
-    code, _, err = _run(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={machine}", "-o", out)
+    code, _, err = run_vistkit(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m={machine}", "-o", out)
     assert code == 0, err
     assert "1 of 2 machine stories are empty" in err, err
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meta_dummies import dummy_metrics_registered
+from meta_dummies import dummy_metrics_registered, run_vistkit
 
 HEADER = "sent1,sent2,label,story_id,img_seq,model_base,model_comp,agreement,avg_rank_base,avg_rank_comp,order"
 METRICS = "meta-test-length,meta-test-shortness"
@@ -28,16 +28,6 @@ METRICS = "meta-test-length,meta-test-shortness"
 def dummy_metrics() -> Iterator[None]:
     with dummy_metrics_registered():
         yield
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    """``vistkit ARGS`` in process: (exit code, stdout, stderr)."""
-    from vistkit.cli import main
-
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    got = capsys.readouterr()
-    return code, got.out, got.err
 
 
 def _pairs(path: Path, longer_wins: int, shorter_wins: int) -> Path:
@@ -53,7 +43,7 @@ def _pairs(path: Path, longer_wins: int, shorter_wins: int) -> Path:
 
 # ------------------------------------------------------------------------- the paired bootstrap's p with few pairs
 def test_compare_says_why_the_bootstrap_p_is_na(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 4, 0), "-m", METRICS)
+    code, out, err = run_vistkit(capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 4, 0), "-m", METRICS)
     assert code == 0, err
     assert "n/a" in out
     assert "bootstrap" in out and "every counted pair" in out and "McNemar" in out
@@ -62,17 +52,19 @@ def test_compare_says_why_the_bootstrap_p_is_na(tmp_path: Path, capsys: pytest.C
 def test_compare_warns_that_the_bootstrap_is_overconfident_on_few_pairs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = _run(capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 7, 1), "-m", METRICS)
+    code, out, err = run_vistkit(capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 7, 1), "-m", METRICS)
     assert code == 0, err
     text = " ".join(out.split())
     assert "(8)" in text and "overconfident" in text and "McNemar" in text
-    code, out, _ = _run(capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 7, 1), "-m", METRICS, "-f", "json")
+    code, out, _ = run_vistkit(capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 7, 1), "-m", METRICS, "-f", "json")
     boot = json.loads(out)["comparisons"][0]["bootstrap"]
     assert boot["p"] < 0.05 and "McNemar" in boot["p_caution"]
 
 
 def test_compare_on_many_pairs_has_no_caution(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 30, 10), "-m", METRICS, "-f", "json")
+    code, out, _ = run_vistkit(
+        capsys, "meta", "compare", _pairs(tmp_path / "p.csv", 30, 10), "-m", METRICS, "-f", "json"
+    )
     assert code == 0
     boot = json.loads(out)["comparisons"][0]["bootstrap"]
     assert "p_caution" not in boot and "p_undefined" not in boot and "notes" not in json.loads(out)
@@ -82,7 +74,7 @@ def test_compare_on_many_pairs_has_no_caution(tmp_path: Path, capsys: pytest.Cap
 def test_the_pairs_report_page_says_what_the_bootstrap_p_is_worth(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], wins: tuple[int, int]
 ) -> None:
-    code, _, err = _run(
+    code, _, err = run_vistkit(
         capsys, "meta", "pairs", _pairs(tmp_path / "p.csv", *wins), "-m", METRICS, "--report", tmp_path / "r"
     )
     assert code == 0, err
@@ -149,13 +141,13 @@ def test_an_accuracy_of_every_pair_right_gets_an_exact_interval_not_a_point() ->
 
 
 def test_the_pairs_report_says_which_interval_is_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "meta", "pairs", _pairs(tmp_path / "p.csv", 4, 0), "-m", METRICS, "-f", "json")
+    code, out, err = run_vistkit(capsys, "meta", "pairs", _pairs(tmp_path / "p.csv", 4, 0), "-m", METRICS, "-f", "json")
     assert code == 0, err
     got = json.loads(out)
     assert got["accuracy_ci"]["meta-test-length"] == pytest.approx([0.3976, 1.0], abs=1e-4)
     assert got["accuracy_ci"]["meta-test-shortness"] == pytest.approx([0.0, 0.6024], abs=1e-4)
     assert set(got["accuracy_ci_exact"]) == {"meta-test-length", "meta-test-shortness"}
-    code, _, err = _run(
+    code, _, err = run_vistkit(
         capsys, "meta", "pairs", _pairs(tmp_path / "p.csv", 4, 0), "-m", METRICS, "--report", tmp_path / "r"
     )
     assert code == 0, err
@@ -211,13 +203,13 @@ def test_meta_pairs_prints_the_significance_it_promises(
     so), but printed them only with -f json and on the --report page."""
     monkeypatch.setenv("COLUMNS", "200")  # a narrower terminal wraps the column heads ("p" / "McNemar")
     pairs = _pairs(tmp_path / "p.csv", 7, 1)
-    code, out, err = _run(capsys, "meta", "pairs", pairs, "-m", METRICS)
+    code, out, err = run_vistkit(capsys, "meta", "pairs", pairs, "-m", METRICS)
     assert code == 0, err
     text = " ".join(out.split())
     assert "p McNemar" in text and "0.0703" in text and "overconfident" in text
-    code, out, err = _run(capsys, "meta", "pairs", pairs, "-m", METRICS, "-f", "latex")
+    code, out, err = run_vistkit(capsys, "meta", "pairs", pairs, "-m", METRICS, "-f", "latex")
     assert code == 0 and out.count("\\begin{tabular}") == 2 and "p McNemar" in out
-    code, out, err = _run(capsys, "meta", "pairs", pairs, "-m", METRICS, "-f", "csv")
+    code, out, err = run_vistkit(capsys, "meta", "pairs", pairs, "-m", METRICS, "-f", "csv")
     assert code == 0 and "p McNemar" not in out and "meta compare" in err
-    code, out, err = _run(capsys, "meta", "pairs", pairs, "-m", "meta-test-length")
+    code, out, err = run_vistkit(capsys, "meta", "pairs", pairs, "-m", "meta-test-length")
     assert code == 0 and "p McNemar" not in out  # one metric: nothing to compare

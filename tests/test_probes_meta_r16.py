@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meta_dummies import dummy_metrics_registered
+from meta_dummies import dummy_metrics_registered, run_vistkit
 from scipy import stats
 
 
@@ -31,16 +31,6 @@ from scipy import stats
 def dummy_metrics() -> Iterator[None]:
     with dummy_metrics_registered():
         yield
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    """``vistkit ARGS`` in process: (exit code, stdout, stderr)."""
-    from vistkit.cli import main
-
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    got = capsys.readouterr()
-    return code, got.out, got.err
 
 
 def _jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
@@ -93,7 +83,7 @@ def test_stories_files_without_a_key_whose_references_differ_by_key_are_refused(
     """Were scored against every reference of their photos (another number than the table's own text gave)."""
     ref, machine, bare, _ = _key_case(tmp_path)
     common = ("-m", "meta-test-overlap", "-r", ref, "--bootstrap", "10", "--level", "story", "-f", "json")
-    code, _, err = _run(capsys, "meta", "correlate", bare, "-s", f"m1={machine}", *common)
+    code, _, err = run_vistkit(capsys, "meta", "correlate", bare, "-s", f"m1={machine}", *common)
     assert code == 1, err
     assert "--key story" in err and "--key sequence" in err and "'h3'" in err, err
 
@@ -103,9 +93,11 @@ def test_stories_files_with_key_story_score_as_the_tables_own_text(
 ) -> None:
     ref, machine, bare, texts = _key_case(tmp_path)
     common = ("-m", "meta-test-overlap", "-r", ref, "--bootstrap", "10", "--level", "story", "-f", "json")
-    code, with_file, err = _run(capsys, "meta", "correlate", bare, "-s", f"m1={machine}", "--key", "story", *common)
+    code, with_file, err = run_vistkit(
+        capsys, "meta", "correlate", bare, "-s", f"m1={machine}", "--key", "story", *common
+    )
     assert code == 0, err
-    code, with_text, err = _run(capsys, "meta", "correlate", texts, *common)
+    code, with_text, err = run_vistkit(capsys, "meta", "correlate", texts, *common)
     assert code == 0, err
     assert _story_rs(with_file) == _story_rs(with_text)
     assert "|key:story|" in json.loads(with_file)["signatures"]["meta-test-overlap"]
@@ -121,7 +113,7 @@ def test_stories_files_without_a_key_where_both_keys_agree_still_score(
         tmp_path / "m2.jsonl",
         [{"story_id": s, "photo_ids": p, "text": t} for (s, p, _), (_, _, t) in zip(refs, MACHINE, strict=True)],
     )
-    code, out, err = _run(
+    code, out, err = run_vistkit(
         capsys, "meta", "correlate", bare, "-s", f"m1={machine}", "-m", "meta-test-overlap", "-r", ref,
         "--bootstrap", "10", "--level", "story", "-f", "json",
     )
@@ -135,7 +127,9 @@ def test_errors_with_stories_files_without_a_key_is_refused_too(
     ref, machine, _, _ = _key_case(tmp_path)
     labels = tmp_path / "e.csv"
     labels.write_text("system,item,Rep\n" + "".join(f"m1,{s},{i % 2}\n" for i, (s, _, _) in enumerate(MACHINE)))
-    code, _, err = _run(capsys, "meta", "errors", labels, "-s", f"m1={machine}", "-m", "meta-test-overlap", "-r", ref)
+    code, _, err = run_vistkit(
+        capsys, "meta", "errors", labels, "-s", f"m1={machine}", "-m", "meta-test-overlap", "-r", ref
+    )
     assert code == 1 and "--key story" in err, err
 
 
@@ -158,7 +152,7 @@ def test_a_sequence_item_spelt_otherwise_finds_its_story_in_a_stories_file(
         "system,item,worker,focused\n" + "".join(f'm1,"{i}",w1,{r}\n' for i, r in zip(items, [5, 4, 1], strict=True)),
         encoding="utf-8",
     )
-    code, out, err = _run(
+    code, out, err = run_vistkit(
         capsys, "meta", "correlate", table, "-s", f"m1={stories}", "--key", "sequence", "-m", "meta-test-length",
         "--bootstrap", "10", "--level", "story", "-f", "json",
     )
@@ -187,7 +181,7 @@ def test_a_pairs_story_over_the_length_limit_names_its_line_and_column(
         + f"{texts['sent1']},{texts['sent2']},-1.6,s1,1-2-3,gt,m1,5,1.4,3.0,5\n",
         encoding="utf-8",
     )
-    code, _, err = _run(capsys, "meta", "pairs", path, "-m", "meta-test-length")
+    code, _, err = run_vistkit(capsys, "meta", "pairs", path, "-m", "meta-test-length")
     assert code == 1, err
     assert "line 3" in err and repr(column) in err and "VISTKIT_MAX_STORY_CHARS" in err and "'u0'" not in err, err
 
@@ -203,7 +197,7 @@ def test_a_ranked_story_over_the_length_limit_names_its_line(
         f"T1,w2,A,2,short one\nT1,w2,B,1,{long}\n",
         encoding="utf-8",
     )
-    code, _, err = _run(capsys, "meta", "rankings-to-pairs", path, "-o", tmp_path / "out.csv")
+    code, _, err = run_vistkit(capsys, "meta", "rankings-to-pairs", path, "-o", tmp_path / "out.csv")
     assert code == 1, err
     assert "line 3" in err and "VISTKIT_MAX_STORY_CHARS" in err, err
     assert not (tmp_path / "out.csv").exists()
@@ -218,7 +212,7 @@ def test_a_judged_story_over_the_length_limit_names_its_line(
     path.write_text(
         f"system,item,worker,focused,text\nm1,a,w1,1,a b\nm1,b,w1,2,{long}\nm1,c,w1,3,c\n", encoding="utf-8"
     )
-    code, _, err = _run(capsys, "meta", "correlate", path, "-m", "meta-test-length", "--bootstrap", "10")
+    code, _, err = run_vistkit(capsys, "meta", "correlate", path, "-m", "meta-test-length", "--bootstrap", "10")
     assert code == 1, err
     assert "line 3" in err and "VISTKIT_MAX_STORY_CHARS" in err, err
 
@@ -283,7 +277,7 @@ def test_references_sharing_no_key_with_the_table_are_said_before_any_metric_is_
 
     monkeypatch.setattr(judged, "_metrics", built)
     args = ("--bootstrap", "10") if verb == "correlate" else ()
-    code, _, err = _run(capsys, "meta", verb, table, "-m", "meta-test-overlap", "-r", ref, *args)
+    code, _, err = run_vistkit(capsys, "meta", verb, table, "-m", "meta-test-overlap", "-r", ref, *args)
     assert code == 1, err
     assert "pair" not in err and "Reference Absent" not in err, err
     assert "story key" in err and "'x1'" in err and "--key" in err, err
@@ -319,7 +313,7 @@ def test_vrank_train_on_proxy_pairs_warns_that_it_learns_the_assumption(
     refs = _jsonl(tmp_path / "refs.jsonl", [{"story_id": s, "photo_ids": p, "text": t} for s, p, t in REFS])
     machine = _jsonl(tmp_path / "m.jsonl", [{"story_id": s, "photo_ids": p, "text": t} for s, p, t in MACHINE])
     pairs = tmp_path / "proxy.csv"
-    code, _, err = _run(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m1={machine}", "-o", pairs)
+    code, _, err = run_vistkit(capsys, "meta", "build-pairs", "-r", refs, "--machine", f"m1={machine}", "-o", pairs)
     assert code == 0, err
 
     def stop(*args: object, **kwargs: object) -> None:
@@ -327,6 +321,6 @@ def test_vrank_train_on_proxy_pairs_warns_that_it_learns_the_assumption(
 
     monkeypatch.setattr(vr, "resolve_encoder", lambda encoder: Path(str(encoder)))
     monkeypatch.setattr(vr, "train_vrank", stop)
-    code, _, err = _run(capsys, "vrank", "train", pairs, "-o", tmp_path / "model", "--device", "cpu")
+    code, _, err = run_vistkit(capsys, "vrank", "train", pairs, "-o", tmp_path / "model", "--device", "cpu")
     assert code == 1 and "stopped before training" in err, err
     assert "warning:" in err and "4 of 4 pairs" in err and "proxy" in err.lower(), err

@@ -89,7 +89,7 @@ _HUB_ALIASES = {m.hub_id: m.name for m in PACKAGED_MODELS.values()}
 
 #: what a Hugging Face hub id looks like (``org/name``: letters, digits, ``-``, ``_``, ``.``); anything else with a
 #: ``/`` is a path
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_HUB_ID = re.compile(r"\A[A-Za-z0-9][\w.-]*/[\w.-]+\Z")  # anchored: linear however it is searched
 
 
 def register_packaged_model(model: PackagedModel) -> None:
