@@ -55,3 +55,38 @@ def test_a_vrank_folder_under_an_unknown_user_is_one_sentence() -> None:
 
     with pytest.raises(InputError, match=r"no-such-user-here.*does not know"):
         load_vrank("~no-such-user-here/vrank")
+
+
+def test_a_streamed_run_keeps_8_bytes_an_item_however_small_its_batches() -> None:
+    """`StreamTotals` kept one NumPy array per batch: with batches of one story, a million items took ~160 MB where
+    its docstring promises 8 bytes an item."""
+    import sys
+
+    import numpy as np
+
+    from vistkit.engine.merge import StreamTotals
+    from vistkit.metrics.base import Score
+
+    totals = StreamTotals()
+    for i in range(5_000):
+        totals.add(Score("m", float(i), [str(i)], np.array([float(i)]), "m|test"))
+    held = sys.getsizeof(totals._values)
+    assert held < 5_000 * 8 * 1.5 + 1_000  # an array of doubles (plus its growth margin), not 5,000 objects
+    np.testing.assert_array_equal(np.concatenate(totals.scores), np.arange(5_000, dtype=float))
+    assert totals.corpus() == np.arange(5_000).mean() and totals.n_items == 5_000
+
+
+def test_the_prefetch_thread_runs_in_the_callers_context() -> None:
+    """A warning said while a prefetched piece is prepared belongs to the run (its once-per-run filter) and a
+    Python API call's wording holds there too: both are context variables, which a plain thread does not see."""
+    import contextvars
+
+    from vistkit.models.runtime import prefetch
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="outside")
+    token = marker.set("the caller's")
+    try:
+        seen = list(prefetch((marker.get() for _ in range(3)), depth=2))
+    finally:
+        marker.reset(token)
+    assert seen == ["the caller's"] * 3

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TextIO, TypeVar
 
 T = TypeVar("T")
@@ -112,11 +113,45 @@ def colour() -> bool | None:
     return None
 
 
+#: where the ``warning: ...`` lines said on stderr go instead while a run says each once (`warnings_to`). A context
+#: variable, not a stand-in ``sys.stderr``: a process-wide swap was left in place by two threads streaming at once,
+#: and held the text of a progress bar until its newline.
+_WARNINGS_TO: ContextVar[Callable[[str], None] | None] = ContextVar("vistkit_warnings_to", default=None)
+
+
+@contextmanager
+def warnings_to(hook: Callable[[str, Callable[[str], None]], None]) -> Iterator[None]:
+    """In the block (this thread or task, and threads started with its context), each warning said on stderr
+    (`vistkit.errors.warn`) goes to ``hook(message, show)`` instead, which calls ``show(message)`` to say it
+    (through the hook of an enclosing block, if any)."""
+    show = _WARNINGS_TO.get() or _show_warning
+    token = _WARNINGS_TO.set(lambda message: hook(message, show))
+    try:
+        yield
+    finally:
+        _WARNINGS_TO.reset(token)
+
+
+_WARNING = "warning: "
+
+
+def _show_warning(message: str) -> None:
+    _say(_WARNING + message, None)
+
+
 def say(text: str, stream: TextIO | None = None) -> None:
     """``text`` as one line on ``stream`` (stderr by default). Chatter never stops the work: a stream that is gone
     (``sys.stderr`` None under pythonw or set so by a notebook, closed, a broken pipe) takes nothing (a closed
     stderr stopped every metric with "ValueError: I/O operation on closed file", and a None one sent the lines to
-    stdout, into the results)."""
+    stdout, into the results). A warning on stderr inside `warnings_to` goes to its hook."""
+    if stream is None and text.startswith(_WARNING) and (route := _WARNINGS_TO.get()) is not None:
+        route(text[len(_WARNING) :])
+        return
+    _say(text, stream)
+
+
+def _say(text: str, stream: TextIO | None) -> None:
+    """`say` without the warnings' hook."""
     stream = sys.stderr if stream is None else stream
     if stream is None or getattr(stream, "closed", False):
         return

@@ -60,9 +60,15 @@ if TYPE_CHECKING:
 TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomisation"}
 
 
+def _visible(text: str) -> str:
+    """``text`` with each control or invisible character escaped as Python writes it (``new\\nline``): a file
+    name's newline broke the table row and the notes of the system named after it (``--name`` refuses such names)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _stem(path: Path) -> str:
-    """A system file's default name: its name up to the first dot (``stdin`` for ``-``)."""
-    return "stdin" if str(path) == "-" else path.name.split(".")[0] or path.name
+    """A system file's default name: its name up to the first dot (``stdin`` for ``-``), visible (`_visible`)."""
+    return "stdin" if str(path) == "-" else _visible(path.name.split(".")[0] or path.name)
 
 
 #: extensions of the story formats and their compression, left out of a system's name (`_long_stem`)
@@ -78,7 +84,7 @@ def _long_stem(path: Path) -> str:
     name = Path(file).name
     while (ext := Path(name).suffix.lower()) in _FORMAT_EXTENSIONS and ext and len(name) > len(ext):
         name = name[: -len(ext)]
-    return f"{name}:{field}" if field else name
+    return _visible(f"{name}:{field}" if field else name)
 
 
 def _colliding(labels: dict[str, str]) -> list[list[str]]:
@@ -95,12 +101,12 @@ def _unique_labels(keys: list[str]) -> dict[str, str]:
     ``glacnet``), then whole names (``out.json``, ``out.jsonl``), and as many parent folders as it takes to tell
     them apart (``d1/sys``, ``d2/sys``)."""
     names = {k: "stdin" if k == "-" else _stem(Path(k)) for k in keys}
-    for form in (_long_stem, lambda p: p.name):
+    for form in (_long_stem, lambda p: _visible(p.name)):
         for group in _colliding(names):
             forms = {k: form(Path(k)) for k in group if k != "-"}
             if len(set(forms.values())) > 1:  # the form tells some of them apart (else the folders must)
                 names.update(forms)
-    parts = {k: ("stdin",) if k == "-" else (*Path(k).parent.parts[1:], names[k]) for k in keys}
+    parts = {k: ("stdin",) if k == "-" else (*map(_visible, Path(k).parent.parts[1:]), names[k]) for k in keys}
     depth = dict.fromkeys(keys, 1)
     while True:
         labels = {k: "/".join(parts[k][-depth[k] :]) for k in keys}
@@ -166,12 +172,26 @@ def check_baseline(baseline: str | None, labels: list[str], paths: list[Path], *
     if baseline is None or baseline in labels:
         return
     same_stem = [label for label, p in zip(labels, paths, strict=True) if _stem(p) == baseline]
+    # `--baseline runs/b.jsonl`: the file, where the table names its system `b` (a repeated file: its first system)
+    as_file = [label for label, p in zip(labels, paths, strict=True) if _same_file(baseline, p)]
+    if as_file:
+        raise InputError(
+            f"--baseline {baseline!r} is a system's file; --baseline takes the system's name, which for that file "
+            f"is {as_file[0]!r}: give --baseline {as_file[0]}"
+        )
     if not named and len(same_stem) > 1:
         raise InputError(
             f"--baseline {baseline!r} is ambiguous: the systems {', '.join(same_stem)} come from files named "
             f"{baseline}; give one of these names (or name the systems with --name)"
         )
     raise InputError(f"--baseline {baseline!r} is not one of the systems: {', '.join(labels)}")
+
+
+def _same_file(given: str, path: Path) -> bool:
+    """Whether ``given`` names the system file ``path`` (``-`` for standard input, else the same absolute path)."""
+    if given == "-" or str(path) == "-":
+        return given == str(path)
+    return bool(given.strip()) and os.path.abspath(given) == os.path.abspath(path)
 
 
 UNITS = {"sequence": "photo sequences", "story": "stories", "album": "albums"}
@@ -292,8 +312,113 @@ def _rescore_on_shared_items(
     return before
 
 
-#: why a metric's scores depend on the set (`_rescore_on_shared_items`)
-WHOLE_SET_NOTE = {"cider-d": "idf weights from the references of the set"}
+#: why a metric's scores depend on the set (`_rescore_on_shared_items`; `vistkit.engine.merge.depends_on_the_set`)
+WHOLE_SET_NOTE = {
+    "cider-d": "idf weights from the references of the set",
+    "bertscore": "with idf=True, its idf weights come from the references of the set",
+}
+
+#: below this many paired items neither test's p-value is to be read (the usual large-sample rule, as `meta
+#: compare`'s `vistkit.meta.significance.FEW_DISCORDANT`): two items that both favour a system get p = 1/(B+1)
+FEW_PAIRED = 25
+
+#: what a p-value on fewer than `FEW_PAIRED` paired items is worth, with an example
+FEW_PAIRED_WHY = (
+    "two items that both favour one system get p = 1/(B+1) (**) from either test, where an exact sign test gives "
+    "0.5; read the p-value with its n, or compare on more items"
+)
+
+
+def few_paired(n: int) -> str:
+    """Why a p-value of a test on ``n`` (< `FEW_PAIRED`) paired items is not to be read (one sentence)."""
+    return (
+        f"the test rests on {n} paired item{'' if n == 1 else 's'}, and p-values on fewer than {FEW_PAIRED} paired "
+        f"items cannot be read: {FEW_PAIRED_WHY}"
+    )
+
+
+def _few_paired_tests(c: Comparison) -> dict[str, dict[str, int]]:
+    """``{metric: {system: n_paired}}`` for each test that ran on fewer than `FEW_PAIRED` (but some) items."""
+    out: dict[str, dict[str, int]] = {}
+    for m in c.metrics:
+        for s in c.systems:
+            test = c.results[s][m].paired
+            if test is not None and 0 < test.n_items < FEW_PAIRED:
+                out.setdefault(m, {})[s] = test.n_items
+    return out
+
+
+def few_paired_note(c: Comparison, *, shown: int = 6) -> str | None:
+    """The line under the table naming the tests on fewer than `FEW_PAIRED` paired items (the first ``shown``,
+    then how many more), or None."""
+    few = _few_paired_tests(c)
+    if not few:
+        return None
+    tested = sum(c.results[s][m].paired is not None for s in c.systems for m in c.metrics)
+    counts = {n for per_system in few.values() for n in per_system.values()}
+    if sum(len(v) for v in few.values()) == tested and len(counts) == 1:
+        n = counts.pop()
+        which = f"every test here rests on {n} paired item{'' if n == 1 else 's'}"
+    else:
+        named = [f"{m}: {s} ({n})" for m, per_system in few.items() for s, n in per_system.items()]
+        more = f" and {len(named) - shown:,} more" if len(named) > shown else ""
+        which = "paired items per test: " + ", ".join(named[:shown]) + more
+    return f"p-values on fewer than {FEW_PAIRED} paired items cannot be read ({which}): {FEW_PAIRED_WHY}"
+
+
+def own_references(
+    built: list[Metric],
+    scores: dict[str, dict[str, Score]],
+    stories: dict[str, StorySet],
+    refs: StorySet | None,
+    *,
+    reference_absent: bool,
+) -> dict[str, tuple[int, int]]:
+    """``{system: (stories that are one of their own references, stories with references)}`` for each system some
+    of whose stories are, word for word (whitespace and Unicode form aside, as the metrics compare), among the
+    references they are scored against (the references file given as a system, or a copy): their reference-based
+    scores are a ceiling. Texts, not ids: a machine story filed under its reference's story id is not that
+    reference. Empty under ``reference_absent`` (each story is taken out of its own references) or without a
+    reference-based metric."""
+    import unicodedata
+
+    from vistkit.metrics.base import get_metric_class
+
+    def text(story: Any) -> str:
+        return unicodedata.normalize("NFC", " ".join(story.text.split()))
+
+    if refs is None or reference_absent:
+        return {}
+    based = [m.name for m in built if get_metric_class(m.name).needs_references]
+    out: dict[str, tuple[int, int]] = {}
+    for label, hyps in stories.items():
+        result = next((scores[label][n] for n in based if n in scores[label] and scores[label][n].keying), None)
+        if result is None or result.keying is None:
+            continue
+        try:
+            mine, theirs = hyps.by_key(result.keying), refs.group(result.keying)
+        except InputError:
+            continue
+        scored = set(result.item_ids)  # the items compared (a --template leaves others out)
+        with_refs = [(story, theirs[k]) for k, story in mine.items() if k in scored and theirs.get(k)]
+        same = sum(text(story) in {text(r) for r in group} for story, group in with_refs)
+        if same:
+            out[label] = (same, len(with_refs))
+    return out
+
+
+def own_references_lines(own: dict[str, tuple[int, int]]) -> list[str]:
+    """One line per system holding stories that are their own references (`own_references`)."""
+    lines = []
+    for label, (same, total) in own.items():
+        are = "is" if same == 1 else "are"
+        lines.append(
+            f"{label}: {same:,} of its {total:,} stories {are} word for word among the references "
+            f"{'it is' if same == 1 else 'they are'} scored against (its own references), so its reference-based "
+            "scores there are a ceiling, not a system's; to score human stories against the other references of "
+            "their item, give --reference-absent"
+        )
+    return lines
 
 
 def head_to_head_lines(h2h: dict[str, dict[str, dict[str, Any]]], confidence: float) -> list[str]:
@@ -348,6 +473,12 @@ def comparison_payload(c: Comparison) -> dict[str, Any]:
                     # the items the paired test ran on: those both systems scored (undefined ones left out)
                     "n_paired": r.paired.n_items if r.paired else None,
                     "mark": r.mark,
+                    # as `meta compare`'s: a p-value on too few paired items to be read, and why
+                    **(
+                        {"p_caution": few_paired(r.paired.n_items)}
+                        if r.paired and 0 < r.paired.n_items < FEW_PAIRED
+                        else {}
+                    ),
                 }
                 for m, r in c.results[s].items()
             }
@@ -362,16 +493,19 @@ def render_comparison(
     h2h: dict[str, dict[str, dict[str, Any]]] | None = None,
     *,
     skipped: dict[str, str] | None = None,
+    own: dict[str, tuple[int, int]] | None = None,
 ) -> str:
     """One systems x metrics table: ``score [lo, hi]`` plus ``*`` (p < 0.05) / ``**`` (p < 0.01); the head-to-head
     shares ``h2h`` (when given) under ``"preferred"`` in JSON and as sentences under the text/LaTeX table;
-    ``skipped`` (``--metrics all``: metric -> why) under ``"skipped"`` in JSON."""
+    ``skipped`` (``--metrics all``: metric -> why) under ``"skipped"`` in JSON; ``own`` (`own_references`) under
+    ``"own_references"`` (system -> stories that are their own references) in JSON."""
     if fmt is OutputFormat.JSON:
         return dumps_json(
             {
                 **comparison_payload(c),
                 **({"preferred": h2h} if h2h is not None else {}),
                 **({"skipped": skipped} if skipped else {}),
+                **({"own_references": {label: same for label, (same, _) in own.items()}} if own else {}),
             }
         )
     if fmt is OutputFormat.CSV:
@@ -393,15 +527,21 @@ def render_comparison(
             r = c.results[s][m]
             cells.append(f"{fmt_number(r.score)} [{fmt_number(r.ci.low)}, {fmt_number(r.ci.high)}]{r.mark}")
         table.append(cells)
-    notes = comparison_notes(c, h2h)
+    notes = comparison_notes(c, h2h, own=own)
     if fmt is OutputFormat.TEXT:  # notes under the table, not squeezed into its width
         return render_table(columns, table, fmt, title="vistkit compare") + "\n".join(notes) + "\n"
     return render_table(columns, table, fmt, title="vistkit compare", caption="\n".join(notes))
 
 
-def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | None = None) -> list[str]:
+def comparison_notes(
+    c: Comparison,
+    h2h: dict[str, dict[str, dict[str, Any]]] | None = None,
+    *,
+    own: dict[str, tuple[int, int]] | None = None,
+) -> list[str]:
     """The lines under a comparison table: what the intervals and marks mean, each metric's items and signature,
-    tests on fewer items, the head-to-head shares (a CSV's stderr gets them too)."""
+    tests on fewer items, tests on too few items to be read (`few_paired_note`), systems whose stories are their
+    own references (``own``: `own_references`), the head-to-head shares (a CSV's stderr gets them too)."""
     level = f"{c.confidence:.0%}".replace("%", "% CI")
     notes = [
         f"[lo, hi]: {level} percentile bootstrap, {c.n_bootstrap} resamples of items, seed {c.seed}",
@@ -426,6 +566,9 @@ def comparison_notes(c: Comparison, h2h: dict[str, dict[str, dict[str, Any]]] | 
                     f"  {m}: {s} vs {c.baseline} was tested on the {items} both scored (an undefined score leaves "
                     f"an item out): {fmt_number(test.system)} vs {fmt_number(test.baseline)} there"
                 )
+    if few := few_paired_note(c):
+        notes.append(few)
+    notes += own_references_lines(own or {})
     if h2h:
         notes += ["head to head (bootstrap CI over the items both systems have):"]
         notes += ["  " + line for line in head_to_head_lines(h2h, c.confidence)]
@@ -609,6 +752,7 @@ def compare(
         n_bootstrap=n_bootstrap,
         seed=seed,
     )
-    echo(render_comparison(comparison, fmt, h2h, skipped=skipped))
+    own = own_references(built, scores, stories, refs, reference_absent=reference_absent)
+    echo(render_comparison(comparison, fmt, h2h, skipped=skipped, own=own))
     if fmt is OutputFormat.CSV:  # a CSV has no caption: the signatures and notes on stderr
-        note("\n".join(comparison_notes(comparison, h2h)))
+        note("\n".join(comparison_notes(comparison, h2h, own=own)))

@@ -426,7 +426,7 @@ def _distance(
                 images=images, regions=regions, photos=photos, sentences=sentences, dimensions=dimensions,
                 options=options, engine=eng, tanh_g=tanh_g,
             )
-        title = f"dHM: {Path(str(human_stories)).name} vs {Path(str(model_stories)).name} (scored from stories)"
+        title = f"dHM: {_shown(human_stories)} vs {_shown(model_stories)} (scored from stories)"
 
         def show_scored() -> None:
             emit(render_dhm(scored, fmt, title=title), to_stderr=per_item is not None and is_standard_output(per_item))
@@ -470,6 +470,14 @@ def _distance(
             lambda: write_csv_rows(per_item, ["story_id", "dG", "dC", "dR", "dHM"], rows), per_item, show
         )
     show()
+
+
+def _shown(path: Path | None) -> str:
+    """A story file as a title names it: its name (a storylet field kept: ``PR_VIST.json.zip:predicted_story``),
+    ``stdin`` for ``-`` (as `compare` names it), a control or invisible character escaped (as `compare` names a
+    system)."""
+    name = "stdin" if str(path) == "-" else Path(str(path)).name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def _write_per_item_or_show(write: Callable[[], object], per_item: Path, show: Callable[[], None]) -> None:
@@ -529,6 +537,24 @@ def _check_stories_mode(
     (h_path, h_field), (m_path, m_field) = story_file(human_stories), story_file(model_stories)  # FILE:FIELD
     h = read_stories(h_path, system="human", field=h_field)
     m = read_stories(m_path, system="model", field=m_field)
+    for flag, path, stories in (("--human-stories", human_stories, h), ("--model-stories", model_stories, m)):
+        _check_one_story_per_id(flag, path, stories)
     if not {s.story_id for s in h} & {s.story_id for s in m}:
         raise InputError("the human and model story files share no story id (dHM matches stories by id)")
     return names, options, h, m
+
+
+def _check_one_story_per_id(flag: str, path: Path, stories: Any) -> None:
+    """`InputError` naming the option and the id when two stories of one file share a story id: dHM matches the
+    two sides by id (the metric's "a hypothesis file must hold one story per key (choose another --key?)" came
+    after a side was scored, and distance has no --key)."""
+    from collections import Counter
+
+    counts = Counter(s.story_id for s in stories)
+    dups = [k for k, n in counts.items() if n > 1]
+    if dups:
+        shown = ", ".join(repr(k) for k in dups[:3]) + (f" and {len(dups) - 3:,} more" if len(dups) > 3 else "")
+        raise InputError(
+            f"{flag} {path}: more than one story has the story id {shown}, and dHM matches the human and model "
+            "stories by id; give each story its own id (one story per id in each file)"
+        )

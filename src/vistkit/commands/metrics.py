@@ -6,6 +6,7 @@ import typer
 
 from vistkit.cli import app
 from vistkit.commands.common import FormatOption, echo
+from vistkit.errors import InputError
 from vistkit.metrics.base import Metric, get_metric_class, list_metrics, unavailable_metrics
 from vistkit.report.tables import OutputFormat, dumps_json, render_table
 
@@ -104,6 +105,18 @@ def metrics(
         )
     info = info if name is None else name
     if info is not None:
+        if not info.strip():  # "unknown metric ''" read as if some metric had that odd name
+            raise InputError(
+                f"the metric name {info!r} is empty: give one of the names `vistkit metrics` lists (e.g. bleu-4)"
+            )
+        if "," in info:  # "unknown metric 'a,b' (did you mean a, b?)" read as two guesses
+            from vistkit.commands.common import parse_metric_names
+
+            first = next((n for n in parse_metric_names(info) if n in list_metrics()), "bleu-4")
+            raise InputError(
+                f"a card is one metric's, and {info!r} is a comma-separated list: give one metric name, e.g. "
+                f"`vistkit metrics --info {first}`"
+            )
         cls = get_metric_class(info)
         card = {"name": cls.name, **cls.card.__dict__, "weights": cls.weights or None}
         card["options"] = {

@@ -339,7 +339,7 @@ def invite_cmd(
 
         warn_ignored(unused, "new annotator links (not --admin or --withdraw)")
     if withdraw is not None:
-        names = [x.strip() for x in withdraw.split(",") if x.strip()]
+        names = service.withdraw_names(st, withdraw)  # "a, b-001" alone: that annotator, if there is one
         if not names:
             raise InputError(
                 "--withdraw needs annotator names (comma-separated, as `studio status` lists them) or unsent"

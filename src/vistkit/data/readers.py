@@ -35,6 +35,7 @@ import json
 import os
 import re
 import stat
+import struct
 import zipfile
 import zlib
 from collections import Counter
@@ -306,6 +307,17 @@ def _same_name(p: Path, member: str, same: list[str]) -> InputError:
     )
 
 
+#: files that macOS (Finder's .DS_Store, ``._NAME`` AppleDouble forks, ``Icon\r``) and Windows (Thumbs.db,
+#: desktop.ini) leave in folders, and so in a zipped folder: never the file to read when none is named
+_SYSTEM_FILES = frozenset({".ds_store", "thumbs.db", "ehthumbs.db", "desktop.ini", "icon\r"})
+
+
+def _system_file(name: str) -> bool:
+    """Whether the zip member ``name`` is a file the system leaves in folders (`_SYSTEM_FILES`, ``._NAME``)."""
+    base = re.split(r"[/\\]", name)[-1]
+    return base.lower() in _SYSTEM_FILES or base.startswith("._")
+
+
 def _pick_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
     names = [n for n in zf.namelist() if not n.startswith("__MACOSX") and not n.endswith("/")]
     unsafe = [n for n in names if n.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", n)]
@@ -327,6 +339,15 @@ def _pick_member(zf: zipfile.ZipFile, p: Path, member: str | None) -> str:
         return member
     if not names:
         raise InputError(f"{p}: the zip archive holds no file")
+    if system := [n for n in names if _system_file(n)]:  # a folder zipped by Finder or Explorer: not a choice
+        names = [n for n in names if not _system_file(n)]
+        if not names:
+            raise InputError(
+                f"{p}: the zip archive holds no file but the system's own ({shown_names(system, limit=4)}, which "
+                "macOS or Windows leave in folders); zip the story file itself"
+            )
+        unsafe = [n for n in unsafe if n in names]
+        counts = Counter(_member_key(n) for n in names)
     if unsafe:
         raise InputError(
             f"{p}: member name {shown_names(unsafe[:1])!r} is unsafe (absolute or with '..'); repack the archive"
@@ -454,10 +475,55 @@ def content_name(path: str | Path) -> str:
     if member is not None or not is_zip_name(p) or not p.is_file():
         return str(path)
     try:
-        with zipfile.ZipFile(p) as zf:
-            return f"{p}:{_pick_member(zf, p, None)}"
+        with open(p, "rb") as fh:
+            _check_zip_listing(fh, p)
+            with zipfile.ZipFile(fh) as zf:
+                return f"{p}:{_pick_member(zf, p, None)}"
     except (InputError, *_READ_ERRORS, RuntimeError, NotImplementedError, ValueError):
         return str(path)
+
+
+#: the most files a zip vistkit reads may list, and the most bytes that list may take: a story file's zip holds a
+#: few, and zipfile makes an object for each before anything is read (256 MiB of empty members: millions of them,
+#: minutes and gigabytes)
+ZIP_MEMBERS_MAX = 10_000
+ZIP_LISTING_MAX = 16 << 20
+_EOCD = struct.Struct("<4s4H2LH")  # the end of central directory record (APPNOTE 4.3.16)
+_EOCD64 = struct.Struct("<4sQ2H2L4Q")  # the zip64 one (4.3.14), found through its locator (4.3.15)
+
+
+def _check_zip_listing(fh: Any, p: Path) -> None:
+    """Refuse the zip archive open as ``fh`` when its last record says that it lists more than `ZIP_MEMBERS_MAX`
+    files, or that the list takes more than `ZIP_LISTING_MAX` bytes, before zipfile reads that list; an archive
+    whose record cannot be found passes (zipfile then says what is wrong). ``fh`` is left at its start."""
+    try:
+        size = fh.seek(0, os.SEEK_END)
+        tail_size = min(size, _EOCD.size + 0xFFFF)  # the record, then a comment of at most 65,535 bytes
+        fh.seek(size - tail_size)
+        tail = fh.read(tail_size)
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < _EOCD.size:
+            return
+        entries, listing = _EOCD.unpack_from(tail, at)[4:6]
+        if (entries == 0xFFFF or listing == 0xFFFFFFFF) and at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":
+            fh.seek(struct.unpack_from("<Q", tail, at - 12)[0])
+            record = fh.read(_EOCD64.size)
+            if len(record) == _EOCD64.size and record[:4] == b"PK\x06\x06":
+                entries, listing = _EOCD64.unpack(record)[7:9]
+    except (OSError, ValueError, struct.error):
+        return
+    finally:
+        try:
+            fh.seek(0)
+        except (OSError, ValueError):
+            pass
+    if entries > ZIP_MEMBERS_MAX or listing > ZIP_LISTING_MAX:
+        count = f"{entries:,} files" if entries > ZIP_MEMBERS_MAX else f"files in {listing:,} bytes of names"
+        raise InputError(
+            f"{p}: the zip archive lists {count}, over vistkit's limit of {ZIP_MEMBERS_MAX:,} files (in "
+            f"{ZIP_LISTING_MAX >> 20} MiB) per archive (a zipped story file holds one); give the file itself, or "
+            "a zip holding only it"
+        )
 
 
 def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.BufferedReader:
@@ -473,12 +539,19 @@ def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.Buffere
     try:
         if is_zip_name(p) or member is not None:
             try:
+                _check_zip_listing(fh, p)
                 zf = zipfile.ZipFile(fh)
-            except zipfile.BadZipFile:
+            except zipfile.BadZipFile as exc:
                 fh.seek(0)  # a zip may start with other bytes (a self-extracting one): only a failed one is looked at
                 _check_named_kind(fh, p, (b"PK",), "a zip archive")
+                if bytes(fh.peek(4)[:4]) == b"PK\x03\x04" and "not a zip file" in str(exc):  # no list of files
+                    raise InputError(
+                        f"{p}: cannot be read: it starts as a zip archive, but its end, which lists the files inside, "
+                        f"is missing, so the file is cut short{_CUT_SHORT}"
+                    ) from None
                 raise
             name = _zip_member(zf, p, member)
+            _check_member_method(p, zf.getinfo(name))
             where = f"{p}:{name}"
             if zf.getinfo(name).file_size > limit:  # what the header declares; the stream is counted too
                 raise input_too_large(where, limit)
@@ -500,6 +573,76 @@ def open_binary(path: str | Path, *, max_bytes: int | None = None) -> io.Buffere
         if isinstance(exc, RuntimeError | NotImplementedError):  # zip: encrypted or unknown compression
             raise InputError(f"{p}: cannot be read ({exc})") from None
         raise
+
+
+#: the compression methods of zip members that Python's zipfile inflates (bzip2 and LZMA when Python has them)
+_ZIP_METHODS = frozenset((zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA))
+#: the other methods of the zip specification (APPNOTE 4.4.5) by name, as errors name them
+_ZIP_METHOD_NAMES = {
+    1: "Shrink",
+    2: "Reduce",
+    3: "Reduce",
+    4: "Reduce",
+    5: "Reduce",
+    6: "Implode",
+    9: "Deflate64 (Enhanced Deflate)",
+    10: "PKWARE DCL Implode",
+    18: "IBM TERSE",
+    19: "IBM LZ77",
+    20: "Zstandard",
+    93: "Zstandard",
+    94: "MP3",
+    95: "xz",
+    96: "JPEG",
+    97: "WavPack",
+    98: "PPMd",
+}
+#: what to do with an archive whose member cannot be read
+_REZIP = (
+    "unzip it (7-Zip, or Windows' Extract All) and give the file, or zip it again with the standard Deflate method "
+    "(zip ARCHIVE.zip FILE, or 7-Zip's 'Deflate' method)"
+)
+
+
+def _check_member_method(p: Path, info: zipfile.ZipInfo) -> None:
+    """Refuse a zip member that Python cannot read, naming what it is and what to do: an encrypted one (a password;
+    WinZip's AES, which 7-Zip and Windows write) and one compressed with a method zipfile does not inflate
+    (Deflate64, which Windows' Compressed Folders writes for large files; PPMd, Zstandard ... from 7-Zip). Python
+    said only "That compression method is not supported" or "... is encrypted, password required"."""
+    name = shown_names([info.filename])
+    if info.flag_bits & 0x1:
+        how = "with AES (WinZip AES, as 7-Zip writes it)" if info.compress_type == 99 else "with a password"
+        raise InputError(
+            f"{p}: the member {name!r} is encrypted {how}, and vistkit does not open encrypted archives; unzip it "
+            "with its password and give the file (or zip it again without a password)"
+        )
+    if info.compress_type not in _ZIP_METHODS:
+        method = _ZIP_METHOD_NAMES.get(info.compress_type)
+        what = f"the {method} method" if method else f"compression method {info.compress_type}"
+        raise InputError(
+            f"{p}: the member {name!r} is compressed with {what}, which Python's zip reader does not inflate; {_REZIP}"
+        )
+
+
+#: why a file is cut short, and what to do
+_CUT_SHORT = " (an interrupted download or copy?); download or copy it again"
+
+
+def read_error(path: str | Path, exc: BaseException) -> InputError:
+    """One sentence for an error met while reading (and inflating) ``path``: compressed data that ends too early
+    (a ``.gz`` or ``.zip`` cut short: Python said "Compressed file ended before the end-of-stream marker was
+    reached") or that is damaged (a bad CRC, zlib's "invalid distance too far back"), else what the system said."""
+    if isinstance(exc, EOFError):
+        return InputError(
+            f"{path}: cannot be read: its compressed data ends too early, so the file is cut short{_CUT_SHORT}"
+        )
+    if isinstance(exc, zlib.error | zipfile.BadZipFile | gzip.BadGzipFile):
+        return InputError(
+            f"{path}: cannot be read: its compressed data is damaged ({_first_clause(exc)}); download or copy it again"
+        )
+    if isinstance(exc, OSError):
+        return InputError(f"{path}: cannot be read ({exc.strerror or exc})")
+    return InputError(f"{path}: cannot be read ({exc})")
 
 
 def _check_named_kind(fh: io.BufferedReader, p: Path, magic: tuple[bytes, ...], what: str) -> None:
@@ -538,7 +681,7 @@ def open_text(path: str | Path, *, newline: str | None = None, max_bytes: int | 
     except BaseException as exc:
         fh.close()
         if isinstance(exc, _READ_ERRORS):  # a corrupt .gz/.zip fails once read
-            raise InputError(f"{path}: cannot be read ({exc})") from None
+            raise read_error(path, exc) from None
         raise
     return io.TextIOWrapper(fh, encoding=ENCODING, newline=newline)
 
@@ -748,7 +891,7 @@ def iter_lines(fh: io.TextIOBase, path: str | Path, *, max_line: int | None = No
     except UnicodeDecodeError as exc:
         raise _decode_error(path, exc) from None
     except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
-        raise InputError(f"{path}: cannot be read ({exc})") from None
+        raise read_error(path, exc) from None
 
 
 #: what sets the limit on a JSONL or CSV line (`vistkit.limits.max_line_chars`), as `iter_lines` shows it
@@ -787,7 +930,7 @@ def read_bytes(path: str | Path) -> bytes:
         try:
             return fh.read()
         except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
-            raise InputError(f"{path}: cannot be read ({exc})") from None
+            raise read_error(path, exc) from None
 
 
 def read_text(path: str | Path) -> str:
@@ -798,12 +941,13 @@ def read_text(path: str | Path) -> str:
         except UnicodeDecodeError as exc:
             raise _decode_error(path, exc) from None
         except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
-            raise InputError(f"{path}: cannot be read ({exc})") from None
+            raise read_error(path, exc) from None
 
 
 def csv_delimiter(path: str | Path) -> str:
     """Tab for ``.tsv`` files (also inside ``.gz``/``.zip``), comma for ``.csv``; a name that says neither (no
-    suffix, ``.txt``) is tab-separated when its first line holds a tab, as for text piped into ``-``."""
+    suffix, ``.txt``) is tab-separated when its first line that is not blank (within its first MiB) holds a tab,
+    as for text piped into ``-`` (`header_delimiter`)."""
     suffix = _inner_suffix(Path(_ZIP_COLON.split(content_name(path))[-1]))
     if suffix in (".csv", ".tsv"):
         return "\t" if suffix == ".tsv" else ","
@@ -811,10 +955,39 @@ def csv_delimiter(path: str | Path) -> str:
         return ","  # a pipe is read once: its first line cannot be looked at twice
     try:
         with open_text(path) as fh:
-            first = fh.readline(1 << 16)
+            head = fh.read(1 << 20)
     except (UnicodeDecodeError, *_READ_ERRORS):
         return ","  # the reader says what is wrong with the file
-    return "\t" if "\t" in first else ","
+    return header_delimiter(head)
+
+
+def header_delimiter(text: str) -> str:
+    """Tab when the first line of ``text`` that is not blank (the header row: blank lines before it are skipped)
+    holds a tab, else comma."""
+    found = _NOT_SPACE.search(text)
+    if found is None:
+        return ","
+    at = found.start()
+    start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+    end = line_end.start() if (line_end := _LINE_END.search(text, at)) else len(text)
+    return "\t" if "\t" in text[start:end] else ","
+
+
+#: the first line Excel writes (and reads) to name a CSV file's separator: ``sep=,``, ``sep=;``, ``sep=<tab>``
+_EXCEL_SEP = re.compile(r"sep=([^\r\n])[\r\n]*")
+_SEPARATOR_NAMES = {",": "commas", "\t": "tabs", ";": "';'"}
+
+
+def _check_excel_sep(sep: str, delimiter: str, where: str) -> None:
+    """Refuse Excel's ``sep=X`` line (read at ``where``) when X is not the ``delimiter`` the file is read with."""
+    if sep == delimiter:
+        return
+    what = _SEPARATOR_NAMES.get(sep, f"'{_printable(sep)}'")
+    if sep in ",\t":
+        fix = "name it .tsv" if sep == "\t" else "name it .csv"
+    else:
+        fix = "which vistkit does not read; save it separated by commas (in Excel: 'CSV UTF-8 (Comma delimited)')"
+    raise InputError(f"{where}: 'sep={_printable(sep)}' is Excel's note that the file is separated by {what}; {fix}")
 
 
 def _csv_reader(lines: Iterable[str], delimiter: str) -> Any:
@@ -843,19 +1016,44 @@ class CsvFile:
         self.path = path
         self.delimiter = delimiter
         lines = iter_lines(fh, path, max_line=max_line_chars(), why=LINE_LIMIT_WHY)
-        first = next(lines, None)
-        #: the first line as written (a JSON object there: the file is JSONL, `jsonl_not_csv`)
+        blank = BlankRun(path)
+        skipped = 0  # lines before the header: blank ones (skipped, as between rows) and Excel's "sep=," line
+
+        def filled() -> str | None:
+            nonlocal skipped
+            line = next(lines, None)
+            while line is not None and not line.strip():
+                skipped += 1
+                blank.add(skipped)
+                line = next(lines, None)
+            return line
+
+        first = filled()
+        if first is not None and (hint := _EXCEL_SEP.fullmatch(first)) is not None:
+            _check_excel_sep(hint.group(1), delimiter, f"{path} line {skipped + 1}")
+            skipped += 1
+            blank.reset()
+            first = filled()
+        #: the line of the header row (1 but after blank lines), and that line as written (a JSON object there: the
+        #: file is JSONL, `jsonl_not_csv`)
+        self.header_line = skipped + 1
         self.first_line = first or ""
-        self._rows = _csv_reader(lines if first is None else itertools.chain([first], lines), delimiter)
+        # the lines skipped go to the csv reader as empty lines, so that its line numbers stay the file's
+        before = itertools.repeat("\n", skipped)
+        self._rows = _csv_reader(itertools.chain(before, [] if first is None else [first], lines), delimiter)
         self._end = 0  # the last line read so far
         try:
+            for _ in range(skipped):
+                next(self._rows)
+            self._end = skipped
             header: list[str] = next(self._rows, [])
         except csv.Error as exc:
-            raise jsonl_not_csv(path, self.first_line) or self._malformed(exc) from None
+            raise jsonl_not_csv(path, self.first_line, self.header_line) or self._malformed(exc) from None
         self._end = self._rows.line_num
+        where = f"{path} line {self.header_line}"
         if any("\x00" in n for n in header):
             raise InputError(
-                f"{path} line 1: the header holds a NUL byte, which no CSV text holds; is the file UTF-16 (save it "
+                f"{where}: the header holds a NUL byte, which no CSV text holds; is the file UTF-16 (save it "
                 "as UTF-8) or not a CSV file?"
             )
         self.fieldnames: list[str] = [restore_cell(n.strip()) for n in header]
@@ -865,7 +1063,7 @@ class CsvFile:
         for i, name in enumerate(self.fieldnames, start=1):
             if name and name in seen:
                 raise InputError(
-                    f"{path} line 1: the header names the column {shown_names([name])!r} twice (columns "
+                    f"{where}: the header names the column {shown_names([name])!r} twice (columns "
                     f"{seen[name]} and {i}), so one of them would be ignored; rename or remove one"
                 )
             seen[name] = i
@@ -1201,7 +1399,7 @@ def read_json_text(path: str | Path) -> str:
         except UnicodeDecodeError as exc:
             raise _decode_error(path, exc) from None
         except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
-            raise InputError(f"{path}: cannot be read ({exc})") from None
+            raise read_error(path, exc) from None
     return "".join(blocks.end())
 
 
@@ -1214,7 +1412,7 @@ def read_json_bytes(path: str | Path) -> bytes:
             while not blocks.stop and (block := fh.read(_JSON_BLOCK)):
                 blocks.add(block, block.isspace(), block.count(b",") + block.count(b"[") + 3 * block.count(b"{"))
         except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
-            raise InputError(f"{path}: cannot be read ({exc})") from None
+            raise read_error(path, exc) from None
     return b"".join(blocks.end())
 
 
@@ -1436,7 +1634,7 @@ def _sniff_file(p: Path) -> str | None:
         except UnicodeDecodeError as exc:
             raise _decode_error(p, exc) from None
         except _READ_ERRORS as exc:  # a corrupt .gz/.zip fails only when read
-            raise InputError(f"{p}: cannot be read ({exc})") from None
+            raise read_error(p, exc) from None
     return sniff_format(head) if head.strip() else None
 
 
@@ -1544,9 +1742,8 @@ def _read_stdin(*, format: str | None, system: str | None, field: str, path: Pat
     if fmt == "jsonl":
         stories = _collect(_jsonl_stories(io.StringIO(text), name, system), name)
     elif fmt == "csv":
-        delimiter = "\t" if "\t" in text.split("\n", 1)[0] else ","
         with io.StringIO(text, newline="") as fh:
-            stories = _collect(_csv_stories(CsvFile(fh, name, delimiter), name, system), name)
+            stories = _collect(_csv_stories(CsvFile(fh, name, header_delimiter(text)), name, system), name)
     else:
         stories = _json_stories(parse_json(text, where), fmt, name, system=system, field=field)
     if not stories:
@@ -1750,7 +1947,7 @@ def _challenge(data: Any, p: Path, system: str | None) -> Iterator[Story]:
             story_id=sequence_key(ids),
             text=text,
             photo_ids=ids,
-            album_id=None if album is None else id_text(album, where, "album_id"),
+            album_id=album_text(album, where),
             system=system or team,
         )
 
@@ -1767,8 +1964,7 @@ def _storylets(records: Iterable[Any], p: Path, system: str | None, field: str) 
                 )
         where = f"{p}: storylet {i + 1}"
         photo_id_text(rec["photo_flickr_id"], where, "photo_flickr_id")  # checked here, where the storylet can be named
-        if (album := rec.get("album_id")) is not None:
-            id_text(album, where, "album_id")
+        album_text(rec.get("album_id"), where)
         if not isinstance(rec[field], str):  # str(None) would score the story "None"
             raise InputError(
                 f"{where}: the field {field!r} is {_kind(rec[field])}, not text; every storylet needs its "
@@ -1841,8 +2037,7 @@ def _story_album(recs: list[dict[str, Any]], p: Path, sid: str) -> str | None:
 
     albums: dict[str, str] = {}
     for i, rec in enumerate(recs):
-        if (album := rec.get("album_id")) is not None:
-            text = id_text(album, f"{p}: story '{_printable(sid)}', storylet {i + 1}", "album_id")
+        if (text := album_text(rec.get("album_id"), f"{p}: story '{_printable(sid)}', storylet {i + 1}")) is not None:
             albums.setdefault(unicodedata.normalize("NFC", text), text)
     if len(albums) > 1:
         a, b = list(albums.values())[:2]
@@ -1886,6 +2081,16 @@ def id_text(value: Any, where: str, what: str) -> str:
         f"{where}: {what} is {_kind(value)}, but ids must be strings or whole numbers; write it as a string "
         '(e.g. "1741642")'
     )
+
+
+def album_text(value: Any, where: str) -> str | None:
+    """A record's ``album_id`` as text (`id_text`), or None when it is missing, null, or empty or spaces only (what
+    the challenge writer, a CSV's empty cell and pandas write for a story without an album): read as album ``''``,
+    every such story would be one album under ``--key album``."""
+    if value is None:
+        return None
+    text = id_text(value, where, "album_id")
+    return text or None
 
 
 def photo_id_text(value: Any, where: str, position: int | str) -> str:
@@ -1992,7 +2197,7 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
     else:
         raise InputError(f"{where}: 'photo_ids' must be a list or a '-'-joined string")
     sents_raw = rec.get("sentences")
-    if sents_raw is None or sents_raw == "":
+    if sents_raw is None or (isinstance(sents_raw, str) and not sents_raw.strip()):  # a CSV cell of spaces too
         sentences = None
     elif isinstance(sents_raw, list) and all(isinstance(x, str) for x in sents_raw):
         sentences = tuple(sents_raw)
@@ -2007,16 +2212,14 @@ def _record(rec: Any, where: str, system: str | None) -> Story:
         sid = sequence_key(photos) if photos else None
     if sid is None:
         raise _dii_error(rec, where) or InputError(f"{where}: needs 'story_id' or 'photo_ids'")
-    album = rec.get("album_id")
-    if isinstance(album, str):
-        album = album.strip(ID_EDGE_SPACES)
+    album = album_text(rec.get("album_id"), where)
     return _story(
         where,
         story_id=id_text(sid, where, "story_id"),
         text=text,
         sentences=sentences,
         photo_ids=photos,
-        album_id=None if album is None or album == "" else id_text(album, where, "album_id"),
+        album_id=album,
         system=system or _system_name(rec.get("system"), where),
     )
 
@@ -2075,11 +2278,14 @@ def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[S
     decoder = json.JSONDecoder(object_pairs_hook=unique_pairs)  # one for all lines (json.loads makes one each)
     blank = BlankRun(p)
     agreement = SentenceAgreement(p)
+    first = True
     for n, line in enumerate(iter_lines(fh, p, max_line=max_line_chars(), why=LINE_LIMIT_WHY), start=1):
         if not line.strip():
             blank.add(n)
             continue
         blank.reset()
+        if first and (document := _json_document_start(line)) is not None:
+            raise _not_jsonl(p, n, document)
         if "\x00" in line:
             raise InputError(
                 f"{p} line {n}: holds a NUL byte, which no JSON text has; is the file UTF-16 (save it as UTF-8) "
@@ -2095,14 +2301,55 @@ def _jsonl_stories(fh: io.TextIOBase, p: Path, system: str | None) -> Iterator[S
                     f"{p} line {n}: starts with a byte-order mark (U+FEFF), which belongs only at the start of a "
                     "file (files joined with cat, or two marks?); remove it"
                 ) from None
+            if exc.msg == "Extra data" and line[exc.pos :].strip() == ",":
+                raise InputError(
+                    f"{p} line {n}: a ',' follows the story object, but a JSONL line holds one object and nothing "
+                    "after it (a JSON list split into lines?); remove the commas (and any '[' and ']' lines)"
+                ) from None
             raise InputError(f"{p} line {n}: invalid JSON at column {exc.colno}: {json_error_text(exc)}") from None
         except RecursionError:
             raise InputError(f"{p} line {n}: JSON nested too deeply") from None
         except ValueError as exc:  # an integer literal over Python's 4300-digit limit
             raise InputError(f"{p} line {n}: invalid JSON ({_first_clause(exc)})") from None
         refuse_surrogates(line, rec, f"{p} line {n}")
+        if first and (document := _whole_file_words(rec)) is not None:
+            raise _not_jsonl(p, n, document)
+        first = False
         yield agreement.check(_record(rec, f"{p} line {n}", system), f"{p} line {n}")
     agreement.report()
+
+
+def _json_document_start(line: str) -> str | None:
+    """What the first line of a JSONL file is when it opens a JSON list, in words, or ``{`` when it opens an object
+    written over lines (``json.dump(..., indent=2)``); None otherwise (a story object, or a line the JSON parser
+    names)."""
+    text = line.strip()
+    if text.startswith("["):
+        return "a JSON list" + (", written over several lines" if text == "[" else "")
+    return "{" if text == "{" else None
+
+
+def _whole_file_words(rec: Any) -> str | None:
+    """What the first record of a JSONL file is, in words, when it is a whole story file of another format on one
+    line (a challenge file, a ``{story_id: text}`` object ...) rather than a story record; None otherwise."""
+    if not isinstance(rec, dict) or not rec.keys().isdisjoint(_RECORD_FIELDS):  # a record (its text missing?)
+        return None
+    words = "a challenge submission ({'output_stories': [...]})" if "output_stories" in rec else _json_words(rec)
+    return None if words is None or words.startswith("story records") else f"{words} on one line"
+
+
+def _not_jsonl(p: Path, n: int, what: str) -> InputError:
+    """The error for a JSONL file whose line ``n`` (its first) shows ``what`` it is: a JSON document, or objects
+    written over several lines."""
+    if what == "{":
+        return InputError(
+            f"{p} line {n}: '{{' alone, an object written over several lines (json.dump with indent), but a JSONL "
+            "line holds one whole story object; write each on one line, or name the file .json if it is one JSON "
+            "document"
+        )
+    return InputError(
+        f"{p} line {n}: {what}, so the file is one JSON document, not JSONL (one story object a line); name it .json"
+    )
 
 
 def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
@@ -2114,7 +2361,7 @@ def iter_csv(path: str | Path, *, system: str | None = None) -> Iterator[Story]:
 def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[Story]:
     if not f.fieldnames:
         raise InputError(f"{path}: empty CSV (no header row)")
-    _refuse_missed_field(f.fieldnames, f"{path} line 1", "column")
+    _refuse_missed_field(f.fieldnames, f"{path} line {f.header_line}", "column")
     if not any(c in f.fieldnames for c in _TEXT_FIELDS):
         if (headless := _no_header(f, path)) is not None:
             raise headless
@@ -2122,17 +2369,37 @@ def _csv_stories(f: CsvFile, path: str | Path, system: str | None) -> Iterator[S
     for group in (_TEXT_FIELDS, _PHOTO_FIELDS):
         if len(given := [c for c in group if c in f.fieldnames]) > 1:
             raise InputError(
-                f"{path} line 1: the header has both {given[0]!r} and {given[1]!r} columns, and vistkit would not "
-                f"know which to read; keep one (or rename the other)"
+                f"{path} line {f.header_line}: the header has both {given[0]!r} and {given[1]!r} columns, and vistkit "
+                "would not know which to read; keep one (or rename the other)"
             )
     agreement = SentenceAgreement(path)
     floats = FloatIds(path)
     for n, row in f:
+        _refuse_missing_marks(row, f"{path} line {n}")
         story = _record(row, f"{path} line {n}", system)
         floats.check(row, f"{path} line {n}")
         yield agreement.check(story, f"{path} line {n}")
     agreement.report()
     floats.report()
+
+
+#: what R (NA), spreadsheets (#N/A), pandas (nan) and Python (None) write for a missing value: in a CSV id column
+#: (which has no null) such a cell would be read as an id, one shared by every story missing it
+_MISSING_MARKS = frozenset({"na", "n/a", "#n/a", "n.a.", "nan", "null", "none", "nil"})
+_ID_COLUMNS = ("story_id", "album_id", "photo_ids", "photo_sequence")
+
+
+def _refuse_missing_marks(row: dict[str, str], where: str) -> None:
+    """Refuse a CSV row whose id cell (story, album, photo ids) is a missing-value mark (`_MISSING_MARKS`): read
+    as an id, every story missing its album would be album 'NA', one album under ``--key album``."""
+    for column in _ID_COLUMNS:
+        cell = row.get(column)
+        if cell and cell.strip(ID_EDGE_SPACES).lower() in _MISSING_MARKS:
+            raise InputError(
+                f"{where}: {column} is '{_printable(cell.strip())}', a mark for a missing value (R writes NA, "
+                "spreadsheets #N/A, Python None), not an id; leave the cell empty where there is none (R: "
+                'write.csv(..., na = ""))'
+            )
 
 
 def _float_id(text: str) -> bool:
@@ -2220,9 +2487,9 @@ def _prose(cell: str) -> bool:
     return words >= 5 or (words >= 3 and cell.rstrip()[-1:] in ".!?\"'")
 
 
-def jsonl_not_csv(path: str | Path, first_line: str) -> InputError | None:
-    """The error for a file read as CSV whose first line is a JSON object (JSONL given the format csv); None for
-    any other line."""
+def jsonl_not_csv(path: str | Path, first_line: str, line_no: int = 1) -> InputError | None:
+    """The error for a file read as CSV whose first line (that is not blank: line ``line_no``) is a JSON object
+    (JSONL given the format csv); None for any other line."""
     line = first_line.strip()
     if not (line.startswith("{") and line.endswith("}")):
         return None
@@ -2231,8 +2498,8 @@ def jsonl_not_csv(path: str | Path, first_line: str) -> InputError | None:
     except (ValueError, RecursionError):
         return None
     return InputError(
-        f"{path}: line 1 is a JSON object, so the file is JSONL (one story object a line), not CSV; read it as JSONL "
-        "(name it .jsonl, or give the format jsonl: --hyp-format jsonl, --ref-format jsonl)"
+        f"{path}: line {line_no} is a JSON object, so the file is JSONL (one story object a line), not CSV; read it as "
+        "JSONL (name it .jsonl, or give the format jsonl: --hyp-format jsonl, --ref-format jsonl)"
     )
 
 
@@ -2241,21 +2508,22 @@ def _no_header(f: CsvFile, path: str | Path) -> InputError | None:
     line (no ids to match it by), or rows of ids and stories without the header; None when the first line reads as
     column names."""
     cells = f.fieldnames
-    if (jsonl := jsonl_not_csv(path, f.first_line)) is not None:
+    if (jsonl := jsonl_not_csv(path, f.first_line, f.header_line)) is not None:
         return jsonl
     if not any(_prose(c) for c in cells):
         return None
     line = _printable((f.delimiter if f.delimiter == "\t" else f.delimiter + " ").join(cells))
     if not any(c and len(c.split()) == 1 for c in cells):  # no id beside the story
         return InputError(
-            f"{path}: plain text, one story per line (line 1: '{line}'), not a CSV with a header row; {_NEEDS_IDS}: "
+            f"{path}: plain text, one story per line (line {f.header_line}: '{line}'), not a CSV with a header row; "
+            f"{_NEEDS_IDS}: "
             'write JSONL, one {"story_id": "...", "text": "..."} a line, or a CSV whose first row names its columns '
             "(story_id,text)"
         )
     header = "story_id\\t" if f.delimiter == "\t" else "story_id,"
     return InputError(
-        f"{path} line 1: '{line}' reads as a story, not as the header row that names the columns; add a first row "
-        f"naming them (e.g. {header}text for an id and a story)"
+        f"{path} line {f.header_line}: '{line}' reads as a story, not as the header row that names the columns; add a "
+        f"first row naming them (e.g. {header}text for an id and a story)"
     )
 
 

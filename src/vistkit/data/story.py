@@ -159,8 +159,8 @@ class Story:
 
     ``sentences`` is set when the source knows the sentence boundaries (the five VIST storylets); otherwise
     ``None`` and metrics split ``text`` themselves. ``photo_ids`` are in story order. Ids follow the readers'
-    rules: ``story_id`` is not empty, no photo id is empty or holds ``-`` (the joiner of sequence keys), and no id
-    holds a control or invisible character.
+    rules: ``story_id`` and ``album_id`` (when given) are not empty, no photo id is empty or holds ``-`` (the
+    joiner of sequence keys), and no id holds a control or invisible character.
     """
 
     story_id: str
@@ -222,6 +222,11 @@ class Story:
             )
         if self.album_id is not None:
             object.__setattr__(self, "album_id", clean_id(self.album_id, "album_id", self.story_id))
+            if not self.album_id:  # album '' would group every such story into one album under key='album'
+                raise InputError(
+                    f"story {_shown(self.story_id)!r}: album_id is empty (or only spaces); give the album's id, or "
+                    "None for a story without an album"
+                )
         if self.photo_ids and not all(
             type(p) is str and p and p.isascii() and p.isprintable() and p[0] != " " and p[-1] != " " and "-" not in p
             for p in self.photo_ids

@@ -12,7 +12,6 @@ An engine hands out `Metric` objects (`Engine.metric`): commands use them exactl
 from __future__ import annotations
 
 import contextlib
-import io
 import numbers
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -156,6 +155,10 @@ class RunWarnings:
             emit = warn
         emit(message)
 
+    def heard(self, message: str, show: Callable[[str], None]) -> None:
+        """A warning said in a `warnings_once` block: said with ``show`` unless this run said it already."""
+        self.say(message, emit=show)
+
     def finish(self) -> None:
         """The note for each warning with numbers that later shards or batches said again (once per run)."""
         from vistkit.errors import warn
@@ -171,65 +174,14 @@ class RunWarnings:
         self._more.clear()
 
 
-class _WarningTap(io.TextIOBase):
-    """Standard error while a batch scores: the ``warning: ...`` lines (`vistkit.errors.warn`) go to a
-    `RunWarnings`, every other line to ``stream`` as it came."""
+def warnings_once(run: RunWarnings) -> contextlib.AbstractContextManager[None]:
+    """In the block, the warnings said on standard error (`vistkit.errors.warn`) go through ``run`` (said once for
+    the run). Only this thread's (and its context's) warnings: standard error itself is left alone (a stand-in
+    swapped into ``sys.stderr`` was left there by two threads streaming at once, and held a progress bar's text
+    until its newline, re-copying it with each piece)."""
+    from vistkit.progress import warnings_to
 
-    def __init__(self, stream: Any, run: RunWarnings) -> None:
-        self.stream = stream
-        self.run = run
-        self._line = ""
-
-    def _emit(self, message: str) -> None:
-        self.stream.write(f"warning: {message}\n")
-        self.stream.flush()
-
-    def write(self, text: str) -> int:
-        self._line += text
-        while "\n" in self._line:
-            line, self._line = self._line.split("\n", 1)
-            if line.startswith("warning: "):
-                self.run.say(line[len("warning: ") :], emit=self._emit)
-            else:
-                self.stream.write(line + "\n")
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def isatty(self) -> bool:
-        return bool(self.stream.isatty())
-
-    def fileno(self) -> int:
-        return int(self.stream.fileno())
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return str(getattr(self.stream, "encoding", "utf-8"))
-
-    def end(self) -> None:
-        if self._line:
-            self.stream.write(self._line)
-            self._line = ""
-
-
-@contextlib.contextmanager
-def warnings_once(run: RunWarnings) -> Iterator[None]:
-    """In the block, the warnings said on standard error go through ``run`` (said once for the run); nothing
-    changes where standard error is gone (`vistkit.progress.say` drops the lines) or quiet."""
-    import sys
-
-    stream = sys.stderr
-    if stream is None or getattr(stream, "closed", False):
-        yield
-        return
-    tap = _WarningTap(stream, run)
-    with contextlib.redirect_stderr(tap):  # type: ignore[type-var]
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError, ValueError):
-                tap.end()
+    return warnings_to(run.heard)
 
 
 def make_engine(

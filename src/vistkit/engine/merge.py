@@ -15,6 +15,7 @@ Three strategies, chosen per metric by name (`strategy`):
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -181,7 +182,7 @@ class StreamTotals:
 
     def __init__(self) -> None:
         self.n_items = 0
-        self.scores: list[np.ndarray] = []
+        self._values = array("d")  # 8 bytes an item however small the batches (an array per batch: ~160 each)
         self.stat_sums: np.ndarray | None = None
         self.corpus_from_stats: Any = None
 
@@ -189,7 +190,7 @@ class StreamTotals:
         """Add one part's item scores (a copy: the engine then hands ``part`` to the caller's ``on_part``, which may
         change it) and, when it has additive statistics, their column sums."""
         self.n_items += len(part.item_ids)
-        self.scores.append(np.array(part.item_scores, dtype=float))
+        self._values.frombytes(np.ascontiguousarray(part.item_scores, dtype=float).tobytes())
         if part.stats is not None and part.corpus_from_stats is not None:
             s = np.asarray(part.stats).sum(axis=0)
             self.stat_sums = s if self.stat_sums is None else self.stat_sums + s
@@ -200,7 +201,12 @@ class StreamTotals:
         item scores (NaN when none is defined)."""
         if self.stat_sums is not None:
             return float(self.corpus_from_stats(self.stat_sums[None, :]))
-        return corpus_mean(np.concatenate(self.scores) if self.scores else np.zeros(0))
+        return corpus_mean(self.scores[0])
+
+    @property
+    def scores(self) -> list[np.ndarray]:
+        """The item scores so far, in input order, as one array in a list (``np.concatenate(totals.scores)``)."""
+        return [np.frombuffer(self._values, dtype=float).copy() if self._values else np.zeros(0)]
 
 
 class FallbackTally:

@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from vistkit import progress
 from vistkit.data.story import Keying, Story, StorySet
 from vistkit.errors import InputError
 from vistkit.meta.human import StoryPair, is_reference_system
-from vistkit.metrics.base import Metric, Ranker, is_same_story
+from vistkit.metrics.base import Metric, Ranker, Score, is_same_story
 
 
 @dataclass
@@ -171,21 +172,61 @@ def _score_each_story(
             ids.append(units.setdefault(u, len(units)))
         unit_of.append((ids[0], ids[1]))
 
-    values = np.full(len(units), math.nan)
-    reasons: dict[int, str] = {}
-    signature = ""
-    # rounds: at most one unit per key
+    # rounds: at most one unit per key. A reference-free metric's units are each their own story (ids u0, u1, ...)
+    # and share the empty key, which made one round, so one `Metric.score` call, per story (160,000 pairs: 80,000
+    # calls, a batched model unbatched): they are one round now, unless the metric's item scores depend on the
+    # call (then each story is still scored alone, as before)
+    one_call = not metric.needs_references and not _corpus_dependent(metric)
     rounds: list[list[tuple[_Unit, int]]] = []
     depth: dict[str, int] = {}
     for u, i in units.items():
-        r = depth.get(u.key, 0)
+        r = 0 if one_call else depth.get(u.key, 0)
         depth[u.key] = r + 1
         if r == len(rounds):
             rounds.append([])
         rounds[r].append((u, i))
-    if metric.needs_references and len(rounds) > 1 and _corpus_dependent(metric):
+    corpus = _round_corpus(metric) if metric.needs_references and len(rounds) > 1 else None
+    if len(rounds) > 1:  # the coco metrics' texts tokenised in one jar call, not one per round
+        from vistkit.metrics.coco import pretokenize
+
+        pretokenize(metric, [*(u.text for u in units), *(r.text for k in depth for r in ref_groups.get(k, []))])
+    if corpus is not None:
+        metric.rounds = corpus  # type: ignore[attr-defined]
+    try:
+        return _score_rounds(metric, units, unit_of, rounds, pairs, corpus, ref_groups, keying, reference_absent, what)
+    finally:
+        if corpus is not None:
+            metric.rounds = None  # type: ignore[attr-defined]
+
+
+def _round_corpus(metric: Metric) -> Any:
+    """CIDEr-D's `vistkit.metrics.coco.RoundCorpus` for scoring in rounds, else None (the padding of
+    `_score_rounds` keeps another corpus-dependent metric's corpus)."""
+    from vistkit.metrics.coco import CiderD, RoundCorpus
+
+    return RoundCorpus() if isinstance(metric, CiderD) and metric.rounds is None else None
+
+
+def _score_rounds(
+    metric: Metric,
+    units: dict[_Unit, int],
+    unit_of: list[tuple[int, int]],
+    rounds: list[list[tuple[_Unit, int]]],
+    pairs: Sequence[StoryPair],
+    corpus: Any,
+    ref_groups: dict[str, list[Story]],
+    keying: Keying,
+    reference_absent: bool,
+    what: str,
+) -> PairScores:
+    """The rounds of `_score_each_story`, one `Metric.score` call each (``corpus``: CIDEr-D's, or None)."""
+    values = np.full(len(units), math.nan)
+    reasons: dict[int, str] = {}
+    signature = ""
+    if corpus is None and metric.needs_references and len(rounds) > 1 and _corpus_dependent(metric):
         # CIDEr-D takes its idf from the references of the whole call: pad every round with a filler unit of
-        # each missing key (its score is discarded) so that all rounds see the same corpus of keys.
+        # each missing key (its score is discarded) so that all rounds see the same corpus of keys (CIDEr-D
+        # itself is given the first round's corpus instead, `vistkit.metrics.coco.RoundCorpus`: the same numbers).
         first: dict[str, _Unit] = {}
         for u in units:
             first.setdefault(u.key, u)
@@ -195,34 +236,22 @@ def _score_each_story(
     done = 0
     for rnd in rounds:
         progress.fraction(done, len(units))  # the caller's task over the pairs, if any
+        if corpus is not None:
+            corpus.present = {u.key for u, _ in rnd}
         done += sum(1 for _, i in rnd if i >= 0)
-        hyps: list[Story] = []
-        refs: list[Story] = []
-        index: dict[str, int] = {}
-        for n, (u, i) in enumerate(rnd):
-            sid = f"u{n}"
-            if metric.needs_references:
-                photo = tuple(u.key.split("-")) if keying is Keying.SEQUENCE else ()
-                sid = u.key if keying is Keying.STORY else u.story_id or sid
-                hyps.append(Story(story_id=sid, text=u.text, photo_ids=photo, system=u.system or None))
-                for ref in ref_groups.get(u.key, []):
-                    if u.drop_ref is not None and " ".join(ref.text.split()) == " ".join(u.drop_ref.split()):
-                        continue
-                    refs.append(ref)
-                index[u.key] = i
-            else:
-                hyps.append(Story(story_id=sid, text=u.text, photo_ids=u.img_seq))
-                index[sid] = i
-        try:
-            result = metric.score(
-                StorySet(hyps),
-                StorySet(refs) if metric.needs_references else None,
-                key=keying if metric.needs_references else Keying.STORY,
-                reference_absent=reference_absent and metric.needs_references,
-            )
-        except InputError as exc:
-            if "no hypothesis shares" not in str(exc):
-                raise
+        result, index = _score_round(metric, rnd, ref_groups, keying, reference_absent)
+        if result is None and corpus is not None:
+            # nothing of the round could be scored: padded (as rounds were), each story says its own reason
+            present = {u.key for u, _ in rnd}
+            padded = rnd + [(u, -1) for u in {u.key: u for u in reversed(units)}.values() if u.key not in present]
+            metric.rounds = None  # type: ignore[attr-defined]
+            try:
+                result, index = _score_round(metric, padded, ref_groups, keying, reference_absent)
+            finally:
+                metric.rounds = corpus  # type: ignore[attr-defined]
+        if corpus is not None and corpus.first is None:  # a first round of which nothing could be scored
+            corpus.first, corpus.df = {}, {}
+        if result is None:
             for _, i in rnd:
                 reasons[i] = "no reference story shares its key"
             continue
@@ -266,6 +295,46 @@ def _score_each_story(
         if math.isnan(x) or math.isnan(y)
     }
     return PairScores(metric.name, signature, metric.higher_is_better, s1, s2, excluded)
+
+
+def _score_round(
+    metric: Metric,
+    rnd: list[tuple[_Unit, int]],
+    ref_groups: dict[str, list[Story]],
+    keying: Keying,
+    reference_absent: bool,
+) -> tuple[Score | None, dict[str, int]]:
+    """One `Metric.score` call on the units of a round: its result (None when no story shares a reference's key)
+    and the unit index of each item id (-1: a filler)."""
+    hyps: list[Story] = []
+    refs: list[Story] = []
+    index: dict[str, int] = {}
+    for n, (u, i) in enumerate(rnd):
+        sid = f"u{n}"
+        if metric.needs_references:
+            photo = tuple(u.key.split("-")) if keying is Keying.SEQUENCE else ()
+            sid = u.key if keying is Keying.STORY else u.story_id or sid
+            hyps.append(Story(story_id=sid, text=u.text, photo_ids=photo, system=u.system or None))
+            for ref in ref_groups.get(u.key, []):
+                if u.drop_ref is not None and " ".join(ref.text.split()) == " ".join(u.drop_ref.split()):
+                    continue
+                refs.append(ref)
+            index[u.key] = i
+        else:
+            hyps.append(Story(story_id=sid, text=u.text, photo_ids=u.img_seq))
+            index[sid] = i
+    try:
+        result = metric.score(
+            StorySet(hyps),
+            StorySet(refs) if metric.needs_references else None,
+            key=keying if metric.needs_references else Keying.STORY,
+            reference_absent=reference_absent and metric.needs_references,
+        )
+    except InputError as exc:
+        if "no hypothesis shares" not in str(exc):
+            raise
+        return None, index
+    return result, index
 
 
 def score_stories(

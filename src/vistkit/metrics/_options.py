@@ -9,6 +9,7 @@ returns the value in its plain type or raises one `InputError` naming the metric
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vistkit.errors import InputError
@@ -17,6 +18,37 @@ from vistkit.errors import InputError
 MAX_BATCH_SIZE = 65_536
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
+
+
+#: the options whose values are names from a fixed list of lower-case names: a precision mode, a sentence source,
+#: clipscore-story's long-story policy, sacreBLEU's tokenizer and smoothing, RoViST-VG's aggregate and tagger,
+#: GROOViST's dataset, a device. Their values are read in any letter case and without surrounding spaces
+#: (`canonical_options`), as device names always were: ``precision=BF16`` was refused while ``device=CPU`` ran.
+ENUMERATED = frozenset(
+    {"precision", "sentences", "long", "aggregate", "tagger", "dataset", "tokenize", "smooth_method", "device"}
+)
+
+
+def canonical_choice(value: Any) -> Any:
+    """An enumerated option's value as its list spells it: a text in lower case without surrounding spaces;
+    anything else as given (the option's own check refuses it)."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def canonical_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with each `ENUMERATED` option's value spelled as its list spells it (`canonical_choice`): what
+    a metric is checked and built with, so ``precision=BF16`` runs as ``bf16`` and its signature says ``bf16``."""
+    return {k: canonical_choice(v) if k in ENUMERATED else v for k, v in options.items()}
+
+
+def option_choice(metric: str, name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` as one of ``choices`` (lower-case names), read in any letter case (`canonical_choice`); else
+    one `InputError` naming the choices."""
+    chosen = canonical_choice(value)
+    if isinstance(chosen, str) and chosen in choices:
+        return chosen
+    listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}" if len(choices) > 1 else repr(choices[0])
+    raise InputError(f"{metric}: {name} must be {listed}, not {_shown(value)}")
 
 
 def _shown(value: Any) -> str:
@@ -177,6 +209,7 @@ def check_values(cls: type[Any], options: dict[str, Any], *, local: bool = True)
     name = str(getattr(cls, "name", cls.__name__))
     params = inspect.signature(cls.__init__).parameters
     module = sys.modules.get(cls.__module__)
+    options = canonical_options(options)
     for key, value in options.items():
         param = params.get(key)
         if param is None or value is None:
@@ -214,9 +247,7 @@ def check_values(cls: type[Any], options: dict[str, Any], *, local: bool = True)
 
                 check_precision(str(value), offered=tuple(offered), what=f"{name}: precision")
         elif key == "sentences" and getattr(module, "SENTENCE_MODES", None):
-            modes = tuple(module.SENTENCE_MODES)  # type: ignore[union-attr]
-            if value not in modes:
-                raise InputError(f"sentences must be {' or '.join(map(repr, modes))}, not {value!r}")
+            option_choice(name, key, value, tuple(module.SENTENCE_MODES))  # type: ignore[union-attr]
         elif key == "lm":
             from vistkit.models.lm import DEFAULT_LM, resolve_lm
 

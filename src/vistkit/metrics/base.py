@@ -1067,9 +1067,9 @@ def _check_every_item_scored(name: str, items: Sequence[Item], result: Score) ->
     given = [it.item_id for it in items]
     if len(result.item_ids) == len(given) and set(result.item_ids) == set(given):
         return
-    got = set(result.item_ids)
+    got, wanted = set(result.item_ids), set(given)  # (the given set was built again for each score: quadratic)
     missing = [k for k in given if k not in got]
-    extra = [k for k in result.item_ids if k not in set(given)]
+    extra = [k for k in result.item_ids if k not in wanted]
     what = f"no score for {len(missing):,} of its {len(given):,} stories (first: {missing[0]!r:.60})" if missing else (
         f"scores for {len(extra):,} stories it was not given (first: {extra[0]!r:.60})" if extra
         else "a score list of another length than its stories"

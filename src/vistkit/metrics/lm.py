@@ -53,7 +53,8 @@ SCORE_CHUNK = 1024
 def _dedupe(values: list[float], keys: list[str], *, first: int) -> list[float]:
     """``values[i]`` for sentences ``first..``: a sentence whose key occurred at any earlier position gets the
     minimum over the non-duplicate sentences (from ``first`` on); if every one is a duplicate, the minimum of
-    their own values and 0."""
+    their own values and 0. A copy without a value of its own (a sentence without a word: "😀. 😀.") stays
+    without one: the floor of 0 gave a story of emoji lm-coherence 0.0 instead of excluding it."""
     seen: set[str] = set()
     dup = []
     for k in keys:
@@ -67,7 +68,7 @@ def _dedupe(values: list[float], keys: list[str], *, first: int) -> list[float]:
         own = [values[i] for i in range(first, len(values)) if not math.isnan(values[i])]
         floor = min([0.0, *own])
     for i in range(first, len(values)):
-        if dup[i]:
+        if dup[i] and not math.isnan(values[i]):
             out[i] = floor
     return out
 
@@ -79,8 +80,10 @@ def perplexity_of(story: StoryLogprobs) -> float:
 
 def sentence_perplexities(story: StoryLogprobs) -> list[float]:
     """Each sentence's in-story perplexity, exp(-mean lp_story(t)) over its tokens (NaN: no token)."""
+    from vistkit.models.lm import perplexity_of_mean
+
     story.require("story")
-    return [float(math.exp(-s.in_story.mean())) if s.n_tokens else math.nan for s in story.sentences]
+    return [perplexity_of_mean(float(s.in_story.mean())) if s.n_tokens else math.nan for s in story.sentences]
 
 
 def slor_sentences(story: StoryLogprobs, unigram: Unigram) -> list[float]:
@@ -251,9 +254,12 @@ def get_scorer(
     scorers that differ only in ``batch_tokens`` share the loaded model (each keeps its own cache of
     log-probabilities).
     """
+    from vistkit.metrics._options import canonical_choice
     from vistkit.models.lm import DEFAULT_LM, Unigram, load_lm
     from vistkit.models.runtime import choose_device, folder_stamp
 
+    # "BF16" and "bf16" are one configuration, one model in memory and one signature (bf16)
+    precision, device = canonical_choice(precision), canonical_choice(device)
     name = DEFAULT_LM if lm is None or str(lm) == DEFAULT_LM else str(lm)
     stamp: tuple[Any, ...] = ()
     if name != DEFAULT_LM:
@@ -341,9 +347,9 @@ class _LMMetric(Metric):
         batch_tokens: int | None = None,
         sentences: str = "split",
     ) -> None:
-        if sentences not in SENTENCE_MODES:
-            raise InputError(f"sentences must be 'split' or 'source', not {sentences!r}")
-        self.sentences = sentences
+        from vistkit.metrics._options import option_choice
+
+        self.sentences = option_choice(self.name, "sentences", sentences, SENTENCE_MODES)  # SOURCE reads as source
         self.scorer = get_scorer(lm, device=device, precision=precision, batch_tokens=batch_tokens)
 
     def signature_fields(self) -> dict[str, object]:
@@ -381,13 +387,17 @@ class _LMMetric(Metric):
         return self.scorer.sentence_scores([self._sentences_of(s) for s in checked], self.name)
 
     def _sentences_of(self, story: Story | Sequence[str] | str) -> list[str]:
+        """The sentences the LM reads, each as `story_sentences` reads a story's own (a list of sentences read its
+        markdown marks and invisible characters: other values than the same sentences in a `Story`)."""
         if isinstance(story, Story):
             return self.story_sentences(story)
+        from vistkit.text.detokenize import readable_text
+
         if isinstance(story, str):
             from vistkit.metrics.coherence import split_sentences
 
-            return split_sentences(story)
-        return [str(s) for s in story]
+            return split_sentences(readable_text(story))
+        return [readable_text(str(s)) for s in story]
 
     def story_value(self, sentence_values: list[float], story: StoryLogprobs) -> float:
         return _mean(sentence_values, self.first_sentence)
@@ -522,6 +532,8 @@ class LMCoherence(_LMMetric):
             return story.error
         if len(story.sentences) < 2:
             return "fewer than two sentences (nothing to be coherent with)"
+        if story.sentences[0].words:
+            return "no sentence after the first has a word the LM can score (nothing to be coherent with the first)"
         return "the story has no words the LM can score"
 
 

@@ -374,7 +374,16 @@ class StoryLogprobs:
     def perplexity(self) -> float:
         """``exp(-mean in-story token log-probability)``; NaN for a story with no token (or an error)."""
         lp = self.in_story()
-        return float(math.exp(-lp.mean())) if lp.size and self.error is None else math.nan
+        return perplexity_of_mean(float(lp.mean())) if lp.size and self.error is None else math.nan
+
+
+def perplexity_of_mean(mean_logprob: float) -> float:
+    """``exp(-mean_logprob)``, infinite past the float range (the range is [1, inf)): an LM sure of other tokens
+    (mean log-probability below -709) stopped lm-perplexity with a bare OverflowError ("math range error")."""
+    try:
+        return math.exp(-mean_logprob)
+    except OverflowError:
+        return math.inf
 
 
 # --------------------------------------------------------------------------------------------------- resolution
@@ -834,9 +843,10 @@ def load_lm(
     Raises `MissingDependencyError` (one sentence: what to install) and `InputError` (a damaged cache file, a
     pickle-only folder, a model that is not a whole causal LM: `_check_causal`).
     """
+    from vistkit.metrics._options import canonical_choice
     from vistkit.models.precision import check_precision
 
-    check_precision(precision, offered=PRECISIONS)
+    precision = check_precision(canonical_choice(precision), offered=PRECISIONS)  # "BF16" is bf16
     check_batch_tokens(batch_tokens)
     src = resolve_lm(name)
     if src.state == "missing":

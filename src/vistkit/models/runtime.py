@@ -516,7 +516,11 @@ def prefetch(items: Iterable[Any], *, depth: int = 2) -> Iterator[Any]:
         except BaseException as exc:  # handed to the consumer
             q.put((exc, None))
 
-    worker = threading.Thread(target=produce, name="vistkit-prefetch", daemon=True)
+    import contextvars
+
+    # in the caller's context: a run's warning filter and the Python API's wording (context variables) hold there too
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=context.run, args=(produce,), name="vistkit-prefetch", daemon=True)
     worker.start()
     try:
         while True:

@@ -195,6 +195,9 @@ def load(st: db.Study) -> StudyData:
 
     j, u, i, an = db.judgements, db.units, db.items, db.annotators
     with st.read() as conn:
+        # read in this snapshot, not cached since the server started: `studio invite` in another process changes
+        # the unsent invites the admin page names
+        study_settings = st.read_settings(conn)
         stories = _stories(conn)
         judgements = list(iter_judgements(st, conn, stories))
         unit_rows = conn.execute(
@@ -207,7 +210,7 @@ def load(st: db.Study) -> StudyData:
         names = [r.name for r in conn.execute(select(an.c.name).order_by(an.c.id)).all()]
     units = [{"id": r.id, "item": r.key, "is_gold": bool(r.is_gold), "done": int(r.done)} for r in unit_rows]
     return StudyData(
-        settings=dict(st.settings),
+        settings=dict(study_settings),
         stories=stories,
         judgements=judgements,
         n_units=len(units),

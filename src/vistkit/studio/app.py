@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
@@ -107,13 +108,65 @@ STATIC_CHECK = "no-cache"
 when unchanged)."""
 
 
-def static_versions(folder: Path = HERE / "static") -> dict[str, str]:
-    """File name -> the first 12 hex digits of the SHA-256 of its content, for the files directly in ``folder``."""
+STATIC_FOLDER = HERE / "static"
+"""The folder of the pages' script, stylesheet and icons."""
+
+
+def static_versions(folder: Path | None = None) -> dict[str, str]:
+    """File name -> the first 12 hex digits of the SHA-256 of its content, for the files directly in ``folder``
+    (default `STATIC_FOLDER`), as they are now."""
     import hashlib
 
+    folder = STATIC_FOLDER if folder is None else folder
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in sorted(folder.iterdir()) if p.is_file()
     }
+
+
+class StaticVersions:
+    """File name -> the first 12 hex digits of the SHA-256 of its content now, for the files directly in
+    ``folder``: hashed again whenever a file's size, modification time or inode changed. Hashes taken once when
+    the server started named the old content after a file changed under a running server (vistkit upgraded in
+    place): the old address served the new file "cached for a year" and the pages went on naming it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._known: dict[str, tuple[tuple[int, int, int], str]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> str | None:
+        """The hash of file ``name`` as it is now; None when it is no file directly in the folder."""
+        import hashlib
+        import os
+        import stat
+
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
+            return None
+        path = self.folder / name
+        try:
+            before = os.stat(path)
+            if not stat.S_ISREG(before.st_mode):
+                return None
+            mark = (before.st_size, before.st_mtime_ns, before.st_ino)
+            known = self._known.get(name)
+            if known is not None and known[0] == mark:
+                return known[1]
+            data = path.read_bytes()
+            after = os.stat(path)
+        except OSError:
+            return None
+        if (after.st_size, after.st_mtime_ns, after.st_ino) != mark or len(data) != after.st_size:
+            return None  # changed while it was read: no version now (its address is checked again on each use)
+        digest = hashlib.sha256(data).hexdigest()[:12]
+        with self._lock:
+            self._known[name] = (mark, digest)
+        return digest
+
+    def __getitem__(self, name: str) -> str:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
 
 
 class VersionedStatic:
@@ -122,16 +175,16 @@ class VersionedStatic:
     otherwise. The URLs carried no version and no caching rule, so a browser kept a script it had cached by its
     own heuristics and could run an old studio.js against the pages of an upgraded server."""
 
-    def __init__(self, folder: Path, versions: dict[str, str]) -> None:
+    def __init__(self, folder: Path, versions: StaticVersions | dict[str, str] | None = None) -> None:
         self.files = StaticFiles(directory=str(folder))
-        self.versions = versions
+        self.versions = StaticVersions(folder) if versions is None else versions
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from urllib.parse import parse_qs
 
         name = str(scope.get("path", "")).rsplit("/", 1)[-1]
         asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("v", [""])
-        current = self.versions.get(name)
+        current = await run_in_threadpool(self.versions.get, name) if asked != [""] else None
         rule = STATIC_FOREVER if current is not None and asked == [current] else STATIC_CHECK
 
         async def send_cached(message: Any) -> None:
@@ -333,11 +386,14 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    versions = static_versions()
+    static_folder = STATIC_FOLDER
+    versions = StaticVersions(static_folder)
 
     def static_url(name: str) -> str:
-        """The address of a static file with its content hash: an upgraded server's pages name a new address."""
-        return f"/static/{name}?v={versions[name]}"
+        """The address of a static file with the hash of its content now: an upgraded server's pages name a new
+        address (also one upgraded in place while it ran); a file that cannot be read now gets no version."""
+        current = versions.get(name)
+        return f"/static/{name}" if current is None else f"/static/{name}?v={current}"
 
     env.globals["static_url"] = static_url
     photos_dir = st.setting("photos_dir")
@@ -434,8 +490,8 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
             raise StudioError(403, "this is not the admin link of this study")
 
     async def admin(request: Request) -> Response:
-        try:
-            _admin(request.path_params["token"])
+        try:  # a database read: in a worker thread, not on the event loop (it would stop every other request)
+            await run_in_threadpool(_admin, request.path_params["token"])
         except StudioError as exc:
             return error(request, exc)
         s = await run_in_threadpool(lambda: analysis.summary(analysis.load(st)))
@@ -449,7 +505,7 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
 
     async def admin_json(request: Request) -> Response:
         try:
-            _admin(request.path_params["token"])
+            await run_in_threadpool(_admin, request.path_params["token"])
         except StudioError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status, headers=secure)
         s = await run_in_threadpool(lambda: analysis.summary(analysis.load(st)))
@@ -574,7 +630,7 @@ def create_app(study: str | Path | db.Study, *, name: str | None = None) -> Star
         Route("/admin/{token}", admin, methods=["GET"]),
         Route("/admin/{token}/summary.json", admin_json, methods=["GET"]),
         Route("/a/{token}/photos/{name:path}", photo, methods=["GET"]),
-        Mount("/static", app=VersionedStatic(HERE / "static", versions), name="static"),
+        Mount("/static", app=VersionedStatic(static_folder, versions), name="static"),
     ]
     from sqlalchemy.exc import DBAPIError
     from starlette.middleware import Middleware

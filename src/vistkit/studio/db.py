@@ -456,11 +456,18 @@ class Study:
         """The study's settings, decoded and checked (`check_settings`); a damaged one is an `InputError`."""
         if self._settings is None:
             with self.read() as conn:
-                rows = conn.execute(select(settings.c.key, settings.c.value)).all()
-            values = {str(k): loads(v, self.name, f"its setting {k!r}") for k, v in rows}
-            check_settings(values, self.name)
-            self._settings = values
+                return self.read_settings(conn)
         return self._settings
+
+    def read_settings(self, conn: Connection) -> dict[str, Any]:
+        """The study's settings as ``conn`` sees them now (checked as `settings` checks them, which then returns
+        them): a long-running server caches them, so a page that shows what other processes change (the unsent
+        invites `studio invite` marks) reads them in its own snapshot."""
+        rows = conn.execute(select(settings.c.key, settings.c.value)).all()
+        values = {str(k): loads(v, self.name, f"its setting {k!r}") for k, v in rows}
+        check_settings(values, self.name)
+        self._settings = values
+        return values
 
     def setting(self, key: str, default: Any = None) -> Any:
         """One of the study's settings, ``default`` when it is not set."""

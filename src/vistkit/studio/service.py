@@ -56,7 +56,26 @@ def check_prefix(prefix: str) -> str:
     CSV, so it is 1 to `MAX_PREFIX` visible characters without control, format (right-to-left override,
     zero-width), surrogate or line-breaking characters and without spaces at either end."""
     fix = "use letters, digits and punctuation, e.g. --prefix pilot"
-    return _visible_text(prefix, option="--prefix", limit=MAX_PREFIX, fix=fix)
+    text = _visible_text(prefix, option="--prefix", limit=MAX_PREFIX, fix=fix)
+    if "," in text:
+        from vistkit.errors import InputError
+
+        raise InputError(
+            f"--prefix {text!r} holds a comma, which `studio invite --withdraw` reads as the end of a name; "
+            "use another character, e.g. --prefix pilot-2"
+        )
+    return text
+
+
+def withdraw_names(st: db.Study, given: str) -> list[str]:
+    """The annotator names of a ``--withdraw`` list: comma-separated, except that the whole text is taken as one
+    name when it is one annotator's name (a name with a comma, made before `check_prefix` refused commas)."""
+    whole = given.strip()
+    if "," in whole:
+        with st.read() as conn:
+            if conn.execute(select(db.annotators.c.id).where(db.annotators.c.name == whole)).first() is not None:
+                return [whole]
+    return [x.strip() for x in given.split(",") if x.strip()]
 
 
 def check_title(title: str) -> str:
@@ -357,12 +376,20 @@ def _lock_study(conn: Connection) -> None:
     conn.execute(update(s).where(s.c.key == "study_id").values(value=s.c.value))
 
 
+#: what a link withdrawn by `studio invite --withdraw` is told (also one withdrawn while its page was loading)
+WITHDRAWN = "this invite link was withdrawn by the study's organiser; ask them for a new one"
+
+
 def _lock_annotator(conn: Connection, annotator: Annotator) -> None:
     """Serialise this annotator's claims across threads and processes for the rest of the transaction: a write
     that changes nothing (SQLite: takes the database's write lock before anything is read; PostgreSQL and others:
-    locks the annotator's row), so what the transaction reads next is not changed under it by another claim."""
+    locks the annotator's row), so what the transaction reads next is not changed under it by another claim.
+
+    An annotator no longer there (withdrawn by `studio invite --withdraw` after the request looked them up) is
+    `StudioError` 404: a claim written for them would fail on the database's foreign key (a 500)."""
     an = db.annotators
-    conn.execute(update(an).where(an.c.id == annotator.id).values(quota=an.c.quota))
+    if conn.execute(update(an).where(an.c.id == annotator.id).values(quota=an.c.quota)).rowcount == 0:
+        raise StudioError(404, WITHDRAWN)
 
 
 def claim_next(st: db.Study, annotator: Annotator) -> int | None:

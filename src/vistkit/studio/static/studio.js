@@ -326,6 +326,13 @@
         } else if (stored === "other") {
           stop();
           failed("this task was already submitted with another answer (in another tab or window)", false);
+        } else if (answer[1] && typeof answer[1].error === "string" && answer[1].error &&
+                   answer[0].status >= 400 && answer[0].status < 500 &&
+                   answer[0].status !== 408 && answer[0].status !== 429) {
+          // the studio refused the form for good (the task went to someone else, the link was withdrawn): asking
+          // again cannot change it, and "moves on by itself" would never come true
+          stop();
+          failed(answer[1].error, false);
         } else {
           later();  // a server error or something between you and the study: asked again later
         }
