@@ -173,6 +173,11 @@ def test_a_metric_module_imported_again_after_an_interrupt_registers_again(monke
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
     monkeypatch.setattr(base, "_UNAVAILABLE", dict(base._UNAVAILABLE))
     monkeypatch.setattr(base, "_DISCOVERED", False)
+    import vistkit.metrics as metrics_package
+
+    # the package's attribute too: the import below rebinds it, and later tests' `from vistkit.metrics import coco`
+    # must find the module that `from vistkit.metrics.coco import ...` finds
+    monkeypatch.setattr(metrics_package, "coco", sys.modules["vistkit.metrics.coco"])
     monkeypatch.delitem(sys.modules, "vistkit.metrics.coco")  # as in a fresh session, where it was not imported
     monkeypatch.setattr(base, "register", interrupted)
     with pytest.raises(KeyboardInterrupt):  # Ctrl-C after coco's bleu-1 and bleu-2 were registered
