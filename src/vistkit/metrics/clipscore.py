@@ -399,7 +399,8 @@ class ClipScore(_ClipScoreBase):
         "truncated as in the official code (counted in the output).",
         range="[0, 2.5], higher = text closer to its photos.",
         signature_fields="model (hub id or folder name @ weights hash), prefix (its words joined by _, or the "
-        "exact text in quotes when it is not words each followed by one space), w, sentence source.",
+        "exact text in quotes when it is not words each followed by one space; `-O clipscore.prefix=none` "
+        "scores without one), w, sentence source.",
         reproduces="jmhessel/clipscore get_clip_score per (sentence, photo) pair.",
         differences="A story-level CLIPScore is not defined by Hessel et al.; the per-sentence pairing and "
         "the mean "
@@ -453,7 +454,8 @@ class ClipScoreStory(_ClipScoreBase):
         "would).",
         range="[0, 2.5], higher = text closer to its photos.",
         signature_fields="model (hub id or folder name @ weights hash), prefix (its words joined by _, or the "
-        "exact text in quotes when it is not words each followed by one space), w, long-text policy.",
+        "exact text in quotes when it is not words each followed by one space; `-O clipscore.prefix=none` "
+        "scores without one), w, long-text policy.",
         reproduces="jmhessel/clipscore get_clip_score with the whole story as the caption (long=truncate).",
         differences="The official code truncates long captions silently; by default we refuse to score a "
         "story "
