@@ -547,21 +547,16 @@ def _run(argv: list[str] | None) -> int:
         # not a user error we foresaw: still one sentence, never a traceback (VISTKIT_DEBUG=1 shows it)
         first = (str(exc).splitlines() or [""])[0][:300]
         if (where := _user_code(exc)) is not None:  # raised in the user's own code (their metric): say where
-            typer.secho(
+            message = (
                 f"error: {type(exc).__name__}: {first} (raised in {where}, your code, not vistkit's; "
-                "VISTKIT_DEBUG=1 shows the whole traceback)",
-                fg=typer.colors.RED,
-                err=True,
-                color=_colour(),
+                "VISTKIT_DEBUG=1 shows the whole traceback)"
             )
-            return 1
-        typer.secho(
-            f"error: unexpected {type(exc).__name__}: {first} - this is a bug in vistkit; please report it with "
-            "the same command run with VISTKIT_DEBUG=1 (which shows where it happened)",
-            fg=typer.colors.RED,
-            err=True,
-            color=_colour(),
-        )
+        else:
+            message = (
+                f"error: unexpected {type(exc).__name__}: {first} - this is a bug in vistkit; please report it with "
+                "the same command run with VISTKIT_DEBUG=1 (which shows where it happened)"
+            )
+        typer.secho(message, fg=typer.colors.RED, err=True, color=_colour())
         return 1
     return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
